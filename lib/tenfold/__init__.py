@@ -1,0 +1,84 @@
+"""tenfold: read, write and verify zTensor, OINF, FOLD, WTXT and TARIDX containers.
+
+The top level is small and imports nothing heavy:
+
+* :func:`open` opens any supported file, choosing the reader by its magic bytes;
+* :func:`load` reads every tensor of a file into a ``dict`` of NumPy arrays;
+* :func:`save` writes a ``dict`` of arrays, in the format its suffix names;
+* :func:`detect` names a file's format.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+from . import errors
+from .errors import (
+    EncodeError,
+    FormatError,
+    IntegrityError,
+    LimitError,
+    TenfoldError,
+    TruncatedError,
+    UncorrectableError,
+    UnsupportedError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "__version__",
+    "open",
+    "load",
+    "save",
+    "detect",
+    "errors",
+    "TenfoldError",
+    "FormatError",
+    "TruncatedError",
+    "UnsupportedError",
+    "LimitError",
+    "IntegrityError",
+    "UncorrectableError",
+    "EncodeError",
+]
+
+_builtin_open = open
+
+
+def detect(path: str | os.PathLike[str]) -> str:
+    """Name of the format of ``path``, from its content (e.g. ``"ztensor"``)."""
+    from .formats import detect as _detect
+
+    return _detect(path)
+
+
+def open(path: str | os.PathLike[str], **options: Any) -> Any:  # noqa: A001 - public API name
+    """Open ``path`` with the reader of its format (chosen by magic bytes, not suffix)."""
+    from .formats import module_for
+
+    return module_for(detect(path)).open(path, **options)
+
+
+def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> dict[str, Any]:
+    """Read every tensor of ``path`` into a ``dict``.
+
+    With ``copy=False`` arrays that can be are read-only zero-copy views of the file's memory
+    map (they keep it alive); ``copy=True`` gives owned, writable arrays.
+    """
+    from .formats import module_for
+
+    return module_for(detect(path)).load(path, copy=copy, **options)
+
+
+def save(
+    path: str | os.PathLike[str], tensors: Mapping[str, Any], format: str | None = None,  # noqa: A002
+    **options: Any,
+) -> None:
+    """Write ``tensors`` to ``path`` atomically, in ``format`` or the one its suffix names."""
+    from .formats import by_suffix, module_for
+
+    mod = module_for(format) if format is not None else by_suffix(path).load_module()
+    mod.save(path, tensors, **options)

@@ -1,0 +1,55 @@
+"""Cython kernels and their pure-Python reference twins.
+
+A kernel family ``name`` is a compiled module ``tenfold._kernels.<name>`` (from ``<name>.pyx``,
+with a ``<name>.pyi`` stub) and a reference module ``tenfold._kernels._ref_<name>`` with the same
+functions written in NumPy/Python: the executable specification and the test oracle.
+
+:func:`load` picks one. ``TENFOLD_PUREPYTHON=1`` selects the references everywhere. Otherwise a
+missing compiled module is not hidden: it is reported with a :class:`RuntimeWarning` (an error
+under the test suite's warning filter) before the reference is used.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import warnings
+from types import ModuleType
+
+__all__ = ["load", "pure_python", "FAMILIES"]
+
+#: Every kernel family the package ships.
+FAMILIES = ("scan",)
+
+
+def pure_python() -> bool:
+    """True when ``TENFOLD_PUREPYTHON`` asks for the reference kernels."""
+    return os.environ.get("TENFOLD_PUREPYTHON", "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def load(family: str, impl: str | None = None) -> ModuleType:
+    """Return the kernel module of ``family``.
+
+    Parameters
+    ----------
+    family
+        Kernel family name, e.g. ``"scan"``.
+    impl
+        ``"compiled"`` or ``"reference"`` to force one (tests do); ``None`` chooses by
+        ``TENFOLD_PUREPYTHON`` and what is installed.
+    """
+    if impl == "reference" or (impl is None and pure_python()):
+        return importlib.import_module(f"{__name__}._ref_{family}")
+    try:
+        return importlib.import_module(f"{__name__}.{family}")
+    except ImportError as exc:
+        if impl == "compiled":
+            raise
+        warnings.warn(
+            f"tenfold: compiled kernel {family!r} is not available ({exc}); using the slow "
+            "pure-Python reference. Reinstall with a C compiler, or set TENFOLD_PUREPYTHON=1 "
+            "to silence this.",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        return importlib.import_module(f"{__name__}._ref_{family}")

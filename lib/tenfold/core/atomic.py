@@ -1,0 +1,67 @@
+"""Atomic file replacement.
+
+:func:`atomic_write` writes to a temporary file in the destination's directory, flushes and
+fsyncs it, then renames it over the destination (and fsyncs the directory). If anything fails
+before the rename, the temporary file is removed and the previous file is untouched: no reader
+ever sees a half-written file under the final name.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+from collections.abc import Iterator
+
+__all__ = ["atomic_write"]
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike[str], *, fsync: bool = True) -> Iterator[io.BufferedWriter]:
+    """Open a binary file that replaces ``path`` only when the ``with`` block succeeds.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "x.bin"
+    >>> with atomic_write(p) as f:
+    ...     _ = f.write(b"hello")
+    >>> p.read_bytes()
+    b'hello'
+    """
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            yield f  # type: ignore[misc]
+            f.flush()
+            if fsync:
+                os.fsync(f.fileno())
+        try:
+            mode = os.stat(path).st_mode & 0o7777
+        except FileNotFoundError:
+            umask = os.umask(0)
+            os.umask(umask)
+            mode = 0o666 & ~umask
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    if fsync:
+        _fsync_dir(directory)
+
+
+def _fsync_dir(directory: str) -> None:
+    try:
+        dfd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(dfd)
+    except OSError:
+        pass
+    finally:
+        os.close(dfd)

@@ -1,0 +1,140 @@
+"""Read-only memory-mapped files with bounds-checked, zero-copy views.
+
+:class:`MappedFile` is what every reader holds. It maps the whole file read-only and hands out
+NumPy views that are checked against the file size first. Views are read-only, may sit at any
+(unaligned) offset, and keep the mapping alive: calling :meth:`MappedFile.close` while views
+still exist detaches the reader from the mapping, and the mapping itself is released by the
+operating system when the last view is garbage-collected (the behaviour of :class:`numpy.memmap`).
+Any further access *through the reader* raises :class:`ValueError`.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError, TruncatedError, describe
+
+__all__ = ["MappedFile"]
+
+
+class MappedFile:
+    """A file (or an in-memory buffer) mapped read-only.
+
+    Parameters
+    ----------
+    source
+        A path, or any object exporting the buffer protocol (``bytes``, ``bytearray``,
+        ``memoryview``, NumPy array); a buffer is used in place, never copied.
+    fmt
+        Short format name used in error messages.
+
+    Examples
+    --------
+    >>> m = MappedFile(b"\\x01\\x02\\x03\\x04", fmt="demo")
+    >>> m.array(0, "<u2", (2,)).tolist()
+    [513, 1027]
+    >>> m.close()
+    """
+
+    def __init__(self, source: Any, *, fmt: str = "tenfold") -> None:
+        self.fmt = fmt
+        self._mm: mmap.mmap | None = None
+        if isinstance(source, (str, os.PathLike)):
+            self.path: str | None = os.fspath(source)
+            with open(self.path, "rb") as f:
+                size = os.fstat(f.fileno()).st_size
+                if size > 0:
+                    self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            arr = np.frombuffer(self._mm, dtype=np.uint8) if self._mm is not None else np.empty(
+                0, np.uint8
+            )
+        else:
+            self.path = None
+            arr = np.frombuffer(source, dtype=np.uint8)
+        if arr.flags.writeable:
+            arr = arr.view()
+            arr.flags.writeable = False
+        self._u8: np.ndarray | None = arr
+        self.size: int = int(arr.size)
+
+    # -- lifetime ---------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._u8 is None
+
+    def close(self) -> None:
+        """Detach from the mapping; views already handed out stay valid (see module doc)."""
+        self._u8 = None
+        if self._mm is not None:
+            try:
+                self._mm.close()
+            except BufferError:
+                pass  # views still export the buffer; the OS unmaps when the last one dies
+            self._mm = None
+
+    def __enter__(self) -> MappedFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _arr(self) -> np.ndarray:
+        if self._u8 is None:
+            raise ValueError(f"{self.fmt}: I/O operation on a closed file")
+        return self._u8
+
+    # -- views ------------------------------------------------------------------------------
+    def check(self, offset: int, length: int, what: str) -> None:
+        """Raise unless ``[offset, offset+length)`` lies in the file."""
+        if offset < 0 or length < 0:
+            raise FormatError(
+                describe(self.fmt, what, detail=f"negative offset {offset} or length {length}")
+            )
+        if offset + length > self.size:
+            raise TruncatedError(
+                describe(self.fmt, what, offset=offset, detail="ends past end of file",
+                         expected=f"end <= {self.size}", got=offset + length)
+            )
+
+    def u8(self, offset: int, length: int, what: str = "range") -> np.ndarray:
+        """Read-only ``uint8`` view of ``length`` bytes at ``offset``."""
+        self.check(offset, length, what)
+        return self._arr()[offset : offset + length]
+
+    def bytes(self, offset: int, length: int, what: str = "range") -> bytes:
+        """A copy of a (small) range as ``bytes``."""
+        return self.u8(offset, length, what).tobytes()
+
+    def array(
+        self, offset: int, dtype: Any, shape: tuple[int, ...], what: str = "array"
+    ) -> np.ndarray:
+        """Read-only view of an array of ``dtype`` and ``shape`` at ``offset`` (any alignment)."""
+        dt = np.dtype(dtype)
+        count = 1
+        for d in shape:
+            count *= d
+        nbytes = count * dt.itemsize
+        raw = self.u8(offset, nbytes, what)
+        if count == 0:
+            return np.empty(shape, dtype=dt)[...]
+        return raw.view(dt).reshape(shape) if _aligned_ok(raw, dt) else np.frombuffer(
+            raw, dtype=dt, count=count
+        ).reshape(shape)
+
+    def records(self, dtype: np.dtype, count: int, offset: int, what: str = "records") -> np.ndarray:
+        """Zero-copy structured records (see :mod:`tenfold.core.records`)."""
+        self.check(offset, count * dtype.itemsize, what)
+        return np.frombuffer(self._arr(), dtype=dtype, count=count, offset=offset)
+
+    def buffer(self) -> np.ndarray:
+        """The whole file as a read-only ``uint8`` array."""
+        return self._arr()
+
+
+def _aligned_ok(raw: np.ndarray, dt: np.dtype) -> bool:
+    # ndarray.view needs the last axis to be contiguous; it works for any alignment.
+    return raw.flags.c_contiguous and raw.size % dt.itemsize == 0

@@ -1,0 +1,84 @@
+"""Verification reports shared by every format's ``verify``.
+
+A :class:`Report` is a list of :class:`Finding` rows (object, status, message). ``ok`` is true
+when no row is an error. The CLI prints it with :meth:`Report.format` and exits with
+:attr:`Report.exit_code` (0 ok, 1 damaged or invalid).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+__all__ = ["Finding", "Report", "OK", "WARNING", "ERROR", "REPAIRED", "INFO"]
+
+OK = "ok"
+INFO = "info"
+WARNING = "warning"
+REPAIRED = "repaired"
+ERROR = "error"
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding:
+    """One verified object: ``status`` is ok, info, warning, repaired or error."""
+
+    obj: str
+    status: str
+    message: str = ""
+    offset: int | None = None
+
+    def format(self) -> str:
+        where = f" @ {self.offset:#x}" if self.offset is not None else ""
+        msg = f": {self.message}" if self.message else ""
+        return f"{self.status.upper():8} {self.obj}{where}{msg}"
+
+
+@dataclasses.dataclass
+class Report:
+    """The outcome of verifying one file.
+
+    >>> r = Report("zt", "a.zt")
+    >>> r.add("tensor 'w'", OK)
+    >>> r.ok, r.exit_code
+    (True, 0)
+    >>> r.add("tensor 'b'", ERROR, "checksum mismatch", offset=64)
+    >>> r.ok, len(r.errors)
+    (False, 1)
+    """
+
+    fmt: str
+    path: str
+    findings: list[Finding] = dataclasses.field(default_factory=list)
+    summary: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def add(self, obj: str, status: str, message: str = "", *, offset: int | None = None) -> None:
+        self.findings.append(Finding(obj, status, message, offset))
+
+    @property
+    def errors(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == ERROR]
+
+    @property
+    def warnings(self) -> list[Finding]:
+        return [f for f in self.findings if f.status == WARNING]
+
+    @property
+    def ok(self) -> bool:
+        return not self.errors
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.ok else 1
+
+    def format(self, *, verbose: bool = True) -> str:
+        lines = [f"{self.fmt}: {self.path}"]
+        for key, value in self.summary.items():
+            lines.append(f"  {key}: {value}")
+        for f in self.findings:
+            if verbose or f.status != OK:
+                lines.append("  " + f.format())
+        n_err, n_warn = len(self.errors), len(self.warnings)
+        verdict = "OK" if self.ok else "DAMAGED"
+        lines.append(f"{verdict}: {len(self.findings)} checked, {n_err} errors, {n_warn} warnings")
+        return "\n".join(lines)

@@ -1,0 +1,84 @@
+"""The table of formats: how each is recognised and which module implements it.
+
+Detection is by content (magic bytes), never by suffix; suffixes only choose the format a
+*new* file is written in. Each format module provides ``open``, ``load``, ``save``, ``inspect``
+and ``verify`` with the signatures of :mod:`tenfold.ztensor`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import os
+from collections.abc import Callable
+from types import ModuleType
+
+from .errors import FormatError, UnsupportedError
+
+__all__ = ["FormatInfo", "FORMATS", "detect_bytes", "detect", "by_suffix", "module_for"]
+
+
+@dataclasses.dataclass(frozen=True)
+class FormatInfo:
+    name: str
+    suffixes: tuple[str, ...]
+    sniff: Callable[[bytes], bool]
+    module: str
+    description: str
+
+    def load_module(self) -> ModuleType:
+        return importlib.import_module(self.module)
+
+
+FORMATS: list[FormatInfo] = [
+    FormatInfo(
+        "ztensor", (".zt",), lambda head: head[:8] == b"ZTEN0001", "tenfold.ztensor",
+        "zTensor 0.1.0",
+    ),
+    # Other formats add their entry here.
+]
+
+#: Bytes read from the start of a file to recognise it.
+SNIFF_BYTES = 64
+
+
+def detect_bytes(head: bytes) -> FormatInfo | None:
+    """The format whose magic ``head`` starts with, or None."""
+    for info in FORMATS:
+        if info.sniff(head):
+            return info
+    return None
+
+
+def detect(path: str | os.PathLike[str]) -> str:
+    """Name of the format of the file at ``path`` (by content).
+
+    Raises :class:`FormatError` when no known format matches.
+    """
+    with open(path, "rb") as f:
+        head = f.read(SNIFF_BYTES)
+    info = detect_bytes(head)
+    if info is None:
+        known = ", ".join(i.name for i in FORMATS)
+        raise FormatError(
+            f"tenfold: {os.fspath(path)}: unknown format; expected the magic of one of "
+            f"{known}, got {head[:8]!r}"
+        )
+    return info.name
+
+
+def by_suffix(path: str | os.PathLike[str]) -> FormatInfo:
+    """The format a new file at ``path`` is written in, chosen by its suffix."""
+    name = os.fspath(path).lower()
+    for info in FORMATS:
+        if any(name.endswith(s) for s in info.suffixes):
+            return info
+    known = ", ".join(s for i in FORMATS for s in i.suffixes)
+    raise UnsupportedError(f"tenfold: {os.fspath(path)}: unknown suffix; expected one of {known}")
+
+
+def module_for(name: str) -> ModuleType:
+    for info in FORMATS:
+        if info.name == name:
+            return info.load_module()
+    raise UnsupportedError(f"tenfold: unknown format {name!r}")

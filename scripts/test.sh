@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: install tenfold with its test dependencies, then
+#   1. pytest with the compiled kernels,
+#   2. pytest again with TENFOLD_PUREPYTHON=1 (the reference kernels),
+#   3. mypy.stubtest on every kernel stub,
+#   4. the asv benchmarks in quick mode, so they cannot rot.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+
+echo "== install tenfold[test]"
+"$PY" -m pip install --quiet --disable-pip-version-check ".[test]"
+
+# Run from a neutral directory so `import tenfold` is the installed package, not the tree.
+here=$(pwd)
+export TENFOLD_SHARED=${TENFOLD_SHARED:-$(cd "$here/.." && pwd)/shared}
+
+echo "== pytest (compiled kernels)"
+"$PY" -m pytest "$here/tests" -p no:cacheprovider --rootdir "$here" -c "$here/pyproject.toml"
+
+echo "== pytest (TENFOLD_PUREPYTHON=1)"
+TENFOLD_PUREPYTHON=1 "$PY" -m pytest "$here/tests" -p no:cacheprovider --rootdir "$here" \
+    -c "$here/pyproject.toml" -m "not slow" -q
+
+echo "== stubtest"
+mods=$("$PY" -c "import tenfold._kernels as k; print(' '.join('tenfold._kernels.' + f for f in k.FAMILIES))")
+(cd /tmp && "$PY" -m mypy.stubtest $mods)
+
+echo "== asv (quick)"
+"$PY" scripts/asv_quick.py

@@ -1,0 +1,50 @@
+"""Shared fixtures: the kernel ``impl`` switch, conformance vectors, Hypothesis profiles."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+from tenfold import _kernels
+
+settings.register_profile(
+    "default", deadline=None, max_examples=150,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.register_profile(
+    "ci", deadline=None, max_examples=150, derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("ci" if os.environ.get("CI") else "default")
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("TENFOLD_SHARED", ROOT.parent / "shared"))
+CONFORMANCE = SHARED / "conformance"
+
+#: Kernel implementations under test: both, unless TENFOLD_PUREPYTHON=1 removes the compiled one.
+IMPLS = ["reference"] if _kernels.pure_python() else ["compiled", "reference"]
+
+
+@pytest.fixture(params=IMPLS)
+def impl(request: pytest.FixtureRequest) -> str:
+    """Runs a test once per kernel implementation ("compiled", "reference")."""
+    return request.param
+
+
+@pytest.fixture
+def kernels(impl: str):
+    """``kernels("scan")`` -> the kernel module of the current ``impl``."""
+    return lambda family: _kernels.load(family, impl)
+
+
+@pytest.fixture(scope="session")
+def conformance() -> Path:
+    """The shared conformance vectors, read in place (never copied)."""
+    if not CONFORMANCE.is_dir():
+        raise RuntimeError(
+            f"conformance vectors not found at {CONFORMANCE}; set TENFOLD_SHARED to the shared/ folder"
+        )
+    return CONFORMANCE
