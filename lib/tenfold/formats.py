@@ -32,10 +32,23 @@ class FormatInfo:
 
 FORMATS: list[FormatInfo] = [
     FormatInfo(
-        "ztensor", (".zt",), lambda head: head[:8] == b"ZTEN0001", "tenfold.ztensor",
-        "zTensor 0.1.0",
+        "ztensor", (".zt",),
+        lambda head: head[:8] in (b"ZTEN0001", b"ZTEN1000", b"\x89ZT2\r\n\x1a\n"),
+        "tenfold.ztensor", "zTensor 0.1.0",
     ),
-    # Other formats add their entry here.
+    FormatInfo("oinf", (".oinf",), lambda head: head[:5] == b"OINF\0", "tenfold.oinf", "OINF"),
+    FormatInfo(
+        "fold", (".fold", ".mind"), lambda head: head[:8] == b"FOLDv1\0\0", "tenfold.fold",
+        "FOLD / MIND",
+    ),
+    FormatInfo(
+        "wtxt", (".wtxt",), lambda head: head.startswith((b"WTXT ", b"WTXT-DELTA ")),
+        "tenfold.wtxt", "WTXT/Chunks v1.1",
+    ),
+    FormatInfo(
+        "taridx", (".taridx",), lambda head: head[:8] == b"TARIDX\0\0", "tenfold.taridx",
+        "TARIDX tar-shard index",
+    ),
 ]
 
 #: Bytes read from the start of a file to recognise it.

@@ -18,8 +18,18 @@ from types import ModuleType
 
 __all__ = ["load", "pure_python", "FAMILIES"]
 
-#: Every kernel family the package ships.
-FAMILIES = ("scan",)
+def _families() -> tuple[str, ...]:
+    here = os.path.dirname(__file__)
+    names = sorted(
+        f[len("_ref_") : -len(".py")]
+        for f in os.listdir(here)
+        if f.startswith("_ref_") and f.endswith(".py")
+    )
+    return tuple(names)
+
+
+#: Every kernel family the package ships (one ``_ref_<name>.py`` each).
+FAMILIES = _families()
 
 
 def pure_python() -> bool:

@@ -1,0 +1,31 @@
+"""Timing helpers shared by the peer benchmark cases (best of N wall-clock runs)."""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from typing import Any
+
+
+def best(fn: Callable[[], Any], repeat: int = 5, setup: Callable[[], Any] | None = None) -> float:
+    """Fastest of ``repeat`` runs of ``fn`` in seconds (``setup`` runs untimed before each)."""
+    times = []
+    for _ in range(repeat):
+        if setup is not None:
+            setup()
+        gc.collect()
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def row(case: str, tenfold: float, peer: str | None = None, peer_value: float | None = None, *,
+        unit: str = "s", higher_is_better: bool = False, target: str = "", note: str = "") -> dict:
+    """One table row; ``ratio`` is how many times better tenfold is than the peer."""
+    ratio = None
+    if peer_value is not None and tenfold:
+        ratio = (tenfold / peer_value) if higher_is_better else (peer_value / tenfold)
+    return {"case": case, "tenfold": tenfold, "peer": peer, "peer_value": peer_value,
+            "unit": unit, "ratio": ratio, "target": target, "note": note}
