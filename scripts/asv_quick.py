@@ -14,12 +14,26 @@ HERE = pathlib.Path(__file__).resolve().parents[1] / "asv_bench"
 
 
 def main() -> int:
-    subprocess.run([sys.executable, "-m", "asv", "machine", "--yes"], cwd=HERE, check=True,
-                   stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [sys.executable, "-m", "asv", "machine", "--yes"],
+        cwd=HERE,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     proc = subprocess.run(
-        [sys.executable, "-m", "asv", "run", "--python=same", "--quick", "--dry-run",
-         "--show-stderr"],
-        cwd=HERE, capture_output=True, text=True,
+        [
+            sys.executable,
+            "-m",
+            "asv",
+            "run",
+            "--python=same",
+            "--quick",
+            "--dry-run",
+            "--show-stderr",
+        ],
+        cwd=HERE,
+        capture_output=True,
+        text=True,
     )
     out = proc.stdout + proc.stderr
     print(out[-6000:])

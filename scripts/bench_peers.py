@@ -45,9 +45,16 @@ def fmt_row(r: dict) -> list[str]:
         return str(x)
 
     ratio = r.get("ratio")
-    return [r["case"], s(r.get("tenfold")), r.get("peer") or "-", s(r.get("peer_value")),
-            r.get("unit", "s"), f"{ratio:.2f}x" if isinstance(ratio, float) else s(ratio),
-            r.get("target", ""), r.get("note", "")]
+    return [
+        r["case"],
+        s(r.get("tenfold")),
+        r.get("peer") or "-",
+        s(r.get("peer_value")),
+        r.get("unit", "s"),
+        f"{ratio:.2f}x" if isinstance(ratio, float) else s(ratio),
+        r.get("target", ""),
+        r.get("note", ""),
+    ]
 
 
 HEAD = ["case", "tenfold", "peer", "peer value", "unit", "ratio", "target", "note"]
@@ -105,9 +112,11 @@ def main() -> int:
 
     import tenfold
 
-    env = (f"Measured {datetime.date.today()} on {platform.machine()} ({platform.processor() or 'cpu'}), "
-           f"Python {platform.python_version()}, numpy {numpy.__version__}, tenfold "
-           f"{tenfold.__version__}, by `scripts/bench_peers.py{' --quick' if args.quick else ''}`.")
+    env = (
+        f"Measured {datetime.date.today()} on {platform.machine()} ({platform.processor() or 'cpu'}), "
+        f"Python {platform.python_version()}, numpy {numpy.__version__}, tenfold "
+        f"{tenfold.__version__}, by `scripts/bench_peers.py{' --quick' if args.quick else ''}`."
+    )
     for fmt in fmts:
         rows = load_cases(fmt).run(args.quick)
         print(f"\n## {fmt}\n{markdown(rows)}")

@@ -22,7 +22,9 @@ def build(family: str) -> None:
     src = os.path.join("lib", "tenfold", "_kernels", f"{family}.pyx")
     ext = Extension(f"tenfold._kernels.{family}", [src], extra_compile_args=["-O3"])
     mods = cythonize(
-        [ext], language_level=3, quiet=True,
+        [ext],
+        language_level=3,
+        quiet=True,
         compiler_directives={"embedsignature": True, "cdivision": True, "autotestdict": False},
     )
     dist = Distribution({"ext_modules": mods, "package_dir": {"": "lib"}})

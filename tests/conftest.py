@@ -11,11 +11,16 @@ from hypothesis import HealthCheck, settings
 from tenfold import _kernels
 
 settings.register_profile(
-    "default", deadline=None, max_examples=150,
+    "default",
+    deadline=None,
+    max_examples=150,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.register_profile(
-    "ci", deadline=None, max_examples=150, derandomize=True,
+    "ci",
+    deadline=None,
+    max_examples=150,
+    derandomize=True,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")

@@ -74,7 +74,9 @@ def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> di
 
 
 def save(
-    path: str | os.PathLike[str], tensors: Mapping[str, Any], format: str | None = None,  # noqa: A002
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    format: str | None = None,  # noqa: A002
     **options: Any,
 ) -> None:
     """Write ``tensors`` to ``path`` atomically, in ``format`` or the one its suffix names."""

@@ -33,7 +33,9 @@ def _table(rows: list[dict], columns: Sequence[str]) -> str:
     widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
     out = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
     out.append("  ".join("-" * w for w in widths))
-    out += ["  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells]
+    out += [
+        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
+    ]
     return "\n".join(out)
 
 

@@ -32,21 +32,32 @@ class FormatInfo:
 
 FORMATS: list[FormatInfo] = [
     FormatInfo(
-        "ztensor", (".zt",),
+        "ztensor",
+        (".zt",),
         lambda head: head[:8] in (b"ZTEN0001", b"ZTEN1000", b"\x89ZT2\r\n\x1a\n"),
-        "tenfold.ztensor", "zTensor 0.1.0",
+        "tenfold.ztensor",
+        "zTensor 0.1.0",
     ),
     FormatInfo("oinf", (".oinf",), lambda head: head[:5] == b"OINF\0", "tenfold.oinf", "OINF"),
     FormatInfo(
-        "fold", (".fold", ".mind"), lambda head: head[:8] == b"FOLDv1\0\0", "tenfold.fold",
+        "fold",
+        (".fold", ".mind"),
+        lambda head: head[:8] == b"FOLDv1\0\0",
+        "tenfold.fold",
         "FOLD / MIND",
     ),
     FormatInfo(
-        "wtxt", (".wtxt",), lambda head: head.startswith((b"WTXT ", b"WTXT-DELTA ")),
-        "tenfold.wtxt", "WTXT/Chunks v1.1",
+        "wtxt",
+        (".wtxt",),
+        lambda head: head.startswith((b"WTXT ", b"WTXT-DELTA ")),
+        "tenfold.wtxt",
+        "WTXT/Chunks v1.1",
     ),
     FormatInfo(
-        "taridx", (".taridx",), lambda head: head[:8] == b"TARIDX\0\0", "tenfold.taridx",
+        "taridx",
+        (".taridx",),
+        lambda head: head[:8] == b"TARIDX\0\0",
+        "tenfold.taridx",
         "TARIDX tar-shard index",
     ),
 ]

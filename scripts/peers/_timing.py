@@ -21,11 +21,28 @@ def best(fn: Callable[[], Any], repeat: int = 5, setup: Callable[[], Any] | None
     return min(times)
 
 
-def row(case: str, tenfold: float, peer: str | None = None, peer_value: float | None = None, *,
-        unit: str = "s", higher_is_better: bool = False, target: str = "", note: str = "") -> dict:
+def row(
+    case: str,
+    tenfold: float,
+    peer: str | None = None,
+    peer_value: float | None = None,
+    *,
+    unit: str = "s",
+    higher_is_better: bool = False,
+    target: str = "",
+    note: str = "",
+) -> dict:
     """One table row; ``ratio`` is how many times better tenfold is than the peer."""
     ratio = None
     if peer_value is not None and tenfold:
         ratio = (tenfold / peer_value) if higher_is_better else (peer_value / tenfold)
-    return {"case": case, "tenfold": tenfold, "peer": peer, "peer_value": peer_value,
-            "unit": unit, "ratio": ratio, "target": target, "note": note}
+    return {
+        "case": case,
+        "tenfold": tenfold,
+        "peer": peer,
+        "peer_value": peer_value,
+        "unit": unit,
+        "ratio": ratio,
+        "target": target,
+        "note": note,
+    }

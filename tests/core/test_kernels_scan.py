@@ -8,8 +8,14 @@ from tenfold import _kernels
 
 @pytest.mark.parametrize(
     "hexdata, expected",
-    [("", -1), ("00", -1), ("01", 0), ("0000000000000000", -1), ("000000000000000000000002", 11),
-     ("00000000000000ff00", 7)],
+    [
+        ("", -1),
+        ("00", -1),
+        ("01", 0),
+        ("0000000000000000", -1),
+        ("000000000000000000000002", 11),
+        ("00000000000000ff00", 7),
+    ],
 )
 def test_first_nonzero_known(kernels, hexdata, expected):
     assert kernels("scan").first_nonzero(bytes.fromhex(hexdata)) == expected
@@ -17,8 +23,13 @@ def test_first_nonzero_known(kernels, hexdata, expected):
 
 @pytest.mark.parametrize(
     "hexdata, acc, expected",
-    [("", 0, 0), ("01", 0, 1), ("0102030405060708", 0, 0x0807060504030201),
-     ("01020304050607080a", 0, 0x0807060504030201 ^ 0x0A), ("ff", 0xFF, 0)],
+    [
+        ("", 0, 0),
+        ("01", 0, 1),
+        ("0102030405060708", 0, 0x0807060504030201),
+        ("01020304050607080a", 0, 0x0807060504030201 ^ 0x0A),
+        ("ff", 0xFF, 0),
+    ],
 )
 def test_xor_u64_le_known(kernels, hexdata, acc, expected):
     assert kernels("scan").xor_u64_le(bytes.fromhex(hexdata), acc) == expected

@@ -18,6 +18,7 @@ from types import ModuleType
 
 __all__ = ["load", "pure_python", "FAMILIES"]
 
+
 def _families() -> tuple[str, ...]:
     here = os.path.dirname(__file__)
     names = sorted(

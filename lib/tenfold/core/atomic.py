@@ -18,7 +18,9 @@ __all__ = ["atomic_write"]
 
 
 @contextlib.contextmanager
-def atomic_write(path: str | os.PathLike[str], *, fsync: bool = True) -> Iterator[io.BufferedWriter]:
+def atomic_write(
+    path: str | os.PathLike[str], *, fsync: bool = True
+) -> Iterator[io.BufferedWriter]:
     """Open a binary file that replaces ``path`` only when the ``with`` block succeeds.
 
     >>> import tempfile, pathlib

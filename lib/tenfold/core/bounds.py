@@ -69,17 +69,31 @@ def check_range(
 expected end <= 100, got 128
     """
     if offset < 0 or length < 0:
-        raise FormatError(describe(fmt, what, detail=f"negative offset {offset} or length {length}"))
+        raise FormatError(
+            describe(fmt, what, detail=f"negative offset {offset} or length {length}")
+        )
     if offset < start:
         raise FormatError(
-            describe(fmt, what, offset=offset, detail="starts before its region",
-                     expected=f">= {start}", got=offset)
+            describe(
+                fmt,
+                what,
+                offset=offset,
+                detail="starts before its region",
+                expected=f">= {start}",
+                got=offset,
+            )
         )
     end = offset + length
     if end > size:
         raise TruncatedError(
-            describe(fmt, what, offset=offset, detail="ends past end of file",
-                     expected=f"end <= {size}", got=end)
+            describe(
+                fmt,
+                what,
+                offset=offset,
+                detail="ends past end of file",
+                expected=f"end <= {size}",
+                got=end,
+            )
         )
 
 
@@ -114,13 +128,25 @@ def checked_numel(
     dims = list(shape)
     if len(dims) > limits.max_ndim:
         raise LimitError(
-            describe(fmt, what, field="ndim", detail="above limit",
-                     expected=f"<= {limits.max_ndim}", got=len(dims))
+            describe(
+                fmt,
+                what,
+                field="ndim",
+                detail="above limit",
+                expected=f"<= {limits.max_ndim}",
+                got=len(dims),
+            )
         )
     for d in dims:
         if type(d) is not int or d < 0 or d > U64_MAX:
             raise FormatError(
-                describe(fmt, what, field="shape", detail=f"bad dimension {d!r}",
-                         expected="int in [0, 2**64)", got=dims)
+                describe(
+                    fmt,
+                    what,
+                    field="shape",
+                    detail=f"bad dimension {d!r}",
+                    expected="int in [0, 2**64)",
+                    got=dims,
+                )
             )
     return math.prod(dims)

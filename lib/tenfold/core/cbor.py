@@ -90,8 +90,15 @@ def decode(data: object, *, fmt: str, what: str, offset: int, limit: int) -> Any
     mv = memoryview(data)  # type: ignore[arg-type]
     if mv.nbytes > limit:
         raise LimitError(
-            describe(fmt, what, offset=offset, field="size", detail="above limit",
-                     expected=f"<= {limit}", got=mv.nbytes)
+            describe(
+                fmt,
+                what,
+                offset=offset,
+                field="size",
+                detail="above limit",
+                expected=f"<= {limit}",
+                got=mv.nbytes,
+            )
         )
     raw = bytes(mv)
     try:
@@ -99,12 +106,22 @@ def decode(data: object, *, fmt: str, what: str, offset: int, limit: int) -> Any
         obj = cbor2.CBORDecoder(stream).decode()
         end = stream.tell()
     except RecursionError:
-        raise FormatError(describe(fmt, what, offset=offset, detail="CBOR nested too deeply"))
+        raise FormatError(
+            describe(fmt, what, offset=offset, detail="CBOR nested too deeply")
+        ) from None
     except Exception as exc:  # cbor2 raises several classes, all meaning "not valid CBOR"
-        raise FormatError(describe(fmt, what, offset=offset, detail=f"invalid CBOR: {exc}"))
+        raise FormatError(
+            describe(fmt, what, offset=offset, detail=f"invalid CBOR: {exc}")
+        ) from None
     if end != len(raw):
         raise FormatError(
-            describe(fmt, what, offset=offset + end, detail="trailing bytes after CBOR item",
-                     expected=len(raw), got=end)
+            describe(
+                fmt,
+                what,
+                offset=offset + end,
+                detail="trailing bytes after CBOR item",
+                expected=len(raw),
+                got=end,
+            )
         )
     return obj

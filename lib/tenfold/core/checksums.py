@@ -12,19 +12,14 @@ import hashlib
 import crc32c as _crc32c
 import xxhash
 
+from .buffers import byte_view as _bytes_view
+
 __all__ = ["crc32c", "sha256", "sha256_hex", "xxh64", "xxh64_hex", "CRC32C_CHECK"]
 
 #: CRC-32C of ``b"123456789"`` (the catalogue check value).
 CRC32C_CHECK = 0xE3069283
 
 _SLICE = 64 << 20
-
-
-def _bytes_view(data: object) -> memoryview:
-    mv = memoryview(data)  # type: ignore[arg-type]
-    if mv.ndim != 1 or mv.format not in ("B", "b", "c") or not mv.c_contiguous:
-        mv = mv.cast("B") if mv.c_contiguous else memoryview(bytes(mv))
-    return mv
 
 
 def crc32c(data: object, value: int = 0) -> int:

@@ -11,6 +11,7 @@ import numpy as np
 import zstandard
 
 from ..errors import FormatError, IntegrityError, LimitError, describe
+from .buffers import byte_view
 
 __all__ = ["zstd_compress", "zstd_decompress_into", "zstd_decompress", "ZSTD_MAGIC"]
 
@@ -23,10 +24,7 @@ def zstd_compress(data: object, level: int = 3, *, threads: int = 0) -> bytes:
     Deterministic for a given ``level`` and ``threads``.
     """
     cctx = zstandard.ZstdCompressor(level=level, write_content_size=True, threads=threads)
-    mv = memoryview(data)  # type: ignore[arg-type]
-    if mv.ndim != 1 or mv.itemsize != 1:
-        mv = mv.cast("B")
-    return cctx.compress(mv)
+    return cctx.compress(byte_view(data))
 
 
 def zstd_decompress_into(
@@ -38,24 +36,34 @@ def zstd_decompress_into(
     decoded in turn. Raises :class:`IntegrityError` when the stream decodes to a different size
     or is corrupt, and :class:`FormatError` when it is not zstd at all.
     """
-    out_mv = memoryview(out)  # type: ignore[arg-type]
-    if out_mv.ndim != 1 or out_mv.itemsize != 1:
-        out_mv = out_mv.cast("B")
+    out_mv = byte_view(out)
+    if out_mv.readonly:
+        raise ValueError(f"{fmt}: {what}: output buffer is read-only")
     expected = out_mv.nbytes
-    src_mv = memoryview(src)  # type: ignore[arg-type]
+    src_mv = byte_view(src)
     if src_mv.nbytes < 4 or bytes(src_mv[:4]) != ZSTD_MAGIC:
         raise FormatError(
-            describe(fmt, what, offset=offset, field="zstd magic", detail="not a zstd frame",
-                     expected=ZSTD_MAGIC.hex(), got=bytes(src_mv[:4]).hex())
+            describe(
+                fmt,
+                what,
+                offset=offset,
+                field="zstd magic",
+                detail="not a zstd frame",
+                expected=ZSTD_MAGIC.hex(),
+                got=bytes(src_mv[:4]).hex(),
+            )
         )
     try:
         declared = zstandard.frame_content_size(src_mv)
     except zstandard.ZstdError as exc:
-        raise FormatError(describe(fmt, what, offset=offset, detail=f"bad zstd frame header: {exc}"))
+        raise FormatError(
+            describe(fmt, what, offset=offset, detail=f"bad zstd frame header: {exc}")
+        ) from None
     if declared >= 0 and declared != expected:
         raise IntegrityError(
-            describe(fmt, what, offset=offset, field="zstd content size",
-                     expected=expected, got=declared)
+            describe(
+                fmt, what, offset=offset, field="zstd content size", expected=expected, got=declared
+            )
         )
     try:
         reader = zstandard.ZstdDecompressor().stream_reader(src_mv, read_across_frames=True)
@@ -67,23 +75,43 @@ def zstd_decompress_into(
             got += n
         extra = reader.read(1) if got == expected else b""
     except zstandard.ZstdError as exc:
-        raise IntegrityError(describe(fmt, what, offset=offset, detail=f"corrupt zstd data: {exc}"))
+        raise IntegrityError(
+            describe(fmt, what, offset=offset, detail=f"corrupt zstd data: {exc}")
+        ) from None
     if got != expected or extra:
         raise IntegrityError(
-            describe(fmt, what, offset=offset, field="decoded size",
-                     expected=expected, got=f"more than {expected}" if extra else got)
+            describe(
+                fmt,
+                what,
+                offset=offset,
+                field="decoded size",
+                expected=expected,
+                got=f"more than {expected}" if extra else got,
+            )
         )
 
 
 def zstd_decompress(
-    src: object, expected: int, *, limit: int, fmt: str = "zstd", what: str = "payload",
+    src: object,
+    expected: int,
+    *,
+    limit: int,
+    fmt: str = "zstd",
+    what: str = "payload",
     offset: int = 0,
 ) -> np.ndarray:
     """Decode into a fresh ``uint8`` array of ``expected`` bytes (bounded by ``limit``)."""
     if expected > limit:
         raise LimitError(
-            describe(fmt, what, offset=offset, field="decoded size", detail="above limit",
-                     expected=f"<= {limit}", got=expected)
+            describe(
+                fmt,
+                what,
+                offset=offset,
+                field="decoded size",
+                detail="above limit",
+                expected=f"<= {limit}",
+                got=expected,
+            )
         )
     out = np.empty(expected, dtype=np.uint8)
     zstd_decompress_into(src, out, fmt=fmt, what=what, offset=offset)

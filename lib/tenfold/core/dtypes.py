@@ -86,16 +86,27 @@ class DTypeRegistry:
     def tags(self, fmt: str) -> dict[Hashable, str]:
         return dict(self._fwd.get(fmt, {}))
 
-    def to_name(self, fmt: str, tag: Hashable, *, what: str = "dtype", offset: int | None = None) -> str:
+    def to_name(
+        self, fmt: str, tag: Hashable, *, what: str = "dtype", offset: int | None = None
+    ) -> str:
         try:
             return self._fwd[fmt][tag]
         except KeyError:
             raise UnsupportedError(
-                describe(fmt, what, offset=offset, field="dtype", detail="unknown",
-                         expected=" | ".join(map(str, self._fwd.get(fmt, {}))), got=tag)
+                describe(
+                    fmt,
+                    what,
+                    offset=offset,
+                    field="dtype",
+                    detail="unknown",
+                    expected=" | ".join(map(str, self._fwd.get(fmt, {}))),
+                    got=tag,
+                )
             ) from None
 
-    def to_numpy(self, fmt: str, tag: Hashable, *, what: str = "dtype", offset: int | None = None) -> np.dtype:
+    def to_numpy(
+        self, fmt: str, tag: Hashable, *, what: str = "dtype", offset: int | None = None
+    ) -> np.dtype:
         return _CANONICAL[self.to_name(fmt, tag, what=what, offset=offset)]
 
     def to_tag(self, fmt: str, dtype: object, *, what: str = "array") -> Hashable:
@@ -104,8 +115,14 @@ class DTypeRegistry:
             return self._rev[fmt][name]
         except (KeyError, UnsupportedError, TypeError):
             raise EncodeError(
-                describe(fmt, what, field="dtype", detail="cannot be stored",
-                         expected=" | ".join(self._rev.get(fmt, {})), got=_dtype_str(dtype))
+                describe(
+                    fmt,
+                    what,
+                    field="dtype",
+                    detail="cannot be stored",
+                    expected=" | ".join(self._rev.get(fmt, {})),
+                    got=_dtype_str(dtype),
+                )
             ) from None
 
 

@@ -49,8 +49,10 @@ class MappedFile:
                 size = os.fstat(f.fileno()).st_size
                 if size > 0:
                     self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            arr = np.frombuffer(self._mm, dtype=np.uint8) if self._mm is not None else np.empty(
-                0, np.uint8
+            arr = (
+                np.frombuffer(self._mm, dtype=np.uint8)
+                if self._mm is not None
+                else np.empty(0, np.uint8)
             )
         else:
             self.path = None
@@ -96,8 +98,14 @@ class MappedFile:
             )
         if offset + length > self.size:
             raise TruncatedError(
-                describe(self.fmt, what, offset=offset, detail="ends past end of file",
-                         expected=f"end <= {self.size}", got=offset + length)
+                describe(
+                    self.fmt,
+                    what,
+                    offset=offset,
+                    detail="ends past end of file",
+                    expected=f"end <= {self.size}",
+                    got=offset + length,
+                )
             )
 
     def u8(self, offset: int, length: int, what: str = "range") -> np.ndarray:
@@ -121,11 +129,15 @@ class MappedFile:
         raw = self.u8(offset, nbytes, what)
         if count == 0:
             return np.empty(shape, dtype=dt)[...]
-        return raw.view(dt).reshape(shape) if _aligned_ok(raw, dt) else np.frombuffer(
-            raw, dtype=dt, count=count
-        ).reshape(shape)
+        return (
+            raw.view(dt).reshape(shape)
+            if _aligned_ok(raw, dt)
+            else np.frombuffer(raw, dtype=dt, count=count).reshape(shape)
+        )
 
-    def records(self, dtype: np.dtype, count: int, offset: int, what: str = "records") -> np.ndarray:
+    def records(
+        self, dtype: np.dtype, count: int, offset: int, what: str = "records"
+    ) -> np.ndarray:
         """Zero-copy structured records (see :mod:`tenfold.core.records`)."""
         self.check(offset, count * dtype.itemsize, what)
         return np.frombuffer(self._arr(), dtype=dtype, count=count, offset=offset)

@@ -28,7 +28,11 @@ def wants_progress(show: bool | None = None) -> bool:
 
 
 def progress(
-    items: Iterable[T], *, total: int | None = None, desc: str = "", unit: str = "it",
+    items: Iterable[T],
+    *,
+    total: int | None = None,
+    desc: str = "",
+    unit: str = "it",
     show: bool | None = None,
 ) -> Iterator[T]:
     """Yield from ``items``, drawing a progress bar when :func:`wants_progress` says so."""

@@ -36,7 +36,7 @@ def record(
     for f in fields:
         fname, fmt = f[0], f[1]
         dt = np.dtype(fmt)
-        if dt.itemsize > 1 and dt.kind not in "SV" and not str(fmt)[:1] in "<>":
+        if dt.itemsize > 1 and dt.kind not in "SV" and str(fmt)[:1] not in "<>":
             raise AssertionError(f"record {name}: field {fname} needs an explicit byte order")
         off = f[2] if len(f) == 3 else pos  # type: ignore[misc]
         names.append(fname)
@@ -45,14 +45,14 @@ def record(
         pos = off + dt.itemsize
     if pos > itemsize:
         raise AssertionError(f"record {name}: fields end at {pos}, past itemsize {itemsize}")
-    dt = np.dtype(
-        {"names": names, "formats": formats, "offsets": offsets, "itemsize": itemsize}
-    )
+    dt = np.dtype({"names": names, "formats": formats, "offsets": offsets, "itemsize": itemsize})
     assert dt.itemsize == itemsize, (name, dt.itemsize, itemsize)
     return dt
 
 
-def view(buf: object, dtype: np.dtype, count: int, offset: int, *, fmt: str, what: str) -> np.ndarray:
+def view(
+    buf: object, dtype: np.dtype, count: int, offset: int, *, fmt: str, what: str
+) -> np.ndarray:
     """Zero-copy array of ``count`` records at ``offset`` of ``buf``, bounds-checked.
 
     Works at any offset (unaligned access is handled by NumPy).
@@ -61,8 +61,14 @@ def view(buf: object, dtype: np.dtype, count: int, offset: int, *, fmt: str, wha
     need = count * dtype.itemsize
     if offset < 0 or count < 0 or offset + need > size:
         raise TruncatedError(
-            describe(fmt, what, offset=max(offset, 0), detail="ends past end of file",
-                     expected=f"{need} bytes", got=max(size - offset, 0))
+            describe(
+                fmt,
+                what,
+                offset=max(offset, 0),
+                detail="ends past end of file",
+                expected=f"{need} bytes",
+                got=max(size - offset, 0),
+            )
         )
     return np.frombuffer(buf, dtype=dtype, count=count, offset=offset)  # type: ignore[call-overload]
 

@@ -1,0 +1,91 @@
+"""zTensor 0.1.0 (``.zt``): 64-byte-aligned tensor blobs with a CBOR index at the end.
+
+>>> import numpy as np, tempfile, os, tenfold.ztensor as zt
+>>> path = os.path.join(tempfile.mkdtemp(), "a.zt")
+>>> zt.save(path, {"x": np.arange(3, dtype=np.int16)})
+>>> zt.load(path)["x"].tolist()
+[0, 1, 2]
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from typing import Any
+
+import numpy as np
+
+from ._index import TensorInfo
+from .reader import Reader
+from .sparse import SparseTensor
+from .verify import verify
+from .writer import Writer, save
+
+__all__ = [
+    "Reader",
+    "Writer",
+    "TensorInfo",
+    "SparseTensor",
+    "open",
+    "load",
+    "save",
+    "inspect",
+    "verify",
+    "demo",
+]
+
+
+def open(source: Any, **options: Any) -> Reader:  # noqa: A001
+    """Open a zTensor file (see :class:`Reader` for the options)."""
+    return Reader(source, **options)
+
+
+def load(source: Any, copy: bool = False, **options: Any) -> dict[str, Any]:
+    """Every tensor of ``source`` as a dict (views of the file unless ``copy=True``)."""
+    with Reader(source, copy=copy, **options) as r:
+        return {name: r.read(name) for name in r}
+
+
+def inspect(source: Any) -> list[dict[str, Any]]:
+    """One row per tensor: name, dtype, shape, bytes (stored), encoding, layout, checksum."""
+    with Reader(source) as r:
+        rows = []
+        for i in r.infos():
+            stored = i.size + sum(b.size for b in i.components.values())
+            row = {
+                "name": i.name,
+                "dtype": i.dtype,
+                "shape": "x".join(map(str, i.shape)) or "()",
+                "bytes": stored,
+                "encoding": i.encoding,
+                "layout": i.layout
+                if i.sparse_format is None or i.layout != "sparse"
+                else f"sparse/{i.sparse_format}",
+                "checksum": i.checksum or "-",
+                "offset": i.offset,
+            }
+            rows.append(row)
+        return rows
+
+
+def demo(directory: str | os.PathLike[str]) -> pathlib.Path:
+    """Write a small sample file (dense raw and zstd, checksums, a sparse tensor)."""
+    path = pathlib.Path(directory) / "demo.zt"
+    rng = np.random.default_rng(2026)
+    with Writer(path) as w:
+        w.add("embedding", rng.standard_normal((16, 8)).astype(np.float32), checksum="crc32c")
+        w.add("bias", np.linspace(-1, 1, 8, dtype=np.float64), checksum="sha256")
+        w.add("mask", rng.random(12) < 0.5)
+        w.add("counts", np.arange(100, dtype=np.int64) % 7, encoding="zstd", checksum="crc32c")
+        rows = np.array([0, 1, 3, 3], np.uint64)
+        w.add(
+            "adjacency",
+            SparseTensor(
+                "csr",
+                (3, 4),
+                np.array([1.0, 2.0, 3.0], np.float32),
+                indices=np.array([1, 0, 3], np.uint64),
+                indptr=rows,
+            ),
+        )
+    return path

@@ -17,8 +17,17 @@ ALGORITHMS = ("crc32c", "sha256")
 def parse(text: object, what: str, offset: int) -> tuple[str, str]:
     """Split a checksum field into ``(algorithm, normalised lowercase hex)``."""
     if not isinstance(text, str):
-        raise FormatError(describe(FMT, what, offset=offset, field="checksum",
-                                   detail="not a string", expected="str", got=type(text).__name__))
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="checksum",
+                detail="not a string",
+                expected="str",
+                got=type(text).__name__,
+            )
+        )
     m = _CRC.match(text)
     if m:
         return "crc32c", m.group(1).lower()
@@ -27,10 +36,28 @@ def parse(text: object, what: str, offset: int) -> tuple[str, str]:
         return "sha256", m.group(1).lower()
     algo = text.split(":", 1)[0]
     if algo in ALGORITHMS:
-        raise FormatError(describe(FMT, what, offset=offset, field="checksum",
-                                   detail="malformed", expected=f"{algo}:<hex>", got=text))
-    raise UnsupportedError(describe(FMT, what, offset=offset, field="checksum",
-                                    detail="unknown algorithm", expected="crc32c | sha256", got=text))
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="checksum",
+                detail="malformed",
+                expected=f"{algo}:<hex>",
+                got=text,
+            )
+        )
+    raise UnsupportedError(
+        describe(
+            FMT,
+            what,
+            offset=offset,
+            field="checksum",
+            detail="unknown algorithm",
+            expected="crc32c | sha256",
+            got=text,
+        )
+    )
 
 
 def compute(algo: str, data: object) -> str:
@@ -51,13 +78,24 @@ def check_algorithm(algo: object) -> str | None:
     if algo is None:
         return None
     if algo not in ALGORITHMS:
-        raise EncodeError(describe(FMT, "writer", field="checksum", detail="unknown algorithm",
-                                   expected="None | crc32c | sha256", got=algo))
+        raise EncodeError(
+            describe(
+                FMT,
+                "writer",
+                field="checksum",
+                detail="unknown algorithm",
+                expected="None | crc32c | sha256",
+                got=algo,
+            )
+        )
     return algo  # type: ignore[return-value]
 
 
 def verify(algo: str, expected_hex: str, data: object, what: str, offset: int) -> None:
     got = compute(algo, data)
     if got != expected_hex:
-        raise IntegrityError(describe(FMT, what, offset=offset, field=f"{algo} checksum",
-                                      expected=expected_hex, got=got))
+        raise IntegrityError(
+            describe(
+                FMT, what, offset=offset, field=f"{algo} checksum", expected=expected_hex, got=got
+            )
+        )

@@ -39,9 +39,18 @@ FOOTER = np.dtype("<u8")
 EMPTY_FILE = MAGIC + b"\x80" + (1).to_bytes(8, "little")
 
 DTYPES = (
-    "float64", "float32", "float16", "bfloat16",
-    "int64", "int32", "int16", "int8",
-    "uint64", "uint32", "uint16", "uint8",
+    "float64",
+    "float32",
+    "float16",
+    "bfloat16",
+    "int64",
+    "int32",
+    "int16",
+    "int8",
+    "uint64",
+    "uint32",
+    "uint16",
+    "uint8",
     "bool",
 )
 for _name in DTYPES:
@@ -55,8 +64,22 @@ ENDIANNESS = ("little", "big")
 #: Keys tenfold itself writes or interprets; anything else is a custom key.
 KNOWN_KEYS = frozenset(
     {
-        "name", "offset", "size", "dtype", "layout", "shape", "encoding", "data_endianness",
-        "checksum", "sparse_format", "nnz", "indptr_offset", "indptr_size", "indices_offset",
-        "indices_size", "coords_offset", "coords_size",
+        "name",
+        "offset",
+        "size",
+        "dtype",
+        "layout",
+        "shape",
+        "encoding",
+        "data_endianness",
+        "checksum",
+        "sparse_format",
+        "nnz",
+        "indptr_offset",
+        "indptr_size",
+        "indices_offset",
+        "indices_size",
+        "coords_offset",
+        "coords_size",
     }
 )

@@ -1,0 +1,623 @@
+"""Parse and validate the CBOR index of a zTensor 0.1.0 file into :class:`TensorInfo` records.
+
+Every field of every map is checked here, once, at open: types, enum values, alignment, that
+each blob lies between the magic and the index, that blobs do not overlap, that sizes agree with
+shapes. Readers then trust the records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..core import cbor
+from ..core.bounds import DEFAULT_LIMITS, Limits, checked_numel
+from ..core.dtypes import numpy_dtype, registry
+from ..errors import FormatError, LimitError, TruncatedError, UnsupportedError, describe
+from . import _checksum
+from ._spec import (
+    ALIGN,
+    ENCODINGS,
+    ENDIANNESS,
+    FMT,
+    KNOWN_KEYS,
+    LAYOUTS,
+    MAGIC,
+    MAGIC_V1,
+    MAGIC_V2,
+    SPARSE_FORMATS,
+)
+
+__all__ = ["TensorInfo", "Blob", "parse_file_layout", "parse_index"]
+
+U64 = (1 << 64) - 1
+
+
+@dataclasses.dataclass(frozen=True)
+class Blob:
+    """One stored byte range: where it is and how many bytes it has on disk."""
+
+    offset: int
+    size: int
+
+
+@dataclasses.dataclass(frozen=True)
+class TensorInfo:
+    """Everything the index says about one tensor.
+
+    ``dtype`` is the zTensor name (``"bfloat16"``); ``np_dtype`` the little-endian NumPy dtype of
+    the decoded tensor. For sparse tensors ``offset``/``size`` describe the values blob and
+    ``components`` the index blobs (``indptr``/``indices`` or ``coords``).
+    """
+
+    name: str
+    dtype: str
+    np_dtype: np.dtype
+    shape: tuple[int, ...]
+    layout: str
+    encoding: str
+    offset: int
+    size: int
+    endianness: str
+    checksum: str | None
+    checksum_algo: str | None
+    checksum_hex: str | None
+    sparse_format: str | None = None
+    nnz: int | None = None
+    components: Mapping[str, Blob] = dataclasses.field(default_factory=dict)
+    attrs: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    index_position: int = 0
+
+    @property
+    def numel(self) -> int:
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the decoded dense tensor (or, for sparse, of the values)."""
+        count = self.nnz if self.nnz is not None else self.numel
+        return count * self.np_dtype.itemsize
+
+    @property
+    def zero_copy(self) -> bool:
+        """True when reading gives a view of the file (dense, raw, little-endian)."""
+        return (
+            self.layout == "dense"
+            and self.encoding == "raw"
+            and (self.endianness == "little" or self.np_dtype.itemsize == 1)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        d = {
+            "name": self.name,
+            "dtype": self.dtype,
+            "shape": self.shape,
+            "layout": self.layout,
+            "encoding": self.encoding,
+            "offset": self.offset,
+            "size": self.size,
+            "data_endianness": self.endianness,
+            "checksum": self.checksum,
+        }
+        if self.sparse_format is not None:
+            d["sparse_format"] = self.sparse_format
+            d["nnz"] = self.nnz
+            d.update({k: (b.offset, b.size) for k, b in self.components.items()})
+        d["attrs"] = dict(self.attrs)
+        return d
+
+
+def parse_file_layout(head: bytes, size: int, footer: int | None) -> tuple[int, int]:
+    """Check magic and footer; return ``(index_start, index_size)``.
+
+    ``head`` is the first 8 bytes (fewer if the file is shorter), ``footer`` the u64 of the
+    last 8 (None when the file is shorter than 16 bytes).
+    """
+    if head != MAGIC:
+        if head in (MAGIC_V1, MAGIC_V2):
+            version = "v1 (ZTEN1000)" if head == MAGIC_V1 else "v2"
+            raise UnsupportedError(
+                describe(
+                    FMT,
+                    "file",
+                    offset=0,
+                    field="magic",
+                    detail=f"zTensor {version} file; tenfold reads zTensor 0.1.0",
+                    expected=MAGIC,
+                    got=head,
+                )
+            )
+        if len(head) < len(MAGIC) and MAGIC.startswith(head):
+            raise TruncatedError(
+                describe(
+                    FMT,
+                    "file",
+                    offset=0,
+                    detail="shorter than the magic",
+                    expected=">= 16 bytes",
+                    got=size,
+                )
+            )
+        raise FormatError(describe(FMT, "file", offset=0, field="magic", expected=MAGIC, got=head))
+    if footer is None:
+        raise TruncatedError(
+            describe(
+                FMT,
+                "file",
+                offset=size,
+                detail="no room for the index size",
+                expected=">= 16 bytes",
+                got=size,
+            )
+        )
+    if footer == 0:
+        if size == 16:
+            return 8, 0
+        raise FormatError(
+            describe(
+                FMT,
+                "index",
+                offset=size - 8,
+                field="index size",
+                detail="zero in a file with data",
+                expected=">= 1",
+                got=0,
+            )
+        )
+    room = size - 16
+    if footer > room:
+        raise TruncatedError(
+            describe(
+                FMT,
+                "index",
+                offset=size - 8,
+                field="index size",
+                detail="larger than the file allows",
+                expected=f"<= {room}",
+                got=footer,
+            )
+        )
+    return size - 8 - footer, footer
+
+
+def _field(
+    fmt_what: str,
+    entry: Mapping[str, Any],
+    key: str,
+    kind: type | tuple[type, ...],
+    offset: int,
+    *,
+    required: bool = True,
+    default: Any = None,
+) -> Any:
+    if key not in entry:
+        if required:
+            raise FormatError(
+                describe(FMT, fmt_what, offset=offset, field=key, detail="missing required field")
+            )
+        return default
+    value = entry[key]
+    if not isinstance(value, kind) or (kind is int and isinstance(value, bool)):
+        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+        raise FormatError(
+            describe(
+                FMT,
+                fmt_what,
+                offset=offset,
+                field=key,
+                detail="wrong type",
+                expected=names,
+                got=f"{type(value).__name__} {value!r}"[:80],
+            )
+        )
+    return value
+
+
+def _u64(what: str, entry: Mapping[str, Any], key: str, offset: int, required: bool = True) -> Any:
+    v = _field(what, entry, key, int, offset, required=required)
+    if v is not None and not 0 <= v <= U64:
+        raise FormatError(
+            describe(
+                FMT, what, offset=offset, field=key, detail="out of range", expected="u64", got=v
+            )
+        )
+    return v
+
+
+def _blob(what: str, label: str, off: int, size: int, index_start: int) -> Blob:
+    if off % ALIGN:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=off,
+                field=f"{label} offset",
+                detail="not 64-byte aligned",
+                expected="multiple of 64",
+                got=off,
+            )
+        )
+    if size > 0 and off < ALIGN:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=off,
+                field=f"{label} offset",
+                detail="overlaps the magic",
+                expected=">= 64",
+                got=off,
+            )
+        )
+    if off + size > index_start:
+        raise TruncatedError(
+            describe(
+                FMT,
+                what,
+                offset=off,
+                field=f"{label} blob",
+                detail="runs into the index or past the end of the file",
+                expected=f"end <= {index_start}",
+                got=off + size,
+            )
+        )
+    return Blob(off, size)
+
+
+def parse_index(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) -> list[TensorInfo]:
+    """Decode and validate the CBOR index (``raw`` is its bytes, at ``index_start``)."""
+    obj = cbor.decode(raw, fmt=FMT, what="index", offset=index_start, limit=limits.max_index_bytes)
+    if not isinstance(obj, list):
+        raise FormatError(
+            describe(
+                FMT,
+                "index",
+                offset=index_start,
+                detail="not a CBOR array",
+                expected="array",
+                got=type(obj).__name__,
+            )
+        )
+    if len(obj) > limits.max_objects:
+        raise LimitError(
+            describe(
+                FMT,
+                "index",
+                offset=index_start,
+                field="tensor count",
+                detail="above limit",
+                expected=f"<= {limits.max_objects}",
+                got=len(obj),
+            )
+        )
+    infos: list[TensorInfo] = []
+    seen: set[str] = set()
+    for pos, entry in enumerate(obj):
+        info = _parse_entry(pos, entry, index_start, limits)
+        if info.name in seen:
+            raise FormatError(
+                describe(
+                    FMT,
+                    f"tensor {info.name!r}",
+                    offset=index_start,
+                    field="name",
+                    detail="duplicate name",
+                )
+            )
+        seen.add(info.name)
+        infos.append(info)
+    _check_overlaps(infos)
+    return infos
+
+
+def _parse_entry(pos: int, entry: Any, index_start: int, limits: Limits) -> TensorInfo:
+    what = f"index entry {pos}"
+    if not isinstance(entry, dict):
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=index_start,
+                detail="not a CBOR map",
+                expected="map",
+                got=type(entry).__name__,
+            )
+        )
+    for k in entry:
+        if not isinstance(k, str):
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=index_start,
+                    detail="non-string key",
+                    expected="str",
+                    got=repr(k)[:40],
+                )
+            )
+    name = _field(what, entry, "name", str, index_start)
+    what = f"tensor {name!r}"
+    offset = _u64(what, entry, "offset", index_start)
+    size = _u64(what, entry, "size", index_start)
+    dtype_name = _field(what, entry, "dtype", str, offset)
+    np_dtype = registry.to_numpy(FMT, dtype_name, what=what, offset=offset)
+    shape_list = _field(what, entry, "shape", list, offset)
+    numel = checked_numel(FMT, what, shape_list, limits)
+    shape = tuple(shape_list)
+    encoding = _field(what, entry, "encoding", str, offset)
+    if encoding not in ENCODINGS:
+        raise UnsupportedError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="encoding",
+                detail="unknown",
+                expected=" | ".join(ENCODINGS),
+                got=encoding,
+            )
+        )
+    layout = _field(what, entry, "layout", str, offset, required=False, default="dense")
+    if layout not in LAYOUTS:
+        raise UnsupportedError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="layout",
+                detail="unknown",
+                expected=" | ".join(LAYOUTS),
+                got=layout,
+            )
+        )
+    endian = _field(what, entry, "data_endianness", str, offset, required=False, default="little")
+    if endian not in ENDIANNESS:
+        raise UnsupportedError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="data_endianness",
+                detail="unknown",
+                expected="little | big",
+                got=endian,
+            )
+        )
+    checksum = _field(what, entry, "checksum", str, offset, required=False)
+    algo = hexd = None
+    if checksum is not None:
+        algo, hexd = _checksum.parse(checksum, what, offset)
+    attrs = {k: v for k, v in entry.items() if k not in KNOWN_KEYS}
+    _blob(what, "values" if layout != "dense" else "data", offset, size, index_start)
+
+    itemsize = np_dtype.itemsize
+    sparse_format = None
+    nnz = None
+    components: dict[str, Blob] = {}
+    if layout == "dense":
+        nbytes = numel * itemsize
+        if nbytes > limits.max_decoded_bytes:
+            raise LimitError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field="decoded size",
+                    detail="above limit",
+                    expected=f"<= {limits.max_decoded_bytes}",
+                    got=nbytes,
+                )
+            )
+        if encoding == "raw" and size != nbytes:
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field="size",
+                    detail="does not match shape x itemsize",
+                    expected=nbytes,
+                    got=size,
+                )
+            )
+    elif layout == "sparse":
+        sparse_format = _field(what, entry, "sparse_format", str, offset)
+        if sparse_format not in SPARSE_FORMATS:
+            raise UnsupportedError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field="sparse_format",
+                    detail="unknown",
+                    expected="csr | coo",
+                    got=sparse_format,
+                )
+            )
+        nnz = _u64(what, entry, "nnz", offset)
+        if nnz > max(numel, 0):
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field="nnz",
+                    detail="more than the dense size",
+                    expected=f"<= {numel}",
+                    got=nnz,
+                )
+            )
+        if encoding == "raw" and size != nnz * itemsize:
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field="size",
+                    detail="does not match nnz x itemsize",
+                    expected=nnz * itemsize,
+                    got=size,
+                )
+            )
+        if sparse_format == "csr":
+            if len(shape) != 2:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        what,
+                        offset=offset,
+                        field="shape",
+                        detail="csr needs a 2-D shape",
+                        expected="2 dims",
+                        got=list(shape),
+                    )
+                )
+            parts = {"indptr": (shape[0] + 1) * 8, "indices": nnz * 8}
+        else:
+            parts = {"coords": len(shape) * nnz * 8}
+        for label, want in parts.items():
+            poff = _u64(what, entry, f"{label}_offset", offset)
+            psize = _u64(what, entry, f"{label}_size", offset)
+            if encoding == "raw" and psize != want:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        what,
+                        offset=poff,
+                        field=f"{label}_size",
+                        detail="does not match the shape and nnz",
+                        expected=want,
+                        got=psize,
+                    )
+                )
+            if want > limits.max_decoded_bytes:
+                raise LimitError(
+                    describe(
+                        FMT,
+                        what,
+                        offset=poff,
+                        field=f"{label} decoded size",
+                        detail="above limit",
+                        expected=f"<= {limits.max_decoded_bytes}",
+                        got=want,
+                    )
+                )
+            components[label] = _blob(what, label, poff, psize, index_start)
+    else:  # legacy single-blob sparsecsr / sparsecoo (ztensor 0.1.x)
+        sparse_format = "csr" if layout == "sparsecsr" else "coo"
+        if encoding != "raw":
+            raise UnsupportedError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field="encoding",
+                    detail=f"{layout} is read only with raw encoding",
+                    expected="raw",
+                    got=encoding,
+                )
+            )
+        if sparse_format == "csr":
+            if len(shape) != 2:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        what,
+                        offset=offset,
+                        field="shape",
+                        detail="sparsecsr needs a 2-D shape",
+                        expected="2 dims",
+                        got=list(shape),
+                    )
+                )
+            head = (shape[0] + 1) * 8
+            per = 8 + itemsize
+            if size < head or (size - head) % per:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        what,
+                        offset=offset,
+                        field="size",
+                        detail="not indptr + nnz x (8 + itemsize)",
+                        expected=f"{head} + k*{per}",
+                        got=size,
+                    )
+                )
+            nnz = (size - head) // per
+        else:
+            per = 8 * len(shape) + itemsize
+            if size % per:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        what,
+                        offset=offset,
+                        field="size",
+                        detail="not a multiple of the record size",
+                        expected=f"k*{per}",
+                        got=size,
+                    )
+                )
+            nnz = size // per
+        if nnz > numel:
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field="nnz",
+                    detail="more than the dense size",
+                    expected=f"<= {numel}",
+                    got=nnz,
+                )
+            )
+    return TensorInfo(
+        name=name,
+        dtype=dtype_name,
+        np_dtype=numpy_dtype(dtype_name),
+        shape=shape,
+        layout=layout,
+        encoding=encoding,
+        offset=offset,
+        size=size,
+        endianness=endian,
+        checksum=checksum,
+        checksum_algo=algo,
+        checksum_hex=hexd,
+        sparse_format=sparse_format,
+        nnz=nnz,
+        components=components,
+        attrs=attrs,
+        index_position=pos,
+    )
+
+
+def _check_overlaps(infos: list[TensorInfo]) -> None:
+    spans = []
+    for info in infos:
+        if info.size:
+            spans.append((info.offset, info.offset + info.size, info.name, "data"))
+        for label, b in info.components.items():
+            if b.size:
+                spans.append((b.offset, b.offset + b.size, info.name, label))
+    spans.sort()
+    for (_s0, e0, n0, l0), (s1, _e1, n1, l1) in zip(spans, spans[1:], strict=False):
+        if s1 < e0:
+            raise FormatError(
+                describe(
+                    FMT,
+                    f"tensor {n1!r}",
+                    offset=s1,
+                    field=f"{l1} blob",
+                    detail=f"overlaps the {l0} blob of tensor {n0!r}",
+                    expected=f"start >= {e0}",
+                    got=s1,
+                )
+            )

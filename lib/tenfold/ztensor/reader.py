@@ -1,0 +1,315 @@
+"""zTensor 0.1.0 reader: a read-only ``Mapping[str, np.ndarray]`` over a memory map.
+
+Opening parses and validates the whole index and nothing else. Little-endian raw dense tensors
+are returned as read-only views of the map (no copy, no read until a page is touched); zstd and
+big-endian tensors are decoded into owned arrays; ``copy=True`` gives owned arrays everywhere,
+read with one ``pread`` per tensor straight into the result. A tensor with a checksum is
+verified the first time it is read (pass ``verify_checksums=False`` to skip).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+
+from ..core.bounds import DEFAULT_LIMITS, Limits
+from ..core.compression import zstd_decompress_into
+from ..core.mapped import MappedFile
+from ..errors import TruncatedError, describe
+from . import _checksum
+from ._index import Blob, TensorInfo, parse_file_layout, parse_index
+from ._spec import FMT
+from .sparse import SparseTensor, check_coo, check_csr, to_result
+
+__all__ = ["Reader"]
+
+_MAX_PREAD = 1 << 30
+
+
+class Reader(Mapping[str, Any]):
+    """Read a zTensor 0.1.0 file.
+
+    Parameters
+    ----------
+    source
+        Path, or a bytes-like object holding the whole file.
+    copy
+        Default for :meth:`read`: ``False`` gives zero-copy views where possible.
+    verify_checksums
+        Check a tensor's ``checksum`` the first time it is read.
+    sparse
+        ``"auto"`` (SciPy arrays when SciPy is installed, else :class:`SparseTensor`),
+        ``"scipy"`` or ``"raw"`` (always :class:`SparseTensor`).
+    limits
+        Size limits applied before any allocation.
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os, tenfold.ztensor as zt
+    >>> path = os.path.join(tempfile.mkdtemp(), "m.zt")
+    >>> zt.save(path, {"w": np.arange(6, dtype=np.float32).reshape(2, 3)})
+    >>> with zt.Reader(path) as r:
+    ...     w = r["w"]
+    ...     r.info("w").shape, w.flags.writeable, float(w.sum())
+    ((2, 3), False, 15.0)
+    """
+
+    def __init__(
+        self,
+        source: Any,
+        *,
+        copy: bool = False,
+        verify_checksums: bool = True,
+        sparse: str = "auto",
+        limits: Limits = DEFAULT_LIMITS,
+    ) -> None:
+        if sparse not in ("auto", "scipy", "raw"):
+            raise ValueError(f"sparse must be 'auto', 'scipy' or 'raw', not {sparse!r}")
+        self._mf = MappedFile(source, fmt=FMT)
+        self.copy = copy
+        self.verify_checksums = verify_checksums
+        self.sparse = sparse
+        self.limits = limits
+        self._verified: set[str] = set()
+        self._fd: int | None = None
+        try:
+            size = self._mf.size
+            head = self._mf.bytes(0, min(size, 8), "magic")
+            footer = int(self._mf.array(size - 8, "<u8", (), "index size")) if size >= 16 else None
+            self.index_start, self.index_size = parse_file_layout(head, size, footer)
+            infos = (
+                parse_index(
+                    self._mf.u8(self.index_start, self.index_size, "index"),
+                    self.index_start,
+                    limits,
+                )
+                if self.index_size
+                else []
+            )
+        except BaseException:
+            self._mf.close()
+            raise
+        self._infos: dict[str, TensorInfo] = {i.name: i for i in infos}
+
+    # -- Mapping ------------------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Any:
+        return self.read(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos
+
+    def __repr__(self) -> str:
+        where = self._mf.path or "<buffer>"
+        state = "closed" if self.closed else f"{len(self)} tensors"
+        return f"<tenfold.ztensor.Reader {where!r} {state}>"
+
+    # -- lifetime -----------------------------------------------------------------------------
+    @property
+    def path(self) -> str | None:
+        return self._mf.path
+
+    @property
+    def size(self) -> int:
+        return self._mf.size
+
+    @property
+    def closed(self) -> bool:
+        return self._mf.closed
+
+    def close(self) -> None:
+        """Release the file. Views already returned stay valid (they keep the map alive)."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        self._mf.close()
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- metadata -----------------------------------------------------------------------------
+    def info(self, name: str) -> TensorInfo:
+        """Index record of ``name``: dtype, shape, layout, encoding, offset, size, checksum,
+        custom keys (``attrs``) and sparse components."""
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise KeyError(f"zt: no tensor named {name!r}") from None
+
+    def infos(self) -> list[TensorInfo]:
+        """Every index record, in file order."""
+        return list(self._infos.values())
+
+    # -- data ---------------------------------------------------------------------------------
+    def stored(self, name: str) -> np.ndarray:
+        """The tensor's (values) blob exactly as stored, as a read-only ``uint8`` view."""
+        info = self.info(name)
+        return self._mf.u8(info.offset, info.size, f"tensor {name!r}")
+
+    def read(self, name: str, *, copy: bool | None = None, out: np.ndarray | None = None) -> Any:
+        """Return tensor ``name``.
+
+        ``copy=False`` gives a read-only view for little-endian raw dense tensors; everything
+        else is an owned array. ``out`` (dense only) receives the data instead of a new array.
+        """
+        info = self.info(name)
+        copy = self.copy if copy is None else copy
+        if info.layout != "dense":
+            return to_result(self._read_sparse(info), self.sparse)
+        if self.verify_checksums and info.checksum_algo and name not in self._verified:
+            self._check_sum(info)
+        if info.encoding == "raw":
+            if info.zero_copy and not copy and out is None:
+                return self._mf.array(info.offset, info.np_dtype, info.shape, f"tensor {name!r}")
+            result = _prepare_out(out, info)
+            self._copy_into(info.offset, info.size, result)
+        else:
+            result = _prepare_out(out, info)
+            zstd_decompress_into(
+                self.stored(name),
+                result.reshape(-1).view(np.uint8),
+                fmt=FMT,
+                what=f"tensor {name!r}",
+                offset=info.offset,
+            )
+        if info.endianness == "big" and info.np_dtype.itemsize > 1:
+            _swap_in_place(result)
+        return result
+
+    def _check_sum(self, info: TensorInfo) -> None:
+        assert info.checksum_algo is not None and info.checksum_hex is not None
+        _checksum.verify(
+            info.checksum_algo,
+            info.checksum_hex,
+            self.stored(info.name),
+            f"tensor {info.name!r}",
+            info.offset,
+        )
+        self._verified.add(info.name)
+
+    def _copy_into(self, offset: int, nbytes: int, result: np.ndarray) -> None:
+        dst = result.reshape(-1).view(np.uint8)
+        if nbytes == 0:
+            return
+        if self._mf.path is None:
+            dst[:] = self._mf.u8(offset, nbytes)
+            return
+        self._mf.check(offset, nbytes, "blob")
+        if self._fd is None:
+            self._fd = os.open(self._mf.path, os.O_RDONLY)
+        mv = memoryview(dst)
+        done = 0
+        while done < nbytes:
+            n = os.preadv(self._fd, [mv[done : done + _MAX_PREAD]], offset + done)
+            if n <= 0:
+                raise TruncatedError(
+                    describe(
+                        FMT,
+                        "blob",
+                        offset=offset + done,
+                        detail="file shrank while reading",
+                        expected=nbytes,
+                        got=done,
+                    )
+                )
+            done += n
+
+    def _decode_blob(
+        self, name: str, blob: Blob, dtype: np.dtype, count: int, encoding: str
+    ) -> np.ndarray:
+        what = f"tensor {name!r}"
+        if encoding == "raw":
+            return self._mf.array(blob.offset, dtype, (count,), what)
+        out = np.empty(count, dtype=dtype)
+        zstd_decompress_into(
+            self._mf.u8(blob.offset, blob.size, what),
+            out.view(np.uint8),
+            fmt=FMT,
+            what=what,
+            offset=blob.offset,
+        )
+        return out
+
+    def _read_sparse(self, info: TensorInfo) -> SparseTensor:
+        name, shape, nnz = info.name, info.shape, info.nnz
+        assert nnz is not None
+        if self.verify_checksums and info.checksum_algo and name not in self._verified:
+            self._check_sum(info)
+        vdt = info.np_dtype
+        if info.endianness == "big" and vdt.itemsize > 1:
+            vdt_disk = np.dtype(f">u{vdt.itemsize}")
+        else:
+            vdt_disk = vdt
+        if info.layout == "sparse":
+            values = self._decode_blob(
+                name, Blob(info.offset, info.size), vdt_disk, nnz, info.encoding
+            )
+            if info.sparse_format == "csr":
+                indptr = self._decode_blob(
+                    name, info.components["indptr"], np.dtype("<u8"), shape[0] + 1, info.encoding
+                )
+                indices = self._decode_blob(
+                    name, info.components["indices"], np.dtype("<u8"), nnz, info.encoding
+                )
+            else:
+                coords = self._decode_blob(
+                    name,
+                    info.components["coords"],
+                    np.dtype("<u8"),
+                    len(shape) * nnz,
+                    info.encoding,
+                )
+                coords = coords.reshape(len(shape), nnz)
+        elif info.sparse_format == "csr":  # legacy single blob
+            head = (shape[0] + 1) * 8
+            indptr = self._mf.array(info.offset, "<u8", (shape[0] + 1,), f"tensor {name!r}")
+            indices = self._mf.array(info.offset + head, "<u8", (nnz,), f"tensor {name!r}")
+            values = self._mf.array(
+                info.offset + head + 8 * nnz, vdt_disk, (nnz,), f"tensor {name!r}"
+            )
+        else:
+            rec = np.dtype([("idx", "<u8", (len(shape),)), ("v", vdt_disk)])
+            recs = self._mf.records(rec, nnz, info.offset, f"tensor {name!r}")
+            coords = np.ascontiguousarray(recs["idx"].T)
+            values = recs["v"]
+        if vdt_disk is not vdt:
+            values = values.astype(f"<u{vdt.itemsize}").view(vdt)
+        else:
+            values = np.array(values, copy=True)  # owned: sparse results outlive the map
+        if info.sparse_format == "csr":
+            indptr = np.array(indptr, dtype=np.uint64)
+            indices = np.array(indices, dtype=np.uint64)
+            check_csr(name, info.offset, shape, indptr, indices, nnz)
+            return SparseTensor("csr", shape, values, indices=indices, indptr=indptr)
+        coords = np.array(coords, dtype=np.uint64)
+        check_coo(name, info.offset, shape, coords)
+        return SparseTensor("coo", shape, values, coords=coords)
+
+
+def _prepare_out(out: np.ndarray | None, info: TensorInfo) -> np.ndarray:
+    if out is None:
+        return np.empty(info.shape, dtype=info.np_dtype)
+    if out.dtype != info.np_dtype or out.shape != info.shape or not out.flags.c_contiguous:
+        raise ValueError(
+            f"zt: out for tensor {info.name!r} must be C-contiguous {info.np_dtype} "
+            f"{info.shape}, got {out.dtype} {out.shape}"
+        )
+    if not out.flags.writeable:
+        raise ValueError(f"zt: out for tensor {info.name!r} is read-only")
+    return out
+
+
+def _swap_in_place(a: np.ndarray) -> None:
+    u = a.reshape(-1).view(f"<u{a.dtype.itemsize}")
+    u.byteswap(inplace=True)
