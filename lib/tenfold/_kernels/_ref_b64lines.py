@@ -1,0 +1,155 @@
+"""Reference twins of ``b64lines.pyx`` (NumPy fast path, per-line Python for errors)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+OK = 0
+ERR_TRUNCATED = 1
+ERR_WIDTH = 2
+ERR_CHAR = 3
+ERR_SEP = 4
+ERR_NIBBLE = 5
+ERR_PARITY = 6
+ERR_EOL = 7
+ERR_PADBITS = 8
+
+_ALPHA = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/"
+_HEX = b"0123456789abcdef"
+_VAL = np.zeros(256, np.int16) - 1
+_VAL[np.frombuffer(_ALPHA, np.uint8)] = np.arange(64)
+_NIB = np.zeros(256, np.int16) - 1
+_NIB[np.frombuffer(_HEX, np.uint8)] = np.arange(16)
+_HEXARR = np.frombuffer(_HEX, np.uint8)
+
+
+def framed_size(n: int, width: int = 76) -> int:
+    """Bytes that ``n`` base64 characters take once framed in lines of ``width``."""
+    if n < 0 or width <= 0:
+        raise ValueError("n must be >= 0 and width > 0")
+    return n + 3 * ((n + width - 1) // width)
+
+
+def frame_lines(b64: object, out: object, width: int = 76) -> int:
+    """Write ``b64`` into ``out`` as lines of ``width`` characters + ``" " nibble "\\n"``."""
+    if width <= 0:
+        raise ValueError("width must be > 0")
+    src = np.frombuffer(b64, np.uint8)  # type: ignore[call-overload]
+    dst = np.frombuffer(out, np.uint8)  # type: ignore[call-overload]
+    n = src.size
+    need = framed_size(n, width)
+    if dst.size < need:
+        raise ValueError(f"output too small: need {need} bytes, got {dst.size}")
+    if n == 0:
+        return 0
+    nlines = -(-n // width)
+    full = np.zeros(nlines * width, np.uint8)
+    full[:n] = src
+    mat = full.reshape(nlines, width)
+    par = np.bitwise_xor.reduce(mat, axis=1) & 15
+    framed = np.empty((nlines, width + 3), np.uint8)
+    framed[:, :width] = mat
+    framed[:, width] = 32
+    framed[:, width + 1] = _HEXARR[par]
+    framed[:, width + 2] = 10
+    flat = framed.reshape(-1)
+    last = n - (nlines - 1) * width
+    head = (nlines - 1) * (width + 3)
+    dst[:head] = flat[:head]
+    dst[head : head + last] = mat[-1, :last]
+    dst[head + last : head + last + 3] = framed[-1, width:]
+    return need
+
+
+def unframe_lines(text: object, nlines: int, out: object, width: int = 76) -> tuple[int, int, int]:
+    """Validate ``nlines`` framed lines at the start of ``text``; copy their base64 into ``out``.
+
+    Same contract as the compiled kernel: ``(status, line, pos)``.
+    """
+    if nlines < 0 or width <= 0:
+        raise ValueError("nlines must be >= 0 and width > 0")
+    src = np.frombuffer(text, np.uint8)  # type: ignore[call-overload]
+    dst = np.frombuffer(out, np.uint8)  # type: ignore[call-overload]
+    if dst.flags.writeable is False:
+        raise ValueError("output buffer is read-only")
+    if dst.size < nlines * width:
+        raise ValueError(f"output too small: need {nlines * width} bytes, got {dst.size}")
+    if nlines == 0:
+        return (OK, 0, 0)
+    # Fast path: every line but the last is a full line; check them all at once.
+    stride = width + 3
+    nfull = nlines - 1
+    if src.size >= nfull * stride:
+        mat = src[: nfull * stride].reshape(nfull, stride)
+        body = mat[:, :width]
+        good = (
+            bool((_VAL[body] >= 0).all())
+            and bool((mat[:, width] == 32).all())
+            and bool((mat[:, width + 2] == 10).all())
+        )
+        if good:
+            nib = _NIB[mat[:, width + 1]]
+            good = bool(((np.bitwise_xor.reduce(body, axis=1) & 15) == nib).all())
+        if good:
+            dst[: nfull * width] = body.reshape(-1)
+            st, _line, p = _slow(src, nlines, dst, width, nfull, nfull * stride, nfull * width)
+            return (st, _line, p)
+    return _slow(src, nlines, dst, width, 0, 0, 0)
+
+
+def _slow(src: np.ndarray, nlines: int, dst: np.ndarray, width: int, line: int, p: int,
+          o: int) -> tuple[int, int, int]:
+    n = src.size
+    while line < nlines:
+        start = p
+        last = line == nlines - 1
+        x = 0
+        j = 0
+        while j < width and p < n and _VAL[src[p]] >= 0:
+            c = int(src[p])
+            x ^= c
+            dst[o + j] = c
+            j += 1
+            p += 1
+        pads = 0
+        while pads < 2 and j + pads < width and p < n and src[p] == 61 and last:
+            x ^= 61
+            dst[o + j + pads] = 61
+            pads += 1
+            p += 1
+        if p >= n:
+            return (ERR_TRUNCATED, line, p)
+        c = int(src[p])
+        if c != 32:
+            if j + pads == width and (_VAL[c] >= 0 or c == 61):
+                return (ERR_WIDTH, line, p)
+            if c == 10:
+                return (ERR_SEP, line, p)
+            return (ERR_CHAR, line, p)
+        total = j + pads
+        if not last:
+            if total != width:
+                return (ERR_WIDTH, line, p)
+        elif total == 0 or total % 4:
+            return (ERR_WIDTH, line, p)
+        p += 1
+        if p >= n:
+            return (ERR_TRUNCATED, line, p)
+        v = int(_NIB[src[p]])
+        if v < 0:
+            return (ERR_NIBBLE, line, p)
+        if v != (x & 15):
+            return (ERR_PARITY, line, p)
+        p += 1
+        if p >= n:
+            return (ERR_TRUNCATED, line, p)
+        if src[p] != 10:
+            return (ERR_EOL, line, p)
+        if pads == 1 and (int(_VAL[dst[o + total - 2]]) & 3):
+            return (ERR_PADBITS, line, start + total - 2)
+        if pads == 2 and (int(_VAL[dst[o + total - 3]]) & 15):
+            return (ERR_PADBITS, line, start + total - 3)
+        p += 1
+        o += total
+        line += 1
+    return (OK, nlines, p)

@@ -1,0 +1,153 @@
+"""The b64lines kernel family: known answers, error codes, differential compiled vs reference."""
+
+import base64
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tenfold import _kernels
+
+
+def frame(k, b64: bytes, width: int = 76) -> bytes:
+    out = np.zeros(k.framed_size(len(b64), width), np.uint8)
+    n = k.frame_lines(b64, out, width)
+    assert n == out.size
+    return out.tobytes()
+
+
+def unframe(k, text: bytes, nlines: int, width: int = 76):
+    out = np.zeros(max(nlines * width, 1), np.uint8)
+    st_, line, pos = k.unframe_lines(text, nlines, out, width)
+    return st_, line, pos, out
+
+
+@pytest.mark.parametrize(
+    "raw_hex, framed",
+    [
+        ("", b""),
+        ("00", b"AA== 0\n"),
+        ("616263", b"YWJj 6\n"),
+    ],
+)
+def test_frame_known(kernels, raw_hex, framed):
+    k = kernels("b64lines")
+    b64 = base64.b64encode(bytes.fromhex(raw_hex))
+    got = frame(k, b64)
+    if framed:
+        par = 0
+        for c in b64:
+            par ^= c
+        assert got == b64 + b" " + b"%x" % (par & 15) + b"\n"
+    else:
+        assert got == b""
+
+
+@pytest.mark.parametrize(
+    "nraw, lines, last_width",
+    [(57, 1, 76), (58, 2, 4), (4096, 72, 4096 * 4 // 3 + 4 - 76 * 71 - (4096 * 4 // 3 + 4) % 4),
+     (32768, 575, 68), (65536, 1150, 60)],
+)
+def test_frame_line_counts(kernels, nraw, lines, last_width):
+    k = kernels("b64lines")
+    b64 = base64.b64encode(bytes(range(256)) * (nraw // 256) + bytes(nraw % 256))
+    text = frame(k, b64)
+    rows = text.split(b"\n")[:-1]
+    assert len(rows) == lines
+    assert all(len(r) == 78 for r in rows[:-1])
+    assert len(rows[-1]) - 2 == len(b64) - 76 * (lines - 1)
+    st_, line, pos, out = unframe(k, text, lines)
+    assert (st_, line, pos) == (k.OK, lines, len(text))
+    assert out[: len(b64)].tobytes() == b64
+
+
+def test_frame_known_hex(kernels):
+    k = kernels("b64lines")
+    # 'QUJD' = 0x51^0x55^0x4a^0x44 = 0x0a -> 'a'
+    assert frame(k, b"QUJD") == b"QUJD a\n"
+    assert frame(k, b"QUJDRA==") == b"QUJDRA== %x\n" % ((0x0A ^ 0x52 ^ 0x41 ^ 0x3D ^ 0x3D) & 15)
+
+
+@pytest.mark.parametrize(
+    "text, nlines, status, line, pos",
+    [
+        (b"QUJD a\n", 1, "OK", 1, 7),
+        (b"QUJD b\n", 1, "ERR_PARITY", 0, 5),
+        (b"QUJD A\n", 1, "ERR_NIBBLE", 0, 5),
+        (b"QUJD a\r\n", 1, "ERR_EOL", 0, 6),
+        (b"QUJD a \n", 1, "ERR_EOL", 0, 6),
+        (b"QUJD\ta\n", 1, "ERR_CHAR", 0, 4),
+        (b"QUJ e\n", 1, "ERR_WIDTH", 0, 3),
+        (b"QUJD\n", 1, "ERR_SEP", 0, 4),
+        (b"QUJD a", 1, "ERR_TRUNCATED", 0, 6),
+        (b"QU", 1, "ERR_TRUNCATED", 0, 2),
+        (b"QR== %b\n", 1, "ERR_PADBITS", 0, 1),
+        (b"QUJ= %b\n", 1, "ERR_PADBITS", 0, 2),
+        (b"QQ== %b\n", 1, "OK", 1, 7),
+        (b"Q=== %b\n", 1, "ERR_CHAR", 0, 3),
+        (b"QUJD a\nQUJD a\n", 1, "OK", 1, 7),
+        (b"QUJD a\nQUJD a\n", 2, "ERR_WIDTH", 0, 4),
+        (b"QU\xc3JD e\n", 1, "ERR_CHAR", 0, 2),
+    ],
+)
+def test_unframe_errors(kernels, text, nlines, status, line, pos):
+    k = kernels("b64lines")
+    if b"%b" in text:
+        par = 0
+        for c in text.split(b" ")[0]:
+            par ^= c
+        text = text.replace(b"%b", b"%x" % (par & 15))
+    st_, ln, p, _ = unframe(k, text, nlines)
+    assert (st_, ln, p) == (getattr(k, status), line, pos)
+
+
+def test_unframe_width_param(kernels):
+    k = kernels("b64lines")
+    text = frame(k, b"QUJDQUJDQUJD", 4)
+    assert text.count(b"\n") == 3
+    st_, line, pos, out = unframe(k, text, 3, 4)
+    assert st_ == k.OK and out[:12].tobytes() == b"QUJDQUJDQUJD"
+    # a padded quantum in a middle line is a bad character
+    bad = frame(k, b"QQ==", 4) + frame(k, b"QUJD", 4)
+    assert unframe(k, bad, 2, 4)[:2] == (k.ERR_CHAR, 0)
+
+
+def test_kernel_argument_checks(kernels):
+    k = kernels("b64lines")
+    with pytest.raises(ValueError):
+        k.frame_lines(b"QUJD", np.zeros(6, np.uint8))
+    with pytest.raises(ValueError):
+        k.unframe_lines(b"QUJD a\n", 2, np.zeros(76, np.uint8))
+    with pytest.raises(ValueError):
+        k.framed_size(-1)
+    ro = np.frombuffer(b"QUJD a\n", np.uint8)
+    assert k.unframe_lines(ro, 1, np.zeros(76, np.uint8))[0] == k.OK
+
+
+def _mutations():
+    return st.lists(st.tuples(st.integers(0, 10_000), st.integers(0, 255)), max_size=3)
+
+
+@given(st.binary(max_size=400), st.integers(1, 80), _mutations(), st.integers(-1, 2))
+def test_b64lines_differential(raw, width, muts, dlines):
+    if _kernels.pure_python():
+        pytest.skip("compiled kernels disabled by TENFOLD_PUREPYTHON")
+    comp = _kernels.load("b64lines", "compiled")
+    ref = _kernels.load("b64lines", "reference")
+    b64 = base64.b64encode(raw)
+    width = width * 4 if width * 4 <= 76 else 76
+    a, b = frame(comp, b64, width), frame(ref, b64, width)
+    assert a == b
+    text = bytearray(a)
+    for pos, val in muts:
+        if text:
+            text[pos % len(text)] = val
+    nlines = max(0, a.count(b"\n") + dlines)
+    ra, rb = unframe(comp, bytes(text), nlines, width), unframe(ref, bytes(text), nlines, width)
+    assert ra[:3] == rb[:3]
+    if ra[0] == comp.OK:
+        n = ra[2] - 3 * nlines
+        assert ra[3][:n].tobytes() == rb[3][:n].tobytes()
+        if not muts and dlines == 0:
+            assert ra[3][:n].tobytes() == b64
