@@ -18,12 +18,18 @@ __all__ = ["zstd_compress", "zstd_decompress_into", "zstd_decompress", "ZSTD_MAG
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
 
-def zstd_compress(data: object, level: int = 3, *, threads: int = 0) -> bytes:
+def zstd_compress(
+    data: object, level: int = 3, *, threads: int = 0, checksum: bool = True
+) -> bytes:
     """Compress ``data`` into one zstd frame that records its content size.
 
+    With ``checksum`` (default) the frame also carries zstd's own content checksum (4 bytes), so
+    damage inside the compressed data is detected on decode even without a format checksum.
     Deterministic for a given ``level`` and ``threads``.
     """
-    cctx = zstandard.ZstdCompressor(level=level, write_content_size=True, threads=threads)
+    cctx = zstandard.ZstdCompressor(
+        level=level, write_content_size=True, write_checksum=checksum, threads=threads
+    )
     return cctx.compress(byte_view(data))
 
 
