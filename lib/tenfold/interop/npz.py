@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import zipfile
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,7 +22,7 @@ def read_npz(path: Any) -> dict[str, np.ndarray]:
             return {k: z[k] for k in z.files}
     except ValueError as exc:
         raise FormatError(describe("npz", os.fspath(path), detail=str(exc))) from None
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zipfile.BadZipFile) as exc:
         raise FormatError(
             describe("npz", os.fspath(path), detail=f"not a readable npz: {exc}")
         ) from None
