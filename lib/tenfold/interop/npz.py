@@ -18,7 +18,7 @@ __all__ = ["read_npz", "write_npz"]
 def read_npz(path: Any) -> dict[str, np.ndarray]:
     """Every array of an ``.npz`` (never unpickles: object arrays are refused)."""
     try:
-        with np.load(path, allow_pickle=False) as z:
+        with open(path, "rb") as f, np.load(f, allow_pickle=False) as z:
             return {k: z[k] for k in z.files}
     except ValueError as exc:
         raise FormatError(describe("npz", os.fspath(path), detail=str(exc))) from None
