@@ -1,0 +1,84 @@
+"""Reference twin of ``strhash.pyx``: the same functions with :mod:`xxhash` and Python loops."""
+
+from __future__ import annotations
+
+import numpy as np
+import xxhash
+
+
+def _check(size: int, off, length) -> None:
+    if len(off) != len(length):
+        raise ValueError("offsets and lengths differ in length")
+    for i, (o, n) in enumerate(zip(np.asarray(off).tolist(), np.asarray(length).tolist(),
+                                   strict=True)):
+        if o < 0 or n < 0 or o + n > size:
+            raise ValueError(f"range {i} ({o}, {n}) outside the buffer of {size}")
+
+
+def _bytes(buf) -> bytes:
+    return memoryview(buf).cast("B").tobytes()
+
+
+def hash_ranges(buf, off, length, seed, out, ascii_lower=False):
+    """``out[i] = xxh64(buf[off[i]:off[i]+length[i]], seed)`` (of the ASCII-lower-cased bytes
+    when ``ascii_lower``)."""
+    b = _bytes(buf)
+    if len(out) != len(off):
+        raise ValueError("out must have one entry per range")
+    _check(len(b), off, length)
+    for i, (o, n) in enumerate(zip(np.asarray(off).tolist(), np.asarray(length).tolist(),
+                                   strict=True)):
+        s = b[o : o + n]
+        if ascii_lower:
+            s = bytes(c + 32 if 65 <= c <= 90 else c for c in s)
+        out[i] = xxhash.xxh64_intdigest(s, seed)
+
+
+def split_basenames(buf, off, length, stem_off, stem_len, ext_off, ext_len, ascii):
+    """Split each range's basename (after the last ``/``) at its first ``.``.
+
+    ``stem`` is the part before the dot, ``ext`` the part after it (empty, at the end of the
+    basename, when there is no dot). ``ascii[i]`` is 1 when the basename is 7-bit ASCII.
+    """
+    b = _bytes(buf)
+    n = len(off)
+    if any(len(x) != n for x in (stem_off, stem_len, ext_off, ext_len, ascii)):
+        raise ValueError("outputs must have one entry per range")
+    _check(len(b), off, length)
+    for i, (o, m) in enumerate(zip(np.asarray(off).tolist(), np.asarray(length).tolist(),
+                                   strict=True)):
+        e = o + m
+        s = b.rfind(b"/", o, e) + 1 if b.rfind(b"/", o, e) >= 0 else o
+        dot = b.find(b".", s, e)
+        ascii[i] = 1 if all(c < 128 for c in b[s:e]) else 0
+        stem_off[i] = s
+        if dot < 0:
+            stem_len[i], ext_off[i], ext_len[i] = e - s, e, 0
+        else:
+            stem_len[i], ext_off[i], ext_len[i] = dot - s, dot + 1, e - dot - 1
+
+
+def gather(buf, off, length, out):
+    """Concatenate the ranges into ``out`` (whose length must be their total length)."""
+    b = _bytes(buf)
+    _check(len(b), off, length)
+    total = int(np.sum(np.asarray(length, dtype=np.int64)))
+    if total != len(out):
+        raise ValueError(f"out holds {len(out)} bytes; the ranges total {total}")
+    joined = b"".join(b[o : o + n] for o, n in zip(np.asarray(off).tolist(),
+                                                    np.asarray(length).tolist(), strict=True))
+    if total:
+        out[:] = np.frombuffer(joined, np.uint8)
+
+
+def ranges_equal(buf, a_off, a_len, b_off, b_len, out):
+    """``out[i] = 1`` when range ``a[i]`` and range ``b[i]`` hold the same bytes, else 0."""
+    b = _bytes(buf)
+    n = len(a_off)
+    if len(b_off) != n or len(out) != n:
+        raise ValueError("a, b and out must have the same length")
+    _check(len(b), a_off, a_len)
+    _check(len(b), b_off, b_len)
+    for i in range(n):
+        ao, al, bo, bl = int(a_off[i]), int(a_len[i]), int(b_off[i]), int(b_len[i])
+        out[i] = 1 if b[ao : ao + al] == b[bo : bo + bl] else 0

@@ -1,0 +1,161 @@
+"""Reference twin of ``tarscan.pyx``: the tar header walk in plain Python."""
+
+from __future__ import annotations
+
+import numpy as np
+
+E_OK = 0
+E_TRUNCATED_HEADER = 1
+E_CHECKSUM = 2
+E_NUMBER = 3
+E_PAYLOAD_PAST_END = 4
+E_PAX = 5
+E_DANGLING_EXTENDED = 6
+E_CAPACITY = 7
+E_SPARSE = 8
+
+
+def _number(field: bytes) -> int:
+    if field[0] & 0x80:
+        if field[0] != 0x80:
+            return -1
+        v = int.from_bytes(field[1:], "big")
+        return -1 if v >> 62 else v
+    s = field.split(b"\0", 1)[0].strip(b" ")
+    if any(c < 48 or c > 55 for c in s):
+        return -1
+    return int(s, 8) if s else 0
+
+
+def _checksum_ok(h: bytes) -> bool:
+    want = _number(h[148:156])
+    if want < 0:
+        return False
+    blk = h[:148] + b" " * 8 + h[156:]
+    us = sum(blk)
+    ss = sum(c - 256 if c > 127 else c for c in blk)
+    return want in (us, ss)
+
+
+def _pax(data: bytes, base: int) -> tuple[int, int, int] | None:
+    """(path_off, path_len, size) with -1 for absent; None when malformed."""
+    pos, end = 0, len(data)
+    path_off, path_len, size = -1, 0, -1
+    while pos < end:
+        if data[pos] == 0:
+            break
+        i = pos
+        while i < end and 48 <= data[i] <= 57:
+            i += 1
+        if i == pos or i >= end or data[i] != 32:
+            return None
+        L = int(data[pos:i])
+        rec_end = pos + L
+        if L < 5 or rec_end > end or rec_end <= i + 1 or data[rec_end - 1] != 10:
+            return None
+        eq = data.find(b"=", i + 1, rec_end - 1)
+        if eq < 0:
+            return None
+        key = data[i + 1 : eq]
+        if key == b"path":
+            path_off, path_len = base + eq + 1, rec_end - 1 - (eq + 1)
+        elif key == b"size":
+            val = data[eq + 1 : rec_end - 1]
+            if not val or any(c < 48 or c > 57 for c in val):
+                return None
+            size = 0
+            for c in val:
+                if size > (1 << 58):
+                    return None
+                size = size * 10 + (c - 48)
+        pos = rec_end
+    return path_off, path_len, size
+
+
+def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typeflag):
+    """Walk the headers of the tar archive in ``buf``; fill the outputs; ``(count, code, where)``.
+
+    Every output must hold ``len(buf) // 512`` entries (the most members a buffer can have).
+    """
+    b = memoryview(buf).cast("B")
+    n = b.nbytes
+    cap = n // 512
+    outs = (hdr_off, size, prefix_off, prefix_len, name_off, name_len, typeflag)
+    if any(len(o) < cap for o in outs):
+        raise ValueError(f"outputs must hold len(buf) // 512 = {cap} entries")
+    a = np.frombuffer(b, np.uint8) if n else np.zeros(0, np.uint8)
+    pos = count = 0
+    local_path: tuple[int, int] | None = None
+    local_size = -1
+    glob_path: tuple[int, int] | None = None
+    glob_size = -1
+    pending = False
+    while True:
+        if pos >= n:
+            return count, (E_DANGLING_EXTENDED if pending else E_OK), (pos if pending else 0)
+        if pos + 512 > n:
+            if a[pos:].any():
+                return count, E_TRUNCATED_HEADER, pos
+            return count, (E_DANGLING_EXTENDED if pending else E_OK), (pos if pending else 0)
+        h = bytes(b[pos : pos + 512])
+        if not any(h):
+            return count, (E_DANGLING_EXTENDED if pending else E_OK), (pos if pending else 0)
+        if not _checksum_ok(h):
+            return count, E_CHECKSUM, pos
+        sz = _number(h[124:136])
+        if sz < 0:
+            return count, E_NUMBER, pos
+        t = h[156]
+        if t in (0x78, 0x67, 0x4C, 0x4B):  # x g L K
+            if pos + 512 + sz > n:
+                return count, E_PAYLOAD_PAST_END, pos
+            data = bytes(b[pos + 512 : pos + 512 + sz])
+            if t in (0x78, 0x67):
+                got = _pax(data, pos + 512)
+                if got is None:
+                    return count, E_PAX, pos
+                p_off, p_len, p_size = got
+                if t == 0x78:
+                    if p_off >= 0:
+                        local_path = (p_off, p_len)
+                    if p_size >= 0:
+                        local_size = p_size
+                    pending = True
+                else:
+                    if p_off >= 0:
+                        glob_path = (p_off, p_len)
+                    if p_size >= 0:
+                        glob_size = p_size
+            else:
+                if t == 0x4C:
+                    local_path = (pos + 512, len(data.split(b"\0", 1)[0]))
+                pending = True
+            pos += 512 + -(-sz // 512) * 512
+            continue
+        if t == 0x53:
+            return count, E_SPARSE, pos
+        if local_size >= 0:
+            sz = local_size
+        elif glob_size >= 0:
+            sz = glob_size
+        hdr_off[count] = pos
+        size[count] = sz
+        typeflag[count] = t
+        path = local_path if local_path is not None else glob_path
+        if path is not None:
+            name_off[count], name_len[count] = path
+            prefix_off[count], prefix_len[count] = 0, 0
+        else:
+            name_off[count] = pos
+            name_len[count] = len(h[:100].split(b"\0", 1)[0])
+            prefix_off[count] = pos + 345
+            prefix_len[count] = len(h[345:500].split(b"\0", 1)[0]) if h[257:263] == b"ustar\0" else 0
+        count += 1
+        local_path, local_size, pending = None, -1, False
+        if 0x31 <= t <= 0x36:
+            nblocks = 0
+        else:
+            if pos + 512 + sz > n:
+                return count, E_PAYLOAD_PAST_END, pos
+            nblocks = -(-sz // 512)
+        pos += 512 + nblocks * 512

@@ -1,0 +1,235 @@
+# cython: language_level=3
+"""Kernels over many short byte strings held as ``(offset, length)`` ranges of one buffer.
+
+``hash_ranges`` (xxh64 of each range, optionally of its ASCII-lower-cased bytes),
+``split_basenames`` (the part after the last ``/``, split at its first ``.``), ``gather`` (pack
+ranges into one buffer) and ``ranges_equal`` (pairwise byte comparison).
+"""
+
+from libc.stdint cimport uint8_t, int64_t, uint64_t
+from libc.string cimport memcmp, memcpy
+cimport cython
+
+cdef uint64_t P1 = 11400714785074694791ULL
+cdef uint64_t P2 = 14029467366897019727ULL
+cdef uint64_t P3 = 1609587929392839161ULL
+cdef uint64_t P4 = 9650029242287828579ULL
+cdef uint64_t P5 = 2870177450012600261ULL
+
+
+cdef inline uint64_t rotl(uint64_t x, int r) noexcept nogil:
+    return (x << r) | (x >> (64 - r))
+
+
+cdef inline uint64_t rd64(const uint8_t* p, bint lower) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    cdef uint8_t c
+    for i in range(8):
+        c = p[i]
+        if lower and 65 <= c <= 90:
+            c += 32
+        v |= (<uint64_t>c) << (8 * i)
+    return v
+
+
+cdef inline uint64_t rd32(const uint8_t* p, bint lower) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int i
+    cdef uint8_t c
+    for i in range(4):
+        c = p[i]
+        if lower and 65 <= c <= 90:
+            c += 32
+        v |= (<uint64_t>c) << (8 * i)
+    return v
+
+
+cdef inline uint64_t rnd(uint64_t acc, uint64_t inp) noexcept nogil:
+    acc += inp * P2
+    acc = rotl(acc, 31)
+    return acc * P1
+
+
+cdef inline uint64_t merge(uint64_t acc, uint64_t val) noexcept nogil:
+    acc ^= rnd(0, val)
+    return acc * P1 + P4
+
+
+cdef uint64_t xxh64(const uint8_t* p, int64_t n, uint64_t seed, bint lower) noexcept nogil:
+    cdef const uint8_t* end = p + n
+    cdef uint64_t h, v1, v2, v3, v4
+    cdef uint8_t c
+    if n >= 32:
+        v1 = seed + P1 + P2
+        v2 = seed + P2
+        v3 = seed
+        v4 = seed - P1
+        while p + 32 <= end:
+            v1 = rnd(v1, rd64(p, lower))
+            v2 = rnd(v2, rd64(p + 8, lower))
+            v3 = rnd(v3, rd64(p + 16, lower))
+            v4 = rnd(v4, rd64(p + 24, lower))
+            p += 32
+        h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18)
+        h = merge(h, v1)
+        h = merge(h, v2)
+        h = merge(h, v3)
+        h = merge(h, v4)
+    else:
+        h = seed + P5
+    h += <uint64_t>n
+    while p + 8 <= end:
+        h ^= rnd(0, rd64(p, lower))
+        h = rotl(h, 27) * P1 + P4
+        p += 8
+    if p + 4 <= end:
+        h ^= rd32(p, lower) * P1
+        h = rotl(h, 23) * P2 + P3
+        p += 4
+    while p < end:
+        c = p[0]
+        if lower and 65 <= c <= 90:
+            c += 32
+        h ^= c * P5
+        h = rotl(h, 11) * P1
+        p += 1
+    h ^= h >> 33
+    h *= P2
+    h ^= h >> 29
+    h *= P3
+    h ^= h >> 32
+    return h
+
+
+cdef int check_ranges(Py_ssize_t size, const int64_t[::1] off, const int64_t[::1] length) except -1:
+    cdef Py_ssize_t i
+    if off.shape[0] != length.shape[0]:
+        raise ValueError("offsets and lengths differ in length")
+    for i in range(off.shape[0]):
+        if off[i] < 0 or length[i] < 0 or off[i] + length[i] > size:
+            raise ValueError(f"range {i} ({off[i]}, {length[i]}) outside the buffer of {size}")
+    return 0
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def hash_ranges(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] length,
+                uint64_t seed, uint64_t[::1] out, bint ascii_lower=False):
+    """``out[i] = xxh64(buf[off[i]:off[i]+length[i]], seed)`` (of the ASCII-lower-cased bytes
+    when ``ascii_lower``)."""
+    cdef Py_ssize_t n = off.shape[0], i
+    cdef const uint8_t* b
+    if out.shape[0] != n:
+        raise ValueError("out must have one entry per range")
+    check_ranges(buf.shape[0], off, length)
+    if n == 0:
+        return
+    if buf.shape[0] == 0:
+        for i in range(n):
+            out[i] = xxh64(<const uint8_t*>"", 0, seed, ascii_lower)
+        return
+    b = &buf[0]
+    with nogil:
+        for i in range(n):
+            out[i] = xxh64(b + off[i], length[i], seed, ascii_lower)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def split_basenames(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] length,
+                    int64_t[::1] stem_off, int64_t[::1] stem_len, int64_t[::1] ext_off,
+                    int64_t[::1] ext_len, uint8_t[::1] ascii):
+    """Split each range's basename (after the last ``/``) at its first ``.``.
+
+    ``stem`` is the part before the dot, ``ext`` the part after it (empty, at the end of the
+    basename, when there is no dot). ``ascii[i]`` is 1 when the basename is 7-bit ASCII.
+    """
+    cdef Py_ssize_t n = off.shape[0], i
+    cdef int64_t s, e, j, dot
+    cdef const uint8_t* b
+    cdef uint8_t acc
+    if (stem_off.shape[0] != n or stem_len.shape[0] != n or ext_off.shape[0] != n
+            or ext_len.shape[0] != n or ascii.shape[0] != n):
+        raise ValueError("outputs must have one entry per range")
+    check_ranges(buf.shape[0], off, length)
+    if n == 0:
+        return
+    if buf.shape[0] == 0:
+        for i in range(n):
+            stem_off[i] = 0
+            stem_len[i] = 0
+            ext_off[i] = 0
+            ext_len[i] = 0
+            ascii[i] = 1
+        return
+    b = &buf[0]
+    with nogil:
+        for i in range(n):
+            s = off[i]
+            e = s + length[i]
+            j = e
+            while j > s and b[j - 1] != 47:
+                j -= 1
+            s = j
+            dot = -1
+            acc = 0
+            for j in range(s, e):
+                acc |= b[j]
+                if dot < 0 and b[j] == 46:
+                    dot = j
+            ascii[i] = 1 if acc < 128 else 0
+            stem_off[i] = s
+            if dot < 0:
+                stem_len[i] = e - s
+                ext_off[i] = e
+                ext_len[i] = 0
+            else:
+                stem_len[i] = dot - s
+                ext_off[i] = dot + 1
+                ext_len[i] = e - dot - 1
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def gather(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] length,
+           uint8_t[::1] out):
+    """Concatenate the ranges into ``out`` (whose length must be their total length)."""
+    cdef Py_ssize_t n = off.shape[0], i
+    cdef int64_t pos = 0, total = 0
+    check_ranges(buf.shape[0], off, length)
+    for i in range(n):
+        total += length[i]
+    if total != out.shape[0]:
+        raise ValueError(f"out holds {out.shape[0]} bytes; the ranges total {total}")
+    if total == 0:
+        return
+    with nogil:
+        for i in range(n):
+            if length[i]:
+                memcpy(&out[pos], &buf[off[i]], length[i])
+                pos += length[i]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def ranges_equal(const uint8_t[::1] buf, const int64_t[::1] a_off, const int64_t[::1] a_len,
+                 const int64_t[::1] b_off, const int64_t[::1] b_len, uint8_t[::1] out):
+    """``out[i] = 1`` when range ``a[i]`` and range ``b[i]`` hold the same bytes, else 0."""
+    cdef Py_ssize_t n = a_off.shape[0], i
+    cdef const uint8_t* b
+    if b_off.shape[0] != n or out.shape[0] != n:
+        raise ValueError("a, b and out must have the same length")
+    check_ranges(buf.shape[0], a_off, a_len)
+    check_ranges(buf.shape[0], b_off, b_len)
+    if n == 0:
+        return
+    if buf.shape[0] == 0:
+        for i in range(n):
+            out[i] = 1
+        return
+    b = &buf[0]
+    with nogil:
+        for i in range(n):
+            out[i] = 1 if (a_len[i] == b_len[i]
+                           and memcmp(b + a_off[i], b + b_off[i], a_len[i]) == 0) else 0

@@ -1,0 +1,16 @@
+from typing_extensions import Buffer
+
+E_OK: int
+E_TRUNCATED_HEADER: int
+E_CHECKSUM: int
+E_NUMBER: int
+E_PAYLOAD_PAST_END: int
+E_PAX: int
+E_DANGLING_EXTENDED: int
+E_CAPACITY: int
+E_SPARSE: int
+
+def scan(
+    buf: Buffer, hdr_off: Buffer, size: Buffer, prefix_off: Buffer, prefix_len: Buffer,
+    name_off: Buffer, name_len: Buffer, typeflag: Buffer,
+) -> tuple[int, int, int]: ...

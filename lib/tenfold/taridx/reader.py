@@ -1,0 +1,375 @@
+"""Reading TARIDX files: :class:`Index`.
+
+The header and the rows are structured-dtype views over the file's memory map (no copy, at any
+``off_arr`` alignment). Opening checks everything that costs O(1): magic, version, sizes, region
+offsets, row count against the file size, the extension and crash blocks. The per-row checks
+(``extid < n_ext``, ``crashid <= n_crash``, ``n_stems`` and the contiguity flag against the rows)
+read every row, so they run once, on first use of anything that depends on them
+(:attr:`Index.samples`, :meth:`Index.lookup`, :meth:`Index.ext_of`), or eagerly with
+``Index.open(path, validate=True)``.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import numpy as np
+
+from .. import _kernels
+from ..core.mapped import MappedFile
+from ..errors import FormatError, TruncatedError, UnsupportedError, describe
+from ._spec import (
+    FLAG_CONTIGUOUS,
+    FMT,
+    HDR_SIZE,
+    HEADER_DT,
+    MAGIC,
+    MAJOR,
+    REC_SIZE,
+    ROW_DT,
+)
+
+__all__ = ["Index", "Samples", "hash_stems", "split_block"]
+
+
+def split_block(raw: bytes, count: int, what: str, offset: int) -> list[str]:
+    """Decode a ``\\n``-joined block of ``count`` names (split on ``\\n`` only).
+
+    An empty block is zero names when ``count == 0`` and one empty name when ``count == 1``.
+    """
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            describe(FMT, what, offset=offset + exc.start, detail="not valid UTF-8")
+        ) from None
+    names = text.split("\n") if (raw or count) else []
+    if len(names) != count:
+        field = "n_ext" if what.startswith("ext") else "n_crash"
+        raise FormatError(
+            describe(FMT, what, offset=offset, field=field,
+                     detail="does not match the names in the block", expected=len(names),
+                     got=count)
+        )
+    return names
+
+
+def hash_stems(stems: list[str] | tuple[str, ...]) -> tuple[np.ndarray, list[bytes] | None]:
+    """xxh64 (seed 0) of each stem's UTF-8 encoding, vectorised. Returns (hashes, encoded)."""
+    strhash = _kernels.load("strhash")
+    n = len(stems)
+    joined = "".join(stems)
+    if joined.isascii():
+        arena = np.frombuffer(joined.encode("ascii"), np.uint8)
+        lens = np.fromiter(map(len, stems), np.int64, n)
+    else:
+        enc = [s.encode("utf-8", "surrogatepass") for s in stems]
+        arena = np.frombuffer(b"".join(enc), np.uint8)
+        lens = np.fromiter(map(len, enc), np.int64, n)
+    offs = np.zeros(n, np.int64)
+    if n > 1:
+        np.cumsum(lens[:-1], out=offs[1:])
+    out = np.empty(n, np.uint64)
+    strhash.hash_ranges(arena if arena.size else np.zeros(1, np.uint8), offs, lens, 0, out)
+    return out, None
+
+
+class Samples:
+    """Rows grouped by sample key ``(keyhash, crashid)``.
+
+    Attributes
+    ----------
+    order
+        Row numbers in sample order (``None`` when the rows already are: contiguous index).
+    starts
+        ``starts[i]:starts[i+1]`` are sample ``i``'s positions in ``order`` (length n + 1).
+    keyhash, crashid
+        The key of each sample. Samples are in order of their first row in the file.
+    """
+
+    def __init__(self, order: np.ndarray | None, starts: np.ndarray, keyhash: np.ndarray,
+                 crashid: np.ndarray) -> None:
+        self.order = order
+        self.starts = starts
+        self.keyhash = keyhash
+        self.crashid = crashid
+        self._sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+
+    def __len__(self) -> int:
+        return len(self.starts) - 1
+
+    def rows_of(self, i: int) -> np.ndarray:
+        """Row numbers of sample ``i``."""
+        a, b = int(self.starts[i]), int(self.starts[i + 1])
+        return np.arange(a, b) if self.order is None else self.order[a:b]
+
+    def sorted_keys(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(keyhash sorted, crashid in that order, sample number in that order)."""
+        if self._sorted is None:
+            perm = np.lexsort((self.crashid, self.keyhash))
+            self._sorted = (self.keyhash[perm], self.crashid[perm], perm)
+        return self._sorted
+
+
+class Index:
+    """An opened ``.taridx`` file.
+
+    Use :meth:`open` (path) or :meth:`from_buffer` (bytes); the object is a context manager
+    and owns its memory map. ``header`` is a 1-element structured view, ``rows`` the row array
+    (read-only views of the map), ``ext`` and ``crash`` the decoded name tables (``crash[0]``
+    is crash id 1).
+
+    Examples
+    --------
+    >>> import tenfold.taridx as tx, tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "d.taridx"
+    >>> _ = tx.write_index(p, [(0, 0, 5, "a", "jpg"), (0, 1024, 1, "a", "cls")])
+    >>> with tx.Index.open(p) as idx:
+    ...     (idx.n_rows, idx.ext, idx.is_contiguous, idx.lookup(["a", "b"]).tolist())
+    (2, ['jpg', 'cls'], True, [0, -1])
+    """
+
+    def __init__(self, mf: MappedFile, *, validate: bool = False) -> None:
+        self._mf = mf
+        self.path = mf.path
+        self._parse()
+        self._validated = False
+        self._samples: Samples | None = None
+        if validate:
+            self.validate_rows()
+
+    # -- construction -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, validate: bool = False) -> Index:
+        """Open and check the index at ``path`` (``validate=True`` also checks every row now)."""
+        mf = MappedFile(path, fmt=FMT)
+        try:
+            return cls(mf, validate=validate)
+        except BaseException:
+            mf.close()
+            raise
+
+    @classmethod
+    def from_buffer(cls, data: Any, *, validate: bool = False) -> Index:
+        """An index over bytes already in memory (used in place, not copied)."""
+        return cls(MappedFile(data, fmt=FMT), validate=validate)
+
+    def __enter__(self) -> Index:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Release the map (views already handed out stay valid)."""
+        self._mf.close()
+
+    @property
+    def name(self) -> str:
+        return self.path if self.path is not None else "<buffer>"
+
+    # -- parsing ------------------------------------------------------------------------------
+    def _err(self, cls: type[FormatError], what: str, **kw: Any) -> FormatError:
+        return cls(describe(FMT, f"{self.name}: {what}", **kw))
+
+    def _parse(self) -> None:
+        mf = self._mf
+        size = mf.size
+        if size < HDR_SIZE:
+            raise self._err(TruncatedError, "header", offset=0, detail="file shorter than header",
+                            expected=f">= {HDR_SIZE} bytes", got=size)
+        hdr = mf.records(HEADER_DT, 1, 0, "header")
+        h = hdr[0]
+        magic = mf.bytes(0, 8, "magic")
+        if magic != MAGIC:
+            raise self._err(FormatError, "header", offset=0, field="magic", expected=MAGIC,
+                            got=magic)
+        major, minor = int(h["major"]), int(h["minor"])
+        if major != MAJOR:
+            raise self._err(UnsupportedError, "header", offset=8, field="major",
+                            detail="unsupported version", expected=MAJOR, got=major)
+        for field, off, want in (("rec_size", 12, REC_SIZE), ("hdr_size", 14, HDR_SIZE)):
+            if int(h[field]) != want:
+                raise self._err(FormatError, "header", offset=off, field=field, expected=want,
+                                got=int(h[field]))
+        n_rows, n_ext, n_crash = int(h["n_rows"]), int(h["n_ext"]), int(h["n_crash"])
+        off_crash, off_arr = int(h["off_crash"]), int(h["off_arr"])
+        if not HDR_SIZE <= off_crash <= size:
+            raise self._err(FormatError, "header", offset=40, field="off_crash",
+                            expected=f"{HDR_SIZE} <= off_crash <= {size}", got=off_crash)
+        if not off_crash <= off_arr <= size:
+            raise self._err(FormatError, "header", offset=48, field="off_arr",
+                            expected=f"{off_crash} <= off_arr <= {size}", got=off_arr)
+        region = size - off_arr
+        if region != REC_SIZE * n_rows:
+            cls = TruncatedError if region < REC_SIZE * n_rows else FormatError
+            raise self._err(cls, "rows", offset=off_arr, field="row region size",
+                            detail=f"{n_rows} rows of {REC_SIZE} bytes do not fill the file",
+                            expected=REC_SIZE * n_rows, got=region)
+        n_stems = int(h["n_stems"])
+        if n_stems > n_rows:
+            raise self._err(FormatError, "header", offset=16, field="n_stems",
+                            expected=f"<= n_rows ({n_rows})", got=n_stems)
+        if (n_rows > 0) != (n_stems > 0):
+            raise self._err(FormatError, "header", offset=16, field="n_stems",
+                            expected="> 0" if n_rows else 0, got=n_stems)
+        self.header = hdr
+        self.major, self.minor = major, minor
+        self.n_rows, self.n_stems, self.n_ext, self.n_crash = n_rows, n_stems, n_ext, n_crash
+        self.off_crash, self.off_arr = off_crash, off_arr
+        self.flags = int(h["flags"])
+        self.ext = split_block(mf.bytes(HDR_SIZE, off_crash - HDR_SIZE, "extension block"),
+                               n_ext, "extension block", HDR_SIZE)
+        self.crash = split_block(mf.bytes(off_crash, off_arr - off_crash, "crash block"),
+                                 n_crash, "crash block", off_crash)
+        self.rows = mf.records(ROW_DT, n_rows, off_arr, "rows")
+
+    # -- row checks ---------------------------------------------------------------------------
+    def validate_rows(self) -> None:
+        """Check every row: ``extid < n_ext`` and ``crashid <= n_crash`` (once)."""
+        if self._validated:
+            return
+        for field, limit in (("extid", self.n_ext), ("crashid", self.n_crash + 1)):
+            col = self.rows[field]
+            if col.size:
+                bad = np.flatnonzero(col >= limit)
+                if bad.size:
+                    i = int(bad[0])
+                    raise self._err(
+                        FormatError, f"row {i}", offset=self.off_arr + REC_SIZE * i,
+                        field=field, detail="out of range", expected=f"< {limit}",
+                        got=int(col[i]))
+        self._validated = True
+
+    @property
+    def is_contiguous(self) -> bool:
+        """Header flag bit 0: rows grouped contiguously by ``(keyhash, crashid)``."""
+        return bool(self.flags & FLAG_CONTIGUOUS)
+
+    def ext_of(self, rows: np.ndarray | None = None) -> list[str]:
+        """Extension names of ``rows`` (default: every row)."""
+        self.validate_rows()
+        r = self.rows if rows is None else rows
+        return [self.ext[i] for i in r["extid"].tolist()]
+
+    @property
+    def samples(self) -> Samples:
+        """Rows grouped by sample (computed once; checks ``n_stems`` and the flag)."""
+        if self._samples is None:
+            self.validate_rows()
+            self._samples = self._group()
+        return self._samples
+
+    def _group(self) -> Samples:
+        kh, cid = self.rows["keyhash"], self.rows["crashid"]
+        n = self.n_rows
+        if n == 0:
+            return Samples(None, np.zeros(1, np.int64), np.zeros(0, np.uint64),
+                           np.zeros(0, np.uint32))
+        change = np.empty(n, bool)
+        change[0] = True
+        np.not_equal(kh[1:], kh[:-1], out=change[1:])
+        change[1:] |= cid[1:] != cid[:-1]
+        run_starts = np.flatnonzero(change)
+        if self.is_contiguous:
+            if run_starts.size != self.n_stems:
+                raise self._err(
+                    FormatError, "rows", offset=self.off_arr, field="n_stems",
+                    detail="flag says contiguous but the runs of (keyhash, crashid) disagree",
+                    expected=run_starts.size, got=self.n_stems)
+            starts = np.append(run_starts, n).astype(np.int64)
+            return Samples(None, starts, np.ascontiguousarray(kh[run_starts]),
+                           np.ascontiguousarray(cid[run_starts]))
+        perm = np.lexsort((cid, kh))
+        skh, scid = kh[perm], cid[perm]
+        sch = np.empty(n, bool)
+        sch[0] = True
+        np.not_equal(skh[1:], skh[:-1], out=sch[1:])
+        sch[1:] |= scid[1:] != scid[:-1]
+        gstart = np.flatnonzero(sch)
+        if gstart.size != self.n_stems:
+            raise self._err(FormatError, "rows", offset=self.off_arr, field="n_stems",
+                            detail="does not match the distinct (keyhash, crashid) in the rows",
+                            expected=gstart.size, got=self.n_stems)
+        # Order the groups by their first row (perm is stable: perm[gstart] is that row).
+        first = perm[gstart]
+        gorder = np.argsort(first, kind="stable")
+        sizes = np.diff(np.append(gstart, n))
+        new_sizes = sizes[gorder]
+        starts = np.zeros(gstart.size + 1, np.int64)
+        np.cumsum(new_sizes, out=starts[1:])
+        # Row order: groups in first-row order, rows of a group in file order.
+        group_of_sorted = np.repeat(np.arange(gstart.size), sizes)
+        rank = np.empty(gstart.size, np.int64)
+        rank[gorder] = np.arange(gstart.size)
+        order = perm[np.argsort(rank[group_of_sorted], kind="stable")]
+        return Samples(order, starts, np.ascontiguousarray(kh[first[gorder]]),
+                       np.ascontiguousarray(cid[first[gorder]]))
+
+    # -- lookups ------------------------------------------------------------------------------
+    def lookup(self, stems: list[str] | tuple[str, ...] | str) -> np.ndarray:
+        """Sample numbers of ``stems`` (``-1`` where absent), vectorised.
+
+        Stems are hashed with xxh64; a stem listed in the crash table resolves to its crash id.
+        The index stores hashes, not stems: a stem that is not in the fold but has the same
+        xxh64 as one that is (probability 2**-64) resolves to that one.
+        """
+        if isinstance(stems, str):
+            stems = [stems]
+        s = self.samples
+        hashes, _ = hash_stems(stems)
+        skh, scid, snum = s.sorted_keys()
+        out = np.full(len(stems), -1, np.int64)
+        if len(s) == 0 or not len(stems):
+            return out
+        pos = np.searchsorted(skh, hashes, side="left")
+        pos_c = np.minimum(pos, skh.size - 1)
+        hit = (skh[pos_c] == hashes) & (scid[pos_c] == 0)
+        out[hit] = snum[pos_c[hit]]
+        if self.n_crash:
+            crash_ids = {name: i + 1 for i, name in enumerate(self.crash)}
+            crash_hashes = np.unique(s.keyhash[s.crashid > 0])
+            for i in np.flatnonzero(np.isin(hashes, crash_hashes)).tolist():
+                cid = crash_ids.get(stems[i], 0)
+                lo = int(pos[i])
+                hi = int(np.searchsorted(skh, hashes[i], side="right"))
+                j = np.flatnonzero(scid[lo:hi] == cid)
+                out[i] = int(snum[lo + j[0]]) if j.size else -1
+        return out
+
+    def sample_rows(self, stem: str) -> np.ndarray:
+        """The rows (structured copy) of the sample named ``stem``; KeyError when absent."""
+        i = int(self.lookup([stem])[0])
+        if i < 0:
+            raise KeyError(stem)
+        return self.rows[self.samples.rows_of(i)]
+
+    # -- transformations ----------------------------------------------------------------------
+    def enforce_contiguous(self) -> Index:
+        """An index whose rows are grouped by ``(keyhash, crashid)``.
+
+        Unchanged (``self``) when the flag is already set; otherwise the rows are reordered
+        with a stable sort by ``(keyhash, crashid)`` (as the reference does), the flag is set,
+        and a new in-memory :class:`Index` is returned (write it with :meth:`save`).
+        """
+        if self.is_contiguous:
+            return self
+        self.validate_rows()
+        perm = np.lexsort((self.rows["crashid"], self.rows["keyhash"]))
+        from .writer import index_bytes
+
+        data = index_bytes(self.rows[perm], self.ext, self.crash, n_stems=self.n_stems,
+                           flags=(self.flags | FLAG_CONTIGUOUS), minor=self.minor)
+        return Index.from_buffer(data, validate=True)
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write this index to ``path`` (atomically), byte for byte as read."""
+        from ..core.atomic import atomic_write
+
+        with atomic_write(path) as f:
+            f.write(memoryview(self._mf.buffer()))
+
+    def __repr__(self) -> str:
+        return (f"<taridx.Index {self.name!r} rows={self.n_rows} stems={self.n_stems} "
+                f"ext={self.ext} crash={len(self.crash)} contiguous={self.is_contiguous}>")
