@@ -1,0 +1,80 @@
+"""``tenfold index``: build and check TARIDX indexes of tar-shard folds.
+
+    tenfold index build ROOT --fold NAME [--out PATH] [--workers N] [--no-progress]
+    tenfold index check ROOT --fold NAME [--index PATH]     exit 1 when shards changed
+    tenfold index lookup INDEX STEM...                      sample number and rows of stems
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+from typing import Any
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .build import build
+
+    t = time.perf_counter()
+    path = build(args.root, args.fold, out=args.out, workers=args.workers,
+                 show_progress=False if args.no_progress else None)
+    from .reader import Index
+
+    with Index.open(path) as idx:
+        print(f"{path}: {idx.n_rows} rows, {idx.n_stems} samples, ext {idx.ext}, "
+              f"{len(idx.crash)} crash stems, "
+              f"{'contiguous' if idx.is_contiguous else 'interleaved'} "
+              f"({time.perf_counter() - t:.3f} s)")
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .build import stale_shards
+    from .reader import Index
+
+    path = args.index or os.path.join(args.root, f"{args.fold}.taridx")
+    with Index.open(path) as idx:
+        stale = stale_shards(idx, args.root, args.fold, sample=args.sample)
+    for name, why in stale.items():
+        print(f"stale: {name}: {why}")
+    print(f"{path}: {'up to date' if not stale else f'{len(stale)} shard(s) changed'}")
+    return 1 if stale else 0
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    from .reader import Index
+
+    with Index.open(args.index) as idx:
+        found = idx.lookup(args.stems)
+        for stem, i in zip(args.stems, found.tolist(), strict=True):
+            if i < 0:
+                print(f"{stem}: not found")
+                continue
+            rows = idx.rows[idx.samples.rows_of(i)]
+            parts = [f"{idx.ext[int(r['extid'])]}@fid{int(r['fid'])}+{int(r['offset'])}"
+                     f"[{int(r['size'])}]" for r in rows]
+            print(f"{stem}: sample {i}: " + " ".join(parts))
+    return 0 if (found >= 0).all() else 1
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("index", help="build / check TARIDX indexes of tar-shard folds")
+    sub = p.add_subparsers(dest="index_command", required=True)
+    b = sub.add_parser("build", help="scan ROOT/<fold>_<id>.tar and write ROOT/<fold>.taridx")
+    b.add_argument("root")
+    b.add_argument("--fold", required=True)
+    b.add_argument("--out", help="index path (default ROOT/<fold>.taridx)")
+    b.add_argument("--workers", type=int, help="threads scanning shards (default: auto)")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.set_defaults(func=cmd_build)
+    c = sub.add_parser("check", help="say which shards changed since the index was built")
+    c.add_argument("root")
+    c.add_argument("--fold", required=True)
+    c.add_argument("--index", help="index path (default ROOT/<fold>.taridx)")
+    c.add_argument("--sample", type=int, default=8, help="headers re-read per shard")
+    c.set_defaults(func=cmd_check)
+    q = sub.add_parser("lookup", help="find samples by stem")
+    q.add_argument("index")
+    q.add_argument("stems", nargs="+")
+    q.set_defaults(func=cmd_lookup)
