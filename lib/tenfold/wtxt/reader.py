@@ -1,0 +1,673 @@
+"""Strict, line-numbered WTXT parser and the reader built on it.
+
+The parser walks the file once: header lines, then per array its ``arr``/``idx`` lines and its
+chunks, parsing each chunk *by count* (exactly ``lines=`` base64 lines, then ``endch``). The
+``b64lines`` kernel validates widths, alphabet, padding, separators, parity nibbles and line ends
+in the same pass that gathers the base64 text; pybase64 decodes it; CRC-32C and SHA-256 of every
+chunk and the array-level hashes (SHA-256, HMAC, ``sha256_all``) are computed as the chunks
+arrive, optionally on a second thread.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import hashlib
+import hmac as _hmac
+import math
+import os
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import numpy as np
+import pybase64
+
+from .. import _kernels
+from ..core.bounds import DEFAULT_LIMITS, Limits
+from ..core.checksums import crc32c, xxh64_hex
+from ..core.mapped import MappedFile
+from ..errors import FormatError, IntegrityError, LimitError, TruncatedError, UnsupportedError
+from ..errors import describe
+from . import _spec as S
+from ._text import Cursor, audit_fields, err, fields
+
+__all__ = ["WtxtFile", "open", "read", "load", "inspect", "ChunkInfo", "ArrayInfo", "Parsed",
+           "parse"]
+
+_open = open
+_SPAN = 4 << 20
+
+
+@dataclasses.dataclass
+class ChunkInfo:
+    """One ``ch`` block: its fields, where it sits in the text, and any damage found."""
+
+    ix: int
+    off: int
+    length: int
+    sha256: str
+    crc32c: str
+    lines: int
+    lineno: int
+    offset: int
+    damage: str | None = None
+    damage_line: int | None = None
+
+
+@dataclasses.dataclass
+class ArrayInfo:
+    """One ``arr`` block: header fields, exact header line, chunks and the decoded bytes."""
+
+    name: str
+    dtype: str
+    shape: tuple[int, ...]
+    nbytes: int
+    sha256: str
+    hmac: str
+    salt: str
+    line: str
+    lineno: int
+    idx: dict[str, str] | None
+    chunks: list[ChunkInfo]
+    raw: np.ndarray | None = None
+    computed_sha256: str = ""
+    hmac_state: str = "unauthenticated"  # "authenticated", "unauthenticated", "unchecked", "bad"
+
+    @property
+    def damaged(self) -> bool:
+        return any(c.damage for c in self.chunks)
+
+    def array(self) -> np.ndarray:
+        assert self.raw is not None
+        return self.raw.view(S.DTYPES[self.dtype]).reshape(self.shape)
+
+
+@dataclasses.dataclass
+class Parsed:
+    """Everything a WTXT file says, plus what the parser computed from it."""
+
+    meta: dict[str, str]
+    cap: list[str]
+    root: dict[str, str] | None
+    pending: bool
+    sign: dict[str, str] | None
+    root_end: int
+    sign_span: tuple[int, int] | None
+    arrays: list[ArrayInfo]
+    audit: dict[str, str] | None
+    audit_lineno: int | None
+    computed_all: str
+    computed_fastxor: int
+    size: int
+    data: np.ndarray
+
+    def message(self, sign_all: bool) -> bytes:
+        """The bytes a signature covers."""
+        if sign_all:
+            assert self.sign_span is not None
+            a, b = self.sign_span
+            return self.data[:a].tobytes() + self.data[b:].tobytes()
+        return self.data[: self.root_end].tobytes()
+
+
+def _kern() -> Any:
+    return _kernels.load("b64lines")
+
+
+_KERR = {
+    1: (TruncatedError, "file ends inside the chunk's base64 lines"),
+    2: (FormatError, "base64 line width"),
+    3: (FormatError, "base64 line: character not in the base64 alphabet"),
+    4: (FormatError, "base64 line: missing ' <parity>' after the text"),
+    5: (FormatError, "base64 line: parity is not one lowercase hex digit"),
+    6: (FormatError, "base64 line: parity nibble mismatch"),
+    7: (FormatError, "base64 line: must end with LF right after the parity digit"),
+    8: (FormatError, "base64 line: non-canonical padding bits"),
+}
+
+
+def _kernel_error(status: int, text: np.ndarray, pos: int, first_line: int, line: int,
+                  base: int) -> Exception:
+    cls, what = _KERR.get(status, (FormatError, f"base64 line: status {status}"))
+    if status in (3, 7) and pos < text.size:
+        b = int(text[pos])
+        if b == 13:
+            what += " (carriage return)"
+        elif b == 9:
+            what += " (tab)"
+        elif b == 32:
+            what += " (trailing or extra space)"
+        elif b >= 0x80:
+            what += f" (non-ASCII byte 0x{b:02x})"
+        elif status == 3:
+            what += f" ({chr(b)!r})"
+    if status == 6:
+        # recompute for the message: the nibble the line's characters give
+        start = int(text[:pos].tobytes().rfind(b"\n")) + 1
+        x = 0
+        for c in text[start : pos - 1].tobytes():
+            x ^= c
+        return err(cls, first_line + line, base + pos, what, expected=f"'{x & 15:x}'",
+                   got=f"'{chr(int(text[pos]))}'")
+    return err(cls, first_line + line, base + pos, what)
+
+
+class _Hashes:
+    """Array-level digests fed in order (inline, or on one worker thread)."""
+
+    def __init__(self, workers: int) -> None:
+        self.pool = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="wtxt-hash")
+                     if workers > 1 else None)
+        self.futures: list[concurrent.futures.Future[None]] = []
+        self.all = hashlib.sha256()
+
+    def submit(self, fn: Any, *args: Any) -> None:
+        if self.pool is None:
+            fn(*args)
+        else:
+            self.futures.append(self.pool.submit(fn, *args))
+
+    def wait(self) -> None:
+        for f in self.futures:
+            f.result()
+        self.futures.clear()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+
+
+def _update(hashers: list[Any], view: np.ndarray) -> None:
+    mv = memoryview(view)
+    for h in hashers:
+        h.update(mv)
+
+
+def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes] = (),
+          limits: Limits = DEFAULT_LIMITS, workers: int = 1) -> Parsed:
+    """Parse and check a whole WTXT text held in ``data`` (a read-only uint8 array).
+
+    Structural violations raise :class:`FormatError` (or a subclass) naming the line. Chunk
+    damage (parity, CRC-32C, SHA-256, base64) raises as well unless ``collect`` is true, in
+    which case it is recorded in :attr:`ChunkInfo.damage` and parsing continues by count.
+    Array hashes are computed, not compared: see :func:`check`.
+    """
+    kern = _kern()
+    keys = [bytes(k) for k in hmac_keys]
+    cur = Cursor(data)
+    first = cur.peek_raw()
+    if first is None:
+        raise err(TruncatedError, 1, 0, "empty file; expected 'WTXT 1'")
+    if first != b"WTXT 1":
+        if first.startswith(b"WTXT-DELTA"):
+            raise err(FormatError, 1, 0, "this is a DELTA file; apply it with apply_delta")
+        if first.startswith(b"WTXT ") and first[5:].isdigit():
+            raise err(UnsupportedError, 1, 0, "unsupported version", expected="'WTXT 1'",
+                      got=repr(first.decode("latin-1")))
+        raise err(FormatError, 1, 0, "bad magic", expected="'WTXT 1'",
+                  got=repr(first[:16].decode("latin-1")))
+    cur.line()
+    text, ln, off = cur.line("meta")
+    meta = fields(text, "meta", S.META_FIELDS, ln, off)
+    _check_ts(meta["ts"], ln, off)
+    text, ln, off = cur.line("cap")
+    cap = fields(text, "cap", S.CAP_FIELDS, ln, off)["ext"].split(",")
+    if len(set(cap)) != len(cap):
+        raise err(FormatError, ln, off, "duplicate cap item", got=",".join(cap))
+    text, ln, off = cur.line("root")
+    root: dict[str, str] | None = None
+    if text.startswith("root_pending"):
+        fields(text, "root_pending", S.PENDING_FIELDS, ln, off)
+        pending = True
+    else:
+        root = fields(text, "root", S.ROOT_FIELDS, ln, off)
+        pending = False
+    root_end = cur.pos
+    sign = None
+    sign_span = None
+    raw = cur.peek_raw()
+    if raw is not None and raw.startswith(b"sign"):
+        text, ln, off = cur.line()
+        if pending:
+            raise err(FormatError, ln, off, "a root_pending file carries no sign line "
+                      "(the WSUM sidecar is signed)")
+        sign = fields(text, "sign", S.SIGN_FIELDS, ln, off)
+        sign_span = (off, cur.pos)
+
+    hashes = _Hashes(workers)
+    arrays: list[ArrayInfo] = []
+    scratch = np.empty(0, np.uint8)
+    fastxor = 0
+    scan = _kernels.load("scan")
+    total_chunks = 0
+    try:
+        while True:
+            raw = cur.peek_raw()
+            if raw is None:
+                raise err(TruncatedError, cur.lineno, cur.pos, "file ends; expected 'endwtxt'")
+            if not raw.startswith(b"arr "):
+                break
+            arr_text, ln, off = cur.line()
+            a = fields(arr_text, "arr", S.ARR_FIELDS, ln, off)
+            name = a["name"]
+            if arrays and name.encode() <= arrays[-1].name.encode():
+                what = "duplicate array name" if name == arrays[-1].name else "array name order"
+                raise err(FormatError, ln, off, what,
+                          expected=f"a name after {arrays[-1].name!r} (bytewise)", got=name)
+            if len(arrays) >= limits.max_objects:
+                raise err(LimitError, ln, off, "too many arrays",
+                          expected=f"<= {limits.max_objects}", got=len(arrays) + 1)
+            shape = tuple(int(d) for d in a["shape"].split(","))
+            if len(shape) > limits.max_ndim:
+                raise err(LimitError, ln, off, "too many dimensions",
+                          expected=f"<= {limits.max_ndim}", got=len(shape))
+            dt = S.DTYPES[a["dtype"]]
+            nbytes = int(a["bytes"])
+            want = math.prod(shape) * dt.itemsize
+            if nbytes != want:
+                raise err(FormatError, ln, off, "arr 'bytes' does not match shape and dtype",
+                          expected=want, got=nbytes)
+            if 4 * -(-nbytes // 3) > cur.size - cur.pos:
+                raise err(TruncatedError, ln, off, "arr 'bytes' larger than the rest of the file "
+                          "can hold", expected=f"<= {(cur.size - cur.pos) * 3 // 4}", got=nbytes)
+            if nbytes > limits.max_decoded_bytes:
+                raise err(LimitError, ln, off, "array above max_decoded_bytes",
+                          expected=f"<= {limits.max_decoded_bytes}", got=nbytes)
+            idx = None
+            raw = cur.peek_raw()
+            if raw is not None and raw.startswith(b"idx"):
+                text, iln, ioff = cur.line()
+                idx = fields(text, "idx", S.IDX_FIELDS, iln, ioff)
+                rs = S.row_size(shape, dt.itemsize)
+                if int(idx["row_size"]) != rs:
+                    raise err(FormatError, iln, ioff, "idx 'row_size' mismatch", expected=rs,
+                              got=int(idx["row_size"]))
+                if idx["row_blocking"] == "on" and int(idx["rows_per_chunk"]) < 1:
+                    raise err(FormatError, iln, ioff, "idx 'rows_per_chunk' must be >= 1")
+            rpc = int(idx["rows_per_chunk"]) if idx and idx["row_blocking"] == "on" else None
+            clen = S.chunk_length(shape, dt.itemsize, rpc)
+            if nbytes and clen == 0:
+                raise err(FormatError, ln, off, "chunk length is zero for a non-empty array")
+            nchunks = 1 if nbytes == 0 else -(-nbytes // clen)
+            total_chunks += nchunks
+            if total_chunks > limits.max_objects:
+                raise err(LimitError, ln, off, "too many chunks",
+                          expected=f"<= {limits.max_objects}", got=total_chunks)
+            info = ArrayInfo(name, a["dtype"], shape, nbytes, a["sha256"], a["hmac"], a["salt"],
+                             arr_text, ln, idx, [])
+            buf = np.zeros(nbytes, np.uint8)
+            arr_sha = hashlib.sha256()
+            macs = []
+            if a["hmac"] != S.ZERO64 and keys:
+                salt = bytes.fromhex(a["salt"])
+                macs = [_hmac.new(k, salt, "sha256") for k in keys]
+            hashes.submit(hashes.all.update, info.line.encode())
+            group = [arr_sha, hashes.all, *macs]
+            span_start = 0
+            for ix in range(nchunks):
+                ch = _chunk(cur, kern, data, ix, ix * clen, min(clen, nbytes - ix * clen)
+                            if nbytes else 0, collect)
+                info.chunks.append(ch)
+                if ch.length:
+                    n = ch.lines * S.WIDTH
+                    if scratch.size < n:
+                        scratch = np.empty(n, np.uint8)
+                    if ch.damage is None:
+                        _decode_chunk(cur, kern, data, ch, scratch, buf, collect)
+                if ch.off + ch.length - span_start >= _SPAN or ix == nchunks - 1:
+                    end = ch.off + ch.length
+                    hashes.submit(_update, group, buf[span_start:end])
+                    span_start = end
+                text, eln, eoff = cur.line("endch")
+                if text != "endch":
+                    raise err(FormatError, eln, eoff, "expected 'endch' after the chunk's "
+                              f"{ch.lines} base64 lines", expected="endch", got=repr(text[:40]))
+            text, eln, eoff = cur.line("endarr")
+            if text != "endarr":
+                raise err(FormatError, eln, eoff, "expected 'endarr' after the last chunk",
+                          expected="endarr", got=repr(text[:40]))
+            hashes.wait()
+            info.raw = buf
+            info.computed_sha256 = arr_sha.hexdigest()
+            fastxor = scan.xor_u64_le(buf, fastxor)
+            if a["hmac"] == S.ZERO64:
+                info.hmac_state = "unauthenticated"
+            elif not keys:
+                info.hmac_state = "unchecked"
+            else:
+                mac = bytes.fromhex(a["hmac"])
+                ok = any(_hmac.compare_digest(m.digest(), mac) for m in macs)
+                info.hmac_state = "authenticated" if ok else "bad"
+            arrays.append(info)
+    finally:
+        hashes.wait()
+        hashes.close()
+    audit = None
+    audit_ln = None
+    text, ln, off = cur.line("'endwtxt'")
+    if text.startswith("audit"):
+        audit = audit_fields(text, ln, off)
+        audit_ln = ln
+        text, ln, off = cur.line("'endwtxt'")
+    if text != "endwtxt":
+        raise err(FormatError, ln, off, "unexpected line",
+                  expected="'arr ...', 'audit ...' or 'endwtxt'", got=repr(text[:40]))
+    if not cur.at_end():
+        raise err(FormatError, cur.lineno, cur.pos, "data after 'endwtxt'",
+                  expected="end of file", got=f"{cur.size - cur.pos} more bytes")
+    return Parsed(meta, cap, root, pending, sign, root_end, sign_span, arrays, audit, audit_ln,
+                  hashes.all.hexdigest(), fastxor, cur.size, data)
+
+
+def _check_ts(ts: str, ln: int, off: int) -> None:
+    import datetime
+
+    try:
+        datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise err(FormatError, ln, off, "meta 'ts' is not a valid UTC time",
+                  expected="YYYY-MM-DDTHH:MM:SSZ", got=ts) from None
+
+
+def _chunk(cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: int,
+           collect: bool) -> ChunkInfo:
+    raw = cur.peek_raw()
+    lineno, pos = cur.lineno, cur.pos
+    if raw is None:
+        raise err(TruncatedError, lineno, pos, f"file ends; expected chunk {ix:06d}")
+    m = S.CH_RE.fullmatch(raw)
+    if m is None:
+        text, _, _ = cur.line("ch")
+        fields(text, "ch", S.CH_FIELDS, lineno, pos)
+        raise AssertionError("unreachable: fields() accepts what CH_RE rejects")  # pragma: no cover
+    cur.pos += len(raw) + 1
+    cur.lineno += 1
+    cix, coff, clen = int(m.group(1)), int(m.group(2)), int(m.group(3))
+    lines = int(m.group(6))
+    if cix != ix:
+        raise err(FormatError, lineno, pos, "ch 'ix' not contiguous", expected=f"{ix:06d}",
+                  got=m.group(1).decode())
+    if coff != off:
+        raise err(FormatError, lineno, pos, "ch 'off' mismatch", expected=f"{off:012d}",
+                  got=m.group(2).decode())
+    if clen != length:
+        raise err(FormatError, lineno, pos, "ch 'len' mismatch", expected=length, got=clen)
+    if lines != S.b64_lines(clen):
+        raise err(FormatError, lineno, pos, "ch 'lines' mismatch", expected=S.b64_lines(clen),
+                  got=lines)
+    ch = ChunkInfo(cix, coff, clen, m.group(4).decode(), m.group(5).decode(), lines, lineno, pos)
+    return ch
+
+
+def _decode_chunk(cur: Cursor, kern: Any, data: np.ndarray, ch: ChunkInfo, scratch: np.ndarray,
+                  buf: np.ndarray, collect: bool) -> None:
+    text = data[cur.pos :]
+    status, line, p = kern.unframe_lines(text, ch.lines, scratch, S.WIDTH)
+    if status != 0:
+        exc = _kernel_error(status, text, p, ch.lineno + 1, line, cur.pos)
+        if not collect or status == 1:
+            raise exc
+        ch.damage = str(exc)
+        ch.damage_line = ch.lineno + 1 + line
+        if not cur.skip_lines(ch.lines):
+            raise err(TruncatedError, cur.lineno, cur.pos, "file ends inside a chunk")
+        return
+    cur.pos += p
+    cur.lineno += ch.lines
+    n = p - 3 * ch.lines
+    raw = pybase64.b64decode(memoryview(scratch)[:n])
+    if len(raw) != ch.length:  # cannot happen once lines= matches len (kept as a guard)
+        exc = err(FormatError, ch.lineno, ch.offset, "decoded chunk length", expected=ch.length,
+                  got=len(raw))
+        if not collect:
+            raise exc
+        ch.damage, ch.damage_line = str(exc), ch.lineno
+        return
+    crc = f"{crc32c(raw):08x}"
+    if crc != ch.crc32c:
+        exc = err(IntegrityError, ch.lineno, ch.offset, "chunk crc32c mismatch",
+                  expected=ch.crc32c, got=crc)
+        if not collect:
+            raise exc
+        ch.damage, ch.damage_line = str(exc), ch.lineno
+        return
+    sha = hashlib.sha256(raw).hexdigest()
+    if sha != ch.sha256:
+        exc = err(IntegrityError, ch.lineno, ch.offset, "chunk sha256 mismatch",
+                  expected=ch.sha256, got=sha)
+        if not collect:
+            raise exc
+        ch.damage, ch.damage_line = str(exc), ch.lineno
+        return
+    buf[ch.off : ch.off + ch.length] = np.frombuffer(raw, np.uint8)
+
+
+# -- checks after parsing -------------------------------------------------------------------
+
+def keyid_of(public_key: Any) -> str:
+    """``xxh64(raw 32-byte public key, seed 0)`` as 16 hex digits."""
+    return xxh64_hex(_raw_public(public_key))
+
+
+def _raw_public(public_key: Any) -> bytes:
+    if isinstance(public_key, (bytes, bytearray, memoryview)):
+        raw = bytes(public_key)
+    else:
+        from cryptography.hazmat.primitives import serialization
+
+        raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
+    if len(raw) != 32:
+        raise ValueError(f"wtxt: an Ed25519 public key has 32 bytes, got {len(raw)}")
+    return raw
+
+
+def check_signature(sig_b64: str, keyid: str, message: bytes,
+                    public_keys: Iterable[Any]) -> str:
+    """``"verified"``, ``"no key"`` (no public key with this keyid) or ``"bad"``."""
+    from cryptography.exceptions import InvalidSignature
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    for k in public_keys:
+        raw = _raw_public(k)
+        if xxh64_hex(raw) != keyid:
+            continue
+        try:
+            Ed25519PublicKey.from_public_bytes(raw).verify(pybase64.b64decode(sig_b64), message)
+        except InvalidSignature:
+            return "bad"
+        return "verified"
+    return "no key"
+
+
+def root_values(p: Parsed, wsum: Mapping[str, str] | None) -> dict[str, str] | None:
+    """The root the file (or its WSUM sidecar, for a pending root) claims."""
+    if not p.pending:
+        return p.root
+    return dict(wsum) if wsum is not None else None
+
+
+def wsum_path(path: str | os.PathLike[str]) -> str:
+    return os.fspath(path) + ".wsum"
+
+
+def _read_wsum(path: str | os.PathLike[str] | None) -> dict[str, str] | None:
+    if path is None or not os.path.exists(path):
+        return None
+    from .stream import parse_wsum
+
+    with _open(path, "rb") as f:
+        return parse_wsum(f.read(1 << 16))
+
+
+class WtxtFile:
+    """An open, fully verified WTXT file (a context manager).
+
+    Attributes: ``meta``, ``cap``, ``root``, ``audit`` and ``arrays`` (the parsed
+    :class:`ArrayInfo` rows). Index it by array name to get the array.
+    """
+
+    def __init__(self, source: Any, *, hmac_keys: Iterable[bytes] = (),
+                 public_keys: Iterable[Any] = (), wsum: str | os.PathLike[str] | None = None,
+                 allow_pending: bool = False, limits: Limits = DEFAULT_LIMITS,
+                 workers: int = 1) -> None:
+        self._mf = MappedFile(source, fmt=S.FMT)
+        try:
+            keys = list(hmac_keys)
+            pubs = list(public_keys)
+            self.parsed = parse(self._mf.buffer(), hmac_keys=keys, limits=limits,
+                                workers=workers)
+            if wsum is None and self._mf.path is not None:
+                wsum = wsum_path(self._mf.path)
+            self.wsum = _read_wsum(wsum) if self.parsed.pending else None
+            _enforce(self.parsed, self.wsum, keys, pubs, allow_pending)
+        except BaseException:
+            self._mf.close()
+            raise
+        self.meta = self.parsed.meta
+        self.cap = self.parsed.cap
+        self.root = root_values(self.parsed, self.wsum)
+        self.audit = self.parsed.audit
+        self.arrays = self.parsed.arrays
+
+    def keys(self) -> list[str]:
+        return [a.name for a in self.arrays]
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        for a in self.arrays:
+            if a.name == name:
+                return a.array()
+        raise KeyError(name)
+
+    def to_dict(self) -> dict[str, np.ndarray]:
+        return {a.name: a.array() for a in self.arrays}
+
+    def close(self) -> None:
+        self._mf.close()
+
+    def __enter__(self) -> WtxtFile:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _enforce(p: Parsed, wsum: dict[str, str] | None, keys: list[bytes], pubs: list[Any],
+             allow_pending: bool) -> None:
+    """Raise on the first failed check (read's contract)."""
+    for a in p.arrays:
+        what = f"array {a.name!r} (line {a.lineno})"
+        if a.computed_sha256 != a.sha256:
+            raise IntegrityError(describe(S.FMT, what, field="sha256", expected=a.sha256,
+                                          got=a.computed_sha256))
+        if keys and a.hmac_state != "authenticated":
+            detail = "hmac mismatch for every key given" if a.hmac_state == "bad" else \
+                "unauthenticated (hmac is zero) but keys were given"
+            raise IntegrityError(describe(S.FMT, what, detail=detail))
+    root = root_values(p, wsum)
+    if root is None:
+        if allow_pending:
+            return
+        raise IntegrityError(describe(S.FMT, "root_pending", detail="no WSUM sidecar to "
+                                      "finalize the root (pass wsum= or allow_pending=True)"))
+    if root["sha256_all"] != p.computed_all:
+        raise IntegrityError(describe(S.FMT, "root", field="sha256_all",
+                                      expected=root["sha256_all"], got=p.computed_all))
+    fx = f"{p.computed_fastxor:016x}"
+    if root["fastxor"] != fx:
+        raise IntegrityError(describe(S.FMT, "root", field="fastxor", expected=root["fastxor"],
+                                      got=fx))
+    this = S.merkle(root["merkle_prev"], p.computed_all, p.meta["ts"], p.meta["gen"],
+                    p.meta["build"])
+    if root["merkle_this"] != this:
+        raise IntegrityError(describe(S.FMT, "root", field="merkle_this",
+                                      expected=root["merkle_this"], got=this))
+    if pubs:
+        if p.pending:
+            assert wsum is not None
+            from .stream import wsum_signature_state
+
+            state = wsum_signature_state(wsum, pubs)
+        elif p.sign is None:
+            state = "unsigned"
+        else:
+            state = check_signature(p.sign["ed25519"], p.sign["keyid"],
+                                    p.message("sign_all" in p.cap), pubs)
+        if state != "verified":
+            raise IntegrityError(describe(S.FMT, "signature", detail=f"not verified: {state}"))
+
+
+def open(source: Any, **kw: Any) -> WtxtFile:  # noqa: A001 - format API name
+    """Open and fully verify a WTXT file; see :class:`WtxtFile` for the options."""
+    return WtxtFile(source, **kw)
+
+
+def read(path: Any, *, hmac_keys: Iterable[bytes] = (), public_keys: Iterable[Any] = (),
+         **kw: Any) -> dict[str, np.ndarray]:
+    """Read every array of a WTXT file, checking everything it carries.
+
+    Parity nibbles, chunk CRC-32C and SHA-256, array SHA-256, ``sha256_all``, ``fastxor`` and
+    ``merkle_this`` are always checked. Passing ``hmac_keys`` requires every array to be
+    authenticated by one of them; passing ``public_keys`` requires a valid Ed25519 signature
+    from one of them. A ``root_pending`` file needs its ``.wsum`` sidecar (``wsum=`` to name
+    it, ``allow_pending=True`` to read without the root check).
+
+    Raises
+    ------
+    FormatError
+        Any violation of the text rules, naming the line.
+    IntegrityError
+        A hash, HMAC or signature that does not match.
+    """
+    with WtxtFile(path, hmac_keys=hmac_keys, public_keys=public_keys, **kw) as f:
+        return f.to_dict()
+
+
+def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
+    """``read`` (arrays are always freshly decoded, hence owned and writable)."""
+    return read(source, **kw)
+
+
+def inspect(source: Any) -> list[dict]:
+    """One row per array (and per chunk) with authentication state; never verifies keys."""
+    mf = MappedFile(source, fmt=S.FMT)
+    try:
+        head = mf.buffer()[:16].tobytes()
+        if head.startswith(b"WTXT-DELTA"):
+            from .delta import inspect_delta
+
+            return inspect_delta(mf.buffer())
+        p = parse(mf.buffer(), collect=True)
+    finally:
+        mf.close()
+    rows: list[dict] = []
+    for a in p.arrays:
+        auth = {"unauthenticated": "unauthenticated", "unchecked": "hmac (no key)"}.get(
+            a.hmac_state, a.hmac_state)
+        rows.append({
+            "name": a.name, "dtype": str(S.DTYPES[a.dtype]), "shape": a.shape,
+            "bytes": a.nbytes, "encoding": "base64/76+parity",
+            "layout": (f"{len(a.chunks)} chunks, rows_per_chunk={a.idx['rows_per_chunk']}"
+                       if a.idx and a.idx["row_blocking"] == "on"
+                       else f"{len(a.chunks)} chunks"),
+            "checksum": "sha256 " + a.sha256[:16] + ("" if a.computed_sha256 == a.sha256
+                                                    else " MISMATCH"),
+            "auth": auth, "line": a.lineno,
+        })
+        for c in a.chunks:
+            rows.append({
+                "name": f"  {a.name}[{c.ix:06d}]", "dtype": "-", "shape": "-",
+                "bytes": c.length, "encoding": f"{c.lines} lines", "layout": f"off={c.off}",
+                "checksum": f"crc32c {c.crc32c}", "auth": "damaged" if c.damage else "ok",
+                "line": c.lineno,
+            })
+    sig = "unsigned" if p.sign is None else f"signed keyid={p.sign['keyid']}"
+    rows.append({"name": "(root)", "dtype": "-", "shape": "-", "bytes": p.size,
+                 "encoding": "-", "layout": f"gen={p.meta['gen']} ts={p.meta['ts']}",
+                 "checksum": "pending (WSUM)" if p.pending else
+                 f"sha256_all {p.root['sha256_all'][:16]}" if p.root else "-",
+                 "auth": sig, "line": 4})
+    if p.audit is not None:
+        rows.append({"name": "(audit)", "dtype": "-", "shape": "-", "bytes": "-",
+                     "encoding": "-", "layout": " ".join(f"{k}={v}" for k, v in p.audit.items()),
+                     "checksum": "-", "auth": "unauthenticated", "line": p.audit_lineno})
+    return rows

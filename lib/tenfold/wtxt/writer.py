@@ -1,0 +1,379 @@
+"""Deterministic, atomic WTXT writer.
+
+Arrays are written in bytewise name order, as little-endian C-order bytes cut into chunks
+(32 KiB, or ``rows_per_chunk`` rows), each chunk base64-encoded on its own and framed by the
+``b64lines`` kernel. The same arrays and options always give the same bytes. The file appears
+under its name only once complete (``core.atomic_write``).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import datetime
+import hashlib
+import hmac as _hmac
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pybase64
+
+from .. import _kernels
+from ..core.atomic import atomic_write
+from ..core.checksums import crc32c
+from ..core.dtypes import registry
+from ..errors import EncodeError, describe
+from . import _spec as S
+from .reader import keyid_of
+
+__all__ = ["write", "save", "Prepared", "prepare_arrays", "private_key"]
+
+
+def _bad(what: str, detail: str, **kw: Any) -> EncodeError:
+    return EncodeError(describe(S.FMT, what, detail=detail, **kw))
+
+
+@dataclasses.dataclass
+class Prepared:
+    """One array ready to write: tag, shape, raw little-endian bytes, salt and chunking."""
+
+    name: str
+    tag: str
+    shape: tuple[int, ...]
+    raw: np.ndarray  # uint8, C-contiguous
+    salt: str
+    rpc: int | None
+
+    @property
+    def clen(self) -> int:
+        return S.chunk_length(self.shape, S.DTYPES[self.tag].itemsize, self.rpc)
+
+
+def _token(name: str, value: Any) -> str:
+    s = str(value)
+    if not S.TOKEN_RE.fullmatch(s):
+        raise _bad(f"meta '{name}'", "must be a token [A-Za-z0-9._:/+-]+", got=s)
+    return s
+
+
+def make_meta(schema: str, gen: int | str, ts: Any, build: str, host: str, cuda: str) -> dict:
+    """Validated ``meta`` fields as text."""
+    if isinstance(gen, str):
+        if not (len(gen) == 6 and gen.isdigit()):
+            raise _bad("meta 'gen'", "must be 6 digits", got=gen)
+    elif isinstance(gen, (int, np.integer)) and not isinstance(gen, bool) and 0 <= gen <= 999999:
+        gen = f"{int(gen):06d}"
+    else:
+        raise _bad("meta 'gen'", "must be an integer in [0, 999999]", got=repr(gen))
+    if isinstance(ts, datetime.datetime):
+        if ts.tzinfo is None or ts.utcoffset() != datetime.timedelta(0):
+            raise _bad("meta 'ts'", "a datetime must be timezone-aware UTC")
+        ts = ts.strftime("%Y-%m-%dT%H:%M:%SZ")
+    if not isinstance(ts, str) or not S.TS_RE.fullmatch(ts):
+        raise _bad("meta 'ts'", "must be UTC 'YYYY-MM-DDTHH:MM:SSZ'", got=repr(ts))
+    try:
+        datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        raise _bad("meta 'ts'", "not a valid date and time", got=ts) from None
+    return {"schema": _token("schema", schema), "gen": gen, "ts": ts,
+            "build": _token("build", build), "endian": "LE", "host": _token("host", host),
+            "cuda": _token("cuda", cuda)}
+
+
+def _salt_hex(salt: Any, name: str, gen: str) -> str:
+    if isinstance(salt, Mapping):
+        salt = salt.get(name)
+    if salt is None:
+        return S.derive_salt(gen, name).hex()
+    if isinstance(salt, str):
+        if len(salt) == 16 and all(c in "0123456789abcdef" for c in salt):
+            return salt
+        raise _bad(f"array {name!r}", "salt must be 16 lowercase hex digits or 8 bytes",
+                   got=salt)
+    b = bytes(salt)
+    if len(b) != 8:
+        raise _bad(f"array {name!r}", "salt must be 8 bytes", got=len(b))
+    return b.hex()
+
+
+def prepare_arrays(arrays: Mapping[str, Any], gen: str, salt: Any = None,
+                   rows_per_chunk: Any = None) -> list[Prepared]:
+    """Validate names and dtypes and lay the arrays out in writing order."""
+    out = []
+    for name in sorted(arrays, key=lambda n: str(n).encode("utf-8", "surrogateescape")):
+        if not isinstance(name, str) or not S.NAME_RE.fullmatch(name):
+            raise _bad(f"array {name!r}", "name must match [A-Za-z0-9_]+")
+        a = np.asarray(arrays[name])
+        try:
+            tag = str(registry.to_tag(S.FMT, a.dtype, what=f"array {name!r}"))
+        except EncodeError:
+            raise
+        shape = tuple(int(d) for d in a.shape) or (1,)
+        le = np.ascontiguousarray(a, dtype=S.DTYPES[tag]).reshape(-1)
+        rpc = rows_per_chunk.get(name) if isinstance(rows_per_chunk, Mapping) else rows_per_chunk
+        if rpc is not None and (isinstance(rpc, bool) or not isinstance(rpc, (int, np.integer))
+                                or rpc < 1):
+            raise _bad(f"array {name!r}", "rows_per_chunk must be an integer >= 1", got=rpc)
+        out.append(Prepared(name, tag, shape, le.view(np.uint8), _salt_hex(salt, name, gen),
+                            None if rpc is None else int(rpc)))
+    return out
+
+
+def private_key(key: Any) -> Any:
+    """An ``Ed25519PrivateKey`` from itself or its 32-byte seed."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        if len(key) != 32:
+            raise _bad("signing_key", "an Ed25519 seed has 32 bytes", got=len(key))
+        return Ed25519PrivateKey.from_private_bytes(bytes(key))
+    if not isinstance(key, Ed25519PrivateKey):
+        raise _bad("signing_key", "expected Ed25519PrivateKey or 32 bytes",
+                   got=type(key).__name__)
+    return key
+
+
+def _prev_hex(merkle_prev: Any) -> str:
+    if merkle_prev is None:
+        return S.ZERO64
+    if isinstance(merkle_prev, str):
+        if len(merkle_prev) == 64 and all(c in "0123456789abcdef" for c in merkle_prev):
+            return merkle_prev
+        raise _bad("merkle_prev", "must be 64 lowercase hex digits or 32 bytes",
+                   got=merkle_prev)
+    b = bytes(merkle_prev)
+    if len(b) != 32:
+        raise _bad("merkle_prev", "must be 32 bytes", got=len(b))
+    return b.hex()
+
+
+def audit_line(audit: Mapping[str, Any]) -> str:
+    """``audit k=v ...`` in the caller's key order; values quoted when not a token."""
+    parts = []
+    for k, v in audit.items():
+        if not isinstance(k, str) or not S.AUDIT_KEY_RE.fullmatch(k):
+            raise _bad(f"audit key {k!r}", "must match [a-z0-9_]+")
+        s = repr(float(v)) if isinstance(v, float) else str(v)
+        if not S.TOKEN_RE.fullmatch(s):
+            if '"' in s or not all(0x20 <= ord(c) <= 0x7E for c in s):
+                raise _bad(f"audit {k!r}", "value must be printable ASCII without '\"'",
+                           got=s)
+            s = f'"{s}"'
+        parts.append(f"{k}={s}")
+    if not parts:
+        raise _bad("audit", "needs at least one key=value pair")
+    return "audit " + " ".join(parts)
+
+
+def _digests(items: list[Prepared], hmac_key: bytes | None,
+             hmacs: Mapping[str, str] | None) -> tuple[list[str], str, int]:
+    """Array lines, ``sha256_all`` and ``fastxor`` (three SHA-256 passes when keyed)."""
+    scan = _kernels.load("scan")
+    lines = []
+    h_all = hashlib.sha256()
+    fx = 0
+    for it in items:
+        mv = memoryview(it.raw)
+        sha = hashlib.sha256(mv).hexdigest()
+        if hmacs is not None and it.name in hmacs:
+            mac = hmacs[it.name]
+        elif hmac_key is not None:
+            m = _hmac.new(hmac_key, bytes.fromhex(it.salt), "sha256")
+            m.update(mv)
+            mac = m.hexdigest()
+        else:
+            mac = S.ZERO64
+        line = S.arr_line(it.name, it.tag, it.shape, it.raw.size, sha, mac, it.salt)
+        lines.append(line)
+        h_all.update(line.encode())
+        h_all.update(mv)
+        fx = scan.xor_u64_le(it.raw, fx)
+    return lines, h_all.hexdigest(), fx
+
+
+def cap_items(items: list[Prepared], keyed: bool, sign_all: bool, pending: bool) -> list[str]:
+    have = {"crc32c", "line_parity"}
+    if keyed:
+        have.add("arr_hmac")
+    if any(it.rpc is not None for it in items):
+        have.add("row_blocking")
+    if sign_all:
+        have.add("sign_all")
+    if pending:
+        have.add("wsum")
+    return [c for c in S.CAP_ORDER if c in have]
+
+
+def _header(meta: dict, cap: list[str], root: str, sign: str | None) -> bytes:
+    text = "WTXT 1\n" + S.meta_line(meta) + "\n" + "cap ext=" + ",".join(cap) + "\n" + root + "\n"
+    if sign is not None:
+        text += sign + "\n"
+    return text.encode("ascii")
+
+
+def _sign_line(key: Any, message: bytes) -> str:
+    sig = key.sign(message)
+    return f"sign ed25519={pybase64.b64encode(sig).decode()} keyid={keyid_of(key.public_key())}"
+
+
+_PLACEHOLDER_SIGN = "sign ed25519=" + "A" * 86 + "== keyid=" + "0" * 16
+
+
+def _write_body(f: Any, items: list[Prepared], lines: list[str], collect: list[bytes] | None
+                ) -> list[int]:
+    """Write every array block; returns the file offsets of the ``arr`` lines (relative)."""
+    kern = _kernels.load("b64lines")
+    pos = 0
+    offsets = []
+    out = np.empty(0, np.uint8)
+
+    def put(b: Any) -> None:
+        nonlocal pos
+        f.write(b)
+        pos += memoryview(b).nbytes
+        if collect is not None:
+            collect.append(bytes(b))
+
+    for it, line in zip(items, lines, strict=True):
+        offsets.append(pos)
+        head = line + "\n"
+        if it.rpc is not None:
+            rs = S.row_size(it.shape, S.DTYPES[it.tag].itemsize)
+            head += f"idx rows_per_chunk={it.rpc} row_size={rs} row_blocking=on\n"
+        put(head.encode())
+        mv = memoryview(it.raw)
+        for ix, (off, ln) in enumerate(S.chunk_layout(it.raw.size, it.clen)):
+            raw = mv[off : off + ln]
+            ch = S.ch_line(ix, off, ln, hashlib.sha256(raw).hexdigest(), crc32c(raw))
+            put(ch.encode() + b"\n")
+            if ln:
+                b64 = pybase64.b64encode(raw)
+                need = kern.framed_size(len(b64), S.WIDTH)
+                if out.size < need:
+                    out = np.empty(need, np.uint8)
+                n = kern.frame_lines(b64, out, S.WIDTH)
+                put(memoryview(out)[:n])
+            put(b"endch\n")
+        put(b"endarr\n")
+    return offsets
+
+
+def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: str,
+          gen: int | str, ts: Any, build: str, host: str = "cpu", cuda: str = "off",
+          rows_per_chunk: int | Mapping[str, int | None] | None = None,
+          hmac_key: bytes | None = None, salt: Any = None, signing_key: Any = None,
+          sign_all: bool = False, merkle_prev: Any = None, audit: Mapping[str, Any] | None = None,
+          root_pending: bool = False, workers: int = 1,
+          _hmacs: Mapping[str, str] | None = None) -> None:
+    """Write ``arrays`` to ``path`` as WTXT 1, deterministically and atomically.
+
+    Parameters
+    ----------
+    path
+        Destination; replaced only once the new file is complete.
+    arrays
+        Name -> array; names ``[A-Za-z0-9_]+``; dtypes f64 f32 i64 u64 i32 u32 i16 u16 i8 u8
+        (stored little-endian). A 0-d array is stored with ``shape=1``.
+    schema, gen, ts, build, host, cuda
+        The ``meta`` line. ``gen`` is an int (written as 6 digits); ``ts`` is
+        ``"YYYY-MM-DDTHH:MM:SSZ"`` or an aware UTC datetime: the caller supplies it.
+    rows_per_chunk
+        Row blocking: chunks of ``rows_per_chunk`` rows (an int for every array or a mapping
+        per name). ``None``: 32 KiB chunks.
+    hmac_key
+        Key of the per-array HMAC-SHA256 over ``salt || raw``; ``None`` writes zeros.
+    salt
+        8 bytes / 16 hex digits (or a mapping per name); default derived from gen and name.
+    signing_key
+        Ed25519 private key (or 32-byte seed): adds the ``sign`` line; ``sign_all`` makes it
+        cover every byte but the sign line itself.
+    merkle_prev
+        The previous generation's ``merkle_this`` (hex or 32 bytes); default 64 zeros.
+    audit
+        ``key=value`` pairs for the (unauthenticated) ``audit`` line.
+    root_pending
+        Write ``root_pending`` instead of ``root``; finalize later with ``finalize_wsum``.
+    workers
+        2 runs the array-level hashing on a second thread (same bytes).
+    """
+    meta = make_meta(schema, gen, ts, build, host, cuda)
+    items = prepare_arrays(arrays, meta["gen"], salt, rows_per_chunk)
+    if hmac_key is not None:
+        hmac_key = bytes(hmac_key)
+    key = private_key(signing_key) if signing_key is not None else None
+    if sign_all and key is None:
+        raise _bad("sign_all", "needs a signing_key")
+    if root_pending and key is not None:
+        raise _bad("signing_key", "a root_pending file is signed through its WSUM sidecar")
+    prev = _prev_hex(merkle_prev)
+    tail = (audit_line(audit) + "\n" if audit is not None else "") + "endwtxt\n"
+    keyed = hmac_key is not None or bool(_hmacs and any(v != S.ZERO64 for v in _hmacs.values()))
+    cap = cap_items(items, keyed, sign_all, root_pending)
+
+    def root_of(all_hex: str, fx: int) -> str:
+        if root_pending:
+            return S.PENDING_LINE
+        return S.root_line(all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"],
+                                                   meta["build"]), fx)
+
+    with atomic_write(path) as f:
+        if workers > 1 and not sign_all:
+            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="wtxt-w") as pool:
+                fut = pool.submit(_digests, items, hmac_key, _hmacs)
+                placeholder = [S.arr_line(it.name, it.tag, it.shape, it.raw.size, S.ZERO64,
+                                          S.ZERO64, it.salt) for it in items]
+                head0 = _header(meta, cap, root_of(S.ZERO64, 0),
+                                _PLACEHOLDER_SIGN if key else None)
+                f.write(head0)
+                offsets = _write_body(f, items, placeholder, None)
+                f.write(tail.encode())
+                lines, all_hex, fx = fut.result()
+            for off, line in zip(offsets, lines, strict=True):
+                f.seek(len(head0) + off)
+                f.write(line.encode())
+            head = _header(meta, cap, root_of(all_hex, fx), None)
+            if key is not None:
+                head = _header(meta, cap, root_of(all_hex, fx), _sign_line(key, head))
+            assert len(head) == len(head0)
+            f.seek(0)
+            f.write(head)
+            f.seek(0, os.SEEK_END)
+            return
+        lines, all_hex, fx = _digests(items, hmac_key, _hmacs)
+        head = _header(meta, cap, root_of(all_hex, fx), None)
+        if key is None:
+            f.write(head)
+            _write_body(f, items, lines, None)
+            f.write(tail.encode())
+            return
+        if not sign_all:
+            f.write(_header(meta, cap, root_of(all_hex, fx), _sign_line(key, head)))
+            _write_body(f, items, lines, None)
+            f.write(tail.encode())
+            return
+        parts: list[bytes] = [head]
+        import io
+
+        sink = io.BytesIO()
+        _write_body(sink, items, lines, None)
+        sink.write(tail.encode())
+        body = sink.getbuffer()
+        sign = _sign_line(key, head + bytes(body))
+        f.write(_header(meta, cap, root_of(all_hex, fx), sign))
+        f.write(body)
+        del parts
+
+
+def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:
+    """``write`` with neutral defaults for the generic ``tenfold.save`` (gen 0, epoch ts)."""
+    kw.setdefault("schema", "tenfold/v1")
+    kw.setdefault("gen", 0)
+    kw.setdefault("ts", "1970-01-01T00:00:00Z")
+    kw.setdefault("build", "tenfold")
+    write(path, tensors, **kw)
+
+
+_ = math
