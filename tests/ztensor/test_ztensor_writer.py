@@ -271,3 +271,29 @@ def test_read_into_out(tmp_path):
         with pytest.raises(ValueError, match="must be C-contiguous"):
             r.read("w", out=np.empty(10))
     np.testing.assert_array_equal(out, np.arange(10.0).reshape(2, 5))
+
+
+def test_load_copy_reads_into_one_buffer_and_checks_sums(tmp_path):
+    rng = np.random.default_rng(5)
+    tensors = {
+        "a": rng.standard_normal((3, 7)).astype(np.float32),
+        "s": np.asarray(np.int8(-3)),
+        "z": np.zeros((0, 4), np.float16),
+        "c": np.arange(9, dtype=">i4"),
+        "q": rng.integers(0, 5, 50).astype(np.uint16),
+    }
+    path = tmp_path / "c.zt"
+    with zt.Writer(path) as w:
+        for k, v in tensors.items():
+            w.add(k, v, checksum="crc32c", encoding="zstd" if k == "q" else "raw")
+    back = zt.load(path, copy=True)
+    for k, v in tensors.items():
+        np.testing.assert_array_equal(back[k], v)
+        assert back[k].flags.writeable
+    back["a"][0, 0] = 42  # writable, and does not touch the file
+    assert zt.load(path)["a"][0, 0] != 42
+    data = bytearray(path.read_bytes())
+    data[64] ^= 1  # first byte of tensor 'a'
+    path.write_bytes(bytes(data))
+    with pytest.raises(tenfold.IntegrityError, match="tensor 'a' at offset 0x40: crc32c"):
+        zt.load(path, copy=True)

@@ -121,19 +121,17 @@ class MappedFile:
         self, offset: int, dtype: Any, shape: tuple[int, ...], what: str = "array"
     ) -> np.ndarray:
         """Read-only view of an array of ``dtype`` and ``shape`` at ``offset`` (any alignment)."""
-        dt = np.dtype(dtype)
+        dt = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
         count = 1
         for d in shape:
             count *= d
         nbytes = count * dt.itemsize
-        raw = self.u8(offset, nbytes, what)
+        if offset < 0 or offset + nbytes > self.size:
+            self.check(offset, nbytes, what)
+        base = self._arr()
         if count == 0:
-            return np.empty(shape, dtype=dt)[...]
-        return (
-            raw.view(dt).reshape(shape)
-            if _aligned_ok(raw, dt)
-            else np.frombuffer(raw, dtype=dt, count=count).reshape(shape)
-        )
+            return np.empty(shape, dtype=dt)
+        return np.ndarray(shape, dtype=dt, buffer=base, offset=offset)
 
     def records(
         self, dtype: np.dtype, count: int, offset: int, what: str = "records"
@@ -145,8 +143,3 @@ class MappedFile:
     def buffer(self) -> np.ndarray:
         """The whole file as a read-only ``uint8`` array."""
         return self._arr()
-
-
-def _aligned_ok(raw: np.ndarray, dt: np.dtype) -> bool:
-    # ndarray.view needs the last axis to be contiguous; it works for any alignment.
-    return raw.flags.c_contiguous and raw.size % dt.itemsize == 0

@@ -43,7 +43,7 @@ def open(source: Any, **options: Any) -> Reader:  # noqa: A001
 def load(source: Any, copy: bool = False, **options: Any) -> dict[str, Any]:
     """Every tensor of ``source`` as a dict (views of the file unless ``copy=True``)."""
     with Reader(source, copy=copy, **options) as r:
-        return {name: r.read(name) for name in r}
+        return r.read_all()
 
 
 def inspect(source: Any) -> list[dict[str, Any]]:

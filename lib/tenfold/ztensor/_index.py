@@ -8,6 +8,7 @@ shapes. Readers then trust the records.
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,7 +45,7 @@ class Blob:
     size: int
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(slots=True)
 class TensorInfo:
     """Everything the index says about one tensor.
 
@@ -316,7 +317,63 @@ def parse_index(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) 
     return infos
 
 
+_NP = {name: numpy_dtype(name) for name in registry.tags(FMT)}
+_FAST_KEYS = frozenset(
+    {"name", "offset", "size", "dtype", "layout", "shape", "encoding", "data_endianness"}
+)
+
+
 def _parse_entry(pos: int, entry: Any, index_start: int, limits: Limits) -> TensorInfo:
+    """Validate one map. The common case (a dense tensor whose every field is well formed)
+    takes a fast path; anything else, valid or not, goes through :func:`_parse_entry_full`,
+    which also produces the detailed error messages."""
+    if type(entry) is dict and entry.keys() <= _FAST_KEYS:
+        name = entry.get("name")
+        offset = entry.get("offset")
+        size = entry.get("size")
+        np_dtype = _NP.get(entry.get("dtype"))  # type: ignore[arg-type]
+        shape = entry.get("shape")
+        endian = entry.get("data_endianness", "little")
+        if (
+            type(name) is str
+            and type(offset) is int
+            and type(size) is int
+            and np_dtype is not None
+            and type(shape) is list
+            and len(shape) <= limits.max_ndim
+            and entry.get("encoding") in ENCODINGS
+            and entry.get("layout", "dense") == "dense"
+            and endian in ENDIANNESS
+            and 0 <= offset <= U64
+            and 0 <= size <= U64
+            and offset % ALIGN == 0
+            and (offset >= ALIGN or size == 0)
+            and offset + size <= index_start
+            and all(type(d) is int and 0 <= d <= U64 for d in shape)
+        ):
+            numel = math.prod(shape)
+            nbytes = numel * np_dtype.itemsize
+            encoding = entry["encoding"]
+            if nbytes <= limits.max_decoded_bytes and (encoding != "raw" or size == nbytes):
+                return TensorInfo(
+                    name=name,
+                    dtype=entry["dtype"],
+                    np_dtype=np_dtype,
+                    shape=tuple(shape),
+                    layout="dense",
+                    encoding=encoding,
+                    offset=offset,
+                    size=size,
+                    endianness=endian,
+                    checksum=None,
+                    checksum_algo=None,
+                    checksum_hex=None,
+                    index_position=pos,
+                )
+    return _parse_entry_full(pos, entry, index_start, limits)
+
+
+def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) -> TensorInfo:
     what = f"index entry {pos}"
     if not isinstance(entry, dict):
         raise FormatError(
