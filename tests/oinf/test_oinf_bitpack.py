@@ -159,7 +159,8 @@ def test_unpack_differential(bits, raw, data):
     for kind in ("uint", "int", "pm1"):
         if kind == "pm1" and bits != 1:
             continue
-        assert _unpack(comp, kind, bits, raw, n).tolist() == _unpack(ref, kind, bits, raw, n).tolist()
+        got = _unpack(comp, kind, bits, raw, n).tolist()
+        assert got == _unpack(ref, kind, bits, raw, n).tolist()
     for code in range(1 << bits):
         assert comp.find_code(raw, bits, n, code) == ref.find_code(raw, bits, n, code)
     a, b = np.empty(min(n, len(raw) * 8), np.uint8), np.empty(min(n, len(raw) * 8), np.uint8)
@@ -190,7 +191,8 @@ def test_pack_differential(kind_bits, values, clamp):
     assert rc == rr
     if rc == -1:
         assert oc.tobytes() == orr.tobytes()
-    bs_c, bs_r = np.zeros((len(values) + 7) // 8, np.uint8), np.zeros((len(values) + 7) // 8, np.uint8)
+    nb = (len(values) + 7) // 8
+    bs_c, bs_r = np.zeros(nb, np.uint8), np.zeros(nb, np.uint8)
     comp.pack_bitset(np.array(values).astype(np.uint8), bs_c)
     ref.pack_bitset(np.array(values).astype(np.uint8), bs_r)
     assert bs_c.tobytes() == bs_r.tobytes()

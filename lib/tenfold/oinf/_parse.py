@@ -1,0 +1,416 @@
+"""Parse and validate the OINF header and tables (payloads are not touched, except the few
+header bytes of STRING / BITSET / NDARRAY metadata and v2 quantization blocks).
+
+Every failure raises a :mod:`tenfold.errors` exception whose message names the object, the
+offset, the rule (in brackets) and the expected and actual values; the exception also carries
+``rule``, ``obj`` and ``offset`` attributes that the verifier reports.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import re
+import struct
+from typing import NoReturn
+
+from ..core.bounds import DEFAULT_LIMITS, Limits
+from ..core.mapped import MappedFile
+from ..errors import (
+    FormatError,
+    LimitError,
+    TenfoldError,
+    TruncatedError,
+    UnsupportedError,
+    describe,
+)
+from . import _spec as S
+
+_U32 = struct.Struct("<I")
+_U64 = struct.Struct("<Q")
+_III = struct.Struct("<III")
+_IIQQ = struct.Struct("<IIQQ")
+_QQ = struct.Struct("<QQ")
+_QQQQ = struct.Struct("<QQQQ")
+_II = struct.Struct("<II")
+_HEADER = struct.Struct(S.HEADER_STRUCT)
+_QUANT = struct.Struct(S.QUANT_STRUCT)
+_DIMS: dict[int, struct.Struct] = {}
+_NAMES_RE = re.compile(rb"[A-Za-z0-9._-]+(?:\n[A-Za-z0-9._-]+)*")
+
+
+def fail(cls: type[TenfoldError], rule: str, obj: str, offset: int | None, detail: str,
+         expected: object = None, got: object = None) -> NoReturn:
+    """Raise ``cls`` with tenfold's message form plus ``[rule]``; attach rule/obj/offset."""
+    exc = cls(describe(S.FMT, obj, offset=offset, detail=f"{detail} [{rule}]",
+                       expected=expected, got=got))
+    exc.rule = rule  # type: ignore[attr-defined]
+    exc.obj = obj  # type: ignore[attr-defined]
+    exc.offset = offset  # type: ignore[attr-defined]
+    raise exc
+
+
+@dataclasses.dataclass(frozen=True)
+class Header:
+    version: int
+    flags: int
+    n_sizevars: int
+    n_metadata: int
+    n_tensors: int
+    reserved: int
+    offset_sizevars: int
+    offset_metadata: int
+    offset_tensors: int
+    offset_data: int
+    file_size: int
+
+
+@dataclasses.dataclass
+class Tables:
+    """Everything the tables say; entries are tuples to keep opening cheap.
+
+    sizevars: (name, value, entry_offset)
+    metadata: (key, tag, flags, nbytes, offset, entry_offset)
+    tensors:  (name, tag, shape, flags, nbytes, offset, entry_offset, qnbytes, qoffset)
+    ``ends`` holds where each table's last entry ends (for padding checks).
+    """
+
+    header: Header
+    sizevars: list[tuple[str, int, int]]
+    metadata: list[tuple[str, int, int, int, int, int]]
+    tensors: list[tuple[str, int, tuple[int, ...], int, int, int, int, int, int]]
+    ends: tuple[int, int, int]
+    string_pads: list[tuple[int, int]]  # (start, end) of every table string's padding
+
+
+def parse_header(mf: MappedFile) -> Header:
+    size = mf.size
+    if size < S.HEADER_SIZE:
+        fail(TruncatedError, "header-size", "header", 0, "file too small for the header",
+             f">= {S.HEADER_SIZE} bytes", size)
+    fields = _HEADER.unpack(mf.bytes(0, S.HEADER_SIZE, "header"))
+    if fields[0] != S.MAGIC:
+        fail(FormatError, "magic", "header", 0, "bad magic", S.MAGIC, fields[0])
+    h = Header(*fields[1:])
+    if h.version not in S.VERSIONS:
+        fail(UnsupportedError, "version", "header", 5, "unsupported version", "1 or 2", h.version)
+    if h.file_size != size:
+        cls = TruncatedError if h.file_size > size else FormatError
+        fail(cls, "file-size", "header", 61, "file_size field does not match the file length",
+             size, h.file_size)
+    offs = [h.offset_sizevars, h.offset_metadata, h.offset_tensors, h.offset_data, h.file_size]
+    names = ["offset_sizevars", "offset_metadata", "offset_tensors", "offset_data", "file_size"]
+    for i in range(4):
+        if offs[i] > offs[i + 1]:
+            fail(FormatError, "offsets-ascending", "header", 29 + 8 * i,
+                 f"{names[i]} after {names[i + 1]}", f"<= {offs[i + 1]}", offs[i])
+    for i in range(4):
+        if offs[i] % S.ALIGN:
+            fail(FormatError, "section-aligned", "header", 29 + 8 * i,
+                 f"{names[i]} not 8-aligned", "multiple of 8", offs[i])
+    if h.offset_sizevars < S.HEADER_PADDED:
+        fail(FormatError, "section-bounds", "header", 29, "offset_sizevars overlaps the header",
+             f">= {S.HEADER_PADDED}", h.offset_sizevars)
+    return h
+
+
+def _check_count(n: int, what: str, start: int, end: int, min_entry: int, field_off: int,
+                 limits: Limits) -> None:
+    if n > limits.max_objects:
+        fail(LimitError, "limit", "header", field_off, f"{what} above limit",
+             f"<= {limits.max_objects}", n)
+    if n * min_entry > end - start:
+        fail(FormatError, "table-bounds", "header", field_off,
+             f"{n} {what} cannot fit their table of {end - start} bytes",
+             f"<= {(end - start) // min_entry}", n)
+
+
+def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
+    """Parse and validate the header and the three tables of ``mf``."""
+    h = parse_header(mf)
+    if h.offset_data > limits.max_index_bytes:
+        fail(LimitError, "limit", "header", 53, "tables larger than the limit",
+             f"<= {limits.max_index_bytes}", h.offset_data)
+    blob = mf.bytes(0, h.offset_data, "tables")
+    v2 = h.version == 2
+    _check_count(h.n_sizevars, "sizevars", h.offset_sizevars, h.offset_metadata,
+                 S.MIN_SIZEVAR_ENTRY, 13, limits)
+    _check_count(h.n_metadata, "metadata entries", h.offset_metadata, h.offset_tensors,
+                 S.MIN_METADATA_ENTRY, 17, limits)
+    _check_count(h.n_tensors, "tensors", h.offset_tensors, h.offset_data,
+                 S.MIN_TENSOR_ENTRY + (16 if v2 else 0), 21, limits)
+    names: list[bytes] = []
+    pads: list[tuple[int, int]] = []
+
+    def string(pos: int, end: int, kind: str, index: int) -> tuple[bytes, int]:
+        if pos + 4 > end:
+            fail(TruncatedError, "table-bounds", f"{kind} #{index}", pos,
+                 "name length runs past its table", f"end <= {end}", pos + 4)
+        (n,) = _U32.unpack_from(blob, pos)
+        stop = pos + 4 + n
+        if stop > end:
+            fail(TruncatedError, "table-bounds", f"{kind} #{index}", pos,
+                 "name runs past its table", f"end <= {end}", stop)
+        padded = pos + ((4 + n + 7) & ~7)
+        pads.append((stop, padded))
+        return blob[pos + 4:stop], padded
+
+    # sizevars
+    sizevars: list[tuple[str, int, int]] = []
+    pos, end = h.offset_sizevars, h.offset_metadata
+    for i in range(h.n_sizevars):
+        entry = pos
+        raw, pos = string(pos, end, "sizevar", i)
+        if pos + 8 > end:
+            fail(TruncatedError, "table-bounds", f"sizevar #{i}", pos, "value runs past its table",
+                 f"end <= {end}", pos + 8)
+        (value,) = _U64.unpack_from(blob, pos)
+        pos += 8
+        names.append(raw)
+        sizevars.append((raw, value, entry))  # type: ignore[arg-type]
+    ends0 = pos
+    _check_names(names, "sizevar", [e[2] for e in sizevars])
+    sv = [(n.decode("ascii"), v, off) for n, v, off in sizevars]  # type: ignore[attr-defined]
+    _check_unique([e[0] for e in sv], "sizevar", [e[2] for e in sv])
+
+    # metadata
+    names = []
+    meta: list[tuple[str, int, int, int, int, int]] = []
+    pos, end = h.offset_metadata, h.offset_tensors
+    for i in range(h.n_metadata):
+        entry = pos
+        raw, pos = string(pos, end, "metadata", i)
+        if pos + 24 > end:
+            fail(TruncatedError, "table-bounds", f"metadata #{i}", pos,
+                 "entry runs past its table", f"end <= {end}", pos + 24)
+        tag, flags, nbytes, off = _IIQQ.unpack_from(blob, pos)
+        names.append(raw)
+        meta.append((raw, tag, flags, nbytes, off, entry))  # type: ignore[arg-type]
+        pos += 24
+    ends1 = pos
+    _check_names(names, "metadata", [e[5] for e in meta])
+    md = [(e[0].decode("ascii"),) + e[1:] for e in meta]  # type: ignore[attr-defined]
+    _check_unique([e[0] for e in md], "metadata", [e[5] for e in md])
+    for key, tag, flags, nbytes, off, entry in md:  # type: ignore[misc]
+        _check_metadata(mf, h, key, tag, flags, nbytes, off, entry, limits)
+
+    # tensors
+    names = []
+    tens: list = []
+    pos, end = h.offset_tensors, h.offset_data
+    tail = _QQQQ if v2 else _QQ
+    tail_size = tail.size
+    max_ndim = limits.max_ndim
+    for i in range(h.n_tensors):
+        entry = pos
+        raw, pos = string(pos, end, "tensor", i)
+        if pos + 12 > end:
+            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos, "entry runs past its table",
+                 f"end <= {end}", pos + 12)
+        tag, ndim, flags = _III.unpack_from(blob, pos)
+        pos += 12
+        if ndim > max_ndim:
+            fail(LimitError, "tensor-ndim", f"tensor #{i}", pos - 8,
+                 "ndim above limit", f"<= {max_ndim}", ndim)
+        if pos + 8 * ndim + tail_size > end:
+            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos,
+                 "dims run past its table", f"end <= {end}", pos + 8 * ndim + tail_size)
+        if ndim:
+            st = _DIMS.get(ndim)
+            if st is None:
+                st = _DIMS[ndim] = struct.Struct(f"<{ndim}Q")
+            shape = st.unpack_from(blob, pos)
+            pos += 8 * ndim
+        else:
+            shape = ()
+        if v2:
+            nbytes, off, qn, qo = tail.unpack_from(blob, pos)
+        else:
+            nbytes, off = tail.unpack_from(blob, pos)
+            qn = qo = 0
+        pos += tail_size
+        names.append(raw)
+        tens.append([raw, tag, shape, flags, nbytes, off, entry, qn, qo])
+    ends2 = pos
+    _check_names(names, "tensor", [e[6] for e in tens])
+    for e in tens:
+        e[0] = e[0].decode("ascii")
+    _check_unique([e[0] for e in tens], "tensor", [e[6] for e in tens])
+    tensors = [tuple(e) for e in tens]
+    for t in tensors:
+        _check_tensor(mf, h, t, limits)  # type: ignore[arg-type]
+    return Tables(h, sv, md, tensors, (ends0, ends1, ends2), pads)  # type: ignore[arg-type]
+
+
+def _check_names(names: list[bytes], kind: str, entries: list[int]) -> None:
+    if not names:
+        return
+    joined = b"\n".join(names)
+    if _NAMES_RE.fullmatch(joined) and joined.count(b"\n") == len(names) - 1:
+        return
+    for i, (raw, off) in enumerate(zip(names, entries, strict=True)):
+        if not S.NAME_RE.fullmatch(raw):
+            rule = "name-empty" if not raw else "name-charset"
+            fail(FormatError, rule, f"{kind} #{i}", off, f"invalid name {raw!r}", "[A-Za-z0-9._-]+",
+                 raw.decode("latin-1"))
+
+
+def _check_unique(names: list[str], kind: str, entries: list[int]) -> None:
+    if len(set(names)) == len(names):
+        return
+    seen: set[str] = set()
+    for n, off in zip(names, entries, strict=True):
+        if n in seen:
+            fail(FormatError, "duplicate-name", f"{kind} {n!r}", off, "duplicate name",
+                 "unique names", n)
+        seen.add(n)
+
+
+def _payload_bounds(h: Header, obj: str, entry: int, field_off: int, off: int, nbytes: int,
+                    what: str) -> None:
+    if off % S.ALIGN:
+        fail(FormatError, f"{what}-offset-aligned", obj, entry + field_off,
+             f"{what}_offset not 8-aligned", "multiple of 8", off)
+    if off < h.offset_data:
+        fail(FormatError, f"{what}-offset-region", obj, entry + field_off,
+             f"{what}_offset before the data section", f">= {h.offset_data}", off)
+    if off + nbytes > h.file_size:
+        fail(TruncatedError, f"{what}-bounds", obj, entry + field_off,
+             f"{what} runs past the end of file", f"end <= {h.file_size}", off + nbytes)
+
+
+def _check_metadata(mf: MappedFile, h: Header, key: str, tag: int, flags: int, nbytes: int,
+                    off: int, entry: int, limits: Limits) -> None:
+    obj = f"metadata {key!r}"
+    f0 = S.align8(4 + len(key))  # fields start after the padded key
+    if flags != 0:
+        fail(FormatError, "metadata-flags", obj, entry + f0 + 4, "value_flags must be 0", 0, flags)
+    if tag not in S.METADATA_TAGS:
+        fail(UnsupportedError, "metadata-type", obj, entry + f0, "unknown value_type",
+             "a ValueType tag", tag)
+    _payload_bounds(h, obj, entry, f0 + 16, off, nbytes, "value")
+    if tag in S.SCALAR_NBYTES:
+        if nbytes != S.SCALAR_NBYTES[tag]:
+            fail(FormatError, "metadata-nbytes", obj, entry + f0 + 8,
+                 f"{S.TAG_NAME[tag]} scalar value_nbytes mismatch", S.SCALAR_NBYTES[tag], nbytes)
+        return
+    if tag == S.STRING:
+        if nbytes < 4:
+            fail(FormatError, "string-nbytes", obj, off, "STRING payload too small", ">= 4", nbytes)
+        (n,) = _U32.unpack_from(mf.bytes(off, 4, obj), 0)
+        if S.align8(4 + n) != nbytes:
+            fail(FormatError, "string-nbytes", obj, entry + f0 + 8,
+                 "STRING value_nbytes is not the padded string size", S.align8(4 + n), nbytes)
+        raw = mf.bytes(off + 4, n, obj)
+        if not S.NAME_RE.fullmatch(raw):
+            fail(FormatError, "name-charset", obj, off, f"invalid STRING value {raw!r}",
+                 "[A-Za-z0-9._-]+", raw.decode("latin-1"))
+        return
+    if tag == S.BITSET:
+        if nbytes < 8:
+            fail(FormatError, "bitset-nbytes", obj, off, "BITSET payload too small", ">= 8", nbytes)
+        bit_count, byte_count = _II.unpack_from(mf.bytes(off, 8, obj), 0)
+        if byte_count != (bit_count + 7) // 8:
+            fail(FormatError, "bitset-byte-count", obj, off + 4, "BITSET byte_count mismatch",
+                 (bit_count + 7) // 8, byte_count)
+        if S.align8(8 + byte_count) != nbytes:
+            fail(FormatError, "bitset-nbytes", obj, entry + f0 + 8,
+                 "BITSET value_nbytes is not the padded size", S.align8(8 + byte_count), nbytes)
+        return
+    # NDARRAY
+    parse_ndarray_header(mf, obj, off, nbytes, entry + f0 + 8, limits)
+
+
+def parse_ndarray_header(mf: MappedFile, obj: str, off: int, nbytes: int, nbytes_field: int,
+                         limits: Limits) -> tuple[int, tuple[int, ...], int, int]:
+    """Validate an NDARRAY payload; return (element tag, shape, data offset, data nbytes)."""
+    if nbytes < 8:
+        fail(FormatError, "ndarray-nbytes", obj, off, "NDARRAY payload too small", ">= 8", nbytes)
+    etag, ndim = _II.unpack_from(mf.bytes(off, 8, obj), 0)
+    if etag not in S.NDARRAY_ELEMENT_TAGS:
+        fail(UnsupportedError, "ndarray-element-type", obj, off, "invalid NDARRAY element type",
+             "a numeric, bool, bf16, f8 or packed tag", etag)
+    if ndim > limits.max_ndim:
+        fail(LimitError, "ndarray-ndim", obj, off + 4, "NDARRAY ndim above limit",
+             f"<= {limits.max_ndim}", ndim)
+    if 8 + 8 * ndim > nbytes:
+        fail(FormatError, "ndarray-nbytes", obj, off + 4, "NDARRAY dims run past the payload",
+             f"<= {nbytes}", 8 + 8 * ndim)
+    shape = struct.unpack_from(f"<{ndim}Q", mf.bytes(off + 8, 8 * ndim, obj), 0) if ndim else ()
+    numel = math.prod(shape)
+    dnb = S.element_nbytes(etag, numel)
+    if S.align8(8 + 8 * ndim + dnb) != nbytes:
+        fail(FormatError, "ndarray-nbytes", obj, nbytes_field,
+             "NDARRAY value_nbytes is not the padded size", S.align8(8 + 8 * ndim + dnb), nbytes)
+    return etag, tuple(shape), off + 8 + 8 * ndim, dnb
+
+
+def _check_tensor(mf: MappedFile, h: Header,
+                  t: tuple[str, int, tuple[int, ...], int, int, int, int, int, int],
+                  limits: Limits) -> None:
+    name, tag, shape, flags, nbytes, off, entry, qn, qo = t
+    obj = f"tensor {name!r}"
+    f0 = entry + S.align8(4 + len(name))
+    fnb = f0 + 12 + 8 * len(shape)  # data_nbytes field
+    if tag not in S.TENSOR_TAGS:
+        cls = FormatError if tag in S.TAG_NAME else UnsupportedError
+        fail(cls, "tensor-dtype", obj, f0, "invalid tensor dtype",
+             "a numeric, bool, bf16, f8, packed or bitset tag", tag)
+    known = S.HAS_DATA | (S.HAS_QUANT if h.version == 2 else 0)
+    if h.version == 2 and flags & ~known:
+        fail(FormatError, "tensor-flags", obj, f0 + 8, "unknown tensor flag bits",
+             f"bits within {known:#x}", flags)
+    if not flags & S.HAS_DATA:
+        if nbytes or off:
+            fail(FormatError, "nodata-zero", obj, fnb,
+                 "tensor without data must have zero data_offset and data_nbytes", "0, 0",
+                 f"{off}, {nbytes}")
+    else:
+        _payload_bounds(h, obj, entry, fnb + 8 - entry, off, nbytes, "data")
+        expected = S.element_nbytes(tag, math.prod(shape))
+        if nbytes != expected:
+            fail(FormatError, "data-nbytes", obj, fnb, "data_nbytes mismatch", expected, nbytes)
+    if h.version == 2:
+        if not flags & S.HAS_QUANT:
+            if qn or qo:
+                fail(FormatError, "noquant-zero", obj, fnb + 16,
+                     "tensor without quant must have zero quant_offset and quant_nbytes", "0, 0",
+                     f"{qo}, {qn}")
+        else:
+            _payload_bounds(h, obj, entry, fnb + 24 - entry, qo, qn, "quant")
+            parse_quant(mf, obj, shape, qo, qn, fnb + 16)
+
+
+def parse_quant(mf: MappedFile, obj: str, shape: tuple[int, ...], qo: int, qn: int,
+                qn_field: int) -> tuple[int, ...]:
+    """Validate a v2 quantization block; return its eight header fields."""
+    if qn < S.QUANT_HEADER_SIZE:
+        fail(FormatError, "quant-nbytes", obj, qn_field, "quant payload too small",
+             f">= {S.QUANT_HEADER_SIZE}", qn)
+    q = _QUANT.unpack(mf.bytes(qo, S.QUANT_HEADER_SIZE, obj))
+    scheme, smode, zmode, reserved, saxis, scount, zaxis, zcount = q
+    if reserved:
+        fail(FormatError, "quant-reserved", obj, qo + 12, "quant reserved must be 0", 0, reserved)
+    if scheme not in (1, 2):
+        fail(FormatError, "quant-scheme", obj, qo, "unknown quant scheme", "1 or 2", scheme)
+    if smode not in (1, 2):
+        fail(FormatError, "quant-scale-mode", obj, qo + 4, "unknown scale_mode", "1 or 2", smode)
+    if zmode not in (0, 1, 2):
+        fail(FormatError, "quant-zp-mode", obj, qo + 8, "unknown zp_mode", "0, 1 or 2", zmode)
+    for mode, axis, count, name, base in ((smode, saxis, scount, "scale", 16),
+                                          (zmode, zaxis, zcount, "zp", 32)):
+        if mode == 2:
+            if axis >= len(shape):
+                fail(FormatError, "quant-axis", obj, qo + base, f"per-channel {name} axis out "
+                     "of range", f"< {len(shape)}", axis)
+            want = shape[axis]
+        else:
+            want = mode  # 1 value per tensor, 0 for none
+        if count != want:
+            fail(FormatError, "quant-count", obj, qo + base + 8, f"{name}_count mismatch",
+                 want, count)
+    need = S.align8(S.QUANT_HEADER_SIZE + 4 * scount + 4 * zcount)
+    if qn != need:
+        fail(FormatError, "quant-nbytes", obj, qn_field, "quant_nbytes is not the padded size",
+             need, qn)
+    return q
