@@ -1,0 +1,213 @@
+"""tarscan and strhash kernels: known answers on both implementations, differential, fuzz."""
+
+from __future__ import annotations
+
+import io
+import tarfile
+
+import numpy as np
+import pytest
+import xxhash
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tenfold import _kernels
+
+
+def _scan(mod, data: bytes):
+    buf = np.frombuffer(data, np.uint8)
+    cap = buf.size // 512
+    outs = [np.zeros(cap, np.int64) for _ in range(6)] + [np.zeros(cap, np.uint8)]
+    count, code, where = mod.scan(buf, *outs)
+    names = []
+    for i in range(count):
+        po, pl, no, nl = (int(outs[k][i]) for k in (2, 3, 4, 5))
+        name = data[no : no + nl]
+        names.append((data[po : po + pl] + b"/" + name) if pl else name)
+    return count, code, where, outs[0][:count].tolist(), outs[1][:count].tolist(), names, \
+        bytes(outs[6][:count])
+
+
+def _tar(members, fmt=tarfile.USTAR_FORMAT, **kw) -> bytes:
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=fmt, **kw) as tf:
+        for name, data in members:
+            info = tarfile.TarInfo(name)
+            info.size, info.mtime = len(data), 1_700_000_000
+            tf.addfile(info, io.BytesIO(data))
+    return bio.getvalue()
+
+
+def test_scan_ustar_known(kernels):
+    data = _tar([("a.jpg", b"x" * 600), ("b/c.cls", b"1")])
+    assert _scan(kernels("tarscan"), data) == (2, 0, 0, [0, 1536], [600, 1], [b"a.jpg", b"b/c.cls"],
+                                               b"00")
+
+
+@pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+def test_scan_long_names(kernels, fmt):
+    long = "p" * 150 + "/" + "n" * 110 + ".jpg"
+    data = _tar([(long, b"abc"), ("é.cls", b"1")], fmt=fmt)
+    got = _scan(kernels("tarscan"), data)
+    assert got[1] == 0 and got[5] == [long.encode(), "é".encode() + b".cls"]
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        assert got[3] == [m.offset_data - 512 for m in tf.getmembers()]
+
+
+def test_scan_prefix_field(kernels):
+    name = "d" * 130 + "/file.txt"
+    got = _scan(kernels("tarscan"), _tar([(name, b"q")]))
+    assert got[5] == [name.encode()]
+
+
+@pytest.mark.parametrize("mutate, code, where", [
+    (lambda b: b[:700], 4, 0),                      # payload past end
+    (lambda b: b[:300] + b"\x01", 1, 0),             # partial header block
+    (lambda b: b[:148] + b"0000000\0" + b[156:], 2, 0),  # bad checksum
+    (lambda b: b[:1536] + b"\x07" + b[1537:], 2, 1536),  # second header corrupted
+])
+def test_scan_errors(kernels, mutate, code, where):
+    data = _tar([("a.jpg", b"x" * 600), ("b.cls", b"1")])
+    got = _scan(kernels("tarscan"), mutate(data))
+    assert (got[1], got[2]) == (code, where)
+
+
+def _with_checksum(h: bytearray) -> bytes:
+    h[148:156] = b" " * 8
+    h[148:155] = f"{sum(h):06o}\0".encode()
+    return bytes(h)
+
+
+def test_scan_base256_and_bad_octal(kernels):
+    data = bytearray(_tar([("big.bin", b"hello")]))
+    h = bytearray(data[:512])
+    h[124:136] = b"\x80" + (5).to_bytes(11, "big")
+    got = _scan(kernels("tarscan"), _with_checksum(h) + bytes(data[512:]))
+    assert got[:2] == (1, 0) and got[4] == [5]
+    h[124:136] = b"zzzzzzzzzzz\0"
+    got = _scan(kernels("tarscan"), _with_checksum(h) + bytes(data[512:]))
+    assert got[1:3] == (3, 0)
+    h[124:136] = b"\xff" * 12
+    assert _scan(kernels("tarscan"), _with_checksum(h) + bytes(data[512:]))[1] == 3
+
+
+def test_scan_dangling_and_bad_pax(kernels):
+    data = _tar([("a" * 120 + ".x", b"1")], fmt=tarfile.PAX_FORMAT)
+    assert _scan(kernels("tarscan"), data[:1024])[1:3] == (6, 1024)
+    bad = bytearray(data)
+    bad[512:514] = b"zz"
+    assert _scan(kernels("tarscan"), bytes(bad))[1:3] == (5, 0)
+
+
+def test_scan_empty_and_zero(kernels):
+    assert _scan(kernels("tarscan"), b"")[:3] == (0, 0, 0)
+    assert _scan(kernels("tarscan"), b"\0" * 1024)[:3] == (0, 0, 0)
+    with pytest.raises(ValueError):
+        kernels("tarscan").scan(np.zeros(1024, np.uint8), *[np.zeros(1, np.int64)] * 6,
+                                np.zeros(1, np.uint8))
+
+
+def test_scan_readonly_buffer(kernels):
+    data = np.frombuffer(_tar([("a.b", b"z")]), np.uint8)
+    assert not data.flags.writeable
+    assert _scan(kernels("tarscan"), data.tobytes())[0] == 1
+
+
+@pytest.mark.parametrize("text, seed, lower, expected", [
+    (b"", 0, False, 0xEF46DB3751D8E999),
+    (b"abc", 0, False, 0x44BC2CF5AD770999),
+    (b"ABC", 0, True, 0x44BC2CF5AD770999),
+    (b"c6e609e1b6b782bf4", 0, False, 0x22C0FFF82141C152),
+    (b"c5646d719f6fbcb3c", 0, False, 0x22C0FFF82141C152),
+])
+def test_hash_known(kernels, text, seed, lower, expected):
+    out = np.zeros(1, np.uint64)
+    buf = np.frombuffer(text or b"\0", np.uint8)
+    kernels("strhash").hash_ranges(buf, np.array([0]), np.array([len(text)]), seed, out, lower)
+    assert int(out[0]) == expected
+
+
+def test_split_basenames(kernels):
+    names = [b"d/x.tar.GZ", b"noext", b".hidden.cls", b"a/b/", b"\xc3\xa9.jpg"]
+    buf = np.frombuffer(b"".join(names), np.uint8)
+    lens = np.array([len(n) for n in names])
+    offs = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    outs = [np.zeros(len(names), np.int64) for _ in range(4)] + [np.zeros(len(names), np.uint8)]
+    kernels("strhash").split_basenames(buf, offs, lens, *outs)
+    raw = buf.tobytes()
+    stems = [raw[o : o + n] for o, n in zip(outs[0], outs[1], strict=True)]
+    exts = [raw[o : o + n] for o, n in zip(outs[2], outs[3], strict=True)]
+    assert stems == [b"x", b"noext", b"", b"", b"\xc3\xa9"]
+    assert exts == [b"tar.GZ", b"", b"hidden.cls", b"", b"jpg"]
+    assert outs[4].tolist() == [1, 1, 1, 1, 0]
+
+
+def test_gather_and_equal(kernels):
+    k = kernels("strhash")
+    buf = np.frombuffer(b"abcabdab", np.uint8)
+    out = np.zeros(5, np.uint8)
+    k.gather(buf, np.array([0, 6]), np.array([3, 2]), out)
+    assert out.tobytes() == b"abcab"
+    eq = np.zeros(3, np.uint8)
+    k.ranges_equal(buf, np.array([0, 0, 0]), np.array([3, 2, 3]), np.array([3, 6, 6]),
+                   np.array([3, 2, 2]), eq)
+    assert eq.tolist() == [0, 1, 0]
+    with pytest.raises(ValueError):
+        k.gather(buf, np.array([7]), np.array([3]), np.zeros(3, np.uint8))
+    with pytest.raises(ValueError):
+        k.hash_ranges(buf, np.array([0]), np.array([1]), 0, np.zeros(2, np.uint64))
+
+
+names_st = st.lists(st.binary(max_size=70), max_size=12)
+
+
+@given(names_st, st.integers(0, 2**64 - 1), st.booleans())
+def test_strhash_differential(names, seed, lower):
+    ref = _kernels.load("strhash", "reference")
+    impls = [ref] if _kernels.pure_python() else [ref, _kernels.load("strhash", "compiled")]
+    buf = np.frombuffer(b"".join(names) or b"\0", np.uint8)
+    lens = np.array([len(n) for n in names], np.int64)
+    offs = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64) if names else lens
+    results = []
+    for mod in impls:
+        h = np.zeros(len(names), np.uint64)
+        mod.hash_ranges(buf, offs, lens, seed, h, lower)
+        outs = [np.zeros(len(names), np.int64) for _ in range(4)] + [
+            np.zeros(len(names), np.uint8)]
+        mod.split_basenames(buf, offs, lens, *outs)
+        results.append((h.tolist(), [o.tolist() for o in outs]))
+    for n, v in zip(names, results[0][0], strict=True):
+        t = bytes(c + 32 if 65 <= c <= 90 else c for c in n) if lower else n
+        assert v == xxhash.xxh64_intdigest(t, seed)
+    assert all(r == results[0] for r in results)
+
+
+member = st.tuples(st.text(st.characters(codec="utf-8", exclude_characters="\0"), min_size=1,
+                           max_size=160), st.binary(max_size=700))
+
+
+@given(st.lists(member, max_size=5), st.sampled_from([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT,
+                                                      tarfile.PAX_FORMAT]),
+       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+       st.integers(0, 10**6))
+def test_scan_differential_and_fuzz(members, fmt, edits, cut):
+    try:
+        data = bytearray(_tar(members, fmt=fmt))
+    except (ValueError, UnicodeError):
+        return  # tarfile cannot write this name in this format
+    clean = bytes(data)
+    for pos, val in edits:
+        data[pos % len(data)] = val
+    if cut % 3 == 0:
+        data = data[: cut % (len(data) + 1)]
+    ref = _kernels.load("tarscan", "reference")
+    impls = [ref] if _kernels.pure_python() else [ref, _kernels.load("tarscan", "compiled")]
+    got = [_scan(m, bytes(data)) for m in impls]
+    assert all(g == got[0] for g in got)
+    if not edits and cut % 3:
+        with tarfile.open(fileobj=io.BytesIO(clean)) as tf:
+            tm = [m for m in tf.getmembers()]
+        assert got[0][1] == 0
+        assert got[0][3] == [m.offset_data - 512 for m in tm]
+        assert got[0][4] == [m.size for m in tm]
+        assert [n.decode("utf-8", "surrogateescape") for n in got[0][5]] == [m.name for m in tm]
