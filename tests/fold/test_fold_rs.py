@@ -1,4 +1,4 @@
-"""Reed-Solomon kernel family ``rs``: known answers, reedsolo differential, compiled vs reference."""
+"""Reed-Solomon kernel family ``rs``: known answers, reedsolo peer, compiled vs reference."""
 
 from __future__ import annotations
 
@@ -42,8 +42,11 @@ def _damage(rng, data, parity, nsym, nerr):
         ("313233343536373839", 2, "4170"),
         ("313233343536373839", 8, "0e38e1207f6ec81f"),
         ("68656c6c6f20776f726c64", 16, "6740a6899b2716f16ca0a50be8f82120"),
-        ("000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2021222324252627", 32,
-         "ed3115c135f89e46b473cc45d16cd71d8cad85c90b96fac0b0eb870874403f31"),
+        (
+            "000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f2021222324252627",
+            32,
+            "ed3115c135f89e46b473cc45d16cd71d8cad85c90b96fac0b0eb870874403f31",
+        ),
         ("0000000000", 4, "00000000"),
         ("ff", 3, "c793ab"),
     ],
@@ -140,7 +143,9 @@ def test_rs_beyond_capacity_never_silently_wrong(kernels, nerr):
 
 @pytest.mark.peer
 def test_rs_matches_reedsolo_multiblock(kernels):
-    reedsolo = pytest.importorskip("reedsolo", reason="reedsolo (the reference codec) not installed")
+    reedsolo = pytest.importorskip(
+        "reedsolo", reason="reedsolo (the reference codec) not installed"
+    )
     rs = kernels("rs")
     rng = np.random.default_rng(7)
     for nsym in (16, 32, 64):
@@ -150,14 +155,18 @@ def test_rs_matches_reedsolo_multiblock(kernels):
         codec = reedsolo.RSCodec(nsym)
         for b in range(4):
             block = bytes(data[b * k : (b + 1) * k])
-            assert bytes(codec.encode(block))[len(block):] == par[b * nsym : (b + 1) * nsym].tobytes()
+            assert (
+                bytes(codec.encode(block))[len(block) :] == par[b * nsym : (b + 1) * nsym].tobytes()
+            )
 
 
 @pytest.mark.peer
 @settings(max_examples=40)
 @given(st.data())
 def test_rs_decode_matches_reedsolo(data):
-    reedsolo = pytest.importorskip("reedsolo", reason="reedsolo (the reference codec) not installed")
+    reedsolo = pytest.importorskip(
+        "reedsolo", reason="reedsolo (the reference codec) not installed"
+    )
     rs = _kernels.load("rs")
     nsym = data.draw(st.integers(2, 80), label="nsym")
     k = 255 - nsym
@@ -165,8 +174,10 @@ def test_rs_decode_matches_reedsolo(data):
     par = _encode(rs, msg, nsym)
     cw = bytearray(msg.tobytes() + par.tobytes())
     nerr = data.draw(st.integers(0, nsym // 2), label="nerr")
-    pos = data.draw(st.lists(st.integers(0, len(cw) - 1), min_size=nerr, max_size=nerr,
-                             unique=True), label="pos")
+    pos = data.draw(
+        st.lists(st.integers(0, len(cw) - 1), min_size=nerr, max_size=nerr, unique=True),
+        label="pos",
+    )
     for q in pos:
         cw[q] ^= data.draw(st.integers(1, 255))
     expected = bytes(reedsolo.RSCodec(nsym).decode(bytes(cw))[0])

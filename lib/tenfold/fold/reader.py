@@ -1,0 +1,816 @@
+"""Read FOLD / MIND files: header, JSON index, chunks with CRC-32C, SHA-256 and RS repair.
+
+A chunk is read in the order DECISIONS.md prescribes: CRC-32C of the stored bytes first; when it
+holds, the chunk is good and its ECC is not decoded (clean reads run at checksum speed and the
+wrong multi-block parity pyfolds 1.0.2 wrote is never used). Only on a mismatch are the blocks
+corrected with Reed-Solomon, after which CRC-32C and SHA-256 are checked again, so a correction
+beyond capacity is reported, never returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import warnings
+from typing import Any
+
+import numpy as np
+
+from .. import _kernels
+from ..core.checksums import crc32c, sha256_hex
+from ..core.compression import zstd_decompress_into
+from ..core.mapped import MappedFile
+from ..errors import (
+    FormatError,
+    IntegrityError,
+    LimitError,
+    TruncatedError,
+    UncorrectableError,
+    UnsupportedError,
+    describe,
+)
+from . import _digest, _payloads
+from ._spec import (
+    CHUNK_HEADER,
+    CHUNK_HEADER_LEN,
+    ENTRY_KEYS,
+    FLAG_NONE,
+    FLAG_ZSTD,
+    FMT,
+    FORMAT_NAME,
+    HEADER,
+    HEADER_LEN,
+    KNOWN_VERSIONS,
+    MAGIC,
+    MAX_CHUNK_SIZE,
+    MAX_INDEX_SIZE,
+    MIND_CHUNKS,
+    ecc_len_for,
+    parse_ecc_algo,
+)
+
+__all__ = ["Reader", "ChunkInfo", "FoldWarning"]
+
+
+class FoldWarning(UserWarning):
+    """A FOLD file is readable but something about it deserves attention (non-strict mode)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ChunkInfo:
+    """One chunk as the index describes it."""
+
+    name: str
+    ctype: str
+    flags: int
+    offset: int
+    header_len: int
+    comp_len: int
+    uncomp_len: int
+    crc32c: int
+    sha256: str
+    ecc_algo: str
+    ecc_len: int
+
+    @property
+    def nsym(self) -> int | None:
+        """RS parity symbols per block (0 without ECC, None for an unknown codec)."""
+        return parse_ecc_algo(self.ecc_algo)
+
+    @property
+    def compression(self) -> str:
+        return {FLAG_NONE: "none", FLAG_ZSTD: "zstd"}.get(self.flags, f"flags={self.flags}")
+
+    @property
+    def payload_offset(self) -> int:
+        return self.offset + CHUNK_HEADER_LEN
+
+    @property
+    def what(self) -> str:
+        return f"chunk {self.name!r}"
+
+
+@dataclasses.dataclass
+class ChunkStatus:
+    """Outcome of loading one chunk's stored bytes (used by verify and repair)."""
+
+    comp: np.ndarray  # verified (or, with verify=False, unverified) stored bytes
+    state: str  # "ok", "repaired", "unverified"
+    corrected: int = 0  # bytes fixed by RS
+    header_fixes: tuple[str, ...] = ()
+
+
+def _is_int(v: object) -> bool:
+    return type(v) is int and v >= 0
+
+
+class Reader:
+    """A FOLD / MIND file opened for reading.
+
+    Parameters
+    ----------
+    source
+        Path or buffer of the file. The file is memory-mapped read-only.
+    strict
+        Raise :class:`~tenfold.errors.IntegrityError` on a ``manifest_hash`` mismatch (default:
+        a :class:`FoldWarning`), and :class:`~tenfold.errors.UnsupportedError` for an
+        unknown ``1.x`` version (default: a warning).
+    hmac_key
+        Key of ``hmac-sha256:`` digests (str or bytes). Without it such digests cannot be
+        checked and :meth:`read` with ``verify=True`` refuses the chunk.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib, tenfold.fold as fold
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.fold"
+    >>> with fold.Writer(p, ecc="rs(32)") as w:
+    ...     _ = w.add_json("meta", {"a": 1})
+    >>> with fold.Reader(p) as r:
+    ...     r.read_json("meta"), r.chunks[0].ecc_algo
+    ({'a': 1}, 'rs(32)')
+    """
+
+    def __init__(
+        self, source: Any, *, strict: bool = False, hmac_key: str | bytes | None = None
+    ) -> None:
+        self.strict = strict
+        self._key = _digest.key_bytes(hmac_key)
+        self._mf = MappedFile(source, fmt=FMT)
+        try:
+            self._parse()
+        except BaseException:
+            self._mf.close()
+            raise
+
+    # -- lifetime ---------------------------------------------------------------------------
+    def close(self) -> None:
+        """Release the mapping (arrays already returned stay valid)."""
+        self._mf.close()
+
+    def __enter__(self) -> Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def path(self) -> str | None:
+        return self._mf.path
+
+    @property
+    def size(self) -> int:
+        return self._mf.size
+
+    # -- header and index -------------------------------------------------------------------
+    def _parse(self) -> None:
+        mf = self._mf
+        if mf.size < HEADER_LEN:
+            raise TruncatedError(
+                describe(
+                    FMT,
+                    "header",
+                    offset=0,
+                    detail="file too short",
+                    expected=f">= {HEADER_LEN} bytes",
+                    got=mf.size,
+                )
+            )
+        hdr = mf.records(HEADER, 1, 0, "header")[0]
+        magic = bytes(hdr["magic"].tobytes()).ljust(8, b"\0")
+        if magic != MAGIC:
+            raise FormatError(
+                describe(
+                    FMT, "header", offset=0, field="magic", expected=repr(MAGIC), got=repr(magic)
+                )
+            )
+        header_len = int(hdr["header_len"])
+        index_off = int(hdr["index_off"])
+        index_len = int(hdr["index_len"])
+        if header_len != HEADER_LEN:
+            raise FormatError(
+                describe(
+                    FMT, "header", offset=8, field="header_len", expected=HEADER_LEN, got=header_len
+                )
+            )
+        if index_off < HEADER_LEN:
+            raise FormatError(
+                describe(
+                    FMT,
+                    "header",
+                    offset=12,
+                    field="index_off",
+                    detail="before the end of the header (unfinalized file?)",
+                    expected=f">= {HEADER_LEN}",
+                    got=index_off,
+                )
+            )
+        if index_len > MAX_INDEX_SIZE:
+            raise LimitError(
+                describe(
+                    FMT,
+                    "header",
+                    offset=20,
+                    field="index_len",
+                    detail="above MAX_INDEX_SIZE",
+                    expected=f"<= {MAX_INDEX_SIZE}",
+                    got=index_len,
+                )
+            )
+        if index_off + index_len > mf.size:
+            raise TruncatedError(
+                describe(
+                    FMT,
+                    "index",
+                    offset=index_off,
+                    detail="ends past end of file",
+                    expected=f"end <= {mf.size}",
+                    got=index_off + index_len,
+                )
+            )
+        self.header = {"header_len": header_len, "index_off": index_off, "index_len": index_len}
+        raw = mf.u8(index_off, index_len, "index").tobytes()
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise FormatError(
+                describe(FMT, "index", offset=index_off + exc.start, detail="not UTF-8")
+            ) from exc
+        try:
+            index = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise FormatError(
+                describe(
+                    FMT, "index", offset=index_off, detail=f"bad JSON at char {exc.pos}: {exc.msg}"
+                )
+            ) from exc
+        except RecursionError:
+            raise FormatError(
+                describe(FMT, "index", offset=index_off, detail="JSON nested too deep")
+            ) from None
+        if not isinstance(index, dict):
+            raise FormatError(describe(FMT, "index", offset=index_off, detail="not a JSON object"))
+        if index.get("format") != FORMAT_NAME:
+            raise FormatError(
+                describe(
+                    FMT,
+                    "index",
+                    offset=index_off,
+                    field="format",
+                    expected=repr(FORMAT_NAME),
+                    got=repr(index.get("format")),
+                )
+            )
+        version = index.get("version", "1.0.0")
+        if not isinstance(version, str) or version.split(".")[0] != "1":
+            raise UnsupportedError(
+                describe(
+                    FMT,
+                    "index",
+                    offset=index_off,
+                    field="version",
+                    detail="unsupported",
+                    expected="1.x",
+                    got=version,
+                )
+            )
+        if version not in KNOWN_VERSIONS:
+            msg = describe(
+                FMT,
+                "index",
+                offset=index_off,
+                field="version",
+                detail="newer than this reader knows",
+                expected=" | ".join(KNOWN_VERSIONS),
+                got=version,
+            )
+            strict_or_warn(self.strict, msg, UnsupportedError)
+        self.index: dict[str, Any] = index
+        self.version: str = version
+        self.created_at_unix = index.get("created_at_unix")
+        metadata = index.get("metadata", {})
+        if not isinstance(metadata, dict):
+            raise FormatError(
+                describe(
+                    FMT, "index", offset=index_off, field="metadata", detail="not a JSON object"
+                )
+            )
+        self.metadata: dict[str, Any] = metadata
+        hashes = metadata.get("chunk_hashes", {})
+        if not isinstance(hashes, dict):
+            raise FormatError(
+                describe(
+                    FMT,
+                    "index",
+                    offset=index_off,
+                    field="metadata.chunk_hashes",
+                    detail="not a JSON object",
+                )
+            )
+        self._chunk_hashes = hashes
+        self._parse_chunks(index.get("chunks", []), index_off)
+        self.manifest_ok = self._check_manifest()
+
+    def _parse_chunks(self, entries: object, index_off: int) -> None:
+        if not isinstance(entries, list):
+            raise FormatError(
+                describe(FMT, "index", offset=index_off, field="chunks", detail="not a JSON array")
+            )
+        chunks: list[ChunkInfo] = []
+        by_name: dict[str, ChunkInfo] = {}
+        for i, e in enumerate(entries):
+            where = f"index chunk #{i}"
+            if not isinstance(e, dict):
+                raise FormatError(describe(FMT, where, offset=index_off, detail="not an object"))
+            e = dict(e)
+            e.setdefault("ecc_algo", "none")
+            e.setdefault("ecc_len", 0)
+            e.setdefault("header_len", CHUNK_HEADER_LEN)
+            missing = [k for k in ENTRY_KEYS if k not in e]
+            if missing:
+                raise FormatError(
+                    describe(FMT, where, offset=index_off, detail=f"missing keys {missing}")
+                )
+            for k in ("name", "ctype", "sha256", "ecc_algo"):
+                if not isinstance(e[k], str):
+                    raise FormatError(
+                        describe(
+                            FMT, where, offset=index_off, field=k, detail="not a string", got=e[k]
+                        )
+                    )
+            for k in (
+                "flags",
+                "offset",
+                "header_len",
+                "comp_len",
+                "uncomp_len",
+                "crc32c",
+                "ecc_len",
+            ):
+                if not _is_int(e[k]):
+                    raise FormatError(
+                        describe(
+                            FMT,
+                            where,
+                            offset=index_off,
+                            field=k,
+                            detail="not a non-negative integer",
+                            got=e[k],
+                        )
+                    )
+            name = e["name"]
+            if name in by_name:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        f"chunk {name!r}",
+                        offset=index_off,
+                        detail="name appears twice in the index",
+                    )
+                )
+            if len(e["ctype"]) != 4 or not e["ctype"].isascii():
+                raise FormatError(
+                    describe(
+                        FMT,
+                        f"chunk {name!r}",
+                        offset=index_off,
+                        field="ctype",
+                        detail="not 4 ASCII characters",
+                        got=e["ctype"],
+                    )
+                )
+            if e["header_len"] != CHUNK_HEADER_LEN:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        f"chunk {name!r}",
+                        offset=index_off,
+                        field="header_len",
+                        expected=CHUNK_HEADER_LEN,
+                        got=e["header_len"],
+                    )
+                )
+            if _digest.split(e["sha256"]) is None:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        f"chunk {name!r}",
+                        offset=index_off,
+                        field="sha256",
+                        detail="not a SHA-256 digest",
+                        got=e["sha256"],
+                    )
+                )
+            info = ChunkInfo(**{k: e[k] for k in ENTRY_KEYS})
+            chunks.append(info)
+            by_name[name] = info
+        self.chunks: list[ChunkInfo] = chunks
+        self._by_name = by_name
+
+    def _check_manifest(self) -> bool | None:
+        stored = self.metadata.get("manifest_hash")
+        if stored is None:
+            return None
+        where = "index metadata"
+        off = self.header["index_off"]
+        actual = sha256_hex(_digest.manifest_source(self.metadata))
+        ok = _digest.matches(stored, actual, self._key) if isinstance(stored, str) else False
+        if ok is None:
+            if self.strict:
+                raise IntegrityError(
+                    describe(
+                        FMT,
+                        where,
+                        offset=off,
+                        field="manifest_hash",
+                        detail="hmac-sha256 digest and no hmac_key given",
+                    )
+                )
+            return None
+        if not ok:
+            msg = describe(
+                FMT,
+                where,
+                offset=off,
+                field="manifest_hash",
+                detail="metadata does not match its hash",
+                expected=stored,
+                got=actual,
+            )
+            strict_or_warn(self.strict, msg, IntegrityError)
+        return ok
+
+    # -- chunk table ------------------------------------------------------------------------
+    @property
+    def names(self) -> list[str]:
+        return [c.name for c in self.chunks]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def chunk(self, name: str) -> ChunkInfo:
+        """The index entry of chunk ``name`` (KeyError when absent)."""
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"{FMT}: no chunk named {name!r}; chunks are {self.names}") from None
+
+    @property
+    def is_mind(self) -> bool:
+        """True when the file has a chunk named ``ai_graph`` or ``ai_vectors`` (a ``.mind``)."""
+        return any(n in self._by_name for n in MIND_CHUNKS)
+
+    # -- chunk reading ----------------------------------------------------------------------
+    def _header_fields(self, c: ChunkInfo) -> dict[str, Any]:
+        """Validate the chunk's binary header against limits, the file and the index."""
+        mf = self._mf
+        index_off = self.header["index_off"]
+        if c.offset < HEADER_LEN:
+            raise FormatError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset,
+                    field="offset",
+                    detail="inside the file header",
+                    expected=f">= {HEADER_LEN}",
+                    got=c.offset,
+                )
+            )
+        mf.check(c.offset, CHUNK_HEADER_LEN, f"{c.what} header")
+        rec = mf.records(CHUNK_HEADER, 1, c.offset, f"{c.what} header")[0]
+        h = {
+            "ctype": rec["ctype"].tobytes().ljust(4, b"\0").decode("latin-1"),
+            "flags": int(rec["flags"]),
+            "uncomp_len": int(rec["uncomp_len"]),
+            "comp_len": int(rec["comp_len"]),
+            "crc32c": int(rec["crc32c"]),
+            "ecc_len": int(rec["ecc_len"]),
+        }
+        for field, rel in (("uncomp_len", 8), ("comp_len", 16), ("ecc_len", 28)):
+            if h[field] > MAX_CHUNK_SIZE:
+                raise LimitError(
+                    describe(
+                        FMT,
+                        c.what,
+                        offset=c.offset + rel,
+                        field=field,
+                        detail="above MAX_CHUNK_SIZE",
+                        expected=f"<= {MAX_CHUNK_SIZE}",
+                        got=h[field],
+                    )
+                )
+        end = c.payload_offset + h["comp_len"] + h["ecc_len"]
+        if end > mf.size:
+            raise TruncatedError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset,
+                    detail="payload ends past end of file",
+                    expected=f"end <= {mf.size}",
+                    got=end,
+                )
+            )
+        if end > index_off:
+            raise FormatError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset,
+                    detail="payload overlaps the index",
+                    expected=f"end <= {index_off}",
+                    got=end,
+                )
+            )
+        return h
+
+    def _check_header(self, c: ChunkInfo, h: dict[str, Any]) -> list[str]:
+        """Fields where the binary header disagrees with the index (raise unless asked not to)."""
+        rel = {"ctype": 0, "flags": 4, "uncomp_len": 8, "comp_len": 16, "crc32c": 24, "ecc_len": 28}
+        return [f for f in rel if h[f] != getattr(c, f)]
+
+    def _header_error(self, c: ChunkInfo, h: dict[str, Any], field: str) -> Exception:
+        rel = {
+            "ctype": 0,
+            "flags": 4,
+            "uncomp_len": 8,
+            "comp_len": 16,
+            "crc32c": 24,
+            "ecc_len": 28,
+        }[field]
+        cls = IntegrityError if field == "crc32c" else FormatError
+        return cls(
+            describe(
+                FMT,
+                c.what,
+                offset=c.offset + rel,
+                field=f"header {field}",
+                detail="disagrees with the index",
+                expected=getattr(c, field),
+                got=h[field],
+            )
+        )
+
+    def _nsym(self, c: ChunkInfo) -> int:
+        nsym = c.nsym
+        if nsym is None:
+            raise UnsupportedError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset,
+                    field="ecc_algo",
+                    detail="unsupported codec",
+                    expected="none | rs(2..254)",
+                    got=c.ecc_algo,
+                )
+            )
+        want = ecc_len_for(c.comp_len, nsym)
+        if c.ecc_len != want:
+            raise FormatError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset,
+                    field="ecc_len",
+                    detail=f"inconsistent with {c.ecc_algo}",
+                    expected=want,
+                    got=c.ecc_len,
+                )
+            )
+        return nsym
+
+    def _check_digest(self, c: ChunkInfo, comp: np.ndarray, repaired: bool) -> None:
+        actual = sha256_hex(comp)
+        ok = _digest.matches(c.sha256, actual, self._key)
+        if ok is None:
+            raise IntegrityError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.payload_offset,
+                    field="sha256",
+                    detail="hmac-sha256 digest and no hmac_key given",
+                )
+            )
+        if not ok:
+            cls = UncorrectableError if repaired else IntegrityError
+            raise cls(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.payload_offset,
+                    field="sha256",
+                    detail="mismatch" + (" after ECC correction" if repaired else ""),
+                    expected=c.sha256,
+                    got=actual,
+                )
+            )
+        listed = self._chunk_hashes.get(c.name)
+        if listed is not None and listed != c.sha256:
+            raise IntegrityError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=self.header["index_off"],
+                    field="metadata.chunk_hashes",
+                    detail="disagrees with the chunk's sha256",
+                    expected=c.sha256,
+                    got=listed,
+                )
+            )
+
+    def _correct(self, c: ChunkInfo, comp: np.ndarray, nsym: int) -> tuple[np.ndarray, int]:
+        """RS-correct a copy of the stored bytes; UncorrectableError when it cannot."""
+        ecc = self._mf.u8(c.payload_offset + c.comp_len, c.ecc_len, f"{c.what} ecc")
+        data = comp.copy()
+        parity = ecc.copy()
+        k = 255 - nsym
+        nblocks = c.ecc_len // nsym
+        nerr = np.zeros(nblocks, np.int32)
+        bad = _kernels.load("rs").decode_blocks(data, parity, nsym, nerr)
+        if bad:
+            first = int(np.flatnonzero(nerr < 0)[0])
+            raise UncorrectableError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.payload_offset + first * k,
+                    detail=f"crc32c mismatch and {bad} of {nblocks} {c.ecc_algo} blocks have more "
+                    f"errors than the code corrects (first: block {first})",
+                )
+            )
+        got = crc32c(data)
+        if got != c.crc32c:
+            raise UncorrectableError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.payload_offset,
+                    field="crc32c",
+                    detail="mismatch after ECC correction",
+                    expected=c.crc32c,
+                    got=got,
+                )
+            )
+        data.flags.writeable = False
+        return data, int(nerr.sum())
+
+    def load_comp(
+        self, name: str, verify: bool = True, *, tolerate_header: bool = False
+    ) -> ChunkStatus:
+        """The stored (compressed) bytes of chunk ``name``, verified and repaired in memory.
+
+        With ``tolerate_header`` a binary header that disagrees with the index is reported in
+        :attr:`ChunkStatus.header_fixes` instead of raising, as long as the payload verifies
+        against the index (used by verify and repair).
+        """
+        c = self.chunk(name)
+        h = self._header_fields(c)
+        nsym = self._nsym(c)
+        diffs = self._check_header(c, h)
+        layout = [f for f in diffs if f in ("comp_len", "ecc_len")]
+        if diffs and (not tolerate_header or layout or not verify):
+            raise self._header_error(c, h, (layout or diffs)[0])
+        self._mf.check(c.payload_offset, c.comp_len + c.ecc_len, c.what)
+        if c.payload_offset + c.comp_len + c.ecc_len > self.header["index_off"]:
+            raise FormatError(
+                describe(FMT, c.what, offset=c.offset, detail="payload overlaps the index")
+            )
+        comp = self._mf.u8(c.payload_offset, c.comp_len, c.what)
+        if not verify:
+            return ChunkStatus(comp, "unverified")
+        if crc32c(comp) == c.crc32c:
+            self._check_digest(c, comp, repaired=False)
+            return ChunkStatus(comp, "ok", header_fixes=tuple(diffs))
+        if nsym == 0 or c.comp_len == 0:
+            raise IntegrityError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.payload_offset,
+                    field="crc32c",
+                    expected=c.crc32c,
+                    got=crc32c(comp),
+                )
+            )
+        fixed, n = self._correct(c, comp, nsym)
+        self._check_digest(c, fixed, repaired=True)
+        return ChunkStatus(fixed, "repaired", n, header_fixes=tuple(diffs))
+
+    def decode(self, c: ChunkInfo, comp: np.ndarray) -> np.ndarray:
+        """Decompress verified stored bytes into the chunk's payload (read-only uint8)."""
+        if c.flags == FLAG_NONE:
+            if c.comp_len != c.uncomp_len:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        c.what,
+                        offset=c.offset,
+                        field="uncomp_len",
+                        detail="uncompressed chunk",
+                        expected=c.comp_len,
+                        got=c.uncomp_len,
+                    )
+                )
+            return comp
+        if c.flags != FLAG_ZSTD:
+            raise UnsupportedError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset + 4,
+                    field="flags",
+                    detail="unknown compression",
+                    expected="0 (none) | 1 (zstd)",
+                    got=c.flags,
+                )
+            )
+        if c.uncomp_len > MAX_CHUNK_SIZE:
+            raise LimitError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset + 8,
+                    field="uncomp_len",
+                    detail="above MAX_CHUNK_SIZE",
+                    expected=f"<= {MAX_CHUNK_SIZE}",
+                    got=c.uncomp_len,
+                )
+            )
+        out = np.empty(c.uncomp_len, dtype=np.uint8)
+        zstd_decompress_into(comp, out, fmt=FMT, what=c.what, offset=c.payload_offset)
+        out.flags.writeable = False
+        return out
+
+    def read(self, name: str, verify: bool = True) -> np.ndarray:
+        """The payload of chunk ``name`` as a read-only ``uint8`` array.
+
+        Uncompressed chunks whose CRC-32C holds are zero-copy views of the file's mapping.
+        With ``verify`` (default) the CRC-32C, SHA-256 (or HMAC) and ``chunk_hashes`` entry
+        are checked, and a CRC failure is repaired with the chunk's Reed-Solomon parity when
+        it has some. Raises a :mod:`tenfold.errors` exception naming the chunk and offset.
+        """
+        c = self.chunk(name)
+        st = self.load_comp(name, verify)
+        return self.decode(c, st.comp)
+
+    def read_bytes(self, name: str, verify: bool = True) -> bytes:
+        """The payload of chunk ``name`` as ``bytes`` (a copy)."""
+        return self.read(name, verify).tobytes()
+
+    def read_json(self, name: str, verify: bool = True) -> Any:
+        """The decoded JSON value of chunk ``name``."""
+        return _payloads.json_load(self.read(name, verify), self.chunk(name).what)
+
+    def read_arrays(self, name: str, verify: bool = True) -> dict[str, np.ndarray]:
+        """The arrays of an ``NPZ0`` chunk (no pickle)."""
+        return _payloads.npz_load(self.read(name, verify), self.chunk(name).what)
+
+    def read_state_dict(
+        self, name: str = "torch_state", verify: bool = True, *, framework: str = "numpy"
+    ) -> dict[str, Any]:
+        """The tensors of a ``STEN`` (safetensors) or ``TSAV`` (torch.save) chunk.
+
+        ``STEN`` needs no torch and gives read-only NumPy views. ``TSAV`` needs torch and is
+        loaded with ``weights_only=True``; a pyfolds payload ``{"state_dict": ...}`` gives its
+        state dict. ``framework="torch"`` returns torch tensors instead of NumPy arrays.
+        """
+        c = self.chunk(name)
+        buf = self.read(name, verify)
+        if c.ctype == "TSAV":
+            obj = _payloads.torch_load(buf, c.what)
+            if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
+                obj = obj["state_dict"]
+            if not isinstance(obj, dict):
+                raise FormatError(describe(FMT, c.what, detail="torch payload is not a dict"))
+            if framework == "torch":
+                return dict(obj)
+            return {
+                k: (v.detach().cpu().numpy() if hasattr(v, "detach") else v) for k, v in obj.items()
+            }
+        if c.ctype == "NPZ0":
+            tensors: dict[str, Any] = _payloads.npz_load(buf, c.what)
+        else:
+            tensors = _payloads.safetensors_load(buf, c.what)
+        if framework == "torch":
+            torch = _payloads._torch()
+            return {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}
+        return tensors
+
+    def verify(self) -> Any:
+        """Per-chunk report (ok, repaired, damaged); see :func:`tenfold.fold.verify`."""
+        from .verify import verify_reader
+
+        return verify_reader(self)
+
+
+def strict_or_warn(strict: bool, msg: str, cls: type[Exception]) -> bool:
+    """Raise ``cls(msg)`` in strict mode, else emit a :class:`FoldWarning`."""
+    if strict:
+        raise cls(msg)
+    warnings.warn(msg, FoldWarning, stacklevel=4)
+    return True
