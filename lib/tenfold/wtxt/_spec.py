@@ -3,7 +3,8 @@
 A WTXT file is ASCII text (bytes 0x20-0x7E and LF), one record per line::
 
     WTXT 1
-    meta schema=<tok> gen=<6 digits> ts=YYYY-MM-DDTHH:MM:SSZ build=<tok> endian=LE host=<tok> cuda=<tok>
+    meta schema=<tok> gen=<6 digits> ts=YYYY-MM-DDTHH:MM:SSZ build=<tok> endian=LE
+         host=<tok> cuda=<tok>
     cap ext=<item>[,<item>...]
     root sha256_all=<hex64> merkle_prev=<hex64> merkle_this=<hex64> fastxor=<hex16>
       (or: root_pending sha256_all=<64 zeros> note="finalize with WSUM")

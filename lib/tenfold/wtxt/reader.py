@@ -26,8 +26,14 @@ from .. import _kernels
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.checksums import crc32c, xxh64_hex
 from ..core.mapped import MappedFile
-from ..errors import FormatError, IntegrityError, LimitError, TruncatedError, UnsupportedError
-from ..errors import describe
+from ..errors import (
+    FormatError,
+    IntegrityError,
+    LimitError,
+    TruncatedError,
+    UnsupportedError,
+    describe,
+)
 from . import _spec as S
 from ._text import Cursor, audit_fields, err, fields
 
@@ -491,7 +497,7 @@ def wsum_path(path: str | os.PathLike[str]) -> str:
 
 
 def _read_wsum(path: str | os.PathLike[str] | None) -> dict[str, str] | None:
-    if path is None or not os.path.exists(path):
+    if path is None or not os.path.isfile(path):
         return None
     from .stream import parse_wsum
 

@@ -13,7 +13,6 @@ import dataclasses
 import datetime
 import hashlib
 import hmac as _hmac
-import math
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -222,42 +221,50 @@ def _sign_line(key: Any, message: bytes) -> str:
 _PLACEHOLDER_SIGN = "sign ed25519=" + "A" * 86 + "== keyid=" + "0" * 16
 
 
-def _write_body(f: Any, items: list[Prepared], lines: list[str], collect: list[bytes] | None
-                ) -> list[int]:
-    """Write every array block; returns the file offsets of the ``arr`` lines (relative)."""
-    kern = _kernels.load("b64lines")
+class ChunkEncoder:
+    """Encodes one chunk to its ``ch`` line, framed base64 lines and ``endch`` (reused buffer)."""
+
+    def __init__(self) -> None:
+        self.kern = _kernels.load("b64lines")
+        self.out = np.empty(0, np.uint8)
+
+    def pieces(self, ix: int, off: int, raw: memoryview) -> tuple[bytes, memoryview | None]:
+        ln = raw.nbytes
+        ch = S.ch_line(ix, off, ln, hashlib.sha256(raw).hexdigest(), crc32c(raw))
+        if not ln:
+            return ch.encode() + b"\n", None
+        b64 = pybase64.b64encode(raw)
+        need = self.kern.framed_size(len(b64), S.WIDTH)
+        if self.out.size < need:
+            self.out = np.empty(need, np.uint8)
+        n = self.kern.frame_lines(b64, self.out, S.WIDTH)
+        return ch.encode() + b"\n", memoryview(self.out)[:n]
+
+    def block(self, ix: int, off: int, raw: memoryview) -> bytes:
+        head, body = self.pieces(ix, off, raw)
+        return head + (bytes(body) if body is not None else b"") + b"endch\n"
+
+
+def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
+    """Write every array block; returns the offsets of the ``arr`` lines within the body."""
+    enc = ChunkEncoder()
     pos = 0
     offsets = []
-    out = np.empty(0, np.uint8)
-
-    def put(b: Any) -> None:
-        nonlocal pos
-        f.write(b)
-        pos += memoryview(b).nbytes
-        if collect is not None:
-            collect.append(bytes(b))
-
     for it, line in zip(items, lines, strict=True):
         offsets.append(pos)
         head = line + "\n"
         if it.rpc is not None:
             rs = S.row_size(it.shape, S.DTYPES[it.tag].itemsize)
             head += f"idx rows_per_chunk={it.rpc} row_size={rs} row_blocking=on\n"
-        put(head.encode())
+        pos += f.write(head.encode())
         mv = memoryview(it.raw)
         for ix, (off, ln) in enumerate(S.chunk_layout(it.raw.size, it.clen)):
-            raw = mv[off : off + ln]
-            ch = S.ch_line(ix, off, ln, hashlib.sha256(raw).hexdigest(), crc32c(raw))
-            put(ch.encode() + b"\n")
-            if ln:
-                b64 = pybase64.b64encode(raw)
-                need = kern.framed_size(len(b64), S.WIDTH)
-                if out.size < need:
-                    out = np.empty(need, np.uint8)
-                n = kern.frame_lines(b64, out, S.WIDTH)
-                put(memoryview(out)[:n])
-            put(b"endch\n")
-        put(b"endarr\n")
+            ch, body = enc.pieces(ix, off, mv[off : off + ln])
+            pos += f.write(ch)
+            if body is not None:
+                pos += f.write(body)
+            pos += f.write(b"endch\n")
+        pos += f.write(b"endarr\n")
     return offsets
 
 
@@ -265,7 +272,8 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
           gen: int | str, ts: Any, build: str, host: str = "cpu", cuda: str = "off",
           rows_per_chunk: int | Mapping[str, int | None] | None = None,
           hmac_key: bytes | None = None, salt: Any = None, signing_key: Any = None,
-          sign_all: bool = False, merkle_prev: Any = None, audit: Mapping[str, Any] | None = None,
+          sign_all: bool = False, merkle_prev: Any = None,
+          audit: Mapping[str, Any] | str | None = None,
           root_pending: bool = False, workers: int = 1,
           _hmacs: Mapping[str, str] | None = None) -> None:
     """Write ``arrays`` to ``path`` as WTXT 1, deterministically and atomically.
@@ -293,7 +301,7 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
     merkle_prev
         The previous generation's ``merkle_this`` (hex or 32 bytes); default 64 zeros.
     audit
-        ``key=value`` pairs for the (unauthenticated) ``audit`` line.
+        ``key=value`` pairs for the (unauthenticated) ``audit`` line (or the exact line).
     root_pending
         Write ``root_pending`` instead of ``root``; finalize later with ``finalize_wsum``.
     workers
@@ -309,7 +317,17 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
     if root_pending and key is not None:
         raise _bad("signing_key", "a root_pending file is signed through its WSUM sidecar")
     prev = _prev_hex(merkle_prev)
-    tail = (audit_line(audit) + "\n" if audit is not None else "") + "endwtxt\n"
+    if isinstance(audit, str):
+        from ._text import audit_fields
+
+        try:
+            audit_fields(audit, 0, 0)
+        except Exception:
+            raise _bad("audit", "not a valid audit line", got=audit[:60]) from None
+        aline = audit
+    else:
+        aline = audit_line(audit) if audit is not None else None
+    tail = (aline + "\n" if aline is not None else "") + "endwtxt\n"
     keyed = hmac_key is not None or bool(_hmacs and any(v != S.ZERO64 for v in _hmacs.values()))
     cap = cap_items(items, keyed, sign_all, root_pending)
 
@@ -328,7 +346,7 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
                 head0 = _header(meta, cap, root_of(S.ZERO64, 0),
                                 _PLACEHOLDER_SIGN if key else None)
                 f.write(head0)
-                offsets = _write_body(f, items, placeholder, None)
+                offsets = _write_body(f, items, placeholder)
                 f.write(tail.encode())
                 lines, all_hex, fx = fut.result()
             for off, line in zip(offsets, lines, strict=True):
@@ -346,25 +364,23 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
         head = _header(meta, cap, root_of(all_hex, fx), None)
         if key is None:
             f.write(head)
-            _write_body(f, items, lines, None)
+            _write_body(f, items, lines)
             f.write(tail.encode())
             return
         if not sign_all:
             f.write(_header(meta, cap, root_of(all_hex, fx), _sign_line(key, head)))
-            _write_body(f, items, lines, None)
+            _write_body(f, items, lines)
             f.write(tail.encode())
             return
-        parts: list[bytes] = [head]
         import io
 
         sink = io.BytesIO()
-        _write_body(sink, items, lines, None)
+        _write_body(sink, items, lines)
         sink.write(tail.encode())
         body = sink.getbuffer()
         sign = _sign_line(key, head + bytes(body))
         f.write(_header(meta, cap, root_of(all_hex, fx), sign))
         f.write(body)
-        del parts
 
 
 def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:
@@ -375,5 +391,3 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) ->
     kw.setdefault("build", "tenfold")
     write(path, tensors, **kw)
 
-
-_ = math
