@@ -39,17 +39,39 @@ def test_safetensors_peer_reads_ours(tmp_path):
 @pytest.mark.parametrize(
     "header, data, cls, text",
     [
-        ({"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 4, TruncatedError,
-         "outside the data buffer"),
-        ({"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}}, b"\0" * 8, FormatError,
-         "does not match"),
-        ({"a": {"dtype": "Q9", "shape": [2], "data_offsets": [0, 8]}}, b"\0" * 8, FormatError,
-         "unknown"),
-        ({"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}}, b"\0" * 8, FormatError,
-         "shape"),
-        ({"a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
-          "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]}}, b"\0" * 8, FormatError,
-         "overlaps"),
+        (
+            {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}},
+            b"\0" * 4,
+            TruncatedError,
+            "outside the data buffer",
+        ),
+        (
+            {"a": {"dtype": "F32", "shape": [3], "data_offsets": [0, 8]}},
+            b"\0" * 8,
+            FormatError,
+            "does not match",
+        ),
+        (
+            {"a": {"dtype": "Q9", "shape": [2], "data_offsets": [0, 8]}},
+            b"\0" * 8,
+            FormatError,
+            "unknown",
+        ),
+        (
+            {"a": {"dtype": "F32", "shape": [-2], "data_offsets": [0, 8]}},
+            b"\0" * 8,
+            FormatError,
+            "shape",
+        ),
+        (
+            {
+                "a": {"dtype": "U8", "shape": [4], "data_offsets": [0, 4]},
+                "b": {"dtype": "U8", "shape": [4], "data_offsets": [2, 6]},
+            },
+            b"\0" * 8,
+            FormatError,
+            "overlaps",
+        ),
         ([1, 2], b"", FormatError, "not a JSON object"),
     ],
 )
