@@ -75,8 +75,8 @@ def inspect(source: Any) -> list[dict]:
 
 
 def verify(source: Any, **kw: Any) -> Report:
-    """Check every OINF rule; never raises on a damaged file (see :mod:`.verify`)."""
-    from .verify import verify as _verify
+    """Check every OINF rule; never raises on a damaged file (see :mod:`._verify`)."""
+    from ._verify import verify as _verify
 
     return _verify(source, **kw)
 

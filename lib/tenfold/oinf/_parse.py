@@ -9,11 +9,15 @@ offset, the rule (in brackets) and the expected and actual values; the exception
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 import re
 import struct
 from typing import NoReturn
 
+import numpy as np
+
+from .. import _kernels
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.mapped import MappedFile
 from ..errors import (
@@ -36,6 +40,13 @@ _II = struct.Struct("<II")
 _HEADER = struct.Struct(S.HEADER_STRUCT)
 _QUANT = struct.Struct(S.QUANT_STRUCT)
 _DIMS: dict[int, struct.Struct] = {}
+_TENSOR_TAGS = S.TENSOR_TAGS
+_EIGHTHS = np.zeros(max(S.TAG_NAME) + 1, np.float64)
+for _t in S.NUMPY_DTYPE:
+    _EIGHTHS[_t] = 8 * S.NUMPY_DTYPE[_t].itemsize
+for _t, _b in S.PACKED_BITS.items():
+    _EIGHTHS[_t] = _b
+_EIGHTHS[S.BITSET] = 8
 _NAMES_RE = re.compile(rb"[A-Za-z0-9._-]+(?:\n[A-Za-z0-9._-]+)*")
 
 
@@ -80,7 +91,6 @@ class Tables:
     metadata: list[tuple[str, int, int, int, int, int]]
     tensors: list[tuple[str, int, tuple[int, ...], int, int, int, int, int, int]]
     ends: tuple[int, int, int]
-    string_pads: list[tuple[int, int]]  # (start, end) of every table string's padding
 
 
 def parse_header(mf: MappedFile) -> Header:
@@ -140,7 +150,6 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
     _check_count(h.n_tensors, "tensors", h.offset_tensors, h.offset_data,
                  S.MIN_TENSOR_ENTRY + (16 if v2 else 0), 21, limits)
     names: list[bytes] = []
-    pads: list[tuple[int, int]] = []
 
     def string(pos: int, end: int, kind: str, index: int) -> tuple[bytes, int]:
         if pos + 4 > end:
@@ -152,7 +161,6 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
             fail(TruncatedError, "table-bounds", f"{kind} #{index}", pos,
                  "name runs past its table", f"end <= {end}", stop)
         padded = pos + ((4 + n + 7) & ~7)
-        pads.append((stop, padded))
         return blob[pos + 4:stop], padded
 
     # sizevars
@@ -194,52 +202,119 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
     for key, tag, flags, nbytes, off, entry in md:  # type: ignore[misc]
         _check_metadata(mf, h, key, tag, flags, nbytes, off, entry, limits)
 
-    # tensors
-    names = []
-    tens: list = []
-    pos, end = h.offset_tensors, h.offset_data
-    tail = _QQQQ if v2 else _QQ
-    tail_size = tail.size
-    max_ndim = limits.max_ndim
-    for i in range(h.n_tensors):
-        entry = pos
-        raw, pos = string(pos, end, "tensor", i)
-        if pos + 12 > end:
-            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos, "entry runs past its table",
-                 f"end <= {end}", pos + 12)
-        tag, ndim, flags = _III.unpack_from(blob, pos)
-        pos += 12
-        if ndim > max_ndim:
-            fail(LimitError, "tensor-ndim", f"tensor #{i}", pos - 8,
-                 "ndim above limit", f"<= {max_ndim}", ndim)
-        if pos + 8 * ndim + tail_size > end:
-            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos,
-                 "dims run past its table", f"end <= {end}", pos + 8 * ndim + tail_size)
-        if ndim:
-            st = _DIMS.get(ndim)
-            if st is None:
-                st = _DIMS[ndim] = struct.Struct(f"<{ndim}Q")
-            shape = st.unpack_from(blob, pos)
-            pos += 8 * ndim
-        else:
-            shape = ()
-        if v2:
-            nbytes, off, qn, qo = tail.unpack_from(blob, pos)
-        else:
-            nbytes, off = tail.unpack_from(blob, pos)
-            qn = qo = 0
-        pos += tail_size
-        names.append(raw)
-        tens.append([raw, tag, shape, flags, nbytes, off, entry, qn, qo])
+    # tensors: a large model has thousands, so the walk only finds where each entry starts;
+    # the fields are then gathered and checked with NumPy, and the precise error of a bad entry
+    # comes from _check_tensor.
+    n = h.n_tensors
+    st_arr, ln_arr, nd_arr = (np.empty(n, np.int64) for _ in range(3))
+    done, pos, status = _kernels.load("walk").walk_lp_records(
+        blob, h.offset_tensors, h.offset_data, n, S.ALIGN, 12, 4, 8, 32 if v2 else 16,
+        limits.max_ndim, st_arr, ln_arr, nd_arr)
+    if status:
+        _walk_tensors_slow(blob, h, limits)  # raises the precise error
+    starts, lns, ndims = st_arr.tolist(), ln_arr.tolist(), nd_arr.tolist()
     ends2 = pos
-    _check_names(names, "tensor", [e[6] for e in tens])
-    for e in tens:
-        e[0] = e[0].decode("ascii")
-    _check_unique([e[0] for e in tens], "tensor", [e[6] for e in tens])
-    tensors = [tuple(e) for e in tens]
-    for t in tensors:
-        _check_tensor(mf, h, t, limits)  # type: ignore[arg-type]
-    return Tables(h, sv, md, tensors, (ends0, ends1, ends2), pads)  # type: ignore[arg-type]
+    tensors = _tensor_rows(mf, h, blob, starts, lns, ndims, nd_arr, limits)
+    return Tables(h, sv, md, tensors, (ends0, ends1, ends2))  # type: ignore[arg-type]
+
+
+def _gather(u8: np.ndarray, pos: np.ndarray, nbytes: int, dtype: str) -> np.ndarray:
+    """Little-endian fields of ``nbytes`` at byte positions ``pos`` (any alignment)."""
+    idx = pos[:, None] + np.arange(nbytes, dtype=np.int64)
+    return np.ascontiguousarray(u8[idx]).view(dtype).reshape(-1)
+
+
+def _walk_tensors_slow(blob: bytes, h: Header, limits: Limits) -> None:
+    """Walk the tensor table in Python to name the first entry that runs past its table."""
+    pos, end = h.offset_tensors, h.offset_data
+    tail_size = 32 if h.version == 2 else 16
+    for i in range(h.n_tensors):
+        if pos + 4 > end:
+            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos,
+                 "name length runs past its table", f"end <= {end}", pos + 4)
+        (ln,) = _U32.unpack_from(blob, pos)
+        if pos + 4 + ln > end:
+            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos,
+                 "name runs past its table", f"end <= {end}", pos + 4 + ln)
+        q = pos + ((ln + 11) & ~7)
+        if q + 12 > end:
+            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos,
+                 "entry runs past its table", f"end <= {end}", q + 12)
+        (nd,) = _U32.unpack_from(blob, q + 4)
+        if nd > limits.max_ndim:
+            fail(LimitError, "tensor-ndim", f"tensor #{i}", q + 4, "ndim above limit",
+                 f"<= {limits.max_ndim}", nd)
+        pos = q + 12 + 8 * nd + tail_size
+        if pos > end:
+            fail(TruncatedError, "table-bounds", f"tensor #{i}", q + 12,
+                 "dims run past its table", f"end <= {end}", pos)
+    raise AssertionError("walk kernel and Python walk disagree")  # pragma: no cover
+
+
+def _tensor_rows(mf: MappedFile, h: Header, blob: bytes, starts: list[int], lns: list[int],
+                 ndims: list[int], nd: np.ndarray, limits: Limits) -> list[tuple]:
+    n = len(starts)
+    if not n:
+        return []
+    v2 = h.version == 2
+    u8 = np.frombuffer(blob, np.uint8)
+    st = np.array(starts, np.int64)
+    q = st + ((np.array(lns, np.int64) + 11) & ~7)
+    tags = _gather(u8, q, 4, "<u4")
+    flags = _gather(u8, q + 8, 4, "<u4")
+    dpos = q + 12
+    total = int(nd.sum())
+    if total:
+        first = np.repeat(np.cumsum(nd) - nd, nd)
+        dim_pos = np.repeat(dpos, nd) + 8 * (np.arange(total, dtype=np.int64) - first)
+        flat = _gather(u8, dim_pos, 8, "<u8").tolist()
+    else:
+        flat = []
+    tpos = dpos + 8 * nd
+    nbytes = _gather(u8, tpos, 8, "<u8")
+    offs = _gather(u8, tpos + 8, 8, "<u8")
+    if v2:
+        qn = _gather(u8, tpos + 16, 8, "<u8")
+        qo = _gather(u8, tpos + 24, 8, "<u8")
+    else:
+        qn = qo = np.zeros(n, np.uint64)
+    shapes: list[tuple[int, ...]]
+    if int(nd.min()) == int(nd.max()):  # one rank for every tensor: split at C speed
+        d0 = int(nd[0])
+        shapes = list(zip(*[iter(flat)] * d0, strict=True)) if d0 else [()] * n
+    else:
+        it = iter(flat)
+        shapes = [tuple(itertools.islice(it, d)) for d in ndims]
+    if total:
+        mat = np.ones((n, int(nd.max())), np.float64)
+        mat[np.repeat(np.arange(n), nd), np.arange(total) - first] = flat
+        numel = mat.prod(axis=1)
+    else:
+        numel = np.ones(n, np.float64)
+    # element sizes in eighths of a byte (packed types: bits; others: 8 * itemsize); 0 = invalid
+    tag_ok = (tags < len(_EIGHTHS)) & np.isin(tags, list(_TENSOR_TAGS))
+    eighths = np.where(tag_ok, _EIGHTHS[np.minimum(tags, len(_EIGHTHS) - 1)], 0)
+    expected = np.ceil(numel * eighths / 8)
+    has = (flags & 1).astype(bool)
+    fs, od = h.file_size, h.offset_data
+    nb_f, off_f = nbytes.astype(np.float64), offs.astype(np.float64)
+    bad = ~tag_ok | (numel >= 2.0**52)
+    bad |= has & ((expected != nb_f) | (offs % 8 != 0) | (off_f < od) | (nb_f > fs)
+                  | (off_f + nb_f > fs))
+    bad |= ~has & ((nbytes != 0) | (offs != 0))
+    if v2:
+        bad |= (flags & ~np.uint32(S.HAS_DATA | S.HAS_QUANT)) != 0
+        bad |= (qn != 0) | (qo != 0)
+    raws = [blob[s + 4:s + 4 + ln] for s, ln in zip(starts, lns, strict=True)]
+    cols = (tags.tolist(), shapes, flags.tolist(), nbytes.tolist(), offs.tolist(), starts,
+            qn.tolist(), qo.tolist())
+    for i in np.flatnonzero(bad).tolist():
+        # the precise error (or, for a v2 quantized tensor, its quant block's checks)
+        _check_tensor(mf, h, (raws[i].decode("latin-1"),) + tuple(c[i] for c in cols), limits)
+    _check_names(raws, "tensor", starts)
+    tnames = b"\n".join(raws).decode("ascii").split("\n")
+    _check_unique(tnames, "tensor", starts)
+    return list(zip(tnames, *cols, strict=True))
 
 
 def _check_names(names: list[bytes], kind: str, entries: list[int]) -> None:

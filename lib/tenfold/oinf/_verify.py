@@ -169,8 +169,12 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
     if h.reserved:
         c.err("header-reserved", "header", 25, f"header reserved must be 0, got {h.reserved}")
     c.zeros(S.HEADER_SIZE, S.HEADER_PADDED, "header", "header")
-    for start, end in t.string_pads:
-        c.zeros(start, end, f"string at {start:#x}", "string")
+    for kind, entries in (("sizevar", [(e[0], e[2]) for e in t.sizevars]),
+                          ("metadata", [(e[0], e[5]) for e in t.metadata]),
+                          ("tensor", [(e[0], e[6]) for e in t.tensors])):
+        for name, entry in entries:
+            c.zeros(entry + 4 + len(name), entry + S.align8(4 + len(name)), f"{kind} {name!r}",
+                    "name")
     for end, nxt, what in ((t.ends[0], h.offset_metadata, "sizevars"),
                            (t.ends[1], h.offset_tensors, "metadata"),
                            (t.ends[2], h.offset_data, "tensor")):
