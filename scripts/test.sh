@@ -11,6 +11,16 @@ PY=${PYTHON:-python3}
 echo "== install tenfold[test]"
 "$PY" -m pip install --quiet --disable-pip-version-check ".[test]"
 
+# PyTorch (CPU) for the DataLoader and torch.save tests, only where its wheel lies on this
+# machine's disk: from the registry it would be a multi-GB CUDA build. Without it those tests
+# skip with a reason.
+if ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1; then
+    "$PY" -m pip install --quiet --disable-pip-version-check "torch==2.13.0" \
+        || echo "note: torch==2.13.0 did not install; torch tests will skip"
+else
+    echo "note: no local torch wheel; torch tests will skip"
+fi
+
 # Run from a neutral directory so `import tenfold` is the installed package, not the tree.
 here=$(pwd)
 export TENFOLD_SHARED=${TENFOLD_SHARED:-$(cd "$here/.." && pwd)/shared}
