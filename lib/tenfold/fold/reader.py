@@ -427,6 +427,9 @@ class Reader:
                 )
             return None
         if not ok:
+            parts = _digest.split(stored) if isinstance(stored, str) else None
+            if parts is not None and (parts[0] != "hmac-sha256:" or self._key is not None):
+                actual = _digest.make(actual, parts[0], self._key)
             msg = describe(
                 FMT,
                 where,
@@ -463,21 +466,19 @@ class Reader:
         return any(n in self._by_name for n in MIND_CHUNKS)
 
     # -- chunk reading ----------------------------------------------------------------------
-    def _header_fields(self, c: ChunkInfo) -> dict[str, Any]:
-        """Validate the chunk's binary header against limits, the file and the index."""
+    def _header_fields(self, c: ChunkInfo, tolerate: bool = False) -> dict[str, Any]:
+        """Validate the chunk's binary header against limits, the file and the index.
+
+        With ``tolerate`` the limits and extents are checked on the index's values instead
+        (the header is then only compared with the index, by the caller).
+        """
         mf = self._mf
         index_off = self.header["index_off"]
         if c.offset < HEADER_LEN:
             raise FormatError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    field="offset",
-                    detail="inside the file header",
-                    expected=f">= {HEADER_LEN}",
-                    got=c.offset,
-                )
+                describe(FMT, c.what, offset=c.offset, field="offset",
+                         detail="inside the file header", expected=f">= {HEADER_LEN}",
+                         got=c.offset)
             )
         mf.check(c.offset, CHUNK_HEADER_LEN, f"{c.what} header")
         rec = mf.records(CHUNK_HEADER, 1, c.offset, f"{c.what} header")[0]
@@ -489,41 +490,24 @@ class Reader:
             "crc32c": int(rec["crc32c"]),
             "ecc_len": int(rec["ecc_len"]),
         }
+        src: Any = c.__dict__ if tolerate else h
         for field, rel in (("uncomp_len", 8), ("comp_len", 16), ("ecc_len", 28)):
-            if h[field] > MAX_CHUNK_SIZE:
+            if src[field] > MAX_CHUNK_SIZE:
                 raise LimitError(
-                    describe(
-                        FMT,
-                        c.what,
-                        offset=c.offset + rel,
-                        field=field,
-                        detail="above MAX_CHUNK_SIZE",
-                        expected=f"<= {MAX_CHUNK_SIZE}",
-                        got=h[field],
-                    )
+                    describe(FMT, c.what, offset=c.offset + rel, field=field,
+                             detail="above MAX_CHUNK_SIZE", expected=f"<= {MAX_CHUNK_SIZE}",
+                             got=src[field])
                 )
-        end = c.payload_offset + h["comp_len"] + h["ecc_len"]
+        end = c.payload_offset + src["comp_len"] + src["ecc_len"]
         if end > mf.size:
             raise TruncatedError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    detail="payload ends past end of file",
-                    expected=f"end <= {mf.size}",
-                    got=end,
-                )
+                describe(FMT, c.what, offset=c.offset, detail="payload ends past end of file",
+                         expected=f"end <= {mf.size}", got=end)
             )
         if end > index_off:
             raise FormatError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    detail="payload overlaps the index",
-                    expected=f"end <= {index_off}",
-                    got=end,
-                )
+                describe(FMT, c.what, offset=c.offset, detail="payload overlaps the index",
+                         expected=f"end <= {index_off}", got=end)
             )
         return h
 
@@ -665,21 +649,18 @@ class Reader:
         """The stored (compressed) bytes of chunk ``name``, verified and repaired in memory.
 
         With ``tolerate_header`` a binary header that disagrees with the index is reported in
-        :attr:`ChunkStatus.header_fixes` instead of raising, as long as the payload verifies
-        against the index (used by verify and repair).
+        :attr:`ChunkStatus.header_fixes` instead of raising: the index's values are used, and
+        the payload must still verify against the index's CRC-32C and SHA-256 (used by verify
+        and repair).
         """
         c = self.chunk(name)
-        h = self._header_fields(c)
+        tolerate = tolerate_header and verify
+        h = self._header_fields(c, tolerate)
         nsym = self._nsym(c)
         diffs = self._check_header(c, h)
-        layout = [f for f in diffs if f in ("comp_len", "ecc_len")]
-        if diffs and (not tolerate_header or layout or not verify):
+        if diffs and not tolerate:
+            layout = [f for f in diffs if f in ("comp_len", "ecc_len")]
             raise self._header_error(c, h, (layout or diffs)[0])
-        self._mf.check(c.payload_offset, c.comp_len + c.ecc_len, c.what)
-        if c.payload_offset + c.comp_len + c.ecc_len > self.header["index_off"]:
-            raise FormatError(
-                describe(FMT, c.what, offset=c.offset, detail="payload overlaps the index")
-            )
         comp = self._mf.u8(c.payload_offset, c.comp_len, c.what)
         if not verify:
             return ChunkStatus(comp, "unverified")

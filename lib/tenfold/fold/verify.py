@@ -123,6 +123,9 @@ def repair(src: Any, dst: Any, *, hmac_key: str | bytes | None = None) -> Report
         warnings.simplefilter("ignore", FoldWarning)
         r = Reader(src, strict=False, hmac_key=hmac_key)
     rep = Report(FMT, os.fspath(dst))
+    if r.manifest_ok is False:
+        rep.add("manifest", ERROR, "manifest_hash does not match the metadata; not repairable "
+                "(no redundant copy of the metadata)", offset=r.header["index_off"])
     patches: list[tuple[int, bytes | np.ndarray]] = []
     with r:
         for c in r.chunks:
