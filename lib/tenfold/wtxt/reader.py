@@ -223,7 +223,9 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
     text, ln, off = cur.line("root")
     root: dict[str, str] | None = None
     if text.startswith("root_pending"):
-        fields(text, "root_pending", S.PENDING_FIELDS, ln, off)
+        if text != S.PENDING_LINE:
+            raise err(FormatError, ln, off, "malformed root_pending line",
+                      expected=repr(S.PENDING_LINE), got=repr(text[:120]))
         pending = True
     else:
         root = fields(text, "root", S.ROOT_FIELDS, ln, off)
@@ -421,14 +423,17 @@ def _decode_chunk(cur: Cursor, kern: Any, data: np.ndarray, ch: ChunkInfo, scrat
     cur.pos += p
     cur.lineno += ch.lines
     n = p - 3 * ch.lines
-    raw = pybase64.b64decode(memoryview(scratch)[:n])
-    if len(raw) != ch.length:  # cannot happen once lines= matches len (kept as a guard)
-        exc = err(FormatError, ch.lineno, ch.offset, "decoded chunk length", expected=ch.length,
-                  got=len(raw))
+    want = 4 * -(-ch.length // 3)
+    if n != want:
+        last = ch.lineno + ch.lines
+        w = n - S.WIDTH * (ch.lines - 1)
+        exc = err(FormatError, last, cur.pos - w - 3, "base64 line width (last line of the chunk)",
+                  expected=want - S.WIDTH * (ch.lines - 1), got=w)
         if not collect:
             raise exc
-        ch.damage, ch.damage_line = str(exc), ch.lineno
+        ch.damage, ch.damage_line = str(exc), last
         return
+    raw = pybase64.b64decode(memoryview(scratch)[:n])
     crc = f"{crc32c(raw):08x}"
     if crc != ch.crc32c:
         exc = err(IntegrityError, ch.lineno, ch.offset, "chunk crc32c mismatch",
