@@ -40,6 +40,16 @@ E_SPARSE = C_SPARSE
 
 cdef int64_t NUM_ERR = -1
 
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define TF_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 0)
+    #else
+    #define TF_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void TF_PREFETCH(const void* p) noexcept nogil
+
 
 cdef inline int64_t parse_number(const uint8_t* p, int w) noexcept nogil:
     """tar numeric field: octal (NUL-terminated, spaces around) or base-256; -1 if invalid."""
@@ -72,16 +82,24 @@ cdef inline int64_t parse_number(const uint8_t* p, int w) noexcept nogil:
 
 cdef inline bint checksum_ok(const uint8_t* h) noexcept nogil:
     cdef int64_t want = parse_number(h + 148, 8)
-    cdef int64_t us = 0, ss = 0
+    cdef uint64_t us = 0
+    cdef int64_t ss = 0
     cdef int i
-    cdef uint8_t b
     if want < 0:
         return False
-    for i in range(512):
-        b = 32 if 148 <= i < 156 else h[i]
-        us += b
-        ss += <signed char>b
-    return want == us or want == ss
+    for i in range(512):  # branch-free so the compiler vectorises it
+        us += h[i]
+    for i in range(148, 156):
+        us -= h[i]
+    us += 8 * 32
+    if <int64_t>us == want:
+        return True
+    for i in range(512):  # historic writers used a signed sum
+        ss += <signed char>h[i]
+    for i in range(148, 156):
+        ss -= <signed char>h[i]
+    ss += 8 * 32
+    return ss == want
 
 
 cdef inline bint all_zero(const uint8_t* h, int64_t n) noexcept nogil:
@@ -194,16 +212,24 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
                     code = C_DANGLING_EXTENDED
                     where = pos
                 break
+            sz = parse_number(h + 124, 12)
+            t = h[156]
+            if sz >= 0 and pos + 1024 + sz <= n:
+                # fetch the (likely) next header while this one is checked: the walk is
+                # bound by memory latency, one header per page
+                nblocks = pos + 512 + ((sz + 511) // 512) * 512
+                TF_PREFETCH(b + nblocks)
+                TF_PREFETCH(b + nblocks + 128)
+                TF_PREFETCH(b + nblocks + 256)
+                TF_PREFETCH(b + nblocks + 384)
             if not checksum_ok(h):
                 code = C_CHECKSUM
                 where = pos
                 break
-            sz = parse_number(h + 124, 12)
             if sz < 0:
                 code = C_NUMBER
                 where = pos
                 break
-            t = h[156]
             if t == 120 or t == 103:  # 'x' / 'g' pax
                 data_end = pos + 512 + sz
                 if data_end > n:

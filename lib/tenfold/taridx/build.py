@@ -78,6 +78,34 @@ def _members(buf: np.ndarray, name: str) -> tuple[np.ndarray, ...]:
     return tuple(o[:count] for o in outs)
 
 
+def _ext_name(buf: np.ndarray, off: int, length: int) -> str:
+    return bytes(buf[off : off + length]).decode("utf-8", "replace").lower()
+
+
+def _ext_ids(buf: np.ndarray, exthash: np.ndarray, ex_off: np.ndarray, ex_len: np.ndarray,
+             ext_local: np.ndarray, ext_id: dict[str, int]) -> None:
+    """Extension ids in first-seen order. Folds have few extensions: peel them off one by one
+    (one vectorised compare each); fall back to a sort when there are many."""
+    todo = np.ones(exthash.size, bool)
+    for _ in range(32):
+        rest = np.flatnonzero(todo[:1]) if todo[0] else np.flatnonzero(todo)
+        if rest.size == 0:
+            return
+        i = int(rest[0])
+        same = exthash == exthash[i]
+        ext_local[same] = ext_id.setdefault(_ext_name(buf, ex_off[i], ex_len[i]), len(ext_id))
+        todo &= ~same
+    if not todo.any():
+        return
+    left = np.flatnonzero(todo)
+    uniq, first, inv = np.unique(exthash[left], return_index=True, return_inverse=True)
+    local_of_uniq = np.empty(uniq.size, np.int64)
+    for u in np.argsort(first, kind="stable").tolist():
+        i = int(left[first[u]])
+        local_of_uniq[u] = ext_id.setdefault(_ext_name(buf, ex_off[i], ex_len[i]), len(ext_id))
+    ext_local[left] = local_of_uniq[inv]
+
+
 def scan_shard(path: str | os.PathLike[str]) -> ShardScan:
     """Scan one shard (regular members only); errors name the shard and the offset."""
     name = os.path.basename(os.fspath(path))
@@ -102,14 +130,7 @@ def scan_shard(path: str | os.PathLike[str]) -> ShardScan:
         exts: list[str] = []
         ext_id: dict[str, int] = {}
         if n:
-            uniq, first, inv = np.unique(exthash, return_index=True, return_inverse=True)
-            local_of_uniq = np.empty(uniq.size, np.int64)
-            for u in np.argsort(first, kind="stable").tolist():
-                i = int(first[u])
-                raw = bytes(buf[ex_off[i] : ex_off[i] + ex_len[i]])
-                e = raw.decode("utf-8", "replace").lower()
-                local_of_uniq[u] = ext_id.setdefault(e, len(ext_id))
-            ext_local[:] = local_of_uniq[inv]
+            _ext_ids(buf, exthash, ex_off, ex_len, ext_local, ext_id)
         bad = np.flatnonzero(ascii == 0)
         if bad.size:  # non-ASCII basenames: decode (U+FFFD for invalid UTF-8) in Python
             stem_list = []
