@@ -297,3 +297,16 @@ def test_load_copy_reads_into_one_buffer_and_checks_sums(tmp_path):
     path.write_bytes(bytes(data))
     with pytest.raises(tenfold.IntegrityError, match="tensor 'a' at offset 0x40: crc32c"):
         zt.load(path, copy=True)
+
+
+def test_add_sparse_explicit_and_reader_verify(tmp_path):
+    path = tmp_path / "e.zt"
+    with zt.Writer(path) as w:
+        w.add_sparse("m", "csr", (2, 3), np.array([1, 2], np.int32), indptr=[0, 1, 2],
+                     indices=[2, 0], checksum="sha256")
+        w.add_sparse("c", "coo", (2, 2, 2), np.array([5.0]), coords=[[1], [1], [0]])
+    with zt.Reader(path, sparse="raw") as r:
+        assert r["m"].todense().tolist() == [[0, 0, 1], [2, 0, 0]]
+        assert r["c"].todense()[1, 1, 0] == 5.0
+        report = r.verify()
+        assert report.ok and len(report.findings) == 2

@@ -18,6 +18,7 @@ import numpy as np
 from ..core.bounds import DEFAULT_LIMITS, Limits, align_up
 from ..core.compression import zstd_decompress_into
 from ..core.mapped import MappedFile
+from ..core.report import Report
 from ..errors import TruncatedError, describe
 from . import _checksum
 from ._index import Blob, TensorInfo, parse_file_layout, parse_index
@@ -156,6 +157,17 @@ class Reader(Mapping[str, Any]):
         """The tensor's (values) blob exactly as stored, as a read-only ``uint8`` view."""
         info = self.info(name)
         return self._mf.u8(info.offset, info.size, f"tensor {name!r}")
+
+    def stored_bytes(self) -> np.ndarray:
+        """The whole file as a read-only ``uint8`` view."""
+        return self._mf.buffer()
+
+    def verify(self) -> Report:
+        """Check every tensor (checksum, full decode, sparse structure) and the padding."""
+        from .verify import check_reader
+
+        report = Report(FMT, self._mf.path or "<buffer>")
+        return check_reader(self, report)
 
     def read(self, name: str, *, copy: bool | None = None, out: np.ndarray | None = None) -> Any:
         """Return tensor ``name``.

@@ -10,7 +10,7 @@ slices when it must be converted first) and only the index is kept.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -120,6 +120,34 @@ class Writer:
         entry.update(extra)
         self._names.add(name)
         self._entries.append(entry)
+
+    def add_sparse(
+        self,
+        name: str,
+        sparse_format: str,
+        shape: Sequence[int],
+        values: Any,
+        *,
+        indptr: Any = None,
+        indices: Any = None,
+        coords: Any = None,
+        **options: Any,
+    ) -> None:
+        """Append a sparse tensor from explicit arrays.
+
+        ``sparse_format`` is ``"csr"`` (2-D; give ``indptr`` of rows + 1 and ``indices`` of
+        nnz column indices) or ``"coo"`` (any rank; give ``coords`` of shape ndim x nnz).
+        ``options`` are those of :meth:`add`.
+        """
+        t = SparseTensor(
+            sparse_format,
+            tuple(int(d) for d in shape),
+            np.asarray(values),
+            indices=indices,
+            indptr=indptr,
+            coords=coords,
+        )
+        self.add(name, t, **options)
 
     def close(self) -> None:
         """Write the index and move the file into place."""
