@@ -125,15 +125,29 @@ def test_fork_resets_state(fold):
     assert pid != os.getpid() and n_open == 1
 
 
+def _decode_int(b):
+    return int(bytes(b))
+
+
+def _decode_sha(b):
+    return _sha(b)
+
+
+@pytest.mark.slow
 def test_torch_dataloader(conformance, fold):
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch)")
     want = _expected(conformance, "basic_ustar", "train")
-    ds = tx.Dataset(fold, "train", extensions=["cls"], decoders={"cls": lambda b: int(bytes(b))})
+    ds = tx.Dataset(fold, "train", extensions=["cls", "jpg"],
+                    decoders={"cls": _decode_int, "jpg": _decode_sha})
     sampler = tx.EpochSampler(ds, seed=3)
     loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2, sampler=sampler,
                                          multiprocessing_context="spawn")
-    seen = [int(v) for batch in loader for v in batch["cls"]]
-    assert len(seen) == 10 and len(want) == 10
+    got = [sha for batch in loader for sha in batch["jpg"]]
+    order = list(sampler)
+    assert got == [want[f"sample{i:04d}"]["jpg"] for i in order]
+    assert ds.open_shards == 0
+    sampler.set_epoch(1)
+    assert [sha for batch in loader for sha in batch["jpg"]] != got
 
 
 def test_truncated_shard_is_an_error(conformance, tmp_path):
