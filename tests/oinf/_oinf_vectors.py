@@ -107,6 +107,8 @@ def e5m2_nearest_even(x: float) -> int:
         return 0x7D
     if x == 0:
         return 0x80 if math.copysign(1, x) < 0 else 0x00
+    if math.isinf(x):
+        return 0xFC if x < 0 else 0x7C
     best, best_d = None, None
     for code in range(256):
         v = float(np.array([code], np.uint8).view(ml_dtypes.float8_e5m2)[0])

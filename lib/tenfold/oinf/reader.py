@@ -322,9 +322,9 @@ def decode_payload(mf: MappedFile, obj: str, tag: int, shape: tuple[int, ...], o
                 bad = int(np.flatnonzero(raw > 1)[0])
                 fail(FormatError, "bool-value", obj, off + bad, "BOOL byte is not 0 or 1",
                      "0 or 1", int(raw[bad]))
-        return mf.array(off, dt, shape, obj)
+        return _readonly(mf.array(off, dt, shape, obj))
     if tag == S.BITSET:
-        return mf.array(off, "u1", shape, obj)
+        return _readonly(mf.array(off, "u1", shape, obj))
     bits = S.PACKED_BITS[tag]
     numel = math.prod(shape)
     if numel > limits.max_decoded_bytes:
@@ -345,6 +345,12 @@ def decode_payload(mf: MappedFile, obj: str, tag: int, shape: tuple[int, ...], o
     else:
         k.unpack_int(src, bits, out)
     return out.reshape(shape)
+
+
+def _readonly(arr: np.ndarray) -> np.ndarray:
+    if arr.flags.writeable:  # an empty array is a fresh one: keep the read-only contract
+        arr.flags.writeable = False
+    return arr
 
 
 def open_reader(source: Any, **kw: Any) -> OinfReader:
