@@ -149,4 +149,4 @@ def checked_numel(
                     got=dims,
                 )
             )
-    return math.prod(dims)
+    return math.prod(dims)  # type: ignore[arg-type]  # every d checked to be an int above

@@ -21,7 +21,7 @@ def byte_view(data: object) -> memoryview:
     """
     if isinstance(data, np.ndarray):
         a = data if data.flags.c_contiguous else np.ascontiguousarray(data)
-        return memoryview(a.reshape(-1).view(np.uint8))
+        return memoryview(a.reshape(-1).view(np.uint8))  # type: ignore[arg-type]
     mv = memoryview(data)  # type: ignore[arg-type]
     if mv.ndim == 1 and mv.format in ("B", "b", "c"):
         return mv if mv.format == "B" else mv.cast("B")

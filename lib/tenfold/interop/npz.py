@@ -47,4 +47,4 @@ def write_npz(
             )
         arrays[str(k)] = a
     with atomic_write(path) as f:
-        (np.savez_compressed if compressed else np.savez)(f, **arrays)
+        (np.savez_compressed if compressed else np.savez)(f, **arrays)  # type: ignore[arg-type]

@@ -317,7 +317,7 @@ def parse_index(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) 
     return infos
 
 
-_NP = {name: numpy_dtype(name) for name in registry.tags(FMT)}
+_NP = {str(name): numpy_dtype(str(name)) for name in registry.tags(FMT)}
 _FAST_KEYS = frozenset(
     {"name", "offset", "size", "dtype", "layout", "shape", "encoding", "data_endianness"}
 )

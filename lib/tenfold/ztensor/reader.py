@@ -251,7 +251,7 @@ class Reader(Mapping[str, Any]):
         self._mf.check(offset, nbytes, "blob")
         if self._fd is None:
             self._fd = os.open(self._mf.path, os.O_RDONLY)
-        mv = memoryview(dst)
+        mv = memoryview(dst)  # type: ignore[arg-type]
         done = 0
         while done < nbytes:
             n = os.preadv(self._fd, [mv[done : done + _MAX_PREAD]], offset + done)

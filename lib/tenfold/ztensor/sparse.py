@@ -50,7 +50,8 @@ class SparseTensor:
         out = np.zeros(self.shape, dtype=self.data.dtype)
         if self.format == "csr":
             assert self.indptr is not None and self.indices is not None
-            rows = np.repeat(np.arange(self.shape[0]), np.diff(self.indptr.astype(np.int64)))
+            counts = np.diff(self.indptr.astype(np.int64)).astype(np.intp)
+            rows = np.repeat(np.arange(self.shape[0]), counts)
             np.add.at(out, (rows, self.indices.astype(np.intp)), self.data)
         else:
             assert self.coords is not None
