@@ -8,15 +8,27 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 
+# pip's output is shown only when it fails (this machine's pip config is chatty).
+pip_install() {
+    local log
+    log=$(mktemp)
+    if "$PY" -m pip install --disable-pip-version-check "$@" >"$log" 2>&1; then
+        rm -f "$log"
+    else
+        cat "$log"
+        rm -f "$log"
+        return 1
+    fi
+}
+
 echo "== install tenfold[test]"
-"$PY" -m pip install --quiet --disable-pip-version-check ".[test]"
+pip_install ".[test]"
 
 # PyTorch (CPU) for the DataLoader and torch.save tests, only where its wheel lies on this
 # machine's disk: from the registry it would be a multi-GB CUDA build. Without it those tests
 # skip with a reason.
 if ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1; then
-    "$PY" -m pip install --quiet --disable-pip-version-check "torch==2.13.0" \
-        || echo "note: torch==2.13.0 did not install; torch tests will skip"
+    pip_install "torch==2.13.0" || echo "note: torch==2.13.0 did not install; torch tests will skip"
 else
     echo "note: no local torch wheel; torch tests will skip"
 fi
