@@ -30,10 +30,17 @@ from tenfold.errors import (
 
 GENS = ("v102", "head")
 FILES = [
-    "basic_none_noecc.fold", "basic_none_rs32.fold", "basic_zstd_noecc.fold",
-    "basic_zstd_rs16.fold", "basic_zstd_rs32.fold", "basic_zstd_rs64.fold",
-    "small_rs32.fold", "model_none_rs32.mind", "model_zstd_noecc.mind",
-    "highlevel/neuron_off.fold", "highlevel/neuron_med.fold",
+    "basic_none_noecc.fold",
+    "basic_none_rs32.fold",
+    "basic_zstd_noecc.fold",
+    "basic_zstd_rs16.fold",
+    "basic_zstd_rs32.fold",
+    "basic_zstd_rs64.fold",
+    "small_rs32.fold",
+    "model_none_rs32.mind",
+    "model_zstd_noecc.mind",
+    "highlevel/neuron_off.fold",
+    "highlevel/neuron_med.fold",
 ]
 ALL = [(g, f) for g in GENS for f in FILES] + [("head", "basic_zstd_noecc_hmac.fold")]
 HMAC_KEY = "vector-hmac-key"
@@ -145,8 +152,13 @@ def test_vector_rebuilds_byte_identical(conformance, tmp_path, gen, name):
                 style = prefix
         md = {k: v for k, v in r.metadata.items() if k not in ("chunk_hashes", "manifest_hash")}
         payloads = [(c.name, c.ctype, r.read_bytes(c.name)) for c in r.chunks]
-        opts = dict(compress="zstd" if c0.flags else None, ecc=c0.ecc_algo, digest=style,
-                    hmac_key=key, created_at_unix=r.created_at_unix)
+        opts = dict(
+            compress="zstd" if c0.flags else None,
+            ecc=c0.ecc_algo,
+            digest=style,
+            hmac_key=key,
+            created_at_unix=r.created_at_unix,
+        )
         entries = [json.loads(json.dumps(c.__dict__)) for c in r.chunks]
     out = tmp_path / "rebuilt.fold"
     with fold.Writer(out, **opts) as w:
@@ -219,9 +231,17 @@ CHUNK_ERRORS = {
 # v102 multi-block parity is wrong (pyfolds 1.0.2 bug): damage there cannot be corrected
 _V102_STALE = (UncorrectableError, "more errors")
 V102_CHUNK_ERRORS = {
-    **{c: {"blob": _V102_STALE} for c in (
-        "ecc_blob_b0_1byte", "ecc_blob_b0_16bytes", "ecc_blob_allblocks_16each",
-        "ecc_blob_b0_8data_8parity", "ecc_blob_last_block_16", "zstd_ecc_blob_b1_16bytes")},
+    **{
+        c: {"blob": _V102_STALE}
+        for c in (
+            "ecc_blob_b0_1byte",
+            "ecc_blob_b0_16bytes",
+            "ecc_blob_allblocks_16each",
+            "ecc_blob_b0_8data_8parity",
+            "ecc_blob_last_block_16",
+            "zstd_ecc_blob_b1_16bytes",
+        )
+    },
     "zstd_ecc_arrays_b0_10bytes": {"arrays": _V102_STALE},
 }
 MANIFEST_WARN = {"index_metadata_tamper", "index_chunk_hashes_tamper"}
@@ -230,10 +250,15 @@ MANIFEST_WARN = {"index_metadata_tamper", "index_chunk_hashes_tamper"}
 HEADER_CASES = {c for c in CHUNK_ERRORS if c.startswith("chunkhdr_")}
 # chunks whose CRC fails but whose RS parity corrects them
 REPAIRABLE = {
-    "ecc_blob_b0_1byte": "blob", "ecc_blob_b0_16bytes": "blob",
-    "ecc_blob_allblocks_16each": "blob", "ecc_blob_b0_8data_8parity": "blob",
-    "ecc_blob_last_block_16": "blob", "ecc_meta_1byte": "meta", "ecc_meta_16bytes": "meta",
-    "small_ecc_meta_16bytes": "meta", "zstd_ecc_blob_b1_16bytes": "blob",
+    "ecc_blob_b0_1byte": "blob",
+    "ecc_blob_b0_16bytes": "blob",
+    "ecc_blob_allblocks_16each": "blob",
+    "ecc_blob_b0_8data_8parity": "blob",
+    "ecc_blob_last_block_16": "blob",
+    "ecc_meta_1byte": "meta",
+    "ecc_meta_16bytes": "meta",
+    "small_ecc_meta_16bytes": "meta",
+    "zstd_ecc_blob_b1_16bytes": "blob",
     "zstd_ecc_arrays_b0_10bytes": "arrays",
 }
 
@@ -241,8 +266,9 @@ REPAIRABLE = {
 def _cases(conformance_dir: Path) -> list:
     out = []
     for gen in GENS:
-        results = json.loads((conformance_dir / "fold" / gen / "corrupt" /
-                              "corrupt_results.json").read_text())
+        results = json.loads(
+            (conformance_dir / "fold" / gen / "corrupt" / "corrupt_results.json").read_text()
+        )
         out += [(gen, case["case"], case["source"]) for case in results]
     return out
 
@@ -265,16 +291,22 @@ def pytest_generate_tests(metafunc):
 def test_corrupt_table_is_complete(conformance):
     names = {c for _, c, _ in _cases(conformance)}
     assert len(names) == 49
-    known = set(OPEN_ERRORS) | set(CHUNK_ERRORS) | set(REPAIRABLE) | MANIFEST_WARN | {
-        "ecc_blob_b0_parity16"}
+    known = (
+        set(OPEN_ERRORS)
+        | set(CHUNK_ERRORS)
+        | set(REPAIRABLE)
+        | MANIFEST_WARN
+        | {"ecc_blob_b0_parity16"}
+    )
     assert names <= known, names - known
 
 
 def test_corrupt_vector(conformance, corrupt_case):
     gen, case, source = corrupt_case
     path = conformance / "fold" / gen / "corrupt" / f"{case}.fold"
-    payloads = {n: c["payload_sha256"] for n, c in
-                _sidecar(conformance / "fold" / source)["chunks"].items()}
+    payloads = {
+        n: c["payload_sha256"] for n, c in _sidecar(conformance / "fold" / source)["chunks"].items()
+    }
     if case in OPEN_ERRORS:
         cls, part = OPEN_ERRORS[case]
         with pytest.raises(cls, match=part) as ei:
@@ -322,8 +354,9 @@ def test_corrupt_vector_repair(conformance, corrupt_case, tmp_path):
         return
     rep = fold.repair(path, out)
     statuses = {f.obj: f.status for f in rep.findings}
-    errors = {n: e for n, e in _expected_chunk_errors(gen, case).items()
-              if case not in HEADER_CASES}
+    errors = {
+        n: e for n, e in _expected_chunk_errors(gen, case).items() if case not in HEADER_CASES
+    }
     for name in errors:
         assert statuses[f"chunk {name!r}"] == ERROR
         assert not rep.ok

@@ -9,6 +9,7 @@ beyond capacity is reported, never returned.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import json
 import warnings
@@ -405,6 +406,13 @@ class Reader:
             by_name[name] = info
         self.chunks: list[ChunkInfo] = chunks
         self._by_name = by_name
+        # where each chunk must end: the start of the next chunk in the file, or the index
+        starts = sorted({c.offset for c in chunks})
+        self._bound: dict[str, tuple[int, str]] = {}
+        for c in chunks:
+            i = bisect.bisect_right(starts, c.offset)
+            nxt = [o for o in starts[i:] if o < index_off]
+            self._bound[c.name] = (nxt[0], "the next chunk") if nxt else (index_off, "the index")
 
     def _check_manifest(self) -> bool | None:
         stored = self.metadata.get("manifest_hash")
@@ -473,12 +481,17 @@ class Reader:
         (the header is then only compared with the index, by the caller).
         """
         mf = self._mf
-        index_off = self.header["index_off"]
         if c.offset < HEADER_LEN:
             raise FormatError(
-                describe(FMT, c.what, offset=c.offset, field="offset",
-                         detail="inside the file header", expected=f">= {HEADER_LEN}",
-                         got=c.offset)
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset,
+                    field="offset",
+                    detail="inside the file header",
+                    expected=f">= {HEADER_LEN}",
+                    got=c.offset,
+                )
             )
         mf.check(c.offset, CHUNK_HEADER_LEN, f"{c.what} header")
         rec = mf.records(CHUNK_HEADER, 1, c.offset, f"{c.what} header")[0]
@@ -494,20 +507,39 @@ class Reader:
         for field, rel in (("uncomp_len", 8), ("comp_len", 16), ("ecc_len", 28)):
             if src[field] > MAX_CHUNK_SIZE:
                 raise LimitError(
-                    describe(FMT, c.what, offset=c.offset + rel, field=field,
-                             detail="above MAX_CHUNK_SIZE", expected=f"<= {MAX_CHUNK_SIZE}",
-                             got=src[field])
+                    describe(
+                        FMT,
+                        c.what,
+                        offset=c.offset + rel,
+                        field=field,
+                        detail="above MAX_CHUNK_SIZE",
+                        expected=f"<= {MAX_CHUNK_SIZE}",
+                        got=src[field],
+                    )
                 )
         end = c.payload_offset + src["comp_len"] + src["ecc_len"]
         if end > mf.size:
             raise TruncatedError(
-                describe(FMT, c.what, offset=c.offset, detail="payload ends past end of file",
-                         expected=f"end <= {mf.size}", got=end)
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset,
+                    detail="payload ends past end of file",
+                    expected=f"end <= {mf.size}",
+                    got=end,
+                )
             )
-        if end > index_off:
+        bound, what = self._bound[c.name]
+        if end > bound:
             raise FormatError(
-                describe(FMT, c.what, offset=c.offset, detail="payload overlaps the index",
-                         expected=f"end <= {index_off}", got=end)
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.offset,
+                    detail=f"payload overlaps {what}",
+                    expected=f"end <= {bound}",
+                    got=end,
+                )
             )
         return h
 

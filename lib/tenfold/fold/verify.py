@@ -65,6 +65,9 @@ def verify_reader(r: Reader) -> Report:
             "manifest_hash does not match the metadata",
             offset=r.header["index_off"],
         )
+    end = r.header["index_off"] + r.header["index_len"]
+    if end < r.size:
+        rep.add("file", WARNING, f"{r.size - end} bytes after the index (ignored)", offset=end)
     for c in r.chunks:
         try:
             st = r.load_comp(c.name, tolerate_header=True)
@@ -124,8 +127,13 @@ def repair(src: Any, dst: Any, *, hmac_key: str | bytes | None = None) -> Report
         r = Reader(src, strict=False, hmac_key=hmac_key)
     rep = Report(FMT, os.fspath(dst))
     if r.manifest_ok is False:
-        rep.add("manifest", ERROR, "manifest_hash does not match the metadata; not repairable "
-                "(no redundant copy of the metadata)", offset=r.header["index_off"])
+        rep.add(
+            "manifest",
+            ERROR,
+            "manifest_hash does not match the metadata; not repairable "
+            "(no redundant copy of the metadata)",
+            offset=r.header["index_off"],
+        )
     patches: list[tuple[int, bytes | np.ndarray]] = []
     with r:
         for c in r.chunks:
