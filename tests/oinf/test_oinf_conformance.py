@@ -194,7 +194,7 @@ def test_corrupt_vectors_reader(conformance, version, prefix):
     if exc is None:
         with oinf.open(path) as r:
             r.load()
-            r.metadata
+            assert isinstance(r.metadata, dict)
     elif exc == "access":
         with oinf.open(path) as r, pytest.raises(FormatError, match=r"0b10 \[t2-code\]"):
             r.load()

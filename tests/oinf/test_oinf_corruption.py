@@ -29,7 +29,7 @@ def model(tmp_path_factory) -> bytes:
 def _read_all(buf: bytes) -> None:
     with oinf.open(buf) as r:
         r.load()
-        r.metadata
+        assert isinstance(r.metadata, dict)
         for n in r.names:
             r.info(n)
 

@@ -310,7 +310,8 @@ def _tensor_rows(mf: MappedFile, h: Header, blob: bytes, starts: list[int], lns:
             qn.tolist(), qo.tolist())
     for i in np.flatnonzero(bad).tolist():
         # the precise error (or, for a v2 quantized tensor, its quant block's checks)
-        _check_tensor(mf, h, (raws[i].decode("latin-1"),) + tuple(c[i] for c in cols), limits)  # type: ignore[arg-type]
+        row = (raws[i].decode("latin-1"),) + tuple(c[i] for c in cols)
+        _check_tensor(mf, h, row, limits)  # type: ignore[arg-type]
     _check_names(raws, "tensor", starts)
     tnames = b"\n".join(raws).decode("ascii").split("\n")
     _check_unique(tnames, "tensor", starts)
