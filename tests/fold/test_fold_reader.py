@@ -409,3 +409,28 @@ def test_fuzz_mutated_file(flips, cut):
         b[pos] = val
     _exercise(bytes(b))
     _exercise(bytes(b[:cut]))
+
+
+def test_verify_crc_mode_and_large_chunks(tmp_path):
+    """verify="crc" skips SHA-256 (a tampered digest goes unseen) but still repairs."""
+    p = tmp_path / "big.fold"
+    data = np.random.default_rng(2).integers(0, 256, 5 << 20, dtype=np.uint8)
+    with fold.Writer(p, compress=None, ecc="rs(16)", fsync=False) as w:
+        w.add_chunk("big", "BLOB", data)
+    with fold.Reader(p) as r:  # > 4 MiB: SHA-256 in a second thread
+        assert np.array_equal(r.read("big"), data)
+        off = r.chunk("big").payload_offset
+
+    def fn(idx):
+        idx["chunks"][0]["sha256"] = "0" * 64
+        idx["metadata"]["chunk_hashes"]["big"] = "0" * 64
+    _rewrite_index(p, fn)
+    b = bytearray(p.read_bytes())
+    b[off + 12345] ^= 0x77
+    p.write_bytes(bytes(b))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", fold.FoldWarning)
+        with fold.Reader(p) as r:
+            assert np.array_equal(r.read("big", verify="crc"), data)
+            with pytest.raises(UncorrectableError, match="sha256"):
+                r.read("big")

@@ -10,6 +10,7 @@ beyond capacity is reported, never returned.
 from __future__ import annotations
 
 import bisect
+import concurrent.futures
 import dataclasses
 import json
 import warnings
@@ -599,8 +600,9 @@ class Reader:
             )
         return nsym
 
-    def _check_digest(self, c: ChunkInfo, comp: np.ndarray, repaired: bool) -> None:
-        actual = sha256_hex(comp)
+    def _check_digest(self, c: ChunkInfo, comp: np.ndarray, repaired: bool,
+                      sha: Any = None) -> None:
+        actual = sha.result() if sha is not None else sha256_hex(comp)
         ok = _digest.matches(c.sha256, actual, self._key)
         if ok is None:
             raise IntegrityError(
@@ -696,22 +698,20 @@ class Reader:
         comp = self._mf.u8(c.payload_offset, c.comp_len, c.what)
         if not verify:
             return ChunkStatus(comp, "unverified")
+        # SHA-256 of a large chunk runs in a second thread while CRC-32C runs here
+        sha = _sha_async(comp) if verify != "crc" and comp.size >= _PARALLEL_MIN else None
         if crc32c(comp) == c.crc32c:
-            self._check_digest(c, comp, repaired=False)
+            if verify != "crc":
+                self._check_digest(c, comp, repaired=False, sha=sha)
             return ChunkStatus(comp, "ok", header_fixes=tuple(diffs))
         if nsym == 0 or c.comp_len == 0:
             raise IntegrityError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="crc32c",
-                    expected=c.crc32c,
-                    got=crc32c(comp),
-                )
+                describe(FMT, c.what, offset=c.payload_offset, field="crc32c",
+                         expected=c.crc32c, got=crc32c(comp))
             )
         fixed, n = self._correct(c, comp, nsym)
-        self._check_digest(c, fixed, repaired=True)
+        if verify != "crc":
+            self._check_digest(c, fixed, repaired=True)
         return ChunkStatus(fixed, "repaired", n, header_fixes=tuple(diffs))
 
     def decode(self, c: ChunkInfo, comp: np.ndarray) -> np.ndarray:
@@ -759,12 +759,13 @@ class Reader:
         out.flags.writeable = False
         return out
 
-    def read(self, name: str, verify: bool = True) -> np.ndarray:
+    def read(self, name: str, verify: bool | str = True) -> np.ndarray:
         """The payload of chunk ``name`` as a read-only ``uint8`` array.
 
         Uncompressed chunks whose CRC-32C holds are zero-copy views of the file's mapping.
         With ``verify`` (default) the CRC-32C, SHA-256 (or HMAC) and ``chunk_hashes`` entry
-        are checked, and a CRC failure is repaired with the chunk's Reed-Solomon parity when
+        are checked (``verify="crc"``: CRC-32C only, the fastest check that still triggers
+        repair), and a CRC failure is repaired with the chunk's Reed-Solomon parity when
         it has some. Raises a :mod:`tenfold.errors` exception naming the chunk and offset.
         """
         c = self.chunk(name)
@@ -819,6 +820,18 @@ class Reader:
         from .verify import verify_reader
 
         return verify_reader(self)
+
+
+_PARALLEL_MIN = 4 << 20
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+
+
+def _sha_async(buf: np.ndarray) -> concurrent.futures.Future:
+    """SHA-256 hex of ``buf`` computed in a worker thread (hashlib releases the GIL)."""
+    global _POOL
+    if _POOL is None:
+        _POOL = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tenfold-fold-sha")
+    return _POOL.submit(sha256_hex, buf)
 
 
 def strict_or_warn(strict: bool, msg: str, cls: type[Exception]) -> bool:
