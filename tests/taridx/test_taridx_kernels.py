@@ -211,3 +211,42 @@ def test_scan_differential_and_fuzz(members, fmt, edits, cut):
         assert got[0][3] == [m.offset_data - 512 for m in tm]
         assert got[0][4] == [m.size for m in tm]
         assert [n.decode("utf-8", "surrogateescape") for n in got[0][5]] == [m.name for m in tm]
+
+
+def test_hashtable_known(kernels):
+    ht = kernels("hashtable")
+    keys = np.array([5, 13, 5, 7, 21], np.uint64)  # 5, 13, 21 share the low bits of an 8-slot table
+    table = np.full(8, -1, np.int32)
+    assert ht.insert(keys, np.arange(5, dtype=np.int64), table) == 4  # duplicate 5 keeps row 0
+    out = np.zeros(5, np.int64)
+    ht.probe(keys, table, np.array([5, 13, 21, 7, 99], np.uint64), out)
+    assert out.tolist() == [0, 1, 4, 3, -1]
+    with pytest.raises(ValueError):
+        ht.insert(keys, np.array([0], np.int64), np.full(6, -1, np.int32))
+    with pytest.raises(ValueError):
+        ht.insert(keys, np.array([9], np.int64), table)
+    with pytest.raises(ValueError):
+        ht.insert(np.arange(10, dtype=np.uint64), np.arange(10, dtype=np.int64),
+                  np.full(8, -1, np.int32))
+
+
+@given(st.lists(st.integers(0, 2**64 - 1), max_size=40), st.lists(st.integers(0, 2**64 - 1),
+                                                                  max_size=20))
+def test_hashtable_differential(keys, queries):
+    keys_a = np.array(keys + keys[:5], np.uint64)
+    q = np.array(queries + keys[:10], np.uint64)
+    impls = [_kernels.load("hashtable", "reference")]
+    if not _kernels.pure_python():
+        impls.append(_kernels.load("hashtable", "compiled"))
+    results = []
+    for mod in impls:
+        table = np.full(128, -1, np.int32)
+        mod.insert(keys_a, np.arange(keys_a.size, dtype=np.int64), table)
+        out = np.zeros(q.size, np.int64)
+        mod.probe(keys_a, table, q, out)
+        results.append((table.tolist(), out.tolist()))
+        first = {}
+        for i, k in enumerate(keys_a.tolist()):
+            first.setdefault(k, i)
+        assert out.tolist() == [first.get(k, -1) for k in q.tolist()]
+    assert all(r == results[0] for r in results)

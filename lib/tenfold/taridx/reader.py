@@ -55,24 +55,30 @@ def split_block(raw: bytes, count: int, what: str, offset: int) -> list[str]:
     return names
 
 
-def hash_stems(stems: list[str] | tuple[str, ...]) -> tuple[np.ndarray, list[bytes] | None]:
-    """xxh64 (seed 0) of each stem's UTF-8 encoding, vectorised. Returns (hashes, encoded)."""
+def hash_stems(stems: list[str] | tuple[str, ...]) -> np.ndarray:
+    """xxh64 (seed 0) of each stem's UTF-8 encoding, vectorised."""
     strhash = _kernels.load("strhash")
     n = len(stems)
-    joined = "".join(stems)
-    if joined.isascii():
-        arena = np.frombuffer(joined.encode("ascii"), np.uint8)
-        lens = np.fromiter(map(len, stems), np.int64, n)
-    else:
+    joined = "\0".join(stems)
+    if joined.count("\0") == max(n - 1, 0):
+        # NUL-separated arena: the separators give every range at once
+        arena = np.frombuffer(joined.encode("utf-8", "surrogatepass") + b"\0", np.uint8)
+        ends = np.flatnonzero(arena == 0)[:n].astype(np.int64)
+        offs = np.empty(n, np.int64)
+        if n:
+            offs[0] = 0
+            offs[1:] = ends[:-1] + 1
+        lens = ends - offs
+    else:  # a stem holds a NUL: encode one by one
         enc = [s.encode("utf-8", "surrogatepass") for s in stems]
-        arena = np.frombuffer(b"".join(enc), np.uint8)
+        arena = np.frombuffer(b"".join(enc) + b"\0", np.uint8)
         lens = np.fromiter(map(len, enc), np.int64, n)
-    offs = np.zeros(n, np.int64)
-    if n > 1:
-        np.cumsum(lens[:-1], out=offs[1:])
+        offs = np.zeros(n, np.int64)
+        if n > 1:
+            np.cumsum(lens[:-1], out=offs[1:])
     out = np.empty(n, np.uint64)
-    strhash.hash_ranges(arena if arena.size else np.zeros(1, np.uint8), offs, lens, 0, out)
-    return out, None
+    strhash.hash_ranges(arena, offs, lens, 0, out)
+    return out
 
 
 class Samples:
@@ -94,7 +100,7 @@ class Samples:
         self.starts = starts
         self.keyhash = keyhash
         self.crashid = crashid
-        self._sorted: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._table: tuple[np.ndarray, dict[tuple[int, int], int]] | None = None
 
     def __len__(self) -> int:
         return len(self.starts) - 1
@@ -104,12 +110,20 @@ class Samples:
         a, b = int(self.starts[i]), int(self.starts[i + 1])
         return np.arange(a, b) if self.order is None else self.order[a:b]
 
-    def sorted_keys(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(keyhash sorted, crashid in that order, sample number in that order)."""
-        if self._sorted is None:
-            perm = np.lexsort((self.crashid, self.keyhash))
-            self._sorted = (self.keyhash[perm], self.crashid[perm], perm)
-        return self._sorted
+    def table(self) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
+        """Hash table of the canonical samples (crash id 0) and a dict of the crash samples."""
+        if self._table is None:
+            ht = _kernels.load("hashtable")
+            canon = np.flatnonzero(self.crashid == 0).astype(np.int64)
+            if canon.size > 0x7FFFFFFF:
+                raise UnsupportedError(describe(FMT, "index", detail="more than 2**31 samples"))
+            m = 1 << max(1, int(2 * canon.size).bit_length())
+            table = np.full(m, -1, np.int32)
+            ht.insert(self.keyhash, canon, table)
+            crash = {(int(self.keyhash[i]), int(self.crashid[i])): int(i)
+                     for i in np.flatnonzero(self.crashid != 0).tolist()}
+            self._table = (table, crash)
+        return self._table
 
 
 class Index:
@@ -318,24 +332,19 @@ class Index:
         if isinstance(stems, str):
             stems = [stems]
         s = self.samples
-        hashes, _ = hash_stems(stems)
-        skh, scid, snum = s.sorted_keys()
+        hashes = hash_stems(stems)
         out = np.full(len(stems), -1, np.int64)
         if len(s) == 0 or not len(stems):
             return out
-        pos = np.searchsorted(skh, hashes, side="left")
-        pos_c = np.minimum(pos, skh.size - 1)
-        hit = (skh[pos_c] == hashes) & (scid[pos_c] == 0)
-        out[hit] = snum[pos_c[hit]]
-        if self.n_crash:
+        table, crash = s.table()
+        _kernels.load("hashtable").probe(s.keyhash, table, hashes, out)
+        if crash:
             crash_ids = {name: i + 1 for i, name in enumerate(self.crash)}
-            crash_hashes = np.unique(s.keyhash[s.crashid > 0])
+            crash_hashes = np.fromiter((k[0] for k in crash), np.uint64, len(crash))
             for i in np.flatnonzero(np.isin(hashes, crash_hashes)).tolist():
                 cid = crash_ids.get(stems[i], 0)
-                lo = int(pos[i])
-                hi = int(np.searchsorted(skh, hashes[i], side="right"))
-                j = np.flatnonzero(scid[lo:hi] == cid)
-                out[i] = int(snum[lo + j[0]]) if j.size else -1
+                if cid:
+                    out[i] = crash.get((int(hashes[i]), cid), -1)
         return out
 
     def sample_rows(self, stem: str) -> np.ndarray:

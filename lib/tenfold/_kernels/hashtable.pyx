@@ -1,0 +1,81 @@
+# cython: language_level=3
+"""Open-addressing hash table over uniformly distributed uint64 keys (e.g. xxh64 digests).
+
+``table`` (caller-allocated, power-of-two length, at least one empty slot) holds row numbers
+into ``keys`` (-1 = empty); the slot of a key is its low bits, collisions probe linearly.
+``insert`` adds rows (a key already present keeps its first row); ``probe`` finds queries.
+"""
+
+from libc.stdint cimport int32_t, int64_t, uint64_t
+cimport cython
+
+
+cdef int check_table(Py_ssize_t m) except -1:
+    if m == 0 or (m & (m - 1)) != 0:
+        raise ValueError(f"table length must be a power of two, got {m}")
+    return 0
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table):
+    """Insert ``rows`` (numbers into ``keys``); returns how many were new keys."""
+    cdef Py_ssize_t m = table.shape[0], n = rows.shape[0], i, nk = keys.shape[0]
+    cdef uint64_t mask, k
+    cdef int64_t r, slot, added = 0, cur
+    check_table(m)
+    for i in range(n):
+        if rows[i] < 0 or rows[i] >= nk or rows[i] > 0x7FFFFFFF:
+            raise ValueError(f"row {rows[i]} out of range for {nk} keys")
+    for i in range(m):
+        if table[i] < -1 or table[i] >= nk:
+            raise ValueError("table holds an entry outside the keys")
+    mask = <uint64_t>(m - 1)
+    with nogil:
+        for i in range(n):
+            r = rows[i]
+            k = keys[r]
+            slot = <int64_t>(k & mask)
+            while True:
+                cur = table[slot]
+                if cur == -1:
+                    if added + 1 >= m:
+                        break
+                    table[slot] = <int32_t>r
+                    added += 1
+                    break
+                if keys[cur] == k:
+                    break
+                slot = (slot + 1) & <int64_t>mask
+    if added + 1 >= m and n:
+        raise ValueError("table full")
+    return added
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def probe(const uint64_t[::1] keys, const int32_t[::1] table, const uint64_t[::1] queries,
+          int64_t[::1] out):
+    """``out[i]`` = the row of ``queries[i]`` in ``table`` (-1 when absent)."""
+    cdef Py_ssize_t m = table.shape[0], n = queries.shape[0], i, nk = keys.shape[0]
+    cdef uint64_t mask, k
+    cdef int64_t slot, cur, steps
+    check_table(m)
+    if out.shape[0] != n:
+        raise ValueError("out must have one entry per query")
+    mask = <uint64_t>(m - 1)
+    with nogil:
+        for i in range(n):
+            k = queries[i]
+            slot = <int64_t>(k & mask)
+            out[i] = -1
+            steps = 0
+            while steps < m:
+                cur = table[slot]
+                if cur < 0 or cur >= nk:  # empty (or foreign) slot
+                    break
+                if keys[cur] == k:
+                    out[i] = cur
+                    break
+                slot = (slot + 1) & <int64_t>mask
+                steps += 1
