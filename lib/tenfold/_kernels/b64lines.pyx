@@ -9,7 +9,8 @@ constants; on failure the index of the first bad line and the offset of the offe
 are returned, never raised.
 """
 
-from libc.stdint cimport uint8_t
+from libc.stdint cimport uint8_t, uint64_t
+from libc.string cimport memcpy
 cimport cython
 
 cdef enum:
@@ -35,6 +36,7 @@ ERR_PADBITS = C_PADBITS
 
 cdef uint8_t[256] _VAL      # base64 value + 1, 0 = not in the alphabet
 cdef uint8_t[256] _NIB      # hex nibble value + 1, 0 = not a lowercase hex digit
+cdef uint8_t[256] _BAD      # 1 = not in the alphabet
 cdef const char* _HEX = b"0123456789abcdef"
 
 
@@ -46,6 +48,8 @@ cdef void _init_tables() noexcept:
         _NIB[i] = 0
     for i in range(64):
         _VAL[<uint8_t>alpha[i]] = i + 1
+    for i in range(256):
+        _BAD[i] = 1 if _VAL[i] == 0 else 0
     for i in range(16):
         _NIB[<uint8_t>_HEX[i]] = i + 1
 
@@ -107,15 +111,50 @@ def unframe_lines(const uint8_t[::1] text, Py_ssize_t nlines, uint8_t[::1] out,
     """
     cdef Py_ssize_t n = text.shape[0]
     cdef Py_ssize_t p = 0, o = 0, line = 0, j, pads, total, start
-    cdef uint8_t x, c, v
+    cdef uint8_t x, c, v, bad
+    cdef uint64_t word, w64
+    cdef const uint8_t* tp = NULL
+    cdef const uint8_t* q
+    cdef uint8_t* op = NULL
     cdef int status = 0
     if nlines < 0 or width <= 0:
         raise ValueError("nlines must be >= 0 and width > 0")
     if out.shape[0] < nlines * width:
         raise ValueError(f"output too small: need {nlines * width} bytes, got {out.shape[0]}")
+    if n > 0:
+        tp = &text[0]
+    if out.shape[0] > 0:
+        op = &out[0]
     with nogil:
         while line < nlines:
             start = p
+            # fast path: a full-width line that is entirely valid (checked branch-free)
+            if line < nlines - 1 and p + width + 3 <= n:
+                q = tp + p
+                bad = 0
+                w64 = 0
+                j = 0
+                while j + 8 <= width:
+                    memcpy(&word, q + j, 8)
+                    w64 ^= word
+                    j += 8
+                x = 0
+                while j < width:
+                    x ^= q[j]
+                    j += 1
+                w64 ^= w64 >> 32
+                w64 ^= w64 >> 16
+                w64 ^= w64 >> 8
+                x ^= <uint8_t>w64
+                for j in range(width):
+                    bad |= _BAD[q[j]]
+                if (bad == 0 and q[width] == 32 and q[width + 2] == 10
+                        and _NIB[q[width + 1]] == (x & 15) + 1):
+                    memcpy(op + o, q, width)
+                    p += width + 3
+                    o += width
+                    line += 1
+                    continue
             x = 0
             j = 0
             while j < width and p < n and _VAL[text[p]] != 0:

@@ -35,7 +35,7 @@ from ..errors import (
     describe,
 )
 from . import _spec as S
-from ._text import Cursor, audit_fields, err, fields
+from ._text import Cursor, audit_fields, char_problem, err, fields
 
 __all__ = ["WtxtFile", "open", "read", "load", "inspect", "ChunkInfo", "ArrayInfo", "Parsed",
            "parse"]
@@ -205,6 +205,10 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
     if first is None:
         raise err(TruncatedError, 1, 0, "empty file; expected 'WTXT 1'")
     if first != b"WTXT 1":
+        if first.startswith(b"WTXT"):
+            bad = char_problem(first)
+            if bad is not None:
+                raise err(FormatError, 1, bad[0], bad[1])
         if first.startswith(b"WTXT-DELTA"):
             raise err(FormatError, 1, 0, "this is a DELTA file; apply it with apply_delta")
         if first.startswith(b"WTXT ") and first[5:].isdigit():

@@ -274,7 +274,7 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
           hmac_key: bytes | None = None, salt: Any = None, signing_key: Any = None,
           sign_all: bool = False, merkle_prev: Any = None,
           audit: Mapping[str, Any] | str | None = None,
-          root_pending: bool = False, workers: int = 1,
+          root_pending: bool = False, workers: int = 1, fsync: bool = True,
           _hmacs: Mapping[str, str] | None = None) -> None:
     """Write ``arrays`` to ``path`` as WTXT 1, deterministically and atomically.
 
@@ -306,6 +306,8 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
         Write ``root_pending`` instead of ``root``; finalize later with ``finalize_wsum``.
     workers
         2 runs the array-level hashing on a second thread (same bytes).
+    fsync
+        Flush the file to disk before renaming it into place (default).
     """
     meta = make_meta(schema, gen, ts, build, host, cuda)
     items = prepare_arrays(arrays, meta["gen"], salt, rows_per_chunk)
@@ -337,7 +339,7 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
         return S.root_line(all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"],
                                                    meta["build"]), fx)
 
-    with atomic_write(path) as f:
+    with atomic_write(path, fsync=fsync) as f:
         if workers > 1 and not sign_all:
             with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="wtxt-w") as pool:
                 fut = pool.submit(_digests, items, hmac_key, _hmacs)
