@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 import pytest
-from _wtxt_helpers import HKEY, META, SEED, sample, write
+from _wtxt_helpers import HKEY, SEED, sample, write
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -138,7 +138,7 @@ def test_deterministic_and_workers_identical(tmp_path):
 
 
 def test_datetime_ts(tmp_path):
-    ts = datetime.datetime(2025, 10, 9, 3, 12, 45, tzinfo=datetime.timezone.utc)
+    ts = datetime.datetime(2025, 10, 9, 3, 12, 45, tzinfo=datetime.UTC)
     a = write(tmp_path / "a.wtxt", ts=ts)
     b = write(tmp_path / "b.wtxt")
     assert a.read_bytes() == b.read_bytes()
