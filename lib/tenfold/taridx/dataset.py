@@ -16,8 +16,10 @@ deterministic shuffled order per epoch and the rank's share for distributed trai
 from __future__ import annotations
 
 import collections
+import operator
 import os
 import re
+import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
@@ -30,6 +32,18 @@ from .build import shard_paths
 from .reader import Index
 
 __all__ = ["Dataset", "EpochSampler", "epoch_order"]
+
+
+_LIVE: weakref.WeakSet[Dataset] = weakref.WeakSet()
+
+
+def _after_fork() -> None:  # a forked child never shares maps or clients with its parent
+    for ds in list(_LIVE):
+        ds._reset()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 def _is_url(root: str) -> bool:
@@ -91,6 +105,9 @@ class Dataset:
         self._starts: np.ndarray | None = None
         self._open: collections.OrderedDict[int, tuple[MappedFile, memoryview]] = (
             collections.OrderedDict())
+        self._cols: np.ndarray | None = None
+        self._last: tuple[int, memoryview | None] = (-1, None)
+        _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
         state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
@@ -136,6 +153,15 @@ class Dataset:
             s = idx.samples
             self._rows = idx.rows if s.order is None else idx.rows[s.order]
             self._starts = s.starts
+            # start, size, fid, extid of every row in sample order, as plain int64 columns:
+            # one ``tolist`` per sample gives Python ints directly
+            cols = np.empty((idx.n_rows, 4), np.int64)
+            cols[:, 0] = self._rows["offset"]
+            cols[:, 0] += BLOCK
+            cols[:, 1] = self._rows["size"]
+            cols[:, 2] = self._rows["fid"]
+            cols[:, 3] = self._rows["extid"]
+            self._cols = cols
             self._idx = idx
             self._ext_names = idx.ext
             want = self.extensions
@@ -152,10 +178,12 @@ class Dataset:
         hit = self._open.get(fid)
         if hit is not None:
             self._open.move_to_end(fid)
+            self._last = (fid, hit[1])
             return hit[1]
         mf = MappedFile(self._join(self.shards[fid]), fmt=FMT)
         mv = memoryview(mf.buffer())
         self._open[fid] = (mf, mv)
+        self._last = (fid, mv)
         while len(self._open) > self.max_open:
             _, (old, _mv) = self._open.popitem(last=False)
             old.close()
@@ -190,51 +218,56 @@ class Dataset:
             expected=f"end <= {have}", got=off + BLOCK + size))
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        self._check_pid()
-        if self._idx is None:
+        cols = self._cols
+        if cols is None:
             self._index()
+            cols = self._cols
+            assert cols is not None
         n = self._len
-        i = int(i)
+        i = operator.index(i)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"sample {i} out of range for a fold of {n}")
-        assert self._rows is not None and self._starts is not None
-        recs = self._rows[self._starts[i] : self._starts[i + 1]].tolist()
-        names, wanted = self._ext_names, self._wanted
-        out: dict[str, Any] = {}
+        st = self._starts
+        assert st is not None
+        recs = cols[st[i] : st[i + 1]].tolist()
         if self.remote:
             return self._remote(recs)
-        for fid, off, size, extid, _cid, _kh in recs:
+        names, wanted = self._ext_names, self._wanted
+        out: dict[str, Any] = {}
+        for start, size, fid, extid in recs:
             if not wanted[extid]:
                 continue
-            mv = self._shard(fid)
-            start = off + BLOCK
-            if start + size > len(mv):
-                raise self._past_end(fid, off, size, len(mv))
-            out[names[extid]] = mv[start : start + size]
+            last_fid, mv = self._last
+            if fid != last_fid or mv is None:
+                mv = self._shard(fid)
+            end = start + size
+            if end > len(mv):
+                raise self._past_end(fid, start - BLOCK, size, len(mv))
+            out[names[extid]] = mv[start:end]
         if self.decoders:
             for ext, fn in self.decoders.items():
                 if ext in out:
                     out[ext] = fn(out[ext])
         return out
 
-    def _remote(self, recs: list[tuple[int, ...]]) -> dict[str, Any]:
+    def _remote(self, recs: list[list[int]]) -> dict[str, Any]:
         fs = self._filesystem()
         names, wanted = self._ext_names, self._wanted
-        by_fid: dict[int, list[tuple[int, ...]]] = {}
+        by_fid: dict[int, list[list[int]]] = {}
         for r in recs:
             if wanted[r[3]]:
-                by_fid.setdefault(r[0], []).append(r)
+                by_fid.setdefault(r[2], []).append(r)
         out: dict[str, Any] = {}
         for fid, rs in by_fid.items():
-            lo = min(r[1] for r in rs) + BLOCK
-            hi = max(r[1] + BLOCK + r[2] for r in rs)
+            lo = min(r[0] for r in rs)
+            hi = max(r[0] + r[1] for r in rs)
             data = memoryview(fs.cat_file(self._join(self.shards[fid]), start=lo, end=hi))
-            for _fid, off, size, extid, _c, _k in rs:
-                a = off + BLOCK - lo
+            for start, size, _fid, extid in rs:
+                a = start - lo
                 if a + size > len(data):
-                    raise self._past_end(fid, off, size, lo + len(data))
+                    raise self._past_end(fid, start - BLOCK, size, lo + len(data))
                 out[names[extid]] = data[a : a + size]
         for ext, fn in self.decoders.items():
             if ext in out:
