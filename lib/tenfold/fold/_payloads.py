@@ -129,7 +129,7 @@ def npz_load(buf: Any, what: str, *, limit: int = MAX_CHUNK_SIZE) -> dict[str, n
                             )
                         )
                     arr = np.empty(count, dtype=dtype)
-                    mv = memoryview(arr).cast("B") if nbytes else memoryview(b"")
+                    mv = memoryview(arr).cast("B") if nbytes else memoryview(b"")  # type: ignore[arg-type]
                     got = 0
                     while got < nbytes:
                         chunk = f.read(min(nbytes - got, 16 << 20))
@@ -142,7 +142,7 @@ def npz_load(buf: Any, what: str, *, limit: int = MAX_CHUNK_SIZE) -> dict[str, n
                             describe(FMT, where, field="data size", expected=nbytes, got=got)
                         )
                     order = "F" if fortran else "C"
-                    out[name] = arr.reshape(shape, order=order)
+                    out[name] = arr.reshape(shape, order=order)  # type: ignore[call-overload]
     except (
         zipfile.BadZipFile,
         zipfile.LargeZipFile,

@@ -600,8 +600,9 @@ class Reader:
             )
         return nsym
 
-    def _check_digest(self, c: ChunkInfo, comp: np.ndarray, repaired: bool,
-                      sha: Any = None) -> None:
+    def _check_digest(
+        self, c: ChunkInfo, comp: np.ndarray, repaired: bool, sha: Any = None
+    ) -> None:
         actual = sha.result() if sha is not None else sha256_hex(comp)
         ok = _digest.matches(c.sha256, actual, self._key)
         if ok is None:
@@ -678,7 +679,7 @@ class Reader:
         return data, int(nerr.sum())
 
     def load_comp(
-        self, name: str, verify: bool = True, *, tolerate_header: bool = False
+        self, name: str, verify: bool | str = True, *, tolerate_header: bool = False
     ) -> ChunkStatus:
         """The stored (compressed) bytes of chunk ``name``, verified and repaired in memory.
 
@@ -688,7 +689,7 @@ class Reader:
         and repair).
         """
         c = self.chunk(name)
-        tolerate = tolerate_header and verify
+        tolerate = bool(tolerate_header and verify)
         h = self._header_fields(c, tolerate)
         nsym = self._nsym(c)
         diffs = self._check_header(c, h)
@@ -706,8 +707,14 @@ class Reader:
             return ChunkStatus(comp, "ok", header_fixes=tuple(diffs))
         if nsym == 0 or c.comp_len == 0:
             raise IntegrityError(
-                describe(FMT, c.what, offset=c.payload_offset, field="crc32c",
-                         expected=c.crc32c, got=crc32c(comp))
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.payload_offset,
+                    field="crc32c",
+                    expected=c.crc32c,
+                    got=crc32c(comp),
+                )
             )
         fixed, n = self._correct(c, comp, nsym)
         if verify != "crc":

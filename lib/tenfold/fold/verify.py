@@ -181,7 +181,7 @@ def repair(src: Any, dst: Any, *, hmac_key: str | bytes | None = None) -> Report
                 with open(src_path, "rb") as fin:
                     shutil.copyfileobj(fin, f, 16 << 20)
             else:
-                f.write(memoryview(r._mf.buffer()))
+                f.write(memoryview(r._mf.buffer()))  # type: ignore[arg-type]
             for off, data in patches:
                 f.seek(off)
                 f.write(memoryview(data))  # type: ignore[arg-type]

@@ -309,7 +309,7 @@ class Writer:
         )
         self._f.write(comp)
         if parity is not None:
-            self._f.write(memoryview(parity))
+            self._f.write(memoryview(parity))  # type: ignore[arg-type]
         entry = {
             "name": name,
             "ctype": ctype,
