@@ -1,0 +1,82 @@
+"""asv suites for TARIDX: building, opening, lookups and sample reads (modest sizes)."""
+
+import io
+import shutil
+import tarfile
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+import tenfold.taridx as tx
+
+
+def _fold(root: Path, n_samples: int) -> None:
+    rng = np.random.default_rng(0)
+    blob = rng.bytes(2048)
+    with open(root / "f_0000.tar", "wb") as f:
+        for i in range(n_samples):
+            for ext in ("jpg", "cls"):
+                info = tarfile.TarInfo(f"s{i:07d}.{ext}")
+                info.size, info.mtime = int(rng.integers(100, 1500)), 0
+                f.write(info.tobuf(tarfile.USTAR_FORMAT))
+                f.write(blob[: info.size] + b"\0" * (-info.size % 512))
+        f.write(b"\0" * 1024)
+
+
+class TaridxSuite:
+    params = [1000, 5000]
+    param_names = ["samples"]
+
+    def setup(self, n):
+        self.root = Path(tempfile.mkdtemp(prefix="asv-taridx-"))
+        _fold(self.root, n)
+        self.path = tx.build(self.root, "f", show_progress=False)
+        self.ds = tx.Dataset(self.root, "f")
+        rng = np.random.default_rng(1)
+        self.order = rng.integers(0, n, 2000).tolist()
+        self.stems = [f"s{i:07d}" for i in self.order]
+        self.ds.index.lookup(self.stems[:1])
+
+    def teardown(self, n):
+        self.ds.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def time_build(self, n):
+        tx.build(self.root, "f", out=self.root / "b.taridx", show_progress=False)
+
+    def time_open(self, n):
+        tx.Index.open(self.path).close()
+
+    def time_lookup_2000(self, n):
+        self.ds.index.lookup(self.stems)
+
+    def time_read_2000_samples(self, n):
+        ds = self.ds
+        for i in self.order:
+            ds[i]
+
+    def peakmem_build(self, n):
+        tx.build(self.root, "f", out=self.root / "b.taridx", show_progress=False)
+
+    def track_index_bytes_per_member(self, n):
+        return self.path.stat().st_size / (2 * n)
+
+
+class TarscanSuite:
+    def setup(self):
+        bio = io.BytesIO()
+        with tarfile.open(fileobj=bio, mode="w", format=tarfile.PAX_FORMAT) as tf:
+            for i in range(2000):
+                info = tarfile.TarInfo(f"{'d' * 120}/m{i}.bin")
+                info.size = 100
+                tf.addfile(info, io.BytesIO(b"x" * 100))
+        self.buf = np.frombuffer(bio.getvalue(), np.uint8)
+        from tenfold import _kernels
+
+        self.k = _kernels.load("tarscan")
+        cap = self.buf.size // 512
+        self.outs = [np.empty(cap, np.int64) for _ in range(6)] + [np.empty(cap, np.uint8)]
+
+    def time_scan_pax(self):
+        self.k.scan(self.buf, *self.outs)
