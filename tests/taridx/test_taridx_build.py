@@ -9,7 +9,6 @@ import os
 import shutil
 import tarfile
 
-import numpy as np
 import pytest
 
 import tenfold.taridx as tx
@@ -164,7 +163,8 @@ def test_sparse_member_is_unsupported(tmp_path):
 def test_parallel_build_equals_serial(tmp_path):
     for k in range(4):
         _tar(tmp_path / f"p_{k:04d}.tar",
-             [(f"s{k}_{j}.{e}", bytes([j]) * (j * 37 % 900)) for j in range(30) for e in ("a", "b")])
+             [(f"s{k}_{j}.{e}", bytes([j]) * (j * 37 % 900))
+              for j in range(30) for e in ("a", "b")])
     one = tx.build(tmp_path, "p", out=tmp_path / "one.taridx", workers=1, show_progress=False)
     two = tx.build(tmp_path, "p", out=tmp_path / "two.taridx", workers=2, show_progress=True)
     assert one.read_bytes() == two.read_bytes()

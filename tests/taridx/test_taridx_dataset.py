@@ -64,7 +64,8 @@ def test_buffers_are_zero_copy_views_of_the_shard(fold):
 
 def test_extensions_and_decoders(fold):
     ds = tx.Dataset(fold, "train", extensions=["CLS", "json"],
-                    decoders={"json": lambda b: json.loads(bytes(b)), "cls": lambda b: int(bytes(b))})
+                    decoders={"json": lambda b: json.loads(bytes(b)),
+                              "cls": lambda b: int(bytes(b))})
     s = ds[2]
     assert set(s) == {"cls", "json"} and isinstance(s["json"], dict) and isinstance(s["cls"], int)
 

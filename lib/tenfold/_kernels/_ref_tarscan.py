@@ -149,7 +149,8 @@ def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typefla
             name_off[count] = pos
             name_len[count] = len(h[:100].split(b"\0", 1)[0])
             prefix_off[count] = pos + 345
-            prefix_len[count] = len(h[345:500].split(b"\0", 1)[0]) if h[257:263] == b"ustar\0" else 0
+            ustar = h[257:263] == b"ustar\0"
+            prefix_len[count] = len(h[345:500].split(b"\0", 1)[0]) if ustar else 0
         count += 1
         local_path, local_size, pending = None, -1, False
         if 0x31 <= t <= 0x36:

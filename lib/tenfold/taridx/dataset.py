@@ -214,8 +214,9 @@ class Dataset:
 
     def _past_end(self, fid: int, off: int, size: int, have: int) -> TruncatedError:
         return TruncatedError(describe(
-            FMT, f"shard {self.shards[fid]}", offset=off, detail="member data ends past end of file",
-            expected=f"end <= {have}", got=off + BLOCK + size))
+            FMT, f"shard {self.shards[fid]}", offset=off,
+            detail="member data ends past end of file", expected=f"end <= {have}",
+            got=off + BLOCK + size))
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         cols = self._cols
