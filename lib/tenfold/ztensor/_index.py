@@ -220,6 +220,20 @@ def _field(
     return value
 
 
+def _enum(
+    what: str, entry: Mapping[str, Any], key: str, allowed: tuple[str, ...], offset: int,
+    default: str | None = None,
+) -> str:
+    """A text field that must be one of ``allowed`` (UnsupportedError otherwise)."""
+    value = _field(what, entry, key, str, offset, required=default is None, default=default)
+    if value not in allowed:
+        raise UnsupportedError(
+            describe(FMT, what, offset=offset, field=key, detail="unknown",
+                     expected=" | ".join(allowed), got=value)
+        )
+    return value  # type: ignore[no-any-return]
+
+
 def _u64(what: str, entry: Mapping[str, Any], key: str, offset: int, required: bool = True) -> Any:
     v = _field(what, entry, key, int, offset, required=required)
     if v is not None and not 0 <= v <= U64:
@@ -407,45 +421,9 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
     shape_list = _field(what, entry, "shape", list, offset)
     numel = checked_numel(FMT, what, shape_list, limits)
     shape = tuple(shape_list)
-    encoding = _field(what, entry, "encoding", str, offset)
-    if encoding not in ENCODINGS:
-        raise UnsupportedError(
-            describe(
-                FMT,
-                what,
-                offset=offset,
-                field="encoding",
-                detail="unknown",
-                expected=" | ".join(ENCODINGS),
-                got=encoding,
-            )
-        )
-    layout = _field(what, entry, "layout", str, offset, required=False, default="dense")
-    if layout not in LAYOUTS:
-        raise UnsupportedError(
-            describe(
-                FMT,
-                what,
-                offset=offset,
-                field="layout",
-                detail="unknown",
-                expected=" | ".join(LAYOUTS),
-                got=layout,
-            )
-        )
-    endian = _field(what, entry, "data_endianness", str, offset, required=False, default="little")
-    if endian not in ENDIANNESS:
-        raise UnsupportedError(
-            describe(
-                FMT,
-                what,
-                offset=offset,
-                field="data_endianness",
-                detail="unknown",
-                expected="little | big",
-                got=endian,
-            )
-        )
+    encoding = _enum(what, entry, "encoding", ENCODINGS, offset)
+    layout = _enum(what, entry, "layout", LAYOUTS, offset, default="dense")
+    endian = _enum(what, entry, "data_endianness", ENDIANNESS, offset, default="little")
     checksum = _field(what, entry, "checksum", str, offset, required=False)
     algo = hexd = None
     if checksum is not None:
@@ -484,19 +462,7 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
                 )
             )
     elif layout == "sparse":
-        sparse_format = _field(what, entry, "sparse_format", str, offset)
-        if sparse_format not in SPARSE_FORMATS:
-            raise UnsupportedError(
-                describe(
-                    FMT,
-                    what,
-                    offset=offset,
-                    field="sparse_format",
-                    detail="unknown",
-                    expected="csr | coo",
-                    got=sparse_format,
-                )
-            )
+        sparse_format = _enum(what, entry, "sparse_format", SPARSE_FORMATS, offset)
         nnz = _u64(what, entry, "nnz", offset)
         if nnz > max(numel, 0):
             raise FormatError(

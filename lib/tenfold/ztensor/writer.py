@@ -298,16 +298,6 @@ class Writer:
         self, name: str, array: Any, encoding: str, level: int, algo: str | None
     ) -> dict[str, Any]:
         a = np.asarray(array)
-        if a.dtype.hasobject or a.dtype.fields is not None:
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"tensor {name!r}",
-                    field="dtype",
-                    detail="cannot be stored",
-                    got=str(a.dtype),
-                )
-            )
         dname = self._dtype_name(name, a.dtype)
         offset, size, digest = self._write_blob(a, encoding, level, algo)
         entry: dict[str, Any] = {
