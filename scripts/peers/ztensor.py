@@ -38,8 +38,10 @@ def run(quick: bool) -> list[dict]:
     n_tensors = 64
     rows_per = 4096 if not quick else 256
     rng = np.random.default_rng(0)
-    tensors = {f"layer{i:02d}.weight": rng.standard_normal((rows_per, 1024), dtype=np.float32)
-               for i in range(n_tensors)}
+    tensors = {
+        f"layer{i:02d}.weight": rng.standard_normal((rows_per, 1024), dtype=np.float32)
+        for i in range(n_tensors)
+    }
     nbytes = sum(a.nbytes for a in tensors.values())
     gib = nbytes / 2**30
     tmp = tempfile.mkdtemp(prefix="tenfold-bench-")
@@ -62,12 +64,21 @@ def run(quick: bool) -> list[dict]:
 
         t_open = best(open_tenfold, 20)
         if zt014 is not None and hasattr(zt014.Reader, "read_tensor"):
+
             def open_zt014():
                 r = zt014.Reader(zpath)
                 return [r.read_tensor(n) for n in r.get_tensor_names()]
 
-            rows.append(row("open + map all tensors", t_open, "ztensor 0.1.4",
-                            best(open_zt014, 20), target="< 2 ms", note=size_note))
+            rows.append(
+                row(
+                    "open + map all tensors",
+                    t_open,
+                    "ztensor 0.1.4",
+                    best(open_zt014, 20),
+                    target="< 2 ms",
+                    note=size_note,
+                )
+            )
         else:
             rows.append(row("open + map all tensors", t_open, target="< 2 ms", note=size_note))
 
@@ -78,37 +89,120 @@ def run(quick: bool) -> list[dict]:
         mm = np.load(npy, mmap_mode="r")
         touch([mm])
         t_mm = best(lambda: touch([mm]), 5)
-        rows.append(row("touch every byte (GB/s)", nbytes / t_touch / 1e9, "np.memmap .npy",
-                        nbytes / t_mm / 1e9, unit="GB/s", higher_is_better=True,
-                        target=">= 12 GB/s", note="same reduction over the mapped bytes"))
-        del views, mm
+        rows.append(
+            row(
+                "touch every byte (GB/s)",
+                nbytes / t_touch / 1e9,
+                "np.memmap .npy",
+                nbytes / t_mm / 1e9,
+                unit="GB/s",
+                higher_is_better=True,
+                target=">= 12 GB/s",
+                note="same reduction over the mapped bytes",
+            )
+        )
+        views = mm = None  # release the maps
 
         # -- load(copy=True) --------------------------------------------------------------
         t_load = best(lambda: zt.load(zpath, copy=True), 5)
         if st is not None:
-            rows.append(row("load(copy=True)", t_load, "safetensors.numpy.load_file",
-                            best(lambda: st.load_file(stpath), 5), target=">= 2x",
-                            note=f"{t_load / gib:.3f} s/GiB"))
-        rows.append(row("load(copy=True) vs np.load .npy", t_load, "np.load",
-                        best(lambda: np.load(npy), 5), note="one array, same bytes"))
+            rows.append(
+                row(
+                    "load(copy=True)",
+                    t_load,
+                    "safetensors.numpy.load_file",
+                    best(lambda: st.load_file(stpath), 5),
+                    target=">= 2x",
+                    note=f"{t_load / gib:.3f} s/GiB",
+                )
+            )
+        rows.append(
+            row(
+                "load(copy=True) vs np.load .npy",
+                t_load,
+                "np.load",
+                best(lambda: np.load(npy), 5),
+                note="one array, same bytes",
+            )
+        )
 
-        # -- write ------------------------------------------------------------------------
+        # -- write: to a new file (targets removed, untimed, before each run), and over an
+        # existing file (ext4 then starts writeback at the rename or truncation)
         out = os.path.join(tmp, "w")
-        t_w_sync = best(lambda: zt.save(out + ".zt", tensors), 3)
-        t_w = best(lambda: zt.save(out + ".zt", tensors, fsync=False), 3)
         flat = np.concatenate([a.reshape(-1) for a in tensors.values()])
-        t_npsave = best(lambda: np.save(out + ".npy", flat), 3)
+
+        def fresh(path):
+            return lambda: os.path.exists(path) and os.unlink(path)
+
+        def sync_fresh(path):
+            def f():
+                fresh(path)()
+                os.sync()
+
+            return f
+
+        t_w = best(lambda: zt.save(out + ".zt", tensors, fsync=False), 3, sync_fresh(out + ".zt"))
+        t_w_sync = best(lambda: zt.save(out + ".zt", tensors), 3, sync_fresh(out + ".zt"))
+        t_np = best(lambda: np.save(out + ".npy", flat), 3, sync_fresh(out + ".npy"))
         if st is not None:
-            rows.append(row("save (fsync=False)", t_w, "safetensors.numpy.save_file",
-                            best(lambda: st.save_file(tensors, out + ".safetensors"), 3),
-                            target=">= 1.5x"))
-        rows.append(row("save (fsync=False)", t_w, "np.save", t_npsave,
-                        target="within 1.3x (ratio >= 0.77)"))
-        rows.append(row("save (default: fsync + rename)", t_w_sync, "np.save (no fsync)",
-                        t_npsave, note="durability costs the fsync"))
+            t_st = best(
+                lambda: st.save_file(tensors, out + ".safetensors"),
+                3,
+                sync_fresh(out + ".safetensors"),
+            )
+            rows.append(
+                row(
+                    "save to a new file (fsync=False)",
+                    t_w,
+                    "safetensors.numpy.save_file",
+                    t_st,
+                    target=">= 1.5x",
+                )
+            )
+        rows.append(
+            row(
+                "save to a new file (fsync=False)",
+                t_w,
+                "np.save",
+                t_np,
+                target="within 1.3x (ratio >= 0.77)",
+            )
+        )
+        rows.append(
+            row(
+                "save to a new file (default: fsync + rename)",
+                t_w_sync,
+                "np.save (no fsync)",
+                t_np,
+                note="the fsync is the durability cost",
+            )
+        )
+        t_wo = best(lambda: zt.save(out + ".zt", tensors, fsync=False), 3, os.sync)
+        t_npo = best(lambda: np.save(out + ".npy", flat), 3, os.sync)
+        if st is not None:
+            t_sto = best(lambda: st.save_file(tensors, out + ".safetensors"), 3, os.sync)
+            rows.append(
+                row(
+                    "save over an existing file (fsync=False)",
+                    t_wo,
+                    "safetensors.numpy.save_file",
+                    t_sto,
+                    target=">= 1.5x",
+                )
+            )
+        rows.append(
+            row(
+                "save over an existing file (fsync=False)",
+                t_wo,
+                "np.save",
+                t_npo,
+                note="atomic rename vs in-place truncation",
+            )
+        )
+        flat = None  # release 1 GiB
 
         # -- zstd decode into a preallocated buffer ----------------------------------------
-        bf16 = (rng.standard_normal(nbytes // 8, dtype=np.float32).view(np.uint32) >> 16)
+        bf16 = rng.standard_normal(nbytes // 8, dtype=np.float32).view(np.uint32) >> 16
         bf16 = bf16.astype(np.uint16)  # bfloat16 bit patterns of N(0, 1)
         frame = zstd_compress(bf16, 3)
         dst = np.empty(bf16.nbytes, np.uint8)
@@ -117,10 +211,18 @@ def run(quick: bool) -> list[dict]:
 
         dctx = zstandard.ZstdDecompressor()
         t_plain = best(lambda: dctx.decompress(frame), 5)
-        rows.append(row("zstd decode (GB/s)", bf16.nbytes / t_dec / 1e9,
-                        "zstandard.decompress", bf16.nbytes / t_plain / 1e9, unit="GB/s",
-                        higher_is_better=True, target=">= 0.8 GB/s",
-                        note=f"level 3, bf16-like, ratio {bf16.nbytes / len(frame):.2f}"))
+        rows.append(
+            row(
+                "zstd decode (GB/s)",
+                bf16.nbytes / t_dec / 1e9,
+                "zstandard.decompress",
+                bf16.nbytes / t_plain / 1e9,
+                unit="GB/s",
+                higher_is_better=True,
+                target=">= 0.8 GB/s",
+                note=f"level 3, bf16-like, ratio {bf16.nbytes / len(frame):.2f}",
+            )
+        )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rows

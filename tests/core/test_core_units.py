@@ -133,3 +133,15 @@ def test_progress_is_quiet_unless_asked(capsys, monkeypatch):
     monkeypatch.setitem(__import__("sys").modules, "tqdm", None)  # force the built-in bar
     assert list(progress(range(3), total=3, desc="x", show=True)) == [0, 1, 2]
     assert "done" in capsys.readouterr().err
+
+
+def test_preallocate_keeps_size(tmp_path):
+    from tenfold.core.prealloc import preallocate
+
+    p = tmp_path / "p.bin"
+    with open(p, "wb") as f:
+        f.write(b"abc")
+        f.flush()
+        assert preallocate(f.fileno(), 3, 100) is False  # below the threshold: skipped
+        preallocate(f.fileno(), 3, 8 << 20)  # True on ext4/xfs/tmpfs, False elsewhere
+    assert p.read_bytes() == b"abc"

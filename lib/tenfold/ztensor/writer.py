@@ -22,6 +22,7 @@ from ..core.buffers import byte_view
 from ..core.checksums import crc32c
 from ..core.compression import zstd_compress
 from ..core.dtypes import canonical
+from ..core.prealloc import preallocate
 from ..errors import EncodeError, describe
 from . import _checksum
 from ._spec import ALIGN, DTYPES, FMT, KNOWN_KEYS, MAGIC
@@ -254,6 +255,7 @@ class Writer:
         return offset, size, digest
 
     def _write_raw(self, a: np.ndarray, algo: str | None) -> tuple[int, str | None]:
+        preallocate(self._f.fileno(), self._pos, a.nbytes)
         crc = 0
         sha = None
         if algo == "sha256":
