@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 import zipfile
 import zlib
 from collections.abc import Mapping
@@ -17,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from ..core.dtypes import BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E5M2
 from ..errors import EncodeError, FormatError, LimitError, UnsupportedError, describe
-from ._spec import FMT, MAX_CHUNK_SIZE, MAX_INDEX_SIZE
+from ..interop import safetensors as _st
+from ._spec import FMT, MAX_CHUNK_SIZE
 
 # -- JSON -----------------------------------------------------------------------------------
 
@@ -159,154 +158,20 @@ def npz_load(buf: Any, what: str, *, limit: int = MAX_CHUNK_SIZE) -> dict[str, n
     return out
 
 
-# -- STEN (safetensors) ---------------------------------------------------------------------
-
-_ST_DTYPES: dict[str, np.dtype] = {
-    "F64": np.dtype("<f8"),
-    "F32": np.dtype("<f4"),
-    "F16": np.dtype("<f2"),
-    "BF16": BFLOAT16,
-    "F8_E5M2": FLOAT8_E5M2,
-    "F8_E4M3": FLOAT8_E4M3FN,
-    "I64": np.dtype("<i8"),
-    "I32": np.dtype("<i4"),
-    "I16": np.dtype("<i2"),
-    "I8": np.dtype("i1"),
-    "U64": np.dtype("<u8"),
-    "U32": np.dtype("<u4"),
-    "U16": np.dtype("<u2"),
-    "U8": np.dtype("u1"),
-    "BOOL": np.dtype("?"),
-}
-
-
-def _st_tag(dtype: np.dtype, name: str) -> str:
-    le = dtype.newbyteorder("<") if dtype.byteorder == ">" else dtype
-    for tag, dt in _ST_DTYPES.items():
-        if dt == le:
-            return tag
-    raise EncodeError(
-        describe(
-            FMT,
-            f"tensor {name!r}",
-            field="dtype",
-            detail="not storable in safetensors",
-            got=str(dtype),
-        )
-    )
+# -- STEN (safetensors): one implementation, in tenfold.interop ----------------------------
 
 
 def safetensors_bytes(
     tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None
 ) -> bytes:
-    """A safetensors file of ``tensors``, laid out as the ``safetensors`` package does.
-
-    Tensors are ordered by decreasing alignment then name; the header is padded with spaces
-    to a multiple of 8 bytes.
-    """
-    items = []
-    for name, value in tensors.items():
-        if not isinstance(name, str) or not name or name == "__metadata__":
-            raise EncodeError(describe(FMT, "tensor", detail=f"bad name {name!r}"))
-        arr = np.asarray(value)
-        tag = _st_tag(arr.dtype, name)
-        items.append((name, tag, np.ascontiguousarray(arr, dtype=_ST_DTYPES[tag])))
-    items.sort(key=lambda t: (-t[2].dtype.itemsize, t[0]))
-    header: dict[str, Any] = {}
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
-    pos = 0
-    for name, tag, arr in items:
-        header[name] = {
-            "dtype": tag,
-            "shape": list(arr.shape),
-            "data_offsets": [pos, pos + arr.nbytes],
-        }
-        pos += arr.nbytes
-    hb = json.dumps(header, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-    hb += b" " * (-len(hb) % 8)
-    parts = [struct.pack("<Q", len(hb)), hb] + [arr.tobytes() for _, _, arr in items]
-    return b"".join(parts)
+    """A safetensors file of ``tensors``, byte-identical to what the ``safetensors`` package
+    writes (see :mod:`tenfold.interop.safetensors`)."""
+    return _st.to_bytes(tensors, metadata, fmt=FMT)
 
 
 def safetensors_load(buf: Any, what: str) -> dict[str, np.ndarray]:
     """Zero-copy read-only views of the tensors of a safetensors payload."""
-    u8 = np.frombuffer(buf, dtype=np.uint8)
-    size = u8.size
-    if size < 8:
-        raise FormatError(
-            describe(
-                FMT,
-                what,
-                detail="safetensors payload shorter than 8 bytes",
-                expected=">= 8",
-                got=size,
-            )
-        )
-    n = int(u8[:8].view("<u8")[0])
-    if n > min(size - 8, MAX_INDEX_SIZE):
-        raise FormatError(
-            describe(
-                FMT,
-                what,
-                field="safetensors header length",
-                expected=f"<= {min(size - 8, MAX_INDEX_SIZE)}",
-                got=n,
-            )
-        )
-    try:
-        header = json.loads(u8[8 : 8 + n].tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FormatError(describe(FMT, what, detail=f"bad safetensors header: {exc}")) from exc
-    if not isinstance(header, dict):
-        raise FormatError(describe(FMT, what, detail="safetensors header is not an object"))
-    data = u8[8 + n :]
-    out: dict[str, np.ndarray] = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        where = f"{what} tensor {name!r}"
-        if not isinstance(info, dict):
-            raise FormatError(describe(FMT, where, detail="entry is not an object"))
-        tag = info.get("dtype")
-        if tag not in _ST_DTYPES:
-            raise UnsupportedError(
-                describe(
-                    FMT,
-                    where,
-                    field="dtype",
-                    detail="unknown",
-                    expected=" | ".join(_ST_DTYPES),
-                    got=tag,
-                )
-            )
-        shape, offs = info.get("shape"), info.get("data_offsets")
-        if (
-            not isinstance(shape, list)
-            or not all(type(d) is int and d >= 0 for d in shape)
-            or not isinstance(offs, list)
-            or len(offs) != 2
-            or not all(type(o) is int for o in offs)
-        ):
-            raise FormatError(describe(FMT, where, detail="bad shape or data_offsets"))
-        begin, end = offs
-        dt = _ST_DTYPES[tag]
-        count = 1
-        for d in shape:
-            count *= d
-        if not 0 <= begin <= end <= data.size or end - begin != count * dt.itemsize:
-            raise FormatError(
-                describe(
-                    FMT,
-                    where,
-                    field="data_offsets",
-                    expected=f"{count * dt.itemsize} bytes within {data.size}",
-                    got=offs,
-                )
-            )
-        arr = data[begin:end].view(dt) if count else np.empty(0, dt)
-        out[name] = arr.reshape(shape)
-    return out
+    return _st.parse(np.frombuffer(buf, dtype=np.uint8), fmt=FMT, what=what)
 
 
 # -- TSAV (torch.save; torch optional) ------------------------------------------------------
