@@ -14,6 +14,7 @@ import zlib
 from collections.abc import Mapping
 from typing import Any
 
+import ml_dtypes
 import numpy as np
 
 from ..errors import EncodeError, FormatError, LimitError, UnsupportedError, describe
@@ -192,6 +193,39 @@ def torch_bytes(obj: Any) -> bytes:
     buf = io.BytesIO()
     torch.save(obj, buf)
     return buf.getvalue()
+
+
+# torch dtypes NumPy has no native type for, with the ml_dtypes type of the same bits and the
+# same-size integer both sides agree on (the bits move through an integer view, no copy).
+_ML_DTYPES = {
+    "bfloat16": ("int16", "bfloat16"),
+    "float8_e5m2": ("int8", "float8_e5m2"),
+    "float8_e4m3fn": ("int8", "float8_e4m3fn"),
+}
+
+
+def torch_to_numpy(v: Any) -> Any:
+    """A CPU NumPy array of the torch tensor ``v`` (bfloat16 / float8 as ml_dtypes types);
+    anything that is not a tensor is returned unchanged."""
+    if not hasattr(v, "detach"):
+        return v
+    t = v.detach().cpu()
+    name = str(t.dtype).removeprefix("torch.")
+    if name in _ML_DTYPES:
+        torch = _torch()
+        ints, ml = _ML_DTYPES[name]
+        return t.view(getattr(torch, ints)).numpy().view(getattr(ml_dtypes, ml))
+    return t.resolve_conj().resolve_neg().numpy()
+
+
+def numpy_to_torch(a: np.ndarray) -> Any:
+    """A torch tensor of a copy of ``a`` (ml_dtypes bfloat16 / float8 become torch's types)."""
+    torch = _torch()
+    a = np.array(a)  # owned, writeable, C-contiguous copy
+    for name, (ints, ml) in _ML_DTYPES.items():
+        if a.dtype == np.dtype(getattr(ml_dtypes, ml)):
+            return torch.from_numpy(a.view(np.dtype(ints))).view(getattr(torch, name))
+    return torch.from_numpy(a)
 
 
 def torch_load(buf: Any, what: str) -> Any:

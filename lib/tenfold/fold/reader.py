@@ -810,16 +810,13 @@ class Reader:
                 raise FormatError(describe(FMT, c.what, detail="torch payload is not a dict"))
             if framework == "torch":
                 return dict(obj)
-            return {
-                k: (v.detach().cpu().numpy() if hasattr(v, "detach") else v) for k, v in obj.items()
-            }
+            return {k: _payloads.torch_to_numpy(v) for k, v in obj.items()}
         if c.ctype == "NPZ0":
             tensors: dict[str, Any] = _payloads.npz_load(buf, c.what)
         else:
             tensors = _payloads.safetensors_load(buf, c.what)
         if framework == "torch":
-            torch = _payloads._torch()
-            return {k: torch.from_numpy(np.array(v)) for k, v in tensors.items()}
+            return {k: _payloads.numpy_to_torch(v) for k, v in tensors.items()}
         return tensors
 
     def verify(self) -> Any:
