@@ -146,6 +146,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except TenfoldError as exc:
         print(f"tenfold: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # output piped into e.g. `head`, which closed early
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
     except FileNotFoundError as exc:
         print(f"tenfold: error: {exc.filename}: no such file", file=sys.stderr)
         return 1
