@@ -151,3 +151,38 @@ def test_b64lines_differential(raw, width, muts, dlines):
         assert ra[3][:n].tobytes() == rb[3][:n].tobytes()
         if not muts and dlines == 0:
             assert ra[3][:n].tobytes() == b64
+
+
+@pytest.mark.parametrize("nraw", [0, 1, 57, 58, 4096, 32768])
+def test_frame_block_matches_frame_lines(kernels, nraw):
+    k = kernels("b64lines")
+    b64 = base64.b64encode(bytes(range(256)) * (nraw // 256) + bytes(nraw % 256))
+    out = np.full(7 + len(b64) + len(b64) // 20 + 40, 0xEE, np.uint8)
+    end = k.frame_block(b"ch 1\n", b64, b"endch\n", out, 7)
+    want = b"ch 1\n" + frame(k, b64) + b"endch\n"
+    assert end == 7 + len(want)
+    assert out[7:end].tobytes() == want
+    assert (out[:7] == 0xEE).all() and (out[end:] == 0xEE).all()
+
+
+def test_frame_block_argument_checks(kernels):
+    k = kernels("b64lines")
+    with pytest.raises(ValueError):
+        k.frame_block(b"ab", b"QUJD", b"c", np.zeros(10, np.uint8), 1)
+    with pytest.raises(ValueError):
+        k.frame_block(b"", b"QUJD", b"", np.zeros(10, np.uint8), -1)
+    assert k.frame_block(b"", b"", b"", np.zeros(0, np.uint8), 0) == 0
+
+
+@given(st.binary(max_size=3000), st.binary(max_size=20), st.integers(0, 9))
+def test_frame_block_differential(raw, prefix, pos):
+    if _kernels.pure_python():
+        pytest.skip("compiled kernels disabled by TENFOLD_PUREPYTHON")
+    comp = _kernels.load("b64lines", "compiled")
+    ref = _kernels.load("b64lines", "reference")
+    b64 = base64.b64encode(raw)
+    outs = []
+    for k in (comp, ref):
+        out = np.zeros(pos + len(prefix) + k.framed_size(len(b64)) + 6, np.uint8)
+        outs.append((k.frame_block(prefix, b64, b"endch\n", out, pos), out.tobytes()))
+    assert outs[0] == outs[1]

@@ -152,7 +152,7 @@ def test_atomic_failure_keeps_previous_file(tmp_path, monkeypatch):
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(writer.ChunkEncoder, "pieces", boom)
+    monkeypatch.setattr(writer.ChunkEncoder, "put", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         write(p, {"x": np.ones(3)})
     assert p.read_bytes() == before

@@ -61,6 +61,26 @@ def frame_lines(b64: object, out: object, width: int = 76) -> int:
     return need
 
 
+def frame_block(prefix: object, b64: object, suffix: object, out: object, pos: int,
+                width: int = 76) -> int:
+    """``prefix``, framed ``b64`` and ``suffix`` written into ``out`` from ``pos``; returns the end."""
+    if width <= 0 or pos < 0:
+        raise ValueError("width must be > 0 and pos >= 0")
+    pre = np.frombuffer(prefix, np.uint8)  # type: ignore[call-overload]
+    suf = np.frombuffer(suffix, np.uint8)  # type: ignore[call-overload]
+    src = np.frombuffer(b64, np.uint8)  # type: ignore[call-overload]
+    dst = np.frombuffer(out, np.uint8)  # type: ignore[call-overload]
+    need = pre.size + framed_size(src.size, width) + suf.size
+    if dst.size - pos < need:
+        raise ValueError(f"output too small: need {need} bytes after {pos}, got {dst.size - pos}")
+    o = pos
+    dst[o : o + pre.size] = pre
+    o += pre.size
+    o += frame_lines(src, dst[o:], width)
+    dst[o : o + suf.size] = suf
+    return o + suf.size
+
+
 def unframe_lines(text: object, nlines: int, out: object, width: int = 76) -> tuple[int, int, int]:
     """Validate ``nlines`` framed lines at the start of ``text``; copy their base64 into ``out``.
 

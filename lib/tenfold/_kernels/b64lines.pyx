@@ -2,7 +2,8 @@
 """Line framing of base64 text: fixed-width lines, each followed by a space, one lowercase hex
 parity nibble (XOR of the line's characters, low 4 bits) and LF.
 
-``frame_lines`` turns base64 text into framed lines; ``unframe_lines`` validates a given number
+``frame_lines`` turns base64 text into framed lines (``frame_block`` does the same between a
+prefix and a suffix, at an offset of a larger output buffer); ``unframe_lines`` validates a given number
 of framed lines (widths, alphabet, padding, separator, nibble, parity, line ends, canonical
 padding bits) in one pass and copies the base64 characters out. Status codes are module
 constants; on failure the index of the first bad line and the offset of the offending byte
@@ -64,6 +65,52 @@ def framed_size(Py_ssize_t n, Py_ssize_t width=76):
     return n + 3 * ((n + width - 1) // width)
 
 
+cdef inline uint8_t _xor_bytes(const uint8_t* q, Py_ssize_t w) noexcept nogil:
+    """XOR of ``w`` bytes, eight at a time."""
+    cdef uint64_t acc = 0, word
+    cdef Py_ssize_t j = 0
+    cdef uint8_t x = 0
+    while j + 8 <= w:
+        memcpy(&word, q + j, 8)
+        acc ^= word
+        j += 8
+    while j < w:
+        x ^= q[j]
+        j += 1
+    acc ^= acc >> 32
+    acc ^= acc >> 16
+    acc ^= acc >> 8
+    return x ^ <uint8_t>acc
+
+
+cdef inline uint8_t _bad76(const uint8_t* q) noexcept nogil:
+    """Non-zero if any of 76 bytes is outside the base64 alphabet (branch-free, vectorisable)."""
+    cdef uint8_t bad = 0, c
+    cdef int j
+    for j in range(76):
+        c = q[j]
+        bad |= ((<uint8_t>(c - 65) >= 26) & (<uint8_t>(c - 97) >= 26)
+                & (<uint8_t>(c - 48) >= 10) & (c != 43) & (c != 47))
+    return bad
+
+
+cdef Py_ssize_t _frame(const uint8_t* src, Py_ssize_t n, uint8_t* dst,
+                       Py_ssize_t width) noexcept nogil:
+    cdef Py_ssize_t i = 0, o = 0, w
+    cdef uint8_t x
+    while i < n:
+        w = width if n - i > width else n - i
+        memcpy(dst + o, src + i, w)
+        x = _xor_bytes(src + i, w)
+        o += w
+        i += w
+        dst[o] = 32
+        dst[o + 1] = _HEX[x & 15]
+        dst[o + 2] = 10
+        o += 3
+    return o
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def frame_lines(const uint8_t[::1] b64, uint8_t[::1] out, Py_ssize_t width=76):
@@ -72,8 +119,7 @@ def frame_lines(const uint8_t[::1] b64, uint8_t[::1] out, Py_ssize_t width=76):
     Returns the number of bytes written (``framed_size(len(b64), width)``).
     """
     cdef Py_ssize_t n = b64.shape[0]
-    cdef Py_ssize_t need, i = 0, o = 0, j, w
-    cdef uint8_t x
+    cdef Py_ssize_t need, o = 0
     if width <= 0:
         raise ValueError("width must be > 0")
     need = n + 3 * ((n + width - 1) // width)
@@ -82,18 +128,36 @@ def frame_lines(const uint8_t[::1] b64, uint8_t[::1] out, Py_ssize_t width=76):
     if n == 0:
         return 0
     with nogil:
-        while i < n:
-            w = width if n - i > width else n - i
-            x = 0
-            for j in range(w):
-                x ^= b64[i + j]
-                out[o + j] = b64[i + j]
-            o += w
-            i += w
-            out[o] = 32
-            out[o + 1] = _HEX[x & 15]
-            out[o + 2] = 10
-            o += 3
+        o = _frame(&b64[0], n, &out[0], width)
+    return o
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def frame_block(const uint8_t[::1] prefix, const uint8_t[::1] b64, const uint8_t[::1] suffix,
+                uint8_t[::1] out, Py_ssize_t pos, Py_ssize_t width=76):
+    """Write ``prefix``, ``b64`` framed as by :func:`frame_lines`, then ``suffix`` into ``out``
+    starting at ``pos``. Returns the offset just past what was written.
+    """
+    cdef Py_ssize_t n = b64.shape[0], np_ = prefix.shape[0], ns = suffix.shape[0]
+    cdef Py_ssize_t need, o = pos
+    if width <= 0 or pos < 0:
+        raise ValueError("width must be > 0 and pos >= 0")
+    need = np_ + n + 3 * ((n + width - 1) // width) + ns
+    if out.shape[0] - pos < need:
+        raise ValueError(f"output too small: need {need} bytes after {pos}, "
+                         f"got {out.shape[0] - pos}")
+    if need == 0:
+        return pos
+    with nogil:
+        if np_:
+            memcpy(&out[o], &prefix[0], np_)
+            o += np_
+        if n:
+            o += _frame(&b64[0], n, &out[o], width)
+        if ns:
+            memcpy(&out[o], &suffix[0], ns)
+            o += ns
     return o
 
 
@@ -112,7 +176,6 @@ def unframe_lines(const uint8_t[::1] text, Py_ssize_t nlines, uint8_t[::1] out,
     cdef Py_ssize_t n = text.shape[0]
     cdef Py_ssize_t p = 0, o = 0, line = 0, j, pads, total, start
     cdef uint8_t x, c, v, bad
-    cdef uint64_t word, w64
     cdef const uint8_t* tp = NULL
     cdef const uint8_t* q
     cdef uint8_t* op = NULL
@@ -131,23 +194,13 @@ def unframe_lines(const uint8_t[::1] text, Py_ssize_t nlines, uint8_t[::1] out,
             # fast path: a full-width line that is entirely valid (checked branch-free)
             if line < nlines - 1 and p + width + 3 <= n:
                 q = tp + p
-                bad = 0
-                w64 = 0
-                j = 0
-                while j + 8 <= width:
-                    memcpy(&word, q + j, 8)
-                    w64 ^= word
-                    j += 8
-                x = 0
-                while j < width:
-                    x ^= q[j]
-                    j += 1
-                w64 ^= w64 >> 32
-                w64 ^= w64 >> 16
-                w64 ^= w64 >> 8
-                x ^= <uint8_t>w64
-                for j in range(width):
-                    bad |= _BAD[q[j]]
+                x = _xor_bytes(q, width)
+                if width == 76:
+                    bad = _bad76(q)
+                else:
+                    bad = 0
+                    for j in range(width):
+                        bad |= _BAD[q[j]]
                 if (bad == 0 and q[width] == 32 and q[width + 2] == 10
                         and _NIB[q[width + 1]] == (x & 15) + 1):
                     memcpy(op + o, q, width)

@@ -17,6 +17,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
+import crc32c as _crc32c
 import numpy as np
 import pybase64
 
@@ -221,28 +222,66 @@ def _sign_line(key: Any, message: bytes) -> str:
 _PLACEHOLDER_SIGN = "sign ed25519=" + "A" * 86 + "== keyid=" + "0" * 16
 
 
+_ENDCH = b"endch\n"
+#: Text is assembled in a buffer of about this size and written with one call per batch.
+_BATCH = 1 << 20
+#: crc32c.crc32c is called directly on chunks up to this size (larger: the sliced helper).
+_CRC_DIRECT = 64 << 20
+
+
 class ChunkEncoder:
-    """Encodes one chunk to its ``ch`` line, framed base64 lines and ``endch`` (reused buffer)."""
+    """Encodes chunks to their ``ch`` line, framed base64 lines and ``endch`` (reused buffer)."""
 
     def __init__(self) -> None:
         self.kern = _kernels.load("b64lines")
-        self.out = np.empty(0, np.uint8)
+        self.buf = np.empty(0, np.uint8)
 
-    def pieces(self, ix: int, off: int, raw: memoryview) -> tuple[bytes, memoryview | None]:
+    def _room(self, pos: int, need: int) -> None:
+        if pos + need > self.buf.size:
+            grown = np.empty(max(pos + need, _BATCH + (_BATCH >> 2)), np.uint8)
+            grown[:pos] = self.buf[:pos]
+            self.buf = grown
+
+    def put(self, pos: int, ix: int, off: int, raw: memoryview) -> int:
+        """Append chunk ``ix`` (raw bytes ``raw`` at array offset ``off``) to the buffer at
+        ``pos``; returns the new end."""
         ln = raw.nbytes
-        ch = S.ch_line(ix, off, ln, hashlib.sha256(raw).hexdigest(), crc32c(raw))
-        if not ln:
-            return ch.encode() + b"\n", None
+        crc = _crc32c.crc32c(raw) if ln <= _CRC_DIRECT else crc32c(raw)
+        head = (f"ch ix={ix:06d} off={off:012d} len={ln} "
+                f"sha256={hashlib.sha256(raw).hexdigest()} crc32c={crc:08x} b64=on width=76 "
+                f"lines={S.b64_lines(ln)}\n").encode()
         b64 = pybase64.b64encode(raw)
-        need = self.kern.framed_size(len(b64), S.WIDTH)
-        if self.out.size < need:
-            self.out = np.empty(need, np.uint8)
-        n = self.kern.frame_lines(b64, self.out, S.WIDTH)
-        return ch.encode() + b"\n", memoryview(self.out)[:n]
+        n = len(b64)
+        self._room(pos, len(head) + n + 3 * (-(-n // S.WIDTH)) + len(_ENDCH))
+        end: int = self.kern.frame_block(head, b64, _ENDCH, self.buf, pos, S.WIDTH)
+        return end
 
     def block(self, ix: int, off: int, raw: memoryview) -> bytes:
-        head, body = self.pieces(ix, off, raw)
-        return head + (bytes(body) if body is not None else b"") + b"endch\n"
+        """One chunk's complete text."""
+        n = self.put(0, ix, off, raw)
+        return self.buf[:n].tobytes()
+
+    def write_chunks(self, f: Any, raw: memoryview, clen: int, prefix: bytes = b"",
+                     suffix: bytes = b"") -> int:
+        """Write ``prefix``, every chunk of ``raw`` (chunk length ``clen``) and ``suffix`` to
+        ``f`` in batches of about ``_BATCH`` bytes; returns the number of bytes written."""
+        self._room(0, _BATCH + len(prefix) + len(suffix))
+        buf = self.buf
+        buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
+        pos = len(prefix)
+        written = 0
+        size = raw.nbytes
+        for ix, (off, ln) in enumerate(S.chunk_layout(size, clen)):
+            pos = self.put(pos, ix, off, raw[off : off + ln])
+            if pos >= _BATCH:
+                written += f.write(memoryview(self.buf)[:pos])
+                pos = 0
+        self._room(pos, len(suffix))
+        self.buf[pos : pos + len(suffix)] = np.frombuffer(suffix, np.uint8)
+        pos += len(suffix)
+        if pos:
+            written += f.write(memoryview(self.buf)[:pos])
+        return written
 
 
 def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
@@ -256,15 +295,7 @@ def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
         if it.rpc is not None:
             rs = S.row_size(it.shape, S.DTYPES[it.tag].itemsize)
             head += f"idx rows_per_chunk={it.rpc} row_size={rs} row_blocking=on\n"
-        pos += f.write(head.encode())
-        mv = memoryview(it.raw)
-        for ix, (off, ln) in enumerate(S.chunk_layout(it.raw.size, it.clen)):
-            ch, body = enc.pieces(ix, off, mv[off : off + ln])
-            pos += f.write(ch)
-            if body is not None:
-                pos += f.write(body)
-            pos += f.write(b"endch\n")
-        pos += f.write(b"endarr\n")
+        pos += enc.write_chunks(f, memoryview(it.raw), it.clen, head.encode(), b"endarr\n")
     return offsets
 
 
