@@ -32,10 +32,14 @@ from __future__ import annotations
 import hashlib
 import math
 import re
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
 from ..core.dtypes import registry
+
+if TYPE_CHECKING:
+    from typing_extensions import Buffer
 
 FMT = "wtxt"
 MAGIC = b"WTXT 1\n"
@@ -104,6 +108,12 @@ CH_RE = re.compile(
     rb"ch ix=([0-9]{6}) off=([0-9]{12}) len=(0|[1-9][0-9]*) sha256=([0-9a-f]{64}) "
     rb"crc32c=([0-9a-f]{8}) b64=on width=76 lines=(0|[1-9][0-9]*)"
 )
+
+
+def mview(a: np.ndarray) -> memoryview:
+    """A ``memoryview`` of a C-contiguous array, without copying (NumPy's type stubs do not
+    declare the buffer protocol on Python 3.11, hence the cast)."""
+    return memoryview(cast("Buffer", a))
 
 
 def b64_lines(nbytes: int) -> int:

@@ -186,7 +186,7 @@ def make_delta(base_path: str | os.PathLike[str], arrays: Mapping[str, Any],
             f = dict(t.split("=", 1) for t in line.split(" ")[1:])
             changed = [c.ix for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.raw.size,
                                                                              it.clen), strict=True)
-                       if hashlib.sha256(memoryview(it.raw)[off : off + ln]).hexdigest()
+                       if hashlib.sha256(S.mview(it.raw)[off : off + ln]).hexdigest()
                        != c.sha256]
             if not changed and (f["sha256"], f["hmac"], f["salt"]) == (b.sha256, b.hmac, b.salt):
                 continue
@@ -200,7 +200,7 @@ def make_delta(base_path: str | os.PathLike[str], arrays: Mapping[str, Any],
         for it, f, changed in blocks:
             out.write(f"arr name={it.name} sha256={f['sha256']} hmac={f['hmac']} "
                       f"salt={f['salt']}\n".encode())
-            mv = memoryview(it.raw)
+            mv = S.mview(it.raw)
             layout = S.chunk_layout(it.raw.size, it.clen)
             for ix in changed:
                 off, ln = layout[ix]
@@ -230,7 +230,7 @@ def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike
             raise IntegrityError(describe(S.FMT, "delta", field="base_sha256_all",
                                           expected=base.root["sha256_all"],
                                           got=d.base_sha256_all))
-        new = {a.name: a.raw.copy() for a in base.arrays}
+        new = {a.name: a.raw_bytes().copy() for a in base.arrays}
         info = {a.name: a for a in base.arrays}
         salts = {a.name: a.salt for a in base.arrays}
         hmacs = {a.name: a.hmac for a in base.arrays}
@@ -238,7 +238,7 @@ def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike
             buf = new[da.name]
             for ch, raw in da.chunks:
                 buf[ch.off : ch.off + ch.length] = np.frombuffer(raw, np.uint8)
-            sha = hashlib.sha256(buf).hexdigest()
+            sha = hashlib.sha256(S.mview(buf)).hexdigest()
             if sha != da.sha256:
                 raise IntegrityError(describe(S.FMT, f"delta array {da.name!r} (line {da.lineno})",
                                               field="sha256", expected=da.sha256, got=sha))

@@ -86,9 +86,13 @@ class ArrayInfo:
     def damaged(self) -> bool:
         return any(c.damage for c in self.chunks)
 
-    def array(self) -> np.ndarray:
+    def raw_bytes(self) -> np.ndarray:
+        """The decoded little-endian bytes (uint8); set for every array ``parse`` returns."""
         assert self.raw is not None
-        return self.raw.view(S.DTYPES[self.dtype]).reshape(self.shape)
+        return self.raw
+
+    def array(self) -> np.ndarray:
+        return self.raw_bytes().view(S.DTYPES[self.dtype]).reshape(self.shape)
 
 
 @dataclasses.dataclass
@@ -187,7 +191,7 @@ class _Hashes:
 
 
 def _update(hashers: list[Any], view: np.ndarray) -> None:
-    mv = memoryview(view)
+    mv = S.mview(view)
     for h in hashers:
         h.update(mv)
 
@@ -204,7 +208,7 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
     kern = _kern()
     keys = [bytes(k) for k in hmac_keys]
     cur = Cursor(data)
-    dmv = memoryview(data)
+    dmv = S.mview(data)
     first = cur.peek_raw()
     if first is None:
         raise err(TruncatedError, 1, 0, "empty file; expected 'WTXT 1'")
@@ -446,7 +450,7 @@ def _decode_chunk(cur: Cursor, kern: Any, data: np.ndarray, ch: ChunkInfo, scrat
         ch.damage, ch.damage_line = str(exc), last
         return
     # the kernel has checked the alphabet and the padding; validate=True is pybase64's fast path
-    raw = pybase64.b64decode(memoryview(scratch)[:n], validate=True)
+    raw = pybase64.b64decode(S.mview(scratch)[:n], validate=True)
     crc = f"{_crc32c.crc32c(raw) if n <= _CRC_DIRECT else crc32c(raw):08x}"
     if crc != ch.crc32c:
         exc = err(IntegrityError, ch.lineno, ch.offset, "chunk crc32c mismatch",
@@ -463,7 +467,7 @@ def _decode_chunk(cur: Cursor, kern: Any, data: np.ndarray, ch: ChunkInfo, scrat
             raise exc
         ch.damage, ch.damage_line = str(exc), ch.lineno
         return
-    memoryview(buf)[ch.off : ch.off + ch.length] = raw
+    S.mview(buf)[ch.off : ch.off + ch.length] = raw
 
 
 # -- checks after parsing -------------------------------------------------------------------

@@ -89,11 +89,11 @@ def _report(r: Report, p: Parsed, wsum: dict[str, str] | None, keys: list[bytes]
             r.add(what, OK, "sha256")
         else:
             r.add(what, ERROR, f"sha256 mismatch; expected {a.sha256}, got {a.computed_sha256}")
-        state = {"authenticated": (OK, "hmac authenticated"),
+        level = {"authenticated": (OK, "hmac authenticated"),
                  "unauthenticated": (INFO, "unauthenticated (hmac is zero)"),
                  "unchecked": (INFO, "unauthenticated (hmac present, no key given)"),
                  "bad": (ERROR, "hmac mismatch for every key given")}[a.hmac_state]
-        r.add(what, *state)
+        r.add(what, *level)
     root = root_values(p, wsum)
     if root is None:
         r.add("root", ERROR, "root_pending and no WSUM sidecar found")
@@ -268,13 +268,13 @@ def _recover_data(data: np.ndarray) -> Recovery:
                 scratch = np.zeros(nl * S.WIDTH, np.uint8)
                 st, bad, pos = kern.unframe_lines(text, nl, scratch, S.WIDTH)
                 if st:
-                    exc = _kernel_error(st, np.frombuffer(text, np.uint8), pos, ch_ln + 1, bad,
-                                        starts[ch_ln])
-                    reason = str(exc)
+                    kexc = _kernel_error(st, np.frombuffer(text, np.uint8), pos, ch_ln + 1,
+                                         bad, starts[ch_ln])
+                    reason = str(kexc)
                     damage.append(Damage(name, ix, ch_ln + 1 + bad, ch_ln + 1 + bad, reason))
                     reason = ""
                 else:
-                    raw = pybase64.b64decode(memoryview(scratch)[: pos - 3 * nl])
+                    raw = pybase64.b64decode(S.mview(scratch)[: pos - 3 * nl])
             if reason is None:
                 if f"{crc32c(raw):08x}" != m.group(5).decode():
                     reason = "crc32c mismatch"
@@ -292,7 +292,7 @@ def _recover_data(data: np.ndarray) -> Recovery:
         for k in missing:
             if k not in seen:
                 damage.append(Damage(name, k, arr_ln, arr_ln, "chunk missing"))
-        intact = not missing and hashlib.sha256(buf).hexdigest() == a["sha256"]
+        intact = not missing and hashlib.sha256(S.mview(buf)).hexdigest() == a["sha256"]
         if intact:
             arrays[name] = buf.view(dt).reshape(shape)
         else:

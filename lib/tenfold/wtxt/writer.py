@@ -176,7 +176,7 @@ def _digests(items: list[Prepared], hmac_key: bytes | None,
     h_all = hashlib.sha256()
     fx = 0
     for it in items:
-        mv = memoryview(it.raw)
+        mv = S.mview(it.raw)
         sha = hashlib.sha256(mv).hexdigest()
         if hmacs is not None and it.name in hmacs:
             mac = hmacs[it.name]
@@ -274,13 +274,13 @@ class ChunkEncoder:
         for ix, (off, ln) in enumerate(S.chunk_layout(size, clen)):
             pos = self.put(pos, ix, off, raw[off : off + ln])
             if pos >= _BATCH:
-                written += f.write(memoryview(self.buf)[:pos])
+                written += f.write(S.mview(self.buf)[:pos])
                 pos = 0
         self._room(pos, len(suffix))
         self.buf[pos : pos + len(suffix)] = np.frombuffer(suffix, np.uint8)
         pos += len(suffix)
         if pos:
-            written += f.write(memoryview(self.buf)[:pos])
+            written += f.write(S.mview(self.buf)[:pos])
         return written
 
 
@@ -295,7 +295,7 @@ def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
         if it.rpc is not None:
             rs = S.row_size(it.shape, S.DTYPES[it.tag].itemsize)
             head += f"idx rows_per_chunk={it.rpc} row_size={rs} row_blocking=on\n"
-        pos += enc.write_chunks(f, memoryview(it.raw), it.clen, head.encode(), b"endarr\n")
+        pos += enc.write_chunks(f, S.mview(it.raw), it.clen, head.encode(), b"endarr\n")
     return offsets
 
 
@@ -357,7 +357,7 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
             audit_fields(audit, 0, 0)
         except Exception:
             raise _bad("audit", "not a valid audit line", got=audit[:60]) from None
-        aline = audit
+        aline: str | None = audit
     else:
         aline = audit_line(audit) if audit is not None else None
     tail = (aline + "\n" if aline is not None else "") + "endwtxt\n"
