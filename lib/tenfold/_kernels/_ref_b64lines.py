@@ -63,7 +63,7 @@ def frame_lines(b64: object, out: object, width: int = 76) -> int:
 
 def frame_block(prefix: object, b64: object, suffix: object, out: object, pos: int,
                 width: int = 76) -> int:
-    """``prefix``, framed ``b64`` and ``suffix`` written into ``out`` from ``pos``; returns the end."""
+    """``prefix``, framed ``b64`` and ``suffix`` written into ``out`` from ``pos``; the end."""
     if width <= 0 or pos < 0:
         raise ValueError("width must be > 0 and pos >= 0")
     pre = np.frombuffer(prefix, np.uint8)  # type: ignore[call-overload]
