@@ -158,6 +158,69 @@ def test_gather_and_equal(kernels):
         k.hash_ranges(buf, np.array([0]), np.array([1]), 0, np.zeros(2, np.uint64))
 
 
+class _EvilStr(str):
+    def encode(self, *a: object, **k: object) -> bytes:  # type: ignore[override]
+        raise AssertionError("hash_strs must not call a subclass's encode")
+
+
+@pytest.mark.parametrize("text, seed, expected", [
+    ("", 0, 0xEF46DB3751D8E999),
+    ("abc", 0, 0x44BC2CF5AD770999),
+    ("c6e609e1b6b782bf4", 0, 0x22C0FFF82141C152),
+])
+def test_hash_strs_known(kernels, text, seed, expected):
+    out = np.zeros(3, np.uint64)
+    kernels("strhash").hash_strs([text, _EvilStr(text), text], seed, out)
+    assert out.tolist() == [expected] * 3
+
+
+def test_hash_strs_inputs(kernels):
+    k = kernels("strhash")
+    texts = ["\u00e9t\u00e9", "a\0b", "\ud800x", "x" * 100]
+    want = [xxhash.xxh64_intdigest(t.encode("utf-8", "surrogatepass"), 7) for t in texts]
+    for seq in (texts, tuple(texts), iter(texts)):
+        out = np.zeros(len(texts), np.uint64)
+        k.hash_strs(seq, 7, out)
+        assert out.tolist() == want
+    with pytest.raises(TypeError, match="expected str"):
+        k.hash_strs(["a", b"b"], 0, np.zeros(2, np.uint64))
+    with pytest.raises(ValueError, match="one entry per string"):
+        k.hash_strs(["a"], 0, np.zeros(2, np.uint64))
+
+
+@pytest.mark.parametrize("start, stride, width", [(0, 32, 8), (3, 32, 8), (21, 32, 4),
+                                                  (19, 32, 2), (1, 7, 3), (5, 5, 5)])
+def test_gather_strided(kernels, start, stride, width):
+    data = bytes(range(256)) * 2
+    buf = np.frombuffer(data, np.uint8)
+    n = (len(data) - start - width) // stride + 1
+    out = np.zeros(n * width, np.uint8)
+    kernels("strhash").gather_strided(buf, start, stride, width, out)
+    assert out.tobytes() == b"".join(data[start + i * stride :][:width] for i in range(n))
+    with pytest.raises(ValueError, match="overrun"):
+        kernels("strhash").gather_strided(buf, start, stride, width,
+                                          np.zeros((n + 1) * width, np.uint8))
+
+
+@pytest.mark.parametrize("start, stride, width, size", [(0, 4, 8, 16), (-1, 8, 8, 16),
+                                                        (0, 8, 0, 0), (0, 8, 8, 12)])
+def test_gather_strided_bad_layout(kernels, start, stride, width, size):
+    with pytest.raises(ValueError):
+        kernels("strhash").gather_strided(np.zeros(64, np.uint8), start, stride, width,
+                                          np.zeros(size, np.uint8))
+
+
+@given(st.lists(st.text(max_size=40), max_size=12), st.integers(0, 2**64 - 1))
+def test_hash_strs_differential(texts, seed):
+    ref = _kernels.load("strhash", "reference")
+    impls = [ref] if _kernels.pure_python() else [ref, _kernels.load("strhash", "compiled")]
+    want = [xxhash.xxh64_intdigest(t.encode("utf-8", "surrogatepass"), seed) for t in texts]
+    for mod in impls:
+        out = np.zeros(len(texts), np.uint64)
+        mod.hash_strs(texts, seed, out)
+        assert out.tolist() == want
+
+
 names_st = st.lists(st.binary(max_size=70), max_size=12)
 
 

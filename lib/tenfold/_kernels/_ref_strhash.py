@@ -34,6 +34,18 @@ def hash_ranges(buf, off, length, seed, out, ascii_lower=False):
         out[i] = xxhash.xxh64_intdigest(s, seed)
 
 
+def hash_strs(strs, seed, out):
+    """``out[i] = xxh64(strs[i].encode("utf-8", "surrogatepass"), seed)`` for a list (or
+    tuple) of ``str``."""
+    seq = strs if isinstance(strs, (list, tuple)) else list(strs)
+    if len(out) != len(seq):
+        raise ValueError("out must have one entry per string")
+    for i, s in enumerate(seq):
+        if not isinstance(s, str):
+            raise TypeError(f"expected str, got {type(s).__name__}")
+        out[i] = xxhash.xxh64_intdigest(str.encode(s, "utf-8", "surrogatepass"), seed)
+
+
 def split_basenames(buf, off, length, stem_off, stem_len, ext_off, ext_len, ascii):
     """Split each range's basename (after the last ``/``) at its first ``.``.
 
@@ -69,6 +81,24 @@ def gather(buf, off, length, out):
                                                     np.asarray(length).tolist(), strict=True))
     if total:
         out[:] = np.frombuffer(joined, np.uint8)
+
+
+def gather_strided(buf, start, stride, width, out):
+    """``out[i*width:(i+1)*width] = buf[start + i*stride:][:width]`` for every ``i`` of
+    ``len(out) // width`` (``len(out)`` must be a multiple of ``width``)."""
+    if width <= 0 or stride < width or start < 0:
+        raise ValueError(f"bad layout: start {start}, stride {stride}, width {width}")
+    if len(out) % width:
+        raise ValueError(f"out holds {len(out)} bytes, not a multiple of {width}")
+    n = len(out) // width
+    if n == 0:
+        return
+    b = np.frombuffer(buf, np.uint8)
+    if start + (n - 1) * stride + width > b.size:
+        raise ValueError(f"{n} items of {width} bytes every {stride} from {start} overrun the "
+                         f"buffer of {b.size}")
+    src = np.lib.stride_tricks.as_strided(b[start:], (n, width), (stride, 1))
+    np.asarray(out).reshape(n, width)[:] = src
 
 
 def ranges_equal(buf, a_off, a_len, b_off, b_len, out):

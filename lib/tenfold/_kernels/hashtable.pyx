@@ -4,10 +4,29 @@
 ``table`` (caller-allocated, power-of-two length, at least one empty slot) holds row numbers
 into ``keys`` (-1 = empty); the slot of a key is its low bits, collisions probe linearly.
 ``insert`` adds rows (a key already present keeps its first row); ``probe`` finds queries.
+Both are bound by memory latency on large tables, so they prefetch the slots (and, in ``probe``,
+the keys those slots point at) of the items a few steps ahead.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint64_t
 cimport cython
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define TF_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 3)
+    #define TF_PREFETCH_W(p) __builtin_prefetch((const void*)(p), 1, 3)
+    #else
+    #define TF_PREFETCH(p) ((void)0)
+    #define TF_PREFETCH_W(p) ((void)0)
+    #endif
+    """
+    void TF_PREFETCH(const void* p) noexcept nogil
+    void TF_PREFETCH_W(const void* p) noexcept nogil
+
+#: Prefetch distances (items ahead): slot of item i + AHEAD, key of the slot of i + AHEAD2.
+DEF AHEAD = 32
+DEF AHEAD2 = 16
 
 
 cdef int check_table(Py_ssize_t m) except -1:
@@ -33,6 +52,12 @@ def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table
     mask = <uint64_t>(m - 1)
     with nogil:
         for i in range(n):
+            if i + AHEAD < n:
+                TF_PREFETCH_W(&table[<int64_t>(keys[rows[i + AHEAD]] & mask)])
+            if i + AHEAD2 < n:
+                cur = table[<int64_t>(keys[rows[i + AHEAD2]] & mask)]
+                if cur >= 0:
+                    TF_PREFETCH(&keys[cur])
             r = rows[i]
             k = keys[r]
             slot = <int64_t>(k & mask)
@@ -66,6 +91,12 @@ def probe(const uint64_t[::1] keys, const int32_t[::1] table, const uint64_t[::1
     mask = <uint64_t>(m - 1)
     with nogil:
         for i in range(n):
+            if i + AHEAD < n:
+                TF_PREFETCH(&table[<int64_t>(queries[i + AHEAD] & mask)])
+            if i + AHEAD2 < n:
+                cur = table[<int64_t>(queries[i + AHEAD2] & mask)]
+                if 0 <= cur < nk:
+                    TF_PREFETCH(&keys[cur])
             k = queries[i]
             slot = <int64_t>(k & mask)
             out[i] = -1

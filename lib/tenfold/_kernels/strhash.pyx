@@ -1,14 +1,39 @@
 # cython: language_level=3
 """Kernels over many short byte strings held as ``(offset, length)`` ranges of one buffer.
 
-``hash_ranges`` (xxh64 of each range, optionally of its ASCII-lower-cased bytes),
+``hash_ranges`` (xxh64 of each range, optionally of its ASCII-lower-cased bytes), ``hash_strs``
+(xxh64 of the UTF-8 encoding of each ``str`` of a list, without building the encoded bytes),
 ``split_basenames`` (the part after the last ``/``, split at its first ``.``), ``gather`` (pack
-ranges into one buffer) and ``ranges_equal`` (pairwise byte comparison).
+ranges into one buffer), ``gather_strided`` (pack equally spaced fixed-width ranges, e.g. one
+field of fixed-size records at any alignment) and ``ranges_equal`` (pairwise byte comparison).
 """
 
 from libc.stdint cimport uint8_t, int64_t, uint64_t
 from libc.string cimport memcmp, memcpy
+from cpython.object cimport PyObject
 cimport cython
+
+cdef extern from "Python.h":
+    bint PyUnicode_Check(PyObject* o)
+    bint PyUnicode_IS_COMPACT_ASCII(PyObject* o)
+    void* PyUnicode_DATA(PyObject* o)
+    Py_ssize_t PyUnicode_GET_LENGTH(PyObject* o)
+    PyObject* PyList_GET_ITEM(object o, Py_ssize_t i)
+    PyObject* PyTuple_GET_ITEM(object o, Py_ssize_t i)
+    bytes PyUnicode_AsEncodedString(object o, const char* encoding, const char* errors)
+
+cdef extern from *:
+    """
+    #if defined(__GNUC__) || defined(__clang__)
+    #define TF_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 3)
+    #else
+    #define TF_PREFETCH(p) ((void)0)
+    #endif
+    """
+    void TF_PREFETCH(const void* p) noexcept nogil
+
+#: How many list items ahead ``hash_strs`` prefetches the string objects.
+DEF AHEAD = 12
 
 cdef uint64_t P1 = 11400714785074694791ULL
 cdef uint64_t P2 = 14029467366897019727ULL
@@ -135,6 +160,45 @@ def hash_ranges(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::
             out[i] = xxh64(b + off[i], length[i], seed, ascii_lower)
 
 
+cdef uint64_t hash_slow(object s, uint64_t seed) except? 0:
+    cdef bytes b
+    if not isinstance(s, str):
+        raise TypeError(f"expected str, got {type(s).__name__}")
+    # the C API, not a method call: a str subclass cannot run code (and change the list)
+    b = PyUnicode_AsEncodedString(s, "utf-8", "surrogatepass")
+    return xxh64(<const uint8_t*>(<char*>b), len(b), seed, False)
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def hash_strs(strs, uint64_t seed, uint64_t[::1] out):
+    """``out[i] = xxh64(strs[i].encode("utf-8", "surrogatepass"), seed)`` for a list (or
+    tuple) of ``str``.
+
+    ASCII strings are hashed in place (no encoded copy); the others are encoded one by one.
+    The loop is bound by memory latency (the string objects are scattered over the heap), so it
+    prefetches the objects a few items ahead. The GIL is held: the strings are Python objects.
+    """
+    cdef object seq = strs if type(strs) is list or type(strs) is tuple else list(strs)
+    cdef bint is_list = type(seq) is list
+    cdef Py_ssize_t n = len(seq), i
+    cdef PyObject* o
+    cdef PyObject* ahead
+    if out.shape[0] != n:
+        raise ValueError("out must have one entry per string")
+    for i in range(n):
+        if i + AHEAD < n:
+            ahead = PyList_GET_ITEM(seq, i + AHEAD) if is_list else PyTuple_GET_ITEM(seq, i + AHEAD)
+            TF_PREFETCH(ahead)
+            TF_PREFETCH(<const char*>ahead + 64)
+        o = PyList_GET_ITEM(seq, i) if is_list else PyTuple_GET_ITEM(seq, i)
+        if PyUnicode_Check(o) and PyUnicode_IS_COMPACT_ASCII(o):
+            out[i] = xxh64(<const uint8_t*>PyUnicode_DATA(o), PyUnicode_GET_LENGTH(o), seed,
+                           False)
+        else:
+            out[i] = hash_slow(<object>o, seed)
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def split_basenames(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] length,
@@ -209,6 +273,43 @@ def gather(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] le
             if length[i]:
                 memcpy(&out[pos], &buf[off[i]], length[i])
                 pos += length[i]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def gather_strided(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stride,
+                   Py_ssize_t width, uint8_t[::1] out):
+    """``out[i*width:(i+1)*width] = buf[start + i*stride:][:width]`` for every ``i`` of
+    ``len(out) // width`` (``len(out)`` must be a multiple of ``width``)."""
+    cdef Py_ssize_t n, i, last
+    cdef const uint8_t* src
+    cdef uint8_t* dst
+    if width <= 0 or stride < width or start < 0:
+        raise ValueError(f"bad layout: start {start}, stride {stride}, width {width}")
+    if out.shape[0] % width:
+        raise ValueError(f"out holds {out.shape[0]} bytes, not a multiple of {width}")
+    n = out.shape[0] // width
+    if n == 0:
+        return
+    last = start + (n - 1) * stride + width
+    if (n - 1) > (buf.shape[0] // stride) or last > buf.shape[0]:
+        raise ValueError(f"{n} items of {width} bytes every {stride} from {start} overrun the "
+                         f"buffer of {buf.shape[0]}")
+    src = &buf[start]
+    dst = &out[0]
+    with nogil:
+        if width == 8:
+            for i in range(n):
+                memcpy(dst + 8 * i, src + stride * i, 8)
+        elif width == 4:
+            for i in range(n):
+                memcpy(dst + 4 * i, src + stride * i, 4)
+        elif width == 2:
+            for i in range(n):
+                memcpy(dst + 2 * i, src + stride * i, 2)
+        else:
+            for i in range(n):
+                memcpy(dst + width * i, src + stride * i, width)
 
 
 @cython.boundscheck(False)

@@ -56,28 +56,9 @@ def split_block(raw: bytes, count: int, what: str, offset: int) -> list[str]:
 
 
 def hash_stems(stems: list[str] | tuple[str, ...]) -> np.ndarray:
-    """xxh64 (seed 0) of each stem's UTF-8 encoding, vectorised."""
-    strhash = _kernels.load("strhash")
-    n = len(stems)
-    joined = "\0".join(stems)
-    if joined.count("\0") == max(n - 1, 0):
-        # NUL-separated arena: the separators give every range at once
-        arena = np.frombuffer(joined.encode("utf-8", "surrogatepass") + b"\0", np.uint8)
-        ends = np.flatnonzero(arena == 0)[:n].astype(np.int64)
-        offs = np.empty(n, np.int64)
-        if n:
-            offs[0] = 0
-            offs[1:] = ends[:-1] + 1
-        lens = ends - offs
-    else:  # a stem holds a NUL: encode one by one
-        enc = [s.encode("utf-8", "surrogatepass") for s in stems]
-        arena = np.frombuffer(b"".join(enc) + b"\0", np.uint8)
-        lens = np.fromiter(map(len, enc), np.int64, n)
-        offs = np.zeros(n, np.int64)
-        if n > 1:
-            np.cumsum(lens[:-1], out=offs[1:])
-    out = np.empty(n, np.uint64)
-    strhash.hash_ranges(arena, offs, lens, 0, out)
+    """xxh64 (seed 0) of each stem's UTF-8 encoding, vectorised (one kernel call, no copies)."""
+    out = np.empty(len(stems), np.uint64)
+    _kernels.load("strhash").hash_strs(stems, 0, out)
     return out
 
 
@@ -114,14 +95,16 @@ class Samples:
         """Hash table of the canonical samples (crash id 0) and a dict of the crash samples."""
         if self._table is None:
             ht = _kernels.load("hashtable")
-            canon = np.flatnonzero(self.crashid == 0).astype(np.int64)
+            crashed = self.crashid != 0
+            canon = (np.flatnonzero(~crashed) if crashed.any()
+                     else np.arange(self.crashid.size)).astype(np.int64, copy=False)
             if canon.size > 0x7FFFFFFF:
                 raise UnsupportedError(describe(FMT, "index", detail="more than 2**31 samples"))
             m = 1 << max(1, int(2 * canon.size).bit_length())
             table = np.full(m, -1, np.int32)
             ht.insert(self.keyhash, canon, table)
             crash = {(int(self.keyhash[i]), int(self.crashid[i])): int(i)
-                     for i in np.flatnonzero(self.crashid != 0).tolist()}
+                     for i in np.flatnonzero(crashed).tolist()}
             self._table = (table, crash)
         return self._table
 
@@ -238,6 +221,24 @@ class Index:
         self.crash = split_block(mf.bytes(off_crash, off_arr - off_crash, "crash block"),
                                  n_crash, "crash block", off_crash)
         self.rows = mf.records(ROW_DT, n_rows, off_arr, "rows")
+        self._cols: dict[str, np.ndarray] = {}
+
+    def column(self, field: str) -> np.ndarray:
+        """A contiguous, aligned copy of one row field (cached until the samples are built).
+
+        The row array is a strided view at an unaligned offset, where NumPy is slow; copying the
+        column once makes every later pass over it fast.
+        """
+        col = self._cols.get(field)
+        if col is None:
+            dt, off = ROW_DT.fields[field][:2]  # type: ignore[index]
+            col = np.empty(self.n_rows, dt)
+            if self.n_rows:
+                _kernels.load("strhash").gather_strided(
+                    self._mf.buffer(), self.off_arr + off, REC_SIZE, dt.itemsize,
+                    col.view(np.uint8))
+            self._cols[field] = col
+        return col
 
     # -- row checks ---------------------------------------------------------------------------
     def validate_rows(self) -> None:
@@ -245,7 +246,7 @@ class Index:
         if self._validated:
             return
         for field, limit in (("extid", self.n_ext), ("crashid", self.n_crash + 1)):
-            col = self.rows[field]
+            col = self.column(field)
             if col.size:
                 bad = np.flatnonzero(col >= limit)
                 if bad.size:
@@ -264,8 +265,8 @@ class Index:
     def ext_of(self, rows: np.ndarray | None = None) -> list[str]:
         """Extension names of ``rows`` (default: every row)."""
         self.validate_rows()
-        r = self.rows if rows is None else rows
-        return [self.ext[i] for i in r["extid"].tolist()]
+        ids = self.column("extid") if rows is None else rows["extid"]
+        return [self.ext[i] for i in ids.tolist()]
 
     @property
     def samples(self) -> Samples:
@@ -273,10 +274,11 @@ class Index:
         if self._samples is None:
             self.validate_rows()
             self._samples = self._group()
+            self._cols.clear()
         return self._samples
 
     def _group(self) -> Samples:
-        kh, cid = self.rows["keyhash"], self.rows["crashid"]
+        kh, cid = self.column("keyhash"), self.column("crashid")
         n = self.n_rows
         if n == 0:
             return Samples(None, np.zeros(1, np.int64), np.zeros(0, np.uint64),
