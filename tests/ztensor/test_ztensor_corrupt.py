@@ -357,3 +357,23 @@ def test_custom_keys_are_kept_and_ignored(tmp_path):
     p = write(tmp_path, build([entry(note="hi", x_version=7)], {64: X}))
     with zt.Reader(p) as r:
         assert r.info("x").attrs == {"note": "hi", "x_version": 7}
+
+
+def test_huge_zstd_claim_is_not_a_memory_error(tmp_path):
+    blob = zstandard.ZstdCompressor(write_content_size=False).compress(b"\0" * 1000)
+    e = entry(size=len(blob), encoding="zstd", dtype="uint64", shape=[1 << 42])
+    p = write(tmp_path, build([e], {64: blob}))
+    with pytest.raises(LimitError, match="decoded size: above limit"):
+        zt.Reader(p)
+    e = entry(size=len(blob), encoding="zstd", dtype="uint64", shape=[1 << 37])  # 1 TiB < limit?
+    p = write(tmp_path, build([e], {64: blob}))
+    with zt.Reader(p, limits=Limits(max_decoded_bytes=1 << 50)) as r:
+        with pytest.raises((LimitError, IntegrityError)):
+            r["x"]
+    assert not zt.verify(p, limits=Limits(max_decoded_bytes=1 << 50)).ok
+    framed = zstandard.ZstdCompressor(write_content_size=True).compress(b"\0" * 1000)
+    e = entry(size=len(framed), encoding="zstd", dtype="uint64", shape=[1 << 37])
+    p = write(tmp_path, build([e], {64: framed}))
+    with zt.Reader(p, limits=Limits(max_decoded_bytes=1 << 50)) as r:
+        with pytest.raises(IntegrityError, match="zstd content size mismatch"):
+            r["x"]  # refused from the frame header, before any allocation

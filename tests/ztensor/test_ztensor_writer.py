@@ -302,11 +302,54 @@ def test_load_copy_reads_into_one_buffer_and_checks_sums(tmp_path):
 def test_add_sparse_explicit_and_reader_verify(tmp_path):
     path = tmp_path / "e.zt"
     with zt.Writer(path) as w:
-        w.add_sparse("m", "csr", (2, 3), np.array([1, 2], np.int32), indptr=[0, 1, 2],
-                     indices=[2, 0], checksum="sha256")
+        w.add_sparse(
+            "m",
+            "csr",
+            (2, 3),
+            np.array([1, 2], np.int32),
+            indptr=[0, 1, 2],
+            indices=[2, 0],
+            checksum="sha256",
+        )
         w.add_sparse("c", "coo", (2, 2, 2), np.array([5.0]), coords=[[1], [1], [0]])
     with zt.Reader(path, sparse="raw") as r:
         assert r["m"].todense().tolist() == [[0, 0, 1], [2, 0, 0]]
         assert r["c"].todense()[1, 1, 0] == 5.0
         report = r.verify()
         assert report.ok and len(report.findings) == 2
+
+
+def test_writer_refuses_more_after_a_failed_write(tmp_path, monkeypatch):
+    path = tmp_path / "f.zt"
+    zt.save(path, {"old": np.arange(3)})
+    before = path.read_bytes()
+    w = zt.Writer(path)
+    w.add("a", np.ones(4))
+    calls = {"n": 0}
+    real_write = w._f.write
+
+    def failing_write(data):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise OSError(28, "No space left on device")
+        return real_write(data)
+
+    monkeypatch.setattr(w._f, "write", failing_write)
+    with pytest.raises(OSError, match="No space left"):
+        w.add("b", np.ones(1000))
+    monkeypatch.setattr(w._f, "write", real_write)
+    with pytest.raises(ValueError, match="failed earlier"):
+        w.add("c", np.ones(2))
+    with pytest.raises(ValueError, match="file discarded"):
+        w.close()
+    assert path.read_bytes() == before and os.listdir(tmp_path) == ["f.zt"]
+
+
+def test_copy_reads_come_from_the_opened_file(tmp_path):
+    path = tmp_path / "r.zt"
+    zt.save(path, {"w": np.arange(4, dtype="f4")}, checksum="crc32c")
+    with zt.Reader(path) as r:
+        zt.save(path, {"w": np.full(4, 7, "f4")}, checksum="crc32c")  # replaced by rename
+        assert r.read("w", copy=True).tolist() == [0, 1, 2, 3]
+        assert zt.load(path)["w"].tolist() == [7, 7, 7, 7]
+        assert r.read_all(copy=True)["w"].tolist() == [0, 1, 2, 3]

@@ -43,9 +43,7 @@ def atomic_write(
         try:
             mode = os.stat(path).st_mode & 0o7777
         except FileNotFoundError:
-            umask = os.umask(0)
-            os.umask(umask)
-            mode = 0o666 & ~umask
+            mode = 0o666 & ~_umask()
         os.chmod(tmp, mode)
         os.replace(tmp, path)
     except BaseException:
@@ -54,6 +52,35 @@ def atomic_write(
         raise
     if fsync:
         _fsync_dir(directory)
+
+
+def _proc_umask() -> int | None:
+    # /proc gives the umask without changing it (Linux >= 4.7).
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _import_umask() -> int:
+    # Elsewhere read it once, at import, where no other thread of ours creates files yet.
+    mask = _proc_umask()
+    if mask is None:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+_UMASK_AT_IMPORT = _import_umask()
+
+
+def _umask() -> int:
+    mask = _proc_umask()
+    return _UMASK_AT_IMPORT if mask is None else mask
 
 
 def _fsync_dir(directory: str) -> None:

@@ -13,7 +13,13 @@ import zstandard
 from ..errors import FormatError, IntegrityError, LimitError, describe
 from .buffers import byte_view
 
-__all__ = ["zstd_compress", "zstd_decompress_into", "zstd_decompress", "ZSTD_MAGIC"]
+__all__ = [
+    "zstd_compress",
+    "zstd_decompress_into",
+    "zstd_decompress",
+    "zstd_content_size",
+    "ZSTD_MAGIC",
+]
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 
@@ -31,6 +37,18 @@ def zstd_compress(
         level=level, write_content_size=True, write_checksum=checksum, threads=threads
     )
     return cctx.compress(byte_view(data))
+
+
+def zstd_content_size(src: object) -> int | None:
+    """The content size a zstd frame header declares, or None (absent or unreadable)."""
+    mv = byte_view(src)
+    if mv.nbytes < 4 or bytes(mv[:4]) != ZSTD_MAGIC:
+        return None
+    try:
+        n = zstandard.frame_content_size(mv)
+    except zstandard.ZstdError:
+        return None
+    return n if n >= 0 else None
 
 
 def zstd_decompress_into(

@@ -20,6 +20,8 @@ from ..errors import FormatError, TruncatedError, describe
 
 __all__ = ["MappedFile"]
 
+_PREAD_MAX = 1 << 30
+
 
 class MappedFile:
     """A file (or an in-memory buffer) mapped read-only.
@@ -43,12 +45,19 @@ class MappedFile:
     def __init__(self, source: Any, *, fmt: str = "tenfold") -> None:
         self.fmt = fmt
         self._mm: mmap.mmap | None = None
+        self._fd: int | None = None
         if isinstance(source, (str, os.PathLike)):
             self.path: str | None = os.fspath(source)
-            with open(self.path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
+            # The descriptor stays open (for pread_into) so that every read, mapped or copied,
+            # comes from the file that was opened even if the name is replaced meanwhile.
+            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                size = os.fstat(self._fd).st_size
                 if size > 0:
-                    self._mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                    self._mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
+            except BaseException:
+                os.close(self._fd)
+                raise
             arr = (
                 np.frombuffer(self._mm, dtype=np.uint8)
                 if self._mm is not None
@@ -71,6 +80,9 @@ class MappedFile:
     def close(self) -> None:
         """Detach from the mapping; views already handed out stay valid (see module doc)."""
         self._u8 = None
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         if self._mm is not None:
             try:
                 self._mm.close()
@@ -139,6 +151,36 @@ class MappedFile:
         """Zero-copy structured records (see :mod:`tenfold.core.records`)."""
         self.check(offset, count * dtype.itemsize, what)
         return np.frombuffer(self._arr(), dtype=dtype, count=count, offset=offset)
+
+    def pread_into(self, offset: int, dst: np.ndarray, what: str = "range") -> None:
+        """Copy ``dst.nbytes`` bytes at ``offset`` into the contiguous array ``dst``.
+
+        For a file this is ``pread`` on the descriptor opened with the map (one system call
+        per GiB, straight from the page cache into ``dst``); for a buffer, a copy.
+        """
+        n = dst.nbytes
+        self.check(offset, n, what)
+        flat = dst.reshape(-1).view(np.uint8)
+        if self._fd is None:
+            flat[:] = self._arr()[offset : offset + n]
+            return
+        self._arr()  # raises when closed
+        mv = memoryview(flat)  # type: ignore[arg-type]
+        done = 0
+        while done < n:
+            got = os.preadv(self._fd, [mv[done : done + _PREAD_MAX]], offset + done)
+            if got <= 0:
+                raise TruncatedError(
+                    describe(
+                        self.fmt,
+                        what,
+                        offset=offset + done,
+                        detail="file shrank while reading",
+                        expected=n,
+                        got=done,
+                    )
+                )
+            done += got
 
     def buffer(self) -> np.ndarray:
         """The whole file as a read-only ``uint8`` array."""

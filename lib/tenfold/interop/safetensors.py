@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import jsonio
 from ..core.atomic import atomic_write
 from ..core.bounds import checked_numel
 from ..core.buffers import byte_view
@@ -94,12 +95,9 @@ def parse(
                 got=n,
             )
         )
-    try:
-        header = json.loads(u8[8 : 8 + n].tobytes().decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise FormatError(
-            describe(fmt, what, offset=offset + 8, detail=f"invalid JSON header: {exc}")
-        ) from None
+    header = jsonio.loads(
+        u8[8 : 8 + n].tobytes(), fmt=fmt, what=f"{what} header", offset=offset + 8
+    )
     if not isinstance(header, dict):
         raise FormatError(
             describe(fmt, what, offset=offset + 8, detail="header is not a JSON object")

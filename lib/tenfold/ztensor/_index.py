@@ -221,15 +221,26 @@ def _field(
 
 
 def _enum(
-    what: str, entry: Mapping[str, Any], key: str, allowed: tuple[str, ...], offset: int,
+    what: str,
+    entry: Mapping[str, Any],
+    key: str,
+    allowed: tuple[str, ...],
+    offset: int,
     default: str | None = None,
 ) -> str:
     """A text field that must be one of ``allowed`` (UnsupportedError otherwise)."""
     value = _field(what, entry, key, str, offset, required=default is None, default=default)
     if value not in allowed:
         raise UnsupportedError(
-            describe(FMT, what, offset=offset, field=key, detail="unknown",
-                     expected=" | ".join(allowed), got=value)
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field=key,
+                detail="unknown",
+                expected=" | ".join(allowed),
+                got=value,
+            )
         )
     return value  # type: ignore[no-any-return]
 

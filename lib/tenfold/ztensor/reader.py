@@ -9,17 +9,17 @@ verified the first time it is read (pass ``verify_checksums=False`` to skip).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Limits, align_up
-from ..core.compression import zstd_decompress_into
+from ..core.compression import zstd_content_size, zstd_decompress_into
 from ..core.mapped import MappedFile
 from ..core.report import Report
-from ..errors import TruncatedError, describe
+from ..errors import IntegrityError, describe
 from . import _checksum
 from ._index import Blob, TensorInfo, parse_file_layout, parse_index
 from ._spec import ALIGN, FMT
@@ -75,7 +75,6 @@ class Reader(Mapping[str, Any]):
         self.sparse = sparse
         self.limits = limits
         self._verified: set[str] = set()
-        self._fd: int | None = None
         try:
             size = self._mf.size
             head = self._mf.bytes(0, min(size, 8), "magic")
@@ -128,9 +127,6 @@ class Reader(Mapping[str, Any]):
 
     def close(self) -> None:
         """Release the file. Views already returned stay valid (they keep the map alive)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
         self._mf.close()
 
     def __enter__(self) -> Reader:
@@ -187,6 +183,7 @@ class Reader(Mapping[str, Any]):
             result = _prepare_out(out, info)
             self._copy_into(info.offset, info.size, result)
         else:
+            _check_frame(self.stored(name), info.nbytes, f"tensor {name!r}", info.offset)
             result = _prepare_out(out, info)
             zstd_decompress_into(
                 self.stored(name),
@@ -211,7 +208,12 @@ class Reader(Mapping[str, Any]):
         if not copy:
             return {name: self.read(name, copy=False) for name in self._infos}
         direct = [i for i in self._infos.values() if i.zero_copy]
-        slab = np.empty(sum(align_up(i.size, ALIGN) for i in direct), dtype=np.uint8)
+        slab = empty(
+            sum(align_up(i.size, ALIGN) for i in direct),
+            np.uint8,
+            fmt=FMT,
+            what="tensors read with copy=True",
+        )
         out: dict[str, Any] = {}
         pos = 0
         for info in self._infos.values():
@@ -242,31 +244,8 @@ class Reader(Mapping[str, Any]):
         self._verified.add(info.name)
 
     def _copy_into(self, offset: int, nbytes: int, result: np.ndarray) -> None:
-        dst = result.reshape(-1).view(np.uint8)
-        if nbytes == 0:
-            return
-        if self._mf.path is None:
-            dst[:] = self._mf.u8(offset, nbytes)
-            return
-        self._mf.check(offset, nbytes, "blob")
-        if self._fd is None:
-            self._fd = os.open(self._mf.path, os.O_RDONLY)
-        mv = memoryview(dst)  # type: ignore[arg-type]
-        done = 0
-        while done < nbytes:
-            n = os.preadv(self._fd, [mv[done : done + _MAX_PREAD]], offset + done)
-            if n <= 0:
-                raise TruncatedError(
-                    describe(
-                        FMT,
-                        "blob",
-                        offset=offset + done,
-                        detail="file shrank while reading",
-                        expected=nbytes,
-                        got=done,
-                    )
-                )
-            done += n
+        if nbytes:
+            self._mf.pread_into(offset, result.reshape(-1).view(np.uint8)[:nbytes], "blob")
 
     def _decode_blob(
         self, name: str, blob: Blob, dtype: np.dtype, count: int, encoding: str
@@ -274,7 +253,10 @@ class Reader(Mapping[str, Any]):
         what = f"tensor {name!r}"
         if encoding == "raw":
             return self._mf.array(blob.offset, dtype, (count,), what)
-        out = np.empty(count, dtype=dtype)
+        _check_frame(
+            self._mf.u8(blob.offset, blob.size, what), count * dtype.itemsize, what, blob.offset
+        )
+        out = empty(count, dtype, fmt=FMT, what=what, offset=blob.offset)
         zstd_decompress_into(
             self._mf.u8(blob.offset, blob.size, what),
             out.view(np.uint8),
@@ -342,7 +324,9 @@ class Reader(Mapping[str, Any]):
 
 def _prepare_out(out: np.ndarray | None, info: TensorInfo) -> np.ndarray:
     if out is None:
-        return np.empty(info.shape, dtype=info.np_dtype)
+        return empty(
+            info.shape, info.np_dtype, fmt=FMT, what=f"tensor {info.name!r}", offset=info.offset
+        )
     if out.dtype != info.np_dtype or out.shape != info.shape or not out.flags.c_contiguous:
         raise ValueError(
             f"zt: out for tensor {info.name!r} must be C-contiguous {info.np_dtype} "
@@ -351,6 +335,17 @@ def _prepare_out(out: np.ndarray | None, info: TensorInfo) -> np.ndarray:
     if not out.flags.writeable:
         raise ValueError(f"zt: out for tensor {info.name!r} is read-only")
     return out
+
+
+def _check_frame(frame: np.ndarray, expected: int, what: str, offset: int) -> None:
+    """Refuse a zstd frame whose declared content size differs, before allocating for it."""
+    declared = zstd_content_size(frame)
+    if declared is not None and declared != expected:
+        raise IntegrityError(
+            describe(
+                FMT, what, offset=offset, field="zstd content size", expected=expected, got=declared
+            )
+        )
 
 
 def _swap_in_place(a: np.ndarray) -> None:

@@ -71,6 +71,7 @@ class Writer:
         self._entries: list[dict[str, Any]] = []
         self._names: set[str] = set()
         self._closed = False
+        self._failed: BaseException | None = None
 
     # -- public -------------------------------------------------------------------------------
     def add(
@@ -114,10 +115,19 @@ class Writer:
         algo = _checksum.check_algorithm(checksum)
         extra = self._check_attrs(name, attrs)
         sparse = from_input(array)
-        if sparse is not None:
-            entry = self._add_sparse(name, sparse, encoding, level, algo)
-        else:
-            entry = self._add_dense(name, array, encoding, level, algo)
+        start = self._pos
+        try:
+            if sparse is not None:
+                entry = self._add_sparse(name, sparse, encoding, level, algo)
+            else:
+                entry = self._add_dense(name, array, encoding, level, algo)
+        except EncodeError:
+            if self._pos != start:  # bytes were written: the offsets no longer line up
+                self._failed = EncodeError(f"zt: tensor {name!r} was partly written")
+            raise
+        except BaseException as exc:
+            self._failed = exc
+            raise
         entry.update(extra)
         self._names.add(name)
         self._entries.append(entry)
@@ -154,6 +164,9 @@ class Writer:
         """Write the index and move the file into place."""
         if self._closed:
             return
+        if self._failed is not None:
+            self.abort()
+            raise ValueError(f"zt: writer failed earlier ({self._failed}); file discarded")
         self._closed = True
         try:
             index = cbor.encode(self._entries, indefinite_maps=True)
@@ -192,6 +205,11 @@ class Writer:
     def _check_open(self) -> None:
         if self._closed:
             raise ValueError("zt: writer is closed")
+        if self._failed is not None:
+            raise ValueError(
+                f"zt: writer failed earlier ({type(self._failed).__name__}: {self._failed}); "
+                "nothing more can be added, and close() discards the file"
+            )
 
     def _check_attrs(self, name: str, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
         if not attrs:
