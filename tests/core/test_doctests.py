@@ -17,7 +17,7 @@ MODULES = [
     "tenfold.core.atomic",
     "tenfold.core.dtypes",
     "tenfold.core.report",
-    "tenfold.core.buffers",
+    "tenfold.core.buffers", "tenfold.core.jsonio",
     "tenfold.ztensor",
     "tenfold.ztensor.reader",
     "tenfold.ztensor.writer",
