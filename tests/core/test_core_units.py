@@ -145,3 +145,19 @@ def test_preallocate_keeps_size(tmp_path):
         assert preallocate(f.fileno(), 3, 100) is False  # below the threshold: skipped
         preallocate(f.fileno(), 3, 8 << 20)  # True on ext4/xfs/tmpfs, False elsewhere
     assert p.read_bytes() == b"abc"
+
+
+def test_start_writeback_is_a_hint(tmp_path):
+    import sys
+
+    from tenfold.core.prealloc import start_writeback
+
+    data = bytes(range(256)) * (8 << 12)  # 8 MiB
+    p = tmp_path / "w.bin"
+    with open(p, "wb") as f:
+        f.write(data)
+        f.flush()
+        assert start_writeback(f.fileno(), 0, 100) is False  # below the threshold: skipped
+        ok = start_writeback(f.fileno(), 0, len(data))
+        assert ok is sys.platform.startswith("linux")
+    assert p.read_bytes() == data

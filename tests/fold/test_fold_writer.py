@@ -80,6 +80,63 @@ def test_atomic_on_failure(tmp_path):
     assert p.read_bytes() == b"previous"
 
 
+def _write_mixed(path, big, **kw):
+    with fold.Writer(path, **kw) as w:
+        w.add_chunk("head", "BLOB", b"small before")
+        w.add_chunk("big", "BLOB", big)
+        w.add_chunk("ro", "BLOB", np.frombuffer(bytes(big[:70000]), np.uint8))  # read-only
+        w.add_json("tail", {"after": True})
+        w.finalize({"k": 1})
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("compress", [None, "zstd"])
+@pytest.mark.parametrize("ecc", [None, "rs(32)"])
+@pytest.mark.parametrize("fsync", [True, False])
+def test_streamed_large_chunks_same_bytes(tmp_path, monkeypatch, compress, ecc, fsync):
+    """Chunks above the threshold are written by pwrite while threads checksum them; the file
+    is byte-identical to the sequential path, even when pwrite writes less than asked."""
+    from tenfold.fold import writer as wmod
+
+    rng = np.random.default_rng(7)
+    big = np.concatenate([rng.integers(0, 256, 150_000, np.uint8), np.zeros(150_000, np.uint8)])
+    kw = {"compress": compress, "ecc": ecc, "fsync": fsync}
+    monkeypatch.setattr(wmod, "_PARALLEL_MIN", 1 << 40)
+    want = _write_mixed(tmp_path / "seq.fold", big, **kw)
+    monkeypatch.setattr(wmod, "_PARALLEL_MIN", 1 << 16)
+    monkeypatch.setattr(wmod, "_WRITEBACK_PIECE", 50_000)
+    real_pwrite = os.pwrite
+    calls = []
+
+    def short_pwrite(fd, buf, off):
+        calls.append(len(buf))
+        return real_pwrite(fd, memoryview(buf)[:40_000], off)
+
+    monkeypatch.setattr(os, "pwrite", short_pwrite)
+    got = _write_mixed(tmp_path / "par.fold", big, **kw)
+    monkeypatch.setattr(os, "pwrite", real_pwrite)
+    assert got == want and len(calls) > 3
+    with fold.Reader(tmp_path / "par.fold", strict=True) as r:
+        assert r.read_bytes("big") == big.tobytes() and r.read_json("tail") == {"after": True}
+
+
+def test_streamed_write_failure_is_atomic(tmp_path, monkeypatch):
+    from tenfold.fold import writer as wmod
+
+    monkeypatch.setattr(wmod, "_PARALLEL_MIN", 1 << 16)
+    p = tmp_path / "a.fold"
+    p.write_bytes(b"previous")
+
+    def full(fd, buf, off):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "pwrite", full)
+    with pytest.raises(OSError, match="No space"):
+        with fold.Writer(p, compress=None) as w:
+            w.add_chunk("big", "BLOB", np.ones(1 << 17, np.uint8))
+    assert p.read_bytes() == b"previous" and os.listdir(tmp_path) == ["a.fold"]
+
+
 def test_autofinalize_and_misuse(tmp_path):
     p = tmp_path / "a.fold"
     with fold.Writer(p) as w:

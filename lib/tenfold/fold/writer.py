@@ -22,6 +22,7 @@ from .. import _kernels
 from ..core.atomic import atomic_write
 from ..core.checksums import crc32c, sha256_hex
 from ..core.compression import zstd_compress
+from ..core.prealloc import preallocate, start_writeback
 from ..errors import EncodeError, describe
 from . import _digest, _payloads
 from ._spec import (
@@ -100,6 +101,26 @@ def _parity(
     rs.encode_blocks(src[: half * k], nsym, out[: half * nsym])
     fut.result()
     return out
+
+
+_WRITEBACK_PIECE = 32 << 20
+
+
+def _pwrite_all(fd: int, buf: memoryview, offset: int, writeback: bool = False) -> None:
+    """``pwrite`` all of ``buf`` at ``offset`` (the kernel may write less per call).
+
+    With ``writeback`` the buffer goes out in 32 MiB pieces, each handed to the disk at once
+    (:func:`start_writeback`), so that a final fsync has little left to wait for; otherwise
+    in one call.
+    """
+    n = buf.nbytes
+    step = _WRITEBACK_PIECE if writeback else n
+    done = 0
+    while done < n:
+        piece = done + os.pwrite(fd, buf[done : min(n, done + step)], offset + done)
+        if writeback:
+            start_writeback(fd, offset + done, piece - done)
+        done = piece
 
 
 class Writer:
@@ -289,27 +310,17 @@ class Writer:
                     got=comp.nbytes,
                 )
             )
-        pool = self._pool if comp.nbytes >= _PARALLEL_MIN else None
-        sha_future = pool.submit(sha256_hex, comp) if pool is not None else None
         ecc_len = ecc_len_for(comp.nbytes, self.nsym)
-        parity = _parity(comp, self.nsym, ecc_len, pool) if ecc_len else None
-        crc = crc32c(comp)
-        sha = sha_future.result() if sha_future is not None else sha256_hex(comp)
         offset = self._f.tell()
-        self._f.write(
-            struct.pack(
-                ">4sIQQII",
-                ctype.encode("ascii"),
-                self._flags,
-                raw.nbytes,
-                comp.nbytes,
-                crc,
-                ecc_len,
-            )
-        )
-        self._f.write(comp)
-        if parity is not None:
-            self._f.write(memoryview(parity))  # type: ignore[arg-type]
+        if comp.nbytes >= _PARALLEL_MIN:
+            crc, sha = self._write_large(ctype, raw.nbytes, comp, ecc_len, offset)
+        else:
+            parity = _parity(comp, self.nsym, ecc_len, None) if ecc_len else None
+            crc, sha = crc32c(comp), sha256_hex(comp)
+            self._f.write(self._chunk_header(ctype, raw.nbytes, comp.nbytes, crc, ecc_len))
+            self._f.write(comp)
+            if parity is not None:
+                self._f.write(memoryview(parity))  # type: ignore[arg-type]
         entry = {
             "name": name,
             "ctype": ctype,
@@ -326,6 +337,47 @@ class Writer:
         self._chunks.append(entry)
         self._names.add(name)
         return dict(entry)
+
+    def _chunk_header(self, ctype: str, uncomp: int, comp: int, crc: int, ecc_len: int) -> bytes:
+        return struct.pack(
+            ">4sIQQII", ctype.encode("ascii"), self._flags, uncomp, comp, crc, ecc_len
+        )
+
+    def _write_large(
+        self, ctype: str, uncomp: int, comp: memoryview, ecc_len: int, offset: int
+    ) -> tuple[int, str]:
+        """Write a large chunk straight from ``comp`` while two threads checksum it.
+
+        SHA-256 and CRC-32C run in the pool (hashlib and crc32c release the GIL) while this
+        thread preallocates the chunk's extent and writes the payload from the caller's buffer
+        (no copy): one ``pwrite``, or with fsync on, 32 MiB pieces whose writeback starts at
+        once (the disk then works while SHA-256 runs instead of during the final fsync). The
+        RS parity, split between the pool and this thread, follows. The header, which carries
+        the CRC, is written into its slot last.
+        """
+        assert self._pool is not None
+        sha_future = self._pool.submit(sha256_hex, comp)
+        crc_future = self._pool.submit(crc32c, comp)
+        self._f.flush()
+        fd = self._f.fileno()
+        data_off = offset + CHUNK_HEADER_LEN
+        end = data_off + comp.nbytes + ecc_len
+        preallocate(fd, offset, end - offset)
+        try:
+            _pwrite_all(fd, comp, data_off, writeback=self._fsync)
+            if ecc_len:
+                parity = _parity(comp, self.nsym, ecc_len, self._pool)
+                _pwrite_all(fd, memoryview(parity), data_off + comp.nbytes)  # type: ignore[arg-type]
+            crc = crc_future.result()
+            _pwrite_all(
+                fd, memoryview(self._chunk_header(ctype, uncomp, comp.nbytes, crc, ecc_len)), offset
+            )
+            sha = sha_future.result()
+        finally:
+            crc_future.cancel()
+            sha_future.cancel()
+        self._f.seek(end)
+        return crc, sha
 
     def add_json(self, name: str, obj: Any, ctype: str = "JSON") -> dict[str, Any]:
         """A JSON chunk (UTF-8, ``ensure_ascii=False``, compact, as pyfolds)."""
