@@ -9,11 +9,19 @@ Cases (``--quick`` divides the sizes by 16):
   over 4 MiB vs reedsolo on the first 40 blocks; MB/s of data corrected.
 * Clean read of a 256 MiB chunk written with rs(32): ``Reader.read`` with CRC-32C and SHA-256
   checked (the ECC is not decoded when the CRC holds); GB/s.
-* Write of 256 MiB without compression or ECC (temp file, fsync on, atomic rename).
-* Write of 64 MiB of compressible float32 with zstd level 3, one thread vs all cores.
+* Write of 256 MiB of random bytes without compression or ECC, tenfold vs pyfolds 1.0.2
+  (``FoldWriter``, the FOLD reference), like with like: (a) each with its default durability
+  (tenfold: temp file, fsync, rename, directory fsync; pyfolds: writes in place and fsyncs
+  twice in ``finalize``); (b) no fsync on either side (tenfold ``fsync=False``; pyfolds with
+  ``os.fsync`` replaced by a no-op in its module only). Every run writes a fresh path: the
+  target is removed and ``os.sync()`` called before each run, untimed, so no run pays for the
+  previous one's writeback.
+* Write of 64 MiB of compressible float16 with zstd level 3: tenfold on all cores vs one
+  thread (byte-identical to pyfolds) and vs pyfolds.
 
-pyfolds 1.0.2 (the FOLD reference) is not compared: it imports torch and torchvision at
-package import and, without ``google-crc32c``, checksums in pure Python.
+pyfolds needs torch at import (``pip install --no-deps pyfolds==1.0.2 google-crc32c``; without
+``google-crc32c`` it checksums in pure Python). Its payloads must be ``bytes``: the copy is
+made once, untimed.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+import types
 
 import numpy as np
 from _timing import best, row
@@ -34,6 +43,23 @@ def _optional(name):
         return __import__(name)
     except ImportError:
         return None
+
+
+def _pyfolds():
+    try:
+        from pyfolds.serialization import foldio
+    except ImportError:
+        return None
+    return foldio
+
+
+def _fresh(path: str) -> None:
+    """Remove ``path`` and flush dirty pages (untimed setup of write cases)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+    os.sync()
 
 
 def _damage(data: np.ndarray, nsym: int, nerr: int, rng) -> np.ndarray:
@@ -127,14 +153,41 @@ def run(quick: bool) -> list[dict]:
                             unit="GB/s", higher_is_better=True, target=">= 1 GB/s"))
 
         p2 = os.path.join(tmp, "plain.fold")
+        foldio = _pyfolds()
+        big_bytes = big.tobytes() if foldio is not None else b""
+        no_fsync_os = types.SimpleNamespace(
+            **{k: getattr(os, k) for k in dir(os) if not k.startswith("__")}
+        )
+        no_fsync_os.fsync = lambda fd: None
 
-        def write():
-            with fold.Writer(p2, compress=None) as w:
+        def write(fsync):
+            with fold.Writer(p2, compress=None, fsync=fsync) as w:
                 w.add_chunk("blob", "BLOB", big)
+                w.finalize({})
 
-        t = best(write, repeat=3)
-        rows.append(row(f"write {n >> 20} MiB, no compression, fsync", t, unit="s",
-                        note="pyfolds 1.0.2 not measured (needs torch)"))
+        def peer_write(fsync, compress="none", payload=big_bytes):
+            if not fsync:
+                foldio.os = no_fsync_os  # pyfolds' module only
+            try:
+                with foldio.FoldWriter(p2, compress=compress) as w:
+                    w.add_chunk("blob", "BLOB", payload)
+                    w.finalize({})
+            finally:
+                foldio.os = os
+
+        for fsync, label, peer_label in (
+            (True, "default durability (fsync)", "pyfolds 1.0.2 (fsyncs twice)"),
+            (False, "no fsync either side", "pyfolds 1.0.2, fsync patched out"),
+        ):
+            t = best(lambda fsync=fsync: write(fsync), repeat=7, setup=lambda: _fresh(p2))
+            tp = None
+            if foldio is not None:
+                tp = best(lambda fsync=fsync: peer_write(fsync), repeat=7,
+                          setup=lambda: _fresh(p2))
+            rows.append(row(f"write {n >> 20} MiB, no compression, {label}", t,
+                            peer_label if foldio is not None else "pyfolds (not installed)",
+                            tp, unit="s", target="2x faster than pyfolds",
+                            note="fresh path each run"))
 
         n = (64 << 20) // div
         smooth = np.cumsum(rng.standard_normal(n // 4), dtype=np.float32).astype(np.float16)
@@ -144,10 +197,17 @@ def run(quick: bool) -> list[dict]:
             with fold.Writer(p2, compress="zstd", threads=threads, fsync=False) as w:
                 w.add_chunk("x", "BLOB", smooth)
 
-        t1 = best(lambda: zwrite(0), repeat=3)
-        t2 = best(lambda: zwrite(-1), repeat=3)
+        t1 = best(lambda: zwrite(0), repeat=3, setup=lambda: _fresh(p2))
+        t2 = best(lambda: zwrite(-1), repeat=3, setup=lambda: _fresh(p2))
         rows.append(row(f"write {n >> 20} MiB zstd-3, all cores", t2, "tenfold threads=0", t1,
-                        unit="s", note="threads=0 is byte-identical to pyfolds"))
+                        unit="s", note="threads=0 is byte-identical to pyfolds; no fsync"))
+        if foldio is not None:
+            smooth_bytes = smooth.tobytes()
+            tp = best(lambda: peer_write(False, "zstd", smooth_bytes), repeat=3,
+                      setup=lambda: _fresh(p2))
+            rows.append(row(f"write {n >> 20} MiB zstd-3, all cores", t2,
+                            "pyfolds 1.0.2, fsync patched out", tp, unit="s",
+                            note="no fsync either side"))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rows
