@@ -59,27 +59,32 @@ def tensor_stats(arr: np.ndarray) -> dict[str, Any]:
         k = c.size
         if not k:
             continue
-        cm = float(c.mean())
-        cm2 = float(((c - cm) ** 2).sum())
+        with np.errstate(over="ignore", invalid="ignore"):
+            cm = float(np.sum(c / k))  # no overflow even for values near float64 max
+            cm2 = float(((c - cm) ** 2).sum())  # may overflow to inf: reported as None
         lo, hi = min(lo, float(c.min())), max(hi, float(c.max()))
         tot = n + k
         delta = cm - mean
-        mean += delta * k / tot
+        mean += delta * (k / tot)
         m2 += cm2 + delta * delta * n * k / tot
         n = tot
     if not n:
         return {"numel": int(flat.size), "min": None, "max": None, "mean": None, "std": None,
                 "nan": nan, "inf": inf}
-    return {"numel": int(flat.size), "min": lo, "max": hi, "mean": mean,
-            "std": math.sqrt(m2 / n), "nan": nan, "inf": inf}
+    std = math.sqrt(m2 / n) if math.isfinite(m2) else None
+    return {"numel": int(flat.size), "min": lo, "max": hi,
+            "mean": mean if math.isfinite(mean) else None, "std": std, "nan": nan, "inf": inf,
+            "overflow": std is None or not math.isfinite(mean)}
 
 
 def _fmt_stats(s: dict[str, Any]) -> str:
     if s["min"] is None:
         core = "no finite values" if s["numel"] else "empty"
     else:
-        core = (f"min={s['min']:.6g} max={s['max']:.6g} mean={s['mean']:.6g} "
-                f"std={s['std']:.6g}")
+        def g(v: float | None) -> str:
+            return "overflow" if v is None else f"{v:.6g}"
+
+        core = f"min={g(s['min'])} max={g(s['max'])} mean={g(s['mean'])} std={g(s['std'])}"
     return f"{core} nan={s['nan']} inf={s['inf']}"
 
 

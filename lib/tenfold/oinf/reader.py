@@ -23,7 +23,7 @@ import numpy as np
 from .. import _kernels
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.mapped import MappedFile
-from ..errors import FormatError, LimitError
+from ..errors import FormatError, LimitError, describe
 from . import _spec as S
 from ._parse import Tables, fail, parse_ndarray_header, parse_quant, parse_tables
 
@@ -328,8 +328,9 @@ def decode_payload(mf: MappedFile, obj: str, tag: int, shape: tuple[int, ...], o
     bits = S.PACKED_BITS[tag]
     numel = math.prod(shape)
     if numel > limits.max_decoded_bytes:
-        raise LimitError(f"oinf: {obj}: {numel} unpacked bytes above the limit "
-                         f"{limits.max_decoded_bytes}")
+        raise LimitError(describe("oinf", obj, offset=off, field="numel",
+                                  detail="unpacked size above the limit",
+                                  expected=f"<= {limits.max_decoded_bytes}", got=numel))
     src = mf.u8(off, nbytes, obj)
     k = _kernels.load("bitpack")
     out = np.empty(numel, S.UNPACKED_DTYPE[tag])
