@@ -83,17 +83,6 @@ cdef inline uint8_t _xor_bytes(const uint8_t* q, Py_ssize_t w) noexcept nogil:
     return x ^ <uint8_t>acc
 
 
-cdef inline uint8_t _bad76(const uint8_t* q) noexcept nogil:
-    """Non-zero if any of 76 bytes is outside the base64 alphabet (branch-free, vectorisable)."""
-    cdef uint8_t bad = 0, c
-    cdef int j
-    for j in range(76):
-        c = q[j]
-        bad |= ((<uint8_t>(c - 65) >= 26) & (<uint8_t>(c - 97) >= 26)
-                & (<uint8_t>(c - 48) >= 10) & (c != 43) & (c != 47))
-    return bad
-
-
 cdef Py_ssize_t _frame(const uint8_t* src, Py_ssize_t n, uint8_t* dst,
                        Py_ssize_t width) noexcept nogil:
     cdef Py_ssize_t i = 0, o = 0, w
@@ -161,6 +150,115 @@ def frame_block(const uint8_t[::1] prefix, const uint8_t[::1] b64, const uint8_t
     return o
 
 
+cdef int _unframe(const uint8_t* tp, Py_ssize_t n, Py_ssize_t nlines, uint8_t* op,
+                  Py_ssize_t width, bint strict, Py_ssize_t* res) noexcept nogil:
+    """The line loop of ``unframe_lines``; ``res`` receives (line, pos, output length).
+
+    With ``strict`` false, full lines taken by the fast path are copied without checking the
+    alphabet: the caller checks the copied text afterwards in one vectorisable pass and reruns
+    strictly if anything is outside the alphabet, so results are the same either way.
+    """
+    cdef Py_ssize_t p = 0, o = 0, line = 0, j, pads, total, start
+    cdef uint8_t x, c, v, bad
+    cdef const uint8_t* q
+    cdef int status = 0
+    while line < nlines:
+        start = p
+        # fast path: a full-width line that is entirely valid (checked branch-free)
+        if line < nlines - 1 and p + width + 3 <= n:
+            q = tp + p
+            x = _xor_bytes(q, width)
+            bad = 0
+            if strict:
+                for j in range(width):
+                    bad |= _BAD[q[j]]
+            if (bad == 0 and q[width] == 32 and q[width + 2] == 10
+                    and _NIB[q[width + 1]] == (x & 15) + 1):
+                memcpy(op + o, q, width)
+                p += width + 3
+                o += width
+                line += 1
+                continue
+        x = 0
+        j = 0
+        while j < width and p < n and _VAL[tp[p]] != 0:
+            c = tp[p]
+            x ^= c
+            op[o + j] = c
+            j += 1
+            p += 1
+        pads = 0
+        while pads < 2 and j + pads < width and p < n and tp[p] == 61 and line == nlines - 1:
+            x ^= 61
+            op[o + j + pads] = 61
+            pads += 1
+            p += 1
+        if p >= n:
+            status = C_TRUNCATED
+            break
+        c = tp[p]
+        if c != 32:
+            if j + pads == width and (_VAL[c] != 0 or c == 61):
+                status = C_WIDTH
+            elif c == 10:
+                status = C_SEP
+            else:
+                status = C_CHAR
+            break
+        total = j + pads
+        if line < nlines - 1:
+            if total != width:
+                status = C_WIDTH
+                break
+        elif total == 0 or total % 4 != 0:
+            status = C_WIDTH
+            break
+        p += 1
+        if p >= n:
+            status = C_TRUNCATED
+            break
+        v = _NIB[tp[p]]
+        if v == 0:
+            status = C_NIBBLE
+            break
+        if v - 1 != (x & 15):
+            status = C_PARITY
+            break
+        p += 1
+        if p >= n:
+            status = C_TRUNCATED
+            break
+        if tp[p] != 10:
+            status = C_EOL
+            break
+        if pads == 1 and ((_VAL[op[o + total - 2]] - 1) & 3) != 0:
+            status = C_PADBITS
+            p = start + total - 2
+            break
+        if pads == 2 and ((_VAL[op[o + total - 3]] - 1) & 15) != 0:
+            status = C_PADBITS
+            p = start + total - 3
+            break
+        p += 1
+        o += total
+        line += 1
+    res[0] = line
+    res[1] = p
+    res[2] = o
+    return status
+
+
+cdef inline bint _any_bad(const uint8_t* q, Py_ssize_t n) noexcept nogil:
+    """True if any of ``n`` bytes is outside the base64 alphabet (``=`` included)."""
+    cdef uint8_t bad = 0, c
+    cdef Py_ssize_t j
+    for j in range(n):
+        c = q[j]
+        bad |= ((<uint8_t>(c - 65) >= 26) & (<uint8_t>(c - 97) >= 26)
+                & (<uint8_t>(c - 48) >= 10) & (c != 43) & (c != 47))
+    return bad != 0
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def unframe_lines(const uint8_t[::1] text, Py_ssize_t nlines, uint8_t[::1] out,
@@ -174,10 +272,9 @@ def unframe_lines(const uint8_t[::1] text, Py_ssize_t nlines, uint8_t[::1] out,
     bad line and the offset in ``text`` of the offending byte.
     """
     cdef Py_ssize_t n = text.shape[0]
-    cdef Py_ssize_t p = 0, o = 0, line = 0, j, pads, total, start
-    cdef uint8_t x, c, v, bad
+    cdef Py_ssize_t res[3]
+    cdef Py_ssize_t full
     cdef const uint8_t* tp = NULL
-    cdef const uint8_t* q
     cdef uint8_t* op = NULL
     cdef int status = 0
     if nlines < 0 or width <= 0:
@@ -189,88 +286,9 @@ def unframe_lines(const uint8_t[::1] text, Py_ssize_t nlines, uint8_t[::1] out,
     if out.shape[0] > 0:
         op = &out[0]
     with nogil:
-        while line < nlines:
-            start = p
-            # fast path: a full-width line that is entirely valid (checked branch-free)
-            if line < nlines - 1 and p + width + 3 <= n:
-                q = tp + p
-                x = _xor_bytes(q, width)
-                if width == 76:
-                    bad = _bad76(q)
-                else:
-                    bad = 0
-                    for j in range(width):
-                        bad |= _BAD[q[j]]
-                if (bad == 0 and q[width] == 32 and q[width + 2] == 10
-                        and _NIB[q[width + 1]] == (x & 15) + 1):
-                    memcpy(op + o, q, width)
-                    p += width + 3
-                    o += width
-                    line += 1
-                    continue
-            x = 0
-            j = 0
-            while j < width and p < n and _VAL[text[p]] != 0:
-                c = text[p]
-                x ^= c
-                out[o + j] = c
-                j += 1
-                p += 1
-            pads = 0
-            while pads < 2 and j + pads < width and p < n and text[p] == 61 and line == nlines - 1:
-                x ^= 61
-                out[o + j + pads] = 61
-                pads += 1
-                p += 1
-            if p >= n:
-                status = C_TRUNCATED
-                break
-            c = text[p]
-            if c != 32:
-                if j + pads == width and (_VAL[c] != 0 or c == 61):
-                    status = C_WIDTH
-                elif c == 10:
-                    status = C_SEP
-                else:
-                    status = C_CHAR
-                break
-            total = j + pads
-            if line < nlines - 1:
-                if total != width:
-                    status = C_WIDTH
-                    break
-            elif total == 0 or total % 4 != 0:
-                status = C_WIDTH
-                break
-            p += 1
-            if p >= n:
-                status = C_TRUNCATED
-                break
-            v = _NIB[text[p]]
-            if v == 0:
-                status = C_NIBBLE
-                break
-            if v - 1 != (x & 15):
-                status = C_PARITY
-                break
-            p += 1
-            if p >= n:
-                status = C_TRUNCATED
-                break
-            if text[p] != 10:
-                status = C_EOL
-                break
-            if pads == 1 and ((_VAL[out[o + total - 2]] - 1) & 3) != 0:
-                status = C_PADBITS
-                p = start + total - 2
-                break
-            if pads == 2 and ((_VAL[out[o + total - 3]] - 1) & 15) != 0:
-                status = C_PADBITS
-                p = start + total - 3
-                break
-            p += 1
-            o += total
-            line += 1
-    if status != 0:
-        return (status, line, p)
-    return (0, nlines, p)
+        status = _unframe(tp, n, nlines, op, width, False, res)
+        # completed lines before the last hold exactly ``width`` alphabet characters each
+        full = res[0] if res[0] < nlines - 1 else nlines - 1
+        if full > 0 and _any_bad(op, full * width):
+            status = _unframe(tp, n, nlines, op, width, True, res)
+    return (status, res[0], res[1])
