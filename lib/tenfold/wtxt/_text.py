@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import FormatError, LimitError, TruncatedError, describe
-from ._spec import AUDIT_KEY_RE, FMT, MAX_LINE, QUOTED, TOKEN
+from ._spec import AUDIT_KEY_RE, FMT, MAX_LINE, QUOTED, TOKEN, mview
 
 _PRINTABLE = re.compile(rb"[\x20-\x7e]*")
 _FIELD_RES: dict[str, re.Pattern[str]] = {}
@@ -47,6 +47,7 @@ class Cursor:
 
     def __init__(self, data: np.ndarray) -> None:
         self.data = data
+        self.mv = mview(data)
         self.size = int(data.size)
         self.pos = 0
         self.lineno = 1

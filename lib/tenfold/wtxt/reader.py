@@ -395,19 +395,23 @@ def _check_ts(ts: str, ln: int, off: int) -> None:
 
 def _chunk(cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: int,
            collect: bool) -> ChunkInfo:
-    raw = cur.peek_raw()
     lineno, pos = cur.lineno, cur.pos
-    if raw is None:
-        raise err(TruncatedError, lineno, pos, f"file ends; expected chunk {ix:06d}")
-    m = S.CH_RE.fullmatch(raw)
-    if m is None:
-        text, _, _ = cur.line("ch")
-        fields(text, "ch", S.CH_FIELDS, lineno, pos)
-        raise AssertionError("unreachable: fields() accepts what CH_RE rejects")  # pragma: no cover
-    cur.pos += len(raw) + 1
+    # fast path: the regular expression straight on the mapped text, then its LF
+    m = S.CH_RE.match(cur.mv, pos)
+    if m is None or m.end() >= cur.size or cur.mv[m.end()] != 10:
+        raw = cur.peek_raw()
+        if raw is None:
+            raise err(TruncatedError, lineno, pos, f"file ends; expected chunk {ix:06d}")
+        m = S.CH_RE.fullmatch(raw)
+        if m is None:
+            text, _, _ = cur.line("ch")
+            fields(text, "ch", S.CH_FIELDS, lineno, pos)
+            # pragma: no cover - fields() raises on whatever CH_RE rejects
+            raise AssertionError("unreachable: fields() accepts what CH_RE rejects")
+    cur.pos = pos + (m.end() - m.start()) + 1
     cur.lineno += 1
-    cix, coff, clen = int(m.group(1)), int(m.group(2)), int(m.group(3))
-    lines = int(m.group(6))
+    g_ix, g_off, g_len, g_sha, g_crc, g_lines = m.groups()
+    cix, coff, clen, lines = int(g_ix), int(g_off), int(g_len), int(g_lines)
     if cix != ix:
         raise err(FormatError, lineno, pos, "ch 'ix' not contiguous", expected=f"{ix:06d}",
                   got=m.group(1).decode())
@@ -419,7 +423,7 @@ def _chunk(cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: 
     if lines != S.b64_lines(clen):
         raise err(FormatError, lineno, pos, "ch 'lines' mismatch", expected=S.b64_lines(clen),
                   got=lines)
-    ch = ChunkInfo(cix, coff, clen, m.group(4).decode(), m.group(5).decode(), lines, lineno, pos)
+    ch = ChunkInfo(cix, coff, clen, g_sha.decode(), g_crc.decode(), lines, lineno, pos)
     return ch
 
 
