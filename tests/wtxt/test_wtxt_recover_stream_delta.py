@@ -202,3 +202,18 @@ def test_armor_roundtrip(tmp_path):
 
 
 _ = META
+
+
+def test_armor_without_pyrage(tmp_path, monkeypatch):
+    # pyrage is in the test extra; this checks the message users get without the crypto extra
+    import sys
+
+    from tenfold.errors import UnsupportedError
+
+    monkeypatch.setitem(sys.modules, "pyrage", None)
+    p = write(tmp_path / "a.wtxt")
+    with pytest.raises(UnsupportedError, match="pyrage"):
+        wtxt.armor_encrypt(p, tmp_path / "a.age", ["age1x"])
+    with pytest.raises(UnsupportedError, match="pyrage"):
+        wtxt.armor_decrypt(p, tmp_path / "b.wtxt", ["AGE-SECRET-KEY-1"])
+    assert not (tmp_path / "a.age").exists()
