@@ -52,9 +52,14 @@ class B64LinesSuite:
         self.out = np.empty(self.k.framed_size(len(self.b64)), np.uint8)
         self.k.frame_lines(self.b64, self.out)
         self.scratch = np.empty(575 * 76, np.uint8)
+        self.block = np.empty(self.out.size + 256, np.uint8)
+        self.head = b"ch ix=000000 off=000000000000 len=32768 sha256=" + b"0" * 64 + b"\n"
 
     def time_frame(self, impl):
         self.k.frame_lines(self.b64, self.out)
+
+    def time_frame_block(self, impl):
+        self.k.frame_block(self.head, self.b64, b"endch\n", self.block, 0)
 
     def time_unframe(self, impl):
         self.k.unframe_lines(self.out, 575, self.scratch)
