@@ -191,6 +191,23 @@ def test_build_is_atomic(tmp_path, monkeypatch):
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
 
 
+def test_build_fsync_option(tmp_path, monkeypatch):
+    _tar(tmp_path / "f_0.tar", [("k.x", b"1"), ("k.y", b"22")])
+    calls: list[int] = []
+    real = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+    durable = tx.build(tmp_path, "f", out=tmp_path / "d.taridx", show_progress=False)
+    assert calls  # the file, then its directory
+    calls.clear()
+    fast = tx.build(tmp_path, "f", out=tmp_path / "n.taridx", show_progress=False, fsync=False)
+    assert calls == []
+    assert fast.read_bytes() == durable.read_bytes()
+    assert cli_main(["index", "build", str(tmp_path), "--fold", "f", "--no-progress",
+                     "--no-fsync"]) == 0
+    assert calls == []
+    assert (tmp_path / "f.taridx").read_bytes() == durable.read_bytes()
+
+
 def test_no_shards(tmp_path):
     with pytest.raises(FileNotFoundError):
         tx.build(tmp_path, "nothing")

@@ -273,7 +273,10 @@ def test_scan_differential_and_fuzz(members, fmt, edits, cut):
         assert got[0][1] == 0
         assert got[0][3] == [m.offset_data - 512 for m in tm]
         assert got[0][4] == [m.size for m in tm]
-        assert [n.decode("utf-8", "surrogateescape") for n in got[0][5]] == [m.name for m in tm]
+        # (tarfile drops the trailing "/" of a name it reads as a directory's; the scanner
+        # reports the name as stored)
+        names = [n.decode("utf-8", "surrogateescape") for n in got[0][5]]
+        assert [n.rstrip("/") for n in names] == [m.name.rstrip("/") for m in tm]
 
 
 def test_hashtable_known(kernels):

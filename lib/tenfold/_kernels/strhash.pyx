@@ -157,6 +157,8 @@ def hash_ranges(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::
     b = &buf[0]
     with nogil:
         for i in range(n):
+            if i + AHEAD < n:  # ranges scattered over a large buffer: fetch ahead
+                TF_PREFETCH(b + off[i + AHEAD])
             out[i] = xxh64(b + off[i], length[i], seed, ascii_lower)
 
 
@@ -230,6 +232,9 @@ def split_basenames(const uint8_t[::1] buf, const int64_t[::1] off, const int64_
     b = &buf[0]
     with nogil:
         for i in range(n):
+            if i + AHEAD < n:
+                TF_PREFETCH(b + off[i + AHEAD])
+                TF_PREFETCH(b + off[i + AHEAD] + length[i + AHEAD])
             s = off[i]
             e = s + length[i]
             j = e
@@ -270,6 +275,8 @@ def gather(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] le
         return
     with nogil:
         for i in range(n):
+            if i + AHEAD < n:
+                TF_PREFETCH(&buf[off[i + AHEAD]])
             if length[i]:
                 memcpy(&out[pos], &buf[off[i]], length[i])
                 pos += length[i]

@@ -1,6 +1,6 @@
 """``tenfold index``: build and check TARIDX indexes of tar-shard folds.
 
-    tenfold index build ROOT --fold NAME [--out PATH] [--workers N] [--no-progress]
+    tenfold index build ROOT --fold NAME [--out PATH] [--workers N] [--no-progress] [--no-fsync]
     tenfold index check ROOT --fold NAME [--index PATH]     exit 1 when shards changed
     tenfold index lookup INDEX STEM...                      sample number and rows of stems
 """
@@ -18,7 +18,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     t = time.perf_counter()
     path = build(args.root, args.fold, out=args.out, workers=args.workers,
-                 show_progress=False if args.no_progress else None)
+                 show_progress=False if args.no_progress else None, fsync=not args.no_fsync)
     from .reader import Index
 
     with Index.open(path) as idx:
@@ -67,6 +67,8 @@ def register(subparsers: Any) -> None:
     b.add_argument("--out", help="index path (default ROOT/<fold>.taridx)")
     b.add_argument("--workers", type=int, help="threads scanning shards (default: auto)")
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.add_argument("--no-fsync", action="store_true",
+                   help="skip the fsyncs (still atomic, not durable across a power loss)")
     b.set_defaults(func=cmd_build)
     c = sub.add_parser("check", help="say which shards changed since the index was built")
     c.add_argument("root")

@@ -151,6 +151,21 @@ def scan_shard(path: str | os.PathLike[str]) -> ShardScan:
     return ShardScan(hdr_off.copy(), size.copy(), stems, st_len.copy(), ext_local, exts)
 
 
+def _first_of_key(keyhash: np.ndarray) -> tuple[int, np.ndarray]:
+    """``(number of distinct keys, the first row with each row's key)``, with a hash table
+    (no sort) when the rows fit its int32 slots."""
+    n = keyhash.size
+    if n > 0x7FFFFFFF:
+        uniq, first, inv = np.unique(keyhash, return_index=True, return_inverse=True)
+        return int(uniq.size), first[inv]
+    ht = _kernels.load("hashtable")
+    table = np.full(1 << max(1, int(2 * n).bit_length()), -1, np.int32)
+    n_unique = ht.insert(keyhash, np.arange(n, dtype=np.int64), table)
+    first = np.empty(n, np.int64)
+    ht.probe(keyhash, table, keyhash, first)
+    return int(n_unique), first
+
+
 def fold_rows(scans: list[ShardScan]) -> tuple[np.ndarray, list[str], list[str], int]:
     """Assemble shard scans (in fid order) into ``(rows, ext, crash, n_stems)``."""
     strhash = _kernels.load("strhash")
@@ -181,9 +196,7 @@ def fold_rows(scans: list[ShardScan]) -> tuple[np.ndarray, list[str], list[str],
     crash: list[str] = []
     n_unique = 0
     if n:
-        uniq, first, inv = np.unique(keyhash, return_index=True, return_inverse=True)
-        n_unique = uniq.size
-        f = first[inv]
+        n_unique, f = _first_of_key(keyhash)
         same = np.empty(n, np.uint8)
         strhash.ranges_equal(big, offs, lens, offs[f], lens[f], same)
         crash_id: dict[bytes, int] = {}
@@ -209,7 +222,8 @@ def _workers(paths: list[Path], workers: int | None) -> int:
 
 
 def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str] | None = None,
-          workers: int | None = None, show_progress: bool | None = None) -> Path:
+          workers: int | None = None, show_progress: bool | None = None,
+          fsync: bool = True) -> Path:
     """Scan the shards of ``fold`` under ``root`` and write ``<root>/<fold>.taridx`` (atomically).
 
     Parameters
@@ -222,6 +236,9 @@ def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str
         Threads scanning shards (default: one per core when there are several large shards).
     show_progress
         Force the progress bar on or off (default: on a terminal).
+    fsync
+        Make the index durable before returning (default); ``False`` still replaces it
+        atomically but skips the two fsyncs (file, directory). See :func:`write_rows`.
 
     Returns the path written.
     """
@@ -238,7 +255,7 @@ def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str
     rows, ext, crash, n_stems = fold_rows(scans)
     flags = FLAG_CONTIGUOUS if count_runs(rows["keyhash"], rows["crashid"]) == n_stems else 0
     target = Path(out) if out is not None else Path(root) / f"{fold}.taridx"
-    write_rows(target, rows, ext, crash, n_stems=n_stems, flags=flags)
+    write_rows(target, rows, ext, crash, n_stems=n_stems, flags=flags, fsync=fsync)
     return target
 
 

@@ -88,14 +88,18 @@ def index_bytes(rows: np.ndarray, ext: Sequence[str], crash: Sequence[str] = (),
 
 def write_rows(path: str | os.PathLike[str], rows: np.ndarray, ext: Sequence[str],
                crash: Sequence[str] = (), *, n_stems: int | None = None,
-               flags: int | None = None) -> int:
+               flags: int | None = None, fsync: bool = True) -> int:
     """Write an index atomically; returns the number of bytes written.
 
-    ``n_stems`` and ``flags`` are computed from the rows when not given.
+    ``n_stems`` and ``flags`` are computed from the rows when not given. ``fsync`` (default)
+    makes the new file durable before it replaces the old one, and then the rename (fsync of the
+    file, then of its directory); ``fsync=False`` skips both: readers still never see a
+    half-written index, but a power loss shortly after may leave the previous one (or, on some
+    file systems, an empty file) under the name.
     """
     rows = _as_rows(rows)
     head, ext_b, crash_b = _header(rows, ext, crash, n_stems, flags, MINOR)
-    with atomic_write(path) as f:
+    with atomic_write(path, fsync=fsync) as f:
         f.write(head)
         f.write(ext_b)
         f.write(crash_b)
