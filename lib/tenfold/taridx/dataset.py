@@ -181,7 +181,7 @@ class Dataset:
             self._last = (fid, hit[1])
             return hit[1]
         mf = MappedFile(self._join(self.shards[fid]), fmt=FMT)
-        mv = memoryview(mf.buffer())
+        mv = mf.buffer().data
         self._open[fid] = (mf, mv)
         self._last = (fid, mv)
         while len(self._open) > self.max_open:

@@ -379,7 +379,7 @@ class Index:
         from ..core.atomic import atomic_write
 
         with atomic_write(path) as f:
-            f.write(memoryview(self._mf.buffer()))
+            f.write(self._mf.buffer().data)
 
     def __repr__(self) -> str:
         return (f"<taridx.Index {self.name!r} rows={self.n_rows} stems={self.n_stems} "

@@ -104,7 +104,7 @@ def write_rows(path: str | os.PathLike[str], rows: np.ndarray, ext: Sequence[str
         f.write(ext_b)
         f.write(crash_b)
         for i in range(0, len(rows), CHUNK_ROWS):
-            f.write(memoryview(np.ascontiguousarray(rows[i : i + CHUNK_ROWS])).cast("B"))
+            f.write(np.ascontiguousarray(rows[i : i + CHUNK_ROWS]).data.cast("B"))
     return len(head) + len(ext_b) + len(crash_b) + REC_SIZE * len(rows)
 
 
