@@ -45,8 +45,16 @@ class TaridxSuite:
     def time_build(self, n):
         tx.build(self.root, "f", out=self.root / "b.taridx", show_progress=False)
 
+    def time_build_no_fsync(self, n):
+        tx.build(self.root, "f", out=self.root / "c.taridx", show_progress=False, fsync=False)
+
     def time_open(self, n):
         tx.Index.open(self.path).close()
+
+    def time_first_lookup(self, n):
+        # once per opened index: row checks, grouping into samples, hash table
+        with tx.Index.open(self.path) as idx:
+            idx.lookup(self.stems[:1])
 
     def time_lookup_2000(self, n):
         self.ds.index.lookup(self.stems)
