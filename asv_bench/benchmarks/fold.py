@@ -82,3 +82,32 @@ class FoldFileSuite:
 
     def track_file_ratio(self, compress, ecc):
         return os.path.getsize(self.path) / self.data.nbytes
+
+
+class StoredWriteSuite:
+    """Uncompressed write of one 32 MiB chunk (streamed from the caller's buffer), each call to
+    a fresh path; with fsync (default durability) and without."""
+
+    params = [[False, True]]
+    param_names = ["fsync"]
+
+    def setup(self, fsync):
+        self.tmp = tempfile.mkdtemp(prefix="tenfold-asv-fold-w-")
+        self.data = np.random.default_rng(2).integers(0, 256, 32 << 20, dtype=np.uint8)
+        self.n = 0
+
+    def teardown(self, fsync):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def _write(self, fsync):
+        self.n += 1
+        path = os.path.join(self.tmp, f"w{self.n}.fold")
+        with fold.Writer(path, compress=None, fsync=fsync) as w:
+            w.add_chunk("blob", "BLOB", self.data)
+        os.unlink(path)
+
+    def time_write_stored(self, fsync):
+        self._write(fsync)
+
+    def peakmem_write_stored(self, fsync):
+        self._write(fsync)
