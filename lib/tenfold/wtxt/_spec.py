@@ -110,10 +110,14 @@ CH_RE = re.compile(
 )
 
 
-def mview(a: np.ndarray) -> memoryview:
-    """A ``memoryview`` of a C-contiguous array, without copying (NumPy's type stubs do not
-    declare the buffer protocol on Python 3.11, hence the cast)."""
-    return memoryview(cast("Buffer", a))
+if TYPE_CHECKING:
+    def mview(a: np.ndarray) -> memoryview:
+        """A ``memoryview`` of a C-contiguous array, without copying."""
+        return memoryview(cast("Buffer", a))
+else:
+    # NumPy's stubs do not declare the buffer protocol on Python 3.11; at run time this is
+    # plain ``memoryview`` (no wrapper call on the per-chunk paths).
+    mview = memoryview
 
 
 def b64_lines(nbytes: int) -> int:
