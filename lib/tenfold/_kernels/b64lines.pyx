@@ -65,17 +65,19 @@ def framed_size(Py_ssize_t n, Py_ssize_t width=76):
     return n + 3 * ((n + width - 1) // width)
 
 
-cdef inline uint8_t _xor_bytes(const uint8_t* q, Py_ssize_t w) noexcept nogil:
-    """XOR of ``w`` bytes, eight at a time."""
+cdef inline uint8_t _copy_xor(uint8_t* dst, const uint8_t* q, Py_ssize_t w) noexcept nogil:
+    """Copy ``w`` bytes and return their XOR, eight bytes at a time (one pass)."""
     cdef uint64_t acc = 0, word
     cdef Py_ssize_t j = 0
     cdef uint8_t x = 0
     while j + 8 <= w:
         memcpy(&word, q + j, 8)
+        memcpy(dst + j, &word, 8)
         acc ^= word
         j += 8
     while j < w:
         x ^= q[j]
+        dst[j] = q[j]
         j += 1
     acc ^= acc >> 32
     acc ^= acc >> 16
@@ -89,8 +91,7 @@ cdef Py_ssize_t _frame(const uint8_t* src, Py_ssize_t n, uint8_t* dst,
     cdef uint8_t x
     while i < n:
         w = width if n - i > width else n - i
-        memcpy(dst + o, src + i, w)
-        x = _xor_bytes(src + i, w)
+        x = _copy_xor(dst + o, src + i, w)
         o += w
         i += w
         dst[o] = 32
@@ -167,14 +168,14 @@ cdef int _unframe(const uint8_t* tp, Py_ssize_t n, Py_ssize_t nlines, uint8_t* o
         # fast path: a full-width line that is entirely valid (checked branch-free)
         if line < nlines - 1 and p + width + 3 <= n:
             q = tp + p
-            x = _xor_bytes(q, width)
+            # copy while computing the parity; a rejected line is rewritten by the slow path
+            x = _copy_xor(op + o, q, width)
             bad = 0
             if strict:
                 for j in range(width):
                     bad |= _BAD[q[j]]
             if (bad == 0 and q[width] == 32 and q[width + 2] == 10
                     and _NIB[q[width + 1]] == (x & 15) + 1):
-                memcpy(op + o, q, width)
                 p += width + 3
                 o += width
                 line += 1
