@@ -247,14 +247,12 @@ class Index:
             return
         for field, limit in (("extid", self.n_ext), ("crashid", self.n_crash + 1)):
             col = self.column(field)
-            if col.size:
-                bad = np.flatnonzero(col >= limit)
-                if bad.size:
-                    i = int(bad[0])
-                    raise self._err(
-                        FormatError, f"row {i}", offset=self.off_arr + REC_SIZE * i,
-                        field=field, detail="out of range", expected=f"< {limit}",
-                        got=int(col[i]))
+            if col.size and int(col.max()) >= limit:
+                i = int(np.argmax(col >= limit))
+                raise self._err(
+                    FormatError, f"row {i}", offset=self.off_arr + REC_SIZE * i,
+                    field=field, detail="out of range", expected=f"< {limit}",
+                    got=int(col[i]))
         self._validated = True
 
     @property
@@ -286,7 +284,9 @@ class Index:
         change = np.empty(n, bool)
         change[0] = True
         np.not_equal(kh[1:], kh[:-1], out=change[1:])
-        change[1:] |= cid[1:] != cid[:-1]
+        crashed = self.n_crash > 0 and bool(cid.any())
+        if crashed:
+            change[1:] |= cid[1:] != cid[:-1]
         run_starts = np.flatnonzero(change)
         if self.is_contiguous:
             if run_starts.size != self.n_stems:
@@ -294,9 +294,11 @@ class Index:
                     FormatError, "rows", offset=self.off_arr, field="n_stems",
                     detail="flag says contiguous but the runs of (keyhash, crashid) disagree",
                     expected=run_starts.size, got=self.n_stems)
-            starts = np.append(run_starts, n).astype(np.int64)
-            return Samples(None, starts, np.ascontiguousarray(kh[run_starts]),
-                           np.ascontiguousarray(cid[run_starts]))
+            starts = np.empty(run_starts.size + 1, np.int64)
+            starts[:-1] = run_starts
+            starts[-1] = n
+            return Samples(None, starts, kh[run_starts],
+                           cid[run_starts] if crashed else np.zeros(run_starts.size, np.uint32))
         perm = np.lexsort((cid, kh))
         skh, scid = kh[perm], cid[perm]
         sch = np.empty(n, bool)
