@@ -81,6 +81,7 @@ def plot(fmt: str, rows: list[dict]) -> str | None:
     fig, ax = plt.subplots(figsize=(8, 0.5 + 0.4 * len(pts)))
     ax.barh([p[0] for p in pts], [p[1] for p in pts], color="#3b7dd8")
     ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_xscale("log")  # ratios range from ~1x to ~1000x
     ax.set_xlabel("speed-up of tenfold over the peer (x, higher is better)")
     ax.set_title(f"{fmt}: tenfold vs peers (same data, same run)")
     fig.tight_layout()

@@ -37,6 +37,11 @@ fi
 here=$(pwd)
 export TENFOLD_SHARED=${TENFOLD_SHARED:-$(cd "$here/.." && pwd)/shared}
 
+# pyfolds 1.0.2, the FOLD reference, for the peer tests. Its metadata asks for torch and
+# torchvision (a CUDA build from the registry) but its code needs neither to write and read
+# FOLD files: install it alone; its tests skip with a reason when it is absent.
+pip_install --no-deps "pyfolds==1.0.2" || echo "note: pyfolds did not install; its peer tests will skip"
+
 echo "== pytest (compiled kernels)"
 "$PY" -m pytest "$here/tests" -p no:cacheprovider --rootdir "$here" -c "$here/pyproject.toml"
 

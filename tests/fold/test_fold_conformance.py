@@ -199,9 +199,9 @@ OPEN_ERRORS = {
     "index_len_plus1": (TruncatedError, "index at offset"),
     "index_len_max_plus1": (LimitError, "index_len"),
     "index_len_u64max": (LimitError, "index_len"),
-    "index_len_minus1": (FormatError, "bad JSON"),
-    "index_bad_json": (FormatError, "bad JSON"),
-    "index_bad_utf8": (FormatError, "not UTF-8"),
+    "index_len_minus1": (FormatError, "invalid JSON"),
+    "index_bad_json": (FormatError, "invalid JSON"),
+    "index_bad_utf8": (FormatError, "invalid UTF-8"),
     "index_format_not_fold": (FormatError, "format"),
     "index_version_999": (UnsupportedError, "version"),
 }

@@ -434,3 +434,29 @@ def test_verify_crc_mode_and_large_chunks(tmp_path):
             assert np.array_equal(r.read("big", verify="crc"), data)
             with pytest.raises(UncorrectableError, match="sha256"):
                 r.read("big")
+
+
+@pytest.mark.parametrize("payload", [b"[" * 200_000, b"1" * 5000, b"{\"a\": 1", b"\xff\xfe"])
+def test_hostile_json_chunks_are_format_errors(tmp_path, payload):
+    p = tmp_path / "j.fold"
+    with fold.Writer(p, compress=None, ecc=None) as w:
+        w.add_chunk("meta", "JSON", payload)
+        w.finalize({})
+    with fold.Reader(p) as r, pytest.raises(FormatError, match=r"chunk 'meta'.*invalid"):
+        r.read_json("meta")
+
+
+def test_hostile_json_index_is_a_format_error(tmp_path):
+    p = _write(tmp_path / "i.fold")
+
+    def huge_int(idx):
+        idx["metadata"]["n"] = 0  # placeholder, replaced textually below
+
+    _rewrite_index(p, huge_int)
+    b = p.read_bytes().replace(b'"n":0', b'"n":' + b"7" * 5000)
+    off, _ = struct.unpack(">QQ", b[12:28])
+    b = b[:12] + struct.pack(">QQ", off, len(b) - off) + b[28:]
+    p.write_bytes(b)
+    with pytest.raises(FormatError, match="index at offset .*: invalid JSON"):
+        fold.Reader(p)
+    assert not fold.verify(p).ok

@@ -17,6 +17,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ..core import jsonio
 from ..errors import EncodeError, FormatError, LimitError, UnsupportedError, describe
 from ..interop import safetensors as _st
 from ._spec import FMT, MAX_CHUNK_SIZE
@@ -35,12 +36,7 @@ def json_bytes(obj: Any) -> bytes:
 
 
 def json_load(buf: Any, what: str) -> Any:
-    try:
-        return json.loads(memoryview(buf).tobytes().decode("utf-8"))
-    except UnicodeDecodeError as exc:
-        raise FormatError(describe(FMT, what, detail=f"JSON payload is not UTF-8: {exc}")) from exc
-    except json.JSONDecodeError as exc:
-        raise FormatError(describe(FMT, what, detail=f"bad JSON payload: {exc}")) from exc
+    return jsonio.loads(memoryview(buf).tobytes(), fmt=FMT, what=what)
 
 
 # -- NPZ0 -----------------------------------------------------------------------------------

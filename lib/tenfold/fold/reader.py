@@ -12,13 +12,13 @@ from __future__ import annotations
 import bisect
 import concurrent.futures
 import dataclasses
-import json
 import warnings
 from typing import Any
 
 import numpy as np
 
 from .. import _kernels
+from ..core import jsonio
 from ..core.checksums import crc32c, sha256_hex
 from ..core.compression import zstd_decompress_into
 from ..core.mapped import MappedFile
@@ -231,24 +231,7 @@ class Reader:
             )
         self.header = {"header_len": header_len, "index_off": index_off, "index_len": index_len}
         raw = mf.u8(index_off, index_len, "index").tobytes()
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise FormatError(
-                describe(FMT, "index", offset=index_off + exc.start, detail="not UTF-8")
-            ) from exc
-        try:
-            index = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FormatError(
-                describe(
-                    FMT, "index", offset=index_off, detail=f"bad JSON at char {exc.pos}: {exc.msg}"
-                )
-            ) from exc
-        except RecursionError:
-            raise FormatError(
-                describe(FMT, "index", offset=index_off, detail="JSON nested too deep")
-            ) from None
+        index = jsonio.loads(raw, fmt=FMT, what="index", offset=index_off, limit=MAX_INDEX_SIZE)
         if not isinstance(index, dict):
             raise FormatError(describe(FMT, "index", offset=index_off, detail="not a JSON object"))
         if index.get("format") != FORMAT_NAME:
@@ -412,8 +395,10 @@ class Reader:
         self._bound: dict[str, tuple[int, str]] = {}
         for c in chunks:
             i = bisect.bisect_right(starts, c.offset)
-            nxt = [o for o in starts[i:] if o < index_off]
-            self._bound[c.name] = (nxt[0], "the next chunk") if nxt else (index_off, "the index")
+            if i < len(starts) and starts[i] < index_off:  # starts is sorted: O(log n) per chunk
+                self._bound[c.name] = (starts[i], "the next chunk")
+            else:
+                self._bound[c.name] = (index_off, "the index")
 
     def _check_manifest(self) -> bool | None:
         stored = self.metadata.get("manifest_hash")
