@@ -115,7 +115,8 @@ def main() -> int:
     import tenfold
 
     env = (
-        f"Measured {datetime.date.today()} on {platform.machine()} ({platform.processor() or 'cpu'}), "
+        f"Measured {datetime.date.today()} on {platform.machine()} "
+        f"({platform.processor() or 'cpu'}), "
         f"Python {platform.python_version()}, numpy {numpy.__version__}, tenfold "
         f"{tenfold.__version__}, by `scripts/bench_peers.py{' --quick' if args.quick else ''}`."
     )
