@@ -14,11 +14,11 @@ from hypothesis import strategies as st
 from tenfold import _kernels
 
 
-def _scan(mod, data: bytes):
+def _scan(mod, data: bytes, lanes: int = 0):
     buf = np.frombuffer(data, np.uint8)
     cap = buf.size // 512
     outs = [np.zeros(cap, np.int64) for _ in range(6)] + [np.zeros(cap, np.uint8)]
-    count, code, where = mod.scan(buf, *outs)
+    count, code, where = mod.scan(buf, *outs, lanes=lanes)
     names = []
     for i in range(count):
         po, pl, no, nl = (int(outs[k][i]) for k in (2, 3, 4, 5))
@@ -221,6 +221,43 @@ def test_hash_strs_differential(texts, seed):
         assert out.tolist() == want
 
 
+def _lanes_tar() -> bytes:
+    """Members of many sizes, pax and GNU long names, a global pax header halfway, and payloads
+    that are themselves tar headers (decoys for a walk starting mid-archive)."""
+    inner = _tar([("decoy.bin", b"d" * 700)])
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w", format=tarfile.PAX_FORMAT) as tf:
+        for i in range(400):
+            name = f"s{i:05d}.{'x' * (120 if i % 37 == 0 else 1)}"
+            data = inner if i % 5 == 0 else bytes([i % 251]) * (i * 131 % 3000)
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            if i == 300:  # a global pax header: later walks must not count without it
+                blob = tarfile.TarInfo._create_pax_generic_header(  # type: ignore[attr-defined]
+                    {"comment": "global"}, tarfile.XGLTYPE, "utf-8")
+                tf.fileobj.write(blob)  # type: ignore[union-attr]
+                tf.offset += len(blob)
+            tf.addfile(info, io.BytesIO(data))
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("cut", [None, 100_000, 300_000, 512 * 700 + 3])
+@pytest.mark.parametrize("flip", [None, 150_000, 400_000])
+def test_scan_lanes_equal_one_walk(cut, flip):
+    data = bytearray(_lanes_tar())
+    if flip is not None:
+        data[flip % len(data)] ^= 0x55
+    if cut is not None:
+        del data[cut:]
+    ref = _scan(_kernels.load("tarscan", "reference"), bytes(data))
+    impls = [] if _kernels.pure_python() else [_kernels.load("tarscan", "compiled")]
+    for mod in impls:
+        for lanes in (0, 1, 2, 3, 5, 8, 64):
+            assert _scan(mod, bytes(data), lanes) == ref
+    with pytest.raises(ValueError, match="lanes"):
+        _scan(_kernels.load("tarscan", "reference"), bytes(data), -1)
+
+
 names_st = st.lists(st.binary(max_size=70), max_size=12)
 
 
@@ -265,7 +302,7 @@ def test_scan_differential_and_fuzz(members, fmt, edits, cut):
         data = data[: cut % (len(data) + 1)]
     ref = _kernels.load("tarscan", "reference")
     impls = [ref] if _kernels.pure_python() else [ref, _kernels.load("tarscan", "compiled")]
-    got = [_scan(m, bytes(data)) for m in impls]
+    got = [_scan(m, bytes(data), lanes) for m in impls for lanes in (1, 3, 8)]
     assert all(g == got[0] for g in got)
     if not edits and cut % 3:
         with tarfile.open(fileobj=io.BytesIO(clean)) as tf:

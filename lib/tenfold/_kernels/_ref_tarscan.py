@@ -72,10 +72,11 @@ def _pax(data: bytes, base: int) -> tuple[int, int, int] | None:
     return path_off, path_len, size
 
 
-def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typeflag):
+def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typeflag, lanes=0):
     """Walk the headers of the tar archive in ``buf``; fill the outputs; ``(count, code, where)``.
 
     Every output must hold ``len(buf) // 512`` entries (the most members a buffer can have).
+    ``lanes`` (interleaved walks in the compiled kernel) does not change the result: one walk here.
     """
     b = memoryview(buf).cast("B")
     n = b.nbytes
@@ -83,6 +84,8 @@ def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typefla
     outs = (hdr_off, size, prefix_off, prefix_len, name_off, name_len, typeflag)
     if any(len(o) < cap for o in outs):
         raise ValueError(f"outputs must hold len(buf) // 512 = {cap} entries")
+    if lanes < 0:
+        raise ValueError(f"lanes must be >= 0, got {lanes}")
     a = np.frombuffer(b, np.uint8) if n else np.zeros(0, np.uint8)
     pos = count = 0
     local_path: tuple[int, int] | None = None

@@ -12,5 +12,5 @@ E_SPARSE: int
 
 def scan(
     buf: Buffer, hdr_off: Buffer, size: Buffer, prefix_off: Buffer, prefix_len: Buffer,
-    name_off: Buffer, name_len: Buffer, typeflag: Buffer,
+    name_off: Buffer, name_len: Buffer, typeflag: Buffer, lanes: int = 0,
 ) -> tuple[int, int, int]: ...

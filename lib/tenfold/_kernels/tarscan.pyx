@@ -15,6 +15,7 @@ the header at fault.
 """
 
 from libc.stdint cimport uint8_t, int64_t, uint64_t
+from libc.string cimport memmove
 cimport cython
 
 cdef enum:
@@ -43,12 +44,36 @@ cdef int64_t NUM_ERR = -1
 cdef extern from *:
     """
     #if defined(__GNUC__) || defined(__clang__)
-    #define TF_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 0)
+    #define TF_PREFETCH(p) __builtin_prefetch((const void*)(p), 0, 3)
     #else
     #define TF_PREFETCH(p) ((void)0)
     #endif
     """
     void TF_PREFETCH(const void* p) noexcept nogil
+
+cdef extern from *:
+    """
+    /* Sum of the 512 bytes of a header block (unsigned). SSE2 psadbw: 8 bytes per lane. */
+    #if defined(__SSE2__) && (defined(__x86_64__) || defined(_M_X64))
+    #include <emmintrin.h>
+    static inline uint64_t tf_sum512(const uint8_t* p) {
+        __m128i acc = _mm_setzero_si128(), z = _mm_setzero_si128();
+        int i;
+        for (i = 0; i < 512; i += 16)
+            acc = _mm_add_epi64(acc, _mm_sad_epu8(_mm_loadu_si128((const __m128i*)(p + i)), z));
+        return (uint64_t)_mm_cvtsi128_si64(acc)
+            + (uint64_t)_mm_cvtsi128_si64(_mm_unpackhi_epi64(acc, acc));
+    }
+    #else
+    static inline uint64_t tf_sum512(const uint8_t* p) {
+        uint64_t s = 0;
+        int i;
+        for (i = 0; i < 512; i++) s += p[i];
+        return s;
+    }
+    #endif
+    """
+    uint64_t tf_sum512(const uint8_t* p) noexcept nogil
 
 
 cdef inline int64_t parse_number(const uint8_t* p, int w) noexcept nogil:
@@ -87,8 +112,7 @@ cdef inline bint checksum_ok(const uint8_t* h) noexcept nogil:
     cdef int i
     if want < 0:
         return False
-    for i in range(512):  # branch-free so the compiler vectorises it
-        us += h[i]
+    us = tf_sum512(h)
     for i in range(148, 156):
         us -= h[i]
     us += 8 * 32
@@ -162,14 +186,236 @@ cdef int parse_pax(const uint8_t* base, int64_t start, int64_t end,
     return 0
 
 
+cdef struct Walk:
+    int64_t pos          # next header to read
+    int64_t stop         # stop (without reading) once pos >= stop (the next lane's start)
+    int64_t base         # first output slot of this walk
+    int64_t count        # members written (from base)
+    int64_t limit        # output slots available: base + count < limit
+    int64_t l_path_off
+    int64_t l_path_len
+    int64_t l_size
+    int64_t g_path_off
+    int64_t g_path_len
+    int64_t g_size
+    bint pending
+    bint done            # finished: clean end or error (code, where), or reached stop
+    bint reached         # done because pos >= stop
+    int code
+    int64_t where
+
+
+cdef struct Outs:
+    int64_t* hdr_off
+    int64_t* size
+    int64_t* prefix_off
+    int64_t* prefix_len
+    int64_t* name_off
+    int64_t* name_len
+    uint8_t* typeflag
+
+
+cdef inline void walk_init(Walk* w, int64_t pos, int64_t stop, int64_t base,
+                           int64_t limit) noexcept nogil:
+    w.pos = pos
+    w.stop = stop
+    w.base = base
+    w.count = 0
+    w.limit = limit
+    w.l_path_off = -1
+    w.l_path_len = 0
+    w.l_size = -1
+    w.g_path_off = -1
+    w.g_path_len = 0
+    w.g_size = -1
+    w.pending = False
+    w.done = False
+    w.reached = False
+    w.code = C_OK
+    w.where = 0
+
+
+cdef inline void finish(Walk* w, int code, int64_t where) noexcept nogil:
+    w.done = True
+    w.code = code
+    w.where = where
+
+
+cdef void step(Walk* w, const uint8_t* b, int64_t n, Outs* o) noexcept nogil:
+    """Process the header at ``w.pos`` (or finish the walk)."""
+    cdef int64_t pos = w.pos, sz, data_end, nblocks, k
+    cdef int64_t tmp_off, tmp_len, tmp_size
+    cdef const uint8_t* h
+    cdef uint8_t t
+    if pos >= w.stop:
+        w.done = True
+        w.reached = True
+        return
+    if pos >= n:
+        if w.pending:
+            finish(w, C_DANGLING_EXTENDED, pos)
+        else:
+            finish(w, C_OK, 0)
+        return
+    h = b + pos
+    if pos + 512 > n:
+        if not all_zero(h, n - pos):
+            finish(w, C_TRUNCATED_HEADER, pos)
+        elif w.pending:
+            finish(w, C_DANGLING_EXTENDED, pos)
+        else:
+            finish(w, C_OK, 0)
+        return
+    if all_zero(h, 512):
+        if w.pending:
+            finish(w, C_DANGLING_EXTENDED, pos)
+        else:
+            finish(w, C_OK, 0)
+        return
+    sz = parse_number(h + 124, 12)
+    t = h[156]
+    if sz >= 0 and pos + 1024 + sz <= n:
+        # fetch the (likely) next header while this one is checked: the walk is
+        # bound by memory latency, one header per page
+        nblocks = pos + 512 + ((sz + 511) // 512) * 512
+        for k in range(0, 512, 64):
+            TF_PREFETCH(b + nblocks + k)
+    if not checksum_ok(h):
+        finish(w, C_CHECKSUM, pos)
+        return
+    if sz < 0:
+        finish(w, C_NUMBER, pos)
+        return
+    if t == 120 or t == 103:  # 'x' / 'g' pax
+        data_end = pos + 512 + sz
+        if data_end > n:
+            finish(w, C_PAYLOAD_PAST_END, pos)
+            return
+        tmp_off = -1
+        tmp_len = 0
+        tmp_size = -1
+        if parse_pax(b, pos + 512, data_end, &tmp_off, &tmp_len, &tmp_size) != 0:
+            finish(w, C_PAX, pos)
+            return
+        if t == 120:
+            if tmp_off >= 0:
+                w.l_path_off = tmp_off
+                w.l_path_len = tmp_len
+            if tmp_size >= 0:
+                w.l_size = tmp_size
+            w.pending = True
+        else:
+            if tmp_off >= 0:
+                w.g_path_off = tmp_off
+                w.g_path_len = tmp_len
+            if tmp_size >= 0:
+                w.g_size = tmp_size
+        w.pos = pos + 512 + ((sz + 511) // 512) * 512
+        return
+    if t == 76 or t == 75:  # GNU 'L' long name / 'K' long link name
+        data_end = pos + 512 + sz
+        if data_end > n:
+            finish(w, C_PAYLOAD_PAST_END, pos)
+            return
+        if t == 76:
+            w.l_path_off = pos + 512
+            w.l_path_len = cstrlen(b + pos + 512, sz)
+        w.pending = True
+        w.pos = pos + 512 + ((sz + 511) // 512) * 512
+        return
+    if t == 83:  # 'S' GNU sparse: the payload is not the file
+        finish(w, C_SPARSE, pos)
+        return
+    if w.l_size >= 0:
+        sz = w.l_size
+    elif w.g_size >= 0:
+        sz = w.g_size
+    k = w.base + w.count
+    if k >= w.limit:
+        finish(w, C_CAPACITY, pos)
+        return
+    o.hdr_off[k] = pos
+    o.size[k] = sz
+    o.typeflag[k] = t
+    if w.l_path_off >= 0:
+        o.name_off[k] = w.l_path_off
+        o.name_len[k] = w.l_path_len
+        o.prefix_off[k] = 0
+        o.prefix_len[k] = 0
+    elif w.g_path_off >= 0:
+        o.name_off[k] = w.g_path_off
+        o.name_len[k] = w.g_path_len
+        o.prefix_off[k] = 0
+        o.prefix_len[k] = 0
+    else:
+        o.name_off[k] = pos
+        o.name_len[k] = cstrlen(h, 100)
+        o.prefix_off[k] = pos + 345
+        # POSIX ustar ("ustar\0") has a prefix field; GNU ("ustar  \0") does not
+        if (h[257] == 117 and h[258] == 115 and h[259] == 116 and h[260] == 97
+                and h[261] == 114 and h[262] == 0):
+            o.prefix_len[k] = cstrlen(h + 345, 155)
+        else:
+            o.prefix_len[k] = 0
+    w.count += 1
+    w.l_path_off = -1
+    w.l_path_len = 0
+    w.l_size = -1
+    w.pending = False
+    if 49 <= t <= 54:  # '1'..'6': links, devices, directories, FIFOs carry no data
+        nblocks = 0
+    else:
+        if pos + 512 + sz > n:
+            finish(w, C_PAYLOAD_PAST_END, pos)
+            return
+        nblocks = (sz + 511) // 512
+    w.pos = pos + 512 + nblocks * 512
+
+
+cdef inline bint clean(Walk* w) noexcept nogil:
+    """No extended-header state carried forward (a walk started at a header has none)."""
+    return (not w.pending and w.l_path_off < 0 and w.l_size < 0 and w.g_path_off < 0
+            and w.g_size < 0)
+
+
+cdef int64_t find_start(const uint8_t* b, int64_t n, int64_t frm, int64_t to) noexcept nogil:
+    """A block in [frm, to) that looks like a plain member header (ustar magic, valid checksum,
+    regular typeflag), or -1. Only a guess: the walk before it confirms it by landing there."""
+    cdef int64_t p = frm
+    cdef const uint8_t* h
+    cdef uint8_t t
+    while p + 512 <= n and p < to:
+        h = b + p
+        t = h[156]
+        if (h[257] == 117 and h[258] == 115 and h[259] == 116 and h[260] == 97
+                and h[261] == 114 and (t == 48 or t == 0 or t == 55)
+                and parse_number(h + 124, 12) >= 0 and checksum_ok(h)):
+            return p
+        p += 512
+    return -1
+
+
+DEF MAX_LANES = 8
+#: Bytes per lane when ``lanes=0`` picks the number itself.
+DEF AUTO_LANE_BYTES = 8 << 20
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
          int64_t[::1] prefix_off, int64_t[::1] prefix_len, int64_t[::1] name_off,
-         int64_t[::1] name_len, uint8_t[::1] typeflag):
+         int64_t[::1] name_len, uint8_t[::1] typeflag, int lanes=0):
     """Walk the headers of the tar archive in ``buf``; fill the outputs; ``(count, code, where)``.
 
     Every output must hold ``len(buf) // 512`` entries (the most members a buffer can have).
+
+    The walk is a chain of dependent memory reads (each header gives the next one's offset), so
+    on a large buffer it runs ``lanes`` walks interleaved in one loop (their cache misses
+    overlap): walk ``i`` starts at a block that looks like a member header near
+    ``i * len(buf) / lanes`` and its members count only if walk ``i - 1`` lands exactly on that
+    block with no extended-header state; otherwise walk ``i - 1`` simply carries on. The result
+    is always the one of a single walk. ``lanes=0`` chooses (one per 8 MiB, at most 8); ``1``
+    forces one walk.
     """
     cdef int64_t n = buf.shape[0]
     cdef int64_t cap = n // 512
@@ -177,146 +423,75 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
             or prefix_len.shape[0] < cap or name_off.shape[0] < cap
             or name_len.shape[0] < cap or typeflag.shape[0] < cap):
         raise ValueError(f"outputs must hold len(buf) // 512 = {cap} entries")
-    cdef const uint8_t* b
-    cdef const uint8_t* h
-    cdef int64_t pos = 0, count = 0, sz, data_end, nblocks
-    cdef int code = 0
-    cdef int64_t where = 0
-    cdef uint8_t t
-    # pending extended-header state: local (next member only) and global (pax g)
-    cdef int64_t l_path_off = -1, l_path_len = 0, l_size = -1
-    cdef int64_t g_path_off = -1, g_path_len = 0, g_size = -1
-    cdef bint pending = False
-    cdef int64_t tmp_off, tmp_len, tmp_size
+    if lanes < 0:
+        raise ValueError(f"lanes must be >= 0, got {lanes}")
     if n == 0:
         return 0, 0, 0
-    b = &buf[0]
+    cdef const uint8_t* b = &buf[0]
+    cdef Outs o
+    cdef Walk walks[MAX_LANES]
+    cdef int nl, i, live, j
+    cdef int64_t s, total, frm
+    o.hdr_off = &hdr_off[0]
+    o.size = &size[0]
+    o.prefix_off = &prefix_off[0]
+    o.prefix_len = &prefix_len[0]
+    o.name_off = &name_off[0]
+    o.name_len = &name_len[0]
+    o.typeflag = &typeflag[0]
+    if lanes == 0:
+        nl = <int>min(<int64_t>MAX_LANES, max(<int64_t>1, n // AUTO_LANE_BYTES))
+    else:
+        nl = min(lanes, MAX_LANES)
     with nogil:
-        while True:
-            if pos >= n:
-                if pending:
-                    code = C_DANGLING_EXTENDED
-                    where = pos
-                break
-            h = b + pos
-            if pos + 512 > n:
-                if not all_zero(h, n - pos):
-                    code = C_TRUNCATED_HEADER
-                    where = pos
-                elif pending:
-                    code = C_DANGLING_EXTENDED
-                    where = pos
-                break
-            if all_zero(h, 512):
-                if pending:
-                    code = C_DANGLING_EXTENDED
-                    where = pos
-                break
-            sz = parse_number(h + 124, 12)
-            t = h[156]
-            if sz >= 0 and pos + 1024 + sz <= n:
-                # fetch the (likely) next header while this one is checked: the walk is
-                # bound by memory latency, one header per page
-                nblocks = pos + 512 + ((sz + 511) // 512) * 512
-                TF_PREFETCH(b + nblocks)
-                TF_PREFETCH(b + nblocks + 128)
-                TF_PREFETCH(b + nblocks + 256)
-                TF_PREFETCH(b + nblocks + 384)
-            if not checksum_ok(h):
-                code = C_CHECKSUM
-                where = pos
-                break
-            if sz < 0:
-                code = C_NUMBER
-                where = pos
-                break
-            if t == 120 or t == 103:  # 'x' / 'g' pax
-                data_end = pos + 512 + sz
-                if data_end > n:
-                    code = C_PAYLOAD_PAST_END
-                    where = pos
-                    break
-                tmp_off = -1
-                tmp_len = 0
-                tmp_size = -1
-                if parse_pax(b, pos + 512, data_end, &tmp_off, &tmp_len, &tmp_size) != 0:
-                    code = C_PAX
-                    where = pos
-                    break
-                if t == 120:
-                    if tmp_off >= 0:
-                        l_path_off = tmp_off
-                        l_path_len = tmp_len
-                    if tmp_size >= 0:
-                        l_size = tmp_size
-                    pending = True
-                else:
-                    if tmp_off >= 0:
-                        g_path_off = tmp_off
-                        g_path_len = tmp_len
-                    if tmp_size >= 0:
-                        g_size = tmp_size
-                pos += 512 + ((sz + 511) // 512) * 512
+        # lane starts: a plausible header after each equal split point (strictly increasing)
+        walk_init(&walks[0], 0, n + 1, 0, cap)
+        j = 1
+        for i in range(1, nl):
+            frm = ((n * i // nl) // 512) * 512
+            if frm <= walks[j - 1].pos:
+                frm = walks[j - 1].pos + 512
+            s = find_start(b, n, frm, frm + (n // nl))
+            if s < 0:
                 continue
-            if t == 76 or t == 75:  # GNU 'L' long name / 'K' long link name
-                data_end = pos + 512 + sz
-                if data_end > n:
-                    code = C_PAYLOAD_PAST_END
-                    where = pos
-                    break
-                if t == 76:
-                    l_path_off = pos + 512
-                    l_path_len = cstrlen(b + pos + 512, sz)
-                pending = True
-                pos += 512 + ((sz + 511) // 512) * 512
-                continue
-            if t == 83:  # 'S' GNU sparse: the payload is not the file
-                code = C_SPARSE
-                where = pos
+            walks[j - 1].stop = s
+            walks[j - 1].limit = s // 512
+            walk_init(&walks[j], s, n + 1, s // 512, cap)
+            j += 1
+        nl = j
+        live = nl
+        while live:
+            live = 0
+            for i in range(nl):
+                if not walks[i].done:
+                    step(&walks[i], b, n, &o)
+                    live += 1
+        # join: walk i-1 must have stopped exactly at walk i's start, with no state
+        total = walks[0].count
+        i = 0
+        while i + 1 < nl:
+            if not (walks[i].reached and walks[i].pos == walks[i + 1].base * 512
+                    and clean(&walks[i])):
                 break
-            if l_size >= 0:
-                sz = l_size
-            elif g_size >= 0:
-                sz = g_size
-            if count >= cap:
-                code = C_CAPACITY
-                where = pos
-                break
-            hdr_off[count] = pos
-            size[count] = sz
-            typeflag[count] = t
-            if l_path_off >= 0:
-                name_off[count] = l_path_off
-                name_len[count] = l_path_len
-                prefix_off[count] = 0
-                prefix_len[count] = 0
-            elif g_path_off >= 0:
-                name_off[count] = g_path_off
-                name_len[count] = g_path_len
-                prefix_off[count] = 0
-                prefix_len[count] = 0
-            else:
-                name_off[count] = pos
-                name_len[count] = cstrlen(h, 100)
-                prefix_off[count] = pos + 345
-                # POSIX ustar ("ustar\0") has a prefix field; GNU ("ustar  \0") does not
-                if (h[257] == 117 and h[258] == 115 and h[259] == 116 and h[260] == 97
-                        and h[261] == 114 and h[262] == 0):
-                    prefix_len[count] = cstrlen(h + 345, 155)
-                else:
-                    prefix_len[count] = 0
-            count += 1
-            l_path_off = -1
-            l_path_len = 0
-            l_size = -1
-            pending = False
-            if 49 <= t <= 54:  # '1'..'6': links, devices, directories, FIFOs carry no data
-                nblocks = 0
-            else:
-                if pos + 512 + sz > n:
-                    code = C_PAYLOAD_PAST_END
-                    where = pos
-                    break
-                nblocks = (sz + 511) // 512
-            pos += 512 + nblocks * 512
-    return count, code, where
+            j = i + 1
+            if walks[j].count and walks[j].base != total:
+                memmove(o.hdr_off + total, o.hdr_off + walks[j].base, 8 * walks[j].count)
+                memmove(o.size + total, o.size + walks[j].base, 8 * walks[j].count)
+                memmove(o.prefix_off + total, o.prefix_off + walks[j].base, 8 * walks[j].count)
+                memmove(o.prefix_len + total, o.prefix_len + walks[j].base, 8 * walks[j].count)
+                memmove(o.name_off + total, o.name_off + walks[j].base, 8 * walks[j].count)
+                memmove(o.name_len + total, o.name_len + walks[j].base, 8 * walks[j].count)
+                memmove(o.typeflag + total, o.typeflag + walks[j].base, walks[j].count)
+            total += walks[j].count
+            i = j
+        if walks[i].reached:
+            # the join failed: walk i carries on alone from where it stopped
+            walks[i].stop = n + 1
+            walks[i].limit = cap
+            walks[i].done = False
+            walks[i].reached = False
+            walks[i].base = total - walks[i].count
+            while not walks[i].done:
+                step(&walks[i], b, n, &o)
+            total = walks[i].base + walks[i].count
+    return total, walks[i].code, walks[i].where
