@@ -75,7 +75,7 @@ NAME = r"[A-Za-z0-9_]+"
 HEX64 = r"[0-9a-f]{64}"
 HEX16 = r"[0-9a-f]{16}"
 HEX8 = r"[0-9a-f]{8}"
-DIGS = r"(?:0|[1-9][0-9]*)"
+DIGS = r"(?:0|[1-9][0-9]{0,19})"  # at most 20 digits: above u64, far below int() limits
 SHAPE = DIGS + r"(?:," + DIGS + r")*"
 TS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
 B64_SIG = r"[A-Za-z0-9+/]{86}=="

@@ -128,6 +128,10 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
             else:
                 boff, blen = int(m.group(2)), int(m.group(3))
             ch = _chunk(cur, kern, data, ix, boff, blen, False)
+            if 4 * -(-ch.length // 3) > cur.size - cur.pos:  # before allocating for it
+                raise err(TruncatedError, cur.lineno, cur.pos,
+                          "ch 'len' larger than the rest of the file can hold",
+                          expected=f"<= {(cur.size - cur.pos) * 3 // 4}", got=ch.length)
             buf = np.zeros(ch.length, np.uint8)
             if ch.length:
                 if scratch.size < ch.lines * S.WIDTH:
