@@ -258,6 +258,15 @@ def test_scan_lanes_equal_one_walk(cut, flip):
         _scan(_kernels.load("tarscan", "reference"), bytes(data), -1)
 
 
+@pytest.mark.parametrize("lanes", [0, 1, 3, 8])
+def test_scan_dangling_pax_past_end(kernels, lanes):
+    # the pax header's data ends inside the buffer, the next header would start past its end
+    data = _tar([("\x80", b"")], fmt=tarfile.PAX_FORMAT)[:765]
+    ref = _kernels.load("tarscan", "reference")
+    assert _scan(ref, data)[:3] == (0, ref.E_DANGLING_EXTENDED, 1024)
+    assert _scan(kernels("tarscan"), data, lanes) == _scan(ref, data)
+
+
 names_st = st.lists(st.binary(max_size=70), max_size=12)
 
 

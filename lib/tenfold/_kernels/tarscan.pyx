@@ -396,6 +396,8 @@ cdef int64_t find_start(const uint8_t* b, int64_t n, int64_t frm, int64_t to) no
 
 
 DEF MAX_LANES = 8
+#: ``stop`` of a walk that runs to the end (a walk's position can pass the buffer's end).
+DEF NO_STOP = 0x7FFFFFFFFFFFFFFF
 #: Bytes per lane when ``lanes=0`` picks the number itself.
 DEF AUTO_LANE_BYTES = 8 << 20
 
@@ -445,7 +447,7 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
         nl = min(lanes, MAX_LANES)
     with nogil:
         # lane starts: a plausible header after each equal split point (strictly increasing)
-        walk_init(&walks[0], 0, n + 1, 0, cap)
+        walk_init(&walks[0], 0, NO_STOP, 0, cap)
         j = 1
         for i in range(1, nl):
             frm = ((n * i // nl) // 512) * 512
@@ -456,7 +458,7 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
                 continue
             walks[j - 1].stop = s
             walks[j - 1].limit = s // 512
-            walk_init(&walks[j], s, n + 1, s // 512, cap)
+            walk_init(&walks[j], s, NO_STOP, s // 512, cap)
             j += 1
         nl = j
         live = nl
@@ -486,7 +488,7 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
             i = j
         if walks[i].reached:
             # the join failed: walk i carries on alone from where it stopped
-            walks[i].stop = n + 1
+            walks[i].stop = NO_STOP
             walks[i].limit = cap
             walks[i].done = False
             walks[i].reached = False
