@@ -83,7 +83,8 @@ def inspect(source: str | os.PathLike[str]) -> list[dict]:
         extid = np.asarray(idx.rows["extid"])
         sizes = np.asarray(idx.rows["size"]).astype(np.uint64)
         counts = np.bincount(extid, minlength=idx.n_ext)
-        total = np.bincount(extid, weights=sizes, minlength=idx.n_ext)
+        total = np.zeros(idx.n_ext, np.uint64)  # exact integer sums (bincount weights are float)
+        np.add.at(total, extid, sizes)
         for i, e in enumerate(idx.ext):
             out.append({"name": f"ext {e!r}", "dtype": "payload", "shape": f"({counts[i]},)",
                         "bytes": int(total[i]), "encoding": "-", "layout": f"extid {i}",

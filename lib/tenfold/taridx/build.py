@@ -285,6 +285,7 @@ def stale_shards(index: object, root: str | os.PathLike[str], fold: str, *,
     from .reader import Index
 
     assert isinstance(index, Index)
+    index.validate_rows()  # offsets and sizes bounded: the int64 arithmetic below is exact
     paths = shard_paths(root, fold)
     fids = index.rows["fid"]
     problems: dict[str, str] = {}

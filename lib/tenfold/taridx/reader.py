@@ -32,6 +32,9 @@ from ._spec import (
 
 __all__ = ["Index", "Samples", "hash_stems", "split_block"]
 
+#: Largest row offset or size accepted (2**62): offset + 512 + size stays in int64.
+MAX_MEMBER_POS = 1 << 62
+
 
 def split_block(raw: bytes, count: int, what: str, offset: int) -> list[str]:
     """Decode a ``\\n``-joined block of ``count`` names (split on ``\\n`` only).
@@ -242,10 +245,14 @@ class Index:
 
     # -- row checks ---------------------------------------------------------------------------
     def validate_rows(self) -> None:
-        """Check every row: ``extid < n_ext`` and ``crashid <= n_crash`` (once)."""
+        """Check every row (once): ``extid < n_ext``, ``crashid <= n_crash``, and ``offset``
+        and ``size`` at most 2**62."""
         if self._validated:
             return
-        for field, limit in (("extid", self.n_ext), ("crashid", self.n_crash + 1)):
+        # offset and size must keep offset + 512 + size inside int64 (no real tar is 4 EiB):
+        # readers compute payload ranges with int64 columns.
+        for field, limit in (("extid", self.n_ext), ("crashid", self.n_crash + 1),
+                             ("offset", MAX_MEMBER_POS + 1), ("size", MAX_MEMBER_POS + 1)):
             col = self.column(field)
             if col.size and int(col.max()) >= limit:
                 i = int(np.argmax(col >= limit))
