@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tenfold.ztensor as zt
+from tenfold.ztensor import _spec
 
 ztensor = pytest.importorskip("ztensor", reason="ztensor==0.1.4 (peer) not installed")
 pytestmark = pytest.mark.peer
@@ -14,21 +15,7 @@ pytestmark = pytest.mark.peer
 if not hasattr(ztensor, "Writer") or not hasattr(ztensor.Reader, "read_tensor"):
     pytest.skip("installed ztensor is not the 0.1.x API", allow_module_level=True)
 
-DTYPES = [
-    "float64",
-    "float32",
-    "float16",
-    "bfloat16",
-    "int64",
-    "int32",
-    "int16",
-    "int8",
-    "uint64",
-    "uint32",
-    "uint16",
-    "uint8",
-    "bool",
-]
+DTYPES = list(_spec.DTYPES)  # every dtype zTensor 0.1.0 names
 
 
 def random_tensor(rng, dtype, shape):

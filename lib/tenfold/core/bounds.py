@@ -14,7 +14,15 @@ from collections.abc import Iterable
 
 from ..errors import FormatError, LimitError, TruncatedError, describe
 
-__all__ = ["Limits", "DEFAULT_LIMITS", "check_range", "align_up", "checked_numel", "padding"]
+__all__ = [
+    "Limits",
+    "DEFAULT_LIMITS",
+    "check_range",
+    "check_limit",
+    "align_up",
+    "checked_numel",
+    "padding",
+]
 
 U64_MAX = (1 << 64) - 1
 
@@ -93,6 +101,30 @@ expected end <= 100, got 128
                 detail="ends past end of file",
                 expected=f"end <= {size}",
                 got=end,
+            )
+        )
+
+
+def check_limit(
+    fmt: str, what: str, value: int, limit: int, *, field: str = "size", offset: int | None = None
+) -> None:
+    """Raise :class:`LimitError` when ``value`` exceeds ``limit``.
+
+    >>> check_limit("zt", "index", 10, 8, offset=0)
+    Traceback (most recent call last):
+    ...
+    tenfold.errors.LimitError: zt: index at offset 0x0: size: above limit; expected <= 8, got 10
+    """
+    if value > limit:
+        raise LimitError(
+            describe(
+                fmt,
+                what,
+                offset=offset,
+                field=field,
+                detail="above limit",
+                expected=f"<= {limit}",
+                got=value,
             )
         )
 

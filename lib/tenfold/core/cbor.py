@@ -15,7 +15,8 @@ from typing import Any
 
 import cbor2
 
-from ..errors import FormatError, LimitError, describe
+from ..errors import FormatError, describe
+from .bounds import check_limit
 
 __all__ = ["encode", "decode"]
 
@@ -88,18 +89,7 @@ def decode(data: object, *, fmt: str, what: str, offset: int, limit: int) -> Any
     :class:`LimitError` raised before parsing.
     """
     mv = memoryview(data)  # type: ignore[arg-type]
-    if mv.nbytes > limit:
-        raise LimitError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field="size",
-                detail="above limit",
-                expected=f"<= {limit}",
-                got=mv.nbytes,
-            )
-        )
+    check_limit(fmt, what, mv.nbytes, limit, offset=offset)
     raw = bytes(mv)
     try:
         stream = io.BytesIO(raw)

@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import FormatError, LimitError, describe
+from ..errors import FormatError, describe
+from .bounds import check_limit
 
 __all__ = ["loads"]
 
@@ -34,18 +35,7 @@ def loads(
     tenfold.errors.FormatError: demo: index at offset 0x0: invalid JSON: nested too deeply
     """
     size = len(data) if not isinstance(data, memoryview) else data.nbytes
-    if size > limit:
-        raise LimitError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field="size",
-                detail="above limit",
-                expected=f"<= {limit}",
-                got=size,
-            )
-        )
+    check_limit(fmt, what, size, limit, offset=offset)
     try:
         text = data if isinstance(data, str) else bytes(data).decode("utf-8")
         return json.loads(text)
