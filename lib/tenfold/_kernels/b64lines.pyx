@@ -255,8 +255,10 @@ cdef inline bint _any_bad(const uint8_t* q, Py_ssize_t n) noexcept nogil:
     cdef Py_ssize_t j
     for j in range(n):
         c = q[j]
-        bad |= ((<uint8_t>(c - 65) >= 26) & (<uint8_t>(c - 97) >= 26)
-                & (<uint8_t>(c - 48) >= 10) & (c != 43) & (c != 47))
+        # three tests instead of five: (c | 32) folds 'A'-'Z' onto 'a'-'z' (no other byte
+        # lands there) and (c | 4) == 47 holds for '+' (43) and '/' (47) only
+        bad |= ((<uint8_t>((c | 32) - 97) >= 26) & (<uint8_t>(c - 48) >= 10)
+                & ((c | 4) != 47))
     return bad != 0
 
 
