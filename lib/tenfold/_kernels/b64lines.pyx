@@ -91,7 +91,8 @@ cdef Py_ssize_t _frame(const uint8_t* src, Py_ssize_t n, uint8_t* dst,
     cdef uint8_t x
     while i < n:
         w = width if n - i > width else n - i
-        x = _copy_xor(dst + o, src + i, w)
+        # the format's width as a constant: the copy unrolls completely
+        x = _copy_xor(dst + o, src + i, 76) if w == 76 else _copy_xor(dst + o, src + i, w)
         o += w
         i += w
         dst[o] = 32
@@ -169,7 +170,8 @@ cdef int _unframe(const uint8_t* tp, Py_ssize_t n, Py_ssize_t nlines, uint8_t* o
         if line < nlines - 1 and p + width + 3 <= n:
             q = tp + p
             # copy while computing the parity; a rejected line is rewritten by the slow path
-            x = _copy_xor(op + o, q, width)
+            # the format's width as a constant: the copy unrolls completely
+            x = _copy_xor(op + o, q, 76) if width == 76 else _copy_xor(op + o, q, width)
             bad = 0
             if strict:
                 for j in range(width):
