@@ -429,10 +429,9 @@ def _chunk(cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: 
 
 def _decode_chunk(cur: Cursor, kern: Any, data: np.ndarray, ch: ChunkInfo, scratch: np.ndarray,
                   buf: np.ndarray, collect: bool) -> None:
-    text = data[cur.pos :]
-    status, line, p = kern.unframe_lines(text, ch.lines, scratch, S.WIDTH)
+    status, line, p = kern.unframe_lines(cur.mv[cur.pos :], ch.lines, scratch, S.WIDTH)
     if status != 0:
-        exc = _kernel_error(status, text, p, ch.lineno + 1, line, cur.pos)
+        exc = _kernel_error(status, data[cur.pos :], p, ch.lineno + 1, line, cur.pos)
         if not collect or status == 1:
             raise exc
         ch.damage = str(exc)
