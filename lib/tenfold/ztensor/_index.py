@@ -500,18 +500,7 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
                 )
             )
         if sparse_format == "csr":
-            if len(shape) != 2:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        what,
-                        offset=offset,
-                        field="shape",
-                        detail="csr needs a 2-D shape",
-                        expected="2 dims",
-                        got=list(shape),
-                    )
-                )
+            _need_2d(what, offset, shape, "csr")
             parts = {"indptr": (shape[0] + 1) * 8, "indices": nnz * 8}
         else:
             parts = {"coords": len(shape) * nnz * 8}
@@ -558,18 +547,7 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
                 )
             )
         if sparse_format == "csr":
-            if len(shape) != 2:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        what,
-                        offset=offset,
-                        field="shape",
-                        detail="sparsecsr needs a 2-D shape",
-                        expected="2 dims",
-                        got=list(shape),
-                    )
-                )
+            _need_2d(what, offset, shape, "sparsecsr")
             head = (shape[0] + 1) * 8
             per = 8 + itemsize
             if size < head or (size - head) % per:
@@ -631,6 +609,21 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
         attrs=attrs,
         index_position=pos,
     )
+
+
+def _need_2d(what: str, offset: int, shape: tuple[int, ...], layout: str) -> None:
+    if len(shape) != 2:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="shape",
+                detail=f"{layout} needs a 2-D shape",
+                expected="2 dims",
+                got=list(shape),
+            )
+        )
 
 
 def _check_overlaps(infos: list[TensorInfo]) -> None:
