@@ -94,6 +94,31 @@ def run(quick: bool) -> list[dict]:
         except ImportError:
             out.append(row("build index vs webdataset", t_build, note="webdataset not installed"))
 
+        try:
+            import contextlib
+            import io
+
+            from ratarmountcore.mountsource.formats.tar import SQLiteIndexedTar
+
+            sqlite = tmp / "ratarmount.sqlite"
+
+            def ratarmount() -> None:
+                if sqlite.exists():
+                    sqlite.unlink()
+                with contextlib.redirect_stdout(io.StringIO()), \
+                        contextlib.redirect_stderr(io.StringIO()):
+                    src = SQLiteIndexedTar(str(shard), writeIndex=True, indexFilePath=str(sqlite))
+                    with contextlib.suppress(Exception):
+                        src.__exit__(None, None, None)
+
+            t_rat = best(ratarmount, repeat=2 if quick else 1)
+            out.append(row("build index vs ratarmount", t_build, "ratarmountcore SQLiteIndexedTar",
+                           t_rat, target=">= 25x ratarmount",
+                           note="its SQLite index written to a new file"))
+        except ImportError:
+            out.append(row("build index vs ratarmount", t_build,
+                           note="ratarmountcore not installed"))
+
         idx_path = tmp / "big.taridx"
         stems = make_index(idx_path, n_index)
         idx_path.read_bytes()
