@@ -134,6 +134,19 @@ cdef inline uint8_t _regbyte(const uint64_t* reg, int j) noexcept nogil:
     return <uint8_t>((reg[j >> 3] >> (8 * (j & 7))) & 0xff)
 
 
+cdef Py_ssize_t _block_count(Py_ssize_t n, int nsym, Py_ssize_t nparity, str parity_name,
+                             Py_ssize_t nout=-1, str out_name="") except -1:
+    """Blocks in ``n`` data bytes; checks the parity (and per-block output) lengths."""
+    _check_nsym(nsym)
+    cdef Py_ssize_t k = 255 - nsym
+    cdef Py_ssize_t nblocks = (n + k - 1) // k
+    if nparity != nblocks * nsym:
+        raise ValueError(f"{parity_name} must hold {nblocks * nsym} bytes, got {nparity}")
+    if nout >= 0 and nout != nblocks:
+        raise ValueError(f"{out_name} must hold {nblocks} entries, got {nout}")
+    return nblocks
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def encode_blocks(const uint8_t[::1] data, int nsym, uint8_t[::1] parity_out):
@@ -148,13 +161,9 @@ def encode_blocks(const uint8_t[::1] data, int nsym, uint8_t[::1] parity_out):
     parity_out
         ``ceil(len(data) / (255 - nsym)) * nsym`` bytes, filled by the call.
     """
-    _check_nsym(nsym)
     cdef Py_ssize_t n = data.shape[0]
     cdef Py_ssize_t k = 255 - nsym
-    cdef Py_ssize_t nblocks = (n + k - 1) // k
-    if parity_out.shape[0] != nblocks * nsym:
-        raise ValueError(
-            f"parity_out must hold {nblocks * nsym} bytes, got {parity_out.shape[0]}")
+    cdef Py_ssize_t nblocks = _block_count(n, nsym, parity_out.shape[0], "parity_out")
     if n == 0:
         return
     cdef int nwords = (nsym + 7) // 8
@@ -348,14 +357,10 @@ def decode_blocks(uint8_t[::1] data, uint8_t[::1] parity, int nsym, int32_t[::1]
     int
         The number of uncorrectable blocks.
     """
-    _check_nsym(nsym)
     cdef Py_ssize_t n = data.shape[0]
     cdef Py_ssize_t k = 255 - nsym
-    cdef Py_ssize_t nblocks = (n + k - 1) // k
-    if parity.shape[0] != nblocks * nsym:
-        raise ValueError(f"parity must hold {nblocks * nsym} bytes, got {parity.shape[0]}")
-    if nerr_out.shape[0] != nblocks:
-        raise ValueError(f"nerr_out must hold {nblocks} entries, got {nerr_out.shape[0]}")
+    cdef Py_ssize_t nblocks = _block_count(n, nsym, parity.shape[0], "parity",
+                                           nerr_out.shape[0], "nerr_out")
     if n == 0:
         return 0
     cdef int nwords = (nsym + 7) // 8
@@ -396,14 +401,10 @@ def check_blocks(const uint8_t[::1] data, const uint8_t[::1] parity, int nsym, i
     ``bad_out`` gets one entry per block: 1 when the block's remainder is non-zero, else 0.
     Returns the number of such blocks.
     """
-    _check_nsym(nsym)
     cdef Py_ssize_t n = data.shape[0]
     cdef Py_ssize_t k = 255 - nsym
-    cdef Py_ssize_t nblocks = (n + k - 1) // k
-    if parity.shape[0] != nblocks * nsym:
-        raise ValueError(f"parity must hold {nblocks * nsym} bytes, got {parity.shape[0]}")
-    if bad_out.shape[0] != nblocks:
-        raise ValueError(f"bad_out must hold {nblocks} entries, got {bad_out.shape[0]}")
+    cdef Py_ssize_t nblocks = _block_count(n, nsym, parity.shape[0], "parity",
+                                           bad_out.shape[0], "bad_out")
     if n == 0:
         return 0
     cdef int nwords = (nsym + 7) // 8

@@ -475,18 +475,7 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
     elif layout == "sparse":
         sparse_format = _enum(what, entry, "sparse_format", SPARSE_FORMATS, offset)
         nnz = _u64(what, entry, "nnz", offset)
-        if nnz > max(numel, 0):
-            raise FormatError(
-                describe(
-                    FMT,
-                    what,
-                    offset=offset,
-                    field="nnz",
-                    detail="more than the dense size",
-                    expected=f"<= {numel}",
-                    got=nnz,
-                )
-            )
+        _check_nnz(what, offset, nnz, numel)
         if encoding == "raw" and size != nnz * itemsize:
             raise FormatError(
                 describe(
@@ -578,18 +567,7 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
                     )
                 )
             nnz = size // per
-        if nnz > numel:
-            raise FormatError(
-                describe(
-                    FMT,
-                    what,
-                    offset=offset,
-                    field="nnz",
-                    detail="more than the dense size",
-                    expected=f"<= {numel}",
-                    got=nnz,
-                )
-            )
+        _check_nnz(what, offset, nnz, numel)
     return TensorInfo(
         name=name,
         dtype=dtype_name,
@@ -609,6 +587,21 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
         attrs=attrs,
         index_position=pos,
     )
+
+
+def _check_nnz(what: str, offset: int, nnz: int, numel: int) -> None:
+    if nnz > numel:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="nnz",
+                detail="more than the dense size",
+                expected=f"<= {numel}",
+                got=nnz,
+            )
+        )
 
 
 def _need_2d(what: str, offset: int, shape: tuple[int, ...], layout: str) -> None:
