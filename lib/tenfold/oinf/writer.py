@@ -428,7 +428,7 @@ def write(path: str | os.PathLike[str], *, sizevars: Mapping[str, int] | None = 
     >>> write(p, sizevars={"B": 4}, metadata={"mode": "fast"},
     ...       tensors={"w": np.ones((2, 2), np.float32), "q": Tensor([1, -1, 0], "t2")})
     >>> os.path.getsize(p)
-    240
+    248
     """
     sv: list[tuple[str, int]] = []
     for name, value in (sizevars or {}).items():
