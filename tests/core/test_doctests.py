@@ -18,6 +18,7 @@ MODULES = [
     "tenfold.core.dtypes",
     "tenfold.core.report",
     "tenfold.core.buffers", "tenfold.core.jsonio",
+    "tenfold.core.optional",
     "tenfold.ztensor",
     "tenfold.ztensor.reader",
     "tenfold.ztensor.writer",
