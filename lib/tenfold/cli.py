@@ -100,21 +100,22 @@ def check_output(path: str, *, suffix: bool = False) -> None:
                          f"of {known}")
 
 
-def _paths(args: argparse.Namespace, kind: str) -> Iterator[tuple[str, str]]:
+def _paths(args: argparse.Namespace, kind: str) -> Iterator[str]:
+    """The paths given for the arguments a subcommand lists under ``kind`` (any may be a list
+    of paths, or None when an optional argument was not given)."""
     for dest in getattr(args, kind, ()):
         value = getattr(args, dest, None)
-        for path in value if isinstance(value, list) else [] if value is None else [value]:
-            yield dest, path
+        yield from value if isinstance(value, list) else [] if value is None else [value]
 
 
 def _check_args(args: argparse.Namespace) -> None:
-    for _, path in _paths(args, "inputs"):
+    for path in _paths(args, "inputs"):
         check_input(path)
-    for _, path in _paths(args, "dirs"):
+    for path in _paths(args, "dirs"):
         check_dir(path)
-    for _, path in _paths(args, "outputs"):
+    for path in _paths(args, "outputs"):
         check_output(path)
-    for _, path in _paths(args, "suffixed"):
+    for path in _paths(args, "suffixed"):
         check_output(path, suffix=True)
 
 
@@ -165,6 +166,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .formats import FORMATS
 
+    if args.dir and os.path.exists(args.dir) and not os.path.isdir(args.dir):
+        raise UsageError(f"{args.dir}: is not a directory")
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tenfold-demo-"))
     directory.mkdir(parents=True, exist_ok=True)
     status = 0

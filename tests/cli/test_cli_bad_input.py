@@ -144,6 +144,12 @@ def test_bad_output_path(argv, kind, demo, tmp_path, capsys):
     assert str(dst) in err
 
 
+def test_demo_into_a_file_is_a_usage_error(tmp_path, capsys):
+    (tmp_path / "f").write_bytes(b"x")
+    code, err = _run(["demo", str(tmp_path / "f")], capsys)
+    assert code == 2 and "is not a directory" in _one_line(err)
+
+
 def test_repair_output_and_in_place_conflict(demo, tmp_path, capsys):
     argv = ["repair", str(demo / "demo.mind"), "--in-place", "-o", str(tmp_path / "y.fold")]
     code, err = _run(argv, capsys)
