@@ -5,7 +5,7 @@
 
 ``build()`` returns every vector as bytes; tests/wtxt/test_wtxt_vectors.py rebuilds them in memory
 and compares with the committed files, so a change in the writer's output cannot go unnoticed.
-Good vectors cover each rule of DECISIONS (WTXT 1-16); bad vectors (``bad_*``) each break one
+Good vectors cover each rule of docs/formats/wtxt.md; bad vectors (``bad_*``) each break one
 rule, and MANIFEST.json names the error class and message part a reader must give.
 """
 

@@ -1,57 +1,100 @@
 #!/usr/bin/env bash
-# The whole test suite, as CI runs it: install tenfold with its test dependencies, then
-#   1. pytest with the compiled kernels,
-#   2. pytest again with TENFOLD_PUREPYTHON=1 (the reference kernels),
-#   3. mypy.stubtest on every kernel stub,
-#   4. the asv benchmarks in quick mode, so they cannot rot.
+# The whole test suite, as CI runs it, from nothing but Python 3.11, pip and a C compiler:
+#   0. build ONE wheel of tenfold (the Cython kernels are compiled here, and only here);
+#   1. a fresh venv gets that wheel with no extras (dependencies from the package index) and
+#      runs README command 1 as a new user would: `tenfold demo`, `--help`, `--version`, and an
+#      import of every format;
+#   2. the same venv gets the test and peer extras of the same wheel, then, from a neutral
+#      directory (so `import tenfold` is the installed package, never the tree):
+#      pytest with the compiled kernels, pytest with TENFOLD_PUREPYTHON=1 (the reference
+#      kernels), mypy.stubtest on every kernel stub, and the asv benchmarks in quick mode.
+# Everything it creates lives in one temporary directory, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+here=$(pwd)
 PY=${PYTHON:-python3}
+start=$SECONDS
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/tenfold-test.XXXXXX")
+trap 'rm -rf "$work"' EXIT
 
 # pip's output is shown only when it fails (this machine's pip config is chatty).
 pip_install() {
-    local log
-    log=$(mktemp)
-    if "$PY" -m pip install --disable-pip-version-check "$@" >"$log" 2>&1; then
+    local py=$1 log
+    shift
+    log=$(mktemp "$work/pip.XXXXXX")
+    if "$py" -m pip install --disable-pip-version-check "$@" >"$log" 2>&1; then
         rm -f "$log"
     else
         cat "$log"
-        rm -f "$log"
         return 1
     fi
 }
 
-echo "== install tenfold[test]"
-pip_install ".[test]"
+# pytest, failing loudly when it ran no test at all (its exit status 5).
+run_pytest() {
+    local rc=0
+    "$VPY" -m pytest "$here/tests" -p no:cacheprovider --rootdir "$here" \
+        -c "$here/pyproject.toml" "$@" || rc=$?
+    if [ "$rc" -eq 5 ]; then
+        echo "pytest collected no tests: that is a failure here" >&2
+        return 1
+    fi
+    return "$rc"
+}
 
+echo "== build the wheel (once)"
+t=$SECONDS
+"$PY" -m pip wheel --disable-pip-version-check --no-deps -q . -w "$work/dist" \
+    >"$work/wheel.log" 2>&1 || { cat "$work/wheel.log"; exit 1; }
+wheels=("$work"/dist/tenfold-*.whl)
+[ "${#wheels[@]}" -eq 1 ] || { echo "expected one wheel, got: ${wheels[*]}" >&2; exit 1; }
+wheel=${wheels[0]}
+echo "$(basename "$wheel") in $((SECONDS - t)) s"
+
+echo "== README command 1 in a fresh venv: pip install (no extras) && tenfold demo"
+"$PY" -m venv "$work/venv"
+VPY=$work/venv/bin/python
+export PATH="$work/venv/bin:$PATH"
+cd "$work"
+t=$SECONDS
+pip_install "$VPY" "$wheel"
+# tenfold demo writes into a new temporary directory: keep it inside $work
+TMPDIR=$work tenfold demo >"$work/demo.log" 2>&1 || { cat "$work/demo.log"; exit 1; }
+echo "install + demo: $((SECONDS - t)) s ($(grep -c '^OK' "$work/demo.log") formats verified OK)"
+tenfold --help >/dev/null
+tenfold --version
+"$VPY" -c "import tenfold.wtxt, tenfold.fold, tenfold.oinf, tenfold.taridx, tenfold.ztensor"
+echo "every format imports with the base install"
+
+echo "== test dependencies: the same wheel with the test and peers extras"
+t=$SECONDS
+pip_install "$VPY" "${wheel}[test,peers]"
 # PyTorch (CPU) for the DataLoader and torch.save tests, only where its wheel lies on this
 # machine's disk: from the registry it would be a multi-GB CUDA build. Without it those tests
-# skip with a reason.
+# skip, and pytest's summary (-ra) prints each skip with its reason.
 if ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1; then
-    pip_install "torch==2.13.0" || echo "note: torch==2.13.0 did not install; torch tests will skip"
+    pip_install "$VPY" "torch==2.13.0" || echo "note: torch==2.13.0 did not install; torch tests will skip"
 else
-    echo "note: no local torch wheel; torch tests will skip"
+    echo "note: no local torch wheel in /opt/wheels; the torch tests will skip (see the summary)"
 fi
-
-# Run from a neutral directory so `import tenfold` is the installed package, not the tree.
-here=$(pwd)
-export TENFOLD_SHARED=${TENFOLD_SHARED:-$(cd "$here/.." && pwd)/shared}
-
 # pyfolds 1.0.2, the FOLD reference, for the peer tests. Its metadata asks for torch and
 # torchvision (a CUDA build from the registry) but its code needs neither to write and read
 # FOLD files: install it alone; its tests skip with a reason when it is absent.
-pip_install --no-deps "pyfolds==1.0.2" || echo "note: pyfolds did not install; its peer tests will skip"
+pip_install "$VPY" --no-deps "pyfolds==1.0.2" || echo "note: pyfolds did not install; its peer tests will skip"
+echo "installed in $((SECONDS - t)) s"
 
 echo "== pytest (compiled kernels)"
-"$PY" -m pytest "$here/tests" -p no:cacheprovider --rootdir "$here" -c "$here/pyproject.toml"
+run_pytest
 
 echo "== pytest (TENFOLD_PUREPYTHON=1)"
-TENFOLD_PUREPYTHON=1 "$PY" -m pytest "$here/tests" -p no:cacheprovider --rootdir "$here" \
-    -c "$here/pyproject.toml" -m "not slow" -q
+TENFOLD_PUREPYTHON=1 run_pytest -m "not slow" -q
 
 echo "== stubtest"
-mods=$("$PY" -c "import tenfold._kernels as k; print(' '.join('tenfold._kernels.' + f for f in k.FAMILIES))")
-(cd /tmp && "$PY" -m mypy.stubtest $mods)
+mods=$("$VPY" -c "import tenfold._kernels as k; print(' '.join('tenfold._kernels.' + f for f in k.FAMILIES))")
+"$VPY" -m mypy.stubtest $mods  # from $work: its cache goes there
 
 echo "== asv (quick)"
-"$PY" scripts/asv_quick.py
+"$VPY" "$here/scripts/asv_quick.py"
+
+echo "== all stages passed in $((SECONDS - start)) s"

@@ -1,4 +1,4 @@
-"""Shared fixtures: the kernel ``impl`` switch, conformance vectors, Hypothesis profiles."""
+"""Common fixtures: the kernel ``impl`` switch, conformance vectors, Hypothesis profiles."""
 
 from __future__ import annotations
 
@@ -25,9 +25,8 @@ settings.register_profile(
 )
 settings.load_profile("ci" if os.environ.get("CI") else "default")
 
-ROOT = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("TENFOLD_SHARED", ROOT.parent / "shared"))
-CONFORMANCE = SHARED / "conformance"
+#: The reference implementations' vectors, committed with the tests (see its README.md).
+CONFORMANCE = Path(__file__).resolve().parent / "conformance"
 
 #: Kernel implementations under test: both, unless TENFOLD_PUREPYTHON=1 removes the compiled one.
 IMPLS = ["reference"] if _kernels.pure_python() else ["compiled", "reference"]
@@ -47,9 +46,7 @@ def kernels(impl: str):
 
 @pytest.fixture(scope="session")
 def conformance() -> Path:
-    """The shared conformance vectors, read in place (never copied)."""
-    if not CONFORMANCE.is_dir():
-        raise RuntimeError(
-            f"conformance vectors not found at {CONFORMANCE}; set TENFOLD_SHARED to the shared/ folder"
-        )
+    """The conformance vectors in ``tests/conformance``, read in place (never modified)."""
+    if not (CONFORMANCE / "README.md").is_file():
+        raise RuntimeError(f"conformance vectors not found at {CONFORMANCE}")
     return CONFORMANCE

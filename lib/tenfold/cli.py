@@ -8,8 +8,14 @@ Common commands work on every format (the reader is chosen by magic bytes)::
     tenfold demo [DIR]          write, inspect and verify a sample of every format
 
 A format adds its own commands with a ``tenfold.<format>._cli`` module that defines
-``register(subparsers)``. Errors print one line (no traceback): exit 1 for bad or damaged
-input, 2 for usage errors.
+``register(subparsers)``. A subcommand names its file arguments in its defaults
+(``inputs=("file",)``, ``outputs=(...)``, ``suffixed=(...)``, ``dirs=(...)``) and :func:`main`
+checks them before the command runs: a missing input, a directory, a FIFO or an unknown output
+suffix is a usage error, an empty input a bad file.
+
+Errors print one line (no traceback). Exit status: 0 ok, 1 the file is damaged or invalid, 2 a
+usage error (bad arguments, a missing file, a directory, an unknown suffix, a missing optional
+dependency).
 """
 
 from __future__ import annotations
@@ -17,15 +23,100 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import stat
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from . import __version__
-from .errors import TenfoldError
+from .core.optional import MissingDependencyError
+from .errors import FormatError, TenfoldError, UnsupportedError
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "UsageError", "check_input", "check_output"]
+
+
+class UsageError(Exception):
+    """A mistake on the command line (exit status 2), e.g. a missing input file."""
+
+
+_KINDS = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def check_input(path: str) -> None:
+    """Refuse what cannot be an input file, before any reader opens it (a FIFO would block)."""
+    try:
+        st = os.stat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        raise UsageError(f"{path}: no such file") from None
+    except PermissionError:
+        raise UsageError(f"{path}: permission denied") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise UsageError(f"{path}: is a directory, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
+        raise UsageError(f"{path}: is {kind}, not a regular file")
+    if st.st_size == 0:
+        raise FormatError(f"{path}: the file is empty (0 bytes)")
+
+
+def check_dir(path: str) -> None:
+    if not os.path.exists(path):
+        raise UsageError(f"{path}: no such directory")
+    if not os.path.isdir(path):
+        raise UsageError(f"{path}: is not a directory")
+
+
+def _known_suffix(path: str) -> bool:
+    from .formats import by_suffix
+
+    if os.path.splitext(path)[1].lower() in (".npz", ".safetensors"):
+        return True  # tenfold convert writes both (tenfold.interop)
+    try:
+        by_suffix(path)
+    except UnsupportedError:
+        return False
+    return True
+
+
+def check_output(path: str, *, suffix: bool = False) -> None:
+    """Refuse an output path that is a directory, in a missing directory or, with ``suffix``,
+    whose suffix names no format tenfold writes."""
+    if os.path.isdir(path):
+        raise UsageError(f"{path}: is a directory; give a file name to write")
+    parent = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(parent):
+        raise UsageError(f"{path}: no such directory: {os.path.dirname(path) or parent}")
+    if suffix and not _known_suffix(path):
+        from .formats import FORMATS
+
+        known = " ".join([s for i in FORMATS for s in i.suffixes] + [".npz", ".safetensors"])
+        raise UsageError(f"{path}: unknown suffix {os.path.splitext(path)[1]!r}; expected one "
+                         f"of {known}")
+
+
+def _paths(args: argparse.Namespace, kind: str) -> Iterator[str]:
+    """The paths given for the arguments a subcommand lists under ``kind`` (any may be a list
+    of paths, or None when an optional argument was not given)."""
+    for dest in getattr(args, kind, ()):
+        value = getattr(args, dest, None)
+        yield from value if isinstance(value, list) else [] if value is None else [value]
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    for path in _paths(args, "inputs"):
+        check_input(path)
+    for path in _paths(args, "dirs"):
+        check_dir(path)
+    for path in _paths(args, "outputs"):
+        check_output(path)
+    for path in _paths(args, "suffixed"):
+        check_output(path, suffix=True)
 
 
 def _table(rows: list[dict], columns: Sequence[str]) -> str:
@@ -75,6 +166,8 @@ def cmd_convert(args: argparse.Namespace) -> int:
 def cmd_demo(args: argparse.Namespace) -> int:
     from .formats import FORMATS
 
+    if args.dir and os.path.exists(args.dir) and not os.path.isdir(args.dir):
+        raise UsageError(f"{args.dir}: is not a directory")
     directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tenfold-demo-"))
     directory.mkdir(parents=True, exist_ok=True)
     status = 0
@@ -109,17 +202,17 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("inspect", help="list a file's tensors / chunks / arrays")
     p.add_argument("file")
-    p.set_defaults(func=cmd_inspect)
+    p.set_defaults(func=cmd_inspect, inputs=("file",))
 
     p = sub.add_parser("verify", help="check structure and checksums (exit 0 ok, 1 damaged)")
     p.add_argument("file")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems and the verdict")
-    p.set_defaults(func=cmd_verify)
+    p.set_defaults(func=cmd_verify, inputs=("file",))
 
     p = sub.add_parser("convert", help="convert between tensor formats by suffix")
     p.add_argument("src")
     p.add_argument("dst")
-    p.set_defaults(func=cmd_convert)
+    p.set_defaults(func=cmd_convert, inputs=("src",), suffixed=("dst",))
 
     p = sub.add_parser("demo", help="write, inspect and verify a sample of every format")
     p.add_argument("dir", nargs="?", help="where to write the samples (default: a temp dir)")
@@ -138,23 +231,44 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _error(message: object) -> None:
+    text = str(message)
+    if text.startswith("tenfold: "):  # library messages may carry the prefix already
+        text = text[len("tenfold: "):]
+    print(f"tenfold: error: {text}", file=sys.stderr)
+
+
+def _os_error(exc: OSError) -> str:
+    if exc.filename is None:
+        return str(exc)
+    name = exc.filename if exc.filename2 is None else exc.filename2
+    return f"{os.fsdecode(name)}: {(exc.strerror or str(exc)).lower()}"
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        _check_args(args)
         return int(args.func(args) or 0)
+    except (UsageError, MissingDependencyError) as exc:
+        _error(exc)
+        return 2
     except TenfoldError as exc:
-        print(f"tenfold: error: {exc}", file=sys.stderr)
+        _error(exc)
         return 1
+    except ImportError as exc:  # an optional package imported without core.optional.require
+        _error(f"this needs the package {exc.name or exc}, which is not installed")
+        return 2
     except BrokenPipeError:  # output piped into e.g. `head`, which closed early
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
-    except FileNotFoundError as exc:
-        print(f"tenfold: error: {exc.filename}: no such file", file=sys.stderr)
-        return 1
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as exc:
+        _error(_os_error(exc))  # a path on the command line that is not what it must be
+        return 2
     except OSError as exc:
-        print(f"tenfold: error: {exc}", file=sys.stderr)
+        _error(_os_error(exc))
         return 1
     except KeyboardInterrupt:
         print("tenfold: interrupted", file=sys.stderr)

@@ -49,7 +49,7 @@ def test_errors_are_one_line(tmp_path, capsys):
     assert main(["inspect", str(junk)]) == 1
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tenfold: error:") and "unknown format" in err
-    assert main(["inspect", str(tmp_path / "missing.zt")]) == 1
+    assert main(["inspect", str(tmp_path / "missing.zt")]) == 2  # a usage error
     assert "no such file" in capsys.readouterr().err
     trunc = tmp_path / "t.zt"
     trunc.write_bytes(b"ZTEN0001\x80")
@@ -98,7 +98,7 @@ def test_convert_bfloat16_via_safetensors_peer(tmp_path):
 
 
 def test_convert_unknown_suffix(model, tmp_path, capsys):
-    assert main(["convert", str(model), str(tmp_path / "x.unknown")]) == 1
+    assert main(["convert", str(model), str(tmp_path / "x.unknown")]) == 2
     assert "unknown suffix" in capsys.readouterr().err
 
 

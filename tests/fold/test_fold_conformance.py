@@ -139,7 +139,7 @@ def test_vector_rebuilds_byte_identical(conformance, tmp_path, gen, name):
     """Same payloads, metadata, options and created_at_unix: same index and chunk headers.
 
     Whole files are identical too, except the ECC of multi-block chunks in v102 files, where
-    pyfolds 1.0.2 stored wrong parity (DECISIONS.md) and tenfold writes each block's parity.
+    pyfolds 1.0.2 stored wrong parity (docs/formats/fold.md) and tenfold writes each block's parity.
     """
     path = conformance / "fold" / gen / name
     orig = path.read_bytes()

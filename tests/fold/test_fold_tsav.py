@@ -124,8 +124,8 @@ def test_tsav_without_torch(tmp_path, monkeypatch):
     with fold.Writer(p) as w:
         w.add_torch("torch_state", {"w": torch.ones(2)})
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
-    with fold.Reader(p) as r, pytest.raises(UnsupportedError, match="need torch"):
+    with fold.Reader(p) as r, pytest.raises(UnsupportedError, match="needs PyTorch"):
         r.read_state_dict("torch_state")
-    with pytest.raises(UnsupportedError, match="need torch"):
+    with pytest.raises(UnsupportedError, match="needs PyTorch"):
         with fold.Writer(tmp_path / "u.fold") as w:
             w.add_torch("x", {"w": 1})

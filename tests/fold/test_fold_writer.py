@@ -340,6 +340,6 @@ def test_cli_repair(tmp_path, capsys):
     assert fixed.read_bytes() == good
     assert cli_main(["repair", str(d), "--in-place", "-q"]) == 0
     assert d.read_bytes() == good
-    assert cli_main(["repair", str(tmp_path / "missing.fold")]) == 1
+    assert cli_main(["repair", str(tmp_path / "missing.fold")]) == 2  # a usage error
     (tmp_path / "bad.fold").write_bytes(b"FOLDv1\0\0" + bytes(20))
     assert cli_main(["repair", str(tmp_path / "bad.fold")]) == 1

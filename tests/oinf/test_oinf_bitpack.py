@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tenfold import _kernels
 
-# Known answers of DECISIONS.md (from 08_tensors_packed.json): (kind, bits, values, hex).
+# Known answers of docs/formats/oinf.md (from 08_tensors_packed.json): (kind, bits, values, hex).
 KNOWN = [
     ("int", 4, [0, 1, 7, -8, -1, 2, 3, -2, 5], "10872fe305"),
     ("t2", 2, [-1, 0, 1, 1, -1, 0, 0, 1, -1], "534303"),

@@ -1,4 +1,4 @@
-"""Reader and verifier against the shared conformance vectors (read in place)."""
+"""Reader and verifier against the conformance vectors of tests/conformance (read in place)."""
 
 from __future__ import annotations
 

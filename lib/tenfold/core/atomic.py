@@ -33,7 +33,10 @@ def atomic_write(
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+    except OSError as exc:
+        raise _naming(exc, path) from None
     try:
         with os.fdopen(fd, "wb") as f:
             yield f  # type: ignore[misc]
@@ -46,12 +49,22 @@ def atomic_write(
             mode = 0o666 & ~_umask()
         os.chmod(tmp, mode)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
+        if isinstance(exc, OSError) and tmp in (exc.filename, exc.filename2):
+            raise _naming(exc, path) from None  # the temp name means nothing to the caller
         raise
     if fsync:
         _fsync_dir(directory)
+
+
+def _naming(exc: OSError, path: str) -> OSError:
+    """The same error about the destination ``path`` instead of the hidden temporary file."""
+    if os.path.isdir(path):
+        return IsADirectoryError(exc.errno if exc.errno is not None else 21, "Is a directory",
+                                 path)
+    return type(exc)(exc.errno, exc.strerror, path)
 
 
 def _proc_umask() -> int | None:

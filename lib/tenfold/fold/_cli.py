@@ -12,10 +12,13 @@ def _default_output(path: str) -> str:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
+    from ..cli import UsageError, check_output
     from . import repair
 
     if args.in_place and args.output:
-        raise SystemExit("tenfold repair: use either --output or --in-place")
+        raise UsageError("repair: use either --output or --in-place")
+    if not args.in_place and not args.output:
+        check_output(_default_output(args.file))
     dst = args.file if args.in_place else (args.output or _default_output(args.file))
     report = repair(args.file, dst, hmac_key=args.hmac_key)
     print(report.format(verbose=not args.quiet))
@@ -36,4 +39,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--in-place", action="store_true", help="replace FILE (atomically)")
     p.add_argument("--hmac-key", help="key of hmac-sha256: digests")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
-    p.set_defaults(func=cmd_repair)
+    p.set_defaults(func=cmd_repair, inputs=("file",), outputs=("output",))

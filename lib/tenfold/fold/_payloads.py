@@ -175,13 +175,9 @@ def safetensors_load(buf: Any, what: str) -> dict[str, np.ndarray]:
 
 
 def _torch() -> Any:
-    try:
-        import torch
-    except ImportError:
-        raise UnsupportedError(
-            f"{FMT}: TSAV chunks are torch.save payloads and need torch (pip install torch)"
-        ) from None
-    return torch
+    from ..core.optional import require
+
+    return require("torch", extra="torch", what=f"{FMT}: a TSAV chunk (a torch.save payload)")
 
 
 def torch_bytes(obj: Any) -> bytes:

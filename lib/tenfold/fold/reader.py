@@ -1,6 +1,6 @@
 """Read FOLD / MIND files: header, JSON index, chunks with CRC-32C, SHA-256 and RS repair.
 
-A chunk is read in the order DECISIONS.md prescribes: CRC-32C of the stored bytes first; when it
+A chunk is read in the order docs/formats/fold.md says: CRC-32C of the stored bytes first; when it
 holds, the chunk is good and its ECC is not decoded (clean reads run at checksum speed and the
 wrong multi-block parity pyfolds 1.0.2 wrote is never used). Only on a mismatch are the blocks
 corrected with Reed-Solomon, after which CRC-32C and SHA-256 are checked again, so a correction

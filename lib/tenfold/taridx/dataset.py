@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from ..core.mapped import MappedFile
+from ..core.optional import require
 from ..errors import TruncatedError, describe
 from ._spec import BLOCK, FMT
 from .build import shard_paths
@@ -127,8 +128,7 @@ class Dataset:
 
     def _filesystem(self) -> Any:
         if self._fs is None:
-            import fsspec
-
+            fsspec = require("fsspec", extra="remote", what="taridx: a remote root")
             self._fs = fsspec.core.url_to_fs(self.root, **self.storage_options)[0]
         return self._fs
 
@@ -144,8 +144,7 @@ class Dataset:
         self._check_pid()
         if self._idx is None:
             if _is_url(self.index_path):
-                import fsspec
-
+                fsspec = require("fsspec", extra="remote", what="taridx: a remote index")
                 fs, path = fsspec.core.url_to_fs(self.index_path, **self.storage_options)
                 idx = Index.from_buffer(fs.cat_file(path))
             else:

@@ -93,7 +93,7 @@ def register(sub: Any) -> None:
     p.add_argument("--key", required=True, help="Ed25519 private key (PEM, raw 32 B or hex)")
     p.add_argument("--sign-all", action="store_true", help="cover every byte but the sign line")
     p.add_argument("-o", "--output", help="write here instead of in place")
-    p.set_defaults(func=cmd_sign)
+    p.set_defaults(func=cmd_sign, inputs=("file", "key"), outputs=("output",))
 
     p = sub.add_parser("delta", help="WTXT: write a DELTA v2 from BASE to the arrays of NEW")
     p.add_argument("base")
@@ -103,7 +103,7 @@ def register(sub: Any) -> None:
     p.add_argument("--ts")
     p.add_argument("--build")
     p.add_argument("--hmac-key-file")
-    p.set_defaults(func=cmd_delta)
+    p.set_defaults(func=cmd_delta, inputs=("base", "new", "hmac_key_file"), outputs=("out",))
 
     p = sub.add_parser("apply", help="WTXT: apply a DELTA v2 to BASE, writing OUT")
     p.add_argument("base")
@@ -112,22 +112,23 @@ def register(sub: Any) -> None:
     p.add_argument("--key", help="Ed25519 private key to sign the result")
     p.add_argument("--sign-all", action="store_true")
     p.add_argument("--hmac-key-file", help="check the delta's HMACs with this key")
-    p.set_defaults(func=cmd_apply)
+    p.set_defaults(func=cmd_apply, inputs=("base", "delta", "key", "hmac_key_file"),
+                   outputs=("out",))
 
     p = sub.add_parser("wsum", help="WTXT: finalize a root_pending file with a .wsum sidecar")
     p.add_argument("file")
     p.add_argument("--key", help="Ed25519 private key to sign the WSUM line")
     p.add_argument("--merkle-prev", help="previous generation's merkle_this (hex)")
-    p.set_defaults(func=cmd_wsum)
+    p.set_defaults(func=cmd_wsum, inputs=("file", "key"))
 
     p = sub.add_parser("recover", help="WTXT: list damage by line and save the intact arrays")
     p.add_argument("file")
     p.add_argument("-o", "--output", help="save the intact arrays here (format by suffix)")
-    p.set_defaults(func=cmd_recover)
+    p.set_defaults(func=cmd_recover, inputs=("file",), suffixed=("output",))
 
     p = sub.add_parser("wverify", help="WTXT: verify with HMAC keys and Ed25519 public keys")
     p.add_argument("file")
     p.add_argument("--hmac-key-file", action="append")
     p.add_argument("--public-key", action="append")
     p.add_argument("-q", "--quiet", action="store_true")
-    p.set_defaults(func=cmd_wverify)
+    p.set_defaults(func=cmd_wverify, inputs=("file", "hmac_key_file", "public_key"))

@@ -10,19 +10,16 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.atomic import atomic_write
-from ..errors import IntegrityError, UnsupportedError, describe
+from ..errors import IntegrityError, describe
 from . import _spec as S
 
 __all__ = ["armor_encrypt", "armor_decrypt"]
 
 
 def _pyrage() -> Any:
-    try:
-        import pyrage
-    except ImportError:
-        raise UnsupportedError(describe(S.FMT, "armor", detail="encryption needs the optional "
-                                        "'pyrage' package (pip install tenfold[crypto])")) from None
-    return pyrage
+    from ..core.optional import require
+
+    return require("pyrage", extra="crypto", what=f"{S.FMT}: age armor")
 
 
 def _recipient(pyrage: Any, r: Any) -> Any:

@@ -1,4 +1,4 @@
-"""zTensor 0.1.0 byte layout (``specs/ztensor.md`` with tenfold's ``DECISIONS.md`` rules).
+"""zTensor 0.1.0 byte layout (the rules of ``docs/formats/ztensor.md``).
 
 ::
 

@@ -60,7 +60,9 @@ class SparseTensor:
 
     def to_scipy(self) -> Any:
         """The equivalent ``scipy.sparse`` array (needs SciPy)."""
-        import scipy.sparse as sp
+        from ..core.optional import require
+
+        sp = require("scipy.sparse", extra="scipy", what="zt: a SciPy sparse array")
 
         if self.format == "csr":
             assert self.indptr is not None and self.indices is not None
@@ -157,13 +159,11 @@ def to_result(t: SparseTensor, mode: str) -> Any:
     """Return ``t`` as SciPy (``mode`` "scipy", or "auto" with SciPy installed) or as is."""
     if mode == "raw":
         return t
-    try:
-        import scipy.sparse  # noqa: F401
-    except ImportError:
-        if mode == "scipy":
-            raise
+    from ..core.optional import available
+
+    if mode == "auto" and not available("scipy.sparse"):
         return t
-    return t.to_scipy()
+    return t.to_scipy()  # with mode "scipy" and no SciPy: one line naming the extra
 
 
 def from_input(value: Any) -> SparseTensor | None:

@@ -1,0 +1,77 @@
+"""Optional integrations, imported only where they are used.
+
+The base install (``pip install tenfold``) reads, writes and verifies every format. A few
+integrations need a package the base install does not bring: PyTorch, SciPy, fsspec, tqdm and
+the age encryption library. Each is imported inside the function that needs it, through
+:func:`require`, so that importing tenfold or running an unrelated command never touches it, and
+a missing one gives one line naming the extra that installs it:
+
+>>> require("json", extra="none").__name__
+'json'
+>>> try:
+...     require("no_such_module", extra="torch", what="fold: a TSAV chunk")
+... except MissingDependencyError as exc:
+...     print(exc)
+fold: a TSAV chunk needs no_such_module, which is not installed: pip install "tenfold[torch]"
+"""
+
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from ..errors import UnsupportedError
+
+__all__ = ["MissingDependencyError", "EXTRAS", "require", "available"]
+
+#: What each optional integration is called for people, by its import name.
+EXTRAS: dict[str, str] = {
+    "torch": "PyTorch",
+    "scipy": "SciPy",
+    "fsspec": "fsspec",
+    "aiohttp": "aiohttp",
+    "tqdm": "tqdm",
+    "pyrage": "pyrage (age encryption)",
+}
+
+
+class MissingDependencyError(UnsupportedError, ImportError):
+    """An optional package this call needs is not installed.
+
+    It is an :class:`~tenfold.errors.UnsupportedError` (the feature is not available in this
+    install) and an :class:`ImportError` (so ``except ImportError`` keeps working). The ``tenfold``
+    command prints its message on one line and exits with status 2.
+    """
+
+    def __init__(self, message: str, *, module: str, extra: str) -> None:
+        UnsupportedError.__init__(self, message)
+        self.name = module  # ImportError's attribute: the module that is missing
+        self.extra = extra
+
+
+def available(module: str) -> bool:
+    """Whether ``module`` can be imported (it is imported if so)."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def require(module: str, *, extra: str, what: str = "this") -> ModuleType:
+    """Import ``module`` or raise :class:`MissingDependencyError` naming ``tenfold[extra]``.
+
+    ``what`` names the feature in the message, in the singular (``"fold: a TSAV chunk"``).
+    """
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        top = module.split(".")[0]
+        if exc.name is not None and exc.name.split(".")[0] != top:
+            raise  # the package is there but one of its own imports failed: show that
+        label = EXTRAS.get(top, top)
+        raise MissingDependencyError(
+            f"{what} needs {label}, which is not installed: pip install \"tenfold[{extra}]\"",
+            module=module,
+            extra=extra,
+        ) from None
