@@ -11,7 +11,12 @@ def _check(m: int) -> None:
 
 
 def insert(keys, rows, table):
-    """Insert ``rows`` (numbers into ``keys``); returns how many were new keys."""
+    """Insert ``rows`` (numbers into ``keys``); returns how many were new keys.
+
+    The table always keeps at least one empty slot: a new key that would take the last one
+    raises ``ValueError("table full")`` (the rows before it stay inserted), as does a table
+    without an empty slot.
+    """
     m, nk = len(table), len(keys)
     _check(m)
     rows = np.asarray(rows).tolist()
@@ -19,14 +24,19 @@ def insert(keys, rows, table):
         raise ValueError(f"row out of range for {nk} keys")
     if len(table) and (np.asarray(table).min() < -1 or np.asarray(table).max() >= nk):
         raise ValueError("table holds an entry outside the keys")
+    if not rows:
+        return 0
+    free = int(np.count_nonzero(np.asarray(table) == -1))
+    if free == 0:
+        raise ValueError("table full: no empty slot")
     mask, added = m - 1, 0
     for r in rows:
         k = int(keys[r])
         slot = k & mask
-        while True:
+        while True:  # ends: an empty slot remains (free - added >= 1 holds throughout)
             cur = int(table[slot])
             if cur == -1:
-                if added + 1 >= m:
+                if added + 1 >= free:
                     raise ValueError("table full")
                 table[slot] = r
                 added += 1

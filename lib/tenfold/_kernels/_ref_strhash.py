@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import xxhash
 
+from ._cargs import ssize, u64
+
 
 def _check(size: int, off, length) -> None:
     if len(off) != len(length):
@@ -22,6 +24,7 @@ def _bytes(buf) -> bytes:
 def hash_ranges(buf, off, length, seed, out, ascii_lower=False):
     """``out[i] = xxh64(buf[off[i]:off[i]+length[i]], seed)`` (of the ASCII-lower-cased bytes
     when ``ascii_lower``)."""
+    seed = u64(seed)
     b = _bytes(buf)
     if len(out) != len(off):
         raise ValueError("out must have one entry per range")
@@ -37,6 +40,7 @@ def hash_ranges(buf, off, length, seed, out, ascii_lower=False):
 def hash_strs(strs, seed, out):
     """``out[i] = xxh64(strs[i].encode("utf-8", "surrogatepass"), seed)`` for a list (or
     tuple) of ``str``."""
+    seed = u64(seed)
     seq = strs if isinstance(strs, (list, tuple)) else list(strs)
     if len(out) != len(seq):
         raise ValueError("out must have one entry per string")
@@ -74,7 +78,7 @@ def gather(buf, off, length, out):
     """Concatenate the ranges into ``out`` (whose length must be their total length)."""
     b = _bytes(buf)
     _check(len(b), off, length)
-    total = int(np.sum(np.asarray(length, dtype=np.int64)))
+    total = sum(np.asarray(length).tolist())
     if total != len(out):
         raise ValueError(f"out holds {len(out)} bytes; the ranges total {total}")
     joined = b"".join(b[o : o + n] for o, n in zip(np.asarray(off).tolist(),
@@ -86,6 +90,7 @@ def gather(buf, off, length, out):
 def gather_strided(buf, start, stride, width, out):
     """``out[i*width:(i+1)*width] = buf[start + i*stride:][:width]`` for every ``i`` of
     ``len(out) // width`` (``len(out)`` must be a multiple of ``width``)."""
+    start, stride, width = ssize(start), ssize(stride), ssize(width)
     if width <= 0 or stride < width or start < 0:
         raise ValueError(f"bad layout: start {start}, stride {stride}, width {width}")
     if len(out) % width:

@@ -11,6 +11,7 @@ field of fixed-size records at any alignment) and ``ranges_equal`` (pairwise byt
 from libc.stdint cimport uint8_t, int64_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from cpython.object cimport PyObject
+from libc.stdint cimport INT64_MAX
 cimport cython
 
 cdef extern from "Python.h":
@@ -127,13 +128,19 @@ cdef uint64_t xxh64(const uint8_t* p, int64_t n, uint64_t seed, bint lower) noex
     return h
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 cdef int check_ranges(Py_ssize_t size, const int64_t[::1] off, const int64_t[::1] length) except -1:
+    """Every ``(off[i], length[i])`` lies inside a buffer of ``size`` bytes (no sum can wrap)."""
     cdef Py_ssize_t i
+    cdef int64_t o, n
     if off.shape[0] != length.shape[0]:
         raise ValueError("offsets and lengths differ in length")
     for i in range(off.shape[0]):
-        if off[i] < 0 or length[i] < 0 or off[i] + length[i] > size:
-            raise ValueError(f"range {i} ({off[i]}, {length[i]}) outside the buffer of {size}")
+        o = off[i]
+        n = length[i]
+        if o < 0 or n < 0 or o > size or n > size - o:
+            raise ValueError(f"range {i} ({o}, {n}) outside the buffer of {size}")
     return 0
 
 
@@ -268,6 +275,9 @@ def gather(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] le
     cdef int64_t pos = 0, total = 0
     check_ranges(buf.shape[0], off, length)
     for i in range(n):
+        if length[i] > INT64_MAX - total:
+            raise ValueError(f"out holds {out.shape[0]} bytes; the ranges total more than "
+                             f"{INT64_MAX}")
         total += length[i]
     if total != out.shape[0]:
         raise ValueError(f"out holds {out.shape[0]} bytes; the ranges total {total}")
@@ -288,7 +298,7 @@ def gather_strided(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stride,
                    Py_ssize_t width, uint8_t[::1] out):
     """``out[i*width:(i+1)*width] = buf[start + i*stride:][:width]`` for every ``i`` of
     ``len(out) // width`` (``len(out)`` must be a multiple of ``width``)."""
-    cdef Py_ssize_t n, i, last
+    cdef Py_ssize_t n, i, size
     cdef const uint8_t* src
     cdef uint8_t* dst
     if width <= 0 or stride < width or start < 0:
@@ -298,8 +308,9 @@ def gather_strided(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stride,
     n = out.shape[0] // width
     if n == 0:
         return
-    last = start + (n - 1) * stride + width
-    if (n - 1) > (buf.shape[0] // stride) or last > buf.shape[0]:
+    size = buf.shape[0]
+    # start + (n - 1) * stride + width <= size, without computing a sum that could wrap
+    if start > size or width > size - start or n - 1 > (size - start - width) // stride:
         raise ValueError(f"{n} items of {width} bytes every {stride} from {start} overrun the "
                          f"buffer of {buf.shape[0]}")
     src = &buf[start]
