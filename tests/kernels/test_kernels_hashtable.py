@@ -142,3 +142,20 @@ def test_hashtable_hostile_differential(rows, table, nout):
         return n, t.tolist(), out.tolist()
 
     differential("hashtable", call)
+
+
+def test_table_sharing_memory_with_rows_refused(kernels):
+    """The rows are read while the table is written: a table over the rows' memory could turn
+    a row into any number (a read anywhere in ``keys``), so it is refused at entry."""
+    ht = kernels("hashtable")
+    keys = np.arange(4, dtype=np.uint64)
+    mem = np.full(8, -1, np.int64)
+    mem[:4] = (0, 1, 2, 3)
+    rows = mem[:4]
+    table = mem.view(np.int32)[6:14]  # [3, 0, -1 x 6]: valid entries, over rows[3]
+    assert outcome(ht.insert, keys, rows, table) == "ValueError"
+    with pytest.raises(ValueError, match="table and rows overlap"):
+        ht.insert(keys, rows, table)
+    beside = mem.view(np.int32)[8:16]  # right after the rows: fine
+    assert ht.insert(keys, rows, beside) == 4
+    assert sorted(beside.tolist()) == [-1, -1, -1, -1, 0, 1, 2, 3]

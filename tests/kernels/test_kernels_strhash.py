@@ -291,3 +291,45 @@ def test_seed_outside_uint64_refused_alike(seed):
         lambda k: k.hash_strs(["a"], seed, np.zeros(1, np.uint64)),
     ):
         assert differential("strhash", call) == "OverflowError"
+
+
+def _alias_calls(k):
+    """Calls whose output shares memory with the offsets/lengths (or the source of a copy):
+    the compiled loop would write offsets it reads next, so each is refused at entry."""
+    buf = np.arange(64, dtype=np.uint8)
+    mem = np.zeros(4, np.int64)  # the ranges array, also viewed as an output
+    n = 2
+    off = mem[:n]
+    ln = mem[n:]
+    five = [np.zeros(n, np.int64) for _ in range(4)] + [np.zeros(n, np.uint8)]
+    return {
+        "hash_ranges": lambda: k.hash_ranges(buf, off, ln, 0, mem[n:].view(np.uint64)),
+        "split_basenames": lambda: k.split_basenames(buf, off, ln, *five[:3], mem[:n], five[4]),
+        "split_basenames_ascii": lambda: k.split_basenames(
+            buf, off, ln, *five[:4], mem[n:].view(np.uint8)[:n]
+        ),
+        "gather": lambda: k.gather(buf, off, np.array([1, 1]), mem.view(np.uint8)[:2]),
+        "gather_buf": lambda: k.gather(buf, np.array([0, 8]), np.array([4, 4]), buf[4:12]),
+        "gather_strided": lambda: k.gather_strided(buf, 0, 8, 4, buf[2:10]),
+        "ranges_equal": lambda: k.ranges_equal(buf, off, ln, off, ln, mem.view(np.uint8)[8:10]),
+    }
+
+
+@pytest.mark.parametrize("case", list(_alias_calls(None)))
+def test_output_sharing_memory_with_ranges_refused(kernels, case):
+    k = kernels("strhash")
+    assert outcome(_alias_calls(k)[case]) == "ValueError"
+    with pytest.raises(ValueError, match="overlap"):
+        _alias_calls(k)[case]()
+
+
+def test_outputs_beside_ranges_accepted(kernels):
+    """Neighbouring (not overlapping) views of one array are fine."""
+    k = kernels("strhash")
+    buf = np.frombuffer(b"a/b.c", np.uint8)
+    mem = np.zeros(6, np.int64)
+    mem[:2] = (0, 5)
+    k.split_basenames(
+        buf, mem[0:1], mem[1:2], mem[2:3], mem[3:4], mem[4:5], mem[5:6], np.zeros(1, np.uint8)
+    )
+    assert mem.tolist() == [0, 5, 2, 1, 4, 1]

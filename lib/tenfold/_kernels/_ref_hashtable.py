@@ -19,13 +19,15 @@ def insert(keys, rows, table):
     """
     m, nk = len(table), len(keys)
     _check(m)
-    rows = np.asarray(rows).tolist()
+    rows_in, rows = rows, np.asarray(rows).tolist()
     if any(r < 0 or r >= nk or r > 0x7FFFFFFF for r in rows):
         raise ValueError(f"row out of range for {nk} keys")
     if len(table) and (np.asarray(table).min() < -1 or np.asarray(table).max() >= nk):
         raise ValueError("table holds an entry outside the keys")
     if not rows:
         return 0
+    if np.may_share_memory(np.asarray(table), np.asarray(rows_in)):
+        raise ValueError("table and rows overlap")
     free = int(np.count_nonzero(np.asarray(table) == -1))
     if free == 0:
         raise ValueError("table full: no empty slot")

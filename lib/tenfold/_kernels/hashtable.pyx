@@ -8,7 +8,7 @@ Both are bound by memory latency on large tables, so they prefetch the slots (an
 the keys those slots point at) of the items a few steps ahead.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
 cimport cython
 
 cdef extern from *:
@@ -48,6 +48,7 @@ def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table
     cdef uint64_t mask, k
     cdef int64_t r, slot, added = 0, cur, free = 0
     cdef bint full = False
+    cdef uintptr_t a, b
     check_table(m)
     for i in range(n):
         if rows[i] < 0 or rows[i] >= nk or rows[i] > 0x7FFFFFFF:
@@ -58,6 +59,11 @@ def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table
         free += table[i] == -1
     if n == 0:
         return 0
+    # the rows are read while the table is written: they must not share memory
+    a = <uintptr_t>&table[0]
+    b = <uintptr_t>&rows[0]
+    if a < b + <uintptr_t>(8 * n) and b < a + <uintptr_t>(4 * m):
+        raise ValueError("table and rows overlap")
     if free == 0:
         raise ValueError("table full: no empty slot")
     mask = <uint64_t>(m - 1)

@@ -8,7 +8,7 @@ ranges into one buffer), ``gather_strided`` (pack equally spaced fixed-width ran
 field of fixed-size records at any alignment) and ``ranges_equal`` (pairwise byte comparison).
 """
 
-from libc.stdint cimport uint8_t, int64_t, uint64_t
+from libc.stdint cimport uint8_t, int64_t, uint64_t, uintptr_t
 from libc.string cimport memcmp, memcpy
 from cpython.object cimport PyObject
 from libc.stdint cimport INT64_MAX
@@ -144,6 +144,23 @@ cdef int check_ranges(Py_ssize_t size, const int64_t[::1] off, const int64_t[::1
     return 0
 
 
+cdef int check_apart(const void* out, Py_ssize_t nout, const void* src, Py_ssize_t nsrc,
+                     str what) except -1:
+    """ValueError when the ``nout`` bytes at ``out`` (written by a kernel) overlap the ``nsrc``
+    bytes at ``src`` (read by it, e.g. the offsets that say where to read)."""
+    cdef uintptr_t a = <uintptr_t>out, b = <uintptr_t>src
+    if nout > 0 and nsrc > 0 and a < b + <uintptr_t>nsrc and b < a + <uintptr_t>nout:
+        raise ValueError(f"{what} overlap")
+    return 0
+
+
+cdef int check_apart2(const void* out, Py_ssize_t nout, const void* src1, const void* src2,
+                      Py_ssize_t nsrc, str what) except -1:
+    check_apart(out, nout, src1, nsrc, what)
+    check_apart(out, nout, src2, nsrc, what)
+    return 0
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def hash_ranges(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] length,
@@ -157,6 +174,8 @@ def hash_ranges(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::
     check_ranges(buf.shape[0], off, length)
     if n == 0:
         return
+    check_apart(&out[0], 8 * n, &off[0], 8 * n, "out and offsets")
+    check_apart(&out[0], 8 * n, &length[0], 8 * n, "out and lengths")
     if buf.shape[0] == 0:
         for i in range(n):
             out[i] = xxh64(<const uint8_t*>"", 0, seed, ascii_lower)
@@ -221,6 +240,8 @@ def split_basenames(const uint8_t[::1] buf, const int64_t[::1] off, const int64_
     cdef Py_ssize_t n = off.shape[0], i
     cdef int64_t s, e, j, dot
     cdef const uint8_t* b
+    cdef const void* ro
+    cdef const void* rl
     cdef uint8_t acc
     if (stem_off.shape[0] != n or stem_len.shape[0] != n or ext_off.shape[0] != n
             or ext_len.shape[0] != n or ascii.shape[0] != n):
@@ -228,6 +249,14 @@ def split_basenames(const uint8_t[::1] buf, const int64_t[::1] off, const int64_
     check_ranges(buf.shape[0], off, length)
     if n == 0:
         return
+    # each output is written before the next range is read
+    ro = &off[0]
+    rl = &length[0]
+    check_apart2(&stem_off[0], 8 * n, ro, rl, 8 * n, "outputs and ranges")
+    check_apart2(&stem_len[0], 8 * n, ro, rl, 8 * n, "outputs and ranges")
+    check_apart2(&ext_off[0], 8 * n, ro, rl, 8 * n, "outputs and ranges")
+    check_apart2(&ext_len[0], 8 * n, ro, rl, 8 * n, "outputs and ranges")
+    check_apart2(&ascii[0], n, ro, rl, 8 * n, "outputs and ranges")
     if buf.shape[0] == 0:
         for i in range(n):
             stem_off[i] = 0
@@ -283,6 +312,9 @@ def gather(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] le
         raise ValueError(f"out holds {out.shape[0]} bytes; the ranges total {total}")
     if total == 0:
         return
+    check_apart(&out[0], total, &off[0], 8 * n, "out and offsets")
+    check_apart(&out[0], total, &length[0], 8 * n, "out and lengths")
+    check_apart(&out[0], total, &buf[0], buf.shape[0], "out and buf")
     with nogil:
         for i in range(n):
             if i + AHEAD < n:
@@ -313,6 +345,7 @@ def gather_strided(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stride,
     if start > size or width > size - start or n - 1 > (size - start - width) // stride:
         raise ValueError(f"{n} items of {width} bytes every {stride} from {start} overrun the "
                          f"buffer of {buf.shape[0]}")
+    check_apart(&out[0], out.shape[0], &buf[0], size, "out and buf")
     src = &buf[start]
     dst = &out[0]
     with nogil:
@@ -343,6 +376,10 @@ def ranges_equal(const uint8_t[::1] buf, const int64_t[::1] a_off, const int64_t
     check_ranges(buf.shape[0], b_off, b_len)
     if n == 0:
         return
+    check_apart(&out[0], n, &a_off[0], 8 * n, "out and ranges")
+    check_apart(&out[0], n, &a_len[0], 8 * n, "out and ranges")
+    check_apart(&out[0], n, &b_off[0], 8 * n, "out and ranges")
+    check_apart(&out[0], n, &b_len[0], 8 * n, "out and ranges")
     if buf.shape[0] == 0:
         for i in range(n):
             out[i] = 1
