@@ -62,8 +62,8 @@ _build_tables()
 
 cdef Py_ssize_t _packed_len(Py_ssize_t count, int bits) noexcept:
     """``ceil(count * bits / 8)`` for ``count >= 0``, without a product that could wrap."""
-    cdef Py_ssize_t per = 8 // bits
-    return count // per + (1 if count % per else 0)
+    cdef int shift = 3 if bits == 1 else (2 if bits == 2 else 1)  # log2(8 // bits)
+    return (count >> shift) + (1 if count & ((1 << shift) - 1) else 0)
 
 
 @cython.boundscheck(False)

@@ -8,7 +8,7 @@ Both are bound by memory latency on large tables, so they prefetch the slots (an
 the keys those slots point at) of the items a few steps ahead.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint64_t, uintptr_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
 cimport cython
 
 cdef extern from *:
@@ -47,16 +47,22 @@ def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table
     cdef Py_ssize_t m = table.shape[0], n = rows.shape[0], i, nk = keys.shape[0]
     cdef uint64_t mask, k
     cdef int64_t r, slot, added = 0, cur, free = 0
-    cdef bint full = False
+    cdef bint full = False, bad = False
     cdef uintptr_t a, b
+    cdef uint32_t u, lim
     check_table(m)
     for i in range(n):
         if rows[i] < 0 or rows[i] >= nk or rows[i] > 0x7FFFFFFF:
             raise ValueError(f"row {rows[i]} out of range for {nk} keys")
+    # one branch-free pass over the table: entries in [-1, nk), and the empty slots counted
+    # (as unsigned, entry + 1 lies in [0, nk]; the empty slot -1 is 0)
+    lim = <uint32_t>nk if nk < 0x80000000 else 0x80000000
     for i in range(m):
-        if table[i] < -1 or table[i] >= nk:
-            raise ValueError("table holds an entry outside the keys")
-        free += table[i] == -1
+        u = <uint32_t>table[i] + 1
+        bad |= u > lim
+        free += u == 0
+    if bad:
+        raise ValueError("table holds an entry outside the keys")
     if n == 0:
         return 0
     # the rows are read while the table is written: they must not share memory

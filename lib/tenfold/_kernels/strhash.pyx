@@ -131,16 +131,26 @@ cdef uint64_t xxh64(const uint8_t* p, int64_t n, uint64_t seed, bint lower) noex
 @cython.boundscheck(False)
 @cython.wraparound(False)
 cdef int check_ranges(Py_ssize_t size, const int64_t[::1] off, const int64_t[::1] length) except -1:
-    """Every ``(off[i], length[i])`` lies inside a buffer of ``size`` bytes (no sum can wrap)."""
-    cdef Py_ssize_t i
-    cdef int64_t o, n
-    if off.shape[0] != length.shape[0]:
+    """Every ``(off[i], length[i])`` lies inside a buffer of ``size`` bytes (no sum can wrap).
+
+    One branch-free pass (as unsigned numbers a negative offset or length is above ``size``;
+    ``size - off`` is only trusted when ``off <= size``, which the first test covers); the
+    scalar pass that names the first bad range runs only when there is one.
+    """
+    cdef Py_ssize_t i, n = off.shape[0]
+    cdef uint64_t usize = <uint64_t>size, o, ln
+    cdef bint bad = 0
+    if n != length.shape[0]:
         raise ValueError("offsets and lengths differ in length")
-    for i in range(off.shape[0]):
-        o = off[i]
-        n = length[i]
-        if o < 0 or n < 0 or o > size or n > size - o:
-            raise ValueError(f"range {i} ({o}, {n}) outside the buffer of {size}")
+    for i in range(n):
+        o = <uint64_t>off[i]
+        ln = <uint64_t>length[i]
+        bad |= (o > usize) | (ln > usize - o)
+    if not bad:
+        return 0
+    for i in range(n):
+        if off[i] < 0 or length[i] < 0 or off[i] > size or length[i] > size - off[i]:
+            raise ValueError(f"range {i} ({off[i]}, {length[i]}) outside the buffer of {size}")
     return 0
 
 
@@ -154,10 +164,20 @@ cdef int check_apart(const void* out, Py_ssize_t nout, const void* src, Py_ssize
     return 0
 
 
-cdef int check_apart2(const void* out, Py_ssize_t nout, const void* src1, const void* src2,
-                      Py_ssize_t nsrc, str what) except -1:
-    check_apart(out, nout, src1, nsrc, what)
-    check_apart(out, nout, src2, nsrc, what)
+cdef int check_split_outputs(Py_ssize_t n, const void* off, const void* length,
+                             const void* stem_off, const void* stem_len, const void* ext_off,
+                             const void* ext_len, const void* ascii) except -1:
+    """``split_basenames``: no output overlaps the ranges (``n`` > 0 of each)."""
+    cdef const void* outs[5]
+    cdef int k
+    outs[0] = stem_off
+    outs[1] = stem_len
+    outs[2] = ext_off
+    outs[3] = ext_len
+    outs[4] = ascii
+    for k in range(5):
+        check_apart(outs[k], n if k == 4 else 8 * n, off, 8 * n, "outputs and ranges")
+        check_apart(outs[k], n if k == 4 else 8 * n, length, 8 * n, "outputs and ranges")
     return 0
 
 
@@ -240,8 +260,6 @@ def split_basenames(const uint8_t[::1] buf, const int64_t[::1] off, const int64_
     cdef Py_ssize_t n = off.shape[0], i
     cdef int64_t s, e, j, dot
     cdef const uint8_t* b
-    cdef const void* ro
-    cdef const void* rl
     cdef uint8_t acc
     if (stem_off.shape[0] != n or stem_len.shape[0] != n or ext_off.shape[0] != n
             or ext_len.shape[0] != n or ascii.shape[0] != n):
@@ -250,13 +268,8 @@ def split_basenames(const uint8_t[::1] buf, const int64_t[::1] off, const int64_
     if n == 0:
         return
     # each output is written before the next range is read
-    ro = &off[0]
-    rl = &length[0]
-    check_apart2(&stem_off[0], 8 * n, ro, rl, 8 * n, "outputs and ranges")
-    check_apart2(&stem_len[0], 8 * n, ro, rl, 8 * n, "outputs and ranges")
-    check_apart2(&ext_off[0], 8 * n, ro, rl, 8 * n, "outputs and ranges")
-    check_apart2(&ext_len[0], 8 * n, ro, rl, 8 * n, "outputs and ranges")
-    check_apart2(&ascii[0], n, ro, rl, 8 * n, "outputs and ranges")
+    check_split_outputs(n, &off[0], &length[0], &stem_off[0], &stem_len[0], &ext_off[0],
+                        &ext_len[0], &ascii[0])
     if buf.shape[0] == 0:
         for i in range(n):
             stem_off[i] = 0
