@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 import time
+import warnings
 from collections.abc import Callable
 
 _CODES = {0: "ok", 3: "ValueError", 4: "OverflowError", 5: "TypeError", 6: "MemoryError"}
@@ -27,7 +28,11 @@ def outcome(fn: Callable[..., object], *args: object, timeout: float = 20.0) -> 
         return "ok"
     sys.stdout.flush()
     sys.stderr.flush()
-    pid = os.fork()
+    with warnings.catch_warnings():
+        # Python 3.12+ warns when forking a process with threads; the child only makes one
+        # kernel call and exits with os._exit
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
     if pid == 0:  # child: never return into pytest
         code = 1
         try:
