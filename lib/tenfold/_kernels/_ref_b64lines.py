@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._cargs import SSIZE_MAX, ssize
+
 OK = 0
 ERR_TRUNCATED = 1
 ERR_WIDTH = 2
@@ -25,13 +27,18 @@ _HEXARR = np.frombuffer(_HEX, np.uint8)
 
 def framed_size(n: int, width: int = 76) -> int:
     """Bytes that ``n`` base64 characters take once framed in lines of ``width``."""
+    n, width = ssize(n), ssize(width)
     if n < 0 or width <= 0:
         raise ValueError("n must be >= 0 and width > 0")
-    return n + 3 * ((n + width - 1) // width)
+    size = n + 3 * -(-n // width)
+    if size > SSIZE_MAX:
+        raise ValueError(f"{n} characters in lines of {width}: framed size overflows")
+    return size
 
 
 def frame_lines(b64: object, out: object, width: int = 76) -> int:
     """Write ``b64`` into ``out`` as lines of ``width`` characters + ``" " nibble "\\n"``."""
+    width = ssize(width)
     if width <= 0:
         raise ValueError("width must be > 0")
     src = np.frombuffer(b64, np.uint8)  # type: ignore[call-overload]
@@ -42,28 +49,26 @@ def frame_lines(b64: object, out: object, width: int = 76) -> int:
         raise ValueError(f"output too small: need {need} bytes, got {dst.size}")
     if n == 0:
         return 0
-    nlines = -(-n // width)
-    full = np.zeros(nlines * width, np.uint8)
-    full[:n] = src
-    mat = full.reshape(nlines, width)
-    par = np.bitwise_xor.reduce(mat, axis=1) & 15
-    framed = np.empty((nlines, width + 3), np.uint8)
-    framed[:, :width] = mat
-    framed[:, width] = 32
-    framed[:, width + 1] = _HEXARR[par]
-    framed[:, width + 2] = 10
-    flat = framed.reshape(-1)
-    last = n - (nlines - 1) * width
-    head = (nlines - 1) * (width + 3)
-    dst[:head] = flat[:head]
-    dst[head : head + last] = mat[-1, :last]
-    dst[head + last : head + last + 3] = framed[-1, width:]
+    nfull, last = divmod(n, width)  # full lines, characters of a last short line
+    head = nfull * (width + 3)
+    if nfull:
+        mat = src[: nfull * width].reshape(nfull, width)
+        framed = dst[:head].reshape(nfull, width + 3)
+        framed[:, :width] = mat
+        framed[:, width] = 32
+        framed[:, width + 1] = _HEXARR[np.bitwise_xor.reduce(mat, axis=1) & 15]
+        framed[:, width + 2] = 10
+    if last:
+        tail = src[nfull * width :]
+        dst[head : head + last] = tail
+        dst[head + last : head + last + 3] = (32, _HEXARR[np.bitwise_xor.reduce(tail) & 15], 10)
     return need
 
 
 def frame_block(prefix: object, b64: object, suffix: object, out: object, pos: int,
                 width: int = 76) -> int:
     """``prefix``, framed ``b64`` and ``suffix`` written into ``out`` from ``pos``; the end."""
+    pos, width = ssize(pos), ssize(width)
     if width <= 0 or pos < 0:
         raise ValueError("width must be > 0 and pos >= 0")
     pre = np.frombuffer(prefix, np.uint8)  # type: ignore[call-overload]
@@ -86,6 +91,7 @@ def unframe_lines(text: object, nlines: int, out: object, width: int = 76) -> tu
 
     Same contract as the compiled kernel: ``(status, line, pos)``.
     """
+    nlines, width = ssize(nlines), ssize(width)
     if nlines < 0 or width <= 0:
         raise ValueError("nlines must be >= 0 and width > 0")
     src = np.frombuffer(text, np.uint8)  # type: ignore[call-overload]

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._cargs import cint, ssize
+
 _BITS = (1, 2, 4)
 
 
 def _check_bits(bits: int) -> None:
-    if bits not in _BITS:
+    if cint(bits) not in _BITS:
         raise ValueError(f"bits must be 1, 2 or 4, got {bits}")
 
 
@@ -119,6 +121,7 @@ def pack_int(values: object, bits: int, lo: int, hi: int, out: object) -> int:
 
     Returns -1, or the index of the first value out of range.
     """
+    bits, lo, hi = cint(bits), cint(lo), cint(hi)
     _check_bits(bits)
     if not (-(1 << (bits - 1)) <= lo <= hi <= (1 << (bits - 1)) - 1):
         raise ValueError(f"range [{lo}, {hi}] does not fit {bits}-bit two's complement")
@@ -157,6 +160,7 @@ def pack_bitset(values: object, out: object) -> None:
 
 def find_code(src: object, bits: int, count: int, code: int) -> int:
     """Index of the first of ``count`` ``bits``-wide fields of ``src`` equal to ``code``, or -1."""
+    bits, count, code = cint(bits), ssize(count), cint(code)
     _check_bits(bits)
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")

@@ -11,22 +11,34 @@ def _check(m: int) -> None:
 
 
 def insert(keys, rows, table):
-    """Insert ``rows`` (numbers into ``keys``); returns how many were new keys."""
+    """Insert ``rows`` (numbers into ``keys``); returns how many were new keys.
+
+    The table always keeps at least one empty slot: a new key that would take the last one
+    raises ``ValueError("table full")`` (the rows before it stay inserted), as does a table
+    without an empty slot.
+    """
     m, nk = len(table), len(keys)
     _check(m)
-    rows = np.asarray(rows).tolist()
+    rows_in, rows = rows, np.asarray(rows).tolist()
     if any(r < 0 or r >= nk or r > 0x7FFFFFFF for r in rows):
         raise ValueError(f"row out of range for {nk} keys")
     if len(table) and (np.asarray(table).min() < -1 or np.asarray(table).max() >= nk):
         raise ValueError("table holds an entry outside the keys")
+    if not rows:
+        return 0
+    if np.may_share_memory(np.asarray(table), np.asarray(rows_in)):
+        raise ValueError("table and rows overlap")
+    free = int(np.count_nonzero(np.asarray(table) == -1))
+    if free == 0:
+        raise ValueError("table full: no empty slot")
     mask, added = m - 1, 0
     for r in rows:
         k = int(keys[r])
         slot = k & mask
-        while True:
+        while True:  # ends: an empty slot remains (free - added >= 1 holds throughout)
             cur = int(table[slot])
             if cur == -1:
-                if added + 1 >= m:
+                if added + 1 >= free:
                     raise ValueError("table full")
                 table[slot] = r
                 added += 1

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._cargs import cint
+
 _EXP = np.zeros(512, dtype=np.uint8)
 _LOG = np.zeros(256, dtype=np.int64)
 _x = 1
@@ -43,7 +45,7 @@ def _gdiv(a: int, b: int) -> int:
 
 
 def _check_nsym(nsym: int) -> None:
-    if not 2 <= nsym <= 254:
+    if not 2 <= cint(nsym) <= 254:
         raise ValueError(f"nsym must be in [2, 254], got {nsym}")
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import numpy as np
 import xxhash
 
+from ._cargs import ssize, u64
+
 
 def _check(size: int, off, length) -> None:
     if len(off) != len(length):
@@ -19,13 +21,30 @@ def _bytes(buf) -> bytes:
     return memoryview(buf).cast("B").tobytes()
 
 
+def _mem(x) -> np.ndarray:
+    """The bytes of a buffer as an array over the same memory."""
+    return np.frombuffer(memoryview(x).cast("B"), np.uint8)
+
+
+def _apart(outs, srcs, what: str) -> None:
+    """ValueError when an output shares memory with an input that says where to read (or, for
+    a copy, with the source): the compiled kernel writes one while reading the other."""
+    for o in outs:
+        for s in srcs:
+            if np.may_share_memory(_mem(o), _mem(s)):
+                raise ValueError(f"{what} overlap")
+
+
 def hash_ranges(buf, off, length, seed, out, ascii_lower=False):
     """``out[i] = xxh64(buf[off[i]:off[i]+length[i]], seed)`` (of the ASCII-lower-cased bytes
     when ``ascii_lower``)."""
+    seed = u64(seed)
     b = _bytes(buf)
     if len(out) != len(off):
         raise ValueError("out must have one entry per range")
     _check(len(b), off, length)
+    _apart([out], [off], "out and offsets")
+    _apart([out], [length], "out and lengths")
     for i, (o, n) in enumerate(zip(np.asarray(off).tolist(), np.asarray(length).tolist(),
                                    strict=True)):
         s = b[o : o + n]
@@ -37,6 +56,7 @@ def hash_ranges(buf, off, length, seed, out, ascii_lower=False):
 def hash_strs(strs, seed, out):
     """``out[i] = xxh64(strs[i].encode("utf-8", "surrogatepass"), seed)`` for a list (or
     tuple) of ``str``."""
+    seed = u64(seed)
     seq = strs if isinstance(strs, (list, tuple)) else list(strs)
     if len(out) != len(seq):
         raise ValueError("out must have one entry per string")
@@ -57,6 +77,7 @@ def split_basenames(buf, off, length, stem_off, stem_len, ext_off, ext_len, asci
     if any(len(x) != n for x in (stem_off, stem_len, ext_off, ext_len, ascii)):
         raise ValueError("outputs must have one entry per range")
     _check(len(b), off, length)
+    _apart([stem_off, stem_len, ext_off, ext_len, ascii], [off, length], "outputs and ranges")
     for i, (o, m) in enumerate(zip(np.asarray(off).tolist(), np.asarray(length).tolist(),
                                    strict=True)):
         e = o + m
@@ -74,9 +95,12 @@ def gather(buf, off, length, out):
     """Concatenate the ranges into ``out`` (whose length must be their total length)."""
     b = _bytes(buf)
     _check(len(b), off, length)
-    total = int(np.sum(np.asarray(length, dtype=np.int64)))
+    total = sum(np.asarray(length).tolist())
     if total != len(out):
         raise ValueError(f"out holds {len(out)} bytes; the ranges total {total}")
+    _apart([out], [off], "out and offsets")
+    _apart([out], [length], "out and lengths")
+    _apart([out], [buf], "out and buf")
     joined = b"".join(b[o : o + n] for o, n in zip(np.asarray(off).tolist(),
                                                     np.asarray(length).tolist(), strict=True))
     if total:
@@ -86,6 +110,7 @@ def gather(buf, off, length, out):
 def gather_strided(buf, start, stride, width, out):
     """``out[i*width:(i+1)*width] = buf[start + i*stride:][:width]`` for every ``i`` of
     ``len(out) // width`` (``len(out)`` must be a multiple of ``width``)."""
+    start, stride, width = ssize(start), ssize(stride), ssize(width)
     if width <= 0 or stride < width or start < 0:
         raise ValueError(f"bad layout: start {start}, stride {stride}, width {width}")
     if len(out) % width:
@@ -97,6 +122,7 @@ def gather_strided(buf, start, stride, width, out):
     if start + (n - 1) * stride + width > b.size:
         raise ValueError(f"{n} items of {width} bytes every {stride} from {start} overrun the "
                          f"buffer of {b.size}")
+    _apart([out], [buf], "out and buf")
     src = np.lib.stride_tricks.as_strided(b[start:], (n, width), (stride, 1))
     np.asarray(out).reshape(n, width)[:] = src
 
@@ -109,6 +135,7 @@ def ranges_equal(buf, a_off, a_len, b_off, b_len, out):
         raise ValueError("a, b and out must have the same length")
     _check(len(b), a_off, a_len)
     _check(len(b), b_off, b_len)
+    _apart([out], [a_off, a_len, b_off, b_len], "out and ranges")
     for i in range(n):
         ao, al, bo, bl = int(a_off[i]), int(a_len[i]), int(b_off[i]), int(b_len[i])
         out[i] = 1 if b[ao : ao + al] == b[bo : bo + bl] else 0

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from ._cargs import cint
+
 E_OK = 0
 E_TRUNCATED_HEADER = 1
 E_CHECKSUM = 2
@@ -45,11 +47,14 @@ def _pax(data: bytes, base: int) -> tuple[int, int, int] | None:
         if data[pos] == 0:
             break
         i = pos
+        L = 0
         while i < end and 48 <= data[i] <= 57:
+            if L > (1 << 40):  # as the compiled walk: a length this long is malformed
+                return None
+            L = L * 10 + (data[i] - 48)
             i += 1
         if i == pos or i >= end or data[i] != 32:
             return None
-        L = int(data[pos:i])
         rec_end = pos + L
         if L < 5 or rec_end > end or rec_end <= i + 1 or data[rec_end - 1] != 10:
             return None
@@ -78,6 +83,7 @@ def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typefla
     Every output must hold ``len(buf) // 512`` entries (the most members a buffer can have).
     ``lanes`` (interleaved walks in the compiled kernel) does not change the result: one walk here.
     """
+    lanes = cint(lanes)
     b = memoryview(buf).cast("B")
     n = b.nbytes
     cap = n // 512

@@ -6,6 +6,8 @@ import struct
 
 import numpy as np
 
+from ._cargs import ssize
+
 _U32 = struct.Struct("<I")
 
 
@@ -13,6 +15,8 @@ def walk_lp_records(buf: object, start: int, end: int, count: int, align: int, h
                     count_at: int, item: int, tail: int, max_items: int, starts: object,
                     lengths: object, counts: object) -> tuple[int, int, int]:
     """Walk ``count`` length-prefixed records from ``start``; see ``walk.pyx``."""
+    start, end, count, align, head, count_at, item, tail, max_items = (
+        ssize(v) for v in (start, end, count, align, head, count_at, item, tail, max_items))
     b = memoryview(buf).cast("B")  # type: ignore[arg-type]
     if end > b.nbytes or start < 0 or start > end:
         raise ValueError(f"bad range [{start}, {end}) for a buffer of {b.nbytes} bytes")

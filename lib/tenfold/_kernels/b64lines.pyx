@@ -12,6 +12,7 @@ are returned, never raised.
 
 from libc.stdint cimport uint8_t, uint64_t
 from libc.string cimport memcpy
+from cpython.pyport cimport PY_SSIZE_T_MAX
 cimport cython
 
 cdef enum:
@@ -58,11 +59,20 @@ cdef void _init_tables() noexcept:
 _init_tables()
 
 
-def framed_size(Py_ssize_t n, Py_ssize_t width=76):
-    """Bytes that ``n`` base64 characters take once framed in lines of ``width``."""
+cdef Py_ssize_t _framed(Py_ssize_t n, Py_ssize_t width) except -1:
+    """``n + 3 * ceil(n / width)``, or ValueError when that does not fit a Py_ssize_t."""
+    cdef Py_ssize_t nlines
     if n < 0 or width <= 0:
         raise ValueError("n must be >= 0 and width > 0")
-    return n + 3 * ((n + width - 1) // width)
+    nlines = n // width + (1 if n % width else 0)
+    if nlines > (PY_SSIZE_T_MAX - n) // 3:
+        raise ValueError(f"{n} characters in lines of {width}: framed size overflows")
+    return n + 3 * nlines
+
+
+def framed_size(Py_ssize_t n, Py_ssize_t width=76):
+    """Bytes that ``n`` base64 characters take once framed in lines of ``width``."""
+    return _framed(n, width)
 
 
 cdef inline uint8_t _copy_xor(uint8_t* dst, const uint8_t* q, Py_ssize_t w) noexcept nogil:
@@ -113,7 +123,7 @@ def frame_lines(const uint8_t[::1] b64, uint8_t[::1] out, Py_ssize_t width=76):
     cdef Py_ssize_t need, o = 0
     if width <= 0:
         raise ValueError("width must be > 0")
-    need = n + 3 * ((n + width - 1) // width)
+    need = _framed(n, width)
     if out.shape[0] < need:
         raise ValueError(f"output too small: need {need} bytes, got {out.shape[0]}")
     if n == 0:
@@ -134,7 +144,10 @@ def frame_block(const uint8_t[::1] prefix, const uint8_t[::1] b64, const uint8_t
     cdef Py_ssize_t need, o = pos
     if width <= 0 or pos < 0:
         raise ValueError("width must be > 0 and pos >= 0")
-    need = np_ + n + 3 * ((n + width - 1) // width) + ns
+    need = _framed(n, width)
+    if need > PY_SSIZE_T_MAX - np_ - ns:
+        raise ValueError(f"{np_} + {need} + {ns} bytes: framed size overflows")
+    need += np_ + ns
     if out.shape[0] - pos < need:
         raise ValueError(f"output too small: need {need} bytes after {pos}, "
                          f"got {out.shape[0] - pos}")
@@ -284,8 +297,10 @@ def unframe_lines(const uint8_t[::1] text, Py_ssize_t nlines, uint8_t[::1] out,
     cdef int status = 0
     if nlines < 0 or width <= 0:
         raise ValueError("nlines must be >= 0 and width > 0")
-    if out.shape[0] < nlines * width:
-        raise ValueError(f"output too small: need {nlines * width} bytes, got {out.shape[0]}")
+    # out.shape[0] >= nlines * width, without a product that could wrap
+    if nlines > 0 and width > out.shape[0] // nlines:
+        raise ValueError(f"output too small: need {(<object>nlines) * width} bytes, "
+                         f"got {out.shape[0]}")
     if n > 0:
         tp = &text[0]
     if out.shape[0] > 0:

@@ -61,7 +61,9 @@ _build_tables()
 
 
 cdef Py_ssize_t _packed_len(Py_ssize_t count, int bits) noexcept:
-    return (count * bits + 7) // 8
+    """``ceil(count * bits / 8)`` for ``count >= 0``, without a product that could wrap."""
+    cdef int shift = 3 if bits == 1 else (2 if bits == 2 else 1)  # log2(8 // bits)
+    return (count >> shift) + (1 if count & ((1 << shift) - 1) else 0)
 
 
 @cython.boundscheck(False)
@@ -287,9 +289,9 @@ def find_code(const uint8_t[::1] src, int bits, Py_ssize_t count, int code):
     cdef int lb = _log2(bits)
     if count < 0:
         raise ValueError(f"count must be >= 0, got {count}")
-    _check_unpack(src.shape[0], count, bits)
     if not (0 <= code < (1 << bits)):
         raise ValueError(f"code {code} does not fit {bits} bits")
+    _check_unpack(src.shape[0], count, bits)
     cdef int per = 8 >> lb
     cdef Py_ssize_t i, full = count // per, found = -1
     cdef int k, limit

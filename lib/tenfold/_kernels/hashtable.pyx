@@ -8,7 +8,7 @@ Both are bound by memory latency on large tables, so they prefetch the slots (an
 the keys those slots point at) of the items a few steps ahead.
 """
 
-from libc.stdint cimport int32_t, int64_t, uint64_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
 cimport cython
 
 cdef extern from *:
@@ -38,17 +38,40 @@ cdef int check_table(Py_ssize_t m) except -1:
 @cython.boundscheck(False)
 @cython.wraparound(False)
 def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table):
-    """Insert ``rows`` (numbers into ``keys``); returns how many were new keys."""
+    """Insert ``rows`` (numbers into ``keys``); returns how many were new keys.
+
+    The table always keeps at least one empty slot, so that every probe ends: a new key that
+    would take the last one raises ``ValueError("table full")`` (the rows before it stay
+    inserted), as does a table without an empty slot.
+    """
     cdef Py_ssize_t m = table.shape[0], n = rows.shape[0], i, nk = keys.shape[0]
     cdef uint64_t mask, k
-    cdef int64_t r, slot, added = 0, cur
+    cdef int64_t r, slot, added = 0, cur, free = 0
+    cdef bint full = False, bad = False
+    cdef uintptr_t a, b
+    cdef uint32_t u, lim
     check_table(m)
     for i in range(n):
         if rows[i] < 0 or rows[i] >= nk or rows[i] > 0x7FFFFFFF:
             raise ValueError(f"row {rows[i]} out of range for {nk} keys")
+    # one branch-free pass over the table: entries in [-1, nk), and the empty slots counted
+    # (as unsigned, entry + 1 lies in [0, nk]; the empty slot -1 is 0)
+    lim = <uint32_t>nk if nk < 0x80000000 else 0x80000000
     for i in range(m):
-        if table[i] < -1 or table[i] >= nk:
-            raise ValueError("table holds an entry outside the keys")
+        u = <uint32_t>table[i] + 1
+        bad |= u > lim
+        free += u == 0
+    if bad:
+        raise ValueError("table holds an entry outside the keys")
+    if n == 0:
+        return 0
+    # the rows are read while the table is written: they must not share memory
+    a = <uintptr_t>&table[0]
+    b = <uintptr_t>&rows[0]
+    if a < b + <uintptr_t>(8 * n) and b < a + <uintptr_t>(4 * m):
+        raise ValueError("table and rows overlap")
+    if free == 0:
+        raise ValueError("table full: no empty slot")
     mask = <uint64_t>(m - 1)
     with nogil:
         for i in range(n):
@@ -61,10 +84,12 @@ def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table
             r = rows[i]
             k = keys[r]
             slot = <int64_t>(k & mask)
+            # ends: an empty slot remains (free - added >= 1 holds throughout)
             while True:
                 cur = table[slot]
                 if cur == -1:
-                    if added + 1 >= m:
+                    if added + 1 >= free:
+                        full = True
                         break
                     table[slot] = <int32_t>r
                     added += 1
@@ -72,7 +97,9 @@ def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table
                 if keys[cur] == k:
                     break
                 slot = (slot + 1) & <int64_t>mask
-    if added + 1 >= m and n:
+            if full:
+                break
+    if full:
         raise ValueError("table full")
     return added
 

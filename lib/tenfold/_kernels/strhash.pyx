@@ -8,9 +8,10 @@ ranges into one buffer), ``gather_strided`` (pack equally spaced fixed-width ran
 field of fixed-size records at any alignment) and ``ranges_equal`` (pairwise byte comparison).
 """
 
-from libc.stdint cimport uint8_t, int64_t, uint64_t
+from libc.stdint cimport uint8_t, int64_t, uint64_t, uintptr_t
 from libc.string cimport memcmp, memcpy
 from cpython.object cimport PyObject
+from libc.stdint cimport INT64_MAX
 cimport cython
 
 cdef extern from "Python.h":
@@ -127,13 +128,56 @@ cdef uint64_t xxh64(const uint8_t* p, int64_t n, uint64_t seed, bint lower) noex
     return h
 
 
+@cython.boundscheck(False)
+@cython.wraparound(False)
 cdef int check_ranges(Py_ssize_t size, const int64_t[::1] off, const int64_t[::1] length) except -1:
-    cdef Py_ssize_t i
-    if off.shape[0] != length.shape[0]:
+    """Every ``(off[i], length[i])`` lies inside a buffer of ``size`` bytes (no sum can wrap).
+
+    One branch-free pass (as unsigned numbers a negative offset or length is above ``size``;
+    ``size - off`` is only trusted when ``off <= size``, which the first test covers); the
+    scalar pass that names the first bad range runs only when there is one.
+    """
+    cdef Py_ssize_t i, n = off.shape[0]
+    cdef uint64_t usize = <uint64_t>size, o, ln
+    cdef bint bad = 0
+    if n != length.shape[0]:
         raise ValueError("offsets and lengths differ in length")
-    for i in range(off.shape[0]):
-        if off[i] < 0 or length[i] < 0 or off[i] + length[i] > size:
+    for i in range(n):
+        o = <uint64_t>off[i]
+        ln = <uint64_t>length[i]
+        bad |= (o > usize) | (ln > usize - o)
+    if not bad:
+        return 0
+    for i in range(n):
+        if off[i] < 0 or length[i] < 0 or off[i] > size or length[i] > size - off[i]:
             raise ValueError(f"range {i} ({off[i]}, {length[i]}) outside the buffer of {size}")
+    return 0
+
+
+cdef int check_apart(const void* out, Py_ssize_t nout, const void* src, Py_ssize_t nsrc,
+                     str what) except -1:
+    """ValueError when the ``nout`` bytes at ``out`` (written by a kernel) overlap the ``nsrc``
+    bytes at ``src`` (read by it, e.g. the offsets that say where to read)."""
+    cdef uintptr_t a = <uintptr_t>out, b = <uintptr_t>src
+    if nout > 0 and nsrc > 0 and a < b + <uintptr_t>nsrc and b < a + <uintptr_t>nout:
+        raise ValueError(f"{what} overlap")
+    return 0
+
+
+cdef int check_split_outputs(Py_ssize_t n, const void* off, const void* length,
+                             const void* stem_off, const void* stem_len, const void* ext_off,
+                             const void* ext_len, const void* ascii) except -1:
+    """``split_basenames``: no output overlaps the ranges (``n`` > 0 of each)."""
+    cdef const void* outs[5]
+    cdef int k
+    outs[0] = stem_off
+    outs[1] = stem_len
+    outs[2] = ext_off
+    outs[3] = ext_len
+    outs[4] = ascii
+    for k in range(5):
+        check_apart(outs[k], n if k == 4 else 8 * n, off, 8 * n, "outputs and ranges")
+        check_apart(outs[k], n if k == 4 else 8 * n, length, 8 * n, "outputs and ranges")
     return 0
 
 
@@ -150,6 +194,8 @@ def hash_ranges(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::
     check_ranges(buf.shape[0], off, length)
     if n == 0:
         return
+    check_apart(&out[0], 8 * n, &off[0], 8 * n, "out and offsets")
+    check_apart(&out[0], 8 * n, &length[0], 8 * n, "out and lengths")
     if buf.shape[0] == 0:
         for i in range(n):
             out[i] = xxh64(<const uint8_t*>"", 0, seed, ascii_lower)
@@ -221,6 +267,9 @@ def split_basenames(const uint8_t[::1] buf, const int64_t[::1] off, const int64_
     check_ranges(buf.shape[0], off, length)
     if n == 0:
         return
+    # each output is written before the next range is read
+    check_split_outputs(n, &off[0], &length[0], &stem_off[0], &stem_len[0], &ext_off[0],
+                        &ext_len[0], &ascii[0])
     if buf.shape[0] == 0:
         for i in range(n):
             stem_off[i] = 0
@@ -268,11 +317,17 @@ def gather(const uint8_t[::1] buf, const int64_t[::1] off, const int64_t[::1] le
     cdef int64_t pos = 0, total = 0
     check_ranges(buf.shape[0], off, length)
     for i in range(n):
+        if length[i] > INT64_MAX - total:
+            raise ValueError(f"out holds {out.shape[0]} bytes; the ranges total more than "
+                             f"{INT64_MAX}")
         total += length[i]
     if total != out.shape[0]:
         raise ValueError(f"out holds {out.shape[0]} bytes; the ranges total {total}")
     if total == 0:
         return
+    check_apart(&out[0], total, &off[0], 8 * n, "out and offsets")
+    check_apart(&out[0], total, &length[0], 8 * n, "out and lengths")
+    check_apart(&out[0], total, &buf[0], buf.shape[0], "out and buf")
     with nogil:
         for i in range(n):
             if i + AHEAD < n:
@@ -288,7 +343,7 @@ def gather_strided(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stride,
                    Py_ssize_t width, uint8_t[::1] out):
     """``out[i*width:(i+1)*width] = buf[start + i*stride:][:width]`` for every ``i`` of
     ``len(out) // width`` (``len(out)`` must be a multiple of ``width``)."""
-    cdef Py_ssize_t n, i, last
+    cdef Py_ssize_t n, i, size
     cdef const uint8_t* src
     cdef uint8_t* dst
     if width <= 0 or stride < width or start < 0:
@@ -298,10 +353,12 @@ def gather_strided(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t stride,
     n = out.shape[0] // width
     if n == 0:
         return
-    last = start + (n - 1) * stride + width
-    if (n - 1) > (buf.shape[0] // stride) or last > buf.shape[0]:
+    size = buf.shape[0]
+    # start + (n - 1) * stride + width <= size, without computing a sum that could wrap
+    if start > size or width > size - start or n - 1 > (size - start - width) // stride:
         raise ValueError(f"{n} items of {width} bytes every {stride} from {start} overrun the "
                          f"buffer of {buf.shape[0]}")
+    check_apart(&out[0], out.shape[0], &buf[0], size, "out and buf")
     src = &buf[start]
     dst = &out[0]
     with nogil:
@@ -332,6 +389,10 @@ def ranges_equal(const uint8_t[::1] buf, const int64_t[::1] a_off, const int64_t
     check_ranges(buf.shape[0], b_off, b_len)
     if n == 0:
         return
+    check_apart(&out[0], n, &a_off[0], 8 * n, "out and ranges")
+    check_apart(&out[0], n, &a_len[0], 8 * n, "out and ranges")
+    check_apart(&out[0], n, &b_off[0], 8 * n, "out and ranges")
+    check_apart(&out[0], n, &b_len[0], 8 * n, "out and ranges")
     if buf.shape[0] == 0:
         for i in range(n):
             out[i] = 1

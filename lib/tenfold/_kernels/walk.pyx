@@ -31,45 +31,66 @@ def walk_lp_records(const uint8_t[::1] buf, Py_ssize_t start, Py_ssize_t end,
     one when ``status`` is 0). ``status``: 0 ok, 1 the length field or the bytes of record
     ``n`` run past ``end``, 2 its head runs past ``end``, 3 its count is above ``max_items``,
     4 its items or tail run past ``end``.
+
+    Any geometry is accepted (the outcome is the one of exact integer arithmetic): every test
+    in the loop compares a size with the room left before ``end``, so no sum can wrap.
     """
     if end > buf.shape[0] or start < 0 or start > end:
         raise ValueError(f"bad range [{start}, {end}) for a buffer of {buf.shape[0]} bytes")
-    if align <= 0 or head < 0 or item < 0 or tail < 0 or count_at < 0 or count_at + 4 > head:
+    if align <= 0 or head < 0 or item < 0 or tail < 0 or count_at < 0 or count_at > head - 4:
         raise ValueError("bad record geometry")
     if count < 0 or starts.shape[0] < count or lengths.shape[0] < count or \
             counts.shape[0] < count:
         raise ValueError("outputs shorter than count")
-    cdef Py_ssize_t i = 0, pos = start, q, n = 0
+    cdef Py_ssize_t i = 0, pos = start, q, n = 0, room, pad, need
     cdef int status = 0
     cdef int64_t ln, c
     cdef const uint8_t* p
+    # C < 2**32, so C * item cannot wrap when item < 2**31; larger items take a division
+    cdef bint small_item = item < 0x80000000
     if count == 0:
         return 0, start, 0
     p = &buf[0]
     with nogil:
         while i < count:
-            if pos + 4 > end:
+            room = end - pos
+            if room < 4:
                 status = 1
                 break
             ln = _u32(p + pos)
-            q = pos + ((4 + ln + align - 1) // align) * align
-            if pos + 4 + ln > end:
+            if ln > room - 4:
                 status = 1
                 break
-            if q + head > end:
+            # the name ends at pos + 4 + ln; the head starts at the next multiple of align
+            room -= 4 + ln
+            pad = (4 + ln) % align
+            if pad:
+                pad = align - pad
+            if pad > room or head > room - pad:
                 status = 2
                 break
+            q = pos + 4 + ln + pad
+            room -= pad + head
             c = _u32(p + q + count_at)
             if c > max_items:
                 status = 3
                 break
-            q = q + head + c * item + tail
-            if q > end:
+            if small_item:
+                need = c * item
+                if need > room:
+                    status = 4
+                    break
+            elif c and item > room // c:
+                status = 4
+                break
+            else:
+                need = c * item
+            if tail > room - need:
                 status = 4
                 break
             starts[i] = pos
             lengths[i] = ln
             counts[i] = c
-            pos = q
+            pos = q + head + need + tail
             i += 1
     return i, pos, status

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _kernels_isolated import differential
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -214,3 +215,36 @@ def test_rs_differential_compiled_vs_reference(data):
     assert d1.tobytes() == d2.tobytes() and q1.tobytes() == q2.tobytes()
     if nerr <= nsym // 2:
         assert d1.tobytes() == msg.tobytes()
+
+
+HOSTILE_NSYM = st.one_of(st.integers(-2, 260), st.sampled_from(
+    [2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63, 2**64]))
+
+
+@given(st.binary(max_size=600), HOSTILE_NSYM, st.integers(0, 80), st.integers(0, 5),
+       st.booleans())
+def test_rs_hostile_differential(raw, nsym, npar, nout, exact):
+    """Any nsym and output sizes (exact or not): the same parity, corrections and counts, or
+    the same refusal from both implementations."""
+    data = np.frombuffer(raw, np.uint8)
+    if exact and 2 <= nsym <= 254:
+        npar = _parity_len(data.size, nsym)
+        nout = npar // nsym
+
+    def encode(k):
+        out = np.zeros(npar, np.uint8)
+        k.encode_blocks(data, nsym, out)
+        return out.tobytes()
+
+    def check(k):
+        bad = np.zeros(nout, np.int32)
+        par = np.arange(npar, dtype=np.uint8)
+        return k.check_blocks(data, par, nsym, bad), bad.tolist()
+
+    def decode(k):
+        d, p = data.copy(), np.arange(npar, dtype=np.uint8)
+        ne = np.zeros(nout, np.int32)
+        return k.decode_blocks(d, p, nsym, ne), ne.tolist(), d.tobytes(), p.tobytes()
+
+    for call in (encode, check, decode):
+        differential("rs", call)

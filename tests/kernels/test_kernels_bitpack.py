@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from _kernels_isolated import differential, outcome
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tenfold import _kernels
+
+M = 2**63 - 1
 
 # Known answers of docs/formats/oinf.md (from 08_tensors_packed.json): (kind, bits, values, hex).
 KNOWN = [
@@ -196,3 +199,75 @@ def test_pack_differential(kind_bits, values, clamp):
     comp.pack_bitset(np.array(values).astype(np.uint8), bs_c)
     ref.pack_bitset(np.array(values).astype(np.uint8), bs_r)
     assert bs_c.tobytes() == bs_r.tobytes()
+
+
+@pytest.mark.parametrize("bits, count", [(4, 2**62 + 1), (4, 2**62), (2, 2**62 + 1), (1, M),
+                                         (4, M), (2, 2**61 + 3)])
+def test_find_code_huge_count_refused(kernels, bits, count):
+    """Issue 15: ``count * bits`` wrapped, so find_code(2**62 + 1 fields of 4 bits) passed the
+    size check with one byte and read on past the input."""
+    k = kernels("bitpack")
+    src = np.zeros(1, np.uint8)  # no field equals code 1: the old loop kept reading
+    assert outcome(k.find_code, src, bits, count, 1) == "ValueError"
+    with pytest.raises(ValueError, match="src holds 1 bytes"):
+        k.find_code(src, bits, count, 1)
+
+
+def test_find_code_count_at_the_limit(kernels):
+    k = kernels("bitpack")
+    src = np.frombuffer(bytes.fromhex("0080"), np.uint8)
+    assert k.find_code(src, 2, 8, 2) == 7
+    assert k.find_code(src, 4, 4, 8) == 3
+    with pytest.raises(ValueError, match="need 3"):
+        k.find_code(src, 4, 5, 8)
+
+
+HOSTILE = st.one_of(st.integers(-3, 20), st.sampled_from(
+    [M, 2**62, 2**62 + 1, 2**61 + 1, 2**31 - 1, 2**31, -(2**31) - 1, -(2**63), 2**63, 2**64]))
+
+
+@given(st.binary(max_size=20), HOSTILE, HOSTILE, HOSTILE, HOSTILE, HOSTILE)
+def test_bitpack_hostile_differential(raw, bits, count, code, lo, hi):
+    """Random (mostly invalid) bits, counts, codes and ranges: the same result or the same
+    refusal (ValueError in the body, OverflowError for an int outside the C type)."""
+    src = np.frombuffer(raw, np.uint8)
+    n = count if 0 <= count <= 200 else 7
+
+    def find(k):
+        return k.find_code(src, bits, count, code)
+
+    def unpack(k):
+        a, b = np.zeros(n, np.uint8), np.zeros(n, np.int8)
+        k.unpack_uint(src, bits, a)
+        k.unpack_int(src, bits, b)
+        return a.tolist(), b.tolist()
+
+    def pack(k):
+        out = np.zeros(max(0, min(count, 30)), np.uint8)
+        vals = np.frombuffer(raw, np.int8)
+        return (k.pack_uint(src, bits, out), k.pack_int(vals, bits, lo, hi, out),
+                out.tobytes())
+
+    for call in (find, unpack, pack):
+        differential("bitpack", call)
+
+
+@given(st.binary(max_size=20), st.integers(0, 200), st.integers(0, 30))
+def test_bitpack_wrong_sizes_differential(raw, n, nout):
+    """Outputs of a wrong size: both implementations refuse (or agree on the result)."""
+    src = np.frombuffer(raw, np.uint8)
+
+    def call(k):
+        a, b = np.zeros(n, np.uint8), np.zeros(n, np.int8)
+        k.unpack_bitset(src, a)
+        k.unpack_pm1(src, b)
+        return a.tolist(), b.tolist()
+
+    def pack(k):
+        out = np.zeros(nout, np.uint8)
+        r = k.pack_pm1(np.frombuffer(raw, np.int8), out)
+        k.pack_bitset(src, out)
+        return r, out.tobytes()
+
+    differential("bitpack", call)
+    differential("bitpack", pack)

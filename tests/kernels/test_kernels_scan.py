@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+from _kernels_isolated import differential
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -53,19 +54,17 @@ def test_scan_differential(data, acc):
     assert comp.xor_u64_le(data, acc) == ref.xor_u64_le(data, acc)
 
 
-def test_missing_compiled_kernel_warns(monkeypatch):
-    monkeypatch.delenv("TENFOLD_PUREPYTHON", raising=False)
-    with pytest.warns(RuntimeWarning, match="compiled kernel 'nosuch'"):
-        with pytest.raises(ImportError):  # no reference twin either
-            _kernels.load("nosuch")
+@pytest.mark.parametrize("acc", [-1, 2**64, -(2**63)])
+def test_xor_acc_outside_uint64_refused_alike(acc):
+    """The accumulator is a C uint64: both implementations refuse a value outside it."""
+    assert differential("scan", lambda k: k.xor_u64_le(b"abc", acc)) == "OverflowError"
 
 
-def test_every_family_has_both_twins():
-    for family in _kernels.FAMILIES:
-        ref = _kernels.load(family, "reference")
-        if not _kernels.pure_python():
-            comp = _kernels.load(family, "compiled")
-            public = {n for n in dir(comp) if not n.startswith("_") and callable(getattr(comp, n))}
-            missing = {n for n in public if not hasattr(ref, n)}
-            assert not missing, f"{family}: reference twin lacks {missing}"
-        assert ref is not None
+@given(st.binary(max_size=40), st.integers(0, 2**64 - 1), st.integers(0, 40), st.integers(0, 40))
+def test_scan_views_differential(data, acc, a, b):
+    """Slices of a larger buffer (any start, any length): the kernels stay inside the view."""
+    big = np.frombuffer(data + b"\x01" * 16, np.uint8)
+    view = big[min(a, len(data)) : min(max(a, b), len(data))]
+    assert differential("scan", lambda k: (k.first_nonzero(view), k.xor_u64_le(view, acc))) \
+        == (_kernels.load("scan", "reference").first_nonzero(view),
+            _kernels.load("scan", "reference").xor_u64_le(view, acc))

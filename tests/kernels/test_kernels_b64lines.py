@@ -4,10 +4,13 @@ import base64
 
 import numpy as np
 import pytest
+from _kernels_isolated import differential, outcome
 from hypothesis import given
 from hypothesis import strategies as st
 
 from tenfold import _kernels
+
+M = 2**63 - 1
 
 
 def frame(k, b64: bytes, width: int = 76) -> bytes:
@@ -186,3 +189,95 @@ def test_frame_block_differential(raw, prefix, pos):
         out = np.zeros(pos + len(prefix) + k.framed_size(len(b64)) + 6, np.uint8)
         outs.append((k.frame_block(prefix, b64, b"endch\n", out, pos), out.tobytes()))
     assert outs[0] == outs[1]
+
+
+def _guarded(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(backing, out)``: ``out`` is the first ``n`` bytes of a larger buffer of 0xEE, so
+    that a write past ``out`` shows (and stays inside memory the test owns)."""
+    backing = np.full(n + 256, 0xEE, np.uint8)
+    return backing, backing[:n]
+
+
+@pytest.mark.parametrize("width", [M, M - 1, 2**62, 2**62 + 1])
+def test_frame_huge_width_never_writes_past_out(kernels, width):
+    """Issue 15: width 2**63-1 wrapped the framed size small, so frame_lines/frame_block
+    wrote past ``out``; the size is now exact (one line) or refused."""
+    k = kernels("b64lines")
+    b64 = b"QUJD" * 100
+    for size in (397, 400, 402):  # the old wrapped need was 397: all of these passed
+        backing, out = _guarded(size)
+        with pytest.raises(ValueError, match="output too small: need 403 bytes"):
+            k.frame_lines(b64, out, width)
+        with pytest.raises(ValueError, match="output too small: need 403 bytes"):
+            k.frame_block(b"", b64, b"", out, 0, width)
+        assert (backing == 0xEE).all()
+    backing, out = _guarded(403)
+    assert k.frame_lines(b64, out, width) == 403
+    assert out[400:].tobytes() == b" 0\n" and (backing[403:] == 0xEE).all()
+
+
+@pytest.mark.parametrize("n, width", [(M, 1), (M, 76), (M - 2, M), (2**62, 1), (M // 4 * 3, 3)])
+def test_framed_size_overflow_refused(kernels, n, width):
+    """The old compiled framed_size returned a wrapped (negative or small) size."""
+    with pytest.raises(ValueError, match="framed size overflows"):
+        kernels("b64lines").framed_size(n, width)
+
+
+def test_framed_size_largest_exact(kernels):
+    k = kernels("b64lines")
+    assert k.framed_size(M // 4, 1) == 4 * (M // 4)  # the most characters in lines of 1
+    with pytest.raises(ValueError, match="overflows"):
+        k.framed_size(M // 4 + 1, 1)
+    assert k.framed_size(M - 3, M - 3) == M
+    assert k.framed_size(M - 3, M) == M
+
+
+@pytest.mark.parametrize("nlines, width, nout", [(4, 2**62, 0), (4, 2**62, 8), (2, M, 8),
+                                                 (2**62, 4, 0), (3, 2**62 - 1, 2)])
+def test_unframe_product_overflow_refused(kernels, nlines, width, nout):
+    """Issue 15: ``nlines * width`` wrapped to 0 and unframe_lines wrote into a too-small
+    (or empty: SIGSEGV) ``out``; now refused before any access."""
+    k = kernels("b64lines")
+    text = b"QUJD a\n" * 4
+    backing, out = _guarded(nout)
+    assert outcome(k.unframe_lines, text, nlines, out, width) == "ValueError"
+    with pytest.raises(ValueError, match="output too small"):
+        k.unframe_lines(text, nlines, out, width)
+    assert (backing == 0xEE).all()
+
+
+def test_frame_block_pos_past_out(kernels):
+    k = kernels("b64lines")
+    for pos in (11, M):
+        with pytest.raises(ValueError, match="output too small"):
+            k.frame_block(b"", b"", b"", np.zeros(10, np.uint8), pos)
+
+
+HOSTILE = st.one_of(st.integers(-3, 90), st.sampled_from(
+    [M, M - 1, M - 3, 2**62, 2**62 + 1, 2**31, -(2**63), 2**63, 2**64]))
+
+
+@given(st.binary(max_size=200), HOSTILE, HOSTILE, HOSTILE, st.integers(0, 300))
+def test_b64lines_hostile_differential(raw, width, pos, nlines, nout):
+    """Random (mostly invalid) sizes: the same result or the same refusal, never a crash."""
+    b64 = base64.b64encode(raw)
+
+    def sizes(k):
+        return k.framed_size(nout, width), k.framed_size(pos, width)
+
+    def lines(k):
+        out = np.zeros(nout, np.uint8)
+        return k.frame_lines(b64, out, width), out.tobytes()
+
+    def block(k):
+        out = np.zeros(nout, np.uint8)
+        return k.frame_block(b"ab", b64, b"c", out, pos, width), out.tobytes()
+
+    def unlines(k):
+        text = frame(_kernels.load("b64lines", "reference"), b64)
+        out = np.zeros(nout, np.uint8)
+        res = k.unframe_lines(text, nlines, out, width)
+        return tuple(res), out[: max(0, res[2] - 3 * res[1])].tobytes() if res[0] == 0 else b""
+
+    for call in (sizes, lines, block, unlines):
+        differential("b64lines", call)
