@@ -427,3 +427,18 @@ def test_huge_numbers_in_wsum_are_format_errors(tmp_path):
         wtxt.read(p)
     r = wtxt.verify(p)
     assert not r.ok and any("'fastxor' malformed" in f.message for f in r.errors)
+
+
+def test_verify_of_a_delta_with_keys_is_not_reported_authenticated(tmp_path):
+    """A delta carries no signature and its HMACs cover arrays that exist only once applied:
+    keys given to verify cannot authenticate it, so that must not exit 0."""
+    base = write(tmp_path / "b.wtxt", ARRAYS, hmac_key=HKEY)
+    d = tmp_path / "d.wtxtdelta"
+    wtxt.make_delta(base, dict(ARRAYS, a=ARRAYS["a"] + 1), d, hmac_key=HKEY)
+    r = wtxt.verify(d)
+    assert r.ok and r.summary["authentication"].startswith("none")
+    r = wtxt.verify(d, hmac_keys=[HKEY])
+    assert not r.ok and r.errors[0].obj == "delta (line 1)"
+    k, pub = key_files(tmp_path)
+    assert wverify(d, "--hmac-key-file", k) == 1
+    assert wverify(d) == 0

@@ -171,7 +171,8 @@ def make_delta(base_path: str | os.PathLike[str], arrays: Mapping[str, Any],
     """
     with WtxtFile(base_path, hmac_keys=base_hmac_keys) as base:
         if base.root is None:
-            raise FormatError(describe(S.FMT, "base", detail="root pending: finalize it first"))
+            raise FormatError(describe(S.FMT, f"base root_pending (line {base.parsed.root_lineno})",
+                                       detail="root pending: finalize it first"))
         bm = base.meta
         meta = make_meta(bm["schema"], bm["gen"] if gen is None else gen,
                          bm["ts"] if ts is None else ts, bm["build"] if build is None else build,
@@ -237,7 +238,8 @@ def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike
     with WtxtFile(base_path, hmac_keys=base_hmac_keys) as base, \
             MappedFile(delta_path, fmt=S.FMT) as dm:
         if base.root is None:
-            raise FormatError(describe(S.FMT, "base", detail="root pending: finalize it first"))
+            raise FormatError(describe(S.FMT, f"base root_pending (line {base.parsed.root_lineno})",
+                                       detail="root pending: finalize it first"))
         d = parse_delta(dm.buffer(), base)
         if d.base_sha256_all != base.root["sha256_all"]:
             raise at_lines(IntegrityError(describe(
@@ -316,8 +318,18 @@ def inspect_delta(data: np.ndarray) -> list[dict]:
     return rows
 
 
-def verify_delta(data: np.ndarray, report: Report) -> Report:
-    """Check a delta on its own (structure, parity, chunk CRC/SHA); the base is not needed."""
+def verify_delta(data: np.ndarray, report: Report, *, keys_given: bool = False) -> Report:
+    """Check a delta on its own (structure, parity, chunk CRC/SHA); the base is not needed.
+
+    A delta's HMACs cover the new arrays, which only exist once it is applied to its base, and
+    a delta is not signed: nothing in it can be authenticated on its own. When keys were given
+    (authentication asked for) that is an error row; apply the delta with ``apply_delta``.
+    """
+    report.summary["authentication"] = "none: a delta is authenticated only when applied " \
+        "to its base (apply_delta with hmac_key, then verify the result)"
+    if keys_given:
+        report.add("delta (line 1)", ERROR, "keys were given, but a delta cannot be "
+                   "authenticated on its own: apply it to its base and verify the result")
     try:
         d = parse_delta(data)
     except TenfoldError as exc:
@@ -327,6 +339,6 @@ def verify_delta(data: np.ndarray, report: Report) -> Report:
     for a in d.arrays:
         for c, _ in a.chunks:
             report.add(f"delta array {a.name!r} chunk {c.ix:06d} (line {c.lineno})", OK,
-                       "parity, crc32c, sha256")
+                       "parity, crc32c, sha256" if c.length else "crc32c, sha256 (empty chunk)")
     return report
 

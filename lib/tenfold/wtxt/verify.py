@@ -52,10 +52,11 @@ def verify(source: Any, *, hmac_keys: Iterable[bytes] = (), public_keys: Iterabl
         if data[:10].tobytes() == b"WTXT-DELTA":
             from .delta import verify_delta
 
-            return verify_delta(data, report)
+            return verify_delta(data, report, keys_given=bool(keys or pubs))
         try:
             p = parse(data, collect=True, hmac_keys=keys, workers=workers)
         except TenfoldError as exc:
+            report.summary["authentication"] = "none: the file does not parse"
             report.add("structure", ERROR, str(exc))
             try:
                 rec = _recover_data(data)
