@@ -66,8 +66,12 @@ def test_signature_covers_through_root(tmp_path):
     assert wtxt.read(p, public_keys=[PUB])
     r = wtxt.verify(p, public_keys=[PUB])
     assert r.ok and any("ed25519 verified" in f.message for f in r.findings)
+    # without keys the signature is reported, not checked; with another key it is an error
+    r = wtxt.verify(p)
+    assert r.ok and any("not verified: no public key given" in f.message for f in r.findings)
     r = wtxt.verify(p, public_keys=[OTHER])
-    assert r.ok and any("not verified: no public key" in f.message for f in r.findings)
+    assert not r.ok and any("not the keyid of any public key given" in f.message
+                            for f in r.errors)
     with pytest.raises(IntegrityError, match="signature"):
         wtxt.read(p, public_keys=[OTHER])
     # an unsigned file fails when a signature is required
@@ -82,8 +86,8 @@ def test_signature_tamper_detected(tmp_path):
     bad = data.replace(b"build=abc123", b"build=abc124", 1)
     r = wtxt.verify(bad, public_keys=[PUB])
     assert not r.ok
-    errs = {f.obj for f in r.errors}
-    assert "signature" in errs and "root merkle_this" in errs
+    errs = {(f.obj, f.message.split(" ", 1)[0]) for f in r.errors}
+    assert ("signature (line 5)", "ed25519") in errs and ("root (line 4)", "merkle_this") in errs
 
 
 def test_sign_all(tmp_path):
@@ -126,7 +130,8 @@ def test_merkle_chain(tmp_path):
     with wtxt.open(g2) as f:
         assert f.root["merkle_prev"] == prev
     r = wtxt.verify(g2)
-    assert any(f.obj == "root merkle_this" and prev[:16] in f.message for f in r.findings)
+    assert any(f.obj == "root (line 4)" and f.message.startswith("merkle_this")
+               and prev[:16] in f.message for f in r.findings)
 
 
 def test_verify_reports_chunks_and_damage(tmp_path):

@@ -74,7 +74,8 @@ def test_wsum_roundtrip(tmp_path):
                         rb"sign=[A-Za-z0-9+/]{86}==\n", line)
     assert wtxt.read(p, public_keys=[PUB], hmac_keys=[HKEY]).keys() == sample().keys()
     r = wtxt.verify(p, public_keys=[PUB])
-    assert r.ok and any(f.obj == "wsum signature" and f.status == "ok" for f in r.findings)
+    assert r.ok and any(f.obj == "wsum signature (s.wtxt.wsum line 1)" and f.status == "ok"
+                        for f in r.findings)
     # the WSUM root equals the root a direct (non-streaming) write would have had
     d = write(tmp_path / "d.wtxt", hmac_key=HKEY, merkle_prev=prev)
     droot = dict(t.split("=") for t in d.read_text().split("\n")[3].split()[1:])

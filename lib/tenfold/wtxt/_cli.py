@@ -9,10 +9,17 @@ __all__ = ["register"]
 
 
 def _key_bytes(path: str | None) -> bytes | None:
+    """The HMAC key in ``path`` (surrounding whitespace removed); an empty one is refused, so a
+    key that was asked for is never silently dropped."""
     if path is None:
         return None
     with open(path, "rb") as f:
-        return f.read().strip()
+        key = f.read(1 << 20).strip()
+    if not key:
+        from ..errors import FormatError, describe
+
+        raise FormatError(describe("wtxt", f"hmac key file {path!r}", detail="empty key"))
+    return key
 
 
 def cmd_sign(args: argparse.Namespace) -> int:
@@ -79,9 +86,11 @@ def cmd_wverify(args: argparse.Namespace) -> int:
     from .signing import load_public_key
     from .verify import verify
 
+    # keys given make authentication mandatory (the policy of read): a missing or foreign HMAC
+    # or signature is an error and exit status 1
     keys = [_key_bytes(p) for p in args.hmac_key_file or []]
     pubs = [load_public_key(p) for p in args.public_key or []]
-    report = verify(args.file, hmac_keys=[k for k in keys if k], public_keys=pubs)
+    report = verify(args.file, hmac_keys=[k for k in keys if k is not None], public_keys=pubs)
     print(report.format(verbose=not args.quiet))
     return report.exit_code
 
@@ -126,9 +135,12 @@ def register(sub: Any) -> None:
     p.add_argument("-o", "--output", help="save the intact arrays here (format by suffix)")
     p.set_defaults(func=cmd_recover, inputs=("file",), suffixed=("output",))
 
-    p = sub.add_parser("wverify", help="WTXT: verify with HMAC keys and Ed25519 public keys")
+    p = sub.add_parser("wverify", help="WTXT: verify with HMAC keys and Ed25519 public keys "
+                       "(keys given: every array must authenticate / the signature must verify)")
     p.add_argument("file")
-    p.add_argument("--hmac-key-file", action="append")
-    p.add_argument("--public-key", action="append")
+    p.add_argument("--hmac-key-file", action="append",
+                   help="HMAC key (repeatable); every array must authenticate with one of them")
+    p.add_argument("--public-key", action="append",
+                   help="Ed25519 public key (repeatable); a signature by one of them is required")
     p.add_argument("-q", "--quiet", action="store_true")
     p.set_defaults(func=cmd_wverify, inputs=("file", "hmac_key_file", "public_key"))

@@ -78,7 +78,9 @@ HEX8 = r"[0-9a-f]{8}"
 DIGS = r"(?:0|[1-9][0-9]{0,19})"  # at most 20 digits: above u64, far below int() limits
 SHAPE = DIGS + r"(?:," + DIGS + r")*"
 TS = r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}Z"
-B64_SIG = r"[A-Za-z0-9+/]{86}=="
+#: Canonical base64 of 64 bytes: the character before ``==`` carries 2 data bits and 4 zero
+#: padding bits, so only A, Q, g and w may stand there (RFC 4648 section 3.5).
+B64_SIG = r"[A-Za-z0-9+/]{85}[AQgw]=="
 AUDIT_KEY = r"[a-z0-9_]+"
 QUOTED = r'"[\x20\x21\x23-\x7e]*"'
 
@@ -104,10 +106,15 @@ WSUM_HEAD = (("sha256_all", HEX64), ("merkle_prev", HEX64), ("merkle_this", HEX6
              ("fastxor", HEX16))
 
 #: One regular expression for the whole ``ch`` line: the fast path of the parser.
+#: ``len`` and ``lines`` have at most 20 digits like every DIGS field, so ``int()`` never meets
+#: Python's integer-string limit; a longer number fails the match and ``fields`` names it.
 CH_RE = re.compile(
-    rb"ch ix=([0-9]{6}) off=([0-9]{12}) len=(0|[1-9][0-9]*) sha256=([0-9a-f]{64}) "
-    rb"crc32c=([0-9a-f]{8}) b64=on width=76 lines=(0|[1-9][0-9]*)"
+    rb"ch ix=([0-9]{6}) off=([0-9]{12}) len=(0|[1-9][0-9]{0,19}) sha256=([0-9a-f]{64}) "
+    rb"crc32c=([0-9a-f]{8}) b64=on width=76 lines=(0|[1-9][0-9]{0,19})"
 )
+#: Digests of an empty chunk (``len=0``): SHA-256 and CRC-32C of nothing.
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+EMPTY_CRC32C = "00000000"
 
 
 if TYPE_CHECKING:
@@ -118,6 +125,23 @@ else:
     # NumPy's stubs do not declare the buffer protocol on Python 3.11; at run time this is
     # plain ``memoryview`` (no wrapper call on the per-chunk paths).
     mview = memoryview
+
+
+def b64_canonical(text: str | bytes) -> bytes | None:
+    """Decode strict, canonical base64 (RFC 4648 alphabet, ``=`` padding to a multiple of 4,
+    zero padding bits); None if ``text`` is anything else.
+
+    >>> b64_canonical("QQ=="), b64_canonical("QR=="), b64_canonical("QQ"), b64_canonical("Q Q=")
+    (b'A', None, None, None)
+    """
+    import binascii
+
+    raw = text.encode("ascii", "replace") if isinstance(text, str) else bytes(text)
+    try:
+        out = binascii.a2b_base64(raw, strict_mode=True)
+    except (binascii.Error, ValueError):
+        return None
+    return out if binascii.b2a_base64(out, newline=False) == raw else None
 
 
 def b64_lines(nbytes: int) -> int:

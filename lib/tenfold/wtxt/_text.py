@@ -16,10 +16,31 @@ _FIELD_RES: dict[str, re.Pattern[str]] = {}
 
 
 def err(cls: type[Exception], lineno: int, offset: int | None, detail: str, *,
-        field: str | None = None, expected: object = None, got: object = None) -> Exception:
-    """An exception of ``cls`` whose message names the line (1-based) and its byte offset."""
-    return cls(describe(FMT, f"line {lineno}", offset=offset, field=field, detail=detail,
-                        expected=expected, got=got))
+        field: str | None = None, expected: object = None, got: object = None,
+        last_line: int | None = None) -> Exception:
+    """An exception of ``cls`` whose message names the line (1-based) and its byte offset.
+
+    With ``last_line`` the message names the range ``lines <lineno>-<last_line>``. The
+    exception carries the place as attributes: ``line`` (the first line) and ``lines``
+    (``(first, last)``), so callers need not parse the message.
+    """
+    where = f"line {lineno}" if last_line is None or last_line == lineno else \
+        f"lines {lineno}-{last_line}"
+    exc = cls(describe(FMT, where, offset=offset, field=field, detail=detail,
+                       expected=expected, got=got))
+    return at_lines(exc, lineno, last_line)
+
+
+def at_lines(exc: Exception, first: int, last: int | None = None) -> Exception:
+    """Attach ``line`` and ``lines`` attributes to ``exc`` (returned for ``raise``)."""
+    exc.line = first  # type: ignore[attr-defined]
+    exc.lines = (first, first if last is None else last)  # type: ignore[attr-defined]
+    return exc
+
+
+def shorten(value: str, limit: int = 48) -> str:
+    """``value`` itself, or its head and its length when longer than ``limit``."""
+    return value if len(value) <= limit else f"{value[:limit]}... ({len(value)} characters)"
 
 
 def char_problem(raw: bytes) -> tuple[int, str] | None:
@@ -126,7 +147,8 @@ def fields(text: str, tag: str, spec: Sequence[tuple[str, str]], lineno: int,
         value = tok[len(key) + 1 :]
         if not _pattern(pat).fullmatch(value):
             raise err(FormatError, lineno, offset, f"'{tag}' field '{key}' malformed",
-                      expected=f"/{pat}/" if len(pat) < 60 else "see the grammar", got=value)
+                      expected=f"/{pat}/" if len(pat) < 60 else "see the grammar",
+                      got=shorten(value))
         out[key] = value
     return out
 

@@ -37,7 +37,7 @@ from ..errors import (
     describe,
 )
 from . import _spec as S
-from ._text import Cursor, err, fields
+from ._text import Cursor, at_lines, err, fields
 from .reader import ChunkInfo, WtxtFile, _check_ts, _chunk, _decode_chunk
 from .writer import ChunkEncoder, _digests, make_meta, prepare_arrays, write
 
@@ -52,6 +52,12 @@ class DeltaArray:
     salt: str
     lineno: int
     chunks: list[tuple[ChunkInfo, bytes]]
+    end_lineno: int = 0
+
+    def where(self) -> str:
+        last = self.end_lineno if self.end_lineno > self.lineno else self.lineno
+        span = f"line {self.lineno}" if last == self.lineno else f"lines {self.lineno}-{last}"
+        return f"delta array {self.name!r} ({span})"
 
 
 @dataclasses.dataclass
@@ -60,6 +66,7 @@ class Delta:
     meta: dict[str, str] | None
     root: dict[str, str] | None
     arrays: list[DeltaArray]
+    root_lineno: int = 0
 
 
 def _rpc(info: Any) -> int | None:
@@ -77,6 +84,7 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
                   got=repr(text[:20]))
     head = fields("D " + text[13:], "D", (("base_sha256_all", S.HEX64),), ln, off)
     meta = root = None
+    root_ln = 0
     raw = cur.peek_raw()
     if raw is not None and raw.startswith(b"meta "):
         text, ln, off = cur.line()
@@ -86,6 +94,7 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
     if raw is not None and raw.startswith(b"root "):
         text, ln, off = cur.line()
         root = fields(text, "root", S.ROOT_FIELDS, ln, off)
+        root_ln = ln
     arrays: list[DeltaArray] = []
     base_arrays = {a.name: a for a in base.arrays} if base is not None else {}
     scratch = np.empty(0, np.uint8)
@@ -107,7 +116,7 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
             if raw is None:
                 raise err(TruncatedError, cur.lineno, cur.pos, "file ends; expected 'endarr'")
             if raw == b"endarr":
-                cur.line()
+                da.end_lineno = cur.line()[1]
                 break
             m = S.CH_RE.fullmatch(raw)
             if m is None:
@@ -146,7 +155,7 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
         arrays.append(da)
     if not cur.at_end():
         raise err(FormatError, cur.lineno, cur.pos, "data after 'enddelta'")
-    return Delta(head["base_sha256_all"], meta, root, arrays)
+    return Delta(head["base_sha256_all"], meta, root, arrays, root_ln)
 
 
 def make_delta(base_path: str | os.PathLike[str], arrays: Mapping[str, Any],
@@ -162,7 +171,8 @@ def make_delta(base_path: str | os.PathLike[str], arrays: Mapping[str, Any],
     """
     with WtxtFile(base_path, hmac_keys=base_hmac_keys) as base:
         if base.root is None:
-            raise FormatError(describe(S.FMT, "base", detail="root pending: finalize it first"))
+            raise FormatError(describe(S.FMT, f"base root_pending (line {base.parsed.root_lineno})",
+                                       detail="root pending: finalize it first"))
         bm = base.meta
         meta = make_meta(bm["schema"], bm["gen"] if gen is None else gen,
                          bm["ts"] if ts is None else ts, bm["build"] if build is None else build,
@@ -228,12 +238,14 @@ def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike
     with WtxtFile(base_path, hmac_keys=base_hmac_keys) as base, \
             MappedFile(delta_path, fmt=S.FMT) as dm:
         if base.root is None:
-            raise FormatError(describe(S.FMT, "base", detail="root pending: finalize it first"))
+            raise FormatError(describe(S.FMT, f"base root_pending (line {base.parsed.root_lineno})",
+                                       detail="root pending: finalize it first"))
         d = parse_delta(dm.buffer(), base)
         if d.base_sha256_all != base.root["sha256_all"]:
-            raise IntegrityError(describe(S.FMT, "delta", field="base_sha256_all",
-                                          expected=base.root["sha256_all"],
-                                          got=d.base_sha256_all))
+            raise at_lines(IntegrityError(describe(
+                S.FMT, "delta line 1", field="base_sha256_all",
+                detail=f"not the base's root (line {base.parsed.root_lineno} of the base)",
+                expected=base.root["sha256_all"], got=d.base_sha256_all)), 1)
         new = {a.name: a.raw_bytes().copy() for a in base.arrays}
         info = {a.name: a for a in base.arrays}
         salts = {a.name: a.salt for a in base.arrays}
@@ -243,14 +255,23 @@ def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike
             for ch, raw in da.chunks:
                 buf[ch.off : ch.off + ch.length] = np.frombuffer(raw, np.uint8)
             sha = hashlib.sha256(S.mview(buf)).hexdigest()
+            last = da.end_lineno
             if sha != da.sha256:
-                raise IntegrityError(describe(S.FMT, f"delta array {da.name!r} (line {da.lineno})",
-                                              field="sha256", expected=da.sha256, got=sha))
-            if hmac_key is not None and da.hmac != S.ZERO64:
+                raise at_lines(IntegrityError(describe(S.FMT, da.where(), field="sha256",
+                                                       expected=da.sha256, got=sha)),
+                               da.lineno, last)
+            if hmac_key is not None:
+                # a key given makes authentication mandatory (read's policy): zero is refused
+                if da.hmac == S.ZERO64:
+                    raise at_lines(IntegrityError(describe(
+                        S.FMT, da.where(), field="hmac",
+                        detail="unauthenticated (hmac is zero) but an hmac key was given")),
+                        da.lineno, last)
                 m = _hmac.new(bytes(hmac_key), bytes.fromhex(da.salt) + buf.tobytes(), "sha256")
                 if not _hmac.compare_digest(m.hexdigest(), da.hmac):
-                    raise IntegrityError(describe(S.FMT, f"delta array {da.name!r}",
-                                                  field="hmac", detail="does not authenticate"))
+                    raise at_lines(IntegrityError(describe(S.FMT, da.where(), field="hmac",
+                                                           detail="does not authenticate")),
+                                   da.lineno, last)
             salts[da.name], hmacs[da.name] = da.salt, da.hmac
         meta = d.meta if d.meta is not None else base.meta
         arrays = {n: new[n].view(S.DTYPES[info[n].dtype]).reshape(info[n].shape) for n in new}
@@ -265,8 +286,9 @@ def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike
                    "fastxor": f"{fx:016x}"}
             for k, v in got.items():
                 if d.root[k] != v:
-                    raise IntegrityError(describe(S.FMT, "delta target root", field=k,
-                                                  expected=d.root[k], got=v))
+                    raise at_lines(IntegrityError(describe(
+                        S.FMT, f"delta target root (line {d.root_lineno})", field=k,
+                        expected=d.root[k], got=v)), d.root_lineno)
         write(out_path, arrays, schema=meta["schema"], gen=meta["gen"], ts=meta["ts"],
               build=meta["build"], host=meta["host"], cuda=meta["cuda"], rows_per_chunk=rpc,
               salt=salts, signing_key=signing_key, sign_all=sign_all, merkle_prev=prev,
@@ -296,8 +318,18 @@ def inspect_delta(data: np.ndarray) -> list[dict]:
     return rows
 
 
-def verify_delta(data: np.ndarray, report: Report) -> Report:
-    """Check a delta on its own (structure, parity, chunk CRC/SHA); the base is not needed."""
+def verify_delta(data: np.ndarray, report: Report, *, keys_given: bool = False) -> Report:
+    """Check a delta on its own (structure, parity, chunk CRC/SHA); the base is not needed.
+
+    A delta's HMACs cover the new arrays, which only exist once it is applied to its base, and
+    a delta is not signed: nothing in it can be authenticated on its own. When keys were given
+    (authentication asked for) that is an error row; apply the delta with ``apply_delta``.
+    """
+    report.summary["authentication"] = "none: a delta is authenticated only when applied " \
+        "to its base (apply_delta with hmac_key, then verify the result)"
+    if keys_given:
+        report.add("delta (line 1)", ERROR, "keys were given, but a delta cannot be "
+                   "authenticated on its own: apply it to its base and verify the result")
     try:
         d = parse_delta(data)
     except TenfoldError as exc:
@@ -307,6 +339,6 @@ def verify_delta(data: np.ndarray, report: Report) -> Report:
     for a in d.arrays:
         for c, _ in a.chunks:
             report.add(f"delta array {a.name!r} chunk {c.ix:06d} (line {c.lineno})", OK,
-                       "parity, crc32c, sha256")
+                       "parity, crc32c, sha256" if c.length else "crc32c, sha256 (empty chunk)")
     return report
 

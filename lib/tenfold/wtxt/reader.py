@@ -27,6 +27,7 @@ from .. import _kernels
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.checksums import crc32c, xxh64_hex
 from ..core.mapped import MappedFile
+from ..core.report import ERROR, INFO, OK
 from ..errors import (
     FormatError,
     IntegrityError,
@@ -36,7 +37,7 @@ from ..errors import (
     describe,
 )
 from . import _spec as S
-from ._text import Cursor, audit_fields, char_problem, err, fields
+from ._text import Cursor, at_lines, audit_fields, char_problem, err, fields
 
 __all__ = ["WtxtFile", "open", "read", "load", "inspect", "ChunkInfo", "ArrayInfo", "Parsed",
            "parse"]
@@ -81,6 +82,12 @@ class ArrayInfo:
     raw: np.ndarray | None = None
     computed_sha256: str = ""
     hmac_state: str = "unauthenticated"  # "authenticated", "unauthenticated", "unchecked", "bad"
+    offset: int = 0
+    end_lineno: int = 0  # the ``endarr`` line
+
+    def where(self) -> str:
+        """``array 'name' (lines <arr>-<endarr>)``: the object and the lines it spans."""
+        return f"array {self.name!r} ({_span(self.lineno, self.end_lineno)})"
 
     @property
     def damaged(self) -> bool:
@@ -113,6 +120,9 @@ class Parsed:
     computed_fastxor: int
     size: int
     data: np.ndarray
+    root_lineno: int = 4
+    root_offset: int = 0
+    sign_lineno: int | None = None
 
     def message(self, sign_all: bool) -> bytes:
         """The bytes a signature covers."""
@@ -233,6 +243,7 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
     if len(set(cap)) != len(cap):
         raise err(FormatError, ln, off, "duplicate cap item", got=",".join(cap))
     text, ln, off = cur.line("root")
+    root_ln, root_off = ln, off
     root: dict[str, str] | None = None
     if text.startswith("root_pending"):
         if text != S.PENDING_LINE:
@@ -253,6 +264,9 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
                       "(the WSUM sidecar is signed)")
         sign = fields(text, "sign", S.SIGN_FIELDS, ln, off)
         sign_span = (off, cur.pos)
+        sign_ln: int | None = ln
+    else:
+        sign_ln = None
 
     hashes = _Hashes(workers)
     arrays: list[ArrayInfo] = []
@@ -314,7 +328,7 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
                 raise err(LimitError, ln, off, "too many chunks",
                           expected=f"<= {limits.max_objects}", got=total_chunks)
             info = ArrayInfo(name, a["dtype"], shape, nbytes, a["sha256"], a["hmac"], a["salt"],
-                             arr_text, ln, idx, [])
+                             arr_text, ln, idx, [], offset=off)
             buf = np.zeros(nbytes, np.uint8)
             arr_sha = hashlib.sha256()
             macs = []
@@ -350,6 +364,7 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
             if text != "endarr":
                 raise err(FormatError, eln, eoff, "expected 'endarr' after the last chunk",
                           expected="endarr", got=repr(text[:40]))
+            info.end_lineno = eln
             hashes.wait()
             info.raw = buf
             info.computed_sha256 = arr_sha.hexdigest()
@@ -380,7 +395,7 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
         raise err(FormatError, cur.lineno, cur.pos, "data after 'endwtxt'",
                   expected="end of file", got=f"{cur.size - cur.pos} more bytes")
     return Parsed(meta, cap, root, pending, sign, root_end, sign_span, arrays, audit, audit_ln,
-                  hashes.all.hexdigest(), fastxor, cur.size, data)
+                  hashes.all.hexdigest(), fastxor, cur.size, data, root_ln, root_off, sign_ln)
 
 
 def _check_ts(ts: str, ln: int, off: int) -> None:
@@ -424,6 +439,17 @@ def _chunk(cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: 
         raise err(FormatError, lineno, pos, "ch 'lines' mismatch", expected=S.b64_lines(clen),
                   got=lines)
     ch = ChunkInfo(cix, coff, clen, g_sha.decode(), g_crc.decode(), lines, lineno, pos)
+    if clen == 0:
+        # an empty chunk has no base64 lines to decode, but its digests are checked all the same
+        for what, declared, computed in (("crc32c", ch.crc32c, S.EMPTY_CRC32C),
+                                         ("sha256", ch.sha256, S.EMPTY_SHA256)):
+            if declared != computed:
+                exc = err(IntegrityError, lineno, pos, f"chunk {what} mismatch (empty chunk, "
+                          "len=0)", expected=declared, got=computed)
+                if not collect:
+                    raise exc
+                ch.damage, ch.damage_line = str(exc), lineno
+                break
     return ch
 
 
@@ -494,7 +520,8 @@ def _raw_public(public_key: Any) -> bytes:
 
 def check_signature(sig_b64: str, keyid: str, message: bytes,
                     public_keys: Iterable[Any]) -> str:
-    """``"verified"``, ``"no key"`` (no public key with this keyid) or ``"bad"``."""
+    """``"verified"``, ``"no key"`` (no public key with this keyid) or ``"bad"`` (also for a
+    signature that is not canonical base64 of 64 bytes)."""
     from cryptography.exceptions import InvalidSignature
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
@@ -502,8 +529,11 @@ def check_signature(sig_b64: str, keyid: str, message: bytes,
         raw = _raw_public(k)
         if xxh64_hex(raw) != keyid:
             continue
+        sig = S.b64_canonical(sig_b64)
+        if sig is None or len(sig) != 64:
+            return "bad"
         try:
-            Ed25519PublicKey.from_public_bytes(raw).verify(pybase64.b64decode(sig_b64), message)
+            Ed25519PublicKey.from_public_bytes(raw).verify(sig, message)
         except InvalidSignature:
             return "bad"
         return "verified"
@@ -527,7 +557,9 @@ def _read_wsum(path: str | os.PathLike[str] | None) -> dict[str, str] | None:
     from .stream import parse_wsum
 
     with _open(path, "rb") as f:
-        return parse_wsum(f.read(1 << 16))
+        out = parse_wsum(f.read(1 << 16))
+    out["_path"] = os.fspath(path)
+    return out
 
 
 class WtxtFile:
@@ -582,49 +614,164 @@ class WtxtFile:
         self.close()
 
 
-def _enforce(p: Parsed, wsum: dict[str, str] | None, keys: list[bytes], pubs: list[Any],
-             allow_pending: bool) -> None:
-    """Raise on the first failed check (read's contract)."""
-    for a in p.arrays:
-        what = f"array {a.name!r} (line {a.lineno})"
-        if a.computed_sha256 != a.sha256:
-            raise IntegrityError(describe(S.FMT, what, field="sha256", expected=a.sha256,
-                                          got=a.computed_sha256))
-        if keys and a.hmac_state != "authenticated":
-            detail = "hmac mismatch for every key given" if a.hmac_state == "bad" else \
-                "unauthenticated (hmac is zero) but keys were given"
-            raise IntegrityError(describe(S.FMT, what, detail=detail))
+def _span(first: int, last: int) -> str:
+    return f"line {first}" if last <= first else f"lines {first}-{last}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Check:
+    """One row of the authentication and integrity policy ``read`` and ``verify`` share.
+
+    ``obj`` names the object and its lines, ``status`` is ``ok``, ``info`` or ``error``;
+    ``line``/``last_line`` are the lines an error is about.
+    """
+
+    obj: str
+    status: str
+    message: str
+    line: int
+    last_line: int
+
+    def error(self) -> IntegrityError:
+        exc = IntegrityError(describe(S.FMT, self.obj, detail=self.message))
+        return at_lines(exc, self.line, self.last_line)  # type: ignore[return-value]
+
+
+def array_checks(a: ArrayInfo, keys: list[bytes]) -> list[Check]:
+    """The SHA-256 and HMAC rows of one array. Keys given: authentication is mandatory."""
+    where, first, last = a.where(), a.lineno, a.end_lineno
+    if a.computed_sha256 == a.sha256:
+        out = [Check(where, OK, "sha256", first, last)]
+    else:
+        out = [Check(where, ERROR, f"sha256 mismatch; expected {a.sha256}, got "
+                     f"{a.computed_sha256}", first, last)]
+    if a.hmac_state == "authenticated":
+        out.append(Check(where, OK, "hmac authenticated", first, last))
+    elif a.hmac_state == "bad":
+        out.append(Check(where, ERROR, "hmac mismatch for every key given", first, last))
+    elif a.hmac_state == "unauthenticated":
+        if keys:
+            out.append(Check(where, ERROR, "unauthenticated (hmac is zero) but hmac keys were "
+                             "given", first, last))
+        else:
+            out.append(Check(where, INFO, "unauthenticated (hmac is zero)", first, last))
+    else:  # "unchecked": only without keys
+        out.append(Check(where, INFO, "unauthenticated (hmac present, not checked: no hmac key "
+                         "given)", first, last))
+    return out
+
+
+def file_checks(p: Parsed, wsum: Mapping[str, str] | None, keys: list[bytes], pubs: list[Any],
+                *, allow_pending: bool = False) -> list[Check]:
+    """The root, signature and audit rows. Public keys given: a verified signature is mandatory,
+    and it counts only when ``sha256_all``, ``fastxor`` and ``merkle_this`` recomputed from the
+    content match the root it signs (DECISIONS, WTXT 11)."""
+    out: list[Check] = []
+    rl = p.root_lineno
+    first = p.arrays[0].lineno if p.arrays else rl
+    last = p.arrays[-1].end_lineno if p.arrays else rl
     root = root_values(p, wsum)
     if root is None:
-        if allow_pending:
-            return
-        raise IntegrityError(describe(S.FMT, "root_pending", detail="no WSUM sidecar to "
-                                      "finalize the root (pass wsum= or allow_pending=True)"))
-    if root["sha256_all"] != p.computed_all:
-        raise IntegrityError(describe(S.FMT, "root", field="sha256_all",
-                                      expected=root["sha256_all"], got=p.computed_all))
-    fx = f"{p.computed_fastxor:016x}"
-    if root["fastxor"] != fx:
-        raise IntegrityError(describe(S.FMT, "root", field="fastxor", expected=root["fastxor"],
-                                      got=fx))
-    this = S.merkle(root["merkle_prev"], p.computed_all, p.meta["ts"], p.meta["gen"],
-                    p.meta["build"])
-    if root["merkle_this"] != this:
-        raise IntegrityError(describe(S.FMT, "root", field="merkle_this",
-                                      expected=root["merkle_this"], got=this))
-    if pubs:
+        status = INFO if allow_pending else ERROR
+        out.append(Check(f"root_pending (line {rl})", status, "no WSUM sidecar to finalize the "
+                         "root" + (": root not checked (allow_pending)" if allow_pending else
+                                   " (pass wsum= or allow_pending=True)"), rl, rl))
+    else:
         if p.pending:
             assert wsum is not None
-            from .stream import wsum_signature_state
-
-            state = wsum_signature_state(wsum, pubs)
-        elif p.sign is None:
-            state = "unsigned"
+            obj = f"wsum ({_wsum_name(wsum)} line 1: the root of root_pending line {rl})"
         else:
-            state = check_signature(p.sign["ed25519"], p.sign["keyid"],
-                                    p.message("sign_all" in p.cap), pubs)
-        if state != "verified":
-            raise IntegrityError(describe(S.FMT, "signature", detail=f"not verified: {state}"))
+            obj = f"root (line {rl})"
+        arrays = "" if not p.arrays else f" lines {first}-{last}"
+        cover = {"sha256_all": f"covers the arr lines and array bytes of{arrays or ' no lines'}",
+                 "fastxor": f"covers the array bytes of{arrays or ' no lines'}",
+                 "merkle_this": f"covers meta line 2 (ts, gen, build), merkle_prev and "
+                                f"sha256_all of line {rl}"}
+        this = S.merkle(root["merkle_prev"], p.computed_all, p.meta["ts"], p.meta["gen"],
+                        p.meta["build"])
+        for field, got in (("sha256_all", p.computed_all),
+                           ("fastxor", f"{p.computed_fastxor:016x}"), ("merkle_this", this)):
+            if root[field] == got:
+                msg = field
+                if field == "merkle_this":
+                    msg += " (first generation)" if root["merkle_prev"] == S.ZERO64 else \
+                        f" (merkle_prev {root['merkle_prev'][:16]})"
+                out.append(Check(obj, OK, msg, rl, rl))
+            else:
+                out.append(Check(obj, ERROR, f"{field} mismatch ({cover[field]}); expected "
+                                 f"{root[field]}, got {got}", rl, rl if field == "merkle_this"
+                                 else last))
+    root_ok = root is not None and all(c.status == OK for c in out)
+    out += _signature_checks(p, wsum, pubs, root_ok)
+    if p.audit_lineno is not None:
+        covered = " (its bytes are covered by the sign_all signature)" if (
+            p.sign is not None and "sign_all" in p.cap) else ""
+        out.append(Check(f"audit (line {p.audit_lineno})", INFO, "unauthenticated: not covered "
+                         "by any hash" + covered, p.audit_lineno, p.audit_lineno))
+    return out
+
+
+def _signature_checks(p: Parsed, wsum: Mapping[str, str] | None, pubs: list[Any],
+                      root_ok: bool) -> list[Check]:
+    rl = p.root_lineno
+    if p.pending:
+        if wsum is None:
+            if not pubs:
+                return []
+            return [Check(f"wsum signature (root_pending line {rl})", ERROR, "public keys were "
+                          "given but there is no WSUM sidecar to carry a signature", rl, rl)]
+        from .stream import wsum_signature_state
+
+        obj = f"wsum signature ({_wsum_name(wsum)} line 1)"
+        state, keyid, line = wsum_signature_state(wsum, pubs), wsum.get("keyid", ""), rl
+        covers = "the WSUM line before ' sign='"
+    else:
+        line = p.sign_lineno if p.sign_lineno is not None else rl + 1
+        obj = f"signature (line {line})"
+        if p.sign is None:
+            state, keyid = "unsigned", ""
+        else:
+            keyid = p.sign["keyid"]
+            state = check_signature(p.sign["ed25519"], keyid, p.message("sign_all" in p.cap),
+                                    pubs)
+        covers = (f"every line but line {line}" if "sign_all" in p.cap
+                  else f"lines 1-{rl}")
+    if state == "verified":
+        if root_ok:
+            return [Check(obj, OK, f"ed25519 verified (keyid {keyid}); covers {covers}", line,
+                          line)]
+        return [Check(obj, ERROR, f"ed25519 signature by keyid {keyid} is valid over {covers}, "
+                      "but the root it signs does not match the content: nothing is "
+                      "authenticated", line, line)]
+    if state == "bad":
+        return [Check(obj, ERROR, f"ed25519 signature does not verify (keyid {keyid})", line,
+                      line)]
+    if state == "unsigned":
+        if pubs:
+            return [Check(obj, ERROR, "unsigned but public keys were given", line, line)]
+        return [Check(obj, INFO, "unsigned", line, line)]
+    # "no key"
+    if pubs:
+        return [Check(obj, ERROR, f"signed by keyid {keyid}, which is not the keyid of any "
+                      "public key given", line, line)]
+    return [Check(obj, INFO, f"ed25519 present (keyid {keyid}), not verified: no public key "
+                  "given", line, line)]
+
+
+def _wsum_name(wsum: Mapping[str, str]) -> str:
+    return os.path.basename(wsum.get("_path", "")) or "sidecar"
+
+
+def _enforce(p: Parsed, wsum: dict[str, str] | None, keys: list[bytes], pubs: list[Any],
+             allow_pending: bool) -> None:
+    """Raise on the first failed check (read's contract): the rows ``verify`` reports."""
+    for a in p.arrays:
+        for c in array_checks(a, keys):
+            if c.status == ERROR:
+                raise c.error()
+    for c in file_checks(p, wsum, keys, pubs, allow_pending=allow_pending):
+        if c.status == ERROR:
+            raise c.error()
 
 
 def open(source: Any, **kw: Any) -> WtxtFile:  # noqa: A001 - format API name

@@ -49,9 +49,12 @@ def load_private_key(path: str | os.PathLike[str]) -> Any:
     with open(path, "rb") as f:
         data = f.read()
     if data.startswith(b"-----BEGIN"):
-        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+        from cryptography.hazmat.primitives.serialization import load_der_private_key
 
-        return load_pem_private_key(data, password=None)
+        der = _pem_body(data, "PRIVATE KEY", path)
+        return _ed25519(lambda: load_der_private_key(der, password=None), Ed25519PrivateKey,
+                        path)
     return private_key(_raw32(data, path))
 
 
@@ -60,10 +63,42 @@ def load_public_key(path: str | os.PathLike[str]) -> Any:
     with open(path, "rb") as f:
         data = f.read()
     if data.startswith(b"-----BEGIN"):
-        from cryptography.hazmat.primitives.serialization import load_pem_public_key
+        from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+        from cryptography.hazmat.primitives.serialization import load_der_public_key
 
-        return load_pem_public_key(data)
+        der = _pem_body(data, "PUBLIC KEY", path)
+        return _ed25519(lambda: load_der_public_key(der), Ed25519PublicKey, path)
     return _raw32(data, path)
+
+
+def _ed25519(load: Any, cls: type, path: Any) -> Any:
+    where = f"key file {os.fspath(path)!r}"
+    try:
+        key = load()
+    except (ValueError, TypeError) as exc:
+        raise FormatError(describe(S.FMT, where, detail=f"not a readable key: {exc}")) from None
+    if not isinstance(key, cls):
+        raise FormatError(describe(S.FMT, where, detail="not an Ed25519 key",
+                                   got=type(key).__name__))
+    return key
+
+
+def _pem_body(data: bytes, label: str, path: Any) -> bytes:
+    """The DER inside a one-block PEM file (RFC 7468), its base64 decoded strictly: only the
+    canonical encoding of the DER is accepted (no stray characters, zero padding bits)."""
+    lines = data.replace(b"\r\n", b"\n").strip().split(b"\n")
+    begin, end = f"-----BEGIN {label}-----".encode(), f"-----END {label}-----".encode()
+    where = f"key file {os.fspath(path)!r}"
+    if len(lines) < 3 or lines[0] != begin or lines[-1] != end:
+        raise FormatError(describe(S.FMT, where, detail=f"expected one PEM block "
+                                   f"'-----BEGIN {label}-----' ... '-----END {label}-----'"))
+    body = b"".join(ln.strip() for ln in lines[1:-1])
+    der = S.b64_canonical(body)
+    if der is None:
+        raise FormatError(describe(S.FMT, where, detail="PEM body is not canonical base64 "
+                                   "(RFC 4648: standard alphabet, '=' padding, zero padding "
+                                   "bits)"))
+    return der
 
 
 def _raw32(data: bytes, path: Any) -> bytes:

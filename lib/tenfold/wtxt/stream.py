@@ -10,7 +10,7 @@ The signature covers the line's bytes before `` sign=``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import pybase64
@@ -23,13 +23,15 @@ from .reader import WtxtFile, check_signature, keyid_of, wsum_path
 
 __all__ = ["finalize_wsum", "parse_wsum", "wsum_signature_state"]
 
-_SIG = r"(?:[A-Za-z0-9+/]{86}==)?"
+_SIG = f"(?:{S.B64_SIG})?"  # canonical base64 of 64 bytes, or empty (unsigned)
 
 
 def parse_wsum(data: bytes) -> dict[str, str]:
     """Parse a WSUM sidecar (exactly one line + LF); returns its fields and ``_signed``."""
     if not data.endswith(b"\n") or data.count(b"\n") != 1:
-        raise FormatError(describe(S.FMT, "wsum", detail="must be exactly one line ending in LF"))
+        nlf = data.count(b"\n")
+        raise err(FormatError, 1, 0, "wsum: must be exactly one line ending in LF",
+                  got=f"{nlf} LF in {len(data)} bytes")
     raw = data[:-1]
     bad = char_problem(raw)
     if bad is not None:
@@ -49,7 +51,7 @@ def parse_wsum(data: bytes) -> dict[str, str]:
     return out
 
 
-def wsum_signature_state(wsum: dict[str, str], public_keys: Iterable[Any]) -> str:
+def wsum_signature_state(wsum: Mapping[str, str], public_keys: Iterable[Any]) -> str:
     """``verified``, ``no key``, ``bad`` or ``unsigned``."""
     if not wsum["sign"]:
         return "unsigned"

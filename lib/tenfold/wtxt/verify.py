@@ -15,17 +15,18 @@ import pybase64
 from .. import _kernels
 from ..core.checksums import crc32c
 from ..core.mapped import MappedFile
-from ..core.report import ERROR, INFO, OK, Report
+from ..core.report import ERROR, OK, Report
 from ..errors import TenfoldError
 from . import _spec as S
 from ._text import fields
 from .reader import (
+    Check,
     Parsed,
     _kernel_error,
     _read_wsum,
-    check_signature,
+    array_checks,
+    file_checks,
     parse,
-    root_values,
     wsum_path,
 )
 
@@ -51,10 +52,11 @@ def verify(source: Any, *, hmac_keys: Iterable[bytes] = (), public_keys: Iterabl
         if data[:10].tobytes() == b"WTXT-DELTA":
             from .delta import verify_delta
 
-            return verify_delta(data, report)
+            return verify_delta(data, report, keys_given=bool(keys or pubs))
         try:
             p = parse(data, collect=True, hmac_keys=keys, workers=workers)
         except TenfoldError as exc:
+            report.summary["authentication"] = "none: the file does not parse"
             report.add("structure", ERROR, str(exc))
             try:
                 rec = _recover_data(data)
@@ -68,7 +70,14 @@ def verify(source: Any, *, hmac_keys: Iterable[bytes] = (), public_keys: Iterabl
             return report
         if wsum is None and mf.path is not None:
             wsum = wsum_path(mf.path)
-        _report(report, p, _read_wsum(wsum) if p.pending else None, keys, pubs)
+        side = None
+        if p.pending:
+            try:
+                side = _read_wsum(wsum)
+            except TenfoldError as exc:
+                report.add(f"wsum ({os.path.basename(os.fspath(wsum or ''))} line 1)", ERROR,
+                           str(exc))
+        _report(report, p, side, keys, pubs)
     return report
 
 
@@ -76,70 +85,57 @@ def _report(r: Report, p: Parsed, wsum: dict[str, str] | None, keys: list[bytes]
             pubs: list[Any]) -> None:
     r.summary.update({"gen": p.meta["gen"], "ts": p.meta["ts"], "schema": p.meta["schema"],
                       "cap": ",".join(p.cap), "arrays": len(p.arrays)})
-    r.add("header", OK, "WTXT 1, meta, cap, " + ("root_pending" if p.pending else "root"))
+    r.add("header (lines 1-3)", OK, "WTXT 1, meta, cap, " +
+          ("root_pending" if p.pending else "root"))
+    rows: list[Check] = []
     for a in p.arrays:
-        for c in a.chunks:
-            where = f"array {a.name!r} chunk {c.ix:06d} (lines {c.lineno}-{c.lineno + c.lines + 1})"
-            if c.damage:
-                r.add(where, ERROR, c.damage)
+        for ch in a.chunks:
+            where = (f"array {a.name!r} chunk {ch.ix:06d} "
+                     f"(lines {ch.lineno}-{ch.lineno + ch.lines + 1})")
+            if ch.damage:
+                r.add(where, ERROR, ch.damage)
             else:
-                r.add(where, OK, "parity, crc32c, sha256")
-        what = f"array {a.name!r} (line {a.lineno})"
-        if a.computed_sha256 == a.sha256:
-            r.add(what, OK, "sha256")
-        else:
-            r.add(what, ERROR, f"sha256 mismatch; expected {a.sha256}, got {a.computed_sha256}")
-        level = {"authenticated": (OK, "hmac authenticated"),
-                 "unauthenticated": (INFO, "unauthenticated (hmac is zero)"),
-                 "unchecked": (INFO, "unauthenticated (hmac present, no key given)"),
-                 "bad": (ERROR, "hmac mismatch for every key given")}[a.hmac_state]
-        r.add(what, *level)
-    root = root_values(p, wsum)
-    if root is None:
-        r.add("root", ERROR, "root_pending and no WSUM sidecar found")
-    else:
-        src = "wsum" if p.pending else "root"
-        for field, got in (("sha256_all", p.computed_all),
-                           ("fastxor", f"{p.computed_fastxor:016x}")):
-            if root[field] == got:
-                r.add(f"{src} {field}", OK)
-            else:
-                r.add(f"{src} {field}", ERROR, f"mismatch; expected {root[field]}, got {got}")
-        this = S.merkle(root["merkle_prev"], p.computed_all, p.meta["ts"], p.meta["gen"],
-                        p.meta["build"])
-        if this == root["merkle_this"]:
-            prev = "first generation" if root["merkle_prev"] == S.ZERO64 else \
-                f"merkle_prev {root['merkle_prev'][:16]}"
-            r.add(f"{src} merkle_this", OK, prev)
-        else:
-            r.add(f"{src} merkle_this", ERROR,
-                  f"mismatch; expected {root['merkle_this']}, got {this}")
-    if p.pending:
-        if wsum is not None:
-            from .stream import wsum_signature_state
+                r.add(where, OK, "parity, crc32c, sha256" if ch.length else
+                      "crc32c, sha256 (empty chunk)")
+        achecks = array_checks(a, keys)
+        rows += achecks
+        for c in achecks:
+            r.add(c.obj, c.status, c.message)
+    checks = file_checks(p, wsum, keys, pubs)
+    rows += checks
+    for c in checks:
+        r.add(c.obj, c.status, c.message)
+    r.summary["authentication"] = _auth_summary(p, rows, keys, pubs)
 
-            _sig_row(r, "wsum signature", wsum_signature_state(wsum, pubs),
-                     wsum.get("keyid", ""))
-    elif p.sign is None:
-        r.add("signature", INFO, "unsigned")
+
+def _auth_summary(p: Parsed, rows: list[Check], keys: list[bytes], pubs: list[Any]) -> str:
+    """One honest line: what is authenticated, not just intact."""
+    if any(c.status == ERROR for c in rows):
+        return "none: " + ("authentication failed" if keys or pubs else "the file is damaged") \
+            + " (see the errors)"
+    parts = []
+    if keys:
+        parts.append(f"hmac authenticates the bytes of all {len(p.arrays)} arrays")
+    elif any(a.hmac != S.ZERO64 for a in p.arrays):
+        parts.append("hmac present, not checked (no hmac key given)")
     else:
-        state = check_signature(p.sign["ed25519"], p.sign["keyid"],
-                                p.message("sign_all" in p.cap), pubs)
-        _sig_row(r, "signature", state, p.sign["keyid"])
+        parts.append("no hmac (zero)")
+    if pubs:
+        parts.append("ed25519 verified: it binds meta and root, hence every arr line and array "
+                     "byte")
+    elif any(c.message.startswith("ed25519 present") for c in rows):
+        parts.append("signature present, not checked (no public key given)")
+    else:
+        parts.append("unsigned")
     if p.audit is not None:
-        r.add(f"audit (line {p.audit_lineno})", INFO,
-              "unauthenticated: not covered by any hash or signature")
-
-
-def _sig_row(r: Report, what: str, state: str, keyid: str) -> None:
-    if state == "verified":
-        r.add(what, OK, f"ed25519 verified (keyid {keyid})")
-    elif state == "no key":
-        r.add(what, INFO, f"ed25519 present, not verified: no public key with keyid {keyid}")
-    elif state == "unsigned":
-        r.add(what, INFO, "unsigned")
+        parts.append("the audit line is unauthenticated")
+    if not keys and not pubs:
+        head = "no: integrity only (no keys given)"
+    elif not pubs:
+        head = "array bytes only (names, dtypes, shapes and meta need a signature)"
     else:
-        r.add(what, ERROR, f"ed25519 signature does not verify (keyid {keyid})")
+        head = "yes"
+    return f"{head}; " + "; ".join(parts)
 
 
 # -- recovery -------------------------------------------------------------------------------
