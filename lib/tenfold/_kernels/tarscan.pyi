@@ -14,3 +14,15 @@ def scan(
     buf: Buffer, hdr_off: Buffer, size: Buffer, prefix_off: Buffer, prefix_len: Buffer,
     name_off: Buffer, name_len: Buffer, typeflag: Buffer, lanes: int = 0,
 ) -> tuple[int, int, int]: ...
+
+M_OK: int
+M_PAST_END: int
+M_NO_HEADER: int
+M_NOT_REGULAR: int
+M_NAME: int
+M_SIZE: int
+M_NON_ASCII: int
+LOOKBACK: int
+
+def check_member(buf: Buffer, offset: int, size: int, keyhash: int, ext: bytes) -> int: ...
+def member_name(buf: Buffer, offset: int, extended: bool) -> tuple[int, int, int, int, int]: ...

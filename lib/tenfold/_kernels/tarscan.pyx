@@ -497,3 +497,248 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
                 step(&walks[i], b, n, &o)
             total = walks[i].base + walks[i].count
     return total, walks[i].code, walks[i].where
+
+
+# -- checking that a header block names the member a row claims --------------------------------
+# (used on every TARIDX read: one call per member, so the buffer is taken through the buffer
+# protocol directly rather than as a typed memoryview, which costs twice as much per call)
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from .strhash cimport xxh64
+
+cdef enum:
+    CM_OK = 0
+    CM_PAST_END = 1
+    CM_NO_HEADER = 2
+    CM_NOT_REGULAR = 3
+    CM_NAME = 4
+    CM_SIZE = 5
+    CM_NON_ASCII = 6
+
+M_OK = CM_OK
+M_PAST_END = CM_PAST_END
+M_NO_HEADER = CM_NO_HEADER
+M_NOT_REGULAR = CM_NOT_REGULAR
+M_NAME = CM_NAME
+M_SIZE = CM_SIZE
+M_NON_ASCII = CM_NON_ASCII
+
+#: How far before a member header an extended header's data may start (blocks): 1 MiB.
+DEF LOOKBACK_BLOCKS = 2048
+#: Most extended headers followed back from one member.
+DEF MAX_CHAIN = 8
+LOOKBACK = LOOKBACK_BLOCKS * 512
+
+
+cdef int64_t extended_before(const uint8_t* b, int64_t pos) noexcept nogil:
+    """Offset of the extended header (pax ``x``/``g``, GNU ``L``/``K``) whose data ends exactly
+    at ``pos`` (valid checksum, size field giving that many blocks), or -1."""
+    cdef int64_t k, p, sz
+    cdef uint8_t t
+    for k in range(LOOKBACK_BLOCKS + 1):
+        p = pos - 512 * (k + 1)
+        if p < 0:
+            return -1
+        t = b[p + 156]
+        if t == 120 or t == 103 or t == 76 or t == 75:
+            sz = parse_number(b + p + 124, 12)
+            if sz >= 0 and (sz + 511) // 512 == k and checksum_ok(b + p):
+                return p
+    return -1
+
+
+cdef int header_at(const uint8_t* b, int64_t n, int64_t off) noexcept nogil:
+    """0 when ``off`` holds a member header block (in the buffer, not zero, valid checksum and
+    size field), else the ``CM_*`` code."""
+    if off < 0 or off > n - 512:
+        return CM_PAST_END
+    if all_zero(b + off, 512) or not checksum_ok(b + off) or parse_number(b + off + 124, 12) < 0:
+        return CM_NO_HEADER
+    return CM_OK
+
+
+cdef void extended_name(const uint8_t* b, int64_t off, int64_t* name_off, int64_t* name_len,
+                        int64_t* size) noexcept nogil:
+    """The name and size the scanner gives the member whose (valid) header is at ``off``.
+
+    Follows adjacent extended headers back (each one's data ends where the next header starts)
+    until one gives a local path (pax ``x`` ``path`` or GNU ``L``), at most ``MAX_CHAIN``: the
+    nearest local path and size win, then the nearest global (``g``) ones, then the ustar name
+    field and size field. A global header that is not in that adjacent chain is not seen.
+    """
+    cdef int64_t pos = off, p, sz, t_off, t_len, t_size
+    cdef int64_t l_off = -1, l_len = 0, l_size = -1, g_off = -1, g_len = 0, g_size = -1
+    cdef int i
+    cdef uint8_t t
+    for i in range(MAX_CHAIN):
+        p = extended_before(b, pos)
+        if p < 0:
+            break
+        t = b[p + 156]
+        sz = parse_number(b + p + 124, 12)
+        if t == 76:  # 'L'
+            if l_off < 0:
+                l_off = p + 512
+                l_len = cstrlen(b + p + 512, sz)
+        elif t == 120 or t == 103:  # 'x' / 'g'
+            t_off = -1
+            t_len = 0
+            t_size = -1
+            if parse_pax(b, p + 512, p + 512 + sz, &t_off, &t_len, &t_size) != 0:
+                break  # not a header the scanner would have accepted: stop here
+            if t == 120:
+                if l_off < 0 and t_off >= 0:
+                    l_off = t_off
+                    l_len = t_len
+                if l_size < 0 and t_size >= 0:
+                    l_size = t_size
+            else:
+                if g_off < 0 and t_off >= 0:
+                    g_off = t_off
+                    g_len = t_len
+                if g_size < 0 and t_size >= 0:
+                    g_size = t_size
+        if l_off >= 0:
+            break
+        pos = p
+    if l_off >= 0:
+        name_off[0] = l_off
+        name_len[0] = l_len
+    elif g_off >= 0:
+        name_off[0] = g_off
+        name_len[0] = g_len
+    else:
+        name_off[0] = off
+        name_len[0] = cstrlen(b + off, 100)
+    if l_size >= 0:
+        size[0] = l_size
+    elif g_size >= 0:
+        size[0] = g_size
+    else:
+        size[0] = parse_number(b + off + 124, 12)
+
+
+cdef int name_is(const uint8_t* p, int64_t n, uint64_t keyhash, const uint8_t* ext,
+                 int64_t ext_len) noexcept nogil:
+    """Does name ``p[:n]`` give stem hash ``keyhash`` and extension ``ext``, split as the index
+    builder splits (basename after the last ``/``, at its first ``.``, extension ASCII-lower-
+    cased)? 0 yes, ``CM_NAME`` no, ``CM_NON_ASCII`` when the basename is not 7-bit ASCII."""
+    cdef int64_t s = n, j, dot = -1
+    cdef uint8_t acc = 0, c
+    while s > 0 and p[s - 1] != 47:
+        s -= 1
+    for j in range(s, n):
+        acc |= p[j]
+        if dot < 0 and p[j] == 46:
+            dot = j
+    if acc >= 128:
+        return CM_NON_ASCII
+    if dot < 0:
+        if ext_len != 0:
+            return CM_NAME
+        dot = n
+    elif n - dot - 1 != ext_len:
+        return CM_NAME
+    else:
+        for j in range(ext_len):
+            c = p[dot + 1 + j]
+            if 65 <= c <= 90:
+                c += 32
+            if c != ext[j]:
+                return CM_NAME
+    if xxh64(p + s, dot - s, 0, False) != keyhash:
+        return CM_NAME
+    return CM_OK
+
+
+cdef int check_one(const uint8_t* b, int64_t n, int64_t off, int64_t size, uint64_t keyhash,
+                   const uint8_t* ext, int64_t ext_len) noexcept nogil:
+    cdef int code, r
+    cdef const uint8_t* h
+    cdef uint8_t t
+    cdef int64_t e_off, e_len, e_size
+    code = header_at(b, n, off)
+    if code:
+        return code
+    h = b + off
+    t = h[156]
+    if not (t == 48 or t == 0 or t == 55):
+        return CM_NOT_REGULAR
+    if size < 0 or size > n - off - 512:
+        return CM_PAST_END
+    # the ustar name field and size field first (all plain ustar members, and pax members
+    # whose extended header only carries times or ids)
+    if name_is(h, cstrlen(h, 100), keyhash, ext, ext_len) == CM_OK \
+            and parse_number(h + 124, 12) == size:
+        return CM_OK
+    # then what the extended headers before it say (long or non-ASCII names, pax sizes)
+    extended_name(b, off, &e_off, &e_len, &e_size)
+    r = name_is(b + e_off, e_len, keyhash, ext, ext_len)
+    if r:
+        return r
+    if e_size != size:
+        return CM_SIZE
+    return CM_OK
+
+
+cdef inline int check_ext(object ext, const uint8_t** p, Py_ssize_t* n) except -1:
+    if type(ext) is not bytes:
+        raise TypeError(f"ext must be bytes, got {type(ext).__name__}")
+    p[0] = <const uint8_t*>(<char*>ext)
+    n[0] = len(<bytes>ext)
+    return 0
+
+
+def check_member(object buf, int64_t offset, int64_t size, uint64_t keyhash, object ext):
+    """Does the tar header block at ``offset`` of ``buf`` belong to the member a row claims:
+    a regular file of payload ``size`` whose name splits into a stem with xxh64 ``keyhash``
+    and the extension ``ext`` (bytes, lower-case)? Returns ``M_OK`` (0) or an ``M_*`` code.
+
+    The header must be a valid, regular member header and the payload must fit in ``buf``.
+    Its ustar name and size fields are tried first; when they do not match, the name and size
+    that adjacent extended headers before it give (pax ``path``/``size``, GNU long name,
+    looking back at most ``LOOKBACK`` bytes) decide. ``M_NON_ASCII``: the name deciding is
+    not 7-bit ASCII; the caller compares it (the builder decodes such names first).
+    ``buf`` is any C-contiguous buffer (bytes, memoryview, NumPy array).
+    """
+    cdef Py_buffer view
+    cdef const uint8_t* e
+    cdef Py_ssize_t e_len
+    cdef int code
+    check_ext(ext, &e, &e_len)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        code = check_one(<const uint8_t*>view.buf, view.len, offset, size, keyhash, e, e_len)
+    finally:
+        PyBuffer_Release(&view)
+    return code
+
+
+def member_name(object buf, int64_t offset, bint extended):
+    """``(code, name_off, name_len, size, typeflag)`` of the member header at ``offset``.
+
+    ``code`` is ``M_OK``, ``M_PAST_END`` (no full block there) or ``M_NO_HEADER`` (zero block,
+    bad checksum or size field); the other fields are 0 then. With ``extended`` false the name
+    is the ustar name field and the size its size field; with ``extended`` true, what the
+    adjacent extended headers before it give, as ``check_member`` reads them.
+    """
+    cdef Py_buffer view
+    cdef int code
+    cdef int64_t n_off = 0, n_len = 0, sz = 0
+    cdef uint8_t t = 0
+    cdef const uint8_t* b
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        b = <const uint8_t*>view.buf
+        code = header_at(b, view.len, offset)
+        if code == CM_OK:
+            t = b[offset + 156]
+            if extended:
+                extended_name(b, offset, &n_off, &n_len, &sz)
+            else:
+                n_off = offset
+                n_len = cstrlen(b + offset, 100)
+                sz = parse_number(b + offset + 124, 12)
+    finally:
+        PyBuffer_Release(&view)
+    return code, n_off, n_len, sz, t

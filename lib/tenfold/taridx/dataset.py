@@ -25,10 +25,12 @@ from typing import Any
 
 import numpy as np
 
+from .. import _kernels
 from ..core.mapped import MappedFile
 from ..errors import TruncatedError, describe
+from ._members import member_problem
 from ._spec import BLOCK, FMT
-from .build import shard_paths
+from .build import shard_paths, stale_shard
 from .reader import Index
 
 __all__ = ["Dataset", "EpochSampler", "epoch_order"]
@@ -71,6 +73,17 @@ class Dataset:
         Most shards kept open per process.
     storage_options
         Passed to fsspec for remote roots.
+    verify_headers
+        Before returning a payload, check that the tar header block in front of it names the
+        member the row claims (name, extension, size; see :mod:`tenfold.taridx._members`): a
+        shard swapped, replaced or edited since indexing, or a corrupt row, is an
+        ``IntegrityError`` naming the shard and offset instead of another sample's bytes.
+        ``False`` skips it (and trusts the index and the shards).
+
+    A local shard whose mtime or ctime is newer than the index file is re-checked against the
+    index when it is opened (sampled headers with their names, its size, members after the last
+    indexed one; see :func:`stale_shards`), once per process: a changed shard is an
+    ``IntegrityError`` before any of its bytes are returned.
     """
 
     def __init__(self, root: str | os.PathLike[str], fold: str,
@@ -78,7 +91,8 @@ class Dataset:
                  decoders: Mapping[str, Callable[[Any], Any]] | None = None, *,
                  index: str | os.PathLike[str] | None = None,
                  shards: Sequence[str] | None = None, max_open: int = 32,
-                 storage_options: Mapping[str, Any] | None = None) -> None:
+                 storage_options: Mapping[str, Any] | None = None,
+                 verify_headers: bool = True) -> None:
         self.root = os.fspath(root).rstrip("/") if _is_url(os.fspath(root)) else os.fspath(root)
         self.fold = fold
         self.extensions = None if extensions is None else [e.lower() for e in extensions]
@@ -87,6 +101,7 @@ class Dataset:
         self.index_path = os.fspath(index) if index is not None else self._join(f"{fold}.taridx")
         self.max_open = max(1, int(max_open))
         self.storage_options = dict(storage_options or {})
+        self.verify_headers = bool(verify_headers)
         self._reset()
         self.shards = list(shards) if shards is not None else self._list_shards()
         idx = self._index()
@@ -107,6 +122,8 @@ class Dataset:
             collections.OrderedDict())
         self._cols: np.ndarray | None = None
         self._last: tuple[int, memoryview | None] = (-1, None)
+        self._checked: dict[int, tuple[int, int, int, int]] = {}
+        self._index_mtime: int | None = None
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -153,17 +170,22 @@ class Dataset:
             s = idx.samples
             self._rows = idx.rows if s.order is None else idx.rows[s.order]
             self._starts = s.starts
-            # start, size, fid, extid of every row in sample order, as plain int64 columns:
-            # one ``tolist`` per sample gives Python ints directly
-            cols = np.empty((idx.n_rows, 4), np.int64)
+            # start, size, fid, extid, keyhash of every row in sample order, as plain uint64
+            # columns: one ``tolist`` per sample gives Python ints directly (offset and size
+            # are at most 2**62, checked by the samples' row validation)
+            cols = np.empty((idx.n_rows, 5), np.uint64)
             cols[:, 0] = self._rows["offset"]
             cols[:, 0] += BLOCK
             cols[:, 1] = self._rows["size"]
             cols[:, 2] = self._rows["fid"]
             cols[:, 3] = self._rows["extid"]
+            cols[:, 4] = self._rows["keyhash"]
             self._cols = cols
             self._idx = idx
             self._ext_names = idx.ext
+            self._ext_b = [e.encode("utf-8") for e in idx.ext]
+            self._index_mtime = (None if self.remote or _is_url(self.index_path)
+                                 else os.stat(self.index_path).st_mtime_ns)
             want = self.extensions
             self._wanted = [want is None or e in want for e in idx.ext]
         return self._idx
@@ -180,7 +202,13 @@ class Dataset:
             self._open.move_to_end(fid)
             self._last = (fid, hit[1])
             return hit[1]
-        mf = MappedFile(self._join(self.shards[fid]), fmt=FMT)
+        path = self._join(self.shards[fid])
+        mf = MappedFile(path, fmt=FMT)
+        try:
+            self._check_shard(fid, path)
+        except BaseException:
+            mf.close()
+            raise
         mv = mf.buffer().data
         self._open[fid] = (mf, mv)
         self._last = (fid, mv)
@@ -188,6 +216,22 @@ class Dataset:
             _, (old, _mv) = self._open.popitem(last=False)
             old.close()
         return mv
+
+    def _check_shard(self, fid: int, path: str) -> None:
+        """A shard changed after the index was written (mtime or ctime newer) is checked
+        against the index once per process (per inode, size and times)."""
+        if self._index_mtime is None:
+            return
+        st = os.stat(path)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if self._checked.get(fid) == key or max(st.st_mtime_ns, st.st_ctime_ns) <= \
+                self._index_mtime:
+            return
+        idx = self._index()
+        err = stale_shard(idx, fid, path, deep=False)  # the reads check every other header
+        if err is not None:
+            raise type(err)(f"{err}; rebuild the index (tenfold index build)")
+        self._checked[fid] = key
 
     @property
     def open_shards(self) -> int:
@@ -236,8 +280,9 @@ class Dataset:
         if self.remote:
             return self._remote(recs)
         names, wanted = self._ext_names, self._wanted
+        check = _kernels.load("tarscan").check_member if self.verify_headers else None
         out: dict[str, Any] = {}
-        for start, size, fid, extid in recs:
+        for start, size, fid, extid, keyhash in recs:
             if not wanted[extid]:
                 continue
             last_fid, mv = self._last
@@ -246,12 +291,23 @@ class Dataset:
             end = start + size
             if end > len(mv):
                 raise self._past_end(fid, start - BLOCK, size, len(mv))
+            if check is not None and check(mv, start - BLOCK, size, keyhash, self._ext_b[extid]):
+                self._verify(mv, 0, fid, start - BLOCK, size, keyhash, extid)
             out[names[extid]] = mv[start:end]
         if self.decoders:
             for ext, fn in self.decoders.items():
                 if ext in out:
                     out[ext] = fn(out[ext])
         return out
+
+    def _verify(self, buf: Any, base: int, fid: int, offset: int, size: int, keyhash: int,
+                extid: int) -> None:
+        """Raise unless the header at shard ``offset`` names the row's member (``buf`` holds
+        the shard from ``base`` on); the kernel's quick answer was not "yes"."""
+        err = member_problem(buf, offset, size, keyhash, self._ext_names[extid],
+                             shard=self.shards[fid], ext_b=self._ext_b[extid], base=base)
+        if err is not None:
+            raise err
 
     def _remote(self, recs: list[list[int]]) -> dict[str, Any]:
         fs = self._filesystem()
@@ -261,19 +317,47 @@ class Dataset:
             if wanted[r[3]]:
                 by_fid.setdefault(r[2], []).append(r)
         out: dict[str, Any] = {}
+        check = _kernels.load("tarscan").check_member if self.verify_headers else None
         for fid, rs in by_fid.items():
-            lo = min(r[0] for r in rs)
+            # from the first header (checked with its payload) to the last payload's end
+            lo = min(r[0] for r in rs) - (BLOCK if check is not None else 0)
             hi = max(r[0] + r[1] for r in rs)
-            data = memoryview(fs.cat_file(self._join(self.shards[fid]), start=lo, end=hi))
-            for start, size, _fid, extid in rs:
+            url = self._join(self.shards[fid])
+            data = memoryview(fs.cat_file(url, start=lo, end=hi))
+            for start, size, _fid, extid, keyhash in rs:
                 a = start - lo
                 if a + size > len(data):
                     raise self._past_end(fid, start - BLOCK, size, lo + len(data))
+                if check is not None and check(data, a - BLOCK, size, keyhash,
+                                               self._ext_b[extid]):
+                    self._verify_remote(url, data, lo, fid, start - BLOCK, size, keyhash, extid)
                 out[names[extid]] = data[a : a + size]
         for ext, fn in self.decoders.items():
             if ext in out:
                 out[ext] = fn(out[ext])
         return out
+
+    def _verify_remote(self, url: str, data: memoryview, lo: int, fid: int, offset: int,
+                       size: int, keyhash: int, extid: int) -> None:
+        """The fetched range starts at the first header: a member named by extended headers
+        before it needs those too. Fetch a window before the header (16 KiB, then the
+        kernel's whole look-back) and check again."""
+        err = member_problem(data, offset, size, keyhash, self._ext_names[extid],
+                             shard=self.shards[fid], ext_b=self._ext_b[extid], base=lo)
+        if err is None:
+            return
+        fs = self._filesystem()
+        for back in (16 << 10, int(_kernels.load("tarscan").LOOKBACK)):
+            start = max(0, offset - back)
+            if start >= lo:
+                break
+            win = memoryview(fs.cat_file(url, start=start, end=offset + BLOCK + size))
+            err = member_problem(win, offset, size, keyhash, self._ext_names[extid],
+                                 shard=self.shards[fid], ext_b=self._ext_b[extid], base=start)
+            if err is None or start == 0:
+                break
+        if err is not None:
+            raise err
 
     def get(self, stem: str) -> dict[str, Any]:
         """The sample named ``stem`` (``KeyError`` when the fold has none)."""
