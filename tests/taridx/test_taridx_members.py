@@ -465,3 +465,45 @@ def test_header_check_message(tmp_path):
     assert msg.startswith("taridx: shard t_0000.tar: member header at offset 0x400: member ")
     assert f"expected stem xxh64 {xxh64(b'k0s000'):#x}, extension 'jpg'" in msg
     assert "got 'k0s000.cls' (stem xxh64" in msg
+
+
+def _cols_of(ds):
+    ds[0]
+    return ds._cols, ds._starts
+
+
+def test_row_check_known(kernels, tmp_path):
+    _fold(tmp_path, shards=(0, 1), per=3)
+    tx.build(tmp_path, "t", show_progress=False)
+    ts = kernels("tarscan")
+    with tx.Dataset(tmp_path, "t") as ds:
+        cols, starts = _cols_of(ds)
+        shard0 = (tmp_path / "t_0000.tar").read_bytes()
+        shard1 = (tmp_path / "t_0001.tar").read_bytes()
+        rc = ts.RowCheck(cols, starts, (b"jpg", b"cls"))
+        for i in range(len(ds)):
+            fid = int(cols[starts[i], 2])
+            assert rc.sample([shard0, shard1][fid], i, fid) == -1
+            assert rc.sample([shard0, shard1][fid], i, 1 - fid) == -1  # no rows of that fid
+            assert rc.sample([shard1, shard0][fid], i, fid) == int(starts[i])  # swapped
+        only_cls = ts.RowCheck(cols, starts, (None, b"cls"))
+        assert only_cls.sample(shard1, 0, 0) == int(starts[0]) + 1
+        bad = cols.copy()
+        bad[1, 1] += 1  # size
+        assert ts.RowCheck(bad, starts, (b"jpg", b"cls")).sample(shard0, 0, 0) == 1
+        bad[1, 0] = 3  # payload start before any header
+        assert ts.RowCheck(bad, starts, (b"jpg", b"cls")).sample(shard0, 0, 0) == 1
+        with pytest.raises(ValueError, match="extid"):
+            ts.RowCheck(cols, starts, (b"jpg",)).sample(shard0, 0, 0)
+        with pytest.raises(TypeError):
+            ts.RowCheck(cols, starts, ("jpg", "cls")).sample(shard0, 0, 0)
+        with pytest.raises(IndexError):
+            rc.sample(shard0, len(ds), 0)
+        with pytest.raises(IndexError):
+            rc.sample(shard0, -1, 0)
+        with pytest.raises(ValueError, match="starts"):
+            ts.RowCheck(cols, np.array([0, 5, 3], np.int64), (b"jpg", b"cls"))
+        with pytest.raises(ValueError, match="starts"):
+            ts.RowCheck(cols, np.array([0, len(cols) + 1], np.int64), (b"jpg", b"cls"))
+        with pytest.raises(ValueError, match="cols"):
+            ts.RowCheck(cols[:, :4].copy(), starts, (b"jpg", b"cls"))

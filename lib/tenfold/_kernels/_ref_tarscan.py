@@ -261,7 +261,8 @@ def _name_is(name: bytes, keyhash: int, ext: bytes) -> int:
     return M_OK if xxhash.xxh64_intdigest(stem) == keyhash else M_NAME
 
 
-def check_member(buf, offset: int, size: int, keyhash: int, ext: bytes) -> int:
+def check_member(buf, offset: int, size: int, keyhash: int, ext: bytes,
+                 checksum: bool = False) -> int:
     """Does the tar header block at ``offset`` of ``buf`` belong to the member a row claims?
     ``M_OK`` (0) or an ``M_*`` code; see the compiled kernel."""
     if type(ext) is not bytes:
@@ -273,10 +274,17 @@ def check_member(buf, offset: int, size: int, keyhash: int, ext: bytes) -> int:
             or not 0 <= keyhash < (1 << 64):
         raise OverflowError("value out of range")
     b = memoryview(buf).cast("B")
+    if offset < 0 or offset > len(b) - 512:
+        return M_PAST_END
+    t = b[offset + 156]
+    if (not checksum and t in (0x30, 0, 0x37) and 0 <= size <= len(b) - offset - 512
+            and _number(bytes(b[offset + 124 : offset + 136])) == size
+            and _name_is(bytes(b[offset : offset + _cstrlen(b, offset, 100)]), keyhash, ext)
+            == M_OK):
+        return M_OK  # quick path: no checksum (see the compiled kernel)
     code = _header_at(b, offset)
     if code:
         return code
-    t = b[offset + 156]
     if t not in (0x30, 0, 0x37):
         return M_NOT_REGULAR
     if size < 0 or size > len(b) - offset - 512:
@@ -305,3 +313,44 @@ def member_name(buf, offset: int, extended: bool) -> tuple[int, int, int, int, i
         n_off, n_len = offset, _cstrlen(b, offset, 100)
         sz = _number(bytes(b[offset + 124 : offset + 136]))
     return M_OK, n_off, n_len, sz, t
+
+
+class RowCheck:
+    """``check_member`` for the rows of one sample at a time; see the compiled kernel."""
+
+    def __init__(self, cols, starts, exts: tuple) -> None:
+        c, st = np.asarray(cols), np.asarray(starts)
+        if c.dtype != np.uint64 or c.ndim != 2 or c.shape[1] != 5:
+            raise ValueError("cols must be an aligned, C-contiguous uint64 array of shape (n, 5)")
+        if st.dtype != np.int64 or st.ndim != 1 or st.size < 1:
+            raise ValueError("starts must be an aligned, C-contiguous int64 array, length >= 1")
+        if not isinstance(exts, tuple):
+            raise TypeError("exts must be a tuple")
+        prev = 0
+        for k, v in enumerate(st.tolist()):
+            if v < prev or v > c.shape[0]:
+                raise ValueError(f"starts[{k}] = {v} is not in [{prev}, {c.shape[0]}]")
+            prev = v
+        self._cols, self._starts, self.exts = c, st, exts
+
+    def sample(self, buf, i: int, fid: int) -> int:
+        """The first row of sample ``i`` in shard ``fid`` whose header does not name it, or -1."""
+        if not 0 <= i < self._starts.size - 1:
+            raise IndexError(f"sample {i} outside [0, {self._starts.size - 1})")
+        exts = self.exts
+        for k in range(int(self._starts[i]), int(self._starts[i + 1])):
+            start, size, f, extid, keyhash = (int(v) for v in self._cols[k])
+            if f != fid:
+                continue
+            if extid >= len(exts):
+                raise ValueError(f"row {k}: extid {extid} outside exts ({len(exts)})")
+            e = exts[extid]
+            if e is None:
+                continue
+            if type(e) is not bytes:
+                raise TypeError("exts must hold bytes or None")
+            if start < 512 or start >= 1 << 63 or size >= 1 << 63:
+                return k
+            if check_member(buf, start - 512, size, keyhash, e) != M_OK:
+                return k
+        return -1

@@ -504,6 +504,7 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
 # protocol directly rather than as a typed memoryview, which costs twice as much per call)
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from libc.string cimport memchr, memcpy
 from .strhash cimport xxh64
 
 cdef enum:
@@ -618,28 +619,42 @@ cdef void extended_name(const uint8_t* b, int64_t off, int64_t* name_off, int64_
         size[0] = parse_number(b + off + 124, 12)
 
 
+cdef inline int64_t name_len(const uint8_t* h) noexcept nogil:
+    """Length of the NUL-terminated 100-byte ustar name field (``memchr``)."""
+    cdef const void* z = memchr(h, 0, 100)
+    return 100 if z == NULL else <int64_t>(<const uint8_t*>z - h)
+
+
 cdef int name_is(const uint8_t* p, int64_t n, uint64_t keyhash, const uint8_t* ext,
                  int64_t ext_len) noexcept nogil:
     """Does name ``p[:n]`` give stem hash ``keyhash`` and extension ``ext``, split as the index
     builder splits (basename after the last ``/``, at its first ``.``, extension ASCII-lower-
     cased)? 0 yes, ``CM_NAME`` no, ``CM_NON_ASCII`` when the basename is not 7-bit ASCII."""
-    cdef int64_t s = n, j, dot = -1
-    cdef uint8_t acc = 0, c
+    cdef int64_t s = n, j, dot
+    cdef uint64_t acc = 0, w
+    cdef uint8_t c
+    cdef const void* d
     while s > 0 and p[s - 1] != 47:
         s -= 1
-    for j in range(s, n):
+    j = s
+    while j + 8 <= n:  # 7-bit ASCII, 8 bytes at a time
+        memcpy(&w, p + j, 8)
+        acc |= w
+        j += 8
+    while j < n:
         acc |= p[j]
-        if dot < 0 and p[j] == 46:
-            dot = j
-    if acc >= 128:
+        j += 1
+    if acc & <uint64_t>0x8080808080808080ULL:
         return CM_NON_ASCII
-    if dot < 0:
+    d = memchr(p + s, 46, <size_t>(n - s))
+    if d == NULL:
         if ext_len != 0:
             return CM_NAME
         dot = n
-    elif n - dot - 1 != ext_len:
-        return CM_NAME
     else:
+        dot = <int64_t>(<const uint8_t*>d - p)
+        if n - dot - 1 != ext_len:
+            return CM_NAME
         for j in range(ext_len):
             c = p[dot + 1 + j]
             if 65 <= c <= 90:
@@ -651,23 +666,47 @@ cdef int name_is(const uint8_t* p, int64_t n, uint64_t keyhash, const uint8_t* e
     return CM_OK
 
 
+cdef inline bint size_is(const uint8_t* h, int64_t size) noexcept nogil:
+    """Does the size field of header ``h`` say ``size``? (11 octal digits and a NUL or space,
+    what writers emit below 8 GiB, parsed inline; anything else by ``parse_number``.)"""
+    cdef int i
+    cdef int64_t v = 0
+    cdef uint8_t c
+    if h[135] == 0 or h[135] == 32:
+        for i in range(124, 135):
+            c = h[i]
+            if c < 48 or c > 55:
+                return parse_number(h + 124, 12) == size
+            v = (v << 3) | (c - 48)
+        return v == size
+    return parse_number(h + 124, 12) == size
+
+
 cdef int check_one(const uint8_t* b, int64_t n, int64_t off, int64_t size, uint64_t keyhash,
-                   const uint8_t* ext, int64_t ext_len) noexcept nogil:
+                   const uint8_t* ext, int64_t ext_len, bint checksum) noexcept nogil:
     cdef int code, r
     cdef const uint8_t* h
     cdef uint8_t t
     cdef int64_t e_off, e_len, e_size
+    if off < 0 or off > n - 512:
+        return CM_PAST_END
+    h = b + off
+    t = h[156]
+    # quick path: the ustar name and size fields (every plain ustar member, and pax members
+    # whose extended header only carries times or ids). It reads bytes 0-191 of the block
+    # only: a regular typeflag, the row's size and a name whose stem has the row's 64-bit hash
+    # and the row's extension do not happen by chance, so the checksum (all 512 bytes) is
+    # left to ``checksum=True`` and to the slow path.
+    if (not checksum and (t == 48 or t == 0 or t == 55) and 0 <= size <= n - off - 512
+            and size_is(h, size) and name_is(h, name_len(h), keyhash, ext, ext_len) == CM_OK):
+        return CM_OK
     code = header_at(b, n, off)
     if code:
         return code
-    h = b + off
-    t = h[156]
     if not (t == 48 or t == 0 or t == 55):
         return CM_NOT_REGULAR
     if size < 0 or size > n - off - 512:
         return CM_PAST_END
-    # the ustar name field and size field first (all plain ustar members, and pax members
-    # whose extended header only carries times or ids)
     if name_is(h, cstrlen(h, 100), keyhash, ext, ext_len) == CM_OK \
             and parse_number(h + 124, 12) == size:
         return CM_OK
@@ -689,13 +728,17 @@ cdef inline int check_ext(object ext, const uint8_t** p, Py_ssize_t* n) except -
     return 0
 
 
-def check_member(object buf, int64_t offset, int64_t size, uint64_t keyhash, object ext):
+def check_member(object buf, int64_t offset, int64_t size, uint64_t keyhash, object ext,
+                 bint checksum=False):
     """Does the tar header block at ``offset`` of ``buf`` belong to the member a row claims:
     a regular file of payload ``size`` whose name splits into a stem with xxh64 ``keyhash``
     and the extension ``ext`` (bytes, lower-case)? Returns ``M_OK`` (0) or an ``M_*`` code.
 
-    The header must be a valid, regular member header and the payload must fit in ``buf``.
-    Its ustar name and size fields are tried first; when they do not match, the name and size
+    The header must be a regular member header and the payload must fit in ``buf``. Its
+    ustar name and size fields are tried first (when they match, the header checksum is only
+    verified with ``checksum=True``: a 64-bit stem hash, extension and size that match do not
+    happen by chance); when they do not match, the header must be valid (checksum, size
+    field) and the name and size
     that adjacent extended headers before it give (pax ``path``/``size``, GNU long name,
     looking back at most ``LOOKBACK`` bytes) decide. ``M_NON_ASCII``: the name deciding is
     not 7-bit ASCII; the caller compares it (the builder decodes such names first).
@@ -708,7 +751,8 @@ def check_member(object buf, int64_t offset, int64_t size, uint64_t keyhash, obj
     check_ext(ext, &e, &e_len)
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
-        code = check_one(<const uint8_t*>view.buf, view.len, offset, size, keyhash, e, e_len)
+        code = check_one(<const uint8_t*>view.buf, view.len, offset, size, keyhash, e, e_len,
+                         checksum)
     finally:
         PyBuffer_Release(&view)
     return code
@@ -742,3 +786,115 @@ def member_name(object buf, int64_t offset, bint extended):
     finally:
         PyBuffer_Release(&view)
     return code, n_off, n_len, sz, t
+
+
+from libc.stdint cimport uintptr_t
+from cpython.tuple cimport PyTuple_GET_SIZE
+from cpython.object cimport PyObject
+cdef extern from "Python.h":
+    PyObject* PyTuple_GET_ITEM(object o, Py_ssize_t i)
+    bint PyBytes_CheckExact(PyObject* o)
+    char* PyBytes_AS_STRING(PyObject* o)
+    Py_ssize_t PyBytes_GET_SIZE(PyObject* o)
+
+
+cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const uint64_t* c, int64_t lo,
+                        int64_t hi, int64_t fid, tuple exts) except -2:
+    """The first of rows ``lo..hi-1`` (of fid ``fid``, ``exts[extid]`` not None) whose header
+    does not name it, or -1. ``c`` holds the rows (5 uint64 each), bounds checked by callers."""
+    cdef int64_t i, n_ext = PyTuple_GET_SIZE(exts)
+    cdef const uint64_t* r
+    cdef PyObject* e
+    cdef uint64_t extid
+    # the header blocks are scattered (random reads): request all of their cache lines first
+    # so that the misses overlap
+    for i in range(lo, hi):
+        r = c + 5 * i
+        if r[2] == <uint64_t>fid and 512 <= r[0] <= <uint64_t>n:
+            TF_PREFETCH(b + r[0] - 512)
+            TF_PREFETCH(b + r[0] - 448)
+            TF_PREFETCH(b + r[0] - 384)
+    for i in range(lo, hi):
+        r = c + 5 * i
+        if r[2] != <uint64_t>fid:
+            continue
+        extid = r[3]
+        if extid >= <uint64_t>n_ext:
+            raise ValueError(f"row {i}: extid {extid} outside exts ({n_ext})")
+        e = PyTuple_GET_ITEM(exts, <Py_ssize_t>extid)
+        if e == <PyObject*>None:
+            continue
+        if not PyBytes_CheckExact(e):
+            raise TypeError("exts must hold bytes or None")
+        if r[0] < 512 or r[0] > <uint64_t>0x7FFFFFFFFFFFFFFF or r[1] > <uint64_t>0x7FFFFFFFFFFFFFFF:
+            return i
+        if check_one(b, n, <int64_t>r[0] - 512, <int64_t>r[1], r[4],
+                     <const uint8_t*>PyBytes_AS_STRING(e), PyBytes_GET_SIZE(e), False) != CM_OK:
+            return i
+    return -1
+
+
+cdef class RowCheck:
+    """``check_member`` for the rows of one sample at a time, in one call (a read's hot path).
+
+    ``cols``: C-contiguous ``uint64`` array ``(n, 5)`` of the rows in sample order: payload
+    start (header offset + 512), payload size, fid, extid, keyhash. ``starts``: C-contiguous
+    ``int64`` array ``(m + 1,)``, sample ``i`` is rows ``starts[i]..starts[i+1]-1``. ``exts``:
+    tuple, ``exts[extid]`` the extension (bytes) or ``None`` for rows not to check. The arrays'
+    buffers are held (and the arrays kept alive) until the object is freed.
+    """
+
+    cdef Py_buffer cv
+    cdef Py_buffer sv
+    cdef bint have_c
+    cdef bint have_s
+    cdef int64_t n_rows
+    cdef int64_t n_samples
+    cdef readonly tuple exts
+    cdef object _keep
+
+    def __cinit__(self, object cols, object starts, tuple exts):
+        cdef int64_t k, prev = 0, v
+        cdef const int64_t* st
+        self.have_c = False
+        self.have_s = False
+        PyObject_GetBuffer(cols, &self.cv, PyBUF_SIMPLE)
+        self.have_c = True
+        PyObject_GetBuffer(starts, &self.sv, PyBUF_SIMPLE)
+        self.have_s = True
+        if self.cv.len % 40 or (<uintptr_t>self.cv.buf) % 8:
+            raise ValueError("cols must be an aligned, C-contiguous uint64 array of shape (n, 5)")
+        if self.sv.len % 8 or self.sv.len < 8 or (<uintptr_t>self.sv.buf) % 8:
+            raise ValueError("starts must be an aligned, C-contiguous int64 array, length >= 1")
+        self.n_rows = self.cv.len // 40
+        self.n_samples = self.sv.len // 8 - 1
+        st = <const int64_t*>self.sv.buf
+        for k in range(self.n_samples + 1):  # non-decreasing, inside the rows: no check below
+            v = st[k]
+            if v < prev or v > self.n_rows:
+                raise ValueError(f"starts[{k}] = {v} is not in [{prev}, {self.n_rows}]")
+            prev = v
+        self.exts = exts
+        self._keep = (cols, starts)
+
+    def __dealloc__(self):
+        if self.have_c:
+            PyBuffer_Release(&self.cv)
+        if self.have_s:
+            PyBuffer_Release(&self.sv)
+
+    def sample(self, object buf, int64_t i, int64_t fid):
+        """The first row of sample ``i`` in shard ``fid`` (``buf``) whose header does not
+        name it (``check_member`` not ``M_OK``), or -1."""
+        cdef Py_buffer bv
+        cdef const int64_t* st = <const int64_t*>self.sv.buf
+        cdef int64_t found
+        if i < 0 or i >= self.n_samples:
+            raise IndexError(f"sample {i} outside [0, {self.n_samples})")
+        PyObject_GetBuffer(buf, &bv, PyBUF_SIMPLE)
+        try:
+            found = rows_check(<const uint8_t*>bv.buf, bv.len, <const uint64_t*>self.cv.buf,
+                               st[i], st[i + 1], fid, self.exts)
+        finally:
+            PyBuffer_Release(&bv)
+        return found

@@ -4,11 +4,15 @@ A row stores ``(fid, offset, size, extid, keyhash)``; the 512-byte tar header bl
 ``offset`` sits in the same page as the payload start, so reading it costs next to nothing. The
 check (kernel ``tarscan.check_member``) wants there:
 
-* a valid member header: not a zero block, header checksum right, size field parseable;
 * a regular file (typeflag ``0``, NUL or ``7``), whose payload ``offset + 512 + size`` fits;
 * the name and size the index builder would have read for it: split exactly as the builder
   splits (basename, first dot, extension lower-cased; a non-ASCII basename decoded with U+FFFD
-  replacements first), ``xxh64(stem) == keyhash``, extension == the row's, size == the row's.
+  replacements first), ``xxh64(stem) == keyhash``, extension == the row's, size == the row's;
+* a valid header (not a zero block, checksum right) whenever the ustar fields alone do not
+  settle it. When they do (the usual case) a read touches bytes 0-191 of the block only and
+  skips the checksum, which sums all 512: a block that is not this member's header but has a
+  regular typeflag, the row's size and a name whose stem has the row's 64-bit hash and the
+  row's extension does not occur by accident. The staleness checks verify the checksum too.
 
 Which name? The ustar name and size fields are tried first: that is every plain ustar member and
 every pax member whose extended header carries only times or ids (CPython's and webdataset's
@@ -93,16 +97,17 @@ def _describe_got(buf: Any, offset: int) -> str:
 
 
 def member_problem(buf: Any, offset: int, size: int, keyhash: int, ext: str, *,
-                   shard: str = "", ext_b: bytes | None = None,
-                   base: int = 0) -> TenfoldError | None:
+                   shard: str = "", ext_b: bytes | None = None, base: int = 0,
+                   checksum: bool = False) -> TenfoldError | None:
     """The error (not raised) when the header at ``offset`` does not name the member the row
     ``(offset, size, keyhash, ext)`` claims, else ``None``. ``buf`` holds the shard's bytes from
     shard offset ``base`` on (the whole shard locally, a fetched range remotely); ``shard``
-    names it in the message."""
+    names it in the message. ``checksum``: also verify the header checksum when the name and
+    size fields match (reads skip it: see the module doc)."""
     ts = _kernels.load("tarscan")
     if ext_b is None:
         ext_b = ext.encode("utf-8")
-    code = ts.check_member(buf, offset - base, size, keyhash, ext_b)
+    code = ts.check_member(buf, offset - base, size, keyhash, ext_b, checksum)
     if code == ts.M_NON_ASCII:
         code = _exact(buf, offset - base, size, keyhash, ext)
     if code == ts.M_OK:

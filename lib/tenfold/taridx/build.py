@@ -394,7 +394,7 @@ def _stale_rows(index: object, rows: np.ndarray, path: Path, sample: int,
         for k in picks.tolist():
             r = rows[k]
             err = member_problem(buf, int(r["offset"]), int(r["size"]), int(r["keyhash"]),
-                                 ext[int(r["extid"])])
+                                 ext[int(r["extid"])], checksum=True)
             if err is not None:
                 return type(err), str(err).removeprefix(f"{FMT}: ")
         found = _indexable_after(buf, -(-last // BLOCK) * BLOCK)

@@ -124,6 +124,8 @@ class Dataset:
         self._last: tuple[int, memoryview | None] = (-1, None)
         self._checked: dict[int, tuple[int, int, int, int]] = {}
         self._index_mtime: int | None = None
+        self._check: Any = None
+        self._check_sample: Any = None
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -184,10 +186,17 @@ class Dataset:
             self._idx = idx
             self._ext_names = idx.ext
             self._ext_b = [e.encode("utf-8") for e in idx.ext]
+            ts = _kernels.load("tarscan")
+            self._check = ts.check_member if self.verify_headers else None
             self._index_mtime = (None if self.remote or _is_url(self.index_path)
                                  else os.stat(self.index_path).st_mtime_ns)
             want = self.extensions
             self._wanted = [want is None or e in want for e in idx.ext]
+            ext_check = tuple(b if w else None
+                              for b, w in zip(self._ext_b, self._wanted, strict=True))
+            # the hot path: the wanted rows of one sample in one shard, one kernel call
+            self._check_sample = (ts.RowCheck(cols, s.starts, ext_check).sample
+                                  if self.verify_headers and not self.remote else None)
         return self._idx
 
     @property
@@ -280,9 +289,10 @@ class Dataset:
         if self.remote:
             return self._remote(recs)
         names, wanted = self._ext_names, self._wanted
-        check = _kernels.load("tarscan").check_member if self.verify_headers else None
+        check = self._check_sample
+        checked = -1
         out: dict[str, Any] = {}
-        for start, size, fid, extid, keyhash in recs:
+        for start, size, fid, extid, _keyhash in recs:
             if not wanted[extid]:
                 continue
             last_fid, mv = self._last
@@ -291,8 +301,11 @@ class Dataset:
             end = start + size
             if end > len(mv):
                 raise self._past_end(fid, start - BLOCK, size, len(mv))
-            if check is not None and check(mv, start - BLOCK, size, keyhash, self._ext_b[extid]):
-                self._verify(mv, 0, fid, start - BLOCK, size, keyhash, extid)
+            if check is not None and fid != checked:
+                # every wanted row of the sample in this shard, in one kernel call
+                if check(mv, i, fid) >= 0:
+                    self._verify_rows(mv, i, fid)
+                checked = fid
             out[names[extid]] = mv[start:end]
         if self.decoders:
             for ext, fn in self.decoders.items():
@@ -300,14 +313,19 @@ class Dataset:
                     out[ext] = fn(out[ext])
         return out
 
-    def _verify(self, buf: Any, base: int, fid: int, offset: int, size: int, keyhash: int,
-                extid: int) -> None:
-        """Raise unless the header at shard ``offset`` names the row's member (``buf`` holds
-        the shard from ``base`` on); the kernel's quick answer was not "yes"."""
-        err = member_problem(buf, offset, size, keyhash, self._ext_names[extid],
-                             shard=self.shards[fid], ext_b=self._ext_b[extid], base=base)
-        if err is not None:
-            raise err
+    def _verify_rows(self, mv: memoryview, i: int, fid: int) -> None:
+        """The kernel's quick answer for sample ``i``'s rows in shard ``fid`` was not "yes" for
+        one of them: raise the error of the first that does not name its member (non-ASCII
+        names are compared here, as the builder decodes them)."""
+        assert self._cols is not None and self._starts is not None
+        a, b = int(self._starts[i]), int(self._starts[i + 1])
+        for start, size, f, extid, keyhash in self._cols[a:b].tolist():
+            if f != fid or not self._wanted[extid]:
+                continue
+            err = member_problem(mv, start - BLOCK, size, keyhash, self._ext_names[extid],
+                                 shard=self.shards[fid], ext_b=self._ext_b[extid])
+            if err is not None:
+                raise err
 
     def _remote(self, recs: list[list[int]]) -> dict[str, Any]:
         fs = self._filesystem()
@@ -317,7 +335,7 @@ class Dataset:
             if wanted[r[3]]:
                 by_fid.setdefault(r[2], []).append(r)
         out: dict[str, Any] = {}
-        check = _kernels.load("tarscan").check_member if self.verify_headers else None
+        check = self._check
         for fid, rs in by_fid.items():
             # from the first header (checked with its payload) to the last payload's end
             lo = min(r[0] for r in rs) - (BLOCK if check is not None else 0)
