@@ -21,7 +21,6 @@ from tenfold import _kernels
 from tenfold.cli import main as cli_main
 from tenfold.core.checksums import xxh64
 from tenfold.errors import FormatError, IntegrityError, TenfoldError
-from tenfold.taridx._spec import ROW_DT
 
 FUTURE = 2**62  # ns: an index "written" after every shard (no open-time re-check)
 
@@ -382,8 +381,8 @@ def _members_tar(fmt):
     return bio.getvalue()
 
 
-CLAIMS = [(b"sample1", b"jpg"), (b"y" * 120, b"cls"), (b"y" * 90, b"cls"), ("é".encode(), b"txt"), (b"noext", b""),
-          (b"z", b"jpg"), (b"sample1", b"JPG"), (b"x", b"cls")]
+CLAIMS = [(b"sample1", b"jpg"), (b"y" * 120, b"cls"), (b"y" * 90, b"cls"), ("é".encode(), b"txt"),
+          (b"noext", b""), (b"z", b"jpg"), (b"sample1", b"JPG"), (b"x", b"cls")]
 
 
 @pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
