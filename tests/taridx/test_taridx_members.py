@@ -506,3 +506,25 @@ def test_row_check_known(kernels, tmp_path):
             ts.RowCheck(cols, np.array([0, len(cols) + 1], np.int64), (b"jpg", b"cls"))
         with pytest.raises(ValueError, match="cols"):
             ts.RowCheck(cols[:, :4].copy(), starts, (b"jpg", b"cls"))
+
+
+def test_bad_checksum_reads_but_is_stale(kernels, tmp_path):
+    """Reads skip the checksum when the name and size match; staleness checks verify it."""
+    _fold(tmp_path, shards=(0,), per=2)
+    path = tx.build(tmp_path, "t", show_progress=False)
+    os.utime(path, ns=(FUTURE, FUTURE))
+    raw = bytearray((tmp_path / "t_0000.tar").read_bytes())
+    raw[148:154] = b"000000"  # checksum field of the first header
+    (tmp_path / "t_0000.tar").write_bytes(bytes(raw))
+    ts = kernels("tarscan")
+    kh = xxh64(b"k0s000")
+    assert ts.check_member(bytes(raw), 0, 300, kh, b"jpg") == ts.M_OK
+    assert ts.check_member(bytes(raw), 0, 300, kh, b"jpg", True) == ts.M_NO_HEADER
+    with tx.Dataset(tmp_path, "t") as ds:
+        cols, starts = _cols_of(ds)
+        assert ts.RowCheck(cols, starts, (b"jpg", b"cls")).sample(bytes(raw), 0, 0) == -1
+        assert ts.RowCheck(cols, starts, (b"jpg", b"cls"), True).sample(bytes(raw), 0, 0) == 0
+        assert bytes(ds.get("k0s000")["jpg"]) == b"\0" * 300
+    with tx.Index.open(path) as idx:
+        stale = tx.stale_shards(idx, tmp_path, "t")
+    assert "no member header there" in stale["t_0000.tar"]

@@ -318,7 +318,7 @@ def member_name(buf, offset: int, extended: bool) -> tuple[int, int, int, int, i
 class RowCheck:
     """``check_member`` for the rows of one sample at a time; see the compiled kernel."""
 
-    def __init__(self, cols, starts, exts: tuple) -> None:
+    def __init__(self, cols, starts, exts: tuple, checksum: bool = False) -> None:
         c, st = np.asarray(cols), np.asarray(starts)
         if c.dtype != np.uint64 or c.ndim != 2 or c.shape[1] != 5:
             raise ValueError("cols must be an aligned, C-contiguous uint64 array of shape (n, 5)")
@@ -331,7 +331,7 @@ class RowCheck:
             if v < prev or v > c.shape[0]:
                 raise ValueError(f"starts[{k}] = {v} is not in [{prev}, {c.shape[0]}]")
             prev = v
-        self._cols, self._starts, self.exts = c, st, exts
+        self._cols, self._starts, self.exts, self.checksum = c, st, exts, bool(checksum)
 
     def sample(self, buf, i: int, fid: int) -> int:
         """The first row of sample ``i`` in shard ``fid`` whose header does not name it, or -1."""
@@ -351,6 +351,6 @@ class RowCheck:
                 raise TypeError("exts must hold bytes or None")
             if start < 512 or start >= 1 << 63 or size >= 1 << 63:
                 return k
-            if check_member(buf, start - 512, size, keyhash, e) != M_OK:
+            if check_member(buf, start - 512, size, keyhash, e, self.checksum) != M_OK:
                 return k
         return -1

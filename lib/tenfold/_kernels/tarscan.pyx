@@ -799,7 +799,7 @@ cdef extern from "Python.h":
 
 
 cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const uint64_t* c, int64_t lo,
-                        int64_t hi, int64_t fid, tuple exts) except -2:
+                        int64_t hi, int64_t fid, tuple exts, bint checksum) except -2:
     """The first of rows ``lo..hi-1`` (of fid ``fid``, ``exts[extid]`` not None) whose header
     does not name it, or -1. ``c`` holds the rows (5 uint64 each), bounds checked by callers."""
     cdef int64_t i, n_ext = PyTuple_GET_SIZE(exts)
@@ -829,7 +829,8 @@ cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const uint64_t* c, int64
         if r[0] < 512 or r[0] > <uint64_t>0x7FFFFFFFFFFFFFFF or r[1] > <uint64_t>0x7FFFFFFFFFFFFFFF:
             return i
         if check_one(b, n, <int64_t>r[0] - 512, <int64_t>r[1], r[4],
-                     <const uint8_t*>PyBytes_AS_STRING(e), PyBytes_GET_SIZE(e), False) != CM_OK:
+                     <const uint8_t*>PyBytes_AS_STRING(e), PyBytes_GET_SIZE(e),
+                     checksum) != CM_OK:
             return i
     return -1
 
@@ -840,8 +841,9 @@ cdef class RowCheck:
     ``cols``: C-contiguous ``uint64`` array ``(n, 5)`` of the rows in sample order: payload
     start (header offset + 512), payload size, fid, extid, keyhash. ``starts``: C-contiguous
     ``int64`` array ``(m + 1,)``, sample ``i`` is rows ``starts[i]..starts[i+1]-1``. ``exts``:
-    tuple, ``exts[extid]`` the extension (bytes) or ``None`` for rows not to check. The arrays'
-    buffers are held (and the arrays kept alive) until the object is freed.
+    tuple, ``exts[extid]`` the extension (bytes) or ``None`` for rows not to check.
+    ``checksum``: as in ``check_member``. The arrays' buffers are held (and the arrays kept
+    alive) until the object is freed.
     """
 
     cdef Py_buffer cv
@@ -851,9 +853,10 @@ cdef class RowCheck:
     cdef int64_t n_rows
     cdef int64_t n_samples
     cdef readonly tuple exts
+    cdef readonly bint checksum
     cdef object _keep
 
-    def __cinit__(self, object cols, object starts, tuple exts):
+    def __cinit__(self, object cols, object starts, tuple exts, bint checksum=False):
         cdef int64_t k, prev = 0, v
         cdef const int64_t* st
         self.have_c = False
@@ -875,6 +878,7 @@ cdef class RowCheck:
                 raise ValueError(f"starts[{k}] = {v} is not in [{prev}, {self.n_rows}]")
             prev = v
         self.exts = exts
+        self.checksum = checksum
         self._keep = (cols, starts)
 
     def __dealloc__(self):
@@ -894,7 +898,7 @@ cdef class RowCheck:
         PyObject_GetBuffer(buf, &bv, PyBUF_SIMPLE)
         try:
             found = rows_check(<const uint8_t*>bv.buf, bv.len, <const uint64_t*>self.cv.buf,
-                               st[i], st[i + 1], fid, self.exts)
+                               st[i], st[i + 1], fid, self.exts, self.checksum)
         finally:
             PyBuffer_Release(&bv)
         return found

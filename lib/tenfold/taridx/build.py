@@ -390,16 +390,46 @@ def _stale_rows(index: object, rows: np.ndarray, path: Path, sample: int,
             picks = np.unique(np.linspace(0, len(rows) - 1,
                                           min(sample, len(rows))).astype(np.int64))
             picks = np.union1d(picks, [int(np.argmax(ends))])
-        ext = index.ext
-        for k in picks.tolist():
-            r = rows[k]
-            err = member_problem(buf, int(r["offset"]), int(r["size"]), int(r["keyhash"]),
-                                 ext[int(r["extid"])], checksum=True)
-            if err is not None:
-                return type(err), str(err).removeprefix(f"{FMT}: ")
+        err = _first_bad(index, rows[picks], buf)
+        if err is not None:
+            return type(err), str(err).removeprefix(f"{FMT}: ")
         found = _indexable_after(buf, -(-last // BLOCK) * BLOCK)
         if found is not None:
             return IntegrityError, f"{found[1]} at offset {found[0]:#x} after the last indexed one"
+    return None
+
+
+def _first_bad(index: object, rows: np.ndarray, buf: np.ndarray) -> TenfoldError | None:
+    """The error of the first of ``rows`` (one shard's, in ``buf``) whose header does not name
+    its member, checksum included; one kernel pass (``RowCheck``), Python only for the rows it
+    flags (errors, non-ASCII names)."""
+    from .reader import Index
+
+    assert isinstance(index, Index)
+    m = len(rows)
+    if not m:
+        return None
+    cols = np.empty((m, 5), np.uint64)
+    cols[:, 0] = rows["offset"]
+    cols[:, 0] += BLOCK
+    cols[:, 1] = rows["size"]
+    cols[:, 2] = 0
+    cols[:, 3] = rows["extid"]
+    cols[:, 4] = rows["keyhash"]
+    exts = tuple(e.encode("utf-8") for e in index.ext)
+    ts = _kernels.load("tarscan")
+    k = 0
+    while k < m:
+        bad = ts.RowCheck(cols, np.array([k, m], np.int64), exts, True).sample(buf, 0, 0)
+        if bad < 0:
+            return None
+        r = rows[bad]
+        err = member_problem(buf, int(r["offset"]), int(r["size"]), int(r["keyhash"]),
+                             index.ext[int(r["extid"])], ext_b=exts[int(r["extid"])],
+                             checksum=True)
+        if err is not None:
+            return err
+        k = bad + 1  # a non-ASCII name the kernel leaves to Python, and it matched
     return None
 
 
