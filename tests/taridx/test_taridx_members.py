@@ -468,7 +468,7 @@ def test_header_check_message(tmp_path):
 
 def _cols_of(ds):
     ds[0]
-    return ds._cols, ds._starts
+    return ds._cols, ds._kh, ds._starts
 
 
 def test_row_check_known(kernels, tmp_path):
@@ -476,36 +476,38 @@ def test_row_check_known(kernels, tmp_path):
     tx.build(tmp_path, "t", show_progress=False)
     ts = kernels("tarscan")
     with tx.Dataset(tmp_path, "t") as ds:
-        cols, starts = _cols_of(ds)
+        cols, kh, starts = _cols_of(ds)
         shard0 = (tmp_path / "t_0000.tar").read_bytes()
         shard1 = (tmp_path / "t_0001.tar").read_bytes()
-        rc = ts.RowCheck(cols, starts, (b"jpg", b"cls"))
+        rc = ts.RowCheck(cols, kh, starts, (b"jpg", b"cls"))
         for i in range(len(ds)):
             fid = int(cols[starts[i], 2])
             assert rc.sample([shard0, shard1][fid], i, fid) == -1
             assert rc.sample([shard0, shard1][fid], i, 1 - fid) == -1  # no rows of that fid
             assert rc.sample([shard1, shard0][fid], i, fid) == int(starts[i])  # swapped
-        only_cls = ts.RowCheck(cols, starts, (None, b"cls"))
+        only_cls = ts.RowCheck(cols, kh, starts, (None, b"cls"))
         assert only_cls.sample(shard1, 0, 0) == int(starts[0]) + 1
         bad = cols.copy()
         bad[1, 1] += 1  # size
-        assert ts.RowCheck(bad, starts, (b"jpg", b"cls")).sample(shard0, 0, 0) == 1
+        assert ts.RowCheck(bad, kh, starts, (b"jpg", b"cls")).sample(shard0, 0, 0) == 1
         bad[1, 0] = 3  # payload start before any header
-        assert ts.RowCheck(bad, starts, (b"jpg", b"cls")).sample(shard0, 0, 0) == 1
+        assert ts.RowCheck(bad, kh, starts, (b"jpg", b"cls")).sample(shard0, 0, 0) == 1
         with pytest.raises(ValueError, match="extid"):
-            ts.RowCheck(cols, starts, (b"jpg",)).sample(shard0, 0, 0)
+            ts.RowCheck(cols, kh, starts, (b"jpg",)).sample(shard0, 0, 0)
         with pytest.raises(TypeError):
-            ts.RowCheck(cols, starts, ("jpg", "cls")).sample(shard0, 0, 0)
+            ts.RowCheck(cols, kh, starts, ("jpg", "cls")).sample(shard0, 0, 0)
         with pytest.raises(IndexError):
             rc.sample(shard0, len(ds), 0)
         with pytest.raises(IndexError):
             rc.sample(shard0, -1, 0)
         with pytest.raises(ValueError, match="starts"):
-            ts.RowCheck(cols, np.array([0, 5, 3], np.int64), (b"jpg", b"cls"))
+            ts.RowCheck(cols, kh, np.array([0, 5, 3], np.int64), (b"jpg", b"cls"))
         with pytest.raises(ValueError, match="starts"):
-            ts.RowCheck(cols, np.array([0, len(cols) + 1], np.int64), (b"jpg", b"cls"))
+            ts.RowCheck(cols, kh, np.array([0, len(cols) + 1], np.int64), (b"jpg", b"cls"))
         with pytest.raises(ValueError, match="cols"):
-            ts.RowCheck(cols[:, :4].copy(), starts, (b"jpg", b"cls"))
+            ts.RowCheck(cols[:5, :3].copy(), kh, starts, (b"jpg", b"cls"))
+        with pytest.raises(ValueError, match="keyhash"):
+            ts.RowCheck(cols, kh[1:].copy(), starts, (b"jpg", b"cls"))
 
 
 def test_bad_checksum_reads_but_is_stale(kernels, tmp_path):
@@ -521,9 +523,9 @@ def test_bad_checksum_reads_but_is_stale(kernels, tmp_path):
     assert ts.check_member(bytes(raw), 0, 300, kh, b"jpg") == ts.M_OK
     assert ts.check_member(bytes(raw), 0, 300, kh, b"jpg", True) == ts.M_NO_HEADER
     with tx.Dataset(tmp_path, "t") as ds:
-        cols, starts = _cols_of(ds)
-        assert ts.RowCheck(cols, starts, (b"jpg", b"cls")).sample(bytes(raw), 0, 0) == -1
-        assert ts.RowCheck(cols, starts, (b"jpg", b"cls"), True).sample(bytes(raw), 0, 0) == 0
+        cols, kh, starts = _cols_of(ds)
+        assert ts.RowCheck(cols, kh, starts, (b"jpg", b"cls")).sample(bytes(raw), 0, 0) == -1
+        assert ts.RowCheck(cols, kh, starts, (b"jpg", b"cls"), True).sample(bytes(raw), 0, 0) == 0
         assert bytes(ds.get("k0s000")["jpg"]) == b"\0" * 300
     with tx.Index.open(path) as idx:
         stale = tx.stale_shards(idx, tmp_path, "t")

@@ -318,10 +318,12 @@ def member_name(buf, offset: int, extended: bool) -> tuple[int, int, int, int, i
 class RowCheck:
     """``check_member`` for the rows of one sample at a time; see the compiled kernel."""
 
-    def __init__(self, cols, starts, exts: tuple, checksum: bool = False) -> None:
-        c, st = np.asarray(cols), np.asarray(starts)
-        if c.dtype != np.uint64 or c.ndim != 2 or c.shape[1] != 5:
-            raise ValueError("cols must be an aligned, C-contiguous uint64 array of shape (n, 5)")
+    def __init__(self, cols, keyhash, starts, exts: tuple, checksum: bool = False) -> None:
+        c, kh, st = np.asarray(cols), np.asarray(keyhash), np.asarray(starts)
+        if c.dtype != np.int64 or c.ndim != 2 or c.shape[1] != 4:
+            raise ValueError("cols must be an aligned, C-contiguous int64 array of shape (n, 4)")
+        if kh.dtype != np.uint64 or kh.shape != (c.shape[0],):
+            raise ValueError("keyhash must be an aligned, C-contiguous uint64 array, one per row")
         if st.dtype != np.int64 or st.ndim != 1 or st.size < 1:
             raise ValueError("starts must be an aligned, C-contiguous int64 array, length >= 1")
         if not isinstance(exts, tuple):
@@ -331,7 +333,8 @@ class RowCheck:
             if v < prev or v > c.shape[0]:
                 raise ValueError(f"starts[{k}] = {v} is not in [{prev}, {c.shape[0]}]")
             prev = v
-        self._cols, self._starts, self.exts, self.checksum = c, st, exts, bool(checksum)
+        self._cols, self._kh, self._starts = c, kh, st
+        self.exts, self.checksum = exts, bool(checksum)
 
     def sample(self, buf, i: int, fid: int) -> int:
         """The first row of sample ``i`` in shard ``fid`` whose header does not name it, or -1."""
@@ -339,17 +342,18 @@ class RowCheck:
             raise IndexError(f"sample {i} outside [0, {self._starts.size - 1})")
         exts = self.exts
         for k in range(int(self._starts[i]), int(self._starts[i + 1])):
-            start, size, f, extid, keyhash = (int(v) for v in self._cols[k])
+            start, size, f, extid = (int(v) for v in self._cols[k])
+            keyhash = int(self._kh[k])
             if f != fid:
                 continue
-            if extid >= len(exts):
+            if not 0 <= extid < len(exts):
                 raise ValueError(f"row {k}: extid {extid} outside exts ({len(exts)})")
             e = exts[extid]
             if e is None:
                 continue
             if type(e) is not bytes:
                 raise TypeError("exts must hold bytes or None")
-            if start < 512 or start >= 1 << 63 or size >= 1 << 63:
+            if start < 512 or size < 0:
                 return k
             if check_member(buf, start - 512, size, keyhash, e, self.checksum) != M_OK:
                 return k

@@ -32,6 +32,7 @@ class RowCheck:
     exts: tuple[bytes | None, ...]
     checksum: bool
     def __init__(
-        self, cols: Buffer, starts: Buffer, exts: tuple[bytes | None, ...], checksum: bool = False
+        self, cols: Buffer, keyhash: Buffer, starts: Buffer, exts: tuple[bytes | None, ...],
+        checksum: bool = False,
     ) -> None: ...
     def sample(self, buf: Buffer, i: int, fid: int) -> int: ...

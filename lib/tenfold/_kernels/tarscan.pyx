@@ -798,37 +798,38 @@ cdef extern from "Python.h":
     Py_ssize_t PyBytes_GET_SIZE(PyObject* o)
 
 
-cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const uint64_t* c, int64_t lo,
-                        int64_t hi, int64_t fid, tuple exts, bint checksum) except -2:
+cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const uint64_t* kh,
+                        int64_t lo, int64_t hi, int64_t fid, tuple exts,
+                        bint checksum) except -2:
     """The first of rows ``lo..hi-1`` (of fid ``fid``, ``exts[extid]`` not None) whose header
-    does not name it, or -1. ``c`` holds the rows (5 uint64 each), bounds checked by callers."""
-    cdef int64_t i, n_ext = PyTuple_GET_SIZE(exts)
-    cdef const uint64_t* r
+    does not name it, or -1. ``c`` holds the rows (4 int64 each), ``kh`` their key hashes;
+    ``hi`` is within both (callers check)."""
+    cdef int64_t i, n_ext = PyTuple_GET_SIZE(exts), extid
+    cdef const int64_t* r
     cdef PyObject* e
-    cdef uint64_t extid
     # the header blocks are scattered (random reads): request all of their cache lines first
     # so that the misses overlap
     for i in range(lo, hi):
-        r = c + 5 * i
-        if r[2] == <uint64_t>fid and 512 <= r[0] <= <uint64_t>n:
+        r = c + 4 * i
+        if r[2] == fid and 512 <= r[0] <= n:
             TF_PREFETCH(b + r[0] - 512)
             TF_PREFETCH(b + r[0] - 448)
             TF_PREFETCH(b + r[0] - 384)
     for i in range(lo, hi):
-        r = c + 5 * i
-        if r[2] != <uint64_t>fid:
+        r = c + 4 * i
+        if r[2] != fid:
             continue
         extid = r[3]
-        if extid >= <uint64_t>n_ext:
+        if extid < 0 or extid >= n_ext:
             raise ValueError(f"row {i}: extid {extid} outside exts ({n_ext})")
         e = PyTuple_GET_ITEM(exts, <Py_ssize_t>extid)
         if e == <PyObject*>None:
             continue
         if not PyBytes_CheckExact(e):
             raise TypeError("exts must hold bytes or None")
-        if r[0] < 512 or r[0] > <uint64_t>0x7FFFFFFFFFFFFFFF or r[1] > <uint64_t>0x7FFFFFFFFFFFFFFF:
+        if r[0] < 512 or r[1] < 0:
             return i
-        if check_one(b, n, <int64_t>r[0] - 512, <int64_t>r[1], r[4],
+        if check_one(b, n, r[0] - 512, r[1], kh[i],
                      <const uint8_t*>PyBytes_AS_STRING(e), PyBytes_GET_SIZE(e),
                      checksum) != CM_OK:
             return i
@@ -838,17 +839,20 @@ cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const uint64_t* c, int64
 cdef class RowCheck:
     """``check_member`` for the rows of one sample at a time, in one call (a read's hot path).
 
-    ``cols``: C-contiguous ``uint64`` array ``(n, 5)`` of the rows in sample order: payload
-    start (header offset + 512), payload size, fid, extid, keyhash. ``starts``: C-contiguous
-    ``int64`` array ``(m + 1,)``, sample ``i`` is rows ``starts[i]..starts[i+1]-1``. ``exts``:
+    ``cols``: C-contiguous ``int64`` array ``(n, 4)`` of the rows in sample order: payload
+    start (header offset + 512), payload size, fid, extid. ``keyhash``: C-contiguous ``uint64``
+    array ``(n,)``, their key hashes. ``starts``: C-contiguous ``int64`` array ``(m + 1,)``,
+    sample ``i`` is rows ``starts[i]..starts[i+1]-1``. ``exts``:
     tuple, ``exts[extid]`` the extension (bytes) or ``None`` for rows not to check.
     ``checksum``: as in ``check_member``. The arrays' buffers are held (and the arrays kept
     alive) until the object is freed.
     """
 
     cdef Py_buffer cv
+    cdef Py_buffer kv
     cdef Py_buffer sv
     cdef bint have_c
+    cdef bint have_k
     cdef bint have_s
     cdef int64_t n_rows
     cdef int64_t n_samples
@@ -856,20 +860,26 @@ cdef class RowCheck:
     cdef readonly bint checksum
     cdef object _keep
 
-    def __cinit__(self, object cols, object starts, tuple exts, bint checksum=False):
+    def __cinit__(self, object cols, object keyhash, object starts, tuple exts,
+                  bint checksum=False):
         cdef int64_t k, prev = 0, v
         cdef const int64_t* st
         self.have_c = False
+        self.have_k = False
         self.have_s = False
         PyObject_GetBuffer(cols, &self.cv, PyBUF_SIMPLE)
         self.have_c = True
+        PyObject_GetBuffer(keyhash, &self.kv, PyBUF_SIMPLE)
+        self.have_k = True
         PyObject_GetBuffer(starts, &self.sv, PyBUF_SIMPLE)
         self.have_s = True
-        if self.cv.len % 40 or (<uintptr_t>self.cv.buf) % 8:
-            raise ValueError("cols must be an aligned, C-contiguous uint64 array of shape (n, 5)")
+        if self.cv.len % 32 or (<uintptr_t>self.cv.buf) % 8:
+            raise ValueError("cols must be an aligned, C-contiguous int64 array of shape (n, 4)")
+        if self.kv.len != self.cv.len // 4 or (<uintptr_t>self.kv.buf) % 8:
+            raise ValueError("keyhash must be an aligned, C-contiguous uint64 array, one per row")
         if self.sv.len % 8 or self.sv.len < 8 or (<uintptr_t>self.sv.buf) % 8:
             raise ValueError("starts must be an aligned, C-contiguous int64 array, length >= 1")
-        self.n_rows = self.cv.len // 40
+        self.n_rows = self.cv.len // 32
         self.n_samples = self.sv.len // 8 - 1
         st = <const int64_t*>self.sv.buf
         for k in range(self.n_samples + 1):  # non-decreasing, inside the rows: no check below
@@ -879,11 +889,13 @@ cdef class RowCheck:
             prev = v
         self.exts = exts
         self.checksum = checksum
-        self._keep = (cols, starts)
+        self._keep = (cols, keyhash, starts)
 
     def __dealloc__(self):
         if self.have_c:
             PyBuffer_Release(&self.cv)
+        if self.have_k:
+            PyBuffer_Release(&self.kv)
         if self.have_s:
             PyBuffer_Release(&self.sv)
 
@@ -897,8 +909,9 @@ cdef class RowCheck:
             raise IndexError(f"sample {i} outside [0, {self.n_samples})")
         PyObject_GetBuffer(buf, &bv, PyBUF_SIMPLE)
         try:
-            found = rows_check(<const uint8_t*>bv.buf, bv.len, <const uint64_t*>self.cv.buf,
-                               st[i], st[i + 1], fid, self.exts, self.checksum)
+            found = rows_check(<const uint8_t*>bv.buf, bv.len, <const int64_t*>self.cv.buf,
+                               <const uint64_t*>self.kv.buf, st[i], st[i + 1], fid, self.exts,
+                               self.checksum)
         finally:
             PyBuffer_Release(&bv)
         return found

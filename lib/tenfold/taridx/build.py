@@ -409,18 +409,18 @@ def _first_bad(index: object, rows: np.ndarray, buf: np.ndarray) -> TenfoldError
     m = len(rows)
     if not m:
         return None
-    cols = np.empty((m, 5), np.uint64)
+    cols = np.empty((m, 4), np.int64)  # offsets and sizes <= 2**62 (validate_rows)
     cols[:, 0] = rows["offset"]
     cols[:, 0] += BLOCK
     cols[:, 1] = rows["size"]
     cols[:, 2] = 0
     cols[:, 3] = rows["extid"]
-    cols[:, 4] = rows["keyhash"]
+    kh = np.array(rows["keyhash"], np.uint64)  # aligned copy
     exts = tuple(e.encode("utf-8") for e in index.ext)
     ts = _kernels.load("tarscan")
     k = 0
     while k < m:
-        bad = ts.RowCheck(cols, np.array([k, m], np.int64), exts, True).sample(buf, 0, 0)
+        bad = ts.RowCheck(cols, kh, np.array([k, m], np.int64), exts, True).sample(buf, 0, 0)
         if bad < 0:
             return None
         r = rows[bad]

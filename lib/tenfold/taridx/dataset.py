@@ -172,17 +172,16 @@ class Dataset:
             s = idx.samples
             self._rows = idx.rows if s.order is None else idx.rows[s.order]
             self._starts = s.starts
-            # start, size, fid, extid, keyhash of every row in sample order, as plain uint64
-            # columns: one ``tolist`` per sample gives Python ints directly (offset and size
-            # are at most 2**62, checked by the samples' row validation)
-            cols = np.empty((idx.n_rows, 5), np.uint64)
+            # start, size, fid, extid of every row in sample order, as plain int64 columns:
+            # one ``tolist`` per sample gives Python ints directly
+            cols = np.empty((idx.n_rows, 4), np.int64)
             cols[:, 0] = self._rows["offset"]
             cols[:, 0] += BLOCK
             cols[:, 1] = self._rows["size"]
             cols[:, 2] = self._rows["fid"]
             cols[:, 3] = self._rows["extid"]
-            cols[:, 4] = self._rows["keyhash"]
             self._cols = cols
+            self._kh = np.array(self._rows["keyhash"], np.uint64)  # aligned copy
             self._idx = idx
             self._ext_names = idx.ext
             self._ext_b = [e.encode("utf-8") for e in idx.ext]
@@ -195,7 +194,7 @@ class Dataset:
             ext_check = tuple(b if w else None
                               for b, w in zip(self._ext_b, self._wanted, strict=True))
             # the hot path: the wanted rows of one sample in one shard, one kernel call
-            self._check_sample = (ts.RowCheck(cols, s.starts, ext_check).sample
+            self._check_sample = (ts.RowCheck(cols, self._kh, s.starts, ext_check).sample
                                   if self.verify_headers and not self.remote else None)
         return self._idx
 
@@ -287,12 +286,12 @@ class Dataset:
         assert st is not None
         recs = cols[st[i] : st[i + 1]].tolist()
         if self.remote:
-            return self._remote(recs)
+            return self._remote(recs, i)
         names, wanted = self._ext_names, self._wanted
         check = self._check_sample
         checked = -1
         out: dict[str, Any] = {}
-        for start, size, fid, extid, _keyhash in recs:
+        for start, size, fid, extid in recs:
             if not wanted[extid]:
                 continue
             last_fid, mv = self._last
@@ -319,7 +318,8 @@ class Dataset:
         names are compared here, as the builder decodes them)."""
         assert self._cols is not None and self._starts is not None
         a, b = int(self._starts[i]), int(self._starts[i + 1])
-        for start, size, f, extid, keyhash in self._cols[a:b].tolist():
+        for (start, size, f, extid), keyhash in zip(self._cols[a:b].tolist(),
+                                                    self._kh[a:b].tolist(), strict=True):
             if f != fid or not self._wanted[extid]:
                 continue
             err = member_problem(mv, start - BLOCK, size, keyhash, self._ext_names[extid],
@@ -327,13 +327,15 @@ class Dataset:
             if err is not None:
                 raise err
 
-    def _remote(self, recs: list[list[int]]) -> dict[str, Any]:
+    def _remote(self, recs: list[list[int]], i: int) -> dict[str, Any]:
         fs = self._filesystem()
         names, wanted = self._ext_names, self._wanted
+        assert self._starts is not None
+        a = int(self._starts[i])
         by_fid: dict[int, list[list[int]]] = {}
-        for r in recs:
+        for r, keyhash in zip(recs, self._kh[a : a + len(recs)].tolist(), strict=True):
             if wanted[r[3]]:
-                by_fid.setdefault(r[2], []).append(r)
+                by_fid.setdefault(r[2], []).append([*r, keyhash])
         out: dict[str, Any] = {}
         check = self._check
         for fid, rs in by_fid.items():
