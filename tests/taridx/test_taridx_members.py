@@ -485,6 +485,16 @@ def test_row_check_known(kernels, tmp_path):
             assert rc.sample([shard0, shard1][fid], i, fid) == -1
             assert rc.sample([shard0, shard1][fid], i, 1 - fid) == -1  # no rows of that fid
             assert rc.sample([shard1, shard0][fid], i, fid) == int(starts[i])  # swapped
+        for i in range(len(ds)):
+            want = cols[starts[i] : starts[i + 1]].tolist()
+            fid = want[0][2]
+            assert rc.rows(i, None, -1) == want
+            assert rc.rows(i, [shard0, shard1][fid], fid) == want
+            with pytest.raises(ts.HeaderMismatch) as info:
+                rc.rows(i, [shard1, shard0][fid], fid)
+            assert info.value.args == (int(starts[i]),)
+        with pytest.raises(IndexError):
+            rc.rows(len(ds), None, -1)
         only_cls = ts.RowCheck(cols, kh, starts, (None, b"cls"))
         assert only_cls.sample(shard1, 0, 0) == int(starts[0]) + 1
         bad = cols.copy()

@@ -315,6 +315,10 @@ def member_name(buf, offset: int, extended: bool) -> tuple[int, int, int, int, i
     return M_OK, n_off, n_len, sz, t
 
 
+class HeaderMismatch(Exception):
+    """``RowCheck.rows``: row ``args[0]`` failed the quick check (look at it closely)."""
+
+
 class RowCheck:
     """``check_member`` for the rows of one sample at a time; see the compiled kernel."""
 
@@ -335,6 +339,17 @@ class RowCheck:
             prev = v
         self._cols, self._kh, self._starts = c, kh, st
         self.exts, self.checksum = exts, bool(checksum)
+
+    def rows(self, i: int, buf, fid: int) -> list[list[int]]:
+        """Sample ``i``'s rows ``[start, size, fid, extid]``, its rows in shard ``fid`` checked
+        first against ``buf`` unless it is ``None`` (``HeaderMismatch(row)``)."""
+        if buf is not None:
+            bad = self.sample(buf, i, fid)
+            if bad >= 0:
+                raise HeaderMismatch(bad)
+        elif not 0 <= i < self._starts.size - 1:
+            raise IndexError(f"sample {i} outside [0, {self._starts.size - 1})")
+        return self._cols[int(self._starts[i]) : int(self._starts[i + 1])].tolist()
 
     def sample(self, buf, i: int, fid: int) -> int:
         """The first row of sample ``i`` in shard ``fid`` whose header does not name it, or -1."""

@@ -836,6 +836,15 @@ cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const 
     return -1
 
 
+class HeaderMismatch(Exception):
+    """``RowCheck.rows``: row ``args[0]`` failed the quick check (look at it closely)."""
+
+
+from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.ref cimport Py_INCREF
+from cpython.long cimport PyLong_FromLongLong
+
+
 cdef class RowCheck:
     """``check_member`` for the rows of one sample at a time, in one call (a read's hot path).
 
@@ -898,6 +907,44 @@ cdef class RowCheck:
             PyBuffer_Release(&self.kv)
         if self.have_s:
             PyBuffer_Release(&self.sv)
+
+    def rows(self, int64_t i, object buf, int64_t fid):
+        """Sample ``i``'s rows as lists ``[start, size, fid, extid]`` (what ``tolist`` of its
+        ``cols`` rows gives). When ``buf`` is not ``None`` its rows in shard ``fid`` (``buf``)
+        are checked first, as ``sample`` does: ``HeaderMismatch(row)`` for the first that
+        fails. (The read path: one call lists a sample and checks it in the last-used shard.)
+        """
+        cdef Py_buffer bv
+        cdef const int64_t* st = <const int64_t*>self.sv.buf
+        cdef const int64_t* c = <const int64_t*>self.cv.buf
+        cdef int64_t a, b, k, j, found = -1
+        cdef list out
+        cdef list rec
+        cdef object v
+        if i < 0 or i >= self.n_samples:
+            raise IndexError(f"sample {i} outside [0, {self.n_samples})")
+        a = st[i]
+        b = st[i + 1]
+        if buf is not None:
+            PyObject_GetBuffer(buf, &bv, PyBUF_SIMPLE)
+            try:
+                found = rows_check(<const uint8_t*>bv.buf, bv.len, c,
+                                   <const uint64_t*>self.kv.buf, a, b, fid, self.exts,
+                                   self.checksum)
+            finally:
+                PyBuffer_Release(&bv)
+            if found >= 0:
+                raise HeaderMismatch(found)
+        out = PyList_New(b - a)
+        for k in range(a, b):
+            rec = PyList_New(4)
+            for j in range(4):
+                v = PyLong_FromLongLong(c[4 * k + j])
+                Py_INCREF(v)
+                PyList_SET_ITEM(rec, j, v)
+            Py_INCREF(rec)
+            PyList_SET_ITEM(out, k - a, rec)
+        return out
 
     def sample(self, object buf, int64_t i, int64_t fid):
         """The first row of sample ``i`` in shard ``fid`` (``buf``) whose header does not

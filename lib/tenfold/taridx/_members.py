@@ -120,9 +120,9 @@ def _error(code: int, buf: Any, offset: int, size: int, keyhash: int, ext: str,
     ts = _kernels.load("tarscan")
     what = f"shard {shard}: member header" if shard else "member header"
     have = base + memoryview(buf).nbytes
-    if code == ts.M_PAST_END:
-        return TruncatedError(describe(FMT, what, offset=offset,
-                                       detail="member ends past the end of the shard",
+    if code == ts.M_PAST_END:  # worded as the reads' own past-the-end check
+        return TruncatedError(describe(FMT, f"shard {shard}" if shard else "member", offset=offset,
+                                       detail="member data ends past end of file",
                                        expected=f"end <= {have}", got=offset + BLOCK + size))
     if code == ts.M_NO_HEADER:
         return IntegrityError(describe(FMT, what, offset=offset, detail=(

@@ -126,6 +126,7 @@ class Dataset:
         self._index_mtime: int | None = None
         self._check: Any = None
         self._check_sample: Any = None
+        self._rows_of: Any = None
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -193,9 +194,12 @@ class Dataset:
             self._wanted = [want is None or e in want for e in idx.ext]
             ext_check = tuple(b if w else None
                               for b, w in zip(self._ext_b, self._wanted, strict=True))
-            # the hot path: the wanted rows of one sample in one shard, one kernel call
-            self._check_sample = (ts.RowCheck(cols, self._kh, s.starts, ext_check).sample
-                                  if self.verify_headers and not self.remote else None)
+            # the hot path: a sample's rows listed, and checked in the last-used shard, by one
+            # kernel call; rows in another shard by one more call per shard
+            rc = ts.RowCheck(cols, self._kh, s.starts, ext_check)
+            self._rows_of = rc.rows
+            self._check_sample = rc.sample if self.verify_headers and not self.remote else None
+            self._mismatch = ts.HeaderMismatch
         return self._idx
 
     @property
@@ -271,32 +275,39 @@ class Dataset:
             got=off + BLOCK + size))
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        cols = self._cols
-        if cols is None:
+        rows_of = self._rows_of
+        if rows_of is None:
             self._index()
-            cols = self._cols
-            assert cols is not None
+            rows_of = self._rows_of
         n = self._len
         i = operator.index(i)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"sample {i} out of range for a fold of {n}")
-        st = self._starts
-        assert st is not None
-        recs = cols[st[i] : st[i + 1]].tolist()
         if self.remote:
-            return self._remote(recs, i)
+            return self._remote(rows_of(i, None, -1), i)
         names, wanted = self._ext_names, self._wanted
         check = self._check_sample
-        checked = -1
+        last_fid, mv = self._last
+        if check is not None and mv is not None:
+            # listed and checked in the last-used shard in one call (usually all of them)
+            try:
+                recs = rows_of(i, mv, last_fid)
+            except self._mismatch:
+                self._verify_rows(mv, i, last_fid)  # raises, unless a non-ASCII name matched
+                recs = rows_of(i, None, -1)
+            checked = last_fid
+        else:
+            recs = rows_of(i, None, -1)
+            checked = -1
         out: dict[str, Any] = {}
         for start, size, fid, extid in recs:
             if not wanted[extid]:
                 continue
-            last_fid, mv = self._last
             if fid != last_fid or mv is None:
                 mv = self._shard(fid)
+                last_fid = fid
             end = start + size
             if end > len(mv):
                 raise self._past_end(fid, start - BLOCK, size, len(mv))
