@@ -488,13 +488,19 @@ def test_row_check_known(kernels, tmp_path):
         for i in range(len(ds)):
             want = cols[starts[i] : starts[i + 1]].tolist()
             fid = want[0][2]
-            assert rc.rows(i, None, -1) == want
-            assert rc.rows(i, [shard0, shard1][fid], fid) == want
+            assert rc.rows(i, None) == want
+            assert rc.rows(i, [shard0, shard1]) == want
+            assert rc.rows(i, [None, None]) == want == rc.rows(i, [])
             with pytest.raises(ts.HeaderMismatch) as info:
-                rc.rows(i, [shard1, shard0][fid], fid)
+                rc.rows(i, [shard1, shard0])
             assert info.value.args == (int(starts[i]),)
+            swapped = [None, None]
+            swapped[1 - fid] = [shard0, shard1][fid]  # only the other shard is "open"
+            assert rc.rows(i, swapped) == want
+        with pytest.raises(TypeError):
+            rc.rows(0, (shard0, shard1))
         with pytest.raises(IndexError):
-            rc.rows(len(ds), None, -1)
+            rc.rows(len(ds), None)
         only_cls = ts.RowCheck(cols, kh, starts, (None, b"cls"))
         assert only_cls.sample(shard1, 0, 0) == int(starts[0]) + 1
         bad = cols.copy()
@@ -540,3 +546,27 @@ def test_bad_checksum_reads_but_is_stale(kernels, tmp_path):
     with tx.Index.open(path) as idx:
         stale = tx.stale_shards(idx, tmp_path, "t")
     assert "no member header there" in stale["t_0000.tar"]
+
+
+@pytest.mark.parametrize("max_open", [1, 2, 8])
+def test_samples_spanning_shards(tmp_path, max_open):
+    """A sample's members in several shards: each checked, whichever shards are open."""
+    for k in range(3):
+        _tar(tmp_path / f"m_{k:04d}.tar",
+             [(f"s{j}.e{k}", bytes([16 * k + j]) * (50 + j + k)) for j in range(4)])
+    path = tx.build(tmp_path, "m", show_progress=False)
+    with tx.Dataset(tmp_path, "m", max_open=max_open) as ds:
+        assert ds.lookup([f"s{j}" for j in range(4)]).tolist() == [0, 1, 2, 3]
+        for j in [0, 3, 1, 1, 2, 0, 3, 2]:
+            assert {e: bytes(v) for e, v in ds[j].items()} == {
+                f"e{k}": bytes([16 * k + j]) * (50 + j + k) for k in range(3)}
+            assert ds.open_shards <= max_open
+    # shard 1 replaced by one of the same layout, other names: the read fails, whatever is open
+    _tar(tmp_path / "m_0001.tar", [(f"t{j}.e1", bytes([99]) * (51 + j)) for j in range(4)])
+    os.utime(path, ns=(FUTURE, FUTURE))
+    with tx.Dataset(tmp_path, "m", max_open=max_open) as ds:
+        for i in (0, 1, 0, 2):
+            with pytest.raises(IntegrityError, match="shard m_0001.tar: member header"):
+                ds[i]
+        assert {e: bytes(v) for e, v in tx.Dataset(tmp_path, "m", extensions=["e0", "e2"])[3]
+                .items()} == {"e0": bytes([3]) * 53, "e2": bytes([35]) * 55}

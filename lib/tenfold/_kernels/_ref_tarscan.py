@@ -340,16 +340,21 @@ class RowCheck:
         self._cols, self._kh, self._starts = c, kh, st
         self.exts, self.checksum = exts, bool(checksum)
 
-    def rows(self, i: int, buf, fid: int) -> list[list[int]]:
-        """Sample ``i``'s rows ``[start, size, fid, extid]``, its rows in shard ``fid`` checked
-        first against ``buf`` unless it is ``None`` (``HeaderMismatch(row)``)."""
-        if buf is not None:
-            bad = self.sample(buf, i, fid)
-            if bad >= 0:
-                raise HeaderMismatch(bad)
-        elif not 0 <= i < self._starts.size - 1:
+    def rows(self, i: int, shards) -> list[list[int]]:
+        """Sample ``i``'s rows ``[start, size, fid, extid]``; with ``shards`` a list, its rows
+        in the shards there (not ``None``) checked first (``HeaderMismatch(row)``)."""
+        if not 0 <= i < self._starts.size - 1:
             raise IndexError(f"sample {i} outside [0, {self._starts.size - 1})")
-        return self._cols[int(self._starts[i]) : int(self._starts[i + 1])].tolist()
+        recs = self._cols[int(self._starts[i]) : int(self._starts[i + 1])].tolist()
+        if shards is not None:
+            if type(shards) is not list:
+                raise TypeError("shards must be a list or None")
+            for fid in dict.fromkeys(r[2] for r in recs):
+                if 0 <= fid < len(shards) and shards[fid] is not None:
+                    bad = self.sample(shards[fid], i, fid)
+                    if bad >= 0:
+                        raise HeaderMismatch(bad)
+        return recs
 
     def sample(self, buf, i: int, fid: int) -> int:
         """The first row of sample ``i`` in shard ``fid`` whose header does not name it, or -1."""

@@ -793,6 +793,7 @@ from cpython.tuple cimport PyTuple_GET_SIZE
 from cpython.object cimport PyObject
 cdef extern from "Python.h":
     PyObject* PyTuple_GET_ITEM(object o, Py_ssize_t i)
+    PyObject* PyList_GET_ITEM(object o, Py_ssize_t i)
     bint PyBytes_CheckExact(PyObject* o)
     char* PyBytes_AS_STRING(PyObject* o)
     Py_ssize_t PyBytes_GET_SIZE(PyObject* o)
@@ -840,7 +841,7 @@ class HeaderMismatch(Exception):
     """``RowCheck.rows``: row ``args[0]`` failed the quick check (look at it closely)."""
 
 
-from cpython.list cimport PyList_New, PyList_SET_ITEM
+from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_SIZE
 from cpython.ref cimport Py_INCREF
 from cpython.long cimport PyLong_FromLongLong
 
@@ -908,33 +909,49 @@ cdef class RowCheck:
         if self.have_s:
             PyBuffer_Release(&self.sv)
 
-    def rows(self, int64_t i, object buf, int64_t fid):
+    def rows(self, int64_t i, object shards):
         """Sample ``i``'s rows as lists ``[start, size, fid, extid]`` (what ``tolist`` of its
-        ``cols`` rows gives). When ``buf`` is not ``None`` its rows in shard ``fid`` (``buf``)
-        are checked first, as ``sample`` does: ``HeaderMismatch(row)`` for the first that
-        fails. (The read path: one call lists a sample and checks it in the last-used shard.)
+        ``cols`` rows gives). With ``shards`` a list (item ``fid``: that shard's buffer, or
+        ``None`` when it is not open) the rows whose shard is there are checked first, as
+        ``sample`` checks them: ``HeaderMismatch(row)`` for the first that fails; rows of
+        shards that are ``None`` or past the list are left to the caller. (The read path: one
+        call lists a sample and checks it in the shards already open.)
         """
         cdef Py_buffer bv
         cdef const int64_t* st = <const int64_t*>self.sv.buf
         cdef const int64_t* c = <const int64_t*>self.cv.buf
-        cdef int64_t a, b, k, j, found = -1
+        cdef int64_t a, b, k, j, fid, n_sh, found = -1, done = -1
         cdef list out
         cdef list rec
         cdef object v
+        cdef PyObject* sh
         if i < 0 or i >= self.n_samples:
             raise IndexError(f"sample {i} outside [0, {self.n_samples})")
         a = st[i]
         b = st[i + 1]
-        if buf is not None:
-            PyObject_GetBuffer(buf, &bv, PyBUF_SIMPLE)
-            try:
-                found = rows_check(<const uint8_t*>bv.buf, bv.len, c,
-                                   <const uint64_t*>self.kv.buf, a, b, fid, self.exts,
-                                   self.checksum)
-            finally:
-                PyBuffer_Release(&bv)
-            if found >= 0:
-                raise HeaderMismatch(found)
+        if shards is not None:
+            if type(shards) is not list:
+                raise TypeError("shards must be a list or None")
+            n_sh = PyList_GET_SIZE(shards)
+            for k in range(a, b):  # each shard of the sample once (usually there is one)
+                fid = c[4 * k + 2]
+                if fid == done or fid < 0 or fid >= n_sh:
+                    continue
+                if k > a and fid == c[4 * (k - 1) + 2]:
+                    continue
+                sh = PyList_GET_ITEM(shards, <Py_ssize_t>fid)
+                if sh == <PyObject*>None:
+                    continue
+                PyObject_GetBuffer(<object>sh, &bv, PyBUF_SIMPLE)
+                try:
+                    found = rows_check(<const uint8_t*>bv.buf, bv.len, c,
+                                       <const uint64_t*>self.kv.buf, a, b, fid, self.exts,
+                                       self.checksum)
+                finally:
+                    PyBuffer_Release(&bv)
+                if found >= 0:
+                    raise HeaderMismatch(found)
+                done = fid
         out = PyList_New(b - a)
         for k in range(a, b):
             rec = PyList_New(4)

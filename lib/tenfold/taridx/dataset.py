@@ -127,6 +127,8 @@ class Dataset:
         self._check: Any = None
         self._check_sample: Any = None
         self._rows_of: Any = None
+        #: item fid: the open shard's buffer or None (the kernel reads it)
+        self._mvs: list[memoryview | None] = []
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -182,6 +184,7 @@ class Dataset:
             cols[:, 2] = self._rows["fid"]
             cols[:, 3] = self._rows["extid"]
             self._cols = cols
+            self._mvs = [None] * len(self.shards)
             self._kh = np.array(self._rows["keyhash"], np.uint64)  # aligned copy
             self._idx = idx
             self._ext_names = idx.ext
@@ -194,8 +197,8 @@ class Dataset:
             self._wanted = [want is None or e in want for e in idx.ext]
             ext_check = tuple(b if w else None
                               for b, w in zip(self._ext_b, self._wanted, strict=True))
-            # the hot path: a sample's rows listed, and checked in the last-used shard, by one
-            # kernel call; rows in another shard by one more call per shard
+            # the hot path: a sample's rows listed, and checked in the shards already open, by
+            # one kernel call; rows in a shard opened for them by one more call
             rc = ts.RowCheck(cols, self._kh, s.starts, ext_check)
             self._rows_of = rc.rows
             self._check_sample = rc.sample if self.verify_headers and not self.remote else None
@@ -223,9 +226,11 @@ class Dataset:
             raise
         mv = mf.buffer().data
         self._open[fid] = (mf, mv)
+        self._mvs[fid] = mv
         self._last = (fid, mv)
         while len(self._open) > self.max_open:
-            _, (old, _mv) = self._open.popitem(last=False)
+            old_fid, (old, _mv) = self._open.popitem(last=False)
+            self._mvs[old_fid] = None
             old.close()
         return mv
 
@@ -286,36 +291,39 @@ class Dataset:
         if not 0 <= i < n:
             raise IndexError(f"sample {i} out of range for a fold of {n}")
         if self.remote:
-            return self._remote(rows_of(i, None, -1), i)
+            return self._remote(rows_of(i, None), i)
         names, wanted = self._ext_names, self._wanted
         check = self._check_sample
-        last_fid, mv = self._last
-        if check is not None and mv is not None:
-            # listed and checked in the last-used shard in one call (usually all of them)
+        mvs = self._mvs
+        if check is not None:
+            # listed, and checked in the shards already open, in one call
             try:
-                recs = rows_of(i, mv, last_fid)
+                recs = rows_of(i, mvs)
             except self._mismatch:
-                self._verify_rows(mv, i, last_fid)  # raises, unless a non-ASCII name matched
-                recs = rows_of(i, None, -1)
-            checked = last_fid
+                for fid in {r[2] for r in rows_of(i, None)}:
+                    if mvs[fid] is not None:  # raises, unless a non-ASCII name matched
+                        self._verify_rows(mvs[fid], i, fid)  # type: ignore[arg-type]
+                recs = rows_of(i, None)
         else:
-            recs = rows_of(i, None, -1)
-            checked = -1
+            recs = rows_of(i, None)
+        last_fid, mv = self._last
         out: dict[str, Any] = {}
         for start, size, fid, extid in recs:
             if not wanted[extid]:
                 continue
             if fid != last_fid or mv is None:
-                mv = self._shard(fid)
+                mv = mvs[fid]
+                if mv is None:
+                    mv = self._shard(fid)
+                    if check is not None and check(mv, i, fid) >= 0:
+                        self._verify_rows(mv, i, fid)  # its rows were not checked above
+                else:
+                    self._open.move_to_end(fid)
+                    self._last = (fid, mv)
                 last_fid = fid
             end = start + size
             if end > len(mv):
                 raise self._past_end(fid, start - BLOCK, size, len(mv))
-            if check is not None and fid != checked:
-                # every wanted row of the sample in this shard, in one kernel call
-                if check(mv, i, fid) >= 0:
-                    self._verify_rows(mv, i, fid)
-                checked = fid
             out[names[extid]] = mv[start:end]
         if self.decoders:
             for ext, fn in self.decoders.items():
