@@ -189,7 +189,7 @@ def run(quick: bool) -> list[dict]:
 
         t_ds = {True: float("inf"), False: float("inf")}
         t_touch = dict(t_ds)
-        for _ in range(3):  # interleaved: machine load drifts between runs
+        for _ in range(5):  # interleaved: machine load drifts between runs
             for vh, ds in sets.items():
                 t_ds[vh] = min(t_ds[vh], best(lambda ds=ds: read_ds(ds), repeat=2))
                 t_touch[vh] = min(t_touch[vh], best(lambda ds=ds: read_touch(ds), repeat=2))

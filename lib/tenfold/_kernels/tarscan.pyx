@@ -809,13 +809,14 @@ cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const 
     cdef const int64_t* r
     cdef PyObject* e
     # the header blocks are scattered (random reads): request all of their cache lines first
-    # so that the misses overlap
+    # so that the misses overlap, and the payload's first line, which the caller reads next
     for i in range(lo, hi):
         r = c + 4 * i
-        if r[2] == fid and 512 <= r[0] <= n:
+        if r[2] == fid and 512 <= r[0] < n:
             TF_PREFETCH(b + r[0] - 512)
             TF_PREFETCH(b + r[0] - 448)
             TF_PREFETCH(b + r[0] - 384)
+            TF_PREFETCH(b + r[0])
     for i in range(lo, hi):
         r = c + 4 * i
         if r[2] != fid:
