@@ -427,7 +427,7 @@ def test_check_member_not_regular(kernels):
         kernels("tarscan").M_NOT_REGULAR
 
 
-def test_check_member_differential(impl):
+def test_check_member_differential():
     """Compiled == reference on random claims and random corruptions of several dialects."""
     if _kernels.pure_python():
         pytest.skip("TENFOLD_PUREPYTHON=1: no compiled kernel to compare")
