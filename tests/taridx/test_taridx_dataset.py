@@ -153,14 +153,27 @@ def test_torch_dataloader(conformance, fold):
 
 def test_truncated_shard_is_an_error(conformance, tmp_path):
     src = conformance / "taridx" / "basic_ustar"
-    for f in ("val.taridx", "val_0000.tar"):
-        (tmp_path / f).write_bytes((src / f).read_bytes())
-    raw = (tmp_path / "val_0000.tar").read_bytes()
+    raw = (src / "val_0000.tar").read_bytes()
+    # shard cut, then the index written: the shard is not newer, the read itself finds it short
     (tmp_path / "val_0000.tar").write_bytes(raw[:4000])
+    (tmp_path / "val.taridx").write_bytes((src / "val.taridx").read_bytes())
+    os.utime(tmp_path / "val.taridx", ns=(2**62, 2**62))
     ds = tx.Dataset(tmp_path, "val")
     ds[0]
     with pytest.raises(TruncatedError, match=r"shard val_0000.tar at offset 0xe00"):
         ds[1]
+
+
+def test_shard_cut_after_indexing_is_caught_on_open(conformance, tmp_path):
+    src = conformance / "taridx" / "basic_ustar"
+    for f in ("val.taridx", "val_0000.tar"):
+        (tmp_path / f).write_bytes((src / f).read_bytes())
+    os.utime(tmp_path / "val.taridx", ns=(10**18, 10**18))
+    (tmp_path / "val_0000.tar").write_bytes((src / "val_0000.tar").read_bytes()[:4000])
+    ds = tx.Dataset(tmp_path, "val")
+    with pytest.raises(TruncatedError, match=r"shard val_0000.tar: changed since .*val.taridx "
+                       r"was built: size 4000 is smaller than the indexed data end"):
+        ds[0]  # sample 0 is whole, but its shard changed after the index was written
 
 
 def test_missing_shard(tmp_path, fold):

@@ -169,3 +169,218 @@ def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typefla
                 return count, E_PAYLOAD_PAST_END, pos
             nblocks = -(-sz // 512)
         pos += 512 + nblocks * 512
+
+
+# -- checking that a header block names the member a row claims ------------------------------
+
+M_OK = 0
+M_PAST_END = 1
+M_NO_HEADER = 2
+M_NOT_REGULAR = 3
+M_NAME = 4
+M_SIZE = 5
+M_NON_ASCII = 6
+
+LOOKBACK_BLOCKS = 2048
+MAX_CHAIN = 8
+LOOKBACK = LOOKBACK_BLOCKS * 512
+
+
+def _extended_before(b: memoryview, pos: int) -> int:
+    """Offset of the extended header whose data ends exactly at ``pos``, or -1."""
+    for k in range(LOOKBACK_BLOCKS + 1):
+        p = pos - 512 * (k + 1)
+        if p < 0:
+            return -1
+        if b[p + 156] in (0x78, 0x67, 0x4C, 0x4B):
+            h = bytes(b[p : p + 512])
+            sz = _number(h[124:136])
+            if sz >= 0 and -(-sz // 512) == k and _checksum_ok(h):
+                return p
+    return -1
+
+
+def _header_at(b: memoryview, off: int) -> int:
+    if off < 0 or off > len(b) - 512:
+        return M_PAST_END
+    h = bytes(b[off : off + 512])
+    if not any(h) or not _checksum_ok(h) or _number(h[124:136]) < 0:
+        return M_NO_HEADER
+    return M_OK
+
+
+def _cstrlen(b: memoryview, off: int, width: int) -> int:
+    return len(bytes(b[off : off + width]).split(b"\0", 1)[0])
+
+
+def _extended_name(b: memoryview, off: int) -> tuple[int, int, int]:
+    """(name_off, name_len, size) the scanner gives the member at ``off``; see the kernel."""
+    pos = off
+    local_path = glob_path = None
+    local_size = glob_size = -1
+    for _ in range(MAX_CHAIN):
+        p = _extended_before(b, pos)
+        if p < 0:
+            break
+        t = b[p + 156]
+        sz = _number(bytes(b[p + 124 : p + 136]))
+        if t == 0x4C:
+            if local_path is None:
+                local_path = (p + 512, _cstrlen(b, p + 512, sz))
+        elif t in (0x78, 0x67):
+            got = _pax(bytes(b[p + 512 : p + 512 + sz]), p + 512)
+            if got is None:
+                break
+            p_off, p_len, p_size = got
+            if t == 0x78:
+                if local_path is None and p_off >= 0:
+                    local_path = (p_off, p_len)
+                if local_size < 0 and p_size >= 0:
+                    local_size = p_size
+            else:
+                if glob_path is None and p_off >= 0:
+                    glob_path = (p_off, p_len)
+                if glob_size < 0 and p_size >= 0:
+                    glob_size = p_size
+        if local_path is not None:
+            break
+        pos = p
+    path = local_path or glob_path or (off, _cstrlen(b, off, 100))
+    if local_size >= 0:
+        size = local_size
+    elif glob_size >= 0:
+        size = glob_size
+    else:
+        size = _number(bytes(b[off + 124 : off + 136]))
+    return path[0], path[1], size
+
+
+def _name_is(name: bytes, keyhash: int, ext: bytes) -> int:
+    import xxhash
+
+    base = name.rsplit(b"/", 1)[-1]
+    if any(c >= 128 for c in base):
+        return M_NON_ASCII
+    stem, dot, e = base.partition(b".")
+    if e.lower() != ext or (not dot and ext):
+        return M_NAME
+    return M_OK if xxhash.xxh64_intdigest(stem) == keyhash else M_NAME
+
+
+def check_member(buf, offset: int, size: int, keyhash: int, ext: bytes,
+                 checksum: bool = False) -> int:
+    """Does the tar header block at ``offset`` of ``buf`` belong to the member a row claims?
+    ``M_OK`` (0) or an ``M_*`` code; see the compiled kernel."""
+    if type(ext) is not bytes:
+        raise TypeError(f"ext must be bytes, got {type(ext).__name__}")
+    for v in (offset, size, keyhash):
+        if not isinstance(v, int):
+            raise TypeError(f"expected int, got {type(v).__name__}")
+    if not -(1 << 63) <= offset < (1 << 63) or not -(1 << 63) <= size < (1 << 63) \
+            or not 0 <= keyhash < (1 << 64):
+        raise OverflowError("value out of range")
+    b = memoryview(buf).cast("B")
+    if offset < 0 or offset > len(b) - 512:
+        return M_PAST_END
+    t = b[offset + 156]
+    if (not checksum and t in (0x30, 0, 0x37) and 0 <= size <= len(b) - offset - 512
+            and _number(bytes(b[offset + 124 : offset + 136])) == size
+            and _name_is(bytes(b[offset : offset + _cstrlen(b, offset, 100)]), keyhash, ext)
+            == M_OK):
+        return M_OK  # quick path: no checksum (see the compiled kernel)
+    code = _header_at(b, offset)
+    if code:
+        return code
+    if t not in (0x30, 0, 0x37):
+        return M_NOT_REGULAR
+    if size < 0 or size > len(b) - offset - 512:
+        return M_PAST_END
+    ustar = bytes(b[offset : offset + _cstrlen(b, offset, 100)])
+    if _name_is(ustar, keyhash, ext) == M_OK and \
+            _number(bytes(b[offset + 124 : offset + 136])) == size:
+        return M_OK
+    n_off, n_len, e_size = _extended_name(b, offset)
+    r = _name_is(bytes(b[n_off : n_off + n_len]), keyhash, ext)
+    if r:
+        return r
+    return M_SIZE if e_size != size else M_OK
+
+
+def member_name(buf, offset: int, extended: bool) -> tuple[int, int, int, int, int]:
+    """``(code, name_off, name_len, size, typeflag)`` of the member header at ``offset``."""
+    b = memoryview(buf).cast("B")
+    code = _header_at(b, offset)
+    if code:
+        return code, 0, 0, 0, 0
+    t = b[offset + 156]
+    if extended:
+        n_off, n_len, sz = _extended_name(b, offset)
+    else:
+        n_off, n_len = offset, _cstrlen(b, offset, 100)
+        sz = _number(bytes(b[offset + 124 : offset + 136]))
+    return M_OK, n_off, n_len, sz, t
+
+
+class HeaderMismatch(Exception):
+    """``RowCheck.rows``: row ``args[0]`` failed the quick check (look at it closely)."""
+
+
+class RowCheck:
+    """``check_member`` for the rows of one sample at a time; see the compiled kernel."""
+
+    def __init__(self, cols, keyhash, starts, exts: tuple, checksum: bool = False) -> None:
+        c, kh, st = np.asarray(cols), np.asarray(keyhash), np.asarray(starts)
+        if c.dtype != np.int64 or c.ndim != 2 or c.shape[1] != 4:
+            raise ValueError("cols must be an aligned, C-contiguous int64 array of shape (n, 4)")
+        if kh.dtype != np.uint64 or kh.shape != (c.shape[0],):
+            raise ValueError("keyhash must be an aligned, C-contiguous uint64 array, one per row")
+        if st.dtype != np.int64 or st.ndim != 1 or st.size < 1:
+            raise ValueError("starts must be an aligned, C-contiguous int64 array, length >= 1")
+        if not isinstance(exts, tuple):
+            raise TypeError("exts must be a tuple")
+        prev = 0
+        for k, v in enumerate(st.tolist()):
+            if v < prev or v > c.shape[0]:
+                raise ValueError(f"starts[{k}] = {v} is not in [{prev}, {c.shape[0]}]")
+            prev = v
+        self._cols, self._kh, self._starts = c, kh, st
+        self.exts, self.checksum = exts, bool(checksum)
+
+    def rows(self, i: int, shards) -> list[list[int]]:
+        """Sample ``i``'s rows ``[start, size, fid, extid]``; with ``shards`` a list, its rows
+        in the shards there (not ``None``) checked first (``HeaderMismatch(row)``)."""
+        if not 0 <= i < self._starts.size - 1:
+            raise IndexError(f"sample {i} outside [0, {self._starts.size - 1})")
+        recs = self._cols[int(self._starts[i]) : int(self._starts[i + 1])].tolist()
+        if shards is not None:
+            if type(shards) is not list:
+                raise TypeError("shards must be a list or None")
+            for fid in dict.fromkeys(r[2] for r in recs):
+                if 0 <= fid < len(shards) and shards[fid] is not None:
+                    bad = self.sample(shards[fid], i, fid)
+                    if bad >= 0:
+                        raise HeaderMismatch(bad)
+        return recs
+
+    def sample(self, buf, i: int, fid: int) -> int:
+        """The first row of sample ``i`` in shard ``fid`` whose header does not name it, or -1."""
+        if not 0 <= i < self._starts.size - 1:
+            raise IndexError(f"sample {i} outside [0, {self._starts.size - 1})")
+        exts = self.exts
+        for k in range(int(self._starts[i]), int(self._starts[i + 1])):
+            start, size, f, extid = (int(v) for v in self._cols[k])
+            keyhash = int(self._kh[k])
+            if f != fid:
+                continue
+            if not 0 <= extid < len(exts):
+                raise ValueError(f"row {k}: extid {extid} outside exts ({len(exts)})")
+            e = exts[extid]
+            if e is None:
+                continue
+            if type(e) is not bytes:
+                raise TypeError("exts must hold bytes or None")
+            if start < 512 or size < 0:
+                return k
+            if check_member(buf, start - 512, size, keyhash, e, self.checksum) != M_OK:
+                return k
+        return -1

@@ -497,3 +497,486 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
                 step(&walks[i], b, n, &o)
             total = walks[i].base + walks[i].count
     return total, walks[i].code, walks[i].where
+
+
+# -- checking that a header block names the member a row claims --------------------------------
+# (used on every TARIDX read: one call per member, so the buffer is taken through the buffer
+# protocol directly rather than as a typed memoryview, which costs twice as much per call)
+
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from libc.string cimport memchr, memcpy
+from .strhash cimport xxh64
+
+cdef enum:
+    CM_OK = 0
+    CM_PAST_END = 1
+    CM_NO_HEADER = 2
+    CM_NOT_REGULAR = 3
+    CM_NAME = 4
+    CM_SIZE = 5
+    CM_NON_ASCII = 6
+
+M_OK = CM_OK
+M_PAST_END = CM_PAST_END
+M_NO_HEADER = CM_NO_HEADER
+M_NOT_REGULAR = CM_NOT_REGULAR
+M_NAME = CM_NAME
+M_SIZE = CM_SIZE
+M_NON_ASCII = CM_NON_ASCII
+
+#: How far before a member header an extended header's data may start (blocks): 1 MiB.
+DEF LOOKBACK_BLOCKS = 2048
+#: Most extended headers followed back from one member.
+DEF MAX_CHAIN = 8
+LOOKBACK = LOOKBACK_BLOCKS * 512
+
+
+cdef int64_t extended_before(const uint8_t* b, int64_t pos) noexcept nogil:
+    """Offset of the extended header (pax ``x``/``g``, GNU ``L``/``K``) whose data ends exactly
+    at ``pos`` (valid checksum, size field giving that many blocks), or -1."""
+    cdef int64_t k, p, sz
+    cdef uint8_t t
+    for k in range(LOOKBACK_BLOCKS + 1):
+        p = pos - 512 * (k + 1)
+        if p < 0:
+            return -1
+        t = b[p + 156]
+        if t == 120 or t == 103 or t == 76 or t == 75:
+            sz = parse_number(b + p + 124, 12)
+            if sz >= 0 and (sz + 511) // 512 == k and checksum_ok(b + p):
+                return p
+    return -1
+
+
+cdef int header_at(const uint8_t* b, int64_t n, int64_t off) noexcept nogil:
+    """0 when ``off`` holds a member header block (in the buffer, not zero, valid checksum and
+    size field), else the ``CM_*`` code."""
+    if off < 0 or off > n - 512:
+        return CM_PAST_END
+    if all_zero(b + off, 512) or not checksum_ok(b + off) or parse_number(b + off + 124, 12) < 0:
+        return CM_NO_HEADER
+    return CM_OK
+
+
+cdef void extended_name(const uint8_t* b, int64_t off, int64_t* name_off, int64_t* name_len,
+                        int64_t* size) noexcept nogil:
+    """The name and size the scanner gives the member whose (valid) header is at ``off``.
+
+    Follows adjacent extended headers back (each one's data ends where the next header starts)
+    until one gives a local path (pax ``x`` ``path`` or GNU ``L``), at most ``MAX_CHAIN``: the
+    nearest local path and size win, then the nearest global (``g``) ones, then the ustar name
+    field and size field. A global header that is not in that adjacent chain is not seen.
+    """
+    cdef int64_t pos = off, p, sz, t_off, t_len, t_size
+    cdef int64_t l_off = -1, l_len = 0, l_size = -1, g_off = -1, g_len = 0, g_size = -1
+    cdef int i
+    cdef uint8_t t
+    for i in range(MAX_CHAIN):
+        p = extended_before(b, pos)
+        if p < 0:
+            break
+        t = b[p + 156]
+        sz = parse_number(b + p + 124, 12)
+        if t == 76:  # 'L'
+            if l_off < 0:
+                l_off = p + 512
+                l_len = cstrlen(b + p + 512, sz)
+        elif t == 120 or t == 103:  # 'x' / 'g'
+            t_off = -1
+            t_len = 0
+            t_size = -1
+            if parse_pax(b, p + 512, p + 512 + sz, &t_off, &t_len, &t_size) != 0:
+                break  # not a header the scanner would have accepted: stop here
+            if t == 120:
+                if l_off < 0 and t_off >= 0:
+                    l_off = t_off
+                    l_len = t_len
+                if l_size < 0 and t_size >= 0:
+                    l_size = t_size
+            else:
+                if g_off < 0 and t_off >= 0:
+                    g_off = t_off
+                    g_len = t_len
+                if g_size < 0 and t_size >= 0:
+                    g_size = t_size
+        if l_off >= 0:
+            break
+        pos = p
+    if l_off >= 0:
+        name_off[0] = l_off
+        name_len[0] = l_len
+    elif g_off >= 0:
+        name_off[0] = g_off
+        name_len[0] = g_len
+    else:
+        name_off[0] = off
+        name_len[0] = cstrlen(b + off, 100)
+    if l_size >= 0:
+        size[0] = l_size
+    elif g_size >= 0:
+        size[0] = g_size
+    else:
+        size[0] = parse_number(b + off + 124, 12)
+
+
+cdef inline int64_t name_len(const uint8_t* h) noexcept nogil:
+    """Length of the NUL-terminated 100-byte ustar name field (``memchr``)."""
+    cdef const void* z = memchr(h, 0, 100)
+    return 100 if z == NULL else <int64_t>(<const uint8_t*>z - h)
+
+
+cdef int name_is(const uint8_t* p, int64_t n, uint64_t keyhash, const uint8_t* ext,
+                 int64_t ext_len) noexcept nogil:
+    """Does name ``p[:n]`` give stem hash ``keyhash`` and extension ``ext``, split as the index
+    builder splits (basename after the last ``/``, at its first ``.``, extension ASCII-lower-
+    cased)? 0 yes, ``CM_NAME`` no, ``CM_NON_ASCII`` when the basename is not 7-bit ASCII."""
+    cdef int64_t s = n, j, dot
+    cdef uint64_t acc = 0, w
+    cdef uint8_t c
+    cdef const void* d
+    while s > 0 and p[s - 1] != 47:
+        s -= 1
+    j = s
+    while j + 8 <= n:  # 7-bit ASCII, 8 bytes at a time
+        memcpy(&w, p + j, 8)
+        acc |= w
+        j += 8
+    while j < n:
+        acc |= p[j]
+        j += 1
+    if acc & <uint64_t>0x8080808080808080ULL:
+        return CM_NON_ASCII
+    d = memchr(p + s, 46, <size_t>(n - s))
+    if d == NULL:
+        if ext_len != 0:
+            return CM_NAME
+        dot = n
+    else:
+        dot = <int64_t>(<const uint8_t*>d - p)
+        if n - dot - 1 != ext_len:
+            return CM_NAME
+        for j in range(ext_len):
+            c = p[dot + 1 + j]
+            if 65 <= c <= 90:
+                c += 32
+            if c != ext[j]:
+                return CM_NAME
+    if xxh64(p + s, dot - s, 0, False) != keyhash:
+        return CM_NAME
+    return CM_OK
+
+
+cdef inline bint size_is(const uint8_t* h, int64_t size) noexcept nogil:
+    """Does the size field of header ``h`` say ``size``? (11 octal digits and a NUL or space,
+    what writers emit below 8 GiB, parsed inline; anything else by ``parse_number``.)"""
+    cdef int i
+    cdef int64_t v = 0
+    cdef uint8_t c
+    if h[135] == 0 or h[135] == 32:
+        for i in range(124, 135):
+            c = h[i]
+            if c < 48 or c > 55:
+                return parse_number(h + 124, 12) == size
+            v = (v << 3) | (c - 48)
+        return v == size
+    return parse_number(h + 124, 12) == size
+
+
+cdef int check_one(const uint8_t* b, int64_t n, int64_t off, int64_t size, uint64_t keyhash,
+                   const uint8_t* ext, int64_t ext_len, bint checksum) noexcept nogil:
+    cdef int code, r
+    cdef const uint8_t* h
+    cdef uint8_t t
+    cdef int64_t e_off, e_len, e_size
+    if off < 0 or off > n - 512:
+        return CM_PAST_END
+    h = b + off
+    t = h[156]
+    # quick path: the ustar name and size fields (every plain ustar member, and pax members
+    # whose extended header only carries times or ids). It reads bytes 0-191 of the block
+    # only: a regular typeflag, the row's size and a name whose stem has the row's 64-bit hash
+    # and the row's extension do not happen by chance, so the checksum (all 512 bytes) is
+    # left to ``checksum=True`` and to the slow path.
+    if (not checksum and (t == 48 or t == 0 or t == 55) and 0 <= size <= n - off - 512
+            and size_is(h, size) and name_is(h, name_len(h), keyhash, ext, ext_len) == CM_OK):
+        return CM_OK
+    code = header_at(b, n, off)
+    if code:
+        return code
+    if not (t == 48 or t == 0 or t == 55):
+        return CM_NOT_REGULAR
+    if size < 0 or size > n - off - 512:
+        return CM_PAST_END
+    if name_is(h, cstrlen(h, 100), keyhash, ext, ext_len) == CM_OK \
+            and parse_number(h + 124, 12) == size:
+        return CM_OK
+    # then what the extended headers before it say (long or non-ASCII names, pax sizes)
+    extended_name(b, off, &e_off, &e_len, &e_size)
+    r = name_is(b + e_off, e_len, keyhash, ext, ext_len)
+    if r:
+        return r
+    if e_size != size:
+        return CM_SIZE
+    return CM_OK
+
+
+cdef inline int check_ext(object ext, const uint8_t** p, Py_ssize_t* n) except -1:
+    if type(ext) is not bytes:
+        raise TypeError(f"ext must be bytes, got {type(ext).__name__}")
+    p[0] = <const uint8_t*>(<char*>ext)
+    n[0] = len(<bytes>ext)
+    return 0
+
+
+def check_member(object buf, int64_t offset, int64_t size, uint64_t keyhash, object ext,
+                 bint checksum=False):
+    """Does the tar header block at ``offset`` of ``buf`` belong to the member a row claims:
+    a regular file of payload ``size`` whose name splits into a stem with xxh64 ``keyhash``
+    and the extension ``ext`` (bytes, lower-case)? Returns ``M_OK`` (0) or an ``M_*`` code.
+
+    The header must be a regular member header and the payload must fit in ``buf``. Its
+    ustar name and size fields are tried first (when they match, the header checksum is only
+    verified with ``checksum=True``: a 64-bit stem hash, extension and size that match do not
+    happen by chance); when they do not match, the header must be valid (checksum, size
+    field) and the name and size
+    that adjacent extended headers before it give (pax ``path``/``size``, GNU long name,
+    looking back at most ``LOOKBACK`` bytes) decide. ``M_NON_ASCII``: the name deciding is
+    not 7-bit ASCII; the caller compares it (the builder decodes such names first).
+    ``buf`` is any C-contiguous buffer (bytes, memoryview, NumPy array).
+    """
+    cdef Py_buffer view
+    cdef const uint8_t* e
+    cdef Py_ssize_t e_len
+    cdef int code
+    check_ext(ext, &e, &e_len)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        code = check_one(<const uint8_t*>view.buf, view.len, offset, size, keyhash, e, e_len,
+                         checksum)
+    finally:
+        PyBuffer_Release(&view)
+    return code
+
+
+def member_name(object buf, int64_t offset, bint extended):
+    """``(code, name_off, name_len, size, typeflag)`` of the member header at ``offset``.
+
+    ``code`` is ``M_OK``, ``M_PAST_END`` (no full block there) or ``M_NO_HEADER`` (zero block,
+    bad checksum or size field); the other fields are 0 then. With ``extended`` false the name
+    is the ustar name field and the size its size field; with ``extended`` true, what the
+    adjacent extended headers before it give, as ``check_member`` reads them.
+    """
+    cdef Py_buffer view
+    cdef int code
+    cdef int64_t n_off = 0, n_len = 0, sz = 0
+    cdef uint8_t t = 0
+    cdef const uint8_t* b
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        b = <const uint8_t*>view.buf
+        code = header_at(b, view.len, offset)
+        if code == CM_OK:
+            t = b[offset + 156]
+            if extended:
+                extended_name(b, offset, &n_off, &n_len, &sz)
+            else:
+                n_off = offset
+                n_len = cstrlen(b + offset, 100)
+                sz = parse_number(b + offset + 124, 12)
+    finally:
+        PyBuffer_Release(&view)
+    return code, n_off, n_len, sz, t
+
+
+from libc.stdint cimport uintptr_t
+from cpython.tuple cimport PyTuple_GET_SIZE
+from cpython.object cimport PyObject
+cdef extern from "Python.h":
+    PyObject* PyTuple_GET_ITEM(object o, Py_ssize_t i)
+    PyObject* PyList_GET_ITEM(object o, Py_ssize_t i)
+    bint PyBytes_CheckExact(PyObject* o)
+    char* PyBytes_AS_STRING(PyObject* o)
+    Py_ssize_t PyBytes_GET_SIZE(PyObject* o)
+
+
+cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const uint64_t* kh,
+                        int64_t lo, int64_t hi, int64_t fid, tuple exts,
+                        bint checksum) except -2:
+    """The first of rows ``lo..hi-1`` (of fid ``fid``, ``exts[extid]`` not None) whose header
+    does not name it, or -1. ``c`` holds the rows (4 int64 each), ``kh`` their key hashes;
+    ``hi`` is within both (callers check)."""
+    cdef int64_t i, n_ext = PyTuple_GET_SIZE(exts), extid
+    cdef const int64_t* r
+    cdef PyObject* e
+    # the header blocks are scattered (random reads): request all of their cache lines first
+    # so that the misses overlap, and the payload's first line, which the caller reads next
+    for i in range(lo, hi):
+        r = c + 4 * i
+        if r[2] == fid and 512 <= r[0] < n:
+            TF_PREFETCH(b + r[0] - 512)
+            TF_PREFETCH(b + r[0] - 448)
+            TF_PREFETCH(b + r[0] - 384)
+            TF_PREFETCH(b + r[0])
+    for i in range(lo, hi):
+        r = c + 4 * i
+        if r[2] != fid:
+            continue
+        extid = r[3]
+        if extid < 0 or extid >= n_ext:
+            raise ValueError(f"row {i}: extid {extid} outside exts ({n_ext})")
+        e = PyTuple_GET_ITEM(exts, <Py_ssize_t>extid)
+        if e == <PyObject*>None:
+            continue
+        if not PyBytes_CheckExact(e):
+            raise TypeError("exts must hold bytes or None")
+        if r[0] < 512 or r[1] < 0:
+            return i
+        if check_one(b, n, r[0] - 512, r[1], kh[i],
+                     <const uint8_t*>PyBytes_AS_STRING(e), PyBytes_GET_SIZE(e),
+                     checksum) != CM_OK:
+            return i
+    return -1
+
+
+class HeaderMismatch(Exception):
+    """``RowCheck.rows``: row ``args[0]`` failed the quick check (look at it closely)."""
+
+
+from cpython.list cimport PyList_New, PyList_SET_ITEM, PyList_GET_SIZE
+from cpython.ref cimport Py_INCREF
+from cpython.long cimport PyLong_FromLongLong
+
+
+cdef class RowCheck:
+    """``check_member`` for the rows of one sample at a time, in one call (a read's hot path).
+
+    ``cols``: C-contiguous ``int64`` array ``(n, 4)`` of the rows in sample order: payload
+    start (header offset + 512), payload size, fid, extid. ``keyhash``: C-contiguous ``uint64``
+    array ``(n,)``, their key hashes. ``starts``: C-contiguous ``int64`` array ``(m + 1,)``,
+    sample ``i`` is rows ``starts[i]..starts[i+1]-1``. ``exts``:
+    tuple, ``exts[extid]`` the extension (bytes) or ``None`` for rows not to check.
+    ``checksum``: as in ``check_member``. The arrays' buffers are held (and the arrays kept
+    alive) until the object is freed.
+    """
+
+    cdef Py_buffer cv
+    cdef Py_buffer kv
+    cdef Py_buffer sv
+    cdef bint have_c
+    cdef bint have_k
+    cdef bint have_s
+    cdef int64_t n_rows
+    cdef int64_t n_samples
+    cdef readonly tuple exts
+    cdef readonly bint checksum
+    cdef object _keep
+
+    def __cinit__(self, object cols, object keyhash, object starts, tuple exts,
+                  bint checksum=False):
+        cdef int64_t k, prev = 0, v
+        cdef const int64_t* st
+        self.have_c = False
+        self.have_k = False
+        self.have_s = False
+        PyObject_GetBuffer(cols, &self.cv, PyBUF_SIMPLE)
+        self.have_c = True
+        PyObject_GetBuffer(keyhash, &self.kv, PyBUF_SIMPLE)
+        self.have_k = True
+        PyObject_GetBuffer(starts, &self.sv, PyBUF_SIMPLE)
+        self.have_s = True
+        if self.cv.len % 32 or (<uintptr_t>self.cv.buf) % 8:
+            raise ValueError("cols must be an aligned, C-contiguous int64 array of shape (n, 4)")
+        if self.kv.len != self.cv.len // 4 or (<uintptr_t>self.kv.buf) % 8:
+            raise ValueError("keyhash must be an aligned, C-contiguous uint64 array, one per row")
+        if self.sv.len % 8 or self.sv.len < 8 or (<uintptr_t>self.sv.buf) % 8:
+            raise ValueError("starts must be an aligned, C-contiguous int64 array, length >= 1")
+        self.n_rows = self.cv.len // 32
+        self.n_samples = self.sv.len // 8 - 1
+        st = <const int64_t*>self.sv.buf
+        for k in range(self.n_samples + 1):  # non-decreasing, inside the rows: no check below
+            v = st[k]
+            if v < prev or v > self.n_rows:
+                raise ValueError(f"starts[{k}] = {v} is not in [{prev}, {self.n_rows}]")
+            prev = v
+        self.exts = exts
+        self.checksum = checksum
+        self._keep = (cols, keyhash, starts)
+
+    def __dealloc__(self):
+        if self.have_c:
+            PyBuffer_Release(&self.cv)
+        if self.have_k:
+            PyBuffer_Release(&self.kv)
+        if self.have_s:
+            PyBuffer_Release(&self.sv)
+
+    def rows(self, int64_t i, object shards):
+        """Sample ``i``'s rows as lists ``[start, size, fid, extid]`` (what ``tolist`` of its
+        ``cols`` rows gives). With ``shards`` a list (item ``fid``: that shard's buffer, or
+        ``None`` when it is not open) the rows whose shard is there are checked first, as
+        ``sample`` checks them: ``HeaderMismatch(row)`` for the first that fails; rows of
+        shards that are ``None`` or past the list are left to the caller. (The read path: one
+        call lists a sample and checks it in the shards already open.)
+        """
+        cdef Py_buffer bv
+        cdef const int64_t* st = <const int64_t*>self.sv.buf
+        cdef const int64_t* c = <const int64_t*>self.cv.buf
+        cdef int64_t a, b, k, j, fid, n_sh, found = -1, done = -1
+        cdef list out
+        cdef list rec
+        cdef object v
+        cdef PyObject* sh
+        if i < 0 or i >= self.n_samples:
+            raise IndexError(f"sample {i} outside [0, {self.n_samples})")
+        a = st[i]
+        b = st[i + 1]
+        if shards is not None:
+            if type(shards) is not list:
+                raise TypeError("shards must be a list or None")
+            n_sh = PyList_GET_SIZE(shards)
+            for k in range(a, b):  # each shard of the sample once (usually there is one)
+                fid = c[4 * k + 2]
+                if fid == done or fid < 0 or fid >= n_sh:
+                    continue
+                if k > a and fid == c[4 * (k - 1) + 2]:
+                    continue
+                sh = PyList_GET_ITEM(shards, <Py_ssize_t>fid)
+                if sh == <PyObject*>None:
+                    continue
+                PyObject_GetBuffer(<object>sh, &bv, PyBUF_SIMPLE)
+                try:
+                    found = rows_check(<const uint8_t*>bv.buf, bv.len, c,
+                                       <const uint64_t*>self.kv.buf, a, b, fid, self.exts,
+                                       self.checksum)
+                finally:
+                    PyBuffer_Release(&bv)
+                if found >= 0:
+                    raise HeaderMismatch(found)
+                done = fid
+        out = PyList_New(b - a)
+        for k in range(a, b):
+            rec = PyList_New(4)
+            for j in range(4):
+                v = PyLong_FromLongLong(c[4 * k + j])
+                Py_INCREF(v)
+                PyList_SET_ITEM(rec, j, v)
+            Py_INCREF(rec)
+            PyList_SET_ITEM(out, k - a, rec)
+        return out
+
+    def sample(self, object buf, int64_t i, int64_t fid):
+        """The first row of sample ``i`` in shard ``fid`` (``buf``) whose header does not
+        name it (``check_member`` not ``M_OK``), or -1."""
+        cdef Py_buffer bv
+        cdef const int64_t* st = <const int64_t*>self.sv.buf
+        cdef int64_t found
+        if i < 0 or i >= self.n_samples:
+            raise IndexError(f"sample {i} outside [0, {self.n_samples})")
+        PyObject_GetBuffer(buf, &bv, PyBUF_SIMPLE)
+        try:
+            found = rows_check(<const uint8_t*>bv.buf, bv.len, <const int64_t*>self.cv.buf,
+                               <const uint64_t*>self.kv.buf, st[i], st[i + 1], fid, self.exts,
+                               self.checksum)
+        finally:
+            PyBuffer_Release(&bv)
+        return found

@@ -1,6 +1,7 @@
 """``tenfold index``: build and check TARIDX indexes of tar-shard folds.
 
     tenfold index build ROOT --fold NAME [--out PATH] [--workers N] [--no-progress] [--no-fsync]
+                        [--on-bad-name error|skip]
     tenfold index check ROOT --fold NAME [--index PATH]     exit 1 when shards changed
     tenfold index lookup INDEX STEM...                      sample number and rows of stems
 """
@@ -17,8 +18,12 @@ def cmd_build(args: argparse.Namespace) -> int:
     from .build import build
 
     t = time.perf_counter()
+    skipped: list[tuple[str, int, bytes, str]] = []
     path = build(args.root, args.fold, out=args.out, workers=args.workers,
-                 show_progress=False if args.no_progress else None, fsync=not args.no_fsync)
+                 show_progress=False if args.no_progress else None, fsync=not args.no_fsync,
+                 on_bad_name=args.on_bad_name, skipped=skipped)
+    for shard, off, name, why in skipped:
+        print(f"skipped: {shard} at offset {off:#x}: member {name!r}: {why}")
     from .reader import Index
 
     with Index.open(path) as idx:
@@ -69,6 +74,9 @@ def register(subparsers: Any) -> None:
     b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument("--no-fsync", action="store_true",
                    help="skip the fsyncs (still atomic, not durable across a power loss)")
+    b.add_argument("--on-bad-name", choices=("error", "skip"), default="error",
+                   help="a member whose basename holds a newline cannot be indexed: fail "
+                        "(default) or leave it out")
     b.set_defaults(func=cmd_build, dirs=("root",), outputs=("out",))
     c = sub.add_parser("check", help="say which shards changed since the index was built")
     c.add_argument("root")

@@ -9,7 +9,12 @@ release the GIL) when there are several.
 Rows: one per regular file (typeflag ``0``, NUL or ``7``), in archive order, shards in fid order.
 Stem and extension come from the basename (directory part dropped), split at its first dot; the
 extension is lower-cased; names that are not valid UTF-8 are decoded with U+FFFD replacements
-before hashing (``keyhash = xxh64(stem.encode("utf-8"))``).
+before hashing (``keyhash = xxh64(stem.encode("utf-8"))``). A basename holding a newline cannot
+be indexed (the extension and crash-stem blocks are joined by newlines): an error naming the
+shard and offset, or with ``on_bad_name="skip"`` the member is left out.
+
+Staleness (:func:`stale_shards`) re-reads header blocks and checks they still name the indexed
+members (:mod:`tenfold.taridx._members`).
 """
 
 from __future__ import annotations
@@ -25,12 +30,23 @@ import numpy as np
 from .. import _kernels
 from ..core.mapped import MappedFile
 from ..core.progress import progress
-from ..errors import FormatError, TruncatedError, UnsupportedError, describe
+from ..errors import (
+    FormatError,
+    IntegrityError,
+    TenfoldError,
+    TruncatedError,
+    UnsupportedError,
+    describe,
+)
+from ._members import bad_name, member_problem
 from ._spec import BLOCK, FLAG_CONTIGUOUS, FMT, ROW_DT
 from .writer import count_runs, write_rows
 
 __all__ = ["shard_paths", "scan_shard", "ShardScan", "fold_rows", "build", "stale_shards",
-           "REGULAR_TYPES"]
+           "stale_shard", "REGULAR_TYPES", "BAD_NAME_POLICIES"]
+
+#: What ``build`` does with a member whose name cannot be indexed (see ``bad_name``).
+BAD_NAME_POLICIES = ("error", "skip")
 
 #: Typeflags that make a row: regular file ("0"), old regular file (NUL), contiguous file ("7").
 REGULAR_TYPES = (ord("0"), 0, ord("7"))
@@ -65,6 +81,8 @@ class ShardScan:
     stem_len: np.ndarray  # int64
     ext_local: np.ndarray  # int64, index into ``exts``
     exts: list[str]  # first-seen order within the shard
+    #: members left out for their names (``on_bad_name="skip"``): (header offset, name, why)
+    skipped: list[tuple[int, bytes, str]] = dataclasses.field(default_factory=list)
 
 
 def _members(buf: np.ndarray, name: str) -> tuple[np.ndarray, ...]:
@@ -106,8 +124,33 @@ def _ext_ids(buf: np.ndarray, exthash: np.ndarray, ex_off: np.ndarray, ex_len: n
     ext_local[left] = local_of_uniq[inv]
 
 
-def scan_shard(path: str | os.PathLike[str]) -> ShardScan:
-    """Scan one shard (regular members only); errors name the shard and the offset."""
+def _check_policy(on_bad_name: str) -> None:
+    if on_bad_name not in BAD_NAME_POLICIES:
+        raise ValueError(f"on_bad_name must be one of {BAD_NAME_POLICIES}, got {on_bad_name!r}")
+
+
+def _bad_rows(stems: np.ndarray, st_len: np.ndarray, ext_local: np.ndarray,
+              exts: list[str]) -> np.ndarray:
+    """Rows whose stem or extension holds a newline (row numbers, ascending)."""
+    bad_ext = [i for i, e in enumerate(exts) if "\n" in e]
+    nl = np.flatnonzero(stems == 10) if stems.size else np.zeros(0, np.int64)
+    if not bad_ext and not nl.size:
+        return np.zeros(0, np.int64)
+    ends = np.cumsum(st_len)
+    rows = np.searchsorted(ends, nl, side="right")
+    if bad_ext:
+        rows = np.concatenate([rows, np.flatnonzero(np.isin(ext_local, bad_ext))])
+    return np.unique(rows)
+
+
+def scan_shard(path: str | os.PathLike[str], *, on_bad_name: str = "error") -> ShardScan:
+    """Scan one shard (regular members only); errors name the shard and the offset.
+
+    ``on_bad_name``: ``"error"`` (default) refuses a member whose basename holds a newline
+    (``FormatError`` naming shard, offset and name); ``"skip"`` leaves it out and lists it in
+    :attr:`ShardScan.skipped`.
+    """
+    _check_policy(on_bad_name)
     name = os.path.basename(os.fspath(path))
     strhash = _kernels.load("strhash")
     with MappedFile(path, fmt=FMT) as mf:
@@ -148,7 +191,31 @@ def scan_shard(path: str | os.PathLike[str]) -> ShardScan:
             stems = np.frombuffer(joined, np.uint8).copy()
             st_len = np.fromiter(map(len, stem_list), np.int64, n)
         exts = list(ext_id)
-    return ShardScan(hdr_off.copy(), size.copy(), stems, st_len.copy(), ext_local, exts)
+        skipped: list[tuple[int, bytes, str]] = []
+        bad = _bad_rows(stems, st_len, ext_local, exts)
+        if bad.size:
+            for i in bad.tolist():
+                full = bytes(buf[name_off[i] : name_off[i] + name_len[i]])
+                why = bad_name(full) or "newline in the basename"
+                if on_bad_name == "error":
+                    raise FormatError(describe(FMT, f"shard {name}", offset=int(hdr_off[i]),
+                                               detail=f"member name {full!r}: {why}; "
+                                               "on_bad_name='skip' leaves such members out"))
+                skipped.append((int(hdr_off[i]), full, why))
+            keep = np.ones(n, bool)
+            keep[bad] = False
+            stems = stems[np.repeat(keep, st_len)]
+            hdr_off, size, st_len = hdr_off[keep], size[keep], st_len[keep]
+            # extension ids again, in first-seen order over the members kept
+            old = ext_local[keep]
+            ids, first = np.unique(old, return_index=True)
+            ids = ids[np.argsort(first, kind="stable")]
+            remap = np.zeros(max(len(exts), 1), np.int64)
+            remap[ids] = np.arange(ids.size)
+            ext_local = remap[old]
+            exts = [exts[i] for i in ids.tolist()]
+    return ShardScan(hdr_off.copy(), size.copy(), stems, st_len.copy(), ext_local, exts,
+                     skipped)
 
 
 def _first_of_key(keyhash: np.ndarray) -> tuple[int, np.ndarray]:
@@ -223,7 +290,8 @@ def _workers(paths: list[Path], workers: int | None) -> int:
 
 def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str] | None = None,
           workers: int | None = None, show_progress: bool | None = None,
-          fsync: bool = True) -> Path:
+          fsync: bool = True, on_bad_name: str = "error",
+          skipped: list[tuple[str, int, bytes, str]] | None = None) -> Path:
     """Scan the shards of ``fold`` under ``root`` and write ``<root>/<fold>.taridx`` (atomically).
 
     Parameters
@@ -239,19 +307,33 @@ def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str
     fsync
         Make the index durable before returning (default); ``False`` still replaces it
         atomically but skips the two fsyncs (file, directory). See :func:`write_rows`.
+    on_bad_name
+        A member whose basename holds a newline cannot be indexed: ``"error"`` (default) fails
+        the build with a ``FormatError`` naming the shard, offset and name (nothing written);
+        ``"skip"`` leaves such members out.
+    skipped
+        A list to which each member left out is appended as ``(shard file name, header
+        offset, name bytes, reason)``.
 
     Returns the path written.
     """
+    _check_policy(on_bad_name)
     paths = shard_paths(root, fold)
     if not paths:
         raise FileNotFoundError(f"{FMT}: no shards {fold}_<id>.tar in {os.fspath(root)}")
     nw = _workers(paths, workers)
     bar = dict(total=len(paths), desc=f"index {fold}", unit="shard", show=show_progress)
+    def scan(p: Path) -> ShardScan:
+        return scan_shard(p, on_bad_name=on_bad_name)
+
     if nw == 1:
-        scans = list(progress((scan_shard(p) for p in paths), **bar))  # type: ignore[arg-type]
+        scans = list(progress((scan(p) for p in paths), **bar))  # type: ignore[arg-type]
     else:
         with concurrent.futures.ThreadPoolExecutor(nw) as pool:
-            scans = list(progress(pool.map(scan_shard, paths), **bar))  # type: ignore[arg-type]
+            scans = list(progress(pool.map(scan, paths), **bar))  # type: ignore[arg-type]
+    if skipped is not None:
+        for p, sc in zip(paths, scans, strict=True):
+            skipped.extend((p.name, off, nm, why) for off, nm, why in sc.skipped)
     rows, ext, crash, n_stems = fold_rows(scans)
     flags = FLAG_CONTIGUOUS if count_runs(rows["keyhash"], rows["crashid"]) == n_stems else 0
     target = Path(out) if out is not None else Path(root) / f"{fold}.taridx"
@@ -259,28 +341,150 @@ def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str
     return target
 
 
-def _header_size_ok(block: bytes, want: int) -> str | None:
-    ref = _kernels.load("tarscan", "reference")
-    if not any(block):
-        return "no header there (zero block)"
-    if not ref._checksum_ok(block):
-        return "header checksum mismatch"
-    t = block[156]
-    if t not in REGULAR_TYPES:
-        return f"typeflag {chr(t)!r} is not a regular file"
-    got = ref._number(block[124:136])
-    if want < 0o77777777777 and got != want:
-        return f"size field {got}, index says {want}"
+def _indexable_after(buf: np.ndarray, start: int) -> tuple[int, str] | None:
+    """The first member from ``start`` on that the builder would index (a regular file with a
+    name it can store), or a scan error there: ``(offset, what)``; ``None`` when there is none
+    (zero blocks, the end, or only directories, links and the like)."""
+    tail = buf[start:]
+    if not tail.size:
+        return None
+    tarscan = _kernels.load("tarscan")
+    cap = tail.size // BLOCK
+    outs = [np.empty(cap, np.int64) for _ in range(6)] + [np.empty(cap, np.uint8)]
+    count, code, where = tarscan.scan(tail, *outs, lanes=1)
+    hdr_off, _size, _po, _pl, name_off, name_len, tflag = outs
+    for k in range(count):
+        if tflag[k] in REGULAR_TYPES:
+            nm = bytes(tail[name_off[k] : name_off[k] + name_len[k]])
+            if bad_name(nm) is None:
+                return start + int(hdr_off[k]), f"member {nm.decode('utf-8', 'replace')!r}"
+    if code:
+        msg = _MESSAGES.get(code, (FormatError, f"scanner error {code}"))[1]
+        return start + int(where), msg
     return None
+
+
+def _stale_rows(index: object, rows: np.ndarray, path: Path, sample: int,
+                deep: bool) -> tuple[type[TenfoldError], str] | None:
+    """Why shard ``path`` no longer matches its ``rows`` (a structured subset), or ``None``:
+    ``(error class, reason)``."""
+    from .reader import Index
+
+    assert isinstance(index, Index)
+    fsize = path.stat().st_size
+    with MappedFile(path, fmt=FMT) as mf:
+        buf = mf.buffer()
+        if not len(rows):
+            found = _indexable_after(buf, 0)
+            if found is not None:
+                return IntegrityError, (f"has members but the index has no rows for it "
+                                        f"({found[1]} at offset {found[0]:#x})")
+            return None
+        ends = rows["offset"].astype(np.int64) + BLOCK + rows["size"].astype(np.int64)
+        last = int(ends.max())
+        if last > fsize:
+            return TruncatedError, f"size {fsize} is smaller than the indexed data end {last}"
+        if deep:
+            picks = np.arange(len(rows))
+        else:
+            picks = np.unique(np.linspace(0, len(rows) - 1,
+                                          min(sample, len(rows))).astype(np.int64))
+            picks = np.union1d(picks, [int(np.argmax(ends))])
+        err = _first_bad(index, rows[picks], buf)
+        if err is not None:
+            return type(err), str(err).removeprefix(f"{FMT}: ")
+        found = _indexable_after(buf, -(-last // BLOCK) * BLOCK)
+        if found is not None:
+            return IntegrityError, f"{found[1]} at offset {found[0]:#x} after the last indexed one"
+    return None
+
+
+def _first_bad(index: object, rows: np.ndarray, buf: np.ndarray) -> TenfoldError | None:
+    """The error of the first of ``rows`` (one shard's, in ``buf``) whose header does not name
+    its member, checksum included; one kernel pass (``RowCheck``), Python only for the rows it
+    flags (errors, non-ASCII names)."""
+    from .reader import Index
+
+    assert isinstance(index, Index)
+    m = len(rows)
+    if not m:
+        return None
+    cols = np.empty((m, 4), np.int64)  # offsets and sizes <= 2**62 (validate_rows)
+    cols[:, 0] = rows["offset"]
+    cols[:, 0] += BLOCK
+    cols[:, 1] = rows["size"]
+    cols[:, 2] = 0
+    cols[:, 3] = rows["extid"]
+    kh = np.array(rows["keyhash"], np.uint64)  # aligned copy
+    exts = tuple(e.encode("utf-8") for e in index.ext)
+    ts = _kernels.load("tarscan")
+    k = 0
+    while k < m:
+        bad = ts.RowCheck(cols, kh, np.array([k, m], np.int64), exts, True).sample(buf, 0, 0)
+        if bad < 0:
+            return None
+        r = rows[bad]
+        err = member_problem(buf, int(r["offset"]), int(r["size"]), int(r["keyhash"]),
+                             index.ext[int(r["extid"])], ext_b=exts[int(r["extid"])],
+                             checksum=True)
+        if err is not None:
+            return err
+        k = bad + 1  # a non-ASCII name the kernel leaves to Python, and it matched
+    return None
+
+
+def _changed_after(path: Path, index_mtime: int | None) -> bool:
+    if index_mtime is None:
+        return False
+    st = path.stat()
+    return max(st.st_mtime_ns, st.st_ctime_ns) > index_mtime
+
+
+def _index_mtime(index: object) -> int | None:
+    p = getattr(index, "path", None)
+    try:
+        return os.stat(p).st_mtime_ns if p is not None else None
+    except OSError:
+        return None
+
+
+def stale_shard(index: object, fid: int, path: str | os.PathLike[str], *,
+                sample: int = 8, deep: bool | None = None) -> TenfoldError | None:
+    """The error (not raised; ``TruncatedError`` when the shard is too short, else
+    ``IntegrityError``) saying why shard ``fid`` (the file at ``path``) no longer matches
+    ``index``, or ``None``.
+
+    See :func:`stale_shards`; ``deep=None`` checks every row when the shard's mtime or ctime is
+    newer than the index file, ``True`` always, ``False`` never (sampled rows only).
+    """
+    from .reader import Index
+
+    assert isinstance(index, Index)
+    index.validate_rows()
+    path = Path(path)
+    rows = index.rows[np.flatnonzero(index.column("fid") == fid)] if index.n_rows else \
+        index.rows[:0]
+    if deep is None:
+        deep = _changed_after(path, _index_mtime(index))
+    got = _stale_rows(index, rows, path, sample, deep)
+    if got is None:
+        return None
+    cls, why = got
+    return cls(describe(FMT, f"shard {path.name}", detail=f"changed since {index.name} was "
+                        f"built: {why}"))
 
 
 def stale_shards(index: object, root: str | os.PathLike[str], fold: str, *,
                  sample: int = 8) -> dict[str, str]:
     """Shards that changed since ``index`` was built: ``{shard file name: reason}``.
 
-    Checks every shard exists, holds every indexed member (size), has no member after the last
-    indexed one, and re-reads up to ``sample`` header blocks per shard (first, last and evenly
-    spaced rows): checksum, typeflag and size must match the rows. ``{}`` means up to date.
+    Checks every shard exists and holds every indexed member (size), re-reads up to ``sample``
+    header blocks per shard (first, last and evenly spaced rows; every row of a shard whose
+    mtime or ctime is newer than the index file) and checks each still names its row's member
+    (valid regular-file header, name giving the row's stem hash and extension, size; see
+    :mod:`tenfold.taridx._members`), and that no member the builder would index follows the
+    last indexed one. A swapped, renamed-over or rewritten shard is reported. ``{}`` means up
+    to date.
     """
     from .reader import Index
 
@@ -294,33 +498,11 @@ def stale_shards(index: object, root: str | os.PathLike[str], fold: str, *,
         problems[f"{fold} fid {missing}"] = "shard missing (the index has rows for it)"
     order = np.argsort(fids, kind="stable") if index.n_rows else np.zeros(0, np.int64)
     bounds = np.searchsorted(fids[order], np.arange(len(paths) + 1)) if index.n_rows else None
+    index_mtime = _index_mtime(index)
     for fid, path in enumerate(paths):
-        fsize = path.stat().st_size
-        if bounds is None or bounds[fid] == bounds[fid + 1]:
-            with open(path, "rb") as f:
-                head = f.read(BLOCK)
-            if len(head) == BLOCK and any(head):
-                problems[path.name] = "has members but the index has no rows for it"
-            continue
-        sel = order[bounds[fid] : bounds[fid + 1]]
-        rows = index.rows[sel]
-        ends = rows["offset"].astype(np.int64) + BLOCK + rows["size"].astype(np.int64)
-        last = int(ends.max())
-        if last > fsize:
-            problems[path.name] = f"size {fsize} is smaller than the indexed data end {last}"
-            continue
-        picks = np.unique(np.linspace(0, len(rows) - 1, min(sample, len(rows))).astype(np.int64))
-        picks = np.union1d(picks, [int(np.argmax(ends))])
-        with open(path, "rb") as f:
-            for k in picks.tolist():
-                off = int(rows["offset"][k])
-                why = _header_size_ok(os.pread(f.fileno(), BLOCK, off), int(rows["size"][k]))
-                if why is not None:
-                    problems[path.name] = f"header at offset {off:#x}: {why}"
-                    break
-            else:
-                after = -(-last // BLOCK) * BLOCK
-                blk = os.pread(f.fileno(), BLOCK, after) if after + BLOCK <= fsize else b""
-                if any(blk):
-                    problems[path.name] = f"member at offset {after:#x} after the last indexed one"
+        sel = order[bounds[fid] : bounds[fid + 1]] if bounds is not None else order[:0]
+        got = _stale_rows(index, index.rows[sel], path, sample,
+                          _changed_after(path, index_mtime))
+        if got is not None:
+            problems[path.name] = got[1]
     return problems

@@ -25,11 +25,13 @@ from typing import Any
 
 import numpy as np
 
+from .. import _kernels
 from ..core.mapped import MappedFile
 from ..core.optional import require
 from ..errors import TruncatedError, describe
+from ._members import member_problem
 from ._spec import BLOCK, FMT
-from .build import shard_paths
+from .build import shard_paths, stale_shard
 from .reader import Index
 
 __all__ = ["Dataset", "EpochSampler", "epoch_order"]
@@ -72,6 +74,17 @@ class Dataset:
         Most shards kept open per process.
     storage_options
         Passed to fsspec for remote roots.
+    verify_headers
+        Before returning a payload, check that the tar header block in front of it names the
+        member the row claims (name, extension, size; see :mod:`tenfold.taridx._members`): a
+        shard swapped, replaced or edited since indexing, or a corrupt row, is an
+        ``IntegrityError`` naming the shard and offset instead of another sample's bytes.
+        ``False`` skips it (and trusts the index and the shards).
+
+    A local shard whose mtime or ctime is newer than the index file is re-checked against the
+    index when it is opened (sampled headers with their names, its size, members after the last
+    indexed one; see :func:`stale_shards`), once per process: a changed shard is an
+    ``IntegrityError`` before any of its bytes are returned.
     """
 
     def __init__(self, root: str | os.PathLike[str], fold: str,
@@ -79,7 +92,8 @@ class Dataset:
                  decoders: Mapping[str, Callable[[Any], Any]] | None = None, *,
                  index: str | os.PathLike[str] | None = None,
                  shards: Sequence[str] | None = None, max_open: int = 32,
-                 storage_options: Mapping[str, Any] | None = None) -> None:
+                 storage_options: Mapping[str, Any] | None = None,
+                 verify_headers: bool = True) -> None:
         self.root = os.fspath(root).rstrip("/") if _is_url(os.fspath(root)) else os.fspath(root)
         self.fold = fold
         self.extensions = None if extensions is None else [e.lower() for e in extensions]
@@ -88,6 +102,7 @@ class Dataset:
         self.index_path = os.fspath(index) if index is not None else self._join(f"{fold}.taridx")
         self.max_open = max(1, int(max_open))
         self.storage_options = dict(storage_options or {})
+        self.verify_headers = bool(verify_headers)
         self._reset()
         self.shards = list(shards) if shards is not None else self._list_shards()
         idx = self._index()
@@ -108,6 +123,13 @@ class Dataset:
             collections.OrderedDict())
         self._cols: np.ndarray | None = None
         self._last: tuple[int, memoryview | None] = (-1, None)
+        self._checked: dict[int, tuple[int, int, int, int]] = {}
+        self._index_mtime: int | None = None
+        self._check: Any = None
+        self._check_sample: Any = None
+        self._rows_of: Any = None
+        #: item fid: the open shard's buffer or None (the kernel reads it)
+        self._mvs: list[memoryview | None] = []
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -161,10 +183,25 @@ class Dataset:
             cols[:, 2] = self._rows["fid"]
             cols[:, 3] = self._rows["extid"]
             self._cols = cols
+            self._mvs = [None] * len(self.shards)
+            self._kh = np.array(self._rows["keyhash"], np.uint64)  # aligned copy
             self._idx = idx
             self._ext_names = idx.ext
+            self._ext_b = [e.encode("utf-8") for e in idx.ext]
+            ts = _kernels.load("tarscan")
+            self._check = ts.check_member if self.verify_headers else None
+            self._index_mtime = (None if self.remote or _is_url(self.index_path)
+                                 else os.stat(self.index_path).st_mtime_ns)
             want = self.extensions
             self._wanted = [want is None or e in want for e in idx.ext]
+            ext_check = tuple(b if w else None
+                              for b, w in zip(self._ext_b, self._wanted, strict=True))
+            # the hot path: a sample's rows listed, and checked in the shards already open, by
+            # one kernel call; rows in a shard opened for them by one more call
+            rc = ts.RowCheck(cols, self._kh, s.starts, ext_check)
+            self._rows_of = rc.rows
+            self._check_sample = rc.sample if self.verify_headers and not self.remote else None
+            self._mismatch = ts.HeaderMismatch
         return self._idx
 
     @property
@@ -179,14 +216,38 @@ class Dataset:
             self._open.move_to_end(fid)
             self._last = (fid, hit[1])
             return hit[1]
-        mf = MappedFile(self._join(self.shards[fid]), fmt=FMT)
+        path = self._join(self.shards[fid])
+        mf = MappedFile(path, fmt=FMT)
+        try:
+            self._check_shard(fid, path)
+        except BaseException:
+            mf.close()
+            raise
         mv = mf.buffer().data
         self._open[fid] = (mf, mv)
+        self._mvs[fid] = mv
         self._last = (fid, mv)
         while len(self._open) > self.max_open:
-            _, (old, _mv) = self._open.popitem(last=False)
+            old_fid, (old, _mv) = self._open.popitem(last=False)
+            self._mvs[old_fid] = None
             old.close()
         return mv
+
+    def _check_shard(self, fid: int, path: str) -> None:
+        """A shard changed after the index was written (mtime or ctime newer) is checked
+        against the index once per process (per inode, size and times)."""
+        if self._index_mtime is None:
+            return
+        st = os.stat(path)
+        key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        if self._checked.get(fid) == key or max(st.st_mtime_ns, st.st_ctime_ns) <= \
+                self._index_mtime:
+            return
+        idx = self._index()
+        err = stale_shard(idx, fid, path, deep=False)  # the reads check every other header
+        if err is not None:
+            raise type(err)(f"{err}; rebuild the index (tenfold index build)")
+        self._checked[fid] = key
 
     @property
     def open_shards(self) -> int:
@@ -218,30 +279,47 @@ class Dataset:
             got=off + BLOCK + size))
 
     def __getitem__(self, i: int) -> dict[str, Any]:
-        cols = self._cols
-        if cols is None:
+        rows_of = self._rows_of
+        if rows_of is None:
             self._index()
-            cols = self._cols
-            assert cols is not None
+            rows_of = self._rows_of
         n = self._len
         i = operator.index(i)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError(f"sample {i} out of range for a fold of {n}")
-        st = self._starts
-        assert st is not None
-        recs = cols[st[i] : st[i + 1]].tolist()
         if self.remote:
-            return self._remote(recs)
+            return self._remote(rows_of(i, None), i)
         names, wanted = self._ext_names, self._wanted
+        check = self._check_sample
+        mvs = self._mvs
+        if check is not None:
+            # listed, and checked in the shards already open, in one call
+            try:
+                recs = rows_of(i, mvs)
+            except self._mismatch:
+                for fid in {r[2] for r in rows_of(i, None)}:
+                    if mvs[fid] is not None:  # raises, unless a non-ASCII name matched
+                        self._verify_rows(mvs[fid], i, fid)  # type: ignore[arg-type]
+                recs = rows_of(i, None)
+        else:
+            recs = rows_of(i, None)
+        last_fid, mv = self._last
         out: dict[str, Any] = {}
         for start, size, fid, extid in recs:
             if not wanted[extid]:
                 continue
-            last_fid, mv = self._last
             if fid != last_fid or mv is None:
-                mv = self._shard(fid)
+                mv = mvs[fid]
+                if mv is None:
+                    mv = self._shard(fid)
+                    if check is not None and check(mv, i, fid) >= 0:
+                        self._verify_rows(mv, i, fid)  # its rows were not checked above
+                else:
+                    self._open.move_to_end(fid)
+                    self._last = (fid, mv)
+                last_fid = fid
             end = start + size
             if end > len(mv):
                 raise self._past_end(fid, start - BLOCK, size, len(mv))
@@ -252,27 +330,72 @@ class Dataset:
                     out[ext] = fn(out[ext])
         return out
 
-    def _remote(self, recs: list[list[int]]) -> dict[str, Any]:
+    def _verify_rows(self, mv: memoryview, i: int, fid: int) -> None:
+        """The kernel's quick answer for sample ``i``'s rows in shard ``fid`` was not "yes" for
+        one of them: raise the error of the first that does not name its member (non-ASCII
+        names are compared here, as the builder decodes them)."""
+        assert self._cols is not None and self._starts is not None
+        a, b = int(self._starts[i]), int(self._starts[i + 1])
+        for (start, size, f, extid), keyhash in zip(self._cols[a:b].tolist(),
+                                                    self._kh[a:b].tolist(), strict=True):
+            if f != fid or not self._wanted[extid]:
+                continue
+            err = member_problem(mv, start - BLOCK, size, keyhash, self._ext_names[extid],
+                                 shard=self.shards[fid], ext_b=self._ext_b[extid])
+            if err is not None:
+                raise err
+
+    def _remote(self, recs: list[list[int]], i: int) -> dict[str, Any]:
         fs = self._filesystem()
         names, wanted = self._ext_names, self._wanted
+        assert self._starts is not None
+        a = int(self._starts[i])
         by_fid: dict[int, list[list[int]]] = {}
-        for r in recs:
+        for r, keyhash in zip(recs, self._kh[a : a + len(recs)].tolist(), strict=True):
             if wanted[r[3]]:
-                by_fid.setdefault(r[2], []).append(r)
+                by_fid.setdefault(r[2], []).append([*r, keyhash])
         out: dict[str, Any] = {}
+        check = self._check
         for fid, rs in by_fid.items():
-            lo = min(r[0] for r in rs)
+            # from the first header (checked with its payload) to the last payload's end
+            lo = min(r[0] for r in rs) - (BLOCK if check is not None else 0)
             hi = max(r[0] + r[1] for r in rs)
-            data = memoryview(fs.cat_file(self._join(self.shards[fid]), start=lo, end=hi))
-            for start, size, _fid, extid in rs:
+            url = self._join(self.shards[fid])
+            data = memoryview(fs.cat_file(url, start=lo, end=hi))
+            for start, size, _fid, extid, keyhash in rs:
                 a = start - lo
                 if a + size > len(data):
                     raise self._past_end(fid, start - BLOCK, size, lo + len(data))
+                if check is not None and check(data, a - BLOCK, size, keyhash,
+                                               self._ext_b[extid]):
+                    self._verify_remote(url, data, lo, fid, start - BLOCK, size, keyhash, extid)
                 out[names[extid]] = data[a : a + size]
         for ext, fn in self.decoders.items():
             if ext in out:
                 out[ext] = fn(out[ext])
         return out
+
+    def _verify_remote(self, url: str, data: memoryview, lo: int, fid: int, offset: int,
+                       size: int, keyhash: int, extid: int) -> None:
+        """The fetched range starts at the first header: a member named by extended headers
+        before it needs those too. Fetch a window before the header (16 KiB, then the
+        kernel's whole look-back) and check again."""
+        err = member_problem(data, offset, size, keyhash, self._ext_names[extid],
+                             shard=self.shards[fid], ext_b=self._ext_b[extid], base=lo)
+        if err is None:
+            return
+        fs = self._filesystem()
+        for back in (16 << 10, int(_kernels.load("tarscan").LOOKBACK)):
+            start = max(0, offset - back)
+            if start >= lo:
+                break
+            win = memoryview(fs.cat_file(url, start=start, end=offset + BLOCK + size))
+            err = member_problem(win, offset, size, keyhash, self._ext_names[extid],
+                                 shard=self.shards[fid], ext_b=self._ext_b[extid], base=start)
+            if err is None or start == 0:
+                break
+        if err is not None:
+            raise err
 
     def get(self, stem: str) -> dict[str, Any]:
         """The sample named ``stem`` (``KeyError`` when the fold has none)."""
