@@ -66,10 +66,13 @@ def load(
         if chunk is None and not names:
             raise UnsupportedError(f"fold: {source}: no tensor chunk (STEN or NPZ0) to load")
         out: dict[str, np.ndarray] = {}
+        budget = r.limits.budget()  # one for the whole call
         for name in names:
-            arrays = r.read_state_dict(name)
+            arrays = r.read_state_dict(name, budget=budget)
             for k, v in arrays.items():
                 key = k if len(names) == 1 else f"{name}/{k}"
+                if copy:
+                    budget.take(getattr(v, "nbytes", 0), "fold", f"chunk {name!r} array {k!r}")
                 out[key] = np.array(v) if copy else v
         return out
 
