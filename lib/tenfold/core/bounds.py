@@ -34,12 +34,12 @@ MAX_ARRAY_BYTES = (1 << 63) - 1
 
 
 def _default_decode_budget() -> int:
-    """Half the physical memory, at least 1 GiB (16 GiB when the size is unknown)."""
+    """Half the physical memory, within [1 GiB, 64 GiB] (16 GiB when the size is unknown)."""
     try:
         ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return 16 << 30
-    return max(1 << 30, ram // 2) if ram > 0 else 16 << 30
+    return min(max(1 << 30, ram // 2), 64 << 30) if ram > 0 else 16 << 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -62,8 +62,8 @@ class Limits:
         allocate for decoded or copied data, summed over every object it produces: a small file
         whose members each pass ``max_decoded_bytes`` cannot add up to more than this.
         Zero-copy views of the file cost nothing. Verification checks one object at a time,
-        so there it bounds each object. Default: half the machine's physical memory (at least
-        1 GiB).
+        so there it bounds each object. Default: half the machine's physical memory, at least
+        1 GiB and at most 64 GiB (16 GiB where the memory size is unknown).
     """
 
     max_index_bytes: int = 256 << 20

@@ -22,7 +22,7 @@ from ..core import jsonio
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ..core.checksums import crc32c, sha256_hex
-from ..core.compression import zstd_decompress_into
+from ..core.compression import zstd_content_size, zstd_decompress_into
 from ..core.mapped import MappedFile
 from ..errors import (
     FormatError,
@@ -757,6 +757,19 @@ class Reader:
                     detail="above MAX_CHUNK_SIZE",
                     expected=f"<= {MAX_CHUNK_SIZE}",
                     got=c.uncomp_len,
+                )
+            )
+        declared = zstd_content_size(comp)
+        if declared is not None and declared != c.uncomp_len:  # refuse before allocating
+            raise IntegrityError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.payload_offset,
+                    field="zstd content size",
+                    detail="differs from uncomp_len",
+                    expected=c.uncomp_len,
+                    got=declared,
                 )
             )
         out = empty(

@@ -156,7 +156,16 @@ def _read_member(
     budget: Budget,
 ) -> np.ndarray:
     with zf.open(info) as f:
-        shape, fortran, dtype = _npy_header(f, fmt, where)
+        try:
+            shape, fortran, dtype = _npy_header(f, fmt, where)
+        except TenfoldError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - numpy parses the header text with ast and
+            # tokenize, which raise many kinds (TokenError, SyntaxError, RecursionError...)
+            raise FormatError(
+                describe(fmt, where, offset=info.header_offset, field="npy header",
+                         detail=f"unreadable: {type(exc).__name__}: {exc}"[:300])
+            ) from None
         if dtype.hasobject:
             raise FormatError(describe(fmt, where, detail="object array (needs pickle)"))
         if dtype.subdtype is not None:

@@ -451,6 +451,18 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
     _blob(what, "values" if layout != "dense" else "data", offset, size, index_start)
 
     itemsize = np_dtype.itemsize
+    if layout != "dense" and not shape:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="shape",
+                detail=f"{layout} layout needs at least one dimension",
+                expected=">= 1 dims",
+                got=[],
+            )
+        )
     sparse_format = None
     nnz = None
     components: dict[str, Blob] = {}

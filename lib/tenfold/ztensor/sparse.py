@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, describe
+from ..errors import FormatError, UnsupportedError, describe
 from ._spec import FMT
 
 __all__ = ["SparseTensor", "check_csr", "check_coo", "to_result", "from_input"]
@@ -163,7 +163,17 @@ def to_result(t: SparseTensor, mode: str) -> Any:
         if mode == "scipy":
             raise
         return t
-    return t.to_scipy()
+    try:
+        return t.to_scipy()
+    except (TypeError, ValueError) as exc:  # a structure SciPy has no type for
+        raise UnsupportedError(
+            describe(
+                FMT,
+                "sparse tensor",
+                detail=f"{t.format} {list(t.shape)} has no SciPy form ({exc}); read it with "
+                "sparse='raw'",
+            )
+        ) from None
 
 
 def from_input(value: Any) -> SparseTensor | None:
