@@ -72,7 +72,7 @@ def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
     base = os.path.basename(path)
     pattern = temp_pattern(base)
     prefix = f".{base}."
-    removed = []
+    removed: list[str] = []
     try:
         entries = list(os.scandir(directory))
     except OSError:
