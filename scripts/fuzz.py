@@ -178,6 +178,8 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
     add("npz", "deflated", p)
 
     try:
+        if os.environ.get("TENFOLD_FUZZ_TORCH", "1") != "1":
+            raise ImportError("torch seeds disabled")
         import torch
 
         from tenfold.fold import _payloads

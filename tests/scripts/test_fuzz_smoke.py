@@ -41,22 +41,32 @@ def test_fuzz_briefly_finds_nothing(tmp_path):
 
 
 @pytest.mark.fuzz
-def test_fuzz_reports_a_finding_with_a_reproducer(tmp_path):
-    # the harness itself: a reader that raises something else must be reported
+@pytest.mark.parametrize(
+    ("plant", "outcome", "exc"),
+    [
+        ("raise KeyError('planted')", "other", "KeyError"),
+        ("raise MemoryError", "memory", "MemoryError"),
+        ("os.kill(os.getpid(), signal.SIGSEGV)", "signal", "SIGSEGV"),
+        ("time.sleep(60)", "timeout", "> 3.0s"),
+    ],
+)
+def test_fuzz_reports_each_kind_of_finding_with_a_reproducer(tmp_path, plant, outcome, exc):
+    # the harness itself: a reader that fails in each way must be reported, not counted as ok
     out = tmp_path / "findings"
     code = (
-        "import runpy, sys, tenfold.interop.npz as n\n"
-        "def boom(*a, **k): raise KeyError('planted')\n"
+        "import os, runpy, signal, sys, time, tenfold.interop.npz as n\n"
+        f"def boom(*a, **k):\n    {plant}\n"
         "n.parse_npz = boom\n"
-        f"sys.argv = ['fuzz.py', '--cases', '2', '--seed', '1', '--format', 'npz', "
-        f"'--out', {str(out)!r}, '--subprocess-rate', '0']\n"
+        f"sys.argv = ['fuzz.py', '--cases', '1', '--seed', '1', '--format', 'npz', "
+        f"'--out', {str(out)!r}, '--subprocess-rate', '0', '--timeout', '3']\n"
         f"runpy.run_path({str(FUZZ)!r}, run_name='__main__')\n"
     )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TENFOLD_FUZZ_TORCH": "0"}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=240, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+                          timeout=240, env=env)
     assert proc.returncode == 1, proc.stdout + proc.stderr
     summary = json.loads((out / "summary.json").read_text())
     found = summary["findings"]
-    assert found and found[0]["outcome"] == "other" and found[0]["exc"] == "KeyError"
+    assert found and found[0]["outcome"] == outcome and found[0]["exc"] == exc, found
     d = out / found[0]["id"]
     assert (d / "case.npz").exists() and json.loads((d / "finding.json").read_text())["replay"]
