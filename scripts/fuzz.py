@@ -192,6 +192,13 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
     except ImportError:
         pass
 
+    if os.environ.get("TENFOLD_FUZZ_BOMB", "1") == "1":
+        p = d / "npz_bomb.fold"  # the review's case: two 1 GiB zero members in a few MB
+        with fold.Writer(p, compress=None, created_at_unix=1.0) as w:
+            w.add_chunk("arrays", "NPZ0", zero_bomb_npz(2, 1 << 30))
+            w.finalize()
+        add("fold", "npz_bomb", p)
+
     # the conformance vectors (valid and damaged files from the reference implementations)
     roots = [Path(__file__).resolve().parents[1] / "tests" / "conformance"]
     if os.environ.get("TENFOLD_SHARED"):
@@ -213,6 +220,37 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
                       {"k": "v"})
     add("safetensors", "basic", p)
     return dict(seeds)
+
+
+def zero_bomb_npz(members: int, size: int) -> bytes:
+    """An .npz of ``members`` uint8 arrays of ``size`` bytes (.npy header included) of zeros,
+    deflated once and stored under every name (a few MB for GiBs)."""
+    import zlib
+
+    head = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        head, {"descr": "|u1", "fortran_order": False, "shape": (size - 128,)}
+    )
+    assert head.tell() == 128
+    comp = zlib.compressobj(1, zlib.DEFLATED, -15)
+    piece = bytes(16 << 20)
+    parts, crc, left = [comp.compress(head.getvalue())], zlib.crc32(head.getvalue()), size - 128
+    while left:
+        n = min(left, len(piece))
+        parts.append(comp.compress(piece[:n]))
+        crc = zlib.crc32(piece[:n], crc)
+        left -= n
+    parts.append(comp.flush())
+    data = b"".join(parts)
+    out, central = bytearray(), bytearray()
+    for i in range(members):
+        name = f"m{i}.npy".encode()
+        fields = struct.pack("<HHHHHIII", 20, 0, 8, 0, 0x21, crc, len(data), size)
+        central += b"PK\x01\x02" + struct.pack("<H", 20) + fields + struct.pack(
+            "<HHHHHII", len(name), 0, 0, 0, 0, 0, len(out)) + name
+        out += b"PK\x03\x04" + fields + struct.pack("<HH", len(name), 0) + name + data
+    eocd = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, members, members, len(central), len(out), 0)
+    return bytes(out + central + eocd)
 
 
 # ------------------------------------------------------------------------------------------
@@ -461,6 +499,8 @@ def mut_npz(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         try:
             zin = zipfile.ZipFile(io.BytesIO(data))
             names = zin.namelist()
+            if sum(i.file_size for i in zin.infolist()) > 1 << 26:  # a bomb: lie in its directory
+                return mut_generic(data, rng)
             members = {n: zin.read(n) for n in names}
         except Exception:  # noqa: BLE001 - seed already damaged
             return mut_generic(data, rng)

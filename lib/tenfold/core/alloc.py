@@ -16,7 +16,7 @@ import numpy as np
 from ..errors import LimitError, describe
 from .bounds import Budget, checked_numel
 
-__all__ = ["empty", "nbytes_of"]
+__all__ = ["empty", "copy", "nbytes_of"]
 
 
 def nbytes_of(shape: Any, dtype: Any, *, fmt: str, what: str, offset: int | None = None) -> int:
@@ -57,3 +57,12 @@ def empty(
                 got=f"{n} bytes",
             )
         ) from None
+
+
+def copy(
+    arr: np.ndarray, *, fmt: str, what: str, offset: int | None = None, budget: Budget | None = None
+) -> np.ndarray:
+    """An owned, writable C-contiguous copy of ``arr``, allocated as :func:`empty` does."""
+    out = empty(arr.shape, arr.dtype, fmt=fmt, what=what, offset=offset, budget=budget)
+    np.copyto(out, arr)
+    return out

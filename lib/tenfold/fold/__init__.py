@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import alloc
 from ..errors import UnsupportedError
 from ._spec import MAX_CHUNK_SIZE, MAX_INDEX_SIZE
 from .reader import ChunkInfo, FoldWarning, Reader
@@ -71,9 +72,10 @@ def load(
             arrays = r.read_state_dict(name, budget=budget)
             for k, v in arrays.items():
                 key = k if len(names) == 1 else f"{name}/{k}"
-                if copy:
-                    budget.take(getattr(v, "nbytes", 0), "fold", f"chunk {name!r} array {k!r}")
-                out[key] = np.array(v) if copy else v
+                if copy and isinstance(v, np.ndarray):
+                    v = alloc.copy(v, fmt="fold", what=f"chunk {name!r} array {k!r}",
+                                   budget=budget)
+                out[key] = v
         return out
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from ..core import jsonio
+from ..core.alloc import copy as alloc_copy
 from ..core.atomic import atomic_write
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, checked_numel
 from ..core.buffers import byte_view
@@ -179,9 +180,9 @@ def parse(
             )
         spans.append((b, end, name))
         view = data[b:end].view(dt).reshape(shape) if numel else np.empty(shape, dt)
-        if copy and budget is not None:
-            budget.take(view.nbytes, fmt, where, offset=offset + start + b)
-        out[name] = np.array(view) if copy else view
+        if copy:
+            view = alloc_copy(view, fmt=fmt, what=where, offset=offset + start + b, budget=budget)
+        out[name] = view
     spans.sort()
     for (_b0, e0, n0), (b1, _e1, n1) in zip(spans, spans[1:], strict=False):
         if b1 < e0:

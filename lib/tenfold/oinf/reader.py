@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _kernels
+from ..core.alloc import copy as alloc_copy
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ..core.mapped import MappedFile
@@ -273,13 +274,10 @@ class OinfReader:
         obj = f"tensor {tname!r}"
         if packed:
             out = self._mf.u8(off, nbytes, obj)
-            if copy:
-                budget.take(out.nbytes, S.FMT, obj, offset=off)
-            return out.copy() if copy else out
+            return alloc_copy(out, fmt=S.FMT, what=obj, offset=off, budget=budget) if copy else out
         arr = decode_payload(self._mf, obj, tag, shape, off, nbytes, self.limits, budget)
         if copy and not arr.flags.owndata:
-            budget.take(arr.nbytes, S.FMT, obj, offset=off)
-            return arr.copy()
+            return alloc_copy(arr, fmt=S.FMT, what=obj, offset=off, budget=budget)
         return arr
 
     def load(self, copy: bool = False) -> dict[str, np.ndarray]:
