@@ -209,3 +209,15 @@ def test_zip_stored_bomb_in_plain_npz_file(tmp_path):
         read_npz(p)
     with zipfile.ZipFile(p) as z:  # the lie is in the directory only
         assert z.infolist()[0].file_size == 2**31
+
+
+def test_copies_beyond_memory_are_limit_errors(tmp_path):
+    # fold.load(copy=True) copied every array with np.array: MemoryError under a memory cap
+    n = 200 << 20
+    payload = _payloads.npz_bytes({"a": np.zeros(n, np.uint8)}, compressed=True)
+    p = _fold(tmp_path / "big.fold", [("arrays", "NPZ0", payload)])
+    proc = _capped(f"tenfold.fold.load({str(p)!r}, copy=True)", extra_mb=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.startswith("LimitError") and "array 'a'" in proc.stdout, proc.stdout
+    proc = _capped(f"print(tenfold.fold.load({str(p)!r})['a'].size)", extra_mb=300)
+    assert proc.stdout.strip() == str(n), proc.stdout + proc.stderr
