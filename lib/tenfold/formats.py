@@ -79,7 +79,9 @@ def detect(path: str | os.PathLike[str]) -> str:
 
     Raises :class:`FormatError` when no known format matches.
     """
-    with open(path, "rb") as f:
+    from .core.mapped import open_regular  # never blocks on a FIFO; refuses non-files
+
+    with os.fdopen(open_regular(path), "rb") as f:
         head = f.read(SNIFF_BYTES)
     info = detect_bytes(head)
     if info is None:

@@ -1,8 +1,9 @@
 """Allocation of output buffers sized by file fields, failing as a tenfold error.
 
 A size read from a file has already been checked against :class:`~tenfold.core.Limits`; this
-turns the remaining failure (the limit is above what the machine can give) into a
-:class:`~tenfold.errors.LimitError` instead of a bare ``MemoryError``. Buffers come from
+charges it to the call's :class:`~tenfold.core.bounds.Budget` (when one is given) *before*
+allocating, and turns the remaining failure (the limit is above what the machine can give)
+into a :class:`~tenfold.errors.LimitError` instead of a bare ``MemoryError``. Buffers come from
 ``np.empty``: pages are only committed when written, so an honest size costs what it decodes.
 """
 
@@ -13,19 +14,38 @@ from typing import Any
 import numpy as np
 
 from ..errors import LimitError, describe
+from .bounds import Budget, checked_numel
 
-__all__ = ["empty"]
+__all__ = ["empty", "copy", "nbytes_of"]
 
 
-def empty(shape: Any, dtype: Any, *, fmt: str, what: str, offset: int | None = None) -> np.ndarray:
-    """``np.empty(shape, dtype)``, or a LimitError naming the object when memory is short."""
+def nbytes_of(shape: Any, dtype: Any, *, fmt: str, what: str, offset: int | None = None) -> int:
+    """Bytes of an array of ``shape`` and ``dtype``, the shape checked as every reader does."""
+    dt = np.dtype(dtype)
+    dims = shape if isinstance(shape, (tuple, list)) else (shape,)
+    dims = [int(d) if isinstance(d, np.integer) else d for d in dims]
+    return checked_numel(fmt, what, dims, itemsize=dt.itemsize, offset=offset) * dt.itemsize
+
+
+def empty(
+    shape: Any,
+    dtype: Any,
+    *,
+    fmt: str,
+    what: str,
+    offset: int | None = None,
+    budget: Budget | None = None,
+) -> np.ndarray:
+    """``np.empty(shape, dtype)`` charged to ``budget``, or a LimitError naming the object
+    when the budget or the machine cannot give it."""
+    n = nbytes_of(shape, dtype, fmt=fmt, what=what, offset=offset)
+    if budget is not None:
+        budget.take(n, fmt, what, offset=offset)
     try:
         return np.empty(shape, dtype=dtype)
     except (MemoryError, ValueError) as exc:
-        dt = np.dtype(dtype)
-        n = dt.itemsize
-        for d in shape if isinstance(shape, tuple) else (shape,):
-            n *= int(d)
+        if budget is not None:
+            budget.used -= n
         raise LimitError(
             describe(
                 fmt,
@@ -37,3 +57,12 @@ def empty(shape: Any, dtype: Any, *, fmt: str, what: str, offset: int | None = N
                 got=f"{n} bytes",
             )
         ) from None
+
+
+def copy(
+    arr: np.ndarray, *, fmt: str, what: str, offset: int | None = None, budget: Budget | None = None
+) -> np.ndarray:
+    """An owned, writable C-contiguous copy of ``arr``, allocated as :func:`empty` does."""
+    out = empty(arr.shape, arr.dtype, fmt=fmt, what=what, offset=offset, budget=budget)
+    np.copyto(out, arr)
+    return out

@@ -4,6 +4,13 @@
 fsyncs it, then renames it over the destination (and fsyncs the directory). If anything fails
 before the rename, the temporary file is removed and the previous file is untouched: no reader
 ever sees a half-written file under the final name.
+
+A writer killed outright (SIGKILL, power loss) cannot remove its temporary file, so the name
+says whose it is: ``.<dest name>.<pid>.<random>.tmp``, and the writer holds an advisory
+``flock`` on it until the rename. When a write to the same destination starts, temporary files
+of that destination whose process is gone (the pid no longer exists and nobody holds the
+lock) are removed. Files of other destinations, files not following the pattern and files of
+live writers are never touched.
 """
 
 from __future__ import annotations
@@ -11,10 +18,83 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 
-__all__ = ["atomic_write"]
+try:
+    import fcntl
+except ImportError:  # pragma: no cover - not POSIX
+    fcntl = None  # type: ignore[assignment]
+
+__all__ = ["atomic_write", "remove_stale_temps", "temp_pattern"]
+
+
+def temp_pattern(base: str) -> re.Pattern[str]:
+    """The names :func:`atomic_write` gives temporary files of a destination named ``base``."""
+    return re.compile(rf"\.{re.escape(base)}\.([0-9]+)\.[a-z0-9_]+\.tmp")
+
+
+def _pid_alive(pid: int) -> bool:
+    if pid <= 0:
+        return True  # not a pid we could have written: leave it alone
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError, OSError):
+        return True
+    return True
+
+
+def _unlocked(path: str) -> bool:
+    """True when nobody holds the writer's lock on ``path`` (always True without flock)."""
+    if fcntl is None:
+        return True
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
+                     | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return False
+    finally:
+        os.close(fd)
+    return True
+
+
+def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
+    """Remove the temporary files a dead writer left for destination ``path``; return them."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    base = os.path.basename(path)
+    pattern = temp_pattern(base)
+    prefix = f".{base}."
+    removed: list[str] = []
+    try:
+        entries = list(os.scandir(directory))
+    except OSError:
+        return removed
+    for entry in entries:
+        name = entry.name
+        if not name.startswith(prefix):
+            continue
+        m = pattern.fullmatch(name)
+        if m is None or _pid_alive(int(m.group(1))):
+            continue
+        try:
+            if not entry.is_file(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        full = os.path.join(directory, name)
+        if _unlocked(full):
+            with contextlib.suppress(OSError):
+                os.unlink(full)
+                removed.append(full)
+    return removed
 
 
 @contextlib.contextmanager
@@ -33,10 +113,17 @@ def atomic_write(
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
+    remove_stale_temps(path)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{base}.", suffix=".tmp", dir=directory)
+        fd, tmp = tempfile.mkstemp(prefix=f".{base}.{os.getpid()}.", suffix=".tmp", dir=directory)
     except OSError as exc:
         raise _naming(exc, path) from None
+    lock_fd = -1
+    if fcntl is not None:
+        # The lock lives on a duplicate so that it lasts until after the rename.
+        with contextlib.suppress(OSError):
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            lock_fd = os.dup(fd)
     try:
         with os.fdopen(fd, "wb") as f:
             yield f  # type: ignore[misc]
@@ -55,6 +142,9 @@ def atomic_write(
         if isinstance(exc, OSError) and tmp in (exc.filename, exc.filename2):
             raise _naming(exc, path) from None  # the temp name means nothing to the caller
         raise
+    finally:
+        if lock_fd >= 0:
+            os.close(lock_fd)
     if fsync:
         _fsync_dir(directory)
 

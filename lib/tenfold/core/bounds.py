@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Iterable
 
 from ..errors import FormatError, LimitError, TruncatedError, describe
@@ -17,6 +18,8 @@ from ..errors import FormatError, LimitError, TruncatedError, describe
 __all__ = [
     "Limits",
     "DEFAULT_LIMITS",
+    "Budget",
+    "MAX_ARRAY_BYTES",
     "check_range",
     "check_limit",
     "align_up",
@@ -25,6 +28,18 @@ __all__ = [
 ]
 
 U64_MAX = (1 << 64) - 1
+#: The largest extent NumPy can address: every dimension, and the byte span of an array (its
+#: non-zero dimensions times the itemsize), must fit in a signed 64-bit ``intp``.
+MAX_ARRAY_BYTES = (1 << 63) - 1
+
+
+def _default_decode_budget() -> int:
+    """Half the physical memory, within [1 GiB, 64 GiB] (16 GiB when the size is unknown)."""
+    try:
+        ram = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return 16 << 30
+    return min(max(1 << 30, ram // 2), 64 << 30) if ram > 0 else 16 << 30
 
 
 @dataclasses.dataclass(frozen=True)
@@ -42,12 +57,24 @@ class Limits:
         object.
     max_ndim
         Largest tensor rank.
+    decode_budget
+        Largest total a single call (``load``, ``read``, ``read_arrays``, ``convert``...) may
+        allocate for decoded or copied data, summed over every object it produces: a small file
+        whose members each pass ``max_decoded_bytes`` cannot add up to more than this.
+        Zero-copy views of the file cost nothing. Verification checks one object at a time,
+        so there it bounds each object. Default: half the machine's physical memory, at least
+        1 GiB and at most 64 GiB (16 GiB where the memory size is unknown).
     """
 
     max_index_bytes: int = 256 << 20
     max_objects: int = 10_000_000
     max_decoded_bytes: int = 64 << 30
     max_ndim: int = 64
+    decode_budget: int = dataclasses.field(default_factory=_default_decode_budget)
+
+    def budget(self) -> Budget:
+        """A fresh :class:`Budget` of :attr:`decode_budget` bytes for one call."""
+        return Budget(self.decode_budget)
 
     def replace(self, **changes: int) -> Limits:
         """Return a copy with some limits changed.
@@ -59,6 +86,47 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+
+
+class Budget:
+    """What one call may still allocate for decoded data (see :attr:`Limits.decode_budget`).
+
+    Every allocation sized by a file field is charged with :meth:`take` *before* it is made.
+
+    >>> b = Budget(100)
+    >>> b.take(60, "zt", "tensor 'a'")
+    >>> b.take(60, "zt", "tensor 'b'", offset=128)
+    Traceback (most recent call last):
+    ...
+    tenfold.errors.LimitError: zt: tensor 'b' at offset 0x80: decoded bytes: above the \
+decode budget of this call; expected <= 40 more (budget 100), got 60
+    """
+
+    __slots__ = ("total", "used")
+
+    def __init__(self, total: int) -> None:
+        self.total = total
+        self.used = 0
+
+    @property
+    def left(self) -> int:
+        return self.total - self.used
+
+    def take(self, nbytes: int, fmt: str, what: str, *, offset: int | None = None) -> None:
+        """Charge ``nbytes``; :class:`LimitError` (and nothing charged) if that is too much."""
+        if nbytes > self.total - self.used:
+            raise LimitError(
+                describe(
+                    fmt,
+                    what,
+                    offset=offset,
+                    field="decoded bytes",
+                    detail="above the decode budget of this call",
+                    expected=f"<= {self.total - self.used} more (budget {self.total})",
+                    got=nbytes,
+                )
+            )
+        self.used += nbytes
 
 
 def check_range(
@@ -148,14 +216,31 @@ def padding(n: int, alignment: int) -> int:
 
 
 def checked_numel(
-    fmt: str, what: str, shape: Iterable[object], limits: Limits = DEFAULT_LIMITS
+    fmt: str,
+    what: str,
+    shape: Iterable[object],
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    itemsize: int = 1,
+    offset: int | None = None,
 ) -> int:
-    """Validate a shape (non-negative ints, rank within limits) and return its element count.
+    """Validate a shape and return its element count.
+
+    The one shape check every reader uses: the rank is within ``limits.max_ndim``, each
+    dimension is an ``int`` (not a bool) in ``[0, 2**63)`` (:class:`FormatError` otherwise),
+    and the array NumPy would make for it is addressable: the product of the non-zero
+    dimensions times ``itemsize`` fits in a signed 64-bit integer (:class:`LimitError`
+    otherwise; NumPy refuses ``(0, 2**63)`` too, although it holds nothing).
 
     >>> checked_numel("zt", "t", [2, 3])
     6
     >>> checked_numel("zt", "t", [])
     1
+    >>> checked_numel("zt", "t", [0, 2**63])
+    Traceback (most recent call last):
+    ...
+    tenfold.errors.FormatError: zt: t: shape: dimension out of range; \
+expected int in [0, 2**63), got [0, 9223372036854775808]
     """
     dims = list(shape)
     if len(dims) > limits.max_ndim:
@@ -163,22 +248,44 @@ def checked_numel(
             describe(
                 fmt,
                 what,
+                offset=offset,
                 field="ndim",
                 detail="above limit",
                 expected=f"<= {limits.max_ndim}",
                 got=len(dims),
             )
         )
+    span = max(int(itemsize), 1)
     for d in dims:
-        if type(d) is not int or d < 0 or d > U64_MAX:
+        if type(d) is not int or d < 0 or d > MAX_ARRAY_BYTES:
             raise FormatError(
                 describe(
                     fmt,
                     what,
+                    offset=offset,
                     field="shape",
-                    detail=f"bad dimension {d!r}",
-                    expected="int in [0, 2**64)",
-                    got=dims,
+                    detail="dimension out of range",
+                    expected="int in [0, 2**63)",
+                    got=_short(dims),
                 )
             )
+        if d:
+            span *= d
+            if span > MAX_ARRAY_BYTES:
+                raise LimitError(
+                    describe(
+                        fmt,
+                        what,
+                        offset=offset,
+                        field="shape",
+                        detail=f"too large for any array (itemsize {itemsize})",
+                        expected=f"extent <= {MAX_ARRAY_BYTES} bytes",
+                        got=_short(dims),
+                    )
+                )
     return math.prod(dims)  # type: ignore[arg-type]  # every d checked to be an int above
+
+
+def _short(dims: list[object]) -> object:
+    text = repr(dims)
+    return dims if len(text) <= 200 else text[:200] + "..."

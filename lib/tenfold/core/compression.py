@@ -11,6 +11,7 @@ import numpy as np
 import zstandard
 
 from ..errors import FormatError, IntegrityError, LimitError, describe
+from .alloc import empty
 from .buffers import byte_view
 
 __all__ = [
@@ -137,6 +138,6 @@ def zstd_decompress(
                 got=expected,
             )
         )
-    out = np.empty(expected, dtype=np.uint8)
+    out = empty(expected, np.uint8, fmt=fmt, what=what, offset=offset)
     zstd_decompress_into(src, out, fmt=fmt, what=what, offset=offset)
     return out

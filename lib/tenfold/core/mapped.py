@@ -12,15 +12,59 @@ from __future__ import annotations
 
 import mmap
 import os
+import stat
 from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, TruncatedError, describe
+from ..errors import FormatError, TruncatedError, UnsupportedError, describe
+from .bounds import MAX_ARRAY_BYTES, checked_numel
 
-__all__ = ["MappedFile"]
+__all__ = ["MappedFile", "open_regular"]
 
 _PREAD_MAX = 1 << 30
+
+_KINDS = (
+    (stat.S_ISDIR, "a directory"),
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+)
+
+
+def open_regular(path: str | os.PathLike[str], *, fmt: str = "tenfold") -> int:
+    """Open ``path`` read-only and return the descriptor, refusing anything but a regular file.
+
+    The open itself never blocks: it uses ``O_NONBLOCK`` (opening a FIFO with no writer would
+    otherwise wait forever), then ``fstat`` decides, on the descriptor actually opened. A FIFO,
+    socket, device or directory raises :class:`~tenfold.errors.UnsupportedError`; for a
+    regular file the flag is cleared again.
+    """
+    name = os.fspath(path)
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    fd = os.open(name, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = next((k for test, k in _KINDS if test(mode)), f"mode {stat.filemode(mode)}")
+            raise UnsupportedError(
+                describe(
+                    fmt,
+                    repr(name),
+                    detail="not a regular file",
+                    expected="a regular file",
+                    got=kind,
+                )
+            )
+        if flags & getattr(os, "O_NONBLOCK", 0):
+            import fcntl
+
+            fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 class MappedFile:
@@ -50,7 +94,8 @@ class MappedFile:
             self.path: str | None = os.fspath(source)
             # The descriptor stays open (for pread_into) so that every read, mapped or copied,
             # comes from the file that was opened even if the name is replaced meanwhile.
-            self._fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            # A FIFO, device or directory is refused without blocking (see open_regular).
+            self._fd = open_regular(self.path, fmt=fmt)
             try:
                 size = os.fstat(self._fd).st_size
                 if size > 0:
@@ -137,6 +182,8 @@ class MappedFile:
         count = 1
         for d in shape:
             count *= d
+        if count == 0 or count * dt.itemsize > MAX_ARRAY_BYTES:
+            count = checked_numel(self.fmt, what, shape, itemsize=dt.itemsize, offset=offset)
         nbytes = count * dt.itemsize
         if offset < 0 or offset + nbytes > self.size:
             self.check(offset, nbytes, what)

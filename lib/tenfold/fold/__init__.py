@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core import alloc
 from ..errors import UnsupportedError
 from ._spec import MAX_CHUNK_SIZE, MAX_INDEX_SIZE
 from .reader import ChunkInfo, FoldWarning, Reader
@@ -66,11 +67,15 @@ def load(
         if chunk is None and not names:
             raise UnsupportedError(f"fold: {source}: no tensor chunk (STEN or NPZ0) to load")
         out: dict[str, np.ndarray] = {}
+        budget = r.limits.budget()  # one for the whole call
         for name in names:
-            arrays = r.read_state_dict(name)
+            arrays = r.read_state_dict(name, budget=budget)
             for k, v in arrays.items():
                 key = k if len(names) == 1 else f"{name}/{k}"
-                out[key] = np.array(v) if copy else v
+                if copy and isinstance(v, np.ndarray):
+                    v = alloc.copy(v, fmt="fold", what=f"chunk {name!r} array {k!r}",
+                                   budget=budget)
+                out[key] = v
         return out
 
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-import zlib
 from collections.abc import Mapping
 from typing import Any
 
@@ -18,7 +17,9 @@ import ml_dtypes
 import numpy as np
 
 from ..core import jsonio
-from ..errors import EncodeError, FormatError, LimitError, UnsupportedError, describe
+from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
+from ..errors import EncodeError, FormatError, UnsupportedError, describe
+from ..interop import npz as _npz
 from ..interop import safetensors as _st
 from ._spec import FMT, MAX_CHUNK_SIZE
 
@@ -65,94 +66,17 @@ def npz_bytes(arrays: Mapping[str, Any], *, compressed: bool = False) -> bytes:
     return buf.getvalue()
 
 
-def _npy_header(f: Any, what: str) -> tuple[tuple[int, ...], bool, np.dtype]:
-    fmt = np.lib.format
-    version = fmt.read_magic(f)
-    if version == (1, 0):
-        return fmt.read_array_header_1_0(f)
-    if version == (2, 0):
-        return fmt.read_array_header_2_0(f)
-    raise UnsupportedError(
-        describe(
-            FMT,
-            what,
-            field="npy version",
-            detail="unsupported",
-            expected="1.0 | 2.0",
-            got=f"{version[0]}.{version[1]}",
-        )
-    )
-
-
-def npz_load(buf: Any, what: str, *, limit: int = MAX_CHUNK_SIZE) -> dict[str, np.ndarray]:
-    """Arrays of an ``.npz`` payload; no pickle, sizes checked before allocation."""
-    out: dict[str, np.ndarray] = {}
-    try:
-        with zipfile.ZipFile(io.BytesIO(memoryview(buf).tobytes())) as zf:
-            for info in zf.infolist():
-                name = info.filename[:-4] if info.filename.endswith(".npy") else info.filename
-                where = f"{what} array {name!r}"
-                if info.file_size > limit:
-                    raise LimitError(
-                        describe(
-                            FMT,
-                            where,
-                            field="size",
-                            detail="above limit",
-                            expected=f"<= {limit}",
-                            got=info.file_size,
-                        )
-                    )
-                with zf.open(info) as f:
-                    shape, fortran, dtype = _npy_header(f, where)
-                    if dtype.hasobject:
-                        raise FormatError(
-                            describe(FMT, where, detail="object array (needs pickle)")
-                        )
-                    count = 1
-                    for d in shape:
-                        count *= d
-                    nbytes = count * dtype.itemsize
-                    header_len = f.tell()
-                    if nbytes != info.file_size - header_len:
-                        raise FormatError(
-                            describe(
-                                FMT,
-                                where,
-                                field="data size",
-                                expected=info.file_size - header_len,
-                                got=nbytes,
-                            )
-                        )
-                    arr = np.empty(count, dtype=dtype)
-                    mv = memoryview(arr).cast("B") if nbytes else memoryview(b"")  # type: ignore[arg-type]
-                    got = 0
-                    while got < nbytes:
-                        chunk = f.read(min(nbytes - got, 16 << 20))
-                        if not chunk:
-                            break
-                        mv[got : got + len(chunk)] = chunk
-                        got += len(chunk)
-                    if got != nbytes:
-                        raise FormatError(
-                            describe(FMT, where, field="data size", expected=nbytes, got=got)
-                        )
-                    order = "F" if fortran else "C"
-                    out[name] = arr.reshape(shape, order=order)  # type: ignore[call-overload]
-    except (
-        zipfile.BadZipFile,
-        zipfile.LargeZipFile,
-        zlib.error,
-        EOFError,
-        OSError,
-        NotImplementedError,
-    ) as exc:
-        raise FormatError(describe(FMT, what, detail=f"bad npz payload: {exc}")) from exc
-    except ValueError as exc:
-        if isinstance(exc, FormatError):
-            raise
-        raise FormatError(describe(FMT, what, detail=f"bad npz payload: {exc}")) from exc
-    return out
+def npz_load(
+    buf: Any,
+    what: str,
+    *,
+    limit: int = MAX_CHUNK_SIZE,
+    limits: Limits = DEFAULT_LIMITS,
+    budget: Budget | None = None,
+) -> dict[str, np.ndarray]:
+    """Arrays of an ``.npz`` payload; no pickle, sizes checked before allocation and charged to
+    ``budget`` (one parser with ``.npz`` files: :func:`tenfold.interop.npz.parse_npz`)."""
+    return _npz.parse_npz(buf, fmt=FMT, what=what, limits=limits, budget=budget, limit=limit)
 
 
 # -- STEN (safetensors): one implementation, in tenfold.interop ----------------------------

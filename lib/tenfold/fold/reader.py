@@ -19,8 +19,10 @@ import numpy as np
 
 from .. import _kernels
 from ..core import jsonio
+from ..core.alloc import empty
+from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ..core.checksums import crc32c, sha256_hex
-from ..core.compression import zstd_decompress_into
+from ..core.compression import zstd_content_size, zstd_decompress_into
 from ..core.mapped import MappedFile
 from ..errors import (
     FormatError,
@@ -120,6 +122,10 @@ class Reader:
     hmac_key
         Key of ``hmac-sha256:`` digests (str or bytes). Without it such digests cannot be
         checked and :meth:`read` with ``verify=True`` refuses the chunk.
+    limits
+        Bounds on decoded sizes: each call (:meth:`read`, :meth:`read_arrays`,
+        :meth:`read_state_dict`, :func:`~tenfold.fold.load`) may allocate at most
+        ``limits.decode_budget`` bytes in total.
 
     Examples
     --------
@@ -133,9 +139,15 @@ class Reader:
     """
 
     def __init__(
-        self, source: Any, *, strict: bool = False, hmac_key: str | bytes | None = None
+        self,
+        source: Any,
+        *,
+        strict: bool = False,
+        hmac_key: str | bytes | None = None,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.strict = strict
+        self.limits = limits
         self._key = _digest.key_bytes(hmac_key)
         self._mf = MappedFile(source, fmt=FMT)
         try:
@@ -706,8 +718,9 @@ class Reader:
             self._check_digest(c, fixed, repaired=True)
         return ChunkStatus(fixed, "repaired", n, header_fixes=tuple(diffs))
 
-    def decode(self, c: ChunkInfo, comp: np.ndarray) -> np.ndarray:
-        """Decompress verified stored bytes into the chunk's payload (read-only uint8)."""
+    def decode(self, c: ChunkInfo, comp: np.ndarray, budget: Budget | None = None) -> np.ndarray:
+        """Decompress verified stored bytes into the chunk's payload (read-only uint8); the
+        output is charged to ``budget`` (default: a fresh one from ``limits``)."""
         if c.flags == FLAG_NONE:
             if c.comp_len != c.uncomp_len:
                 raise FormatError(
@@ -746,12 +759,34 @@ class Reader:
                     got=c.uncomp_len,
                 )
             )
-        out = np.empty(c.uncomp_len, dtype=np.uint8)
+        declared = zstd_content_size(comp)
+        if declared is not None and declared != c.uncomp_len:  # refuse before allocating
+            raise IntegrityError(
+                describe(
+                    FMT,
+                    c.what,
+                    offset=c.payload_offset,
+                    field="zstd content size",
+                    detail="differs from uncomp_len",
+                    expected=c.uncomp_len,
+                    got=declared,
+                )
+            )
+        out = empty(
+            c.uncomp_len,
+            np.uint8,
+            fmt=FMT,
+            what=c.what,
+            offset=c.payload_offset,
+            budget=self.limits.budget() if budget is None else budget,
+        )
         zstd_decompress_into(comp, out, fmt=FMT, what=c.what, offset=c.payload_offset)
         out.flags.writeable = False
         return out
 
-    def read(self, name: str, verify: bool | str = True) -> np.ndarray:
+    def read(
+        self, name: str, verify: bool | str = True, *, budget: Budget | None = None
+    ) -> np.ndarray:
         """The payload of chunk ``name`` as a read-only ``uint8`` array.
 
         Uncompressed chunks whose CRC-32C holds are zero-copy views of the file's mapping.
@@ -762,7 +797,7 @@ class Reader:
         """
         c = self.chunk(name)
         st = self.load_comp(name, verify)
-        return self.decode(c, st.comp)
+        return self.decode(c, st.comp, budget)
 
     def read_bytes(self, name: str, verify: bool = True) -> bytes:
         """The payload of chunk ``name`` as ``bytes`` (a copy)."""
@@ -772,12 +807,26 @@ class Reader:
         """The decoded JSON value of chunk ``name``."""
         return _payloads.json_load(self.read(name, verify), self.chunk(name).what)
 
-    def read_arrays(self, name: str, verify: bool = True) -> dict[str, np.ndarray]:
-        """The arrays of an ``NPZ0`` chunk (no pickle)."""
-        return _payloads.npz_load(self.read(name, verify), self.chunk(name).what)
+    def read_arrays(
+        self, name: str, verify: bool = True, *, budget: Budget | None = None
+    ) -> dict[str, np.ndarray]:
+        """The arrays of an ``NPZ0`` chunk (no pickle); the decoded chunk and every array
+        count against one budget (default: a fresh one from ``limits``)."""
+        budget = self.limits.budget() if budget is None else budget
+        return _payloads.npz_load(
+            self.read(name, verify, budget=budget),
+            self.chunk(name).what,
+            limits=self.limits,
+            budget=budget,
+        )
 
     def read_state_dict(
-        self, name: str = "torch_state", verify: bool = True, *, framework: str = "numpy"
+        self,
+        name: str = "torch_state",
+        verify: bool = True,
+        *,
+        framework: str = "numpy",
+        budget: Budget | None = None,
     ) -> dict[str, Any]:
         """The tensors of a ``STEN`` (safetensors) or ``TSAV`` (torch.save) chunk.
 
@@ -786,7 +835,8 @@ class Reader:
         state dict. ``framework="torch"`` returns torch tensors instead of NumPy arrays.
         """
         c = self.chunk(name)
-        buf = self.read(name, verify)
+        budget = self.limits.budget() if budget is None else budget
+        buf = self.read(name, verify, budget=budget)
         if c.ctype == "TSAV":
             obj = _payloads.torch_load(buf, c.what)
             if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
@@ -797,7 +847,9 @@ class Reader:
                 return dict(obj)
             return {k: _payloads.torch_to_numpy(v) for k, v in obj.items()}
         if c.ctype == "NPZ0":
-            tensors: dict[str, Any] = _payloads.npz_load(buf, c.what)
+            tensors: dict[str, Any] = _payloads.npz_load(
+                buf, c.what, limits=self.limits, budget=budget
+            )
         else:
             tensors = _payloads.safetensors_load(buf, c.what)
         if framework == "torch":

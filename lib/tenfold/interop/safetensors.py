@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from ..core import jsonio
+from ..core.alloc import copy as alloc_copy
 from ..core.atomic import atomic_write
-from ..core.bounds import checked_numel
+from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, checked_numel
 from ..core.buffers import byte_view
 from ..core.dtypes import BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E5M2, canonical
 from ..core.mapped import MappedFile
@@ -50,11 +51,18 @@ _BY_NAME = {canonical(dt): tag for tag, dt in DTYPES.items()}
 
 
 def parse(
-    buf: Any, *, fmt: str = FMT, what: str = "file", copy: bool = False, offset: int = 0
+    buf: Any,
+    *,
+    fmt: str = FMT,
+    what: str = "file",
+    copy: bool = False,
+    offset: int = 0,
+    budget: Budget | None = None,
 ) -> dict[str, np.ndarray]:
     """The tensors of the safetensors bytes in ``buf`` (views of ``buf`` unless ``copy``).
 
-    ``fmt``, ``what`` and ``offset`` (of ``buf`` in its file) go into error messages.
+    ``fmt``, ``what`` and ``offset`` (of ``buf`` in its file) go into error messages; copies
+    are charged to ``budget`` when one is given.
     """
     u8 = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
     size = u8.size
@@ -115,7 +123,7 @@ def parse(
                 describe(fmt, where, offset=offset + 8, detail="entry is not an object")
             )
         tag = e.get("dtype")
-        if tag not in DTYPES:
+        if type(tag) is not str or tag not in DTYPES:
             raise UnsupportedError(
                 describe(
                     fmt,
@@ -124,7 +132,7 @@ def parse(
                     field="dtype",
                     detail="unknown",
                     expected=" | ".join(DTYPES),
-                    got=tag,
+                    got=tag if type(tag) is str else f"{type(tag).__name__} {tag!r}"[:80],
                 )
             )
         dt = DTYPES[tag]
@@ -141,10 +149,10 @@ def parse(
                     offset=offset + 8,
                     field="shape/data_offsets",
                     detail="malformed",
-                    got=e,
+                    got=repr(e)[:200],
                 )
             )
-        numel = checked_numel(fmt, where, shape)
+        numel = checked_numel(fmt, where, shape, itemsize=dt.itemsize, offset=offset + 8)
         b, end = offs
         if end < b or end > data.size:
             raise TruncatedError(
@@ -172,7 +180,9 @@ def parse(
             )
         spans.append((b, end, name))
         view = data[b:end].view(dt).reshape(shape) if numel else np.empty(shape, dt)
-        out[name] = np.array(view) if copy else view
+        if copy:
+            view = alloc_copy(view, fmt=fmt, what=where, offset=offset + start + b, budget=budget)
+        out[name] = view
     spans.sort()
     for (_b0, e0, n0), (b1, _e1, n1) in zip(spans, spans[1:], strict=False):
         if b1 < e0:
@@ -237,11 +247,14 @@ def to_bytes(
     return b"".join([head] + [bytes(byte_view(a)) for a in arrays])
 
 
-def read_safetensors(path: Any, *, copy: bool = False) -> dict[str, np.ndarray]:
-    """Every tensor of a safetensors file (views of the file's memory map unless ``copy``)."""
+def read_safetensors(
+    path: Any, *, copy: bool = False, limits: Limits = DEFAULT_LIMITS
+) -> dict[str, np.ndarray]:
+    """Every tensor of a safetensors file (views of the file's memory map unless ``copy``;
+    copies count against ``limits.decode_budget``)."""
     mf = MappedFile(path, fmt=FMT)
     try:
-        return parse(mf.buffer(), copy=copy)
+        return parse(mf.buffer(), copy=copy, budget=limits.budget())
     finally:
         mf.close()  # views keep the mapping alive
 

@@ -18,7 +18,7 @@ from typing import NoReturn
 import numpy as np
 
 from .. import _kernels
-from ..core.bounds import DEFAULT_LIMITS, Limits
+from ..core.bounds import DEFAULT_LIMITS, Limits, checked_numel
 from ..core.mapped import MappedFile
 from ..errors import (
     FormatError,
@@ -289,8 +289,10 @@ def _tensor_rows(mf: MappedFile, h: Header, blob: bytes, starts: list[int], lns:
         mat = np.ones((n, int(nd.max())), np.float64)
         mat[np.repeat(np.arange(n), nd), np.arange(total) - first] = flat
         numel = mat.prod(axis=1)
+        # a zero dimension hides the others: NumPy still needs their product to fit in intp
+        extent = np.where(mat == 0, 1.0, mat).prod(axis=1)
     else:
-        numel = np.ones(n, np.float64)
+        numel = extent = np.ones(n, np.float64)
     # element sizes in eighths of a byte (packed types: bits; others: 8 * itemsize); 0 = invalid
     tag_ok = (tags < len(_EIGHTHS)) & np.isin(tags, list(_TENSOR_TAGS))
     eighths = np.where(tag_ok, _EIGHTHS[np.minimum(tags, len(_EIGHTHS) - 1)], 0)
@@ -298,7 +300,7 @@ def _tensor_rows(mf: MappedFile, h: Header, blob: bytes, starts: list[int], lns:
     has = (flags & 1).astype(bool)
     fs, od = h.file_size, h.offset_data
     nb_f, off_f = nbytes.astype(np.float64), offs.astype(np.float64)
-    bad = ~tag_ok | (numel >= 2.0**52)
+    bad = ~tag_ok | (numel >= 2.0**52) | (extent >= 2.0**52)
     bad |= has & ((expected != nb_f) | (offs % 8 != 0) | (off_f < od) | (nb_f > fs)
                   | (off_f + nb_f > fs))
     bad |= ~has & ((nbytes != 0) | (offs != 0))
@@ -413,12 +415,25 @@ def parse_ndarray_header(mf: MappedFile, obj: str, off: int, nbytes: int, nbytes
         fail(FormatError, "ndarray-nbytes", obj, off + 4, "NDARRAY dims run past the payload",
              f"<= {nbytes}", 8 + 8 * ndim)
     shape = struct.unpack_from(f"<{ndim}Q", mf.bytes(off + 8, 8 * ndim, obj), 0) if ndim else ()
-    numel = math.prod(shape)
+    numel = _checked_shape(obj, shape, etag, off + 8, limits)
     dnb = S.element_nbytes(etag, numel)
     if S.align8(8 + 8 * ndim + dnb) != nbytes:
         fail(FormatError, "ndarray-nbytes", obj, nbytes_field,
              "NDARRAY value_nbytes is not the padded size", S.align8(8 + 8 * ndim + dnb), nbytes)
     return etag, tuple(shape), off + 8 + 8 * ndim, dnb
+
+
+def _checked_shape(obj: str, shape: tuple[int, ...], tag: int, offset: int,
+                   limits: Limits) -> int:
+    """Element count of ``shape`` (core shape check: every reader's arrays must be makeable)."""
+    dt = S.NUMPY_DTYPE.get(tag)
+    try:
+        return checked_numel(S.FMT, obj, shape, limits, itemsize=dt.itemsize if dt else 1,
+                             offset=offset)
+    except TenfoldError as exc:
+        detail = str(exc).split(": ", 2)[-1].split(";")[0]  # e.g. "shape: dimension out of range"
+        fail(type(exc), "tensor-shape", obj, offset, detail,
+             "dims in [0, 2**63) whose non-zero product fits in int64", list(shape)[:16])
 
 
 def _check_tensor(mf: MappedFile, h: Header,
@@ -432,6 +447,7 @@ def _check_tensor(mf: MappedFile, h: Header,
         cls = FormatError if tag in S.TAG_NAME else UnsupportedError
         fail(cls, "tensor-dtype", obj, f0, "invalid tensor dtype",
              "a numeric, bool, bf16, f8, packed or bitset tag", tag)
+    _checked_shape(obj, shape, tag, f0 + 12, limits)
     known = S.HAS_DATA | (S.HAS_QUANT if h.version == 2 else 0)
     if h.version == 2 and flags & ~known:
         fail(FormatError, "tensor-flags", obj, f0 + 8, "unknown tensor flag bits",

@@ -21,7 +21,9 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .. import _kernels
-from ..core.bounds import DEFAULT_LIMITS, Limits
+from ..core.alloc import copy as alloc_copy
+from ..core.alloc import empty
+from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ..core.mapped import MappedFile
 from ..errors import FormatError, LimitError, describe
 from . import _spec as S
@@ -247,14 +249,18 @@ class OinfReader:
     def keys(self) -> list[str]:
         return list(self._with_data)
 
-    def tensor(self, name: str, *, packed: bool = False, copy: bool = False) -> np.ndarray:
+    def tensor(self, name: str, *, packed: bool = False, copy: bool = False,
+               budget: Budget | None = None) -> np.ndarray:
         """The data of tensor ``name``.
 
         Byte-aligned types are read-only zero-copy views (``copy=True`` gives an owned copy).
         Packed types are unpacked to int8 (i4 i2 i1 t2 t1) or uint8 (u4 u2 u1); with
         ``packed=True`` the raw payload bytes are returned instead (a read-only uint8 view).
-        A tensor without data raises :class:`KeyError`.
+        A tensor without data raises :class:`KeyError`. What the call allocates is charged to
+        ``budget`` (default: a fresh one from ``limits``, see ``Limits.decode_budget``).
         """
+        if budget is None:
+            budget = self.limits.budget()
         try:
             e = self._t.tensors[self._index[name]]
         except KeyError:
@@ -268,20 +274,24 @@ class OinfReader:
         obj = f"tensor {tname!r}"
         if packed:
             out = self._mf.u8(off, nbytes, obj)
-            return out.copy() if copy else out
-        arr = decode_payload(self._mf, obj, tag, shape, off, nbytes, self.limits)
-        return arr.copy() if copy and not arr.flags.owndata else arr
+            return alloc_copy(out, fmt=S.FMT, what=obj, offset=off, budget=budget) if copy else out
+        arr = decode_payload(self._mf, obj, tag, shape, off, nbytes, self.limits, budget)
+        if copy and not arr.flags.owndata:
+            return alloc_copy(arr, fmt=S.FMT, what=obj, offset=off, budget=budget)
+        return arr
 
     def load(self, copy: bool = False) -> dict[str, np.ndarray]:
         """Every tensor that has data, by name."""
-        return {n: self.tensor(n, copy=copy) for n in self._with_data}
+        budget = self.limits.budget()  # one for the whole call
+        return {n: self.tensor(n, copy=copy, budget=budget) for n in self._with_data}
 
     # -- metadata --------------------------------------------------------------------------
     @property
     def metadata(self) -> dict[str, Any]:
         """Metadata values: int / float / bool / str, :class:`Bitset` or a read-only ndarray."""
         if self._metadata is None:
-            self._metadata = {e[0]: self._meta_value(e) for e in self._t.metadata}
+            budget = self.limits.budget()  # one for every value
+            self._metadata = {e[0]: self._meta_value(e, budget) for e in self._t.metadata}
         return self._metadata
 
     def metadata_info(self, key: str) -> MetadataInfo:
@@ -291,7 +301,7 @@ class OinfReader:
             raise KeyError(f"oinf: no metadata {key!r}") from None
         return MetadataInfo(e[0], S.TAG_NAME[e[1]], e[1], e[3], e[4], e[5])
 
-    def _meta_value(self, e: tuple) -> Any:
+    def _meta_value(self, e: tuple, budget: Budget | None = None) -> Any:
         key, tag, _flags, nbytes, off, _entry = e
         mf = self._mf
         obj = f"metadata {key!r}"
@@ -303,7 +313,7 @@ class OinfReader:
             return Bitset(bit_count=bit_count, data=mf.bytes(off + 8, byte_count, obj))
         if tag == S.NDARRAY:
             etag, shape, doff, dnb = parse_ndarray_header(mf, obj, off, nbytes, off, self.limits)
-            return decode_payload(mf, obj, etag, shape, doff, dnb, self.limits)
+            return decode_payload(mf, obj, etag, shape, doff, dnb, self.limits, budget)
         arr = decode_payload(mf, obj, tag, (), off, nbytes, self.limits)
         value = arr.item()
         if tag in (S.BF16, S.F8, S.F16, S.F32, S.F64):
@@ -312,7 +322,7 @@ class OinfReader:
 
 
 def decode_payload(mf: MappedFile, obj: str, tag: int, shape: tuple[int, ...], off: int,
-                   nbytes: int, limits: Limits) -> np.ndarray:
+                   nbytes: int, limits: Limits, budget: Budget | None = None) -> np.ndarray:
     """Array of ``shape`` from a payload of element type ``tag`` (views when byte-aligned)."""
     if tag in S.NUMPY_DTYPE:
         dt = S.NUMPY_DTYPE[tag]
@@ -333,7 +343,8 @@ def decode_payload(mf: MappedFile, obj: str, tag: int, shape: tuple[int, ...], o
                                   expected=f"<= {limits.max_decoded_bytes}", got=numel))
     src = mf.u8(off, nbytes, obj)
     k = _kernels.load("bitpack")
-    out = np.empty(numel, S.UNPACKED_DTYPE[tag])
+    out = empty(numel, S.UNPACKED_DTYPE[tag], fmt=S.FMT, what=obj, offset=off,
+                budget=limits.budget() if budget is None else budget)
     if tag == S.T2:
         bad = k.find_code(src, 2, numel, 2)
         if bad >= 0:

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..core import cbor
-from ..core.bounds import DEFAULT_LIMITS, Limits, checked_numel
+from ..core.bounds import DEFAULT_LIMITS, MAX_ARRAY_BYTES, Limits, checked_numel
 from ..core.dtypes import numpy_dtype, registry
 from ..errors import FormatError, LimitError, TruncatedError, UnsupportedError, describe
 from . import _checksum
@@ -356,7 +356,8 @@ def _parse_entry(pos: int, entry: Any, index_start: int, limits: Limits) -> Tens
         name = entry.get("name")
         offset = entry.get("offset")
         size = entry.get("size")
-        np_dtype = _NP.get(entry.get("dtype"))  # type: ignore[arg-type]
+        dtype = entry.get("dtype")
+        np_dtype = _NP.get(dtype) if type(dtype) is str else None
         shape = entry.get("shape")
         endian = entry.get("data_endianness", "little")
         if (
@@ -379,7 +380,12 @@ def _parse_entry(pos: int, entry: Any, index_start: int, limits: Limits) -> Tens
             numel = math.prod(shape)
             nbytes = numel * np_dtype.itemsize
             encoding = entry["encoding"]
-            if nbytes <= limits.max_decoded_bytes and (encoding != "raw" or size == nbytes):
+            # zero-size tensors take the full path: a zero dim hides the others' extent
+            if (
+                0 < nbytes <= limits.max_decoded_bytes
+                and nbytes <= MAX_ARRAY_BYTES
+                and (encoding != "raw" or size == nbytes)
+            ):
                 return TensorInfo(
                     name=name,
                     dtype=entry["dtype"],
@@ -430,7 +436,9 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
     dtype_name = _field(what, entry, "dtype", str, offset)
     np_dtype = registry.to_numpy(FMT, dtype_name, what=what, offset=offset)
     shape_list = _field(what, entry, "shape", list, offset)
-    numel = checked_numel(FMT, what, shape_list, limits)
+    numel = checked_numel(
+        FMT, what, shape_list, limits, itemsize=np_dtype.itemsize, offset=offset
+    )
     shape = tuple(shape_list)
     encoding = _enum(what, entry, "encoding", ENCODINGS, offset)
     layout = _enum(what, entry, "layout", LAYOUTS, offset, default="dense")
@@ -443,6 +451,18 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
     _blob(what, "values" if layout != "dense" else "data", offset, size, index_start)
 
     itemsize = np_dtype.itemsize
+    if layout != "dense" and not shape:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="shape",
+                detail=f"{layout} layout needs at least one dimension",
+                expected=">= 1 dims",
+                got=[],
+            )
+        )
     sparse_format = None
     nnz = None
     components: dict[str, Blob] = {}

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ..core.alloc import empty
-from ..core.bounds import DEFAULT_LIMITS, Limits, align_up
+from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, align_up
 from ..core.compression import zstd_content_size, zstd_decompress_into
 from ..core.mapped import MappedFile
 from ..core.report import Report
@@ -165,26 +165,37 @@ class Reader(Mapping[str, Any]):
         report = Report(FMT, self._mf.path or "<buffer>")
         return check_reader(self, report)
 
-    def read(self, name: str, *, copy: bool | None = None, out: np.ndarray | None = None) -> Any:
+    def read(
+        self,
+        name: str,
+        *,
+        copy: bool | None = None,
+        out: np.ndarray | None = None,
+        budget: Budget | None = None,
+    ) -> Any:
         """Return tensor ``name``.
 
         ``copy=False`` gives a read-only view for little-endian raw dense tensors; everything
         else is an owned array. ``out`` (dense only) receives the data instead of a new array.
+        What the call allocates is charged to ``budget`` (default: a fresh one from the
+        reader's ``limits``, see :attr:`~tenfold.core.Limits.decode_budget`).
         """
         info = self.info(name)
         copy = self.copy if copy is None else copy
+        if budget is None:
+            budget = self.limits.budget()
         if info.layout != "dense":
-            return to_result(self._read_sparse(info), self.sparse)
+            return to_result(self._read_sparse(info, budget), self.sparse)
         if self.verify_checksums and info.checksum_algo and name not in self._verified:
             self._check_sum(info)
         if info.encoding == "raw":
             if info.zero_copy and not copy and out is None:
                 return self._mf.array(info.offset, info.np_dtype, info.shape, f"tensor {name!r}")
-            result = _prepare_out(out, info)
+            result = _prepare_out(out, info, budget)
             self._copy_into(info.offset, info.size, result)
         else:
             _check_frame(self.stored(name), info.nbytes, f"tensor {name!r}", info.offset)
-            result = _prepare_out(out, info)
+            result = _prepare_out(out, info, budget)
             zstd_decompress_into(
                 self.stored(name),
                 result.reshape(-1).view(np.uint8),
@@ -205,20 +216,22 @@ class Reader(Mapping[str, Any]):
         views of that shared buffer, which lives as long as any of them.
         """
         copy = self.copy if copy is None else copy
+        budget = self.limits.budget()  # one for the whole call
         if not copy:
-            return {name: self.read(name, copy=False) for name in self._infos}
+            return {name: self.read(name, copy=False, budget=budget) for name in self._infos}
         direct = [i for i in self._infos.values() if i.zero_copy]
         slab = empty(
             sum(align_up(i.size, ALIGN) for i in direct),
             np.uint8,
             fmt=FMT,
             what="tensors read with copy=True",
+            budget=budget,
         )
         out: dict[str, Any] = {}
         pos = 0
         for info in self._infos.values():
             if not info.zero_copy:
-                out[info.name] = self.read(info.name, copy=True)
+                out[info.name] = self.read(info.name, copy=True, budget=budget)
                 continue
             dst = slab[pos : pos + info.size]
             pos += align_up(info.size, ALIGN)
@@ -248,7 +261,7 @@ class Reader(Mapping[str, Any]):
             self._mf.pread_into(offset, result.reshape(-1).view(np.uint8)[:nbytes], "blob")
 
     def _decode_blob(
-        self, name: str, blob: Blob, dtype: np.dtype, count: int, encoding: str
+        self, name: str, blob: Blob, dtype: np.dtype, count: int, encoding: str, budget: Budget
     ) -> np.ndarray:
         what = f"tensor {name!r}"
         if encoding == "raw":
@@ -256,7 +269,7 @@ class Reader(Mapping[str, Any]):
         _check_frame(
             self._mf.u8(blob.offset, blob.size, what), count * dtype.itemsize, what, blob.offset
         )
-        out = empty(count, dtype, fmt=FMT, what=what, offset=blob.offset)
+        out = empty(count, dtype, fmt=FMT, what=what, offset=blob.offset, budget=budget)
         zstd_decompress_into(
             self._mf.u8(blob.offset, blob.size, what),
             out.view(np.uint8),
@@ -266,9 +279,15 @@ class Reader(Mapping[str, Any]):
         )
         return out
 
-    def _read_sparse(self, info: TensorInfo) -> SparseTensor:
+    def _read_sparse(self, info: TensorInfo, budget: Budget) -> SparseTensor:
         name, shape, nnz = info.name, info.shape, info.nnz
         assert nnz is not None
+        # the owned copies made below: values, and uint64 indices (csr: indptr + indices)
+        csr = info.sparse_format == "csr"
+        index_bytes = 8 * (shape[0] + 1 + nnz if csr else len(shape) * nnz)
+        budget.take(
+            nnz * info.np_dtype.itemsize + index_bytes, FMT, f"tensor {name!r}", offset=info.offset
+        )
         if self.verify_checksums and info.checksum_algo and name not in self._verified:
             self._check_sum(info)
         vdt = info.np_dtype
@@ -278,14 +297,19 @@ class Reader(Mapping[str, Any]):
             vdt_disk = vdt
         if info.layout == "sparse":
             values = self._decode_blob(
-                name, Blob(info.offset, info.size), vdt_disk, nnz, info.encoding
+                name, Blob(info.offset, info.size), vdt_disk, nnz, info.encoding, budget
             )
             if info.sparse_format == "csr":
                 indptr = self._decode_blob(
-                    name, info.components["indptr"], np.dtype("<u8"), shape[0] + 1, info.encoding
+                    name,
+                    info.components["indptr"],
+                    np.dtype("<u8"),
+                    shape[0] + 1,
+                    info.encoding,
+                    budget,
                 )
                 indices = self._decode_blob(
-                    name, info.components["indices"], np.dtype("<u8"), nnz, info.encoding
+                    name, info.components["indices"], np.dtype("<u8"), nnz, info.encoding, budget
                 )
             else:
                 coords = self._decode_blob(
@@ -294,6 +318,7 @@ class Reader(Mapping[str, Any]):
                     np.dtype("<u8"),
                     len(shape) * nnz,
                     info.encoding,
+                    budget,
                 )
                 coords = coords.reshape(len(shape), nnz)
         elif info.sparse_format == "csr":  # legacy single blob
@@ -322,10 +347,15 @@ class Reader(Mapping[str, Any]):
         return SparseTensor("coo", shape, values, coords=coords)
 
 
-def _prepare_out(out: np.ndarray | None, info: TensorInfo) -> np.ndarray:
+def _prepare_out(out: np.ndarray | None, info: TensorInfo, budget: Budget) -> np.ndarray:
     if out is None:
         return empty(
-            info.shape, info.np_dtype, fmt=FMT, what=f"tensor {info.name!r}", offset=info.offset
+            info.shape,
+            info.np_dtype,
+            fmt=FMT,
+            what=f"tensor {info.name!r}",
+            offset=info.offset,
+            budget=budget,
         )
     if out.dtype != info.np_dtype or out.shape != info.shape or not out.flags.c_contiguous:
         raise ValueError(

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, describe
+from ..errors import FormatError, LimitError, UnsupportedError, describe
 from ._spec import FMT
 
 __all__ = ["SparseTensor", "check_csr", "check_coo", "to_result", "from_input"]
@@ -46,8 +46,21 @@ class SparseTensor:
         return self.data.dtype
 
     def todense(self) -> np.ndarray:
-        """The dense NumPy array (duplicates are summed, as SciPy does)."""
-        out = np.zeros(self.shape, dtype=self.data.dtype)
+        """The dense NumPy array (duplicates are summed, as SciPy does); LimitError when the
+        machine cannot hold it."""
+        try:
+            out = np.zeros(self.shape, dtype=self.data.dtype)
+        except (MemoryError, ValueError):
+            raise LimitError(
+                describe(
+                    FMT,
+                    "sparse tensor",
+                    field="dense size",
+                    detail="cannot allocate",
+                    expected="memory available",
+                    got=f"{list(self.shape)} x {self.data.dtype.itemsize} bytes",
+                )
+            ) from None
         if self.format == "csr":
             assert self.indptr is not None and self.indices is not None
             counts = np.diff(self.indptr.astype(np.int64)).astype(np.intp)
@@ -163,7 +176,17 @@ def to_result(t: SparseTensor, mode: str) -> Any:
 
     if mode == "auto" and not available("scipy.sparse"):
         return t
-    return t.to_scipy()  # with mode "scipy" and no SciPy: one line naming the extra
+    try:
+        return t.to_scipy()  # with mode "scipy" and no SciPy: one line naming the extra
+    except (TypeError, ValueError) as exc:  # a structure SciPy has no type for
+        raise UnsupportedError(
+            describe(
+                FMT,
+                "sparse tensor",
+                detail=f"{t.format} {list(t.shape)} has no SciPy form ({exc}); read it with "
+                "sparse='raw'",
+            )
+        ) from None
 
 
 def from_input(value: Any) -> SparseTensor | None:

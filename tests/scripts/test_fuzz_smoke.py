@@ -1,0 +1,72 @@
+"""scripts/fuzz.py, run briefly with a fixed seed: every operation of every format on mutated
+files ends in ok or a tenfold error (no other exception, MemoryError, signal or hang).
+
+Run it for minutes on demand: ``python scripts/fuzz.py --minutes 10``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+FUZZ = ROOT / "scripts" / "fuzz.py"
+
+#: WTXT and TARIDX join once their issue-15 fixes (other branches) are merged: until then their
+#: findings (>4300-digit lengths, unmakeable shapes in wtxt verify/recover) are known and open.
+FORMATS = os.environ.get("TENFOLD_FUZZ_FORMATS", "ztensor,oinf,fold,npz,safetensors")
+
+
+@pytest.mark.fuzz
+def test_fuzz_briefly_finds_nothing(tmp_path):
+    seconds = float(os.environ.get("TENFOLD_FUZZ_SECONDS", "20"))
+    out = tmp_path / "findings"
+    proc = subprocess.run(
+        [sys.executable, str(FUZZ), "--seconds", str(seconds), "--seed", "15",
+         "--format", FORMATS, "--round-robin", "--out", str(out), "--timeout", "60"],
+        capture_output=True, text=True, timeout=seconds + 240,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["total_cases"] >= 10, proc.stdout + proc.stderr
+    assert proc.returncode == 0 and summary["findings"] == [], proc.stdout + proc.stderr[-3000:]
+    for fmt in FORMATS.split(","):
+        outcomes = summary["outcomes"][fmt]
+        assert outcomes.get("ok", 0) and outcomes.get("tenfold", 0), (fmt, outcomes)
+
+
+@pytest.mark.fuzz
+@pytest.mark.parametrize(
+    ("plant", "outcome", "exc"),
+    [
+        ("raise KeyError('planted')", "other", "KeyError"),
+        ("raise MemoryError", "memory", "MemoryError"),
+        ("os.kill(os.getpid(), signal.SIGSEGV)", "signal", "SIGSEGV"),
+        ("time.sleep(60)", "timeout", "> 3.0s"),
+    ],
+)
+def test_fuzz_reports_each_kind_of_finding_with_a_reproducer(tmp_path, plant, outcome, exc):
+    # the harness itself: a reader that fails in each way must be reported, not counted as ok
+    out = tmp_path / "findings"
+    code = (
+        "import os, runpy, signal, sys, time, tenfold.interop.npz as n\n"
+        f"def boom(*a, **k):\n    {plant}\n"
+        "n.parse_npz = boom\n"
+        f"sys.argv = ['fuzz.py', '--cases', '1', '--seed', '1', '--format', 'npz', "
+        f"'--out', {str(out)!r}, '--subprocess-rate', '0', '--timeout', '3']\n"
+        f"runpy.run_path({str(FUZZ)!r}, run_name='__main__')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "TENFOLD_FUZZ_TORCH": "0"}
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=240, env=env)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    summary = json.loads((out / "summary.json").read_text())
+    found = summary["findings"]
+    assert found and found[0]["outcome"] == outcome and found[0]["exc"] == exc, found
+    d = out / found[0]["id"]
+    assert (d / "case.npz").exists() and json.loads((d / "finding.json").read_text())["replay"]
