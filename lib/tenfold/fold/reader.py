@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from .. import _kernels
-from ..core import jsonio
+from ..core import jsonio, parallel
 from ..core.checksums import crc32c, sha256_hex
 from ..core.compression import zstd_decompress_into
 from ..core.mapped import MappedFile
@@ -812,15 +812,14 @@ class Reader:
 
 
 _PARALLEL_MIN = 4 << 20
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
 
 
 def _sha_async(buf: np.ndarray) -> concurrent.futures.Future:
-    """SHA-256 hex of ``buf`` computed in a worker thread (hashlib releases the GIL)."""
-    global _POOL
-    if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tenfold-fold-sha")
-    return _POOL.submit(sha256_hex, buf)
+    """SHA-256 hex of ``buf`` computed in a worker thread (hashlib releases the GIL).
+
+    The pool is :func:`tenfold.core.parallel.shared`, which a forked child recreates.
+    """
+    return parallel.submit(sha256_hex, buf)
 
 
 def strict_or_warn(strict: bool, msg: str, cls: type[Exception]) -> bool:
