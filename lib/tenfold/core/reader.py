@@ -101,7 +101,8 @@ def _unclosed(mf: MappedFile, label: str) -> None:
     if mf.closed:
         return
     mf.close()
-    warnings.warn(f"unclosed {label}", ResourceWarning, stacklevel=2)
+    if mf.path is not None:  # a buffer holds no descriptor: nothing leaked
+        warnings.warn(f"unclosed {label}", ResourceWarning, stacklevel=2)
 
 
 class MappedReader:
@@ -124,6 +125,14 @@ class MappedReader:
         label = f"{type(self).__module__}.{type(self).__qualname__} {mf.path or '<buffer>'!r}"
         self._finalizer = weakref.finalize(self, _unclosed, mf, label)
         return mf
+
+    def _owned(self) -> Any:
+        """Mark this reader as owned by an object that manages its lifetime (a dataset that
+        drops it after a fork, say): collecting it unclosed then closes it without a
+        :class:`ResourceWarning`. Returns ``self``."""
+        self._finalizer.detach()
+        self._finalizer = weakref.finalize(self, self._mf.close)
+        return self
 
     # -- lifetime ---------------------------------------------------------------------------
     @property
