@@ -114,6 +114,7 @@ class MappedReader:
 
     fmt: str = "tenfold"
     _mf: MappedFile
+    _finalizer: Any
 
     def _map(self, source: Any, fmt: str | None = None) -> MappedFile:
         """Map ``source`` (path or buffer) and own it."""
