@@ -6,8 +6,7 @@ on it). So tenfold never keeps an executor in a module global of its own:
 
 * :func:`shared` is a process-wide pool created lazily on first use and forgotten in a forked
   child (``os.register_at_fork``), which creates its own on its first use;
-* :func:`scoped` is a pool for one operation (a ``with`` block), shut down at its end, or no
-  pool at all for a single worker;
+* :func:`scoped` is a pool for one operation (a ``with`` block), shut down at its end;
 * :class:`Pool` is a pool owned by one object (a reader or writer): created lazily, shut down by
   :meth:`Pool.close`, recreated in a forked child.
 
@@ -68,12 +67,9 @@ def submit(fn: Any, *args: Any, **kw: Any) -> concurrent.futures.Future[Any]:
 
 
 @contextlib.contextmanager
-def scoped(workers: int, name: str = "tenfold") -> Iterator[concurrent.futures.Executor | None]:
-    """A pool of ``workers`` threads for one ``with`` block (``None`` when ``workers <= 1``)."""
-    if workers <= 1:
-        yield None
-        return
-    pool = concurrent.futures.ThreadPoolExecutor(workers, thread_name_prefix=name)
+def scoped(workers: int, name: str = "tenfold") -> Iterator[concurrent.futures.Executor]:
+    """A pool of ``workers`` (at least 1) threads for one ``with`` block, shut down at its end."""
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, workers), thread_name_prefix=name)
     try:
         yield pool
     finally:

@@ -14,7 +14,6 @@ before hashing (``keyhash = xxh64(stem.encode("utf-8"))``).
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import os
 import re
@@ -23,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _kernels
+from ..core import parallel
 from ..core.mapped import MappedFile
 from ..core.progress import progress
 from ..errors import FormatError, TruncatedError, UnsupportedError, describe
@@ -250,7 +250,7 @@ def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str
     if nw == 1:
         scans = list(progress((scan_shard(p) for p in paths), **bar))  # type: ignore[arg-type]
     else:
-        with concurrent.futures.ThreadPoolExecutor(nw) as pool:
+        with parallel.scoped(nw, "tenfold-taridx-scan") as pool:
             scans = list(progress(pool.map(scan_shard, paths), **bar))  # type: ignore[arg-type]
     rows, ext, crash, n_stems = fold_rows(scans)
     flags = FLAG_CONTIGUOUS if count_runs(rows["keyhash"], rows["crashid"]) == n_stems else 0

@@ -24,6 +24,7 @@ import numpy as np
 import pybase64
 
 from .. import _kernels
+from ..core import parallel
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.checksums import crc32c, xxh64_hex
 from ..core.mapped import MappedFile
@@ -170,8 +171,7 @@ class _Hashes:
     """Array-level digests fed in order (inline, or on one worker thread)."""
 
     def __init__(self, workers: int) -> None:
-        self.pool = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="wtxt-hash")
-                     if workers > 1 else None)
+        self.pool = parallel.Pool(1, "wtxt-hash") if workers > 1 else None
         self.futures: list[concurrent.futures.Future[None]] = []
         self.all = hashlib.sha256()
 
@@ -188,7 +188,7 @@ class _Hashes:
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True)
+            self.pool.close()
 
 
 def _update(hashers: list[Any], view: np.ndarray) -> None:
