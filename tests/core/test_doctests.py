@@ -22,6 +22,13 @@ MODULES = [
     "tenfold.ztensor.reader",
     "tenfold.ztensor.writer",
     "tenfold.ztensor.sparse",
+    "tenfold.core.reader",
+    "tenfold.core.parallel",
+    "tenfold.interop.safetensors_reader",
+    "tenfold.interop.npz_reader",
+    "tenfold.fold.reader",
+    "tenfold.oinf",
+    "tenfold.taridx.reader",
 ]
 
 
