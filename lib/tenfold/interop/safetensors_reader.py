@@ -72,7 +72,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
     >>> p = os.path.join(tempfile.mkdtemp(), "m.safetensors")
     >>> tenfold.save(p, {"w": np.arange(4, dtype=np.float32)})
     >>> with tenfold.open(p) as r:
-    ...     r["w"].tolist(), r.info("w").byte_range, r.info("w").dtype
+    ...     r["w"].tolist(), r.info("w").shape, r.info("w").dtype
     ([0.0, 1.0, 2.0, 3.0], (4,), 'F32')
     """
 
