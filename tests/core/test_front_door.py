@@ -288,3 +288,28 @@ def _npy(a: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, a)
     return buf.getvalue()
+
+
+def test_safetensors_limits(tmp_path):
+    from tenfold.core import Limits
+
+    p = tmp_path / "x.safetensors"
+    p.write_bytes(_st(_good_header(), DATA))
+    with pytest.raises(LimitError, match="header length.*above the limit"):
+        st.Reader(p, limits=Limits(max_index_bytes=16))
+    with pytest.raises(LimitError, match="tensors.*above max_objects"):
+        st.Reader(p, limits=Limits(max_objects=1))
+    with pytest.raises(LimitError, match="tensor 'w'.*too many dimensions"):
+        st.Reader(p, limits=Limits(max_ndim=1))
+    with st.Reader(p, limits=Limits(max_objects=2, max_ndim=2)) as r:
+        assert len(r) == 2
+
+
+def test_npz_huge_lying_shape_allocates_nothing(tmp_path):
+    p = tmp_path / "h.npz"
+    head = _npy(np.zeros(1, np.uint8))
+    lie = head.replace(b"(1,)", str((10**15,)).encode())  # a petabyte announced, 1 byte stored
+    with zipfile.ZipFile(p, "w") as z:
+        z.writestr("w.npy", lie)
+    with tenfold.open(p) as r, pytest.raises(FormatError, match="does not describe.*got 10{15}"):
+        r["w"]

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.bounds import checked_numel
+from ..core.bounds import DEFAULT_LIMITS, Limits, checked_numel
 from ..core.reader import MappedReader, TensorInfo
 from ..core.report import ERROR, OK, Report
 from ..errors import FormatError, LimitError, TenfoldError, TruncatedError, UnsupportedError
@@ -78,8 +78,9 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
     fmt = FMT
 
-    def __init__(self, source: Any, *, copy: bool = False) -> None:
+    def __init__(self, source: Any, *, copy: bool = False, limits: Limits = DEFAULT_LIMITS) -> None:
         self.copy = copy
+        self.limits = limits
         self._map(source, FMT)
         try:
             self._parse()
@@ -95,10 +96,11 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
                 FMT, "header length", offset=0, detail="file shorter than the 8-byte length",
                 expected=">= 8 bytes", got=size))
         n = int(mf.array(0, "<u8", ()))
-        if n > MAX_HEADER:
+        limit = min(MAX_HEADER, self.limits.max_index_bytes)
+        if n > limit:
             raise LimitError(_describe(
                 FMT, "header length", offset=0, detail="above the limit",
-                expected=f"<= {MAX_HEADER}", got=n))
+                expected=f"<= {limit}", got=n))
         if n > size - 8:
             raise TruncatedError(_describe(
                 FMT, "header length", offset=0, detail="header ends past end of file",
@@ -137,6 +139,10 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         self._metadata: dict[str, str] = meta
         self.data_start = 8 + n
         data_size = size - self.data_start
+        if len(header) > self.limits.max_objects:
+            raise LimitError(_describe(FMT, "header", offset=8, field="tensors",
+                                       detail="above max_objects",
+                                       expected=f"<= {self.limits.max_objects}", got=len(header)))
         entries = []
         for name, e in header.items():
             entries.append(self._entry(name, e))
@@ -180,6 +186,10 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
             raise FormatError(_describe(FMT, where, offset=8, field="shape",
                                         detail="not a list of non-negative integers", got=shape))
+        if len(shape) > self.limits.max_ndim:
+            raise LimitError(_describe(FMT, where, offset=8, field="shape",
+                                       detail="too many dimensions",
+                                       expected=f"<= {self.limits.max_ndim}", got=len(shape)))
         offs = e["data_offsets"]
         if not (isinstance(offs, list) and len(offs) == 2
                 and all(type(o) is int and o >= 0 for o in offs)):

@@ -547,8 +547,8 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         self._hmac_keys = list(hmac_keys)
         self._public_keys = list(public_keys)
         try:
-            keys = list(hmac_keys)
-            pubs = list(public_keys)
+            keys = self._hmac_keys
+            pubs = self._public_keys
             self.parsed = parse(self._mf.buffer(), hmac_keys=keys, limits=limits,
                                 workers=workers)
             if wsum is None and self._mf.path is not None:
