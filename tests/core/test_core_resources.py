@@ -59,8 +59,10 @@ def test_pools_work_in_a_forked_child():
     assert own.submit(abs, -4).result() == 4
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
-        ok = (parallel.submit(sum, [3, 4]).result(timeout=10) == 7
-              and own.submit(abs, -5).result(timeout=10) == 5)
+        ok = (
+            parallel.submit(sum, [3, 4]).result(timeout=10) == 7
+            and own.submit(abs, -5).result(timeout=10) == 5
+        )
         own.close()
         os._exit(0 if ok else 1)
     assert _wait(pid) == 0

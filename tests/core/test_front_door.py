@@ -82,6 +82,7 @@ def test_cli_inspect_and_verify(tmp_path, suffix, capsys):
 
 # -- safetensors header lies ---------------------------------------------------------------------
 
+
 def _st(header: object, data: bytes, *, raw: bytes | None = None, pad: bool = True) -> bytes:
     text = raw if raw is not None else json.dumps(header).encode()
     if pad:
@@ -90,9 +91,11 @@ def _st(header: object, data: bytes, *, raw: bytes | None = None, pad: bool = Tr
 
 
 def _good_header() -> dict:
-    return {"__metadata__": {"a": "b"},
-            "w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
-            "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 40]}}
+    return {
+        "__metadata__": {"a": "b"},
+        "w": {"dtype": "F32", "shape": [2, 3], "data_offsets": [0, 24]},
+        "b": {"dtype": "I64", "shape": [2], "data_offsets": [24, 40]},
+    }
 
 
 DATA = W.tobytes() + B.tobytes()
@@ -203,8 +206,7 @@ def test_header_content_lies(tmp_path):
         e = '{"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}'
         _open_bytes(tmp_path, _st(None, b"\0", raw=f'{{"w": {e}, "w": {e}}}'.encode()))
     with pytest.raises(FormatError, match="nested too deeply"):
-        _open_bytes(tmp_path, _st(None, b"", raw=b'{"a": ' + b"[" * 100000 + b"]" * 100000
-                                   + b"}"))
+        _open_bytes(tmp_path, _st(None, b"", raw=b'{"a": ' + b"[" * 100000 + b"]" * 100000 + b"}"))
 
 
 def test_empty_file_is_a_valid_empty_safetensors(tmp_path):
@@ -223,6 +225,7 @@ def test_corrupt_safetensors_on_the_cli_exits_1(tmp_path, capsys):
 
 
 # -- npz ---------------------------------------------------------------------------------------
+
 
 def test_npz_refuses_object_arrays(tmp_path):
     p = tmp_path / "o.npz"

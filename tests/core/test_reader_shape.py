@@ -43,8 +43,13 @@ def make(fmt: str, directory: Path, *, big: bool = False) -> Path:
             w.add_chunk("blob", "BLOB", blob)
             w.finalize({"model": "test"})
         return p
-    suffix = {"ztensor": ".zt", "oinf": ".oinf", "wtxt": ".wtxt", "safetensors": ".safetensors",
-              "npz": ".npz"}[fmt]
+    suffix = {
+        "ztensor": ".zt",
+        "oinf": ".oinf",
+        "wtxt": ".wtxt",
+        "safetensors": ".safetensors",
+        "npz": ".npz",
+    }[fmt]
     p = directory / f"m{suffix}"
     tenfold.save(p, ARRAYS)
     return p
@@ -92,7 +97,8 @@ def test_every_format_has_the_one_reader_shape(tmp_path, fmt):
             assert info.name == k and isinstance(info.dtype, str)
             assert isinstance(info.shape, tuple) and all(isinstance(d, int) for d in info.shape)
             assert info.byte_range is None or (
-                0 <= info.byte_range[0] <= info.byte_range[1] <= r.size)
+                0 <= info.byte_range[0] <= info.byte_range[1] <= r.size
+            )
             assert isinstance(info.encoding, str)
             assert info.checksum is None or isinstance(info.checksum, str)
             assert isinstance(info.extras, collections.abc.Mapping)
@@ -114,8 +120,9 @@ def test_tensor_formats_give_the_arrays_that_were_saved(tmp_path, fmt):
             assert isinstance(got, np.ndarray) and np.array_equal(got, want)
             assert same(r.read(k), got)
             assert r.info(k).shape == want.shape
-    assert {k: v.tolist() for k, v in tenfold.load(p).items()} == \
-        {k: v.tolist() for k, v in ARRAYS.items()}
+    assert {k: v.tolist() for k, v in tenfold.load(p).items()} == {
+        k: v.tolist() for k, v in ARRAYS.items()
+    }
 
 
 def test_fold_values_are_decoded_by_chunk_type(tmp_path):
@@ -159,6 +166,7 @@ def test_dataset_get_is_dict_like(tmp_path):
 
 
 # -- fork: read in the parent, fork, read in the child (issue 11) -------------------------------
+
 
 def _read_all(r: object) -> None:
     for k in r:  # type: ignore[attr-defined]
@@ -210,6 +218,7 @@ def test_readers_work_in_a_forked_child(tmp_path, fmt):
 
 
 # -- descriptors: a reader dropped without close() leaks nothing (issue 11) --------------------
+
 
 def _open_fds() -> int:
     return len(os.listdir("/proc/self/fd"))

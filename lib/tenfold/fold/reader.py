@@ -462,8 +462,14 @@ class Reader(MappedReader, Mapping[str, Any]):
             byte_range=(c.payload_offset, c.payload_offset + c.comp_len),
             encoding=c.compression,
             checksum=f"crc32c:{c.crc32c:08x}",
-            extras={"ctype": c.ctype, "sha256": c.sha256, "ecc_algo": c.ecc_algo,
-                    "ecc_len": c.ecc_len, "offset": c.offset, "stored": c.comp_len},
+            extras={
+                "ctype": c.ctype,
+                "sha256": c.sha256,
+                "ecc_algo": c.ecc_algo,
+                "ecc_len": c.ecc_len,
+                "offset": c.offset,
+                "stored": c.comp_len,
+            },
         )
 
     def chunk(self, name: str) -> ChunkInfo:

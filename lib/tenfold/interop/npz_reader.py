@@ -105,8 +105,9 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             self._zip = zipfile.ZipFile(_BufferFile(self._mf.buffer()))
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
             self.close()
-            raise FormatError(_describe(FMT, self.path or "<buffer>",
-                                        detail=f"not a readable zip: {exc}")) from None
+            raise FormatError(
+                _describe(FMT, self.path or "<buffer>", detail=f"not a readable zip: {exc}")
+            ) from None
         except BaseException:
             self.close()
             raise
@@ -119,29 +120,52 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
     def _check_members(self) -> dict[str, zipfile.ZipInfo]:
         infos = self._zip.infolist()
         if len(infos) > self.limits.max_objects:
-            raise LimitError(_describe(FMT, "zip directory", field="members",
-                                       detail="above max_objects",
-                                       expected=f"<= {self.limits.max_objects}", got=len(infos)))
+            raise LimitError(
+                _describe(
+                    FMT,
+                    "zip directory",
+                    field="members",
+                    detail="above max_objects",
+                    expected=f"<= {self.limits.max_objects}",
+                    got=len(infos),
+                )
+            )
         out: dict[str, zipfile.ZipInfo] = {}
         for zi in infos:
             what = f"member {zi.filename!r}"
             if not zi.filename.endswith(".npy"):
-                raise FormatError(_describe(FMT, what, offset=zi.header_offset,
-                                            detail="not a .npy member"))
+                raise FormatError(
+                    _describe(FMT, what, offset=zi.header_offset, detail="not a .npy member")
+                )
             if zi.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
-                raise UnsupportedError(_describe(FMT, what, offset=zi.header_offset,
-                                                 field="compression", detail="unsupported",
-                                                 expected="stored | deflate",
-                                                 got=zi.compress_type))
+                raise UnsupportedError(
+                    _describe(
+                        FMT,
+                        what,
+                        offset=zi.header_offset,
+                        field="compression",
+                        detail="unsupported",
+                        expected="stored | deflate",
+                        got=zi.compress_type,
+                    )
+                )
             if zi.file_size > self.limits.max_decoded_bytes:
-                raise LimitError(_describe(FMT, what, offset=zi.header_offset,
-                                           field="size", detail="above max_decoded_bytes",
-                                           expected=f"<= {self.limits.max_decoded_bytes}",
-                                           got=zi.file_size))
+                raise LimitError(
+                    _describe(
+                        FMT,
+                        what,
+                        offset=zi.header_offset,
+                        field="size",
+                        detail="above max_decoded_bytes",
+                        expected=f"<= {self.limits.max_decoded_bytes}",
+                        got=zi.file_size,
+                    )
+                )
             name = zi.filename[: -len(".npy")]
             if name in out:
-                raise FormatError(_describe(FMT, what, offset=zi.header_offset,
-                                            detail="appears twice"))
+                raise FormatError(
+                    _describe(FMT, what, offset=zi.header_offset, detail="appears twice")
+                )
             out[name] = zi
         return out
 
@@ -177,29 +201,45 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             elif version in ((2, 0), (3, 0)):
                 shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
             else:
-                raise UnsupportedError(_describe(FMT, what, offset=zi.header_offset,
-                                                 field="npy version", got=version))
+                raise UnsupportedError(
+                    _describe(FMT, what, offset=zi.header_offset, field="npy version", got=version)
+                )
         except TenfoldError:
             raise
         except zipfile.BadZipFile as exc:
             raise _zip_error(exc, what, zi) from None
         except (ValueError, EOFError, OSError, zlib.error) as exc:
-            raise FormatError(_describe(FMT, what, offset=zi.header_offset,
-                                        detail=f"bad .npy header: {exc}")) from None
+            raise FormatError(
+                _describe(FMT, what, offset=zi.header_offset, detail=f"bad .npy header: {exc}")
+            ) from None
         hlen = f.tell()
         if dtype.hasobject:
-            raise UnsupportedError(_describe(FMT, what, offset=zi.header_offset, field="dtype",
-                                             detail="object arrays need pickle (refused)",
-                                             expected="a dtype without objects",
-                                             got=str(dtype)))
+            raise UnsupportedError(
+                _describe(
+                    FMT,
+                    what,
+                    offset=zi.header_offset,
+                    field="dtype",
+                    detail="object arrays need pickle (refused)",
+                    expected="a dtype without objects",
+                    got=str(dtype),
+                )
+            )
         count = 1
         for d in shape:
             count *= d
         if count * dtype.itemsize != zi.file_size - hlen:
-            raise FormatError(_describe(FMT, what, offset=zi.header_offset, field="size",
-                                        detail=".npy header does not describe the member's bytes",
-                                        expected=zi.file_size - hlen,
-                                        got=count * dtype.itemsize))
+            raise FormatError(
+                _describe(
+                    FMT,
+                    what,
+                    offset=zi.header_offset,
+                    field="size",
+                    detail=".npy header does not describe the member's bytes",
+                    expected=zi.file_size - hlen,
+                    got=count * dtype.itemsize,
+                )
+            )
         return dtype, tuple(shape), fortran, hlen
 
     def read(self, name: str) -> np.ndarray:
@@ -217,8 +257,11 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
                     while done < flat.size:
                         got = f.readinto(mv[done:])  # type: ignore[attr-defined]
                         if not got:
-                            raise FormatError(_describe(FMT, what, offset=zi.header_offset,
-                                                        detail="member ends early"))
+                            raise FormatError(
+                                _describe(
+                                    FMT, what, offset=zi.header_offset, detail="member ends early"
+                                )
+                            )
                         done += got
                 f.read(1)  # reach the end: zipfile checks the CRC-32 there
         except TenfoldError:
@@ -226,8 +269,9 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         except zipfile.BadZipFile as exc:
             raise _zip_error(exc, what, zi) from None
         except (ValueError, EOFError, OSError, zlib.error) as exc:
-            raise FormatError(_describe(FMT, what, offset=zi.header_offset,
-                                        detail=f"cannot decode: {exc}")) from None
+            raise FormatError(
+                _describe(FMT, what, offset=zi.header_offset, detail=f"cannot decode: {exc}")
+            ) from None
         return out
 
     def info(self, name: str) -> TensorInfo:
@@ -238,13 +282,27 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         byte_range = None
         if stored:
             local = self._mf.bytes(zi.header_offset, 30, f"member {zi.filename!r} local header")
-            start = (zi.header_offset + 30 + int.from_bytes(local[26:28], "little")
-                     + int.from_bytes(local[28:30], "little"))
+            start = (
+                zi.header_offset
+                + 30
+                + int.from_bytes(local[26:28], "little")
+                + int.from_bytes(local[28:30], "little")
+            )
             byte_range = (start + hlen, start + zi.file_size)
-        return TensorInfo(name, str(dtype), shape, byte_range, "raw" if stored else "deflate",
-                          f"crc32:{zi.CRC:08x}",
-                          {"member": zi.filename, "compressed_size": zi.compress_size,
-                           "fortran_order": fortran, "header_offset": zi.header_offset})
+        return TensorInfo(
+            name,
+            str(dtype),
+            shape,
+            byte_range,
+            "raw" if stored else "deflate",
+            f"crc32:{zi.CRC:08x}",
+            {
+                "member": zi.filename,
+                "compressed_size": zi.compress_size,
+                "fortran_order": fortran,
+                "header_offset": zi.header_offset,
+            },
+        )
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -286,11 +344,18 @@ def inspect(source: Any) -> list[dict]:
         rows = []
         for name in r:
             i = r.info(name)
-            rows.append({"name": name, "dtype": i.dtype,
-                         "shape": "x".join(map(str, i.shape)) or "()",
-                         "bytes": i.extras["compressed_size"], "encoding": i.encoding,
-                         "layout": "dense", "checksum": i.checksum,
-                         "offset": i.extras["header_offset"]})
+            rows.append(
+                {
+                    "name": name,
+                    "dtype": i.dtype,
+                    "shape": "x".join(map(str, i.shape)) or "()",
+                    "bytes": i.extras["compressed_size"],
+                    "encoding": i.encoding,
+                    "layout": "dense",
+                    "checksum": i.checksum,
+                    "offset": i.extras["header_offset"],
+                }
+            )
         return rows
 
 
@@ -311,6 +376,12 @@ def demo(directory: pathlib.Path) -> pathlib.Path:
     """Write a small deterministic sample; return its path."""
     path = pathlib.Path(directory) / "demo.npz"
     rng = np.random.default_rng(12)
-    save(path, {"weights": rng.standard_normal((8, 4)).astype(np.float32),
-                "ids": np.arange(8, dtype=np.int32)}, compressed=True)
+    save(
+        path,
+        {
+            "weights": rng.standard_normal((8, 4)).astype(np.float32),
+            "ids": np.arange(8, dtype=np.int32),
+        },
+        compressed=True,
+    )
     return path

@@ -92,57 +92,112 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         mf = self._mf
         size = mf.size
         if size < 8:
-            raise TruncatedError(_describe(
-                FMT, "header length", offset=0, detail="file shorter than the 8-byte length",
-                expected=">= 8 bytes", got=size))
+            raise TruncatedError(
+                _describe(
+                    FMT,
+                    "header length",
+                    offset=0,
+                    detail="file shorter than the 8-byte length",
+                    expected=">= 8 bytes",
+                    got=size,
+                )
+            )
         n = int(mf.array(0, "<u8", ()))
         limit = min(MAX_HEADER, self.limits.max_index_bytes)
         if n > limit:
-            raise LimitError(_describe(
-                FMT, "header length", offset=0, detail="above the limit",
-                expected=f"<= {limit}", got=n))
+            raise LimitError(
+                _describe(
+                    FMT,
+                    "header length",
+                    offset=0,
+                    detail="above the limit",
+                    expected=f"<= {limit}",
+                    got=n,
+                )
+            )
         if n > size - 8:
-            raise TruncatedError(_describe(
-                FMT, "header length", offset=0, detail="header ends past end of file",
-                expected=f"<= {size - 8}", got=n))
+            raise TruncatedError(
+                _describe(
+                    FMT,
+                    "header length",
+                    offset=0,
+                    detail="header ends past end of file",
+                    expected=f"<= {size - 8}",
+                    got=n,
+                )
+            )
         raw = mf.bytes(8, n, "header")
         if raw[:1] != b"{":
-            raise FormatError(_describe(
-                FMT, "header", offset=8, detail="does not start with '{'",
-                expected="'{'", got=repr(raw[:1])))
+            raise FormatError(
+                _describe(
+                    FMT,
+                    "header",
+                    offset=8,
+                    detail="does not start with '{'",
+                    expected="'{'",
+                    got=repr(raw[:1]),
+                )
+            )
         try:
             text = raw.decode("utf-8")
         except UnicodeDecodeError as exc:
-            raise FormatError(_describe(
-                FMT, "header", offset=8 + exc.start, detail="invalid UTF-8")) from None
+            raise FormatError(
+                _describe(FMT, "header", offset=8 + exc.start, detail="invalid UTF-8")
+            ) from None
         try:
             header = json.loads(text, object_pairs_hook=_duplicates)
         except RecursionError:
-            raise FormatError(_describe(FMT, "header", offset=8, detail="nested too deeply")) \
-                from None
+            raise FormatError(
+                _describe(FMT, "header", offset=8, detail="nested too deeply")
+            ) from None
         except json.JSONDecodeError as exc:
-            raise FormatError(_describe(
-                FMT, "header", offset=8 + len(text[: exc.pos].encode()),
-                detail=f"invalid JSON: {exc.msg}")) from None
+            raise FormatError(
+                _describe(
+                    FMT,
+                    "header",
+                    offset=8 + len(text[: exc.pos].encode()),
+                    detail=f"invalid JSON: {exc.msg}",
+                )
+            ) from None
         except ValueError as exc:  # int() past the digit limit
-            raise FormatError(_describe(FMT, "header", offset=8, detail=f"invalid JSON: {exc}")) \
-                from None
+            raise FormatError(
+                _describe(FMT, "header", offset=8, detail=f"invalid JSON: {exc}")
+            ) from None
         if not isinstance(header, dict):
-            raise FormatError(_describe(FMT, "header", offset=8, detail="not a JSON object",
-                                        got=type(header).__name__))
+            raise FormatError(
+                _describe(
+                    FMT, "header", offset=8, detail="not a JSON object", got=type(header).__name__
+                )
+            )
         meta = header.pop("__metadata__", None)
         if meta is None:
             meta = {}
         if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-            raise FormatError(_describe(FMT, "header", offset=8, field="__metadata__",
-                                        detail="not an object of strings", got=meta))
+            raise FormatError(
+                _describe(
+                    FMT,
+                    "header",
+                    offset=8,
+                    field="__metadata__",
+                    detail="not an object of strings",
+                    got=meta,
+                )
+            )
         self._metadata: dict[str, str] = meta
         self.data_start = 8 + n
         data_size = size - self.data_start
         if len(header) > self.limits.max_objects:
-            raise LimitError(_describe(FMT, "header", offset=8, field="tensors",
-                                       detail="above max_objects",
-                                       expected=f"<= {self.limits.max_objects}", got=len(header)))
+            raise LimitError(
+                _describe(
+                    FMT,
+                    "header",
+                    offset=8,
+                    field="tensors",
+                    detail="above max_objects",
+                    expected=f"<= {self.limits.max_objects}",
+                    got=len(header),
+                )
+            )
         entries = []
         for name, e in header.items():
             entries.append(self._entry(name, e))
@@ -151,66 +206,148 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         for name, _tag, _shape, begin, end in entries:
             if begin != pos:
                 what = "gap before it" if begin > pos else "overlaps the tensor before it"
-                raise FormatError(_describe(
-                    FMT, f"tensor {name!r}", offset=self.data_start + begin,
-                    field="data_offsets", detail=f"{what} (tensors must tile the data buffer)",
-                    expected=f"begin {pos}", got=begin))
+                raise FormatError(
+                    _describe(
+                        FMT,
+                        f"tensor {name!r}",
+                        offset=self.data_start + begin,
+                        field="data_offsets",
+                        detail=f"{what} (tensors must tile the data buffer)",
+                        expected=f"begin {pos}",
+                        got=begin,
+                    )
+                )
             pos = end
         if pos != data_size:
             cls = TruncatedError if pos > data_size else FormatError
             last = repr(entries[-1][0]) if entries else "(none)"
-            raise cls(_describe(
-                FMT, f"tensor {last}" if entries else "data buffer",
-                offset=self.data_start + pos,
-                field="data_offsets", detail="tensors do not end where the file ends",
-                expected=f"end {data_size}", got=pos))
+            raise cls(
+                _describe(
+                    FMT,
+                    f"tensor {last}" if entries else "data buffer",
+                    offset=self.data_start + pos,
+                    field="data_offsets",
+                    detail="tensors do not end where the file ends",
+                    expected=f"end {data_size}",
+                    got=pos,
+                )
+            )
         self._entries = {name: (tag, shape, begin, end) for name, tag, shape, begin, end in entries}
 
     def _entry(self, name: str, e: Any) -> tuple[str, str, tuple[int, ...], int, int]:
         where = f"tensor {name!r}"
         if not isinstance(e, dict):
-            raise FormatError(_describe(FMT, where, offset=8, detail="entry is not an object",
-                                        got=type(e).__name__))
+            raise FormatError(
+                _describe(
+                    FMT, where, offset=8, detail="entry is not an object", got=type(e).__name__
+                )
+            )
         extra = sorted(set(e) - {"dtype", "shape", "data_offsets"})
         missing = sorted({"dtype", "shape", "data_offsets"} - set(e))
         if missing or extra:
-            raise FormatError(_describe(FMT, where, offset=8, detail="keys",
-                                        expected="dtype, shape, data_offsets",
-                                        got=f"missing {missing}, unknown {extra}"))
+            raise FormatError(
+                _describe(
+                    FMT,
+                    where,
+                    offset=8,
+                    detail="keys",
+                    expected="dtype, shape, data_offsets",
+                    got=f"missing {missing}, unknown {extra}",
+                )
+            )
         tag = e["dtype"]
         if tag not in DTYPES:
-            raise UnsupportedError(_describe(FMT, where, offset=8, field="dtype",
-                                             detail="unknown", expected=" | ".join(DTYPES),
-                                             got=tag))
+            raise UnsupportedError(
+                _describe(
+                    FMT,
+                    where,
+                    offset=8,
+                    field="dtype",
+                    detail="unknown",
+                    expected=" | ".join(DTYPES),
+                    got=tag,
+                )
+            )
         shape = e["shape"]
         if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-            raise FormatError(_describe(FMT, where, offset=8, field="shape",
-                                        detail="not a list of non-negative integers", got=shape))
+            raise FormatError(
+                _describe(
+                    FMT,
+                    where,
+                    offset=8,
+                    field="shape",
+                    detail="not a list of non-negative integers",
+                    got=shape,
+                )
+            )
         if len(shape) > self.limits.max_ndim:
-            raise LimitError(_describe(FMT, where, offset=8, field="shape",
-                                       detail="too many dimensions",
-                                       expected=f"<= {self.limits.max_ndim}", got=len(shape)))
+            raise LimitError(
+                _describe(
+                    FMT,
+                    where,
+                    offset=8,
+                    field="shape",
+                    detail="too many dimensions",
+                    expected=f"<= {self.limits.max_ndim}",
+                    got=len(shape),
+                )
+            )
         offs = e["data_offsets"]
-        if not (isinstance(offs, list) and len(offs) == 2
-                and all(type(o) is int and o >= 0 for o in offs)):
-            raise FormatError(_describe(FMT, where, offset=8, field="data_offsets",
-                                        detail="not [begin, end] non-negative integers", got=offs))
+        if not (
+            isinstance(offs, list)
+            and len(offs) == 2
+            and all(type(o) is int and o >= 0 for o in offs)
+        ):
+            raise FormatError(
+                _describe(
+                    FMT,
+                    where,
+                    offset=8,
+                    field="data_offsets",
+                    detail="not [begin, end] non-negative integers",
+                    got=offs,
+                )
+            )
         begin, end = offs
         if end < begin:
-            raise FormatError(_describe(FMT, where, offset=self.data_start + begin,
-                                        field="data_offsets", detail="end before begin",
-                                        expected=f"end >= {begin}", got=end))
+            raise FormatError(
+                _describe(
+                    FMT,
+                    where,
+                    offset=self.data_start + begin,
+                    field="data_offsets",
+                    detail="end before begin",
+                    expected=f"end >= {begin}",
+                    got=end,
+                )
+            )
         numel = checked_numel(FMT, where, shape)
         want = numel * DTYPES[tag].itemsize
         if end - begin != want:
-            raise FormatError(_describe(FMT, where, offset=self.data_start + begin,
-                                        field="data_offsets", detail="size is not shape x itemsize",
-                                        expected=want, got=end - begin))
+            raise FormatError(
+                _describe(
+                    FMT,
+                    where,
+                    offset=self.data_start + begin,
+                    field="data_offsets",
+                    detail="size is not shape x itemsize",
+                    expected=want,
+                    got=end - begin,
+                )
+            )
         data_size = self._mf.size - self.data_start
         if end > data_size:
-            raise TruncatedError(_describe(FMT, where, offset=self.data_start + begin,
-                                           field="data_offsets", detail="ends past end of file",
-                                           expected=f"end <= {data_size}", got=end))
+            raise TruncatedError(
+                _describe(
+                    FMT,
+                    where,
+                    offset=self.data_start + begin,
+                    field="data_offsets",
+                    detail="ends past end of file",
+                    expected=f"end <= {data_size}",
+                    got=end,
+                )
+            )
         return name, tag, tuple(shape), begin, end
 
     # -- Mapping ------------------------------------------------------------------------------
@@ -243,8 +380,15 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
     def info(self, name: str) -> TensorInfo:
         tag, shape, begin, end = self._get(name)
-        return TensorInfo(name, tag, shape, (self.data_start + begin, self.data_start + end),
-                          "raw", None, {"numpy_dtype": str(DTYPES[tag])})
+        return TensorInfo(
+            name,
+            tag,
+            shape,
+            (self.data_start + begin, self.data_start + end),
+            "raw",
+            None,
+            {"numpy_dtype": str(DTYPES[tag])},
+        )
 
     @property
     def metadata(self) -> dict[str, str]:
@@ -290,9 +434,18 @@ def inspect(source: Any) -> list[dict]:
         for name in r:
             i = r.info(name)
             assert i.byte_range is not None
-            rows.append({"name": name, "dtype": i.dtype, "shape": "x".join(map(str, i.shape))
-                         or "()", "bytes": i.byte_range[1] - i.byte_range[0], "encoding": "raw",
-                         "layout": "dense", "checksum": "-", "offset": i.byte_range[0]})
+            rows.append(
+                {
+                    "name": name,
+                    "dtype": i.dtype,
+                    "shape": "x".join(map(str, i.shape)) or "()",
+                    "bytes": i.byte_range[1] - i.byte_range[0],
+                    "encoding": "raw",
+                    "layout": "dense",
+                    "checksum": "-",
+                    "offset": i.byte_range[0],
+                }
+            )
         return rows
 
 
@@ -313,7 +466,13 @@ def demo(directory: pathlib.Path) -> pathlib.Path:
     """Write a small deterministic sample; return its path."""
     path = pathlib.Path(directory) / "demo.safetensors"
     rng = np.random.default_rng(11)
-    save(path, {"embedding": rng.standard_normal((16, 8)).astype(np.float32),
-                "bias": np.zeros(8, np.float16), "step": np.array(3, np.int64)},
-         metadata={"format": "pt", "source": "tenfold demo"})
+    save(
+        path,
+        {
+            "embedding": rng.standard_normal((16, 8)).astype(np.float32),
+            "bias": np.zeros(8, np.float16),
+            "step": np.array(3, np.int64),
+        },
+        metadata={"format": "pt", "source": "tenfold demo"},
+    )
     return path
