@@ -316,3 +316,16 @@ def test_npz_huge_lying_shape_allocates_nothing(tmp_path):
         z.writestr("w.npy", lie)
     with tenfold.open(p) as r, pytest.raises(FormatError, match="does not describe.*got 10{15}"):
         r["w"]
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_closed_reader_refuses_reads(tmp_path, suffix):
+    p = tmp_path / f"c{suffix}"
+    tenfold.save(p, {"w": W})
+    r = tenfold.open(p)
+    kept = r["w"]
+    r.close()
+    assert r.closed and "closed" in repr(r)
+    with pytest.raises(ValueError, match="closed file"):
+        r["w"]
+    assert kept.tolist() == W.tolist()

@@ -258,3 +258,14 @@ def test_views_outlive_a_dropped_reader(tmp_path):
         del r
         gc.collect()
     assert w.tolist() == ARRAYS["w"].tolist()  # the map lives as long as the view
+
+
+@pytest.mark.parametrize("fmt", ["ztensor", "oinf", "fold", "taridx", "safetensors", "npz"])
+def test_a_closed_reader_reads_nothing_more(tmp_path, fmt):
+    p = make(fmt, tmp_path)
+    r = tenfold.open(p)
+    key = next(iter(r))
+    r.close()
+    r.close()  # twice is fine
+    with pytest.raises(ValueError, match="closed file"):
+        r[key]

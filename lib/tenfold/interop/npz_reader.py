@@ -102,7 +102,8 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         self.limits = limits
         self._map(source, FMT)
         try:
-            self._zip = zipfile.ZipFile(_BufferFile(self._mf.buffer()))
+            self._file = _BufferFile(self._mf.buffer())
+            self._zip = zipfile.ZipFile(self._file)
         except (zipfile.BadZipFile, OSError, ValueError, EOFError) as exc:
             self.close()
             raise FormatError(
@@ -170,10 +171,19 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         return out
 
     def close(self) -> None:
+        """Release the archive and the file (arrays already returned are owned copies)."""
         z = getattr(self, "_zip", None)
         if z is not None:
             z.close()
+        f = getattr(self, "_file", None)
+        if f is not None:
+            f._u8 = np.empty(0, np.uint8)  # let the map go now, not when the reader is collected
         super().close()
+
+    def _archive(self) -> zipfile.ZipFile:
+        if self.closed:
+            raise ValueError("npz: I/O operation on a closed file")
+        return self._zip
 
     # -- Mapping ------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[str]:
@@ -247,7 +257,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         zi = self._zi(name)
         what = f"member {zi.filename!r}"
         try:
-            with self._zip.open(zi) as f:
+            with self._archive().open(zi) as f:
                 dtype, shape, fortran, _ = self._header(zi, f)
                 out = np.empty(shape, dtype, order="F" if fortran else "C")
                 flat = out.reshape(-1, order="A").view(np.uint8) if out.size else None
@@ -276,7 +286,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
     def info(self, name: str) -> TensorInfo:
         zi = self._zi(name)
-        with self._zip.open(zi) as f:
+        with self._archive().open(zi) as f:
             dtype, shape, fortran, hlen = self._header(zi, f)
         stored = zi.compress_type == zipfile.ZIP_STORED
         byte_range = None

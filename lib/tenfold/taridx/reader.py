@@ -193,6 +193,8 @@ class Index(MappedReader, Mapping[str, dict]):
         return iter(self.stems())
 
     def _shards_dataset(self) -> Any:
+        if self.closed:
+            raise ValueError(f"{FMT}: I/O operation on a closed file")
         if self._dataset is None:
             if self._root is None or self._fold is None or self.path is None:
                 raise UnsupportedError(describe(
