@@ -416,9 +416,9 @@ def open(source: Any, **kw: Any) -> Reader:  # noqa: A001 - the format API name
     return Reader(source, **kw)
 
 
-def load(source: Any, copy: bool = False) -> dict[str, np.ndarray]:
+def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
     """Every tensor (read-only views of the file unless ``copy=True``)."""
-    with Reader(source) as r:
+    with Reader(source, **kw) as r:
         return {k: r.read(k, copy=copy) for k in r}
 
 
@@ -449,11 +449,11 @@ def inspect(source: Any) -> list[dict]:
         return rows
 
 
-def verify(source: Any) -> Report:
-    """Check every layout rule and read every tensor; never raises on a damaged file."""
+def verify(source: Any, **kw: Any) -> Report:
+    """Check every layout rule and every tensor's range; never raises on a damaged file."""
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"
     try:
-        r = Reader(source)
+        r = Reader(source, **kw)
     except (TenfoldError, OSError) as exc:
         report = Report(FMT, path)
         report.add("file", ERROR, str(exc))
