@@ -1,8 +1,11 @@
-"""tenfold: read, write and verify zTensor, OINF, FOLD, WTXT and TARIDX containers.
+"""tenfold: read, write and verify zTensor, OINF, FOLD, WTXT and TARIDX containers, and
+safetensors and npz files.
 
 The top level is small and imports nothing heavy:
 
-* :func:`open` opens any supported file, choosing the reader by its magic bytes;
+* :func:`open` opens any supported file, choosing the reader by its content; every reader has
+  one shape (:class:`tenfold.core.reader.TensorReader`): a context manager and a read-only
+  ``Mapping[str, value]`` with ``read``, ``info``, ``metadata``, ``verify`` and ``close``;
 * :func:`load` reads every tensor of a file into a ``dict`` of NumPy arrays;
 * :func:`save` writes a ``dict`` of arrays, in the format its suffix names;
 * :func:`detect` names a file's format.
@@ -56,7 +59,10 @@ def detect(path: str | os.PathLike[str]) -> str:
 
 
 def open(path: str | os.PathLike[str], **options: Any) -> Any:  # noqa: A001 - public API name
-    """Open ``path`` with the reader of its format (chosen by magic bytes, not suffix)."""
+    """Open ``path`` with the reader of its format (chosen by content, not suffix).
+
+    The reader is a context manager and a ``Mapping`` (see :mod:`tenfold.core.reader`).
+    """
     from .formats import module_for
 
     return module_for(detect(path)).open(path, **options)

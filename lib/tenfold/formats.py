@@ -60,10 +60,28 @@ FORMATS: list[FormatInfo] = [
         "tenfold.taridx",
         "TARIDX tar-shard index",
     ),
+    FormatInfo(
+        "safetensors",
+        (".safetensors",),
+        lambda head: _sniff("safetensors_reader", head),
+        "tenfold.interop.safetensors_reader",
+        "safetensors",
+    ),
+    FormatInfo(
+        "npz",
+        (".npz",),
+        lambda head: _sniff("npz_reader", head),
+        "tenfold.interop.npz_reader",
+        "NumPy npz",
+    ),
 ]
 
 #: Bytes read from the start of a file to recognise it.
-SNIFF_BYTES = 64
+SNIFF_BYTES = 512
+
+
+def _sniff(module: str, head: bytes) -> bool:
+    return bool(importlib.import_module(f"tenfold.interop.{module}").sniff(head))
 
 
 def detect_bytes(head: bytes) -> FormatInfo | None:

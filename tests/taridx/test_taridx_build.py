@@ -126,8 +126,9 @@ def test_ustar_prefix_and_directories(tmp_path):
     _tar(tmp_path / "f_0.tar", [(f"{long_dir}/s1.JPG", b"abc"), ("x/s1.cls", b"1")])
     with tarfile.open(tmp_path / "f_0.tar") as tf:
         assert tf.getmembers()[0].name.startswith(long_dir)  # really in the prefix field
-    idx = tx.Index.open(tx.build(tmp_path, "f", show_progress=False))
-    assert idx.ext == ["jpg", "cls"] and idx.n_stems == 1 and idx.lookup(["s1"]).tolist() == [0]
+    with tx.Index.open(tx.build(tmp_path, "f", show_progress=False)) as idx:
+        assert idx.ext == ["jpg", "cls"] and idx.n_stems == 1
+        assert idx.lookup(["s1"]).tolist() == [0]
 
 
 def test_pax_global_header_and_no_rows_for_links(tmp_path):
@@ -142,10 +143,10 @@ def test_pax_global_header_and_no_rows_for_links(tmp_path):
         ln = tarfile.TarInfo("dir/b.bin")
         ln.type, ln.linkname = tarfile.SYMTYPE, "a.bin"
         tf.addfile(ln)
-    idx = tx.Index.open(tx.build(tmp_path, "g", show_progress=False))
-    assert idx.n_rows == 1 and idx.ext == ["bin"]
+    with tx.Index.open(tx.build(tmp_path, "g", show_progress=False)) as idx:
+        assert idx.n_rows == 1 and idx.ext == ["bin"]
+        off = int(idx.rows["offset"][0])
     raw = (tmp_path / "g_0.tar").read_bytes()
-    off = int(idx.rows["offset"][0])
     assert raw[off + 512 : off + 515] == b"xyz"
 
 
@@ -168,7 +169,8 @@ def test_parallel_build_equals_serial(tmp_path):
     one = tx.build(tmp_path, "p", out=tmp_path / "one.taridx", workers=1, show_progress=False)
     two = tx.build(tmp_path, "p", out=tmp_path / "two.taridx", workers=2, show_progress=True)
     assert one.read_bytes() == two.read_bytes()
-    assert tx.Index.open(one).n_rows == 240
+    with tx.Index.open(one) as idx:
+        assert idx.n_rows == 240
 
 
 def test_build_is_atomic(tmp_path, monkeypatch):

@@ -46,8 +46,10 @@ def test_local_samples_match_sidecar(conformance, fold):
         assert got == want
         assert {k: _sha(v) for k, v in ds.get("sample0007").items()} == want["sample0007"]
         assert _sha(ds[-1]["jpg"]) == want["sample0009"]["jpg"]
-        with pytest.raises(KeyError):
-            ds.get("nope")
+        assert ds.get("nope") is None  # dict-like get (was KeyError / TypeError)
+        sentinel = object()
+        assert ds.get("nope", sentinel) is sentinel
+        assert ds.get("sample0007", sentinel) is not sentinel
         with pytest.raises(IndexError):
             ds[10]
         assert ds.lookup(["sample0003", "x"]).tolist() == [3, -1]

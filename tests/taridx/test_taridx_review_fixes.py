@@ -13,7 +13,8 @@ from tenfold.taridx.dataset import Dataset
 def test_huge_row_fields(tmp_path, field_at, name):
     p = tx.demo(tmp_path)
     data = bytearray(p.read_bytes())
-    off = tx.Index.open(p).off_arr
+    with tx.Index.open(p) as idx:
+        off = idx.off_arr
     data[off + field_at : off + field_at + 8] = (2**64 - 1).to_bytes(8, "little")
     p.write_bytes(bytes(data))
     with pytest.raises(FormatError, match=rf"row 0 at offset {off:#x}: {name}: out of range"):
@@ -25,8 +26,8 @@ def test_huge_row_fields(tmp_path, field_at, name):
 def test_inspect_totals_are_exact(tmp_path):
     p = tx.demo(tmp_path)
     rows = tx.inspect(p)
-    idx = tx.Index.open(p)
     per_ext = {r["name"]: r["bytes"] for r in rows if r["name"].startswith("ext ")}
-    for i, e in enumerate(idx.ext):
-        want = int(idx.rows["size"][idx.rows["extid"] == i].astype("u8").sum())
-        assert per_ext[f"ext {e!r}"] == want
+    with tx.Index.open(p) as idx:
+        for i, e in enumerate(idx.ext):
+            want = int(idx.rows["size"][idx.rows["extid"] == i].astype("u8").sum())
+            assert per_ext[f"ext {e!r}"] == want

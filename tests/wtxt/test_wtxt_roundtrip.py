@@ -188,7 +188,7 @@ def test_generic_api(tmp_path):
     assert tenfold.detect(p) == "wtxt"
     assert np.array_equal(tenfold.load(p)["a"], np.arange(4.0))
     with tenfold.open(p) as f:
-        assert f.keys() == ["a"] and f.meta["gen"] == "000000"
+        assert list(f.keys()) == ["a"] and f.meta["gen"] == "000000"
     rows = wtxt.inspect(p)
     assert rows[0]["name"] == "a" and rows[0]["bytes"] == 32
     assert {"name", "dtype", "shape", "bytes", "encoding", "layout", "checksum"} <= set(rows[0])

@@ -350,7 +350,8 @@ def test_missing_layout_means_dense(tmp_path):
     e = entry()
     del e["layout"]
     p = write(tmp_path, build([e], {64: X}))
-    assert zt.Reader(p).info("x").layout == "dense"
+    with zt.Reader(p) as r:
+        assert r.info("x").layout == "dense"
 
 
 def test_custom_keys_are_kept_and_ignored(tmp_path):

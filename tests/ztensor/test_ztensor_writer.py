@@ -102,11 +102,8 @@ def test_scalar_and_zero_size(tmp_path):
 def test_attrs_round_trip_and_reserved(tmp_path):
     with zt.Writer(tmp_path / "a.zt") as w:
         w.add("x", np.ones(2), attrs={"unit": "m", "scale": 0.5, "tags": [1, 2]})
-    assert zt.Reader(tmp_path / "a.zt").info("x").attrs == {
-        "unit": "m",
-        "scale": 0.5,
-        "tags": [1, 2],
-    }
+    with zt.Reader(tmp_path / "a.zt") as r:
+        assert r.info("x").attrs == {"unit": "m", "scale": 0.5, "tags": [1, 2]}
     with (
         pytest.raises(EncodeError, match="key 'offset' is reserved"),
         zt.Writer(tmp_path / "b.zt") as w,

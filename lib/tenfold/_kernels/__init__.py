@@ -38,6 +38,9 @@ def pure_python() -> bool:
     return os.environ.get("TENFOLD_PUREPYTHON", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
+_CACHE: dict[tuple[str, str | None, bool], ModuleType] = {}
+
+
 def load(family: str, impl: str | None = None) -> ModuleType:
     """Return the kernel module of ``family``.
 
@@ -48,7 +51,17 @@ def load(family: str, impl: str | None = None) -> ModuleType:
     impl
         ``"compiled"`` or ``"reference"`` to force one (tests do); ``None`` chooses by
         ``TENFOLD_PUREPYTHON`` and what is installed.
+
+    The choice is made once per process and family (the fallback warning is given once).
     """
+    key = (family, impl, impl is None and pure_python())
+    mod = _CACHE.get(key)
+    if mod is None:
+        mod = _CACHE[key] = _resolve(family, impl)
+    return mod
+
+
+def _resolve(family: str, impl: str | None) -> ModuleType:
     if impl == "reference" or (impl is None and pure_python()):
         return importlib.import_module(f"{__name__}._ref_{family}")
     try:
@@ -61,6 +74,6 @@ def load(family: str, impl: str | None = None) -> ModuleType:
             "pure-Python reference. Reinstall with a C compiler, or set TENFOLD_PUREPYTHON=1 "
             "to silence this.",
             RuntimeWarning,
-            stacklevel=2,
+            stacklevel=3,
         )
         return importlib.import_module(f"{__name__}._ref_{family}")

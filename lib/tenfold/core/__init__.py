@@ -8,6 +8,7 @@ from .compression import zstd_compress, zstd_decompress, zstd_decompress_into
 from .dtypes import BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E5M2, canonical, registry
 from .mapped import MappedFile
 from .progress import progress
+from .reader import MappedReader, TensorInfo, TensorReader
 from .records import record
 
 __all__ = [
@@ -32,6 +33,9 @@ __all__ = [
     "canonical",
     "registry",
     "MappedFile",
+    "MappedReader",
+    "TensorInfo",
+    "TensorReader",
     "progress",
     "record",
 ]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import mmap
 import os
 import stat
+import weakref
 from typing import Any
 
 import numpy as np
@@ -103,6 +104,9 @@ class MappedFile:
             except BaseException:
                 os.close(self._fd)
                 raise
+            # Collected without close(): release the descriptor and the map all the same (as
+            # Python's file objects and numpy.memmap do). Readers add a ResourceWarning on top.
+            self._release = weakref.finalize(self, _release, self._fd, self._mm)
             arr = (
                 np.frombuffer(self._mm, dtype=np.uint8)
                 if self._mm is not None
@@ -126,13 +130,8 @@ class MappedFile:
         """Detach from the mapping; views already handed out stay valid (see module doc)."""
         self._u8 = None
         if self._fd is not None:
-            os.close(self._fd)
+            self._release()
             self._fd = None
-        if self._mm is not None:
-            try:
-                self._mm.close()
-            except BufferError:
-                pass  # views still export the buffer; the OS unmaps when the last one dies
             self._mm = None
 
     def __enter__(self) -> MappedFile:
@@ -232,3 +231,13 @@ class MappedFile:
     def buffer(self) -> np.ndarray:
         """The whole file as a read-only ``uint8`` array."""
         return self._arr()
+
+
+def _release(fd: int, mm: mmap.mmap | None) -> None:
+    """Close a descriptor and its map (the map survives while views still export it)."""
+    os.close(fd)
+    if mm is not None:
+        try:
+            mm.close()
+        except BufferError:
+            pass  # views still export the buffer; the OS unmaps when the last one dies

@@ -13,17 +13,19 @@ import bisect
 import concurrent.futures
 import dataclasses
 import warnings
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from .. import _kernels
-from ..core import jsonio
+from ..core import jsonio, parallel
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ..core.checksums import crc32c, sha256_hex
 from ..core.compression import zstd_content_size, zstd_decompress_into
 from ..core.mapped import MappedFile
+from ..core.reader import MappedReader, TensorInfo
 from ..errors import (
     FormatError,
     IntegrityError,
@@ -108,8 +110,19 @@ def _is_int(v: object) -> bool:
     return type(v) is int and v >= 0
 
 
-class Reader:
-    """A FOLD / MIND file opened for reading.
+#: Chunk types whose value (``reader[name]``) is a ``dict`` of arrays.
+TENSOR_CTYPES = ("STEN", "NPZ0", "TSAV")
+#: Chunk types whose value is the decoded JSON.
+JSON_CTYPES = ("JSON",)
+
+
+class Reader(MappedReader, Mapping[str, Any]):
+    """A FOLD / MIND file opened for reading: a ``Mapping`` of chunk name to decoded chunk.
+
+    ``reader[name]`` decodes by chunk type: ``JSON`` gives the JSON value; ``STEN``, ``NPZ0``
+    and ``TSAV`` give a ``dict`` of NumPy arrays (:meth:`read_state_dict`); every other type
+    gives the payload as a read-only ``uint8`` array (:meth:`read`, which returns the payload
+    array for every chunk type).
 
     Parameters
     ----------
@@ -149,31 +162,12 @@ class Reader:
         self.strict = strict
         self.limits = limits
         self._key = _digest.key_bytes(hmac_key)
-        self._mf = MappedFile(source, fmt=FMT)
+        self._map(source, FMT)
         try:
             self._parse()
         except BaseException:
-            self._mf.close()
+            self.close()
             raise
-
-    # -- lifetime ---------------------------------------------------------------------------
-    def close(self) -> None:
-        """Release the mapping (arrays already returned stay valid)."""
-        self._mf.close()
-
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    @property
-    def path(self) -> str | None:
-        return self._mf.path
-
-    @property
-    def size(self) -> int:
-        return self._mf.size
 
     # -- header and index -------------------------------------------------------------------
     def _parse(self) -> None:
@@ -458,6 +452,38 @@ class Reader:
 
     def __len__(self) -> int:
         return len(self.chunks)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
+
+    def __getitem__(self, name: str) -> Any:
+        """The decoded chunk: JSON value, ``dict`` of arrays, or the payload (class doc)."""
+        ctype = self.chunk(name).ctype
+        if ctype in JSON_CTYPES:
+            return self.read_json(name)
+        if ctype in TENSOR_CTYPES:
+            return self.read_state_dict(name)
+        return self.read(name)
+
+    def info(self, name: str) -> TensorInfo:
+        """The chunk's index entry in the common record (``extras`` has the FOLD fields)."""
+        c = self.chunk(name)
+        return TensorInfo(
+            name=c.name,
+            dtype="uint8",
+            shape=(c.uncomp_len,),
+            byte_range=(c.payload_offset, c.payload_offset + c.comp_len),
+            encoding=c.compression,
+            checksum=f"crc32c:{c.crc32c:08x}",
+            extras={
+                "ctype": c.ctype,
+                "sha256": c.sha256,
+                "ecc_algo": c.ecc_algo,
+                "ecc_len": c.ecc_len,
+                "offset": c.offset,
+                "stored": c.comp_len,
+            },
+        )
 
     def chunk(self, name: str) -> ChunkInfo:
         """The index entry of chunk ``name`` (KeyError when absent)."""
@@ -864,15 +890,14 @@ class Reader:
 
 
 _PARALLEL_MIN = 4 << 20
-_POOL: concurrent.futures.ThreadPoolExecutor | None = None
 
 
 def _sha_async(buf: np.ndarray) -> concurrent.futures.Future:
-    """SHA-256 hex of ``buf`` computed in a worker thread (hashlib releases the GIL)."""
-    global _POOL
-    if _POOL is None:
-        _POOL = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="tenfold-fold-sha")
-    return _POOL.submit(sha256_hex, buf)
+    """SHA-256 hex of ``buf`` computed in a worker thread (hashlib releases the GIL).
+
+    The pool is :func:`tenfold.core.parallel.shared`, which a forked child recreates.
+    """
+    return parallel.submit(sha256_hex, buf)
 
 
 def strict_or_warn(strict: bool, msg: str, cls: type[Exception]) -> bool:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from .. import _kernels
+from ..core import parallel
 from ..core.atomic import atomic_write
 from ..core.checksums import crc32c, sha256_hex
 from ..core.compression import zstd_compress
@@ -228,14 +229,14 @@ class Writer:
         self._names: set[str] = set()
         self._stack: contextlib.ExitStack | None = None
         self._f: Any = None
-        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pool: concurrent.futures.Executor | None = None
         self._finalized = False
 
     # -- lifetime ---------------------------------------------------------------------------
     def __enter__(self) -> Writer:
         stack = contextlib.ExitStack()
         self._f = stack.enter_context(atomic_write(self.path, fsync=self._fsync))
-        self._pool = stack.enter_context(concurrent.futures.ThreadPoolExecutor(2))
+        self._pool = stack.enter_context(parallel.scoped(2, "tenfold-fold-write"))
         self._stack = stack
         self._f.write(struct.pack(">8sIQQ", MAGIC, HEADER_LEN, 0, 0))
         return self

@@ -13,7 +13,6 @@ made up for them.
 from __future__ import annotations
 
 import math
-import os
 import struct
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
@@ -25,6 +24,7 @@ from ..core.alloc import copy as alloc_copy
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ..core.mapped import MappedFile
+from ..core.reader import MappedReader
 from ..errors import FormatError, LimitError, describe
 from . import _spec as S
 from ._parse import Tables, fail, parse_ndarray_header, parse_quant, parse_tables
@@ -113,6 +113,27 @@ class TensorInfo(NamedTuple):
     def packed(self) -> bool:
         return self.tag in S.PACKED_BITS
 
+    # -- the fields every format's info record has (see tenfold.core.reader.TensorInfo) --------
+    @property
+    def byte_range(self) -> tuple[int, int] | None:
+        """``(start, end)`` of the payload in the file (``None`` without data)."""
+        return (self.data_offset, self.data_offset + self.data_nbytes) if self.has_data else None
+
+    @property
+    def encoding(self) -> str:
+        return "bitpacked" if self.packed else "raw"
+
+    @property
+    def checksum(self) -> None:
+        """OINF stores no per-tensor checksum."""
+        return None
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """The OINF-specific fields (tag, has_data, flags, entry offset, quantization)."""
+        return {"tag": self.tag, "has_data": self.has_data, "flags": self.flags,
+                "entry_offset": self.entry_offset, "quant": self.quant}
+
     @property
     def numpy_dtype(self) -> np.dtype:
         """The dtype of the array ``reader[name]`` returns."""
@@ -153,8 +174,10 @@ class _Tensors(Mapping[str, np.ndarray]):
         return name in self._r._with_data_set
 
 
-class OinfReader:
-    """An open OINF file (a context manager; it owns its :class:`MappedFile`).
+class OinfReader(MappedReader, Mapping[str, np.ndarray]):
+    """An open OINF file: a ``Mapping`` of the tensors that have data, read lazily.
+
+    A context manager that owns its :class:`MappedFile` (see :mod:`tenfold.core.reader`).
 
     Parameters
     ----------
@@ -165,13 +188,12 @@ class OinfReader:
     """
 
     def __init__(self, source: Any, *, limits: Limits = DEFAULT_LIMITS) -> None:
-        self.path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else None
         self.limits = limits
-        self._mf = MappedFile(source, fmt=S.FMT)
+        self._map(source, S.FMT)
         try:
             self._t: Tables = parse_tables(self._mf, limits)
         except BaseException:
-            self._mf.close()
+            self.close()
             raise
         t = self._t
         self.version: int = t.header.version
@@ -181,17 +203,6 @@ class OinfReader:
         self._meta_index = {e[0]: i for i, e in enumerate(t.metadata)}
         self._metadata: dict[str, Any] | None = None
         self.tensors: Mapping[str, np.ndarray] = _Tensors(self)
-
-    # -- lifetime -------------------------------------------------------------------------
-    def close(self) -> None:
-        """Detach from the mapping (arrays already returned stay valid)."""
-        self._mf.close()
-
-    def __enter__(self) -> OinfReader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- tables ----------------------------------------------------------------------------
     @property
@@ -246,8 +257,16 @@ class OinfReader:
     def __contains__(self, name: object) -> bool:
         return name in self._with_data_set
 
-    def keys(self) -> list[str]:
-        return list(self._with_data)
+    def read(self, name: str, *, packed: bool = False, copy: bool = False) -> np.ndarray:
+        """The data of tensor ``name`` (the common name of :meth:`tensor`)."""
+        return self.tensor(name, packed=packed, copy=copy)
+
+    def verify(self) -> Any:
+        """Check every OINF rule on this file; see :func:`tenfold.oinf.verify`."""
+        from ._verify import verify as _verify
+
+        return _verify(self._mf.path if self._mf.path is not None else self._mf.buffer(),
+                       limits=self.limits)
 
     def tensor(self, name: str, *, packed: bool = False, copy: bool = False,
                budget: Budget | None = None) -> np.ndarray:

@@ -19,7 +19,6 @@ members (:mod:`tenfold.taridx._members`).
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import os
 import re
@@ -28,6 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _kernels
+from ..core import parallel
 from ..core.mapped import MappedFile
 from ..core.progress import progress
 from ..errors import (
@@ -329,7 +329,7 @@ def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str
     if nw == 1:
         scans = list(progress((scan(p) for p in paths), **bar))  # type: ignore[arg-type]
     else:
-        with concurrent.futures.ThreadPoolExecutor(nw) as pool:
+        with parallel.scoped(nw, "tenfold-taridx-scan") as pool:
             scans = list(progress(pool.map(scan, paths), **bar))  # type: ignore[arg-type]
     if skipped is not None:
         for p, sc in zip(paths, scans, strict=True):

@@ -170,7 +170,7 @@ class Dataset:
                 fs, path = fsspec.core.url_to_fs(self.index_path, **self.storage_options)
                 idx = Index.from_buffer(fs.cat_file(path))
             else:
-                idx = Index.open(self.index_path)
+                idx = Index.open(self.index_path)._owned()  # the dataset owns it
             s = idx.samples
             self._rows = idx.rows if s.order is None else idx.rows[s.order]
             self._starts = s.starts
@@ -397,11 +397,11 @@ class Dataset:
         if err is not None:
             raise err
 
-    def get(self, stem: str) -> dict[str, Any]:
-        """The sample named ``stem`` (``KeyError`` when the fold has none)."""
+    def get(self, stem: str, default: Any = None) -> Any:
+        """The sample named ``stem``, or ``default`` when the fold has none (as ``dict.get``)."""
         i = int(self._index().lookup([stem])[0])
         if i < 0:
-            raise KeyError(stem)
+            return default
         return self[i]
 
     def lookup(self, stems: Sequence[str]) -> np.ndarray:

@@ -12,12 +12,14 @@ read every row, so they run once, on first use of anything that depends on them
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
 from .. import _kernels
 from ..core.mapped import MappedFile
+from ..core.reader import MappedReader, TensorInfo
 from ..errors import FormatError, TruncatedError, UnsupportedError, describe
 from ._spec import (
     FLAG_CONTIGUOUS,
@@ -112,13 +114,19 @@ class Samples:
         return self._table
 
 
-class Index:
+class Index(MappedReader, Mapping[str, dict]):
     """An opened ``.taridx`` file.
 
     Use :meth:`open` (path) or :meth:`from_buffer` (bytes); the object is a context manager
     and owns its memory map. ``header`` is a 1-element structured view, ``rows`` the row array
     (read-only views of the map), ``ext`` and ``crash`` the decoded name tables (``crash[0]``
     is crash id 1).
+
+    It is also the fold's ``Mapping`` of sample key (stem) to sample ``{extension:
+    memoryview}``, read from the shards ``<fold>_<id>.tar`` beside the index (or under
+    ``root``, for fold ``fold``): ``len`` is the number of samples, ``key in index`` and
+    ``index[key]`` hash the key (no shard is read to answer ``in``); iterating reads the member
+    names from the shards' headers once, since the index stores only their hashes.
 
     Examples
     --------
@@ -130,40 +138,134 @@ class Index:
     (2, ['jpg', 'cls'], True, [0, -1])
     """
 
-    def __init__(self, mf: MappedFile, *, validate: bool = False) -> None:
-        self._mf = mf
-        self.path = mf.path
+    def __init__(self, mf: MappedFile, *, validate: bool = False,
+                 root: str | os.PathLike[str] | None = None, fold: str | None = None) -> None:
+        self._adopt(mf)
         self._parse()
         self._validated = False
         self._samples: Samples | None = None
+        self._root = os.fspath(root) if root is not None else (
+            os.path.dirname(os.path.abspath(mf.path)) if mf.path is not None else None)
+        self._fold = fold if fold is not None else (
+            os.path.splitext(os.path.basename(mf.path))[0] if mf.path is not None else None)
+        self._dataset: Any = None
+        self._stems: list[str] | None = None
         if validate:
             self.validate_rows()
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, validate: bool = False) -> Index:
-        """Open and check the index at ``path`` (``validate=True`` also checks every row now)."""
+    def open(cls, path: str | os.PathLike[str], *, validate: bool = False,
+             root: str | os.PathLike[str] | None = None, fold: str | None = None) -> Index:
+        """Open and check the index at ``path`` (``validate=True`` also checks every row now).
+
+        ``root`` and ``fold`` say where the shards are for reading samples (default: beside
+        the index, fold named by the index's file name).
+        """
         mf = MappedFile(path, fmt=FMT)
         try:
-            return cls(mf, validate=validate)
+            return cls(mf, validate=validate, root=root, fold=fold)
         except BaseException:
             mf.close()
             raise
 
     @classmethod
-    def from_buffer(cls, data: Any, *, validate: bool = False) -> Index:
+    def from_buffer(cls, data: Any, *, validate: bool = False,
+                    root: str | os.PathLike[str] | None = None, fold: str | None = None) -> Index:
         """An index over bytes already in memory (used in place, not copied)."""
-        return cls(MappedFile(data, fmt=FMT), validate=validate)
-
-    def __enter__(self) -> Index:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+        return cls(MappedFile(data, fmt=FMT), validate=validate, root=root, fold=fold)
 
     def close(self) -> None:
-        """Release the map (views already handed out stay valid)."""
-        self._mf.close()
+        """Release the map and any shard opened to read samples (views stay valid)."""
+        if self._dataset is not None:
+            self._dataset.close()
+            self._dataset = None
+        super().close()
+
+    # -- the Mapping face: sample key -> sample (tenfold.core.reader) ---------------------------
+    def __len__(self) -> int:
+        return self.n_stems
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and int(self.lookup([key])[0]) >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.stems())
+
+    def _shards_dataset(self) -> Any:
+        if self.closed:
+            raise ValueError(f"{FMT}: I/O operation on a closed file")
+        if self._dataset is None:
+            if self._root is None or self._fold is None or self.path is None:
+                raise UnsupportedError(describe(
+                    FMT, self.name, detail="an index read from a buffer knows no shards; "
+                    "pass root= and fold= to read samples"))
+            from .dataset import Dataset
+
+            self._dataset = Dataset(self._root, self._fold, index=self.path)
+        return self._dataset
+
+    def read(self, key: str) -> dict[str, Any]:
+        """Sample ``key`` as ``{extension: memoryview}`` (zero-copy views of the shard)."""
+        i = int(self.lookup([key])[0]) if isinstance(key, str) else -1
+        if i < 0:
+            raise KeyError(key)
+        return self._shards_dataset()[i]
+
+    def stems(self) -> list[str]:
+        """Every sample key, in sample order (read from the shards' member headers, once)."""
+        if self._stems is None:
+            s = self.samples
+            first = s.starts[:-1]
+            rows = first if s.order is None else s.order[first]
+            fids = np.asarray(self.rows["fid"])[rows].astype(np.int64)
+            offs = np.asarray(self.rows["offset"])[rows].astype(np.int64)
+            out = [""] * len(rows)
+            if len(rows):
+                ds = self._shards_dataset()
+                from .build import scan_shard
+
+                for fid in np.unique(fids).tolist():
+                    scan = scan_shard(os.path.join(self._root or "", ds.shards[fid]))
+                    ends = np.cumsum(scan.stem_len)
+                    packed = scan.stems.tobytes()
+                    want = np.flatnonzero(fids == fid)
+                    pos = np.searchsorted(scan.offset, offs[want])
+                    for j, p in zip(want.tolist(), pos.tolist(), strict=True):
+                        if p >= scan.offset.size or scan.offset[p] != offs[j]:
+                            raise FormatError(describe(
+                                FMT, f"shard {ds.shards[fid]}", offset=int(offs[j]),
+                                detail="no member header where the index says a sample starts "
+                                "(shard changed since the index was built?)"))
+                        a = int(ends[p] - scan.stem_len[p])
+                        out[j] = packed[a : int(ends[p])].decode("utf-8", "replace")
+            self._stems = out
+        return self._stems
+
+    def info(self, key: str) -> TensorInfo:
+        """Where sample ``key`` lives: ``extras["members"]`` maps extension to (fid, header
+        offset, size); ``byte_range`` is ``None`` (a sample spans tar members)."""
+        rows = self.sample_rows(key)
+        exts = self.ext_of(rows)
+        members = {e: (int(r["fid"]), int(r["offset"]), int(r["size"]))
+                   for e, r in zip(exts, rows, strict=True)}
+        return TensorInfo(name=key, dtype="bytes", shape=(len(members),), byte_range=None,
+                          encoding="tar", checksum=None, extras={"members": members})
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The header fields and name tables."""
+        return {"version": f"{self.major}.{self.minor}", "rows": self.n_rows,
+                "samples": self.n_stems, "ext": list(self.ext), "crash": list(self.crash),
+                "contiguous": self.is_contiguous, "flags": self.flags}
+
+    def verify(self) -> Any:
+        """Structure, every row, and the shards against the index (:func:`taridx.verify`)."""
+        from . import verify as _verify
+
+        if self.path is None:
+            raise UnsupportedError(describe(FMT, self.name, detail="verify needs a file path"))
+        return _verify(self.path, root=self._root, fold=self._fold)
 
     @property
     def name(self) -> str:

@@ -16,7 +16,7 @@ import hashlib
 import hmac as _hmac
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import crc32c as _crc32c
@@ -24,10 +24,12 @@ import numpy as np
 import pybase64
 
 from .. import _kernels
+from ..core import parallel
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.checksums import crc32c, xxh64_hex
 from ..core.mapped import MappedFile
 from ..core.report import ERROR, INFO, OK
+from ..core.reader import MappedReader, TensorInfo
 from ..errors import (
     FormatError,
     IntegrityError,
@@ -179,8 +181,7 @@ class _Hashes:
     """Array-level digests fed in order (inline, or on one worker thread)."""
 
     def __init__(self, workers: int) -> None:
-        self.pool = (concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="wtxt-hash")
-                     if workers > 1 else None)
+        self.pool = parallel.Pool(1, "wtxt-hash") if workers > 1 else None
         self.futures: list[concurrent.futures.Future[None]] = []
         self.all = hashlib.sha256()
 
@@ -197,7 +198,7 @@ class _Hashes:
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True)
+            self.pool.close()
 
 
 def _update(hashers: list[Any], view: np.ndarray) -> None:
@@ -562,21 +563,24 @@ def _read_wsum(path: str | os.PathLike[str] | None) -> dict[str, str] | None:
     return out
 
 
-class WtxtFile:
-    """An open, fully verified WTXT file (a context manager).
+class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
+    """An open, fully verified WTXT file: a ``Mapping`` of array name to array.
 
     Attributes: ``meta``, ``cap``, ``root``, ``audit`` and ``arrays`` (the parsed
-    :class:`ArrayInfo` rows). Index it by array name to get the array.
+    :class:`ArrayInfo` rows). Every array is decoded and checked when the file is opened;
+    ``reader[name]`` is an owned array.
     """
 
     def __init__(self, source: Any, *, hmac_keys: Iterable[bytes] = (),
                  public_keys: Iterable[Any] = (), wsum: str | os.PathLike[str] | None = None,
                  allow_pending: bool = False, limits: Limits = DEFAULT_LIMITS,
                  workers: int = 1) -> None:
-        self._mf = MappedFile(source, fmt=S.FMT)
+        self._map(source, S.FMT)
+        self._hmac_keys = list(hmac_keys)
+        self._public_keys = list(public_keys)
         try:
-            keys = list(hmac_keys)
-            pubs = list(public_keys)
+            keys = self._hmac_keys
+            pubs = self._public_keys
             self.parsed = parse(self._mf.buffer(), hmac_keys=keys, limits=limits,
                                 workers=workers)
             if wsum is None and self._mf.path is not None:
@@ -584,34 +588,67 @@ class WtxtFile:
             self.wsum = _read_wsum(wsum) if self.parsed.pending else None
             _enforce(self.parsed, self.wsum, keys, pubs, allow_pending)
         except BaseException:
-            self._mf.close()
+            self.close()
             raise
         self.meta = self.parsed.meta
         self.cap = self.parsed.cap
         self.root = root_values(self.parsed, self.wsum)
         self.audit = self.parsed.audit
         self.arrays = self.parsed.arrays
+        self._by_name = {a.name: a for a in self.arrays}
 
-    def keys(self) -> list[str]:
-        return [a.name for a in self.arrays]
+    # -- the Mapping face (tenfold.core.reader) -----------------------------------------------
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._by_name)
 
-    def __getitem__(self, name: str) -> np.ndarray:
-        for a in self.arrays:
-            if a.name == name:
-                return a.array()
-        raise KeyError(name)
+    def __len__(self) -> int:
+        return len(self._by_name)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._by_name
+
+    def _array_info(self, name: str) -> ArrayInfo:
+        try:
+            return self._by_name[name]
+        except KeyError:
+            raise KeyError(f"wtxt: no array named {name!r}") from None
+
+    def read(self, name: str) -> np.ndarray:
+        """Array ``name`` (decoded and checked when the file was opened)."""
+        return self._array_info(name).array()
+
+    def info(self, name: str) -> TensorInfo:
+        """The array's ``arr`` line in the common record (``extras`` has the WTXT fields).
+
+        ``byte_range`` is ``None``: an array is base64 text spread over its chunk lines.
+        """
+        a = self._array_info(name)
+        return TensorInfo(
+            name=a.name,
+            dtype=a.dtype,
+            shape=a.shape,
+            byte_range=None,
+            encoding="base64",
+            checksum=f"sha256:{a.sha256}",
+            extras={"line": a.lineno, "nbytes": a.nbytes, "chunks": len(a.chunks),
+                    "hmac_state": a.hmac_state, "idx": a.idx},
+        )
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """File-level fields: the ``meta`` line, ``cap`` list, ``root`` and ``audit``."""
+        return {**self.meta, "cap": list(self.cap), "root": self.root, "audit": self.audit}
+
+    def verify(self) -> Any:
+        """Report on every chunk, array, the root and the signature (:func:`wtxt.verify`),
+        with the keys this file was opened with."""
+        from .verify import verify as _verify
+
+        src = self._mf.path if self._mf.path is not None else self._mf.buffer()
+        return _verify(src, hmac_keys=self._hmac_keys, public_keys=self._public_keys)
 
     def to_dict(self) -> dict[str, np.ndarray]:
         return {a.name: a.array() for a in self.arrays}
-
-    def close(self) -> None:
-        self._mf.close()
-
-    def __enter__(self) -> WtxtFile:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def _span(first: int, last: int) -> str:

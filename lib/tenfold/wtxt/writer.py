@@ -8,7 +8,6 @@ under its name only once complete (``core.atomic_write``).
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import datetime
 import hashlib
@@ -22,6 +21,7 @@ import numpy as np
 import pybase64
 
 from .. import _kernels
+from ..core import parallel
 from ..core.atomic import atomic_write
 from ..core.checksums import crc32c
 from ..core.dtypes import registry
@@ -372,7 +372,7 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
 
     with atomic_write(path, fsync=fsync) as f:
         if workers > 1 and not sign_all:
-            with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="wtxt-w") as pool:
+            with parallel.scoped(1, "wtxt-w") as pool:
                 fut = pool.submit(_digests, items, hmac_key, _hmacs)
                 placeholder = [S.arr_line(it.name, it.tag, it.shape, it.raw.size, S.ZERO64,
                                           S.ZERO64, it.salt) for it in items]

@@ -94,6 +94,20 @@ class TensorInfo:
             and (self.endianness == "little" or self.np_dtype.itemsize == 1)
         )
 
+    # -- the fields every format's info record has (see tenfold.core.reader.TensorInfo) --------
+    @property
+    def byte_range(self) -> tuple[int, int]:
+        """``(start, end)`` of the (values) blob in the file."""
+        return (self.offset, self.offset + self.size)
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """The zTensor-specific fields: layout, endianness, sparse parts, custom keys."""
+        d = self.as_dict()
+        for k in ("name", "dtype", "shape", "encoding", "checksum"):
+            d.pop(k)
+        return d
+
     def as_dict(self) -> dict[str, Any]:
         d = {
             "name": self.name,

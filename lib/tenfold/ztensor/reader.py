@@ -17,7 +17,7 @@ import numpy as np
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, align_up
 from ..core.compression import zstd_content_size, zstd_decompress_into
-from ..core.mapped import MappedFile
+from ..core.reader import MappedReader
 from ..core.report import Report
 from ..errors import IntegrityError, describe
 from . import _checksum
@@ -30,8 +30,8 @@ __all__ = ["Reader"]
 _MAX_PREAD = 1 << 30
 
 
-class Reader(Mapping[str, Any]):
-    """Read a zTensor 0.1.0 file.
+class Reader(MappedReader, Mapping[str, Any]):
+    """Read a zTensor 0.1.0 file: a ``Mapping[str, array]`` (see :mod:`tenfold.core.reader`).
 
     Parameters
     ----------
@@ -69,7 +69,7 @@ class Reader(Mapping[str, Any]):
     ) -> None:
         if sparse not in ("auto", "scipy", "raw"):
             raise ValueError(f"sparse must be 'auto', 'scipy' or 'raw', not {sparse!r}")
-        self._mf = MappedFile(source, fmt=FMT)
+        self._map(source, FMT)
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse
@@ -90,7 +90,7 @@ class Reader(Mapping[str, Any]):
                 else []
             )
         except BaseException:
-            self._mf.close()
+            self.close()
             raise
         self._infos: dict[str, TensorInfo] = {i.name: i for i in infos}
 
@@ -112,30 +112,12 @@ class Reader(Mapping[str, Any]):
         state = "closed" if self.closed else f"{len(self)} tensors"
         return f"<tenfold.ztensor.Reader {where!r} {state}>"
 
-    # -- lifetime -----------------------------------------------------------------------------
-    @property
-    def path(self) -> str | None:
-        return self._mf.path
-
-    @property
-    def size(self) -> int:
-        return self._mf.size
-
-    @property
-    def closed(self) -> bool:
-        return self._mf.closed
-
-    def close(self) -> None:
-        """Release the file. Views already returned stay valid (they keep the map alive)."""
-        self._mf.close()
-
-    def __enter__(self) -> Reader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- metadata -----------------------------------------------------------------------------
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """File-level metadata: zTensor 0.1.0 has none beyond its version (``{"version": ...}``)."""
+        return {"version": "0.1.0"}
+
     def info(self, name: str) -> TensorInfo:
         """Index record of ``name``: dtype, shape, layout, encoding, offset, size, checksum,
         custom keys (``attrs``) and sparse components."""

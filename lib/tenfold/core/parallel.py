@@ -1,0 +1,106 @@
+"""Thread pools that survive ``fork``: one place that owns every worker thread tenfold starts.
+
+Threads do not cross ``fork``: a child inherits a ``ThreadPoolExecutor`` object whose workers do
+not exist there, and whose next task never runs (the PyTorch ``DataLoader`` worker pattern hangs
+on it). So tenfold never keeps an executor in a module global of its own:
+
+* :func:`shared` is a process-wide pool created lazily on first use and forgotten in a forked
+  child (``os.register_at_fork``), which creates its own on its first use;
+* :func:`scoped` is a pool for one operation (a ``with`` block), shut down at its end;
+* :class:`Pool` is a pool owned by one object (a reader or writer): created lazily, shut down by
+  :meth:`Pool.close`, recreated in a forked child.
+
+>>> with scoped(2, "demo") as pool:
+...     sorted(pool.map(abs, [-2, 1]))
+[1, 2]
+>>> shared().submit(sum, [1, 2]).result()
+3
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import contextlib
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+__all__ = ["shared", "scoped", "Pool", "submit"]
+
+_lock = threading.Lock()
+_shared: concurrent.futures.ThreadPoolExecutor | None = None
+_shared_pid = -1
+_SHARED_WORKERS = 2
+
+
+def _after_fork_in_child() -> None:
+    global _shared, _lock
+    # The parent's workers are gone and its lock may have been held mid-fork: start afresh.
+    _lock = threading.Lock()
+    _shared = None
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def shared() -> concurrent.futures.ThreadPoolExecutor:
+    """The process-wide pool (``2`` workers, ``tenfold-shared-*`` threads)."""
+    global _shared, _shared_pid
+    pid = os.getpid()
+    pool = _shared
+    if pool is not None and _shared_pid == pid:
+        return pool
+    with _lock:
+        if _shared is None or _shared_pid != pid:  # first use, or a fork we were not told of
+            _shared = concurrent.futures.ThreadPoolExecutor(
+                _SHARED_WORKERS, thread_name_prefix="tenfold-shared"
+            )
+            _shared_pid = pid
+        return _shared
+
+
+def submit(fn: Any, *args: Any, **kw: Any) -> concurrent.futures.Future[Any]:
+    """Run ``fn(*args, **kw)`` on the process-wide pool."""
+    return shared().submit(fn, *args, **kw)
+
+
+@contextlib.contextmanager
+def scoped(workers: int, name: str = "tenfold") -> Iterator[concurrent.futures.Executor]:
+    """A pool of ``workers`` (at least 1) threads for one ``with`` block, shut down at its end."""
+    pool = concurrent.futures.ThreadPoolExecutor(max(1, workers), thread_name_prefix=name)
+    try:
+        yield pool
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Pool:
+    """A pool owned by one object: created on first :meth:`get`, shut down by :meth:`close`.
+
+    In a forked child the parent's pool is dropped (its threads do not exist there) and a new
+    one is created on the next :meth:`get`.
+    """
+
+    def __init__(self, workers: int, name: str = "tenfold") -> None:
+        self.workers = max(1, int(workers))
+        self.name = name
+        self._pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._pid = -1
+
+    def get(self) -> concurrent.futures.ThreadPoolExecutor:
+        if self._pool is None or self._pid != os.getpid():
+            self._pool = concurrent.futures.ThreadPoolExecutor(
+                self.workers, thread_name_prefix=self.name
+            )
+            self._pid = os.getpid()
+        return self._pool
+
+    def submit(self, fn: Any, *args: Any, **kw: Any) -> concurrent.futures.Future[Any]:
+        return self.get().submit(fn, *args, **kw)
+
+    def close(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None and self._pid == os.getpid():
+            pool.shutdown(wait=True)
