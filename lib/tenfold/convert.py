@@ -30,16 +30,17 @@ def read_any(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -
     with os.fdopen(open_regular(path), "rb") as f:
         head = f.read(SNIFF_BYTES)
     info = detect_bytes(head)
-    if info is not None:
+    if info is not None and info.name not in ("npz", "safetensors"):
         # the readers that take limits (taridx has no decoded data to bound)
         kw = {"limits": limits} if info.name in ("ztensor", "oinf", "fold", "wtxt") else {}
         return module_for(info.name).load(path, copy=True, **kw)
     suffix = _suffix(path)
-    if suffix == ".npz" or head[:4] == b"PK\x03\x04":
+    # npz and safetensors: the whole-file loaders that charge every array to one budget
+    if suffix == ".npz" or head[:4] == b"PK\x03\x04" or (info is not None and info.name == "npz"):
         from .interop import read_npz
 
         return read_npz(path, limits=limits)
-    if suffix == ".safetensors":
+    if suffix == ".safetensors" or (info is not None and info.name == "safetensors"):
         from .interop import read_safetensors
 
         return read_safetensors(path, copy=True, limits=limits)

@@ -116,7 +116,7 @@ def test_reader_refuses_a_fifo_without_blocking(fifo):
 
 
 @pytest.mark.parametrize("command", ["verify", "inspect", "convert"])
-def test_cli_on_a_fifo_exits_1_at_once(fifo, tmp_path, command):
+def test_cli_on_a_fifo_is_a_usage_error_at_once(fifo, tmp_path, command):
     args = [sys.executable, "-m", "tenfold", command, str(fifo)]
     if command == "convert":
         args.append(str(tmp_path / "out.npz"))
@@ -125,7 +125,7 @@ def test_cli_on_a_fifo_exits_1_at_once(fifo, tmp_path, command):
                               env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     except subprocess.TimeoutExpired:
         pytest.fail(f"tenfold {command} blocked on a FIFO")
-    assert proc.returncode == 1
+    assert proc.returncode == 2  # like a directory: the argument is not a file (usage error)
     assert "not a regular file" in proc.stderr and "Traceback" not in proc.stderr
 
 
@@ -214,5 +214,5 @@ def test_temp_names_carry_the_writer_pid(tmp_path):
 
 
 def test_cli_verify_on_a_fifo_in_process(fifo, capsys):
-    assert main(["verify", str(fifo)]) == 1
+    assert main(["verify", str(fifo)]) == 2
     assert "not a regular file" in capsys.readouterr().err

@@ -228,3 +228,41 @@ def test_scan_hostile_differential(short, lanes, nmembers):
         return res, [o[: res[0]].tolist() for o in outs]  # entries past count: scratch
 
     differential("tarscan", call)
+
+
+# -- member checks (the read-time header check of TARIDX) --------------------------------------
+
+
+def _one_member_tar(name: str, fmt: int) -> bytes:
+    bio = io.BytesIO()
+    with tarfile.open(fileobj=bio, mode="w", format=fmt) as tf:
+        info = tarfile.TarInfo(name)
+        info.size = 5
+        tf.addfile(info, io.BytesIO(b"12345"))
+    return bio.getvalue()
+
+
+@pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
+@given(stem=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E,
+                                  exclude_characters="./"), min_size=1, max_size=150),
+       ext=st.sampled_from(["jpg", "cls", "JSON", ""]),
+       claim_size=st.sampled_from([5, 4, 2**40]), lie=st.booleans())
+def test_member_checks_compiled_vs_reference(fmt, stem, ext, claim_size, lie):
+    from xxhash import xxh64_intdigest
+
+    name = f"dir/{stem}.{ext}" if ext else f"dir/{stem}"
+    data = _one_member_tar(name, fmt)
+    with tarfile.open(fileobj=io.BytesIO(data)) as tf:
+        off = tf.getmembers()[0].offset_data - 512
+    claim = (stem + "x") if lie else stem
+    kh = xxh64_intdigest(claim.encode())
+    got = differential("tarscan", lambda m: m.check_member(data, off, claim_size, kh,
+                                                           ext.lower().encode()))
+    ts = _kernels.load("tarscan")
+    if claim_size == 5 and not lie:
+        assert got == ts.M_OK
+    else:
+        assert got != ts.M_OK
+    code, n_off, n_len, size, typ = differential("tarscan", lambda m: m.member_name(data, off, True))
+    assert (code, size) == (0, 5)
+    assert data[n_off : n_off + n_len].decode().endswith(f"{stem}.{ext}" if ext else stem)

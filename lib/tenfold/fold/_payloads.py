@@ -18,7 +18,7 @@ import numpy as np
 
 from ..core import jsonio
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
-from ..errors import EncodeError, FormatError, UnsupportedError, describe
+from ..errors import EncodeError, FormatError, describe
 from ..interop import npz as _npz
 from ..interop import safetensors as _st
 from ._spec import FMT, MAX_CHUNK_SIZE

@@ -24,7 +24,6 @@ from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ..core.checksums import crc32c, sha256_hex
 from ..core.compression import zstd_content_size, zstd_decompress_into
-from ..core.mapped import MappedFile
 from ..core.reader import MappedReader, TensorInfo
 from ..errors import (
     FormatError,

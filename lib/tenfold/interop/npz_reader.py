@@ -134,6 +134,12 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         out: dict[str, zipfile.ZipInfo] = {}
         for zi in infos:
             what = f"member {zi.filename!r}"
+            if zi.flag_bits & 0x1:
+                raise UnsupportedError(
+                    _describe(FMT, what, offset=zi.header_offset, field="flags",
+                              detail="member is encrypted", expected="not encrypted",
+                              got=f"flag bits 0x{zi.flag_bits:04x}")
+                )
             if not zi.filename.endswith(".npy"):
                 raise FormatError(
                     _describe(FMT, what, offset=zi.header_offset, detail="not a .npy member")
@@ -286,7 +292,11 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
     def info(self, name: str) -> TensorInfo:
         zi = self._zi(name)
-        with self._archive().open(zi) as f:
+        try:
+            f = self._archive().open(zi)
+        except (zipfile.BadZipFile, NotImplementedError, RuntimeError) as exc:
+            raise _zip_error(exc, f"member {zi.filename!r}", zi) from None
+        with f:
             dtype, shape, fortran, hlen = self._header(zi, f)
         stored = zi.compress_type == zipfile.ZIP_STORED
         byte_range = None

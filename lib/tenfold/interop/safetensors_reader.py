@@ -256,7 +256,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
                 )
             )
         tag = e["dtype"]
-        if tag not in DTYPES:
+        if not isinstance(tag, str) or tag not in DTYPES:
             raise UnsupportedError(
                 _describe(
                     FMT,
@@ -265,7 +265,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
                     field="dtype",
                     detail="unknown",
                     expected=" | ".join(DTYPES),
-                    got=tag,
+                    got=tag if isinstance(tag, str) else type(tag).__name__,
                 )
             )
         shape = e["shape"]

@@ -28,8 +28,8 @@ from ..core import parallel
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.checksums import crc32c, xxh64_hex
 from ..core.mapped import MappedFile
-from ..core.report import ERROR, INFO, OK
 from ..core.reader import MappedReader, TensorInfo
+from ..core.report import ERROR, INFO, OK
 from ..errors import (
     FormatError,
     IntegrityError,
