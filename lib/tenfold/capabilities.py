@@ -85,8 +85,13 @@ def holders(dtype: Any) -> list[str]:
     return ["/".join(sfx) for sfx, dts in TARGETS.values() if name is not None and name in dts]
 
 
-def check_dtype(fmt: str, tensor: str, dtype: Any) -> None:
-    """Raise :class:`EncodeError` when target ``fmt`` cannot hold ``dtype`` exactly."""
+def check_dtype(fmt: str, tensor: str, dtype: Any, *, prefix: str | None = None,
+                what: str | None = None) -> None:
+    """Raise :class:`EncodeError` when target ``fmt`` cannot hold ``dtype`` exactly.
+
+    ``prefix`` starts the message (default ``fmt``); ``what`` names the container (e.g.
+    ``"a FOLD NPZ0 chunk"``; default ``fmt``).
+    """
     name = _dtype_name(dtype)
     if name is not None and name in HOLDS[fmt]:
         return
@@ -94,7 +99,8 @@ def check_dtype(fmt: str, tensor: str, dtype: Any) -> None:
     can = holders(dtype)
     where = f"formats that can: {', '.join(can)}" if can else "no format tenfold writes can"
     raise EncodeError(
-        f"{fmt}: tensor {tensor!r} has dtype {shown}, which {fmt} cannot hold; {where}"
+        f"{prefix or fmt}: tensor {tensor!r} has dtype {shown}, which {what or fmt} cannot "
+        f"hold; {where}"
     )
 
 

@@ -17,6 +17,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ..capabilities import check_dtype
 from ..core import jsonio
 from ..errors import EncodeError, FormatError, LimitError, UnsupportedError, describe
 from ..interop import safetensors as _st
@@ -57,6 +58,7 @@ def npz_bytes(arrays: Mapping[str, Any], *, compressed: bool = False) -> bytes:
                 raise EncodeError(
                     describe(FMT, f"npz array {name!r}", detail="object arrays need pickle")
                 )
+            check_dtype("npz", name, arr.dtype, prefix=FMT, what="a NPZ0 (npz) chunk")
             info = zipfile.ZipInfo(name + ".npy", date_time=_ZIP_DATE)
             info.compress_type = method
             info.external_attr = 0o600 << 16

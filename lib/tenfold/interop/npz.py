@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..capabilities import check_dtype
 from ..core.atomic import atomic_write
 from ..errors import EncodeError, FormatError, describe
 
@@ -31,7 +32,13 @@ def read_npz(path: Any) -> dict[str, np.ndarray]:
 def write_npz(
     path: str | os.PathLike[str], tensors: Mapping[str, Any], *, compressed: bool = False
 ) -> None:
-    """Write ``tensors`` to an ``.npz`` atomically."""
+    """Write ``tensors`` to an ``.npz`` atomically.
+
+    Only NumPy's own dtypes are written: bfloat16, float8 and float4 arrays (ml_dtypes) would
+    be stored as opaque ``|V2`` / ``|V1`` / ``<f1`` records that NumPy cannot read back, so
+    they are refused before anything is written (:class:`EncodeError` naming the tensor, its
+    dtype and the formats that can hold it).
+    """
     arrays = {}
     for k, v in tensors.items():
         a = np.asarray(v)
@@ -45,6 +52,7 @@ def write_npz(
                     got=str(a.dtype),
                 )
             )
+        check_dtype("npz", str(k), a.dtype)  # never a silent |V2 for bfloat16 / float8
         arrays[str(k)] = a
     with atomic_write(path) as f:
         (np.savez_compressed if compressed else np.savez)(f, **arrays)  # type: ignore[arg-type]
