@@ -1,79 +1,426 @@
-"""``tenfold convert SRC DST``: move tensors between formats, chosen by suffix.
+"""``tenfold convert SRC DST``: move tensors between formats, lossless or loud.
 
 Readers: every tenfold format that holds tensors (detected by content), ``.npz`` and
-``.safetensors``. Writers: the tenfold format the destination suffix names, ``.npz`` and
-``.safetensors``. Sparse tensors are densified for formats that have no sparse layout.
+``.safetensors``. Writers: the format the destination suffix names (``.zt .oinf .fold .mind
+.wtxt .safetensors .npz``).
+
+Rules
+-----
+* Names, dtypes, shapes (0-d and empty included) and the bits of every element are kept. A
+  tensor the target cannot hold (e.g. bfloat16 into ``.npz``, float16 into ``.wtxt``) is
+  refused before anything is written, naming the tensor, its dtype and the formats that can
+  hold it (:mod:`tenfold.capabilities`). No file appears at ``dst`` on any error.
+* File metadata travels too: safetensors ``__metadata__`` <-> FOLD index ``metadata`` <->
+  OINF metadata (string values whose key and value fit OINF's ``[A-Za-z0-9._-]+``) <->
+  zTensor (a ``__metadata__`` map in the first tensor's entry, a custom key that other
+  readers ignore). What the target cannot hold (any metadata in ``.npz`` / ``.wtxt``,
+  non-string values outside OINF, OINF sizevars outside OINF) is refused too;
+  ``metadata=False`` (``--no-metadata``) drops it on purpose.
+* OINF packed types (i4, t2, ...) become their unpacked int8/uint8 values elsewhere (exact
+  values); OINF tensors without data exist only in OINF. Sparse zTensor tensors are densified
+  for formats with no sparse layout.
+* ``checksum`` (default ``"crc32c"``) is the per-tensor checksum of targets that have one
+  (zTensor); FOLD and WTXT always checksum every chunk, and OINF, safetensors and npz have
+  no per-tensor checksum. ``checksum=None`` keeps zTensor output byte-identical to ztensor
+  0.1.4.
+
+Memory: tensors are read one at a time from memory-mapped sources (zTensor, OINF,
+safetensors), written and released (:mod:`tenfold.core.release`), so a conversion into
+``.zt`` or ``.safetensors`` needs about the largest tensor, not the file. FOLD chunks, WTXT
+and npz sources are decoded whole, and writing ``.fold`` builds its ``STEN`` chunk in memory.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from .errors import UnsupportedError
+from .capabilities import NOT_TENSOR_FORMATS, TARGETS, check_dtype, target_of
+from .errors import EncodeError, UnsupportedError
 
-__all__ = ["convert", "read_any", "write_any"]
+__all__ = ["convert", "read_any", "write_any", "open_source", "Source"]
+
+#: The zTensor custom key that carries file metadata (on the first tensor).
+ZT_METADATA_KEY = "__metadata__"
+_FOLD_INTERNAL = ("chunk_hashes", "manifest_hash")
 
 
 def _suffix(path: str | os.PathLike[str]) -> str:
     return os.path.splitext(os.fspath(path))[1].lower()
 
 
-def read_any(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Tensors of ``path`` as owned arrays."""
-    from .formats import FORMATS, SNIFF_BYTES, detect_bytes, module_for
+class Source:
+    """A source file's tensors, read one at a time: ``names``, ``spec(name)`` -> (dtype,
+    shape) without reading data, ``get(name)``, ``metadata``, ``sizevars``, ``close()``."""
+
+    def __init__(
+        self,
+        fmt: str,
+        names: list[str],
+        spec: Callable[[str], tuple[np.dtype, tuple[int, ...]]],
+        get: Callable[[str], Any],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        sizevars: Mapping[str, int] | None = None,
+        close: Callable[[], None] | None = None,
+        oinf_meta: Mapping[str, Any] | None = None,
+        uninitialized: Mapping[str, tuple[str, tuple[int, ...]]] | None = None,
+        oinf_types: Mapping[str, str] | None = None,
+    ) -> None:
+        self.fmt = fmt
+        self.names = names
+        self.spec = spec
+        self.get = get
+        self.metadata = dict(metadata or {})
+        self.sizevars = dict(sizevars or {})
+        self.oinf_meta = oinf_meta  # typed OINF metadata (kept exactly OINF -> OINF)
+        self.uninitialized = dict(uninitialized or {})
+        self.oinf_types = dict(oinf_types or {})  # packed OINF element types by name
+        self._close = close
+
+    def close(self) -> None:
+        if self._close is not None:
+            self._close()
+            self._close = None
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _dict_source(fmt: str, tensors: Mapping[str, Any], **kw: Any) -> Source:
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        v = tensors[n]
+        return np.dtype(v.dtype), tuple(int(d) for d in v.shape)
+
+    return Source(fmt, list(tensors), spec, tensors.__getitem__, **kw)
+
+
+def _zt_source(path: Any) -> Source:
+    from .ztensor import Reader
+
+    r = Reader(path)
+    infos = {i.name: i for i in r.infos()}
+    md: dict[str, Any] = {}
+    for i in infos.values():
+        if ZT_METADATA_KEY in i.attrs and isinstance(i.attrs[ZT_METADATA_KEY], dict):
+            md = dict(i.attrs[ZT_METADATA_KEY])
+            break
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        i = infos[n]
+        return np.dtype(i.np_dtype), tuple(i.shape)
+
+    return Source("ztensor", list(infos), spec, lambda n: r.read(n, copy=False), metadata=md,
+                  close=r.close)  # fmt: skip
+
+
+def _oinf_source(path: Any) -> Source:
+    from .oinf import OinfReader, Scalar, Tensor
+    from .oinf import _spec as S
+
+    r = OinfReader(path)
+    infos = {t.name: t for t in r.infos()}
+    with_data = [n for n, t in infos.items() if t.has_data]
+    uninit = {n: (t.dtype, tuple(t.shape)) for n, t in infos.items() if not t.has_data}
+    typed: dict[str, Any] = {}
+    plain: dict[str, Any] = {}
+    for key, value in r.metadata.items():
+        tname = r.metadata_info(key).dtype
+        plain[key] = value
+        if tname == "ndarray":
+            typed[key] = Tensor(value)
+        elif tname in ("str", "bitset"):
+            typed[key] = value
+        else:
+            typed[key] = Scalar(value, tname)
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        t = infos[n]
+        return np.dtype(t.numpy_dtype), tuple(t.shape)
+
+    packed = {n: t.dtype for n, t in infos.items() if t.has_data and t.tag in S.PACKED_BITS}
+    return Source("oinf", with_data, spec, lambda n: r.tensor(n), metadata=plain,
+                  sizevars=r.sizevars, close=r.close, oinf_meta=typed, uninitialized=uninit,
+                  oinf_types=packed)  # fmt: skip
+
+
+def _safetensors_source(path: Any) -> Source:
+    from .core.mapped import MappedFile
+    from .interop.safetensors import parse, parse_metadata
+
+    mf = MappedFile(path, fmt="safetensors")
+    try:
+        buf = mf.buffer()
+        tensors = parse(buf)
+        md = parse_metadata(buf)
+    except BaseException:
+        mf.close()
+        raise
+    return _dict_source("safetensors", tensors, metadata=md, close=mf.close)
+
+
+def _fold_source(path: Any) -> Source:
+    from . import fold
+
+    with fold.Reader(path) as r:
+        md = {k: v for k, v in r.metadata.items() if k not in _FOLD_INTERNAL}
+    return _dict_source("fold", fold.load(path), metadata=md)
+
+
+def open_source(path: str | os.PathLike[str]) -> Source:
+    """A :class:`Source` for ``path`` (format detected by content, then by suffix)."""
+    from .formats import FORMATS, SNIFF_BYTES, detect_bytes
 
     with open(path, "rb") as f:
         head = f.read(SNIFF_BYTES)
     info = detect_bytes(head)
-    if info is not None:
-        return module_for(info.name).load(path, copy=True)
     suffix = _suffix(path)
+    if info is not None:
+        if info.name == "ztensor":
+            return _zt_source(path)
+        if info.name == "oinf":
+            return _oinf_source(path)
+        if info.name == "fold":
+            return _fold_source(path)
+        if info.name == "wtxt":
+            from . import wtxt
+
+            return _dict_source("wtxt", wtxt.load(path))
+        raise UnsupportedError(
+            f"tenfold: {os.fspath(path)}: {info.description} is not a tensor format"
+        )
     if suffix == ".npz" or head[:4] == b"PK\x03\x04":
         from .interop import read_npz
 
-        return read_npz(path)
+        return _dict_source("npz", read_npz(path))
     if suffix == ".safetensors":
-        from .interop import read_safetensors
-
-        return read_safetensors(path, copy=True)
+        return _safetensors_source(path)
     known = ", ".join(s for i in FORMATS for s in i.suffixes)
     raise UnsupportedError(
         f"tenfold: {os.fspath(path)}: cannot read; expected {known}, .npz or .safetensors"
     )
 
 
-def _densify(tensors: dict[str, Any]) -> dict[str, np.ndarray]:
-    out = {}
-    for k, v in tensors.items():
-        if hasattr(v, "toarray"):
-            v = v.toarray()
-        elif hasattr(v, "todense") and not isinstance(v, np.ndarray):
-            v = np.asarray(v.todense())
-        out[k] = v
-    return out
+def read_any(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Tensors of ``path`` as owned arrays."""
+    with open_source(path) as src:
+        return {n: np.array(_dense(src.get(n))) for n in src.names}
 
 
-def write_any(path: str | os.PathLike[str], tensors: dict[str, Any]) -> None:
+def _dense(v: Any) -> Any:
+    if isinstance(v, np.ndarray):
+        return v
+    if hasattr(v, "toarray"):
+        return v.toarray()
+    if hasattr(v, "todense"):
+        return np.asarray(v.todense())
+    return v
+
+
+# -- checks before anything is written --------------------------------------------------------
+def _target(path: str | os.PathLike[str]) -> str:
     suffix = _suffix(path)
-    if suffix == ".npz":
+    if suffix in NOT_TENSOR_FORMATS:
+        raise UnsupportedError(
+            f"tenfold: {os.fspath(path)}: {suffix} is not a tensor format "
+            f"({NOT_TENSOR_FORMATS[suffix]}); tensor formats: "
+            + ", ".join("/".join(s) for s, _ in TARGETS.values())
+        )
+    fmt = target_of(path)
+    if fmt is None:
+        raise UnsupportedError(
+            f"tenfold: {os.fspath(path)}: unknown suffix; expected one of "
+            + ", ".join("/".join(s) for s, _ in TARGETS.values())
+        )
+    return fmt
+
+
+def _oinf_token_ok(s: str) -> bool:
+    import re
+
+    return bool(re.fullmatch(r"[A-Za-z0-9._-]+", s))
+
+
+def _meta_refusal(fmt: str, key: str, why: str) -> EncodeError:
+    return EncodeError(
+        f"{fmt}: metadata {key!r}: {why}; pass metadata=False (--no-metadata) to drop metadata"
+    )
+
+
+def plan_metadata(fmt: str, src: Source) -> dict[str, Any]:
+    """The metadata ``fmt`` receives from ``src`` (EncodeError when some cannot go)."""
+    if fmt == "oinf":
+        if src.fmt == "oinf":
+            return dict(src.oinf_meta or {})
+        for k, v in src.metadata.items():
+            if not isinstance(v, str):
+                raise _meta_refusal(fmt, k, f"value of type {type(v).__name__} (OINF metadata "
+                                    "from other formats must be strings)")  # fmt: skip
+            if not (_oinf_token_ok(k) and _oinf_token_ok(v)):
+                raise _meta_refusal(fmt, k, "key and value must match [A-Za-z0-9._-]+")
+        return dict(src.metadata)
+    if src.sizevars:
+        k = next(iter(src.sizevars))
+        raise _meta_refusal(fmt, k, "OINF sizevars have no place in " + fmt)
+    if not src.metadata:
+        return {}
+    if fmt in ("npz", "wtxt"):
+        raise _meta_refusal(fmt, next(iter(src.metadata)), f"{fmt} has no file metadata")
+    if fmt == "fold" and src.fmt == "fold":
+        return dict(src.metadata)
+    for k, v in src.metadata.items():
+        if not isinstance(v, str):
+            raise _meta_refusal(fmt, k, f"value of type {type(v).__name__}; only string "
+                                "metadata converts between formats")  # fmt: skip
+        if fmt == "fold" and k in _FOLD_INTERNAL:
+            raise _meta_refusal(fmt, k, "the key is reserved by FOLD")
+    if fmt == "ztensor" and not src.names:
+        raise _meta_refusal(fmt, next(iter(src.metadata)), "zTensor keeps file metadata on "
+                            "the first tensor and this file has none")  # fmt: skip
+    return dict(src.metadata)
+
+
+def _check_all(fmt: str, src: Source) -> None:
+    for n in src.names:
+        dt, _ = src.spec(n)
+        check_dtype(fmt, n, dt)
+    if src.uninitialized and fmt != "oinf":
+        n = next(iter(src.uninitialized))
+        raise EncodeError(
+            f"{fmt}: tensor {n!r} has no data (an OINF declaration); only .oinf can hold it"
+        )
+    if fmt == "oinf":
+        for n in src.names:
+            if not _oinf_token_ok(n):
+                raise EncodeError(
+                    f"oinf: tensor {n!r}: name must match [A-Za-z0-9._-]+ (OINF's rule); "
+                    "formats that can hold any name: .zt, .fold/.mind, .safetensors, .npz, "
+                    ".wtxt (encoded)"
+                )
+
+
+# -- writing ---------------------------------------------------------------------------------
+def _items(src: Source, names: list[str], show: bool | None, desc: str) -> Iterator[str]:
+    from .core.progress import progress
+
+    yield from progress(names, total=len(names), desc=desc, unit="tensor", show=show)
+
+
+def convert(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    checksum: str | None = "crc32c",
+    compress: str | None = None,
+    level: int = 3,
+    threads: int = 0,
+    metadata: bool = True,
+    fsync: bool = True,
+    progress: bool | None = False,
+) -> int:
+    """Copy every tensor (and the metadata) of ``src`` into a new file ``dst``; return how
+    many tensors. See the module docstring for the rules."""
+    fmt = _target(dst)
+    if compress not in (None, "zstd"):
+        raise EncodeError(f"convert: compress must be None or 'zstd', got {compress!r}")
+    if checksum not in (None, "crc32c", "sha256"):
+        raise EncodeError(f"convert: checksum must be None, 'crc32c' or 'sha256', got {checksum!r}")
+    with open_source(src) as s:
+        _check_all(fmt, s)
+        md = plan_metadata(fmt, s) if metadata else {}
+        if not metadata:
+            s.sizevars = {}
+        _write(fmt, dst, s, md, checksum=checksum, compress=compress, level=level,
+               threads=threads, fsync=fsync, show=progress)  # fmt: skip
+        return len(s.names)
+
+
+def _write(
+    fmt: str,
+    dst: Any,
+    s: Source,
+    md: dict[str, Any],
+    *,
+    checksum: str | None,
+    compress: str | None,
+    level: int,
+    threads: int,
+    fsync: bool,
+    show: bool | None,
+) -> None:
+    from .core.release import release
+
+    names = s.names
+    desc = f"-> {os.path.basename(os.fspath(dst))}"
+    if fmt == "ztensor":
+        from .ztensor import Writer
+
+        with Writer(dst, fsync=fsync) as w:
+            for i, n in enumerate(_items(s, names, show, desc)):
+                v = s.get(n)
+                attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
+                w.add(n, v, checksum=checksum, encoding=compress or "raw", level=level,
+                      attrs=attrs)  # fmt: skip
+                release(v)
+        return
+    if fmt == "safetensors":
+        from .core.atomic import atomic_write
+        from .core.buffers import byte_view
+        from .interop.safetensors import header, stored, tag_of
+
+        specs = {}
+        for n in names:
+            dt, shape = s.spec(n)
+            specs[n] = (tag_of(n, dt), shape)
+        head, order = header(specs, md if md else None)
+        with atomic_write(dst, fsync=fsync) as f:
+            f.write(head)
+            for n in _items(s, order, show, desc):
+                v = _dense(s.get(n))
+                f.write(byte_view(stored(specs[n][0], np.asarray(v))))
+                release(v)
+        return
+    if fmt == "oinf":
+        from . import oinf
+
+        tensors: dict[str, Any] = {}
+        for n in names:
+            v = _dense(s.get(n))
+            tensors[n] = oinf.Tensor(v, s.oinf_types[n]) if n in s.oinf_types else v
+        for n, (dtype, shape) in s.uninitialized.items():
+            tensors[n] = oinf.Uninitialized(dtype, shape)
+        oinf.write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
+        return
+    tensors = {n: _dense(s.get(n)) for n in names}
+    if fmt == "fold":
+        from . import fold
+
+        fold.save(dst, tensors, metadata=md, compress=compress, level=level, threads=threads,
+                  fsync=fsync)  # fmt: skip
+    elif fmt == "npz":
         from .interop import write_npz
 
-        write_npz(path, _densify(tensors))
-    elif suffix == ".safetensors":
-        from .interop import write_safetensors
+        write_npz(dst, tensors, compressed=compress is not None)
+    elif fmt == "wtxt":
+        from . import wtxt
 
-        write_safetensors(path, _densify(tensors))
-    else:
-        from .formats import by_suffix
-
-        by_suffix(path).load_module().save(path, tensors)
+        wtxt.save(dst, tensors, fsync=fsync)
+    else:  # pragma: no cover - _target only returns the names above
+        raise UnsupportedError(f"tenfold: no writer for {fmt}")
 
 
-def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> int:
-    """Copy every tensor of ``src`` into a new file ``dst``; return how many."""
-    tensors = read_any(src)
-    write_any(dst, tensors)
-    return len(tensors)
+def write_any(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:
+    """Write a dict of arrays in the format ``path``'s suffix names (same rules as
+    :func:`convert`)."""
+    fmt = _target(path)
+    s = _dict_source("dict", {k: np.asarray(_dense(v)) for k, v in tensors.items()})
+    _check_all(fmt, s)
+    _write(fmt, path, s, {}, checksum=kw.get("checksum", "crc32c"), compress=kw.get("compress"),
+           level=kw.get("level", 3), threads=kw.get("threads", 0), fsync=kw.get("fsync", True),
+           show=False)  # fmt: skip

@@ -252,6 +252,25 @@ def parse(
     return out
 
 
+def parse_metadata(buf: Any, *, fmt: str = FMT) -> dict[str, str]:
+    """The ``__metadata__`` object of the safetensors bytes in ``buf`` (``{}`` when absent)."""
+    u8 = buf if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+    if u8.size < 8:
+        return {}
+    n = int(u8[:8].view("<u8")[0])
+    if n > MAX_HEADER or n > u8.size - 8:
+        return {}  # parse() reports these
+    head = jsonio.loads(u8[8 : 8 + n].tobytes(), fmt=fmt, what="header", offset=8)
+    md = head.get("__metadata__") if isinstance(head, dict) else None
+    if md is None:
+        return {}
+    if not isinstance(md, dict) or not all(isinstance(v, str) for v in md.values()):
+        raise FormatError(
+            describe(fmt, "__metadata__", offset=8, detail="must map strings to strings")
+        )
+    return dict(md)
+
+
 def tag_of(name: str, dtype: Any, *, fmt: str = FMT) -> str:
     """The safetensors dtype tag of ``dtype`` (EncodeError naming the tensor when none)."""
     try:
