@@ -16,8 +16,9 @@ format        element types
 .fold/.mind   as .safetensors (tensors live in a ``STEN`` safetensors chunk)
 .safetensors  the .oinf set plus float8_e4m3fn, float8_e8m0fnu, float4_e2m1fn,
               float8_e4m3fnuz, float8_e5m2fnuz, complex64
-.npz          NumPy's own types only (the .zt set without bfloat16, plus complex64) (no bfloat16 / float8 / float4: NumPy would write
-              them as opaque ``|V1`` / ``|V2`` bytes that no reader can interpret)
+.npz          NumPy's own types: the .zt set without bfloat16, plus complex64 (NumPy would
+              write bfloat16 / float8 / float4 as opaque ``|V2`` / ``|V1`` records that no
+              reader can interpret)
 .wtxt         float64 float32, int/uint 8-64 (no float16, bfloat16, bool: the spec's list)
 ============  =======================================================================
 
@@ -42,8 +43,14 @@ _NATIVE = frozenset(
 )
 _ZT = _NATIVE | {"bfloat16"}
 _OINF = _ZT | {"float8_e5m2"}
-_ST = _OINF | {"float8_e4m3fn", "float8_e8m0fnu", "float4_e2m1fn", "float8_e4m3fnuz",
-               "float8_e5m2fnuz", "complex64"}
+_ST = _OINF | {
+    "float8_e4m3fn",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "complex64",
+}
 _WTXT = frozenset("float64 float32 int64 int32 int16 int8 uint64 uint32 uint16 uint8".split())
 
 #: target name -> (suffixes, canonical dtype names it holds)
@@ -85,8 +92,9 @@ def holders(dtype: Any) -> list[str]:
     return ["/".join(sfx) for sfx, dts in TARGETS.values() if name is not None and name in dts]
 
 
-def check_dtype(fmt: str, tensor: str, dtype: Any, *, prefix: str | None = None,
-                what: str | None = None) -> None:
+def check_dtype(
+    fmt: str, tensor: str, dtype: Any, *, prefix: str | None = None, what: str | None = None
+) -> None:
     """Raise :class:`EncodeError` when target ``fmt`` cannot hold ``dtype`` exactly.
 
     ``prefix`` starts the message (default ``fmt``); ``what`` names the container (e.g.

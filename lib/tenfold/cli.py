@@ -64,11 +64,49 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _compress_arg(text: str) -> tuple[str, int]:
+    algo, _, level = text.partition(":")
+    if algo != "zstd":
+        raise argparse.ArgumentTypeError(f"expected zstd or zstd:LEVEL, got {text!r}")
+    try:
+        lv = int(level) if level else 3
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"zstd level must be an integer, got {level!r}") from None
+    if not 1 <= lv <= 22:
+        raise argparse.ArgumentTypeError(f"zstd level must be in 1..22, got {lv}")
+    return algo, lv
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
+    import time
+
     from .convert import convert
 
-    n = convert(args.src, args.dst)
-    print(f"{args.src} -> {args.dst}: {n} tensors")
+    start = time.monotonic()
+    algo, level = args.compress if args.compress else (None, 3)
+    n = convert(
+        args.src,
+        args.dst,
+        checksum=None if args.checksum == "none" else args.checksum,
+        compress=algo,
+        level=level,
+        threads=args.threads,
+        metadata=not args.no_metadata,
+        progress=False if args.quiet else None,
+    )
+    if not args.quiet:
+        size = os.path.getsize(args.dst)
+        secs = time.monotonic() - start
+        print(f"{args.src} -> {args.dst}: {n} tensors, {_human(size)} in {secs:.1f} s")
     return 0
 
 
@@ -116,9 +154,44 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems and the verdict")
     p.set_defaults(func=cmd_verify)
 
-    p = sub.add_parser("convert", help="convert between tensor formats by suffix")
-    p.add_argument("src")
-    p.add_argument("dst")
+    from .capabilities import TARGETS
+
+    holds = "\n".join(
+        f"  {'/'.join(sfx):13} {', '.join(sorted(dts))}" for sfx, dts in TARGETS.values()
+    )
+    p = sub.add_parser(
+        "convert",
+        help="convert between tensor formats by suffix (lossless or refused)",
+        description="Copy every tensor and the file metadata of SRC into a new file DST, in "
+        "the format DST's suffix names. Names, dtypes, shapes and bits are kept; what DST's "
+        "format cannot hold is refused before anything is written.",
+        epilog="formats and the element types each can hold:\n"
+        + holds
+        + "\n\nWTXT stores names outside [A-Za-z0-9_] and 0-d arrays under reversible "
+        "encoded names (tenfold.load decodes them).",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("src", help="source file (format detected from its content)")
+    p.add_argument("dst", help="destination; its suffix chooses the format")
+    p.add_argument(
+        "--checksum",
+        choices=("none", "crc32c", "sha256"),
+        default="crc32c",
+        help="per-tensor checksum where the format has one (.zt); default crc32c",
+    )
+    p.add_argument(
+        "--compress",
+        type=_compress_arg,
+        metavar="zstd[:LEVEL]",
+        help="compress tensors (.zt per tensor, .fold per chunk, .npz deflate); default none",
+    )
+    p.add_argument(
+        "--threads", type=int, default=0, help="zstd worker threads for .fold (0 = one thread)"
+    )
+    p.add_argument(
+        "--no-metadata", action="store_true", help="drop file metadata instead of converting it"
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary line")
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("demo", help="write, inspect and verify a sample of every format")

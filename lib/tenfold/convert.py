@@ -96,6 +96,8 @@ class Source:
 def _dict_source(fmt: str, tensors: Mapping[str, Any], **kw: Any) -> Source:
     def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
         v = tensors[n]
+        if not hasattr(v, "dtype"):
+            v = np.asarray(v)
         return np.dtype(v.dtype), tuple(int(d) for d in v.shape)
 
     return Source(fmt, list(tensors), spec, tensors.__getitem__, **kw)
@@ -415,12 +417,22 @@ def _write(
         raise UnsupportedError(f"tenfold: no writer for {fmt}")
 
 
-def write_any(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:
-    """Write a dict of arrays in the format ``path``'s suffix names (same rules as
-    :func:`convert`)."""
+def write_any(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    checksum: str | None = "crc32c",
+    compress: str | None = None,
+    level: int = 3,
+    threads: int = 0,
+    fsync: bool = True,
+) -> None:
+    """Write a dict of arrays (and string ``metadata``) in the format ``path``'s suffix
+    names, with the rules of :func:`convert`."""
     fmt = _target(path)
-    s = _dict_source("dict", {k: np.asarray(_dense(v)) for k, v in tensors.items()})
+    s = _dict_source("dict", {k: _dense(v) for k, v in tensors.items()}, metadata=metadata)
     _check_all(fmt, s)
-    _write(fmt, path, s, {}, checksum=kw.get("checksum", "crc32c"), compress=kw.get("compress"),
-           level=kw.get("level", 3), threads=kw.get("threads", 0), fsync=kw.get("fsync", True),
-           show=False)  # fmt: skip
+    md = plan_metadata(fmt, s)
+    _write(fmt, path, s, md, checksum=checksum, compress=compress, level=level,
+           threads=threads, fsync=fsync, show=False)  # fmt: skip

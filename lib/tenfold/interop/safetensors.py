@@ -330,11 +330,16 @@ def header(
                     field="shape",
                     detail=f"{tag} packs {8 // PACKED_BITS[tag]} elements per byte; "
                     "the element count must fill whole bytes",
-                    got=list(shape),
+                    expected=f"a multiple of {8 // PACKED_BITS[tag]} elements",
+                    got=f"{numel} (shape {list(shape)})",
                 )
             )
         n = stored_nbytes(tag, numel)
-        head[name] = {"dtype": tag, "shape": [int(d) for d in shape], "data_offsets": [pos, pos + n]}
+        head[name] = {
+            "dtype": tag,
+            "shape": [int(d) for d in shape],
+            "data_offsets": [pos, pos + n],
+        }
         pos += n
     text = json.dumps(head, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * (-len(text) % 8)
