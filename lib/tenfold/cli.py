@@ -60,7 +60,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     fmt = detect(args.file)
     report = module_for(fmt).verify(args.file)
-    print(report.format(verbose=not args.quiet))
+    if not (args.quiet and report.exit_code == 0):  # -q: silent on success
+        print(report.format(verbose=not args.quiet))
     return report.exit_code
 
 
@@ -151,7 +152,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("verify", help="check structure and checksums (exit 0 ok, 1 damaged)")
     p.add_argument("file")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only problems and the verdict")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing on success; else the problems"
+    )
     p.set_defaults(func=cmd_verify)
 
     from .capabilities import TARGETS

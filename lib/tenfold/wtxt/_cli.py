@@ -56,6 +56,26 @@ def cmd_wsum(args: argparse.Namespace) -> int:
     return 0
 
 
+def _original_names(path: str, arrays: dict) -> dict:
+    """Decode names stored by ``tenfold.save`` (cap item ``tenfold_names``) when the cap line
+    survived; otherwise keep the stored names."""
+    from . import names as _names
+
+    with open(path, "rb") as f:
+        head = f.read(4096).split(b"\n")[:4]
+    caps = [ln for ln in head if ln.startswith(b"cap ext=")]
+    if not caps or _names.CAP_ITEM.encode() not in caps[0][8:].split(b","):
+        return arrays
+    out = {}
+    for stored, arr in arrays.items():
+        try:
+            name, scalar = _names.decode(stored)
+        except ValueError:
+            name, scalar = stored, False
+        out[name] = arr.reshape(()) if scalar and arr.size == 1 else arr
+    return out
+
+
 def cmd_recover(args: argparse.Namespace) -> int:
     from .verify import recover
 
@@ -68,9 +88,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
     for d in rec.damage:
         print(f"DAMAGE   {d.where()}: {d.reason}")
     if args.output and rec.arrays:
-        import tenfold
+        from ..convert import write_any
 
-        tenfold.save(args.output, rec.arrays)
+        write_any(args.output, _original_names(args.file, rec.arrays))
         print(f"{args.output}: {len(rec.arrays)} intact arrays written")
     return 0 if rec.ok else 1
 
@@ -122,7 +142,12 @@ def register(sub: Any) -> None:
 
     p = sub.add_parser("recover", help="WTXT: list damage by line and save the intact arrays")
     p.add_argument("file")
-    p.add_argument("-o", "--output", help="save the intact arrays here (format by suffix)")
+    p.add_argument(
+        "-o",
+        "--output",
+        help="save the intact arrays here; the suffix picks any format tenfold writes "
+        "(.zt .oinf .fold .mind .wtxt .safetensors .npz)",
+    )
     p.set_defaults(func=cmd_recover)
 
     p = sub.add_parser("wverify", help="WTXT: verify with HMAC keys and Ed25519 public keys")
