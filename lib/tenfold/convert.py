@@ -33,7 +33,7 @@ and npz sources are decoded whole, and writing ``.fold`` builds its ``STEN`` chu
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -175,6 +175,41 @@ def _fold_source(path: Any) -> Source:
     return _dict_source("fold", fold.load(path), metadata=md)
 
 
+def _npz_source(path: Any) -> Source:
+    """Arrays of an ``.npz`` read one at a time (headers first, for the checks)."""
+    import zipfile
+
+    from .errors import FormatError
+    from .interop import read_npz
+
+    try:
+        z = np.load(path, allow_pickle=False)
+    except Exception:
+        return _dict_source("npz", read_npz(path))  # reports the problem as read_npz does
+    if not hasattr(z, "files"):  # a bare .npy
+        return _dict_source("npz", read_npz(path))
+    fmt = np.lib.format
+    specs: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
+    try:
+        for name in z.files:
+            with z.zip.open(name + ".npy") as m:
+                version = fmt.read_magic(m)
+                read = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+                shape, _fortran, dtype = read(m)
+            specs[name] = (np.dtype(dtype), tuple(shape))
+    except (ValueError, OSError, KeyError, zipfile.BadZipFile) as exc:
+        z.close()
+        raise FormatError(f"npz: {os.fspath(path)}: not a readable npz: {exc}") from None
+
+    def get(n: str) -> Any:
+        try:
+            return z[n]
+        except ValueError as exc:
+            raise FormatError(f"npz: {os.fspath(path)}: array {n!r}: {exc}") from None
+
+    return Source("npz", list(specs), specs.__getitem__, get, close=z.close)
+
+
 def open_source(path: str | os.PathLike[str]) -> Source:
     """A :class:`Source` for ``path`` (format detected by content, then by suffix)."""
     from .formats import FORMATS, SNIFF_BYTES, detect_bytes
@@ -198,9 +233,7 @@ def open_source(path: str | os.PathLike[str]) -> Source:
             f"tenfold: {os.fspath(path)}: {info.description} is not a tensor format"
         )
     if suffix == ".npz" or head[:4] == b"PK\x03\x04":
-        from .interop import read_npz
-
-        return _dict_source("npz", read_npz(path))
+        return _npz_source(path)
     if suffix == ".safetensors":
         return _safetensors_source(path)
     known = ", ".join(s for i in FORMATS for s in i.suffixes)
@@ -308,12 +341,6 @@ def _check_all(fmt: str, src: Source) -> None:
 
 
 # -- writing ---------------------------------------------------------------------------------
-def _items(src: Source, names: list[str], show: bool | None, desc: str) -> Iterator[str]:
-    from .core.progress import progress
-
-    yield from progress(names, total=len(names), desc=desc, unit="tensor", show=show)
-
-
 def convert(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
@@ -356,65 +383,92 @@ def _write(
     fsync: bool,
     show: bool | None,
 ) -> None:
+    from .core.progress import ByteProgress
     from .core.release import release
 
     names = s.names
-    desc = f"-> {os.path.basename(os.fspath(dst))}"
-    if fmt == "ztensor":
-        from .ztensor import Writer
+    total = 0
+    for n in names:
+        dt, shape = s.spec(n)
+        total += int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    bar = ByteProgress(total, desc=os.path.basename(os.fspath(dst)), show=show)
+    with bar:
+        if fmt == "ztensor":
+            from .ztensor import Writer
 
-        with Writer(dst, fsync=fsync) as w:
-            for i, n in enumerate(_items(s, names, show, desc)):
-                v = s.get(n)
-                attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
-                w.add(n, v, checksum=checksum, encoding=compress or "raw", level=level,
-                      attrs=attrs)  # fmt: skip
-                release(v)
-        return
-    if fmt == "safetensors":
-        from .core.atomic import atomic_write
-        from .core.buffers import byte_view
-        from .interop.safetensors import header, stored, tag_of
+            with Writer(dst, fsync=fsync) as w:
+                for i, n in enumerate(names):
+                    v = s.get(n)
+                    attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
+                    w.add(n, v, checksum=checksum, encoding=compress or "raw", level=level,
+                          attrs=attrs)  # fmt: skip
+                    bar.update(getattr(v, "nbytes", 0))
+                    release(v)
+            return
+        if fmt == "safetensors":
+            from .core.atomic import atomic_write
+            from .core.buffers import byte_view
+            from .interop.safetensors import header, stored, tag_of
 
-        specs = {}
-        for n in names:
-            dt, shape = s.spec(n)
-            specs[n] = (tag_of(n, dt), shape)
-        head, order = header(specs, md if md else None)
-        with atomic_write(dst, fsync=fsync) as f:
-            f.write(head)
-            for n in _items(s, order, show, desc):
+            specs = {}
+            for n in names:
+                dt, shape = s.spec(n)
+                specs[n] = (tag_of(n, dt), shape)
+            head, order = header(specs, md if md else None)
+            with atomic_write(dst, fsync=fsync) as f:
+                f.write(head)
+                for n in order:
+                    v = np.asarray(_dense(s.get(n)))
+                    f.write(byte_view(stored(specs[n][0], v)))
+                    bar.update(v.nbytes)
+                    release(v)
+            return
+        if fmt == "npz":
+            from .interop.npz import write_npz
+
+            def done(a: np.ndarray) -> None:
+                bar.update(a.nbytes)
+                release(a)
+
+            lazy = {n: _Lazy(s, n) for n in names}
+            write_npz(dst, lazy, compressed=compress is not None, fsync=fsync, done=done)  # type: ignore[arg-type]
+            return
+        if fmt == "oinf":
+            from . import oinf
+
+            tensors: dict[str, Any] = {}
+            for n in names:
                 v = _dense(s.get(n))
-                f.write(byte_view(stored(specs[n][0], np.asarray(v))))
-                release(v)
-        return
-    if fmt == "oinf":
-        from . import oinf
+                tensors[n] = oinf.Tensor(v, s.oinf_types[n]) if n in s.oinf_types else v
+            for n, (dtype, shape) in s.uninitialized.items():
+                tensors[n] = oinf.Uninitialized(dtype, shape)
+            oinf.write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
+            return
+        tensors = {n: _dense(s.get(n)) for n in names}
+        if fmt == "fold":
+            from . import fold
 
-        tensors: dict[str, Any] = {}
-        for n in names:
-            v = _dense(s.get(n))
-            tensors[n] = oinf.Tensor(v, s.oinf_types[n]) if n in s.oinf_types else v
-        for n, (dtype, shape) in s.uninitialized.items():
-            tensors[n] = oinf.Uninitialized(dtype, shape)
-        oinf.write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
-        return
-    tensors = {n: _dense(s.get(n)) for n in names}
-    if fmt == "fold":
-        from . import fold
+            fold.save(dst, tensors, metadata=md, compress=compress, level=level,
+                      threads=threads, fsync=fsync)  # fmt: skip
+        elif fmt == "wtxt":
+            from . import wtxt
 
-        fold.save(dst, tensors, metadata=md, compress=compress, level=level, threads=threads,
-                  fsync=fsync)  # fmt: skip
-    elif fmt == "npz":
-        from .interop import write_npz
+            wtxt.save(dst, tensors, fsync=fsync)
+        else:  # pragma: no cover - _target only returns the names above
+            raise UnsupportedError(f"tenfold: no writer for {fmt}")
+        bar.update(total)
 
-        write_npz(dst, tensors, compressed=compress is not None)
-    elif fmt == "wtxt":
-        from . import wtxt
 
-        wtxt.save(dst, tensors, fsync=fsync)
-    else:  # pragma: no cover - _target only returns the names above
-        raise UnsupportedError(f"tenfold: no writer for {fmt}")
+class _Lazy:
+    """A source tensor fetched only when a writer asks for it (``np.asarray``)."""
+
+    def __init__(self, s: Source, name: str) -> None:
+        self.s, self.name = s, name
+        self.dtype, self.shape = s.spec(name)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = np.asarray(_dense(self.s.get(self.name)))
+        return a if dtype is None else a.astype(dtype)
 
 
 def write_any(

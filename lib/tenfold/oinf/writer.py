@@ -37,6 +37,7 @@ import numpy as np
 from .. import _kernels
 from ..core.atomic import atomic_write
 from ..core.dtypes import BFLOAT16, FLOAT8_E5M2
+from ..core.release import release
 from ..errors import EncodeError, describe
 from . import _spec as S
 from .reader import Bitset
@@ -502,3 +503,4 @@ def write(path: str | os.PathLike[str], *, sizevars: Mapping[str, int] | None = 
             if written != p.nbytes:  # pragma: no cover - internal consistency
                 raise RuntimeError(f"oinf: tensor {p.name!r}: wrote {written}, planned {p.nbytes}")
             f.write(_PAD[: S.align8(written) - written])
+            release(p.arr)  # a view of a mapped source: give its pages back
