@@ -35,6 +35,8 @@ def _mapped_base(a: np.ndarray) -> bool:
     base: Any = a
     while isinstance(base, np.ndarray):
         base = base.base
+    if isinstance(base, memoryview):  # np.frombuffer(mmap) keeps a memoryview of it
+        base = base.obj
     return isinstance(base, mmap.mmap)
 
 
