@@ -444,13 +444,16 @@ def _write(
                 tensors[n] = oinf.Uninitialized(dtype, shape)
             oinf.write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
             return
-        tensors = {n: _dense(s.get(n)) for n in names}
         if fmt == "fold":
             from . import fold
 
-            fold.save(dst, tensors, metadata=md, compress=compress, level=level,
+            lazy = {n: _Lazy(s, n) for n in names}
+            fold.save(dst, lazy, metadata=md, compress=compress, level=level,  # type: ignore[arg-type]
                       threads=threads, fsync=fsync)  # fmt: skip
-        elif fmt == "wtxt":
+            bar.update(total)
+            return
+        tensors = {n: _dense(s.get(n)) for n in names}
+        if fmt == "wtxt":
             from . import wtxt
 
             wtxt.save(dst, tensors, fsync=fsync)

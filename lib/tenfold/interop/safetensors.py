@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -373,6 +373,38 @@ def encode(
         arrays[name] = arr
     head, order = header({k: (tags[k], arrays[k].shape) for k in arrays}, metadata, fmt=fmt)
     return head, [stored(tags[n], arrays[n]) for n in order]
+
+
+def pieces(
+    tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None, *, fmt: str = FMT
+) -> tuple[int, Iterator[memoryview]]:
+    """The size of the safetensors bytes of ``tensors`` and an iterator over them, one
+    tensor at a time: header first, then each array's bytes, fetched (``np.asarray``) only
+    when its turn comes and released (:func:`tenfold.core.release.release`) after. Values
+    need ``dtype`` and ``shape`` up front (arrays, or lazy objects with ``__array__``)."""
+    from ..core.release import release
+
+    specs: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for name, a in tensors.items():
+        if not hasattr(a, "dtype") or not hasattr(a, "shape"):
+            a = np.asarray(a)
+        specs[name] = (tag_of(name, a.dtype, fmt=fmt), tuple(int(d) for d in a.shape))
+    head, order = header(specs, metadata, fmt=fmt)
+    size = len(head)
+    for tag, shape in specs.values():
+        numel = 1
+        for d in shape:
+            numel *= d
+        size += stored_nbytes(tag, numel)
+
+    def gen() -> Iterator[memoryview]:
+        yield memoryview(head)
+        for n in order:
+            arr = np.asarray(tensors[n])
+            yield byte_view(stored(specs[n][0], arr))
+            release(arr)
+
+    return size, gen()
 
 
 def to_bytes(
