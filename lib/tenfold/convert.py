@@ -33,7 +33,7 @@ and npz sources are decoded whole, and writing ``.fold`` builds its ``STEN`` chu
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,10 @@ __all__ = ["convert", "read_any", "write_any", "open_source", "Source"]
 #: The zTensor custom key that carries file metadata (on the first tensor).
 ZT_METADATA_KEY = "__metadata__"
 _FOLD_INTERNAL = ("chunk_hashes", "manifest_hash")
+#: Block size of raw copies: small enough to stay in the CPU cache between read, checksum and
+#: write (measured: 1 MiB copies 2 GiB as fast as `cp`; 64 MiB blocks or a memory map are
+#: slower).
+_BLOCK = 1 << 20
 
 
 def _suffix(path: str | os.PathLike[str]) -> str:
@@ -69,6 +73,8 @@ class Source:
         oinf_meta: Mapping[str, Any] | None = None,
         uninitialized: Mapping[str, tuple[str, tuple[int, ...]]] | None = None,
         oinf_types: Mapping[str, str] | None = None,
+        raw: Callable[[str], tuple[int, int, str | None] | None] | None = None,
+        path: Any = None,
     ) -> None:
         self.fmt = fmt
         self.names = names
@@ -79,9 +85,44 @@ class Source:
         self.oinf_meta = oinf_meta  # typed OINF metadata (kept exactly OINF -> OINF)
         self.uninitialized = dict(uninitialized or {})
         self.oinf_types = dict(oinf_types or {})  # packed OINF element types by name
+        self._raw = raw
+        self._path = path
+        self._fd: int | None = None
+        self._buf: memoryview | None = None
         self._close = close
 
+    def raw(self, name: str) -> tuple[int, int, str | None] | None:
+        """``(file offset, nbytes, stored checksum)`` when the tensor's bytes in the source
+        file are exactly its little-endian C-order bytes (then :meth:`blocks` copies them
+        without mapping the file), else None."""
+        if self._raw is None or self._path is None:
+            return None
+        return self._raw(name)
+
+    def blocks(self, offset: int, nbytes: int) -> Iterator[memoryview]:
+        """The file's bytes ``[offset, offset + nbytes)`` in blocks read into one reused
+        buffer (each block is valid until the next is requested)."""
+        from .errors import TruncatedError
+
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self._buf = memoryview(bytearray(_BLOCK))
+        assert self._buf is not None
+        end = offset + nbytes
+        while offset < end:
+            k = os.preadv(self._fd, [self._buf[: min(_BLOCK, end - offset)]], offset)
+            if k <= 0:
+                raise TruncatedError(
+                    f"{self.fmt}: {os.fspath(self._path)}: ends at offset {offset}; "
+                    f"expected {end - offset} more bytes"
+                )
+            yield self._buf[:k]
+            offset += k
+
     def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
         if self._close is not None:
             self._close()
             self._close = None
@@ -118,8 +159,14 @@ def _zt_source(path: Any) -> Source:
         i = infos[n]
         return np.dtype(i.np_dtype), tuple(i.shape)
 
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        i = infos[n]
+        if i.layout != "dense" or i.encoding != "raw" or not i.zero_copy:
+            return None
+        return i.offset, i.size, (f"{i.checksum_algo}:{i.checksum_hex}" if i.checksum else None)
+
     return Source("ztensor", list(infos), spec, lambda n: r.read(n, copy=False), metadata=md,
-                  close=r.close)  # fmt: skip
+                  close=r.close, raw=raw, path=path)  # fmt: skip
 
 
 def _oinf_source(path: Any) -> Source:
@@ -147,9 +194,16 @@ def _oinf_source(path: Any) -> Source:
         return np.dtype(t.numpy_dtype), tuple(t.shape)
 
     packed = {n: t.dtype for n, t in infos.items() if t.has_data and t.tag in S.PACKED_BITS}
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        t = infos[n]
+        if t.tag not in S.NUMPY_DTYPE or t.quant is not None:
+            return None
+        return t.data_offset, t.data_nbytes, None
+
     return Source("oinf", with_data, spec, lambda n: r.tensor(n), metadata=plain,
                   sizevars=r.sizevars, close=r.close, oinf_meta=typed, uninitialized=uninit,
-                  oinf_types=packed)  # fmt: skip
+                  oinf_types=packed, raw=raw, path=path)  # fmt: skip
 
 
 def _safetensors_source(path: Any) -> Source:
@@ -164,7 +218,18 @@ def _safetensors_source(path: Any) -> Source:
     except BaseException:
         mf.close()
         raise
-    return _dict_source("safetensors", tensors, metadata=md, close=mf.close)
+    base = buf.ctypes.data
+    packed = {n for n, v in tensors.items() if v.base is None or not v.flags.c_contiguous}
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        v = tensors[n]
+        if v.nbytes == 0:
+            return 0, 0, None
+        if n in packed or v.dtype.byteorder == ">":
+            return None
+        return v.ctypes.data - base, v.nbytes, None
+
+    return _dict_source("safetensors", tensors, metadata=md, close=mf.close, raw=raw, path=path)
 
 
 def _fold_source(path: Any) -> Source:
@@ -398,8 +463,16 @@ def _write(
 
             with Writer(dst, fsync=fsync) as w:
                 for i, n in enumerate(names):
-                    v = s.get(n)
                     attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
+                    raw = s.raw(n) if compress is None else None
+                    if raw is not None and (raw[2] is None or raw[2].split(":")[0] == checksum):
+                        dt, shape = s.spec(n)
+                        got = w.add_raw(n, dt, shape, s.blocks(raw[0], raw[1]),
+                                        checksum=checksum, attrs=attrs)  # fmt: skip
+                        _check_source_sum(s, n, raw[2], got)
+                        bar.update(raw[1])
+                        continue
+                    v = s.get(n)
                     w.add(n, v, checksum=checksum, encoding=compress or "raw", level=level,
                           attrs=attrs)  # fmt: skip
                     bar.update(getattr(v, "nbytes", 0))
@@ -408,6 +481,7 @@ def _write(
         if fmt == "safetensors":
             from .core.atomic import atomic_write
             from .core.buffers import byte_view
+            from .core.checksums import crc32c
             from .interop.safetensors import header, stored, tag_of
 
             specs = {}
@@ -418,6 +492,20 @@ def _write(
             with atomic_write(dst, fsync=fsync) as f:
                 f.write(head)
                 for n in order:
+                    raw = s.raw(n)
+                    if (
+                        raw is not None
+                        and specs[n][0] != "F4"
+                        and (raw[2] is None or raw[2].startswith("crc32c:"))
+                    ):
+                        crc = 0
+                        for block in s.blocks(raw[0], raw[1]):
+                            f.write(block)
+                            if raw[2] is not None:
+                                crc = crc32c(block, crc)
+                        _check_source_sum(s, n, raw[2], f"{crc:08x}")
+                        bar.update(raw[1])
+                        continue
                     v = np.asarray(_dense(s.get(n)))
                     f.write(byte_view(stored(specs[n][0], v)))
                     bar.update(v.nbytes)
@@ -460,6 +548,20 @@ def _write(
         else:  # pragma: no cover - _target only returns the names above
             raise UnsupportedError(f"tenfold: no writer for {fmt}")
         bar.update(total)
+
+
+def _check_source_sum(s: Source, name: str, stored: str | None, got: str | None) -> None:
+    """A source tensor copied without decoding is checked against its stored checksum (when
+    the copy computed the same algorithm): a mismatch aborts the conversion."""
+    from .errors import IntegrityError
+
+    if stored is None or got is None:
+        return
+    algo, _, want = stored.partition(":")
+    if algo == "crc32c" and want.lower() != got.lower() or algo == "sha256" and want != got:
+        raise IntegrityError(
+            f"{s.fmt}: tensor {name!r}: checksum mismatch; expected {stored}, got {algo}:{got}"
+        )
 
 
 class _Lazy:
