@@ -48,7 +48,9 @@ def test_raw_tensors_never_go_through_memory(tmp_path, monkeypatch, src_sfx, dst
 def test_damaged_source_checksum_aborts_without_output(tmp_path, dst_sfx):
     src = tmp_path / "s.zt"
     tenfold.save(src, T)  # crc32c per tensor
-    off = next(r["offset"] for r in tenfold.ztensor.inspect(src) if r["name"] == "model.embed.weight")
+    off = next(
+        r["offset"] for r in tenfold.ztensor.inspect(src) if r["name"] == "model.embed.weight"
+    )
     b = bytearray(src.read_bytes())
     b[off + 100] ^= 1
     src.write_bytes(bytes(b))
