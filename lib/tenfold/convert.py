@@ -482,6 +482,7 @@ def _write(
             from .core.atomic import atomic_write
             from .core.buffers import byte_view
             from .core.checksums import crc32c
+            from .core.prealloc import preallocate
             from .interop.safetensors import header, stored, tag_of
 
             specs = {}
@@ -491,6 +492,8 @@ def _write(
             head, order = header(specs, md if md else None)
             with atomic_write(dst, fsync=fsync) as f:
                 f.write(head)
+                f.flush()
+                preallocate(f.fileno(), len(head), total)  # one extent for the data
                 for n in order:
                     raw = s.raw(n)
                     if (
