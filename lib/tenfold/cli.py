@@ -42,16 +42,105 @@ def _table(rows: list[dict], columns: Sequence[str]) -> str:
 INSPECT_COLUMNS = ("name", "dtype", "shape", "bytes", "encoding", "layout", "checksum")
 
 
+_META_LAYOUTS = ("metadata", "sizevar")
+
+
+def _shape_dims(shape: object) -> list[int] | None:
+    """The dims of a shape as any format's ``inspect`` gives it (list, tuple, ``"4096x1024"``,
+    ``"()"``, ``"(7,)"``), or None when it is not a shape (e.g. ``"-"``)."""
+    if isinstance(shape, (list, tuple)):
+        return [int(d) for d in shape]
+    if not isinstance(shape, str):
+        return None
+    text = shape.strip()
+    if text == "()":
+        return []
+    if text.startswith("(") and text.endswith(")"):
+        parts = [p.strip() for p in text[1:-1].split(",") if p.strip()]
+    else:
+        parts = text.split("x")
+    return [int(p) for p in parts] if parts and all(p.isdigit() for p in parts) else None
+
+
+def _dims_or(shape: object) -> object:
+    dims = _shape_dims(shape)
+    return shape if dims is None else dims
+
+
+def _shape_text(shape: object) -> str:
+    """Every format's shape in one notation: ``(4096, 1024)``, ``()``, ``(7,)``."""
+    dims = _shape_dims(shape)
+    if dims is None:
+        return str(shape)
+    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _json_value(v: object) -> object:
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    return str(v)
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
+    import json
+
     from .formats import detect, module_for
 
     fmt = detect(args.file)
     rows = module_for(fmt).inspect(args.file)
-    extra = [k for r in rows for k in r if k not in INSPECT_COLUMNS]
-    cols = list(INSPECT_COLUMNS) + sorted(set(extra), key=extra.index) if rows else INSPECT_COLUMNS
-    print(f"{args.file}: {fmt}, {len(rows)} objects, {os.path.getsize(args.file)} bytes")
-    if rows:
-        print(_table(rows, cols))
+    size = os.path.getsize(args.file)
+    objects = [r for r in rows if r.get("layout") not in _META_LAYOUTS]
+    meta = [r for r in rows if r.get("layout") in _META_LAYOUTS]
+    if args.json:
+        doc = {
+            "schema": "tenfold.inspect/1",
+            "file": os.fspath(args.file),
+            "format": fmt,
+            "size": size,
+            "objects": [
+                {k: _json_value(v) for k, v in r.items()}
+                | {"shape": _json_value(_dims_or(r.get("shape")))}
+                for r in objects
+            ],
+            "metadata": [{k: _json_value(v) for k, v in r.items()} for r in meta],
+        }
+        print(json.dumps(doc, indent=1))
+        return 0
+    total = sum(r["bytes"] for r in objects if isinstance(r.get("bytes"), int))
+    shown = (lambda n: f"{n} bytes") if args.bytes else _human
+    print(
+        f"{args.file}: {fmt}, {len(objects)} objects, {shown(total)} of data, "
+        f"file {shown(size)}"
+    )
+    table = []
+    for r in objects:
+        r = dict(r)
+        r["shape"] = _shape_text(r.get("shape"))
+        if isinstance(r.get("bytes"), int):
+            r["bytes"] = r["bytes"] if args.bytes else _human(r["bytes"])
+        table.append(r)
+    extra = [k for r in table for k in r if k not in INSPECT_COLUMNS]
+    cols = list(INSPECT_COLUMNS) + sorted(set(extra), key=extra.index)
+    if table:
+        print(_table(table, cols))
+    if meta and fmt == "oinf":
+        from .oinf import OinfReader
+
+        with OinfReader(args.file) as r:
+            values = dict(r.metadata)
+        for r in meta:
+            if r.get("layout") == "metadata" and r["name"] in values:
+                v = values[r["name"]]
+                text = repr(v) if not hasattr(v, "tolist") else repr(v.tolist())
+                r["value"] = text if len(text) <= 60 else text[:57] + "..."
+    if meta:
+        print("\nmetadata and size variables:")
+        for r in meta:
+            kind = "sizevar" if r.get("layout") == "sizevar" else r.get("dtype", "")
+            value = r.get("encoding") if r.get("layout") == "sizevar" else r.get("value", "")
+            print(f"  {r['name']} ({kind})" + (f" = {value}" if value not in ("", None) else ""))
     return 0
 
 
@@ -126,7 +215,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             continue
         path = mod.demo(directory)
         print(f"== {info.description}: wrote {path}")
-        cmd_inspect(argparse.Namespace(file=str(path)))
+        cmd_inspect(argparse.Namespace(file=str(path), json=False, bytes=False))
         report = mod.verify(path)
         print(report.format(verbose=False))
         status = max(status, report.exit_code)
@@ -146,8 +235,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tenfold {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("inspect", help="list a file's tensors / chunks / arrays")
-    p.add_argument("file")
+    p = sub.add_parser(
+        "inspect",
+        help="list a file's tensors / chunks / arrays",
+        description="One row per object (tensor, chunk, array) with its dtype, shape as "
+        "(d0, d1, ...), size, encoding, layout and checksum; metadata and size variables in "
+        "their own section.",
+        epilog="--json prints one object: {schema: 'tenfold.inspect/1', file, format, size "
+        "(bytes), objects: [{name, dtype, shape (list of ints or a string), bytes (int), "
+        "encoding, layout, checksum, and format-specific keys}], metadata: [{name, dtype, "
+        "layout ('metadata' or 'sizevar'), ...}]}",
+    )
+    p.add_argument("file", help="any file tenfold reads (format detected from its content)")
+    p.add_argument("--bytes", action="store_true", help="exact byte counts instead of KiB/MiB")
+    p.add_argument("--json", action="store_true", help="machine-readable output (see below)")
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("verify", help="check structure and checksums (exit 0 ok, 1 damaged)")
