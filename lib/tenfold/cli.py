@@ -93,6 +93,14 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     size = os.path.getsize(args.file)
     objects = [r for r in rows if r.get("layout") not in _META_LAYOUTS]
     meta = [r for r in rows if r.get("layout") in _META_LAYOUTS]
+    if not meta and fmt in ("ztensor", "fold"):
+        from .convert import open_source
+
+        with open_source(args.file) as src:
+            for k, v in src.metadata.items():
+                text = repr(v)
+                meta.append({"name": k, "dtype": type(v).__name__, "layout": "metadata",
+                             "value": text if len(text) <= 60 else text[:57] + "..."})  # fmt: skip
     if args.json:
         doc = {
             "schema": "tenfold.inspect/1",

@@ -18,7 +18,7 @@ T = {
 }
 
 
-@pytest.mark.parametrize("src_sfx", [".safetensors", ".zt", ".oinf"])
+@pytest.mark.parametrize("src_sfx", [".safetensors", ".zt", ".oinf", ".fold"])
 @pytest.mark.parametrize("dst_sfx", [".zt", ".safetensors"])
 def test_raw_tensors_never_go_through_memory(tmp_path, monkeypatch, src_sfx, dst_sfx):
     src, dst = tmp_path / f"s{src_sfx}", tmp_path / f"d{dst_sfx}"
@@ -68,3 +68,19 @@ def test_progress_bar_on_request(tmp_path, capsys):
     conv.convert(src, tmp_path / "loud.zt", progress=True)
     err = capsys.readouterr().err
     assert "loud.zt" in err or "B/s" in err or "it/s" in err or "iB" in err
+
+
+def test_fold_source_damaged_chunk_goes_through_ecc(tmp_path):
+    from tenfold import fold
+
+    src = tmp_path / "s.fold"
+    fold.save(src, T, compress=None, ecc="med")
+    with fold.Reader(src) as r:
+        c = r.chunk("tensors")
+    b = bytearray(src.read_bytes())
+    b[c.payload_offset + 200] ^= 0x55  # correctable: the streaming check fails, ECC repairs
+    src.write_bytes(bytes(b))
+    conv.convert(src, tmp_path / "d.zt")
+    back = conv.read_any(tmp_path / "d.zt")
+    for k, v in T.items():
+        assert back[k].tobytes() == v.tobytes() and back[k].shape == v.shape
