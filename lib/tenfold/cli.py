@@ -260,7 +260,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_inspect)
 
     p = sub.add_parser("verify", help="check structure and checksums (exit 0 ok, 1 damaged)")
-    p.add_argument("file")
+    p.add_argument("file", help="any file tenfold reads (format detected from its content)")
     p.add_argument(
         "-q", "--quiet", action="store_true", help="print nothing on success; else the problems"
     )
@@ -268,8 +268,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     from .capabilities import TARGETS
 
+    import textwrap
+
     holds = "\n".join(
-        f"  {'/'.join(sfx):13} {', '.join(sorted(dts))}" for sfx, dts in TARGETS.values()
+        textwrap.fill(", ".join(sorted(dts)), 78, initial_indent=f"  {'/'.join(sfx):13} ",
+                      subsequent_indent=" " * 16)  # fmt: skip
+        for sfx, dts in TARGETS.values()
     )
     p = sub.add_parser(
         "convert",
@@ -279,8 +283,8 @@ def build_parser() -> argparse.ArgumentParser:
         "format cannot hold is refused before anything is written.",
         epilog="formats and the element types each can hold:\n"
         + holds
-        + "\n\nWTXT stores names outside [A-Za-z0-9_] and 0-d arrays under reversible "
-        "encoded names (tenfold.load decodes them).",
+        + "\n\nWTXT stores names outside [A-Za-z0-9_] and 0-d arrays under reversible\n"
+        "encoded names (tenfold.load decodes them). Rules: docs/convert.md.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("src", help="source file (format detected from its content)")
