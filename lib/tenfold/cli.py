@@ -266,9 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_verify)
 
-    from .capabilities import TARGETS
-
     import textwrap
+
+    from .capabilities import TARGETS
 
     holds = "\n".join(
         textwrap.fill(", ".join(sorted(dts)), 78, initial_indent=f"  {'/'.join(sfx):13} ",
