@@ -25,6 +25,7 @@ from .. import _kernels
 from ..core.atomic import atomic_write
 from ..core.checksums import crc32c
 from ..core.dtypes import registry
+from ..core.release import release
 from ..errors import EncodeError, describe
 from . import _spec as S
 from .reader import keyid_of
@@ -191,6 +192,7 @@ def _digests(items: list[Prepared], hmac_key: bytes | None,
         h_all.update(line.encode())
         h_all.update(mv)
         fx = scan.xor_u64_le(it.raw, fx)
+        release(it.raw)  # a view of a mapped source: give its pages back (read again later)
     return lines, h_all.hexdigest(), fx
 
 
@@ -296,6 +298,7 @@ def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
             rs = S.row_size(it.shape, S.DTYPES[it.tag].itemsize)
             head += f"idx rows_per_chunk={it.rpc} row_size={rs} row_blocking=on\n"
         pos += enc.write_chunks(f, S.mview(it.raw), it.clen, head.encode(), b"endarr\n")
+        release(it.raw)
     return offsets
 
 
