@@ -305,7 +305,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--threads", type=int, default=0, help="zstd worker threads for .fold (0 = one thread)"
     )
     p.add_argument(
-        "--no-metadata", action="store_true", help="drop file metadata instead of converting it"
+        "--no-metadata",
+        action="store_true",
+        help="drop file metadata (and FOLD non-tensor chunks) instead of refusing",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary line")
     p.set_defaults(func=cmd_convert)

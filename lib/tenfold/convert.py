@@ -75,8 +75,15 @@ class Source:
         oinf_types: Mapping[str, str] | None = None,
         raw: Callable[[str], tuple[int, int, str | None] | None] | None = None,
         path: Any = None,
+        extras: list[str] | None = None,
+        refuse: list[str] | None = None,
     ) -> None:
         self.fmt = fmt
+        #: what the source holds besides tensors and metadata (e.g. FOLD JSON chunks): convert
+        #: refuses unless metadata=False says to drop it
+        self.extras = list(extras or [])
+        #: what no target can hold exactly (e.g. OINF v2 quantization): always refused
+        self.refuse = list(refuse or [])
         self.names = names
         self.spec = spec
         self.get = get
@@ -194,6 +201,8 @@ def _oinf_source(path: Any) -> Source:
         return np.dtype(t.numpy_dtype), tuple(t.shape)
 
     packed = {n: t.dtype for n, t in infos.items() if t.has_data and t.tag in S.PACKED_BITS}
+    quant = [f"tensor {n!r} carries OINF v2 quantization parameters" for n, t in infos.items()
+             if t.quant is not None]  # fmt: skip
 
     def raw(n: str) -> tuple[int, int, str | None] | None:
         t = infos[n]
@@ -203,7 +212,7 @@ def _oinf_source(path: Any) -> Source:
 
     return Source("oinf", with_data, spec, lambda n: r.tensor(n), metadata=plain,
                   sizevars=r.sizevars, close=r.close, oinf_meta=typed, uninitialized=uninit,
-                  oinf_types=packed, raw=raw, path=path)  # fmt: skip
+                  oinf_types=packed, raw=raw, path=path, refuse=quant)  # fmt: skip
 
 
 def _safetensors_source(path: Any) -> Source:
@@ -238,10 +247,13 @@ def _fold_source(path: Any) -> Source:
     with fold.Reader(path) as r:
         md = {k: v for k, v in r.metadata.items() if k not in _FOLD_INTERNAL}
         sten = [c for c in r.chunks if c.ctype in ("STEN", "NPZ0")]
+        extras = [f"chunk {c.name!r} ({c.ctype})" for c in r.chunks if c not in sten]
         streamable = len(sten) == 1 and sten[0].ctype == "STEN" and sten[0].compression == "none"
         if streamable and _fold_chunk_intact(path, r, sten[0]):
-            return _fold_sten_source(path, sten[0], md)
-    return _dict_source("fold", fold.load(path), metadata=md)
+            src = _fold_sten_source(path, sten[0], md)
+            src.extras = extras
+            return src
+    return _dict_source("fold", fold.load(path), metadata=md, extras=extras)
 
 
 def _fold_chunk_intact(path: Any, r: Any, c: Any) -> bool:
@@ -476,6 +488,16 @@ def convert(
     if checksum not in (None, "crc32c", "sha256"):
         raise EncodeError(f"convert: checksum must be None, 'crc32c' or 'sha256', got {checksum!r}")
     with open_source(src) as s:
+        if s.refuse:
+            raise EncodeError(
+                f"{fmt}: {s.refuse[0]}, which tenfold cannot write to any format yet"
+            )
+        if s.extras and metadata:
+            raise EncodeError(
+                f"{fmt}: the source also holds {', '.join(s.extras)}, which convert does not "
+                "copy (tensors and metadata only); pass metadata=False (--no-metadata) to "
+                "convert the tensors alone"
+            )
         _check_all(fmt, s)
         md = plan_metadata(fmt, s) if metadata else {}
         if not metadata:

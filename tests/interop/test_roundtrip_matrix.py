@@ -241,3 +241,24 @@ def test_peer_pyfolds_reads_converted(tmp_path):
     got = {n: (tuple(v["shape"]), bytes(v["data"])) for n, v in st.deserialize(payload)}
     for k, w in want.items():
         assert got[k] == (w.shape, w.tobytes()), k
+
+
+def test_fold_extra_chunks_are_refused_unless_dropped(tmp_path):
+    from tenfold import fold
+
+    demo = fold.demo(tmp_path)  # JSON, NPZ0, STEN and BLOB chunks
+    with pytest.raises(EncodeError, match=r"chunk 'llm_manifest' \(JSON\).*--no-metadata"):
+        convert(demo, tmp_path / "d.safetensors")
+    assert not (tmp_path / "d.safetensors").exists()
+    assert convert(demo, tmp_path / "d.safetensors", metadata=False) == 4
+    assert sorted(read_any(tmp_path / "d.safetensors")) == [
+        "ai_vectors/ids", "ai_vectors/vectors", "torch_state/bias", "torch_state/weight"
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("dst", [".oinf", ".zt"])
+def test_oinf_quantized_tensors_are_refused(tmp_path, conformance, dst):
+    src = conformance / "oinf" / "v2" / "13_v2_quant_per_tensor.oinf"
+    with pytest.raises(EncodeError, match="quantization parameters"):
+        convert(src, tmp_path / f"d{dst}")
+    assert not (tmp_path / f"d{dst}").exists()
