@@ -113,3 +113,45 @@ def test_unsupported_dtype_names_the_formats_that_can(tmp_path):
     with pytest.raises(EncodeError, match=r"tensor 'c' has dtype complex128.*no format"):
         write_safetensors(tmp_path / "x.safetensors", {"c": np.zeros(2, np.complex128)})
     assert list(tmp_path.iterdir()) == []
+
+
+@st.composite
+def models_with_f4(draw):
+    out = {}
+    for i in range(draw(st.integers(1, 5))):
+        tag = draw(st.sampled_from(["F4", "F4", "BF16", "F8_E8M0", "U8", "I64", "BOOL"]))
+        dt = DTYPES[tag]
+        rows, half = draw(st.integers(0, 3)), draw(st.integers(0, 3))
+        shape = (rows, 2 * half)  # F4 needs whole bytes: an even last dimension
+        numel = rows * 2 * half
+        raw = np.frombuffer(draw(st.binary(min_size=numel * dt.itemsize,
+                                           max_size=numel * dt.itemsize)), np.uint8).copy()
+        if tag == "F4":
+            raw &= 0x0F
+        if tag == "BOOL":
+            raw &= 1
+        out[f"t{i}.{tag}"] = raw.view(dt).reshape(shape)
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(models_with_f4())
+def test_f4_models_identical_to_the_package_serializer(tensors):
+    from safetensors import TensorSpec, serialize
+
+    keep, specs = [], {}
+    for name, a in tensors.items():
+        if a.dtype == FLOAT4_E2M1:
+            buf = pack_f4(a)
+            shape = list(a.shape[:-1]) + [a.shape[-1] // 2]
+            dtype = "float4_e2m1fn_x2"
+        else:
+            buf, shape, dtype = np.ascontiguousarray(a), list(a.shape), a.dtype.name
+        keep.append(buf)
+        specs[name] = TensorSpec(dtype=dtype, shape=shape, data_ptr=buf.ctypes.data,
+                                 data_len=buf.nbytes)  # fmt: skip
+    ours = to_bytes(tensors)
+    assert ours == bytes(serialize(specs, None))
+    back = parse(ours)
+    for k, v in tensors.items():
+        assert back[k].shape == v.shape and back[k].tobytes() == v.tobytes()
