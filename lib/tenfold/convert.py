@@ -489,9 +489,7 @@ def convert(
         raise EncodeError(f"convert: checksum must be None, 'crc32c' or 'sha256', got {checksum!r}")
     with open_source(src) as s:
         if s.refuse:
-            raise EncodeError(
-                f"{fmt}: {s.refuse[0]}, which tenfold cannot write to any format yet"
-            )
+            raise EncodeError(f"{fmt}: {s.refuse[0]}, which tenfold cannot write to any format yet")
         if s.extras and metadata:
             raise EncodeError(
                 f"{fmt}: the source also holds {', '.join(s.extras)}, which convert does not "

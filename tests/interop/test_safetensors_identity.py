@@ -124,8 +124,9 @@ def models_with_f4(draw):
         rows, half = draw(st.integers(0, 3)), draw(st.integers(0, 3))
         shape = (rows, 2 * half)  # F4 needs whole bytes: an even last dimension
         numel = rows * 2 * half
-        raw = np.frombuffer(draw(st.binary(min_size=numel * dt.itemsize,
-                                           max_size=numel * dt.itemsize)), np.uint8).copy()
+        raw = np.frombuffer(
+            draw(st.binary(min_size=numel * dt.itemsize, max_size=numel * dt.itemsize)), np.uint8
+        ).copy()
         if tag == "F4":
             raw &= 0x0F
         if tag == "BOOL":
