@@ -5,8 +5,9 @@ pages resident in this process, and they stay counted in its RSS until the mappi
 ``release(view)`` tells the kernel (``madvise(MADV_DONTNEED)``) that this process no longer
 needs the whole pages the view covers; for a read-only shared file mapping the data stays in
 the page cache and a later access simply faults it in again, so this is safe and only lowers
-the peak memory of a conversion to about one tensor. Owned arrays and non-Linux systems are
-left alone (best effort, never an error).
+the peak memory of a conversion to about one tensor. Only views of read-only mappings
+(``mmap.ACCESS_READ``) are released: pages of a private or writable mapping may hold changes.
+Owned arrays and non-Linux systems are left alone (best effort, never an error).
 """
 
 from __future__ import annotations
@@ -37,7 +38,15 @@ def _mapped_base(a: np.ndarray) -> bool:
         base = base.base
     if isinstance(base, memoryview):  # np.frombuffer(mmap) keeps a memoryview of it
         base = base.obj
-    return isinstance(base, mmap.mmap)
+    if not isinstance(base, mmap.mmap):
+        return False
+    # Only a read-only mapping (ACCESS_READ: shared, PROT_READ): dropping pages of a private
+    # (copy-on-write) or writable mapping could throw away changes.
+    try:
+        with memoryview(base) as mv:
+            return mv.readonly
+    except (ValueError, TypeError):  # closed
+        return False
 
 
 def release(value: Any) -> None:
