@@ -356,6 +356,10 @@ def open_source(path: str | os.PathLike[str]) -> Source:
             from . import wtxt
 
             return _dict_source("wtxt", wtxt.load(path))
+        if info.name == "safetensors":  # should the format table learn to sniff them
+            return _safetensors_source(path)
+        if info.name == "npz":
+            return _npz_source(path)
         raise UnsupportedError(
             f"tenfold: {os.fspath(path)}: {info.description} is not a tensor format"
         )
