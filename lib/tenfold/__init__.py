@@ -79,14 +79,31 @@ def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> di
     return module_for(detect(path)).load(path, copy=copy, **options)
 
 
+_DEFAULT = "crc32c"
+
+
 def save(
     path: str | os.PathLike[str],
     tensors: Mapping[str, Any],
     format: str | None = None,  # noqa: A002
+    *,
+    checksum: str | None = _DEFAULT,
     **options: Any,
 ) -> None:
-    """Write ``tensors`` to ``path`` atomically, in ``format`` or the one its suffix names."""
+    """Write ``tensors`` to ``path`` atomically, in ``format`` or the one its suffix names.
+
+    ``checksum`` (default ``"crc32c"``; or ``"sha256"``, or ``None``) is the per-tensor
+    checksum of formats that have one: zTensor writes it into every tensor's entry
+    (``checksum=None`` gives output byte-identical to ztensor 0.1.4). FOLD and WTXT always
+    checksum every chunk; OINF has no checksum field, so asking for one explicitly there is
+    an :class:`EncodeError` (the default is simply not applicable).
+    """
     from .formats import by_suffix, module_for
 
-    mod = module_for(format) if format is not None else by_suffix(path).load_module()
+    name = format if format is not None else by_suffix(path).name
+    mod = module_for(name)
+    if name == "ztensor":
+        options["checksum"] = checksum
+    elif name == "oinf" and checksum is not _DEFAULT and checksum is not None:
+        raise EncodeError(f"oinf: checksum {checksum!r}: OINF has no per-tensor checksum field")
     mod.save(path, tensors, **options)

@@ -133,16 +133,113 @@ def _table(rows: list[dict], columns: Sequence[str]) -> str:
 INSPECT_COLUMNS = ("name", "dtype", "shape", "bytes", "encoding", "layout", "checksum")
 
 
+_META_LAYOUTS = ("metadata", "sizevar")
+
+
+def _shape_dims(shape: object) -> list[int] | None:
+    """The dims of a shape as any format's ``inspect`` gives it (list, tuple, ``"4096x1024"``,
+    ``"()"``, ``"(7,)"``), or None when it is not a shape (e.g. ``"-"``)."""
+    if isinstance(shape, (list, tuple)):
+        return [int(d) for d in shape]
+    if not isinstance(shape, str):
+        return None
+    text = shape.strip()
+    if text == "()":
+        return []
+    if text.startswith("(") and text.endswith(")"):
+        parts = [p.strip() for p in text[1:-1].split(",") if p.strip()]
+    else:
+        parts = text.split("x")
+    return [int(p) for p in parts] if parts and all(p.isdigit() for p in parts) else None
+
+
+def _dims_or(shape: object) -> object:
+    dims = _shape_dims(shape)
+    return shape if dims is None else dims
+
+
+def _shape_text(shape: object) -> str:
+    """Every format's shape in one notation: ``(4096, 1024)``, ``()``, ``(7,)``."""
+    dims = _shape_dims(shape)
+    if dims is None:
+        return str(shape)
+    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
+
+
+def _json_value(v: object) -> object:
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    return str(v)
+
+
 def cmd_inspect(args: argparse.Namespace) -> int:
+    import json
+
     from .formats import detect, module_for
 
     fmt = detect(args.file)
     rows = module_for(fmt).inspect(args.file)
-    extra = [k for r in rows for k in r if k not in INSPECT_COLUMNS]
-    cols = list(INSPECT_COLUMNS) + sorted(set(extra), key=extra.index) if rows else INSPECT_COLUMNS
-    print(f"{args.file}: {fmt}, {len(rows)} objects, {os.path.getsize(args.file)} bytes")
-    if rows:
-        print(_table(rows, cols))
+    size = os.path.getsize(args.file)
+    objects = [r for r in rows if r.get("layout") not in _META_LAYOUTS]
+    meta = [r for r in rows if r.get("layout") in _META_LAYOUTS]
+    if not meta and fmt in ("ztensor", "fold"):
+        from .convert import open_source
+
+        with open_source(args.file) as src:
+            for k, v in src.metadata.items():
+                text = repr(v)
+                meta.append({"name": k, "dtype": type(v).__name__, "layout": "metadata",
+                             "value": text if len(text) <= 60 else text[:57] + "..."})  # fmt: skip
+    if args.json:
+        doc = {
+            "schema": "tenfold.inspect/1",
+            "file": os.fspath(args.file),
+            "format": fmt,
+            "size": size,
+            "objects": [
+                {k: _json_value(v) for k, v in r.items()}
+                | {"shape": _json_value(_dims_or(r.get("shape")))}
+                for r in objects
+            ],
+            "metadata": [{k: _json_value(v) for k, v in r.items()} for r in meta],
+        }
+        print(json.dumps(doc, indent=1))
+        return 0
+    total = sum(r["bytes"] for r in objects if isinstance(r.get("bytes"), int))
+    shown = (lambda n: f"{n} bytes") if args.bytes else _human
+    print(
+        f"{args.file}: {fmt}, {len(objects)} objects, {shown(total)} of data, "
+        f"file {shown(size)}"
+    )
+    table = []
+    for r in objects:
+        r = dict(r)
+        r["shape"] = _shape_text(r.get("shape"))
+        if isinstance(r.get("bytes"), int):
+            r["bytes"] = r["bytes"] if args.bytes else _human(r["bytes"])
+        table.append(r)
+    extra = [k for r in table for k in r if k not in INSPECT_COLUMNS]
+    cols = list(INSPECT_COLUMNS) + sorted(set(extra), key=extra.index)
+    if table:
+        print(_table(table, cols))
+    if meta and fmt == "oinf":
+        from .oinf import OinfReader
+
+        with OinfReader(args.file) as r:
+            values = dict(r.metadata)
+        for r in meta:
+            if r.get("layout") == "metadata" and r["name"] in values:
+                v = values[r["name"]]
+                text = repr(v) if not hasattr(v, "tolist") else repr(v.tolist())
+                r["value"] = text if len(text) <= 60 else text[:57] + "..."
+    if meta:
+        print("\nmetadata and size variables:")
+        for r in meta:
+            kind = "sizevar" if r.get("layout") == "sizevar" else r.get("dtype", "")
+            value = r.get("encoding") if r.get("layout") == "sizevar" else r.get("value", "")
+            print(f"  {r['name']} ({kind})" + (f" = {value}" if value not in ("", None) else ""))
     return 0
 
 
@@ -151,15 +248,54 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
     fmt = detect(args.file)
     report = module_for(fmt).verify(args.file)
-    print(report.format(verbose=not args.quiet))
+    if not (args.quiet and report.exit_code == 0):  # -q: silent on success
+        print(report.format(verbose=not args.quiet))
     return report.exit_code
 
 
+def _human(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def _compress_arg(text: str) -> tuple[str, int]:
+    algo, _, level = text.partition(":")
+    if algo != "zstd":
+        raise argparse.ArgumentTypeError(f"expected zstd or zstd:LEVEL, got {text!r}")
+    try:
+        lv = int(level) if level else 3
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"zstd level must be an integer, got {level!r}") from None
+    if not 1 <= lv <= 22:
+        raise argparse.ArgumentTypeError(f"zstd level must be in 1..22, got {lv}")
+    return algo, lv
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
+    import time
+
     from .convert import convert
 
-    n = convert(args.src, args.dst)
-    print(f"{args.src} -> {args.dst}: {n} tensors")
+    start = time.monotonic()
+    algo, level = args.compress if args.compress else (None, 3)
+    n = convert(
+        args.src,
+        args.dst,
+        checksum=None if args.checksum == "none" else args.checksum,
+        compress=algo,
+        level=level,
+        threads=args.threads,
+        metadata=not args.no_metadata,
+        progress=False if args.quiet else None,
+    )
+    if not args.quiet:
+        size = os.path.getsize(args.dst)
+        secs = time.monotonic() - start
+        print(f"{args.src} -> {args.dst}: {n} tensors, {_human(size)} in {secs:.1f} s")
     return 0
 
 
@@ -180,7 +316,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             continue
         path = mod.demo(directory)
         print(f"== {info.description}: wrote {path}")
-        cmd_inspect(argparse.Namespace(file=str(path)))
+        cmd_inspect(argparse.Namespace(file=str(path), json=False, bytes=False))
         report = mod.verify(path)
         print(report.format(verbose=False))
         status = max(status, report.exit_code)
@@ -200,18 +336,73 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tenfold {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
-    p = sub.add_parser("inspect", help="list a file's tensors / chunks / arrays")
-    p.add_argument("file")
+    p = sub.add_parser(
+        "inspect",
+        help="list a file's tensors / chunks / arrays",
+        description="One row per object (tensor, chunk, array) with its dtype, shape as "
+        "(d0, d1, ...), size, encoding, layout and checksum; metadata and size variables in "
+        "their own section.",
+        epilog="--json prints one object: {schema: 'tenfold.inspect/1', file, format, size "
+        "(bytes), objects: [{name, dtype, shape (list of ints or a string), bytes (int), "
+        "encoding, layout, checksum, and format-specific keys}], metadata: [{name, dtype, "
+        "layout ('metadata' or 'sizevar'), ...}]}",
+    )
+    p.add_argument("file", help="any file tenfold reads (format detected from its content)")
+    p.add_argument("--bytes", action="store_true", help="exact byte counts instead of KiB/MiB")
+    p.add_argument("--json", action="store_true", help="machine-readable output (see below)")
     p.set_defaults(func=cmd_inspect, inputs=("file",))
 
     p = sub.add_parser("verify", help="check structure and checksums (exit 0 ok, 1 damaged)")
-    p.add_argument("file")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only problems and the verdict")
+    p.add_argument("file", help="any file tenfold reads (format detected from its content)")
+    p.add_argument(
+        "-q", "--quiet", action="store_true", help="print nothing on success; else the problems"
+    )
     p.set_defaults(func=cmd_verify, inputs=("file",))
 
-    p = sub.add_parser("convert", help="convert between tensor formats by suffix")
-    p.add_argument("src")
-    p.add_argument("dst")
+    import textwrap
+
+    from .capabilities import TARGETS
+
+    holds = "\n".join(
+        textwrap.fill(", ".join(sorted(dts)), 78, initial_indent=f"  {'/'.join(sfx):13} ",
+                      subsequent_indent=" " * 16)  # fmt: skip
+        for sfx, dts in TARGETS.values()
+    )
+    p = sub.add_parser(
+        "convert",
+        help="convert between tensor formats by suffix (lossless or refused)",
+        description="Copy every tensor and the file metadata of SRC into a new file DST, in "
+        "the format DST's suffix names. Names, dtypes, shapes and bits are kept; what DST's "
+        "format cannot hold is refused before anything is written.",
+        epilog="formats and the element types each can hold:\n"
+        + holds
+        + "\n\nWTXT stores names outside [A-Za-z0-9_] and 0-d arrays under reversible\n"
+        "encoded names (tenfold.load decodes them). Rules: docs/convert.md.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    p.add_argument("src", help="source file (format detected from its content)")
+    p.add_argument("dst", help="destination; its suffix chooses the format")
+    p.add_argument(
+        "--checksum",
+        choices=("none", "crc32c", "sha256"),
+        default="crc32c",
+        help="per-tensor checksum where the format has one (.zt); default crc32c",
+    )
+    p.add_argument(
+        "--compress",
+        type=_compress_arg,
+        metavar="zstd[:LEVEL]",
+        help="compress tensors (.zt per tensor, .fold per chunk, .npz deflate); default none",
+    )
+    p.add_argument(
+        "--threads", type=int, default=0, help="zstd worker threads for .fold (0 = one thread)"
+    )
+    p.add_argument(
+        "--no-metadata",
+        action="store_true",
+        help="drop file metadata (and FOLD non-tensor chunks) instead of refusing",
+    )
+    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary line")
     p.set_defaults(func=cmd_convert, inputs=("src",), suffixed=("dst",))
 
     p = sub.add_parser("demo", help="write, inspect and verify a sample of every format")

@@ -1,91 +1,661 @@
-"""``tenfold convert SRC DST``: move tensors between formats, chosen by suffix.
+"""``tenfold convert SRC DST``: move tensors between formats, lossless or loud.
 
 Readers: every tenfold format that holds tensors (detected by content), ``.npz`` and
-``.safetensors``. Writers: the tenfold format the destination suffix names, ``.npz`` and
-``.safetensors``. Sparse tensors are densified for formats that have no sparse layout.
+``.safetensors``. Writers: the format the destination suffix names (``.zt .oinf .fold .mind
+.wtxt .safetensors .npz``).
+
+Rules
+-----
+* Names, dtypes, shapes (0-d and empty included) and the bits of every element are kept. A
+  tensor the target cannot hold (e.g. bfloat16 into ``.npz``, float16 into ``.wtxt``) is
+  refused before anything is written, naming the tensor, its dtype and the formats that can
+  hold it (:mod:`tenfold.capabilities`). No file appears at ``dst`` on any error.
+* File metadata travels too: safetensors ``__metadata__`` <-> FOLD index ``metadata`` <->
+  OINF metadata (string values whose key and value fit OINF's ``[A-Za-z0-9._-]+``) <->
+  zTensor (a ``__metadata__`` map in the first tensor's entry, a custom key that other
+  readers ignore). What the target cannot hold (any metadata in ``.npz`` / ``.wtxt``,
+  non-string values outside OINF, OINF sizevars outside OINF) is refused too;
+  ``metadata=False`` (``--no-metadata``) drops it on purpose.
+* OINF packed types (i4, t2, ...) become their unpacked int8/uint8 values elsewhere (exact
+  values); OINF tensors without data exist only in OINF. Sparse zTensor tensors are densified
+  for formats with no sparse layout.
+* ``checksum`` (default ``"crc32c"``) is the per-tensor checksum of targets that have one
+  (zTensor); FOLD and WTXT always checksum every chunk, and OINF, safetensors and npz have
+  no per-tensor checksum. ``checksum=None`` keeps zTensor output byte-identical to ztensor
+  0.1.4.
+
+Memory: tensors are read one at a time from memory-mapped sources (zTensor, OINF,
+safetensors), written and released (:mod:`tenfold.core.release`), so a conversion into
+``.zt`` or ``.safetensors`` needs about the largest tensor, not the file. FOLD chunks, WTXT
+and npz sources are decoded whole, and writing ``.fold`` builds its ``STEN`` chunk in memory.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
+from .capabilities import NOT_TENSOR_FORMATS, TARGETS, check_dtype, target_of
 from .core.bounds import DEFAULT_LIMITS, Limits
-from .errors import UnsupportedError
+from .errors import EncodeError, UnsupportedError
 
-__all__ = ["convert", "read_any", "write_any"]
+__all__ = ["convert", "read_any", "write_any", "open_source", "Source"]
+
+#: The zTensor custom key that carries file metadata (on the first tensor).
+ZT_METADATA_KEY = "__metadata__"
+_FOLD_INTERNAL = ("chunk_hashes", "manifest_hash")
+#: Block size of raw copies: small enough to stay in the CPU cache between read, checksum and
+#: write (measured: 1 MiB copies 2 GiB as fast as `cp`; 64 MiB blocks or a memory map are
+#: slower).
+_BLOCK = 1 << 20
 
 
 def _suffix(path: str | os.PathLike[str]) -> str:
     return os.path.splitext(os.fspath(path))[1].lower()
 
 
-def read_any(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
-    """Tensors of ``path`` as owned arrays (at most ``limits.decode_budget`` bytes of them)."""
-    from .core.mapped import open_regular
-    from .formats import FORMATS, SNIFF_BYTES, detect_bytes, module_for
+class Source:
+    """A source file's tensors, read one at a time: ``names``, ``spec(name)`` -> (dtype,
+    shape) without reading data, ``get(name)``, ``metadata``, ``sizevars``, ``close()``."""
 
-    with os.fdopen(open_regular(path), "rb") as f:
+    def __init__(
+        self,
+        fmt: str,
+        names: list[str],
+        spec: Callable[[str], tuple[np.dtype, tuple[int, ...]]],
+        get: Callable[[str], Any],
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        sizevars: Mapping[str, int] | None = None,
+        close: Callable[[], None] | None = None,
+        oinf_meta: Mapping[str, Any] | None = None,
+        uninitialized: Mapping[str, tuple[str, tuple[int, ...]]] | None = None,
+        oinf_types: Mapping[str, str] | None = None,
+        raw: Callable[[str], tuple[int, int, str | None] | None] | None = None,
+        path: Any = None,
+        extras: list[str] | None = None,
+        refuse: list[str] | None = None,
+    ) -> None:
+        self.fmt = fmt
+        #: what the source holds besides tensors and metadata (e.g. FOLD JSON chunks): convert
+        #: refuses unless metadata=False says to drop it
+        self.extras = list(extras or [])
+        #: what no target can hold exactly (e.g. OINF v2 quantization): always refused
+        self.refuse = list(refuse or [])
+        self.names = names
+        self.spec = spec
+        self.get = get
+        self.metadata = dict(metadata or {})
+        self.sizevars = dict(sizevars or {})
+        self.oinf_meta = oinf_meta  # typed OINF metadata (kept exactly OINF -> OINF)
+        self.uninitialized = dict(uninitialized or {})
+        self.oinf_types = dict(oinf_types or {})  # packed OINF element types by name
+        self._raw = raw
+        self._path = path
+        self._fd: int | None = None
+        self._buf: memoryview | None = None
+        self._close = close
+
+    def raw(self, name: str) -> tuple[int, int, str | None] | None:
+        """``(file offset, nbytes, stored checksum)`` when the tensor's bytes in the source
+        file are exactly its little-endian C-order bytes (then :meth:`blocks` copies them
+        without mapping the file), else None."""
+        if self._raw is None or self._path is None:
+            return None
+        return self._raw(name)
+
+    def blocks(self, offset: int, nbytes: int) -> Iterator[memoryview]:
+        """The file's bytes ``[offset, offset + nbytes)`` in blocks read into one reused
+        buffer (each block is valid until the next is requested)."""
+        from .errors import TruncatedError
+
+        if self._fd is None:
+            self._fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            self._buf = memoryview(bytearray(_BLOCK))
+        assert self._buf is not None
+        end = offset + nbytes
+        while offset < end:
+            k = os.preadv(self._fd, [self._buf[: min(_BLOCK, end - offset)]], offset)
+            if k <= 0:
+                raise TruncatedError(
+                    f"{self.fmt}: {os.fspath(self._path)}: ends at offset {offset}; "
+                    f"expected {end - offset} more bytes"
+                )
+            yield self._buf[:k]
+            offset += k
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._close is not None:
+            self._close()
+            self._close = None
+
+    def __enter__(self) -> Source:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _dict_source(fmt: str, tensors: Mapping[str, Any], **kw: Any) -> Source:
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        v = tensors[n]
+        if not hasattr(v, "dtype"):
+            v = np.asarray(v)
+        return np.dtype(v.dtype), tuple(int(d) for d in v.shape)
+
+    return Source(fmt, list(tensors), spec, tensors.__getitem__, **kw)
+
+
+def _zt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+    from .ztensor import Reader
+
+    r = Reader(path, limits=limits)
+    infos = {i.name: i for i in r.infos()}
+    md: dict[str, Any] = {}
+    for i in infos.values():
+        if ZT_METADATA_KEY in i.attrs and isinstance(i.attrs[ZT_METADATA_KEY], dict):
+            md = dict(i.attrs[ZT_METADATA_KEY])
+            break
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        i = infos[n]
+        return np.dtype(i.np_dtype), tuple(i.shape)
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        i = infos[n]
+        if i.layout != "dense" or i.encoding != "raw" or not i.zero_copy:
+            return None
+        return i.offset, i.size, (f"{i.checksum_algo}:{i.checksum_hex}" if i.checksum else None)
+
+    return Source("ztensor", list(infos), spec, lambda n: r.read(n, copy=False), metadata=md,
+                  close=r.close, raw=raw, path=path)  # fmt: skip
+
+
+def _oinf_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+    from .oinf import OinfReader, Scalar, Tensor
+    from .oinf import _spec as S
+
+    r = OinfReader(path, limits=limits)
+    infos = {t.name: t for t in r.infos()}
+    with_data = [n for n, t in infos.items() if t.has_data]
+    uninit = {n: (t.dtype, tuple(t.shape)) for n, t in infos.items() if not t.has_data}
+    typed: dict[str, Any] = {}
+    plain: dict[str, Any] = {}
+    for key, value in r.metadata.items():
+        tname = r.metadata_info(key).dtype
+        plain[key] = value
+        if tname == "ndarray":
+            typed[key] = Tensor(value)
+        elif tname in ("str", "bitset"):
+            typed[key] = value
+        else:
+            typed[key] = Scalar(value, tname)
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        t = infos[n]
+        return np.dtype(t.numpy_dtype), tuple(t.shape)
+
+    packed = {n: t.dtype for n, t in infos.items() if t.has_data and t.tag in S.PACKED_BITS}
+    quant = [f"tensor {n!r} carries OINF v2 quantization parameters" for n, t in infos.items()
+             if t.quant is not None]  # fmt: skip
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        t = infos[n]
+        if t.tag not in S.NUMPY_DTYPE or t.quant is not None:
+            return None
+        return t.data_offset, t.data_nbytes, None
+
+    return Source("oinf", with_data, spec, lambda n: r.tensor(n), metadata=plain,
+                  sizevars=r.sizevars, close=r.close, oinf_meta=typed, uninitialized=uninit,
+                  oinf_types=packed, raw=raw, path=path, refuse=quant)  # fmt: skip
+
+
+def _safetensors_source(path: Any) -> Source:
+    from .core.mapped import MappedFile
+    from .interop.safetensors import parse, parse_metadata
+
+    mf = MappedFile(path, fmt="safetensors")
+    try:
+        buf = mf.buffer()
+        tensors = parse(buf)
+        md = parse_metadata(buf)
+    except BaseException:
+        mf.close()
+        raise
+    base = buf.ctypes.data
+    packed = {n for n, v in tensors.items() if v.base is None or not v.flags.c_contiguous}
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        v = tensors[n]
+        if v.nbytes == 0:
+            return 0, 0, None
+        if n in packed or v.dtype.byteorder == ">":
+            return None
+        return v.ctypes.data - base, v.nbytes, None
+
+    return _dict_source("safetensors", tensors, metadata=md, close=mf.close, raw=raw, path=path)
+
+
+def _fold_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+    from . import fold
+
+    with fold.Reader(path, limits=limits) as r:
+        md = {k: v for k, v in r.metadata.items() if k not in _FOLD_INTERNAL}
+        sten = [c for c in r.chunks if c.ctype in ("STEN", "NPZ0")]
+        extras = [f"chunk {c.name!r} ({c.ctype})" for c in r.chunks if c not in sten]
+        streamable = len(sten) == 1 and sten[0].ctype == "STEN" and sten[0].compression == "none"
+        if streamable and _fold_chunk_intact(path, r, sten[0]):
+            src = _fold_sten_source(path, sten[0], md)
+            src.extras = extras
+            return src
+    return _dict_source("fold", fold.load(path, limits=limits), metadata=md, extras=extras)
+
+
+def _fold_chunk_intact(path: Any, r: Any, c: Any) -> bool:
+    """CRC-32C and SHA-256 of an uncompressed chunk, computed in 1 MiB blocks (no map, no
+    copy of the chunk). False sends the caller to the reader, which repairs with the ECC or
+    reports the damage."""
+    import hashlib
+
+    from .core.checksums import crc32c
+    from .fold import _digest
+
+    tmp = Source("fold", [], lambda n: (np.dtype("u1"), ()), lambda n: None, path=path)
+    tmp._raw = lambda n: None
+    crc, sha = 0, hashlib.sha256()
+    try:
+        for block in tmp.blocks(c.payload_offset, c.comp_len):
+            crc = crc32c(block, crc)
+            sha.update(block)
+    finally:
+        tmp.close()
+    return crc == c.crc32c and bool(_digest.matches(c.sha256, sha.hexdigest(), r._key))
+
+
+def _fold_sten_source(path: Any, c: Any, md: dict[str, Any]) -> Source:
+    """The tensors of an intact, uncompressed STEN chunk, copied as raw ranges of the file."""
+    from .core.mapped import MappedFile
+    from .interop.safetensors import parse
+
+    mf = MappedFile(path, fmt="fold")
+    try:
+        buf = mf.buffer()[c.payload_offset : c.payload_offset + c.comp_len]
+        tensors = parse(buf, fmt="fold", what=f"chunk {c.name!r}", offset=c.payload_offset)
+    except BaseException:
+        mf.close()
+        raise
+    base = mf.buffer().ctypes.data
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        v = tensors[n]
+        if v.nbytes == 0:
+            return 0, 0, None
+        if v.base is None or not v.flags.c_contiguous:  # F4: unpacked copy
+            return None
+        return v.ctypes.data - base, v.nbytes, None
+
+    return _dict_source("fold", tensors, metadata=md, close=mf.close, raw=raw, path=path)
+
+
+def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+    """Arrays of an ``.npz``, through the hardened loader (sizes checked against the zip
+    directory before anything is allocated, every array charged to one decode budget)."""
+    from .interop import read_npz
+
+    return _dict_source("npz", read_npz(path, limits=limits))
+
+
+def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> Source:
+    """A :class:`Source` for ``path`` (format detected by content, then by suffix)."""
+    from .core.mapped import open_regular
+    from .formats import FORMATS, SNIFF_BYTES, detect_bytes
+
+    with os.fdopen(open_regular(path), "rb") as f:  # a FIFO is refused, never blocks
         head = f.read(SNIFF_BYTES)
     info = detect_bytes(head)
-    if info is not None and info.name not in ("npz", "safetensors"):
-        # the readers that take limits (taridx has no decoded data to bound)
-        kw = {"limits": limits} if info.name in ("ztensor", "oinf", "fold", "wtxt") else {}
-        return module_for(info.name).load(path, copy=True, **kw)
     suffix = _suffix(path)
-    # npz and safetensors: the whole-file loaders that charge every array to one budget
-    if suffix == ".npz" or head[:4] == b"PK\x03\x04" or (info is not None and info.name == "npz"):
-        from .interop import read_npz
+    if info is not None:
+        if info.name == "ztensor":
+            return _zt_source(path, limits)
+        if info.name == "oinf":
+            return _oinf_source(path, limits)
+        if info.name == "fold":
+            return _fold_source(path, limits)
+        if info.name == "wtxt":
+            from . import wtxt
 
-        return read_npz(path, limits=limits)
-    if suffix == ".safetensors" or (info is not None and info.name == "safetensors"):
-        from .interop import read_safetensors
-
-        return read_safetensors(path, copy=True, limits=limits)
+            return _dict_source("wtxt", wtxt.load(path, limits=limits))
+        if info.name == "safetensors":  # should the format table learn to sniff them
+            return _safetensors_source(path)
+        if info.name == "npz":
+            return _npz_source(path, limits)
+        raise UnsupportedError(
+            f"tenfold: {os.fspath(path)}: {info.description} is not a tensor format"
+        )
+    if suffix == ".npz" or head[:4] == b"PK\x03\x04":
+        return _npz_source(path, limits)
+    if suffix == ".safetensors":
+        return _safetensors_source(path)
     known = ", ".join(s for i in FORMATS for s in i.suffixes)
     raise UnsupportedError(
         f"tenfold: {os.fspath(path)}: cannot read; expected {known}, .npz or .safetensors"
     )
 
 
-def _densify(tensors: dict[str, Any], limits: Limits = DEFAULT_LIMITS) -> dict[str, np.ndarray]:
-    from .core.alloc import nbytes_of
-
-    budget = limits.budget()  # every dense copy made for one write
-    out = {}
-    for k, v in tensors.items():
-        if not isinstance(v, np.ndarray) and hasattr(v, "shape") and hasattr(v, "dtype"):
-            what = f"sparse tensor {k!r} made dense"
-            budget.take(nbytes_of(tuple(v.shape), v.dtype, fmt="convert", what=what), "convert",
-                        what)
-        if hasattr(v, "toarray"):
-            v = v.toarray()
-        elif hasattr(v, "todense") and not isinstance(v, np.ndarray):
-            v = np.asarray(v.todense())
-        out[k] = v
-    return out
+def read_any(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> dict[str, Any]:
+    """Tensors of ``path`` as owned arrays (at most ``limits.decode_budget`` bytes of them)."""
+    budget = limits.budget()
+    with open_source(path, limits=limits) as src:
+        return {n: np.array(_dense(src.get(n), n, budget)) for n in src.names}
 
 
-def write_any(path: str | os.PathLike[str], tensors: dict[str, Any]) -> None:
+def _dense(v: Any, name: str = "", budget: Any = None) -> Any:
+    """``v`` as a dense array; a sparse tensor made dense is charged to ``budget`` (the
+    default limits' budget when none is given) before it is allocated."""
+    if isinstance(v, np.ndarray):
+        return v
+    if hasattr(v, "shape") and hasattr(v, "dtype") and (
+        hasattr(v, "toarray") or hasattr(v, "todense")
+    ):
+        from .core.alloc import nbytes_of
+
+        what = f"sparse tensor {name!r} made dense" if name else "sparse tensor made dense"
+        if budget is None:
+            budget = DEFAULT_LIMITS.budget()
+        budget.take(nbytes_of(tuple(v.shape), v.dtype, fmt="convert", what=what), "convert", what)
+    if hasattr(v, "toarray"):
+        return v.toarray()
+    if hasattr(v, "todense"):
+        return np.asarray(v.todense())
+    return v
+
+
+# -- checks before anything is written --------------------------------------------------------
+def _target(path: str | os.PathLike[str]) -> str:
     suffix = _suffix(path)
-    if suffix == ".npz":
-        from .interop import write_npz
+    if suffix in NOT_TENSOR_FORMATS:
+        raise UnsupportedError(
+            f"tenfold: {os.fspath(path)}: {suffix} is not a tensor format "
+            f"({NOT_TENSOR_FORMATS[suffix]}); tensor formats: "
+            + ", ".join("/".join(s) for s, _ in TARGETS.values())
+        )
+    fmt = target_of(path)
+    if fmt is None:
+        raise UnsupportedError(
+            f"tenfold: {os.fspath(path)}: unknown suffix; expected one of "
+            + ", ".join("/".join(s) for s, _ in TARGETS.values())
+        )
+    return fmt
 
-        write_npz(path, _densify(tensors))
-    elif suffix == ".safetensors":
-        from .interop import write_safetensors
 
-        write_safetensors(path, _densify(tensors))
-    else:
-        from .formats import by_suffix
+def _oinf_token_ok(s: str) -> bool:
+    import re
 
-        by_suffix(path).load_module().save(path, tensors)
+    return bool(re.fullmatch(r"[A-Za-z0-9._-]+", s))
 
 
-def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> int:
-    """Copy every tensor of ``src`` into a new file ``dst``; return how many."""
-    tensors = read_any(src)
-    write_any(dst, tensors)
-    return len(tensors)
+def _meta_refusal(fmt: str, key: str, why: str) -> EncodeError:
+    return EncodeError(
+        f"{fmt}: metadata {key!r}: {why}; pass metadata=False (--no-metadata) to drop metadata"
+    )
+
+
+def plan_metadata(fmt: str, src: Source) -> dict[str, Any]:
+    """The metadata ``fmt`` receives from ``src`` (EncodeError when some cannot go)."""
+    if fmt == "oinf":
+        if src.fmt == "oinf":
+            return dict(src.oinf_meta or {})
+        for k, v in src.metadata.items():
+            if not isinstance(v, str):
+                raise _meta_refusal(fmt, k, f"value of type {type(v).__name__} (OINF metadata "
+                                    "from other formats must be strings)")  # fmt: skip
+            if not (_oinf_token_ok(k) and _oinf_token_ok(v)):
+                raise _meta_refusal(fmt, k, "key and value must match [A-Za-z0-9._-]+")
+        return dict(src.metadata)
+    if src.sizevars:
+        k = next(iter(src.sizevars))
+        raise _meta_refusal(fmt, k, "OINF sizevars have no place in " + fmt)
+    if not src.metadata:
+        return {}
+    if fmt in ("npz", "wtxt"):
+        raise _meta_refusal(fmt, next(iter(src.metadata)), f"{fmt} has no file metadata")
+    if fmt == "fold" and src.fmt == "fold":
+        return dict(src.metadata)
+    for k, v in src.metadata.items():
+        if not isinstance(v, str):
+            raise _meta_refusal(fmt, k, f"value of type {type(v).__name__}; only string "
+                                "metadata converts between formats")  # fmt: skip
+        if fmt == "fold" and k in _FOLD_INTERNAL:
+            raise _meta_refusal(fmt, k, "the key is reserved by FOLD")
+    if fmt == "ztensor" and not src.names:
+        raise _meta_refusal(fmt, next(iter(src.metadata)), "zTensor keeps file metadata on "
+                            "the first tensor and this file has none")  # fmt: skip
+    return dict(src.metadata)
+
+
+def _check_all(fmt: str, src: Source) -> None:
+    for n in src.names:
+        dt, _ = src.spec(n)
+        check_dtype(fmt, n, dt)
+    if src.uninitialized and fmt != "oinf":
+        n = next(iter(src.uninitialized))
+        raise EncodeError(
+            f"{fmt}: tensor {n!r} has no data (an OINF declaration); only .oinf can hold it"
+        )
+    if fmt == "oinf":
+        for n in src.names:
+            if not _oinf_token_ok(n):
+                raise EncodeError(
+                    f"oinf: tensor {n!r}: name must match [A-Za-z0-9._-]+ (OINF's rule); "
+                    "formats that can hold any name: .zt, .fold/.mind, .safetensors, .npz, "
+                    ".wtxt (encoded)"
+                )
+
+
+# -- writing ---------------------------------------------------------------------------------
+def convert(
+    src: str | os.PathLike[str],
+    dst: str | os.PathLike[str],
+    *,
+    checksum: str | None = "crc32c",
+    compress: str | None = None,
+    level: int = 3,
+    threads: int = 0,
+    metadata: bool = True,
+    fsync: bool = True,
+    progress: bool | None = False,
+) -> int:
+    """Copy every tensor (and the metadata) of ``src`` into a new file ``dst``; return how
+    many tensors. See the module docstring for the rules."""
+    fmt = _target(dst)
+    if compress not in (None, "zstd"):
+        raise EncodeError(f"convert: compress must be None or 'zstd', got {compress!r}")
+    if checksum not in (None, "crc32c", "sha256"):
+        raise EncodeError(f"convert: checksum must be None, 'crc32c' or 'sha256', got {checksum!r}")
+    with open_source(src) as s:
+        if s.refuse:
+            raise EncodeError(f"{fmt}: {s.refuse[0]}, which tenfold cannot write to any format yet")
+        if s.extras and metadata:
+            raise EncodeError(
+                f"{fmt}: the source also holds {', '.join(s.extras)}, which convert does not "
+                "copy (tensors and metadata only); pass metadata=False (--no-metadata) to "
+                "convert the tensors alone"
+            )
+        _check_all(fmt, s)
+        md = plan_metadata(fmt, s) if metadata else {}
+        if not metadata:
+            s.sizevars = {}
+        _write(fmt, dst, s, md, checksum=checksum, compress=compress, level=level,
+               threads=threads, fsync=fsync, show=progress)  # fmt: skip
+        return len(s.names)
+
+
+def _write(
+    fmt: str,
+    dst: Any,
+    s: Source,
+    md: dict[str, Any],
+    *,
+    checksum: str | None,
+    compress: str | None,
+    level: int,
+    threads: int,
+    fsync: bool,
+    show: bool | None,
+) -> None:
+    from .core.progress import ByteProgress
+    from .core.release import release
+
+    names = s.names
+    total = 0
+    for n in names:
+        dt, shape = s.spec(n)
+        total += int(np.prod(shape, dtype=np.int64)) * dt.itemsize
+    bar = ByteProgress(total, desc=os.path.basename(os.fspath(dst)), show=show)
+    with bar:
+        if fmt == "ztensor":
+            from .ztensor import Writer
+
+            with Writer(dst, fsync=fsync) as w:
+                for i, n in enumerate(names):
+                    attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
+                    raw = s.raw(n) if compress is None else None
+                    if raw is not None and (raw[2] is None or raw[2].split(":")[0] == checksum):
+                        dt, shape = s.spec(n)
+                        got = w.add_raw(n, dt, shape, s.blocks(raw[0], raw[1]),
+                                        checksum=checksum, attrs=attrs)  # fmt: skip
+                        _check_source_sum(s, n, raw[2], got)
+                        bar.update(raw[1])
+                        continue
+                    v = s.get(n)
+                    w.add(n, v, checksum=checksum, encoding=compress or "raw", level=level,
+                          attrs=attrs)  # fmt: skip
+                    bar.update(getattr(v, "nbytes", 0))
+                    release(v)
+            return
+        if fmt == "safetensors":
+            from .core.atomic import atomic_write
+            from .core.buffers import byte_view
+            from .core.checksums import crc32c
+            from .core.prealloc import preallocate
+            from .interop.safetensors import header, stored, tag_of
+
+            specs = {}
+            for n in names:
+                dt, shape = s.spec(n)
+                specs[n] = (tag_of(n, dt), shape)
+            head, order = header(specs, md if md else None)
+            with atomic_write(dst, fsync=fsync) as f:
+                f.write(head)
+                f.flush()
+                preallocate(f.fileno(), len(head), total)  # one extent for the data
+                for n in order:
+                    raw = s.raw(n)
+                    if (
+                        raw is not None
+                        and specs[n][0] != "F4"
+                        and (raw[2] is None or raw[2].startswith("crc32c:"))
+                    ):
+                        crc = 0
+                        for block in s.blocks(raw[0], raw[1]):
+                            f.write(block)
+                            if raw[2] is not None:
+                                crc = crc32c(block, crc)
+                        _check_source_sum(s, n, raw[2], f"{crc:08x}")
+                        bar.update(raw[1])
+                        continue
+                    v = np.asarray(_dense(s.get(n), n))
+                    f.write(byte_view(stored(specs[n][0], v)))
+                    bar.update(v.nbytes)
+                    release(v)
+            return
+        if fmt == "npz":
+            from .interop.npz import write_npz
+
+            def done(a: np.ndarray) -> None:
+                bar.update(a.nbytes)
+                release(a)
+
+            lazy = {n: _Lazy(s, n) for n in names}
+            write_npz(dst, lazy, compressed=compress is not None, fsync=fsync, done=done)  # type: ignore[arg-type]
+            return
+        if fmt == "oinf":
+            from . import oinf
+
+            tensors: dict[str, Any] = {}
+            for n in names:
+                v = _dense(s.get(n), n)
+                tensors[n] = oinf.Tensor(v, s.oinf_types[n]) if n in s.oinf_types else v
+            for n, (dtype, shape) in s.uninitialized.items():
+                tensors[n] = oinf.Uninitialized(dtype, shape)
+            oinf.write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
+            return
+        if fmt == "fold":
+            from . import fold
+
+            lazy = {n: _Lazy(s, n) for n in names}
+            fold.save(dst, lazy, metadata=md, compress=compress, level=level,  # type: ignore[arg-type]
+                      threads=threads, fsync=fsync)  # fmt: skip
+            bar.update(total)
+            return
+        tensors = {n: _dense(s.get(n), n) for n in names}
+        if fmt == "wtxt":
+            from . import wtxt
+
+            wtxt.save(dst, tensors, fsync=fsync)
+        else:  # pragma: no cover - _target only returns the names above
+            raise UnsupportedError(f"tenfold: no writer for {fmt}")
+        bar.update(total)
+
+
+def _check_source_sum(s: Source, name: str, stored: str | None, got: str | None) -> None:
+    """A source tensor copied without decoding is checked against its stored checksum (when
+    the copy computed the same algorithm): a mismatch aborts the conversion."""
+    from .errors import IntegrityError
+
+    if stored is None or got is None:
+        return
+    algo, _, want = stored.partition(":")
+    if algo == "crc32c" and want.lower() != got.lower() or algo == "sha256" and want != got:
+        raise IntegrityError(
+            f"{s.fmt}: tensor {name!r}: checksum mismatch; expected {stored}, got {algo}:{got}"
+        )
+
+
+class _Lazy:
+    """A source tensor fetched only when a writer asks for it (``np.asarray``)."""
+
+    def __init__(self, s: Source, name: str) -> None:
+        self.s, self.name = s, name
+        self.dtype, self.shape = s.spec(name)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = np.asarray(_dense(self.s.get(self.name), self.name))
+        return a if dtype is None else a.astype(dtype)
+
+
+def write_any(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    checksum: str | None = "crc32c",
+    compress: str | None = None,
+    level: int = 3,
+    threads: int = 0,
+    fsync: bool = True,
+) -> None:
+    """Write a dict of arrays (and string ``metadata``) in the format ``path``'s suffix
+    names, with the rules of :func:`convert`."""
+    fmt = _target(path)
+    s = _dict_source("dict", {k: _dense(v, k) for k, v in tensors.items()}, metadata=metadata)
+    _check_all(fmt, s)
+    md = plan_metadata(fmt, s)
+    _write(fmt, path, s, md, checksum=checksum, compress=compress, level=level,
+           threads=threads, fsync=fsync, show=False)  # fmt: skip

@@ -28,7 +28,46 @@ def test_inspect_table(model, capsys):
     assert "ztensor, 2 objects" in out
     header = out.splitlines()[1].split()
     assert header[:7] == ["name", "dtype", "shape", "bytes", "encoding", "layout", "checksum"]
-    assert "crc32c:0x" in out and "3x4" in out and "zstd" in out
+    assert "crc32c:0x" in out and "(3, 4)" in out and "zstd" in out
+
+
+def test_inspect_one_shape_notation_human_sizes_json(tmp_path, capsys):
+    import json
+
+    import numpy as np
+
+    import tenfold
+
+    t = {"w": np.zeros((4096, 256), np.float32), "s": np.array(1.0), "v": np.ones(7, np.int8)}
+    rows = {}
+    for sfx in (".zt", ".oinf", ".wtxt"):
+        p = tmp_path / f"m{sfx}"
+        tenfold.save(p, t)
+        assert main(["inspect", str(p)]) == 0
+        out = capsys.readouterr().out
+        assert "(4096, 256)" in out and "(7,)" in out and "4.0 MiB" in out, out
+        assert main(["inspect", "--bytes", str(p)]) == 0
+        assert "4194304" in capsys.readouterr().out
+        assert main(["inspect", "--json", str(p)]) == 0
+        doc = json.loads(capsys.readouterr().out)
+        assert doc["schema"] == "tenfold.inspect/1" and doc["size"] == p.stat().st_size
+        rows[sfx] = {o["name"]: o for o in doc["objects"]}
+    assert rows[".zt"]["w"]["shape"] == rows[".oinf"]["w"]["shape"] == [4096, 256]
+    assert rows[".zt"]["s"]["shape"] == rows[".oinf"]["s"]["shape"] == []
+    assert rows[".zt"]["w"]["bytes"] == 4194304
+
+
+def test_inspect_oinf_metadata_section(tmp_path, capsys):
+    import numpy as np
+
+    from tenfold import oinf
+
+    p = tmp_path / "m.oinf"
+    oinf.write(p, sizevars={"B": 4}, metadata={"mode": "fast"}, tensors={"w": np.ones(2)})
+    assert main(["inspect", str(p)]) == 0
+    out = capsys.readouterr().out
+    section = out.split("metadata and size variables:")[1]
+    assert "mode (str) = 'fast'" in section and "B (sizevar) = 4" in section
 
 
 def test_verify_ok_and_damaged(model, tmp_path, capsys):

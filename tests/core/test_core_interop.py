@@ -91,7 +91,7 @@ def test_safetensors_bad_json_and_lengths(tmp_path):
     with pytest.raises(TruncatedError):
         read_safetensors(p)
     with pytest.raises(EncodeError, match="dtype"):
-        write_safetensors(tmp_path / "o.safetensors", {"x": np.ones(2, np.complex64)})
+        write_safetensors(tmp_path / "o.safetensors", {"x": np.ones(2, np.complex128)})
 
 
 def test_npz_never_unpickles(tmp_path):

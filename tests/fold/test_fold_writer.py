@@ -333,13 +333,20 @@ def test_cli_repair(tmp_path, capsys):
     b = bytearray(good)
     b[c.payload_offset + 7] ^= 0xFF
     d.write_bytes(bytes(b))
-    assert cli_main(["verify", str(d)]) == 0  # correctable: reported as repaired, not an error
-    assert "REPAIRED" in capsys.readouterr().out
+    # correctable: exit 1 (the file needs fixing) and the verdict says how (issue 10)
+    assert cli_main(["verify", str(d)]) == 1
+    out = capsys.readouterr().out
+    assert "REPAIRED" in out
+    assert "REPAIRABLE:" in out and "repairable: run `tenfold repair" in out
+    assert fold.verify(d).ok and fold.verify(d).exit_code == 1
     assert cli_main(["repair", str(d)]) == 0
     fixed = tmp_path / "demo.repaired.mind"
     assert fixed.read_bytes() == good
     assert cli_main(["repair", str(d), "--in-place", "-q"]) == 0
     assert d.read_bytes() == good
+    capsys.readouterr()
+    assert cli_main(["verify", "-q", str(d)]) == 0
+    assert capsys.readouterr().out == ""  # -q: nothing on success
     assert cli_main(["repair", str(tmp_path / "missing.fold")]) == 2  # a usage error
     (tmp_path / "bad.fold").write_bytes(b"FOLDv1\0\0" + bytes(20))
     assert cli_main(["repair", str(tmp_path / "bad.fold")]) == 1

@@ -3,7 +3,7 @@
 Each format names its element types differently (zTensor ``"bfloat16"``, OINF tag 10, FOLD
 none, WTXT ``"f4"``). :class:`DTypeRegistry` maps a format's names or tags to NumPy dtypes and
 back, so readers and writers never keep private tables. Non-NumPy float types come from
-``ml_dtypes`` (bfloat16, float8_e5m2, float8_e4m3fn).
+``ml_dtypes`` (bfloat16, float8_e5m2, float8_e4m3fn, float8_e8m0fnu, float4_e2m1fn).
 """
 
 from __future__ import annotations
@@ -15,11 +15,29 @@ import numpy as np
 
 from ..errors import EncodeError, UnsupportedError, describe
 
-__all__ = ["DTypeRegistry", "BFLOAT16", "FLOAT8_E5M2", "FLOAT8_E4M3FN", "registry", "canonical"]
+__all__ = [
+    "DTypeRegistry",
+    "BFLOAT16",
+    "FLOAT8_E5M2",
+    "FLOAT8_E4M3FN",
+    "FLOAT8_E8M0",
+    "FLOAT4_E2M1",
+    "registry",
+    "canonical",
+]
 
 BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
 FLOAT8_E5M2 = np.dtype(ml_dtypes.float8_e5m2)
 FLOAT8_E4M3FN = np.dtype(ml_dtypes.float8_e4m3fn)
+#: OCP MX scale type (exponent only, unsigned, no zero): safetensors ``F8_E8M0``.
+FLOAT8_E8M0 = np.dtype(ml_dtypes.float8_e8m0fnu)
+#: OCP MX FP4 (one element per byte in memory; safetensors ``F4`` packs two per byte).
+FLOAT4_E2M1 = np.dtype(ml_dtypes.float4_e2m1fn)
+FLOAT8_E4M3FNUZ = np.dtype(ml_dtypes.float8_e4m3fnuz)
+FLOAT8_E5M2FNUZ = np.dtype(ml_dtypes.float8_e5m2fnuz)
+_ML = {BFLOAT16: "bfloat16", FLOAT8_E5M2: "float8_e5m2", FLOAT8_E4M3FN: "float8_e4m3fn",
+       FLOAT8_E8M0: "float8_e8m0fnu", FLOAT4_E2M1: "float4_e2m1fn",
+       FLOAT8_E4M3FNUZ: "float8_e4m3fnuz", FLOAT8_E5M2FNUZ: "float8_e5m2fnuz"}  # fmt: skip
 
 #: Canonical names (NumPy-style, byte order free) of every element type tenfold knows.
 _CANONICAL: dict[str, np.dtype] = {
@@ -29,6 +47,11 @@ _CANONICAL: dict[str, np.dtype] = {
     "bfloat16": BFLOAT16,
     "float8_e5m2": FLOAT8_E5M2,
     "float8_e4m3fn": FLOAT8_E4M3FN,
+    "float8_e8m0fnu": FLOAT8_E8M0,
+    "float4_e2m1fn": FLOAT4_E2M1,
+    "float8_e4m3fnuz": FLOAT8_E4M3FNUZ,
+    "float8_e5m2fnuz": FLOAT8_E5M2FNUZ,
+    "complex64": np.dtype("<c8"),
     "int64": np.dtype("<i8"),
     "int32": np.dtype("<i4"),
     "int16": np.dtype("<i2"),
@@ -48,12 +71,10 @@ def canonical(dtype: object) -> str:
     ('float32', 'bfloat16')
     """
     dt = np.dtype(dtype)  # type: ignore[call-overload]
-    if dt == BFLOAT16:
-        return "bfloat16"
-    if dt == FLOAT8_E5M2:
-        return "float8_e5m2"
-    if dt == FLOAT8_E4M3FN:
-        return "float8_e4m3fn"
+    if dt.kind == "V":
+        for ref, name in _ML.items():
+            if dt == ref:
+                return name
     le = dt.newbyteorder("<") if dt.byteorder in "<>=" and dt.itemsize > 1 else dt
     for name, ref in _CANONICAL.items():
         if ref == le:

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["progress", "wants_progress"]
+__all__ = ["progress", "wants_progress", "ByteProgress"]
 
 
 def wants_progress(show: bool | None = None) -> bool:
@@ -59,3 +59,63 @@ def _plain(items: Iterable[T], total: int | None, desc: str, unit: str) -> Itera
             sys.stderr.write(f"\r{desc} {n}{of} {unit} ({n / (now - start):.0f} {unit}/s)")
             sys.stderr.flush()
     sys.stderr.write(f"\r{desc} {n} {unit} done{' ' * 20}\n")
+
+
+class ByteProgress:
+    """A byte counter drawn as ``desc  1.2 GiB / 4.0 GiB  810 MiB/s  ETA 0:03`` on a terminal
+    (tqdm when installed), nothing otherwise. Use as a context manager; call ``update(n)``."""
+
+    def __init__(self, total: int, *, desc: str = "", show: bool | None = None) -> None:
+        self.total = total
+        self.desc = desc
+        self.done = 0
+        self._on = wants_progress(show)
+        self._bar = None
+        self._start = self._last = time.monotonic()
+        if self._on:
+            try:
+                from tqdm import tqdm
+            except ImportError:
+                return
+            self._bar = tqdm(total=total, desc=desc, unit="B", unit_scale=True,
+                             unit_divisor=1024, file=sys.stderr, leave=False)  # fmt: skip
+
+    def update(self, n: int) -> None:
+        self.done += n
+        if not self._on:
+            return
+        if self._bar is not None:
+            self._bar.update(n)
+            return
+        now = time.monotonic()
+        if now - self._last < 0.2 and self.done < self.total:
+            return
+        self._last = now
+        rate = self.done / max(now - self._start, 1e-9)
+        eta = (self.total - self.done) / rate if rate > 0 else 0.0
+        sys.stderr.write(
+            f"\r{self.desc}  {_size(self.done)} / {_size(self.total)}  {_size(rate)}/s  "
+            f"ETA {int(eta) // 60}:{int(eta) % 60:02d}   "
+        )
+        sys.stderr.flush()
+
+    def close(self) -> None:
+        if self._bar is not None:
+            self._bar.close()
+        elif self._on:
+            sys.stderr.write("\r" + " " * 72 + "\r")
+            sys.stderr.flush()
+
+    def __enter__(self) -> ByteProgress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"

@@ -51,6 +51,11 @@ class Report:
     path: str
     findings: list[Finding] = dataclasses.field(default_factory=list)
     summary: dict[str, Any] = dataclasses.field(default_factory=dict)
+    #: Objects whose content could not be checked (no checksum stored): named in the summary.
+    unverified: list[str] = dataclasses.field(default_factory=list)
+    #: Set by a verifier when data is intact only thanks to error correction: exit 1 and
+    #: the verdict says how to fix the file (``command``).
+    repairable: str | None = None
 
     def add(self, obj: str, status: str, message: str = "", *, offset: int | None = None) -> None:
         self.findings.append(Finding(obj, status, message, offset))
@@ -69,7 +74,7 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.ok else 1
+        return 0 if self.ok and self.repairable is None else 1
 
     def format(self, *, verbose: bool = True) -> str:
         lines = [f"{self.fmt}: {self.path}"]
@@ -78,7 +83,21 @@ class Report:
         for f in self.findings:
             if verbose or f.status != OK:
                 lines.append("  " + f.format())
+        if self.unverified:
+            shown = ", ".join(repr(u) for u in self.unverified[:8])
+            more = f" and {len(self.unverified) - 8} more" if len(self.unverified) > 8 else ""
+            lines.append(f"  unverified: no checksum: {shown}{more}")
         n_err, n_warn = len(self.errors), len(self.warnings)
-        verdict = "OK" if self.ok else "DAMAGED"
-        lines.append(f"{verdict}: {len(self.findings)} checked, {n_err} errors, {n_warn} warnings")
+        if not self.ok:
+            verdict = "DAMAGED"
+        elif self.repairable is not None:
+            verdict = "REPAIRABLE"
+        else:
+            verdict = "OK"
+        text = f"{verdict}: {len(self.findings)} checked, {n_err} errors, {n_warn} warnings"
+        if self.unverified:
+            text += f", {len(self.unverified)} unverified (no checksum)"
+        if self.ok and self.repairable is not None:
+            text += f"; repairable: run `{self.repairable}`"
+        lines.append(text)
         return "\n".join(lines)

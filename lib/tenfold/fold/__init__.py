@@ -89,10 +89,16 @@ def save(
 ) -> None:
     """Write ``tensors`` as one ``STEN`` (safetensors) chunk named ``chunk``.
 
+    Uncompressed (``compress=None``) the chunk is streamed one tensor at a time; with zstd
+    (the default) the chunk is compressed in one piece, as pyfolds does.
+
     ``kw`` are :class:`Writer` options (compress, level, ecc, digest, created_at_unix...).
     """
+    from ..interop.safetensors import pieces
+
+    size, parts = pieces(tensors)  # checks names and dtypes before the file is created
     with Writer(path, **kw) as w:
-        w.add_state_dict(chunk, tensors)
+        w.add_chunk_pieces(chunk, "STEN", parts, size)  # one tensor in memory at a time
         w.finalize(metadata)
 
 

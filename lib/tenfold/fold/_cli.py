@@ -34,7 +34,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "headers from the index and recompute stale parity. Exit 1 when some chunk "
         "could not be repaired.",
     )
-    p.add_argument("file")
+    p.add_argument("file", help="the FOLD / MIND file to repair")
     p.add_argument("-o", "--output", help="where to write (default: FILE.repaired.fold)")
     p.add_argument("--in-place", action="store_true", help="replace FILE (atomically)")
     p.add_argument("--hmac-key", help="key of hmac-sha256: digests")

@@ -16,6 +16,7 @@ from typing import Any
 import ml_dtypes
 import numpy as np
 
+from ..capabilities import check_dtype
 from ..core import jsonio
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ..errors import EncodeError, FormatError, describe
@@ -58,6 +59,7 @@ def npz_bytes(arrays: Mapping[str, Any], *, compressed: bool = False) -> bytes:
                 raise EncodeError(
                     describe(FMT, f"npz array {name!r}", detail="object arrays need pickle")
                 )
+            check_dtype("npz", name, arr.dtype, prefix=FMT, what="a NPZ0 (npz) chunk")
             info = zipfile.ZipInfo(name + ".npy", date_time=_ZIP_DATE)
             info.compress_type = method
             info.external_attr = 0o600 << 16

@@ -83,6 +83,7 @@ def verify_reader(r: Reader) -> Report:
         stale = _stale_parity(r, c, st.comp) if st.state == "ok" else 0
         if st.state == "repaired" or st.header_fixes:
             rep.add(c.what, REPAIRED, "; ".join(notes) + "; run `tenfold repair`", offset=c.offset)
+            rep.repairable = f"tenfold repair {rep.path}"
         elif stale:
             rep.add(
                 c.what,

@@ -13,7 +13,7 @@ import contextlib
 import json
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -400,6 +400,107 @@ class Writer:
     ) -> dict[str, Any]:
         """A safetensors chunk (``STEN``) of NumPy arrays (or anything ``np.asarray`` takes)."""
         return self.add_chunk(name, ctype, _payloads.safetensors_bytes(tensors, metadata))
+
+    def add_chunk_pieces(
+        self, name: str, ctype: str, pieces: Iterable[Any], size: int
+    ) -> dict[str, Any]:
+        """Write one chunk from an iterable of buffers totalling ``size`` bytes.
+
+        Uncompressed, the pieces go straight to the file while CRC-32C, SHA-256 and the RS
+        parity are computed incrementally, so memory stays at one piece (plus the parity,
+        ``nsym / (255 - nsym)`` of the chunk, written after it). With zstd the pieces are
+        joined and compressed in one shot (the bytes pyfolds writes; zstd's streaming mode
+        gives a different, equally valid frame), which needs the whole chunk in memory.
+        The result is byte-identical to :meth:`add_chunk` of the joined bytes.
+        """
+        import hashlib
+
+        self._check_open()
+        if self._flags == FLAG_ZSTD:
+            return self.add_chunk(name, ctype, b"".join(bytes(_u8view(p)) for p in pieces))
+        if not isinstance(name, str) or not name:
+            raise EncodeError(
+                describe(FMT, "chunk", field="name", detail="not a non-empty str", got=name)
+            )
+        if name in self._names:
+            raise EncodeError(describe(FMT, f"chunk {name!r}", detail="duplicate chunk name"))
+        if not isinstance(ctype, str) or len(ctype) != 4 or not ctype.isascii():
+            raise EncodeError(
+                describe(
+                    FMT,
+                    f"chunk {name!r}",
+                    field="ctype",
+                    detail="must be 4 ASCII characters",
+                    got=ctype,
+                )
+            )
+        if size > MAX_CHUNK_SIZE:
+            raise EncodeError(
+                describe(
+                    FMT,
+                    f"chunk {name!r}",
+                    field="size",
+                    detail="above MAX_CHUNK_SIZE",
+                    expected=f"<= {MAX_CHUNK_SIZE}",
+                    got=size,
+                )
+            )
+        nsym = self.nsym
+        ecc_len = ecc_len_for(size, nsym)
+        block = 255 - nsym if nsym else 0
+        offset = self._f.tell()
+        self._f.write(bytes(CHUNK_HEADER_LEN))  # the real header (with the CRC) comes last
+        crc, sha, done = 0, hashlib.sha256(), 0
+        parity: list[np.ndarray] = []
+        carry = b""
+        for piece in pieces:
+            mv = _u8view(piece)
+            if done + mv.nbytes > size:
+                break
+            self._f.write(mv)
+            crc = crc32c(mv, crc)
+            sha.update(mv)
+            done += mv.nbytes
+            if nsym:
+                if carry:
+                    take = min(block - len(carry), mv.nbytes)
+                    carry += bytes(mv[:take])
+                    mv = mv[take:]
+                    if len(carry) == block:
+                        parity.append(_parity(memoryview(carry), nsym, nsym, None))
+                        carry = b""
+                full = mv.nbytes // block * block
+                if full:
+                    parity.append(_parity(mv[:full], nsym, full // block * nsym, self._pool))
+                carry += bytes(mv[full:])
+        if done != size:
+            raise EncodeError(
+                describe(FMT, f"chunk {name!r}", field="size", expected=size, got=f">= {done}")
+            )
+        if carry:
+            parity.append(_parity(memoryview(carry), nsym, nsym, None))
+        for part in parity:
+            self._f.write(memoryview(part))  # type: ignore[arg-type]
+        end = self._f.tell()
+        self._f.seek(offset)
+        self._f.write(self._chunk_header(ctype, size, size, crc, ecc_len))
+        self._f.seek(end)
+        entry = {
+            "name": name,
+            "ctype": ctype,
+            "flags": self._flags,
+            "offset": offset,
+            "header_len": CHUNK_HEADER_LEN,
+            "comp_len": size,
+            "uncomp_len": size,
+            "crc32c": crc,
+            "sha256": _digest.make(sha.hexdigest(), self.digest, self._key),
+            "ecc_algo": self.ecc_algo,
+            "ecc_len": ecc_len,
+        }
+        self._chunks.append(entry)
+        self._names.add(name)
+        return dict(entry)
 
     def add_torch(self, name: str, obj: Any, ctype: str = "TSAV") -> dict[str, Any]:
         """A ``torch.save`` chunk (needs torch; read back with ``weights_only=True``)."""

@@ -37,6 +37,7 @@ import numpy as np
 from .. import _kernels
 from ..core.atomic import atomic_write
 from ..core.dtypes import BFLOAT16, FLOAT8_E5M2
+from ..core.release import release
 from ..errors import EncodeError, describe
 from . import _spec as S
 from .reader import Bitset
@@ -194,9 +195,13 @@ def encode_chunks(arr: np.ndarray, tag: int, obj: str) -> Iterator[Any]:
                    "a numeric, bool, bf16, f8 or packed dtype", "bitset")
     target = S.NUMPY_DTYPE[tag]
     if flat.dtype == target:  # same type and byte order: no conversion
+        if target in (BFLOAT16, FLOAT8_E5M2):  # ml_dtypes: buffers export as raw bytes
+            flat = flat.view(np.uint8 if target.itemsize == 1 else np.uint16)
         for start in range(0, n, CHUNK):
             yield flat[start:start + CHUNK]
         return
+    if kind == "V" and not src_is_float:
+        raise _err(obj, "cannot store this dtype", "bool, integer or float data", str(arr.dtype))
     for start in range(0, n, CHUNK):
         c = flat[start:start + CHUNK]
         if tag == S.BF16:
@@ -246,8 +251,13 @@ def _as_array(data: Any, obj: str) -> np.ndarray:
         arr = np.asarray(data)
     except (ValueError, TypeError) as exc:
         raise _err(obj, f"cannot make an array ({exc})") from None
-    if arr.dtype.kind in "OSUVcmM":
-        raise _err(obj, "cannot store this dtype", "bool, integer or float data", str(arr.dtype))
+    if arr.dtype.kind in "OSUVcmM" and arr.dtype not in (BFLOAT16, FLOAT8_E5M2):
+        from ..capabilities import holders
+
+        can = holders(arr.dtype)
+        raise _err(obj, "cannot store this dtype (formats that can: "
+                   + (", ".join(can) if can else "none tenfold writes") + ")",
+                   "bool, integer, float, bfloat16 or float8_e5m2 data", str(arr.dtype))
     return arr
 
 
@@ -493,3 +503,4 @@ def write(path: str | os.PathLike[str], *, sizevars: Mapping[str, int] | None = 
             if written != p.nbytes:  # pragma: no cover - internal consistency
                 raise RuntimeError(f"oinf: tensor {p.name!r}: wrote {written}, planned {p.nbytes}")
             f.write(_PAD[: S.align8(written) - written])
+            release(p.arr)  # a view of a mapped source: give its pages back

@@ -1,9 +1,13 @@
 """``tenfold index``: build and check TARIDX indexes of tar-shard folds.
 
-    tenfold index build ROOT --fold NAME [--out PATH] [--workers N] [--no-progress] [--no-fsync]
+Every subcommand takes the fold the same way, ``ROOT --fold NAME [--index PATH]`` (the index
+defaults to ``ROOT/NAME.taridx``); ``lookup`` also accepts the index file itself as ROOT::
+
+    tenfold index build ROOT --fold NAME [--index PATH] [--workers N] [-q] [--no-fsync]
                         [--on-bad-name error|skip]
     tenfold index check ROOT --fold NAME [--index PATH]     exit 1 when shards changed
-    tenfold index lookup INDEX STEM...                      sample number and rows of stems
+    tenfold index lookup ROOT --fold NAME STEM...           sample number and rows of stems
+    tenfold index lookup INDEX STEM...
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     t = time.perf_counter()
     skipped: list[tuple[str, int, bytes, str]] = []
-    path = build(args.root, args.fold, out=args.out, workers=args.workers,
+    path = build(args.root, args.fold, out=args.index, workers=args.workers,
                  show_progress=False if args.no_progress else None, fsync=not args.no_fsync,
                  on_bad_name=args.on_bad_name, skipped=skipped)
     for shard, off, name, why in skipped:
@@ -50,7 +54,15 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_lookup(args: argparse.Namespace) -> int:
     from .reader import Index
 
-    with Index.open(args.index) as idx:
+    if args.index:
+        path = args.index
+    elif os.path.isdir(args.root):
+        if not args.fold:
+            raise SystemExit("tenfold index lookup: ROOT is a directory; give --fold NAME")
+        path = os.path.join(args.root, f"{args.fold}.taridx")
+    else:
+        path = args.root
+    with Index.open(path) as idx:
         found = idx.lookup(args.stems)
         for stem, i in zip(args.stems, found.tolist(), strict=True):
             if i < 0:
@@ -67,24 +79,29 @@ def register(subparsers: Any) -> None:
     p = subparsers.add_parser("index", help="build / check TARIDX indexes of tar-shard folds")
     sub = p.add_subparsers(dest="index_command", required=True)
     b = sub.add_parser("build", help="scan ROOT/<fold>_<id>.tar and write ROOT/<fold>.taridx")
-    b.add_argument("root")
-    b.add_argument("--fold", required=True)
-    b.add_argument("--out", help="index path (default ROOT/<fold>.taridx)")
+    b.add_argument("root", help="directory holding the shards <fold>_<id>.tar")
+    b.add_argument("--fold", required=True, help="fold name (the shards' common prefix)")
+    b.add_argument("--index", "--out", dest="index",
+                   help="index path (default ROOT/<fold>.taridx)")
     b.add_argument("--workers", type=int, help="threads scanning shards (default: auto)")
-    b.add_argument("--no-progress", action="store_true", help="no progress bar")
+    b.add_argument("-q", "--no-progress", dest="no_progress", action="store_true",
+                   help="no progress bar")
     b.add_argument("--no-fsync", action="store_true",
                    help="skip the fsyncs (still atomic, not durable across a power loss)")
     b.add_argument("--on-bad-name", choices=("error", "skip"), default="error",
                    help="a member whose basename holds a newline cannot be indexed: fail "
                         "(default) or leave it out")
-    b.set_defaults(func=cmd_build, dirs=("root",), outputs=("out",))
+    b.set_defaults(func=cmd_build, dirs=("root",), outputs=("index",))
     c = sub.add_parser("check", help="say which shards changed since the index was built")
-    c.add_argument("root")
-    c.add_argument("--fold", required=True)
+    c.add_argument("root", help="directory holding the shards <fold>_<id>.tar")
+    c.add_argument("--fold", required=True, help="fold name (the shards' common prefix)")
     c.add_argument("--index", help="index path (default ROOT/<fold>.taridx)")
     c.add_argument("--sample", type=int, default=8, help="headers re-read per shard")
     c.set_defaults(func=cmd_check, dirs=("root",), inputs=("index",))
     q = sub.add_parser("lookup", help="find samples by stem")
-    q.add_argument("index")
-    q.add_argument("stems", nargs="+")
-    q.set_defaults(func=cmd_lookup, inputs=("index",))
+    q.add_argument("root", metavar="ROOT|INDEX",
+                   help="shard directory (with --fold) or the .taridx file itself")
+    q.add_argument("--fold", help="fold name: the index is ROOT/<fold>.taridx")
+    q.add_argument("--index", help="index path (overrides ROOT/--fold)")
+    q.add_argument("stems", nargs="+", help="sample stems to look up")
+    q.set_defaults(func=cmd_lookup)

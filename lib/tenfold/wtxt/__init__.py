@@ -8,12 +8,13 @@ See ``docs/formats/wtxt.md`` for the normative description. Main entry points:
 from __future__ import annotations
 
 import pathlib
+from typing import Any
 
 import numpy as np
 
 from .armor import armor_decrypt, armor_encrypt
 from .delta import apply_delta, make_delta
-from .reader import WtxtFile, inspect, keyid_of, load, open, read
+from .reader import WtxtFile, inspect, keyid_of, open, read
 from .stream import finalize_wsum
 from .verify import Damage, Recovery, recover, verify
 from .writer import save, write
@@ -21,6 +22,26 @@ from .writer import save, write
 __all__ = ["WtxtFile", "open", "read", "load", "inspect", "write", "save", "verify", "recover",
            "Recovery", "Damage", "finalize_wsum", "make_delta", "apply_delta", "armor_encrypt",
            "armor_decrypt", "keyid_of", "demo"]
+
+
+def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
+    """Every array, fully verified (see :func:`read`), under its original name.
+
+    Files written by :func:`save` with names outside ``[A-Za-z0-9_]`` or 0-d arrays carry the
+    cap item ``tenfold_names``: their stored names are decoded back and 0-d arrays get shape
+    ``()`` again (:mod:`tenfold.wtxt.names`). Arrays are always freshly decoded (owned).
+    """
+    from . import names as _names
+
+    with WtxtFile(source, **kw) as f:
+        out = f.to_dict()
+        if _names.CAP_ITEM not in f.cap:
+            return out
+    back: dict[str, np.ndarray] = {}
+    for stored, arr in out.items():
+        name, scalar = _names.decode(stored)
+        back[name] = arr.reshape(()) if scalar and arr.size == 1 else arr
+    return back
 
 
 def demo(directory: pathlib.Path) -> pathlib.Path:

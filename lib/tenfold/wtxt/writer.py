@@ -13,7 +13,7 @@ import datetime
 import hashlib
 import hmac as _hmac
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import crc32c as _crc32c
@@ -25,6 +25,7 @@ from ..core import parallel
 from ..core.atomic import atomic_write
 from ..core.checksums import crc32c
 from ..core.dtypes import registry
+from ..core.release import release
 from ..errors import EncodeError, describe
 from . import _spec as S
 from .reader import keyid_of
@@ -191,6 +192,7 @@ def _digests(items: list[Prepared], hmac_key: bytes | None,
         h_all.update(line.encode())
         h_all.update(mv)
         fx = scan.xor_u64_le(it.raw, fx)
+        release(it.raw)  # a view of a mapped source: give its pages back (read again later)
     return lines, h_all.hexdigest(), fx
 
 
@@ -296,6 +298,7 @@ def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
             rs = S.row_size(it.shape, S.DTYPES[it.tag].itemsize)
             head += f"idx rows_per_chunk={it.rpc} row_size={rs} row_blocking=on\n"
         pos += enc.write_chunks(f, S.mview(it.raw), it.clen, head.encode(), b"endarr\n")
+        release(it.raw)
     return offsets
 
 
@@ -306,6 +309,7 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
           sign_all: bool = False, merkle_prev: Any = None,
           audit: Mapping[str, Any] | str | None = None,
           root_pending: bool = False, workers: int = 1, fsync: bool = True,
+          cap_extra: Sequence[str] = (),
           _hmacs: Mapping[str, str] | None = None) -> None:
     """Write ``arrays`` to ``path`` as WTXT 1, deterministically and atomically.
 
@@ -339,6 +343,8 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
         2 runs the array-level hashing on a second thread (same bytes).
     fsync
         Flush the file to disk before renaming it into place (default).
+    cap_extra
+        Further ``cap ext=`` items, written after the spec's own (e.g. ``tenfold_names``).
     """
     meta = make_meta(schema, gen, ts, build, host, cuda)
     items = prepare_arrays(arrays, meta["gen"], salt, rows_per_chunk)
@@ -362,7 +368,7 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
         aline = audit_line(audit) if audit is not None else None
     tail = (aline + "\n" if aline is not None else "") + "endwtxt\n"
     keyed = hmac_key is not None or bool(_hmacs and any(v != S.ZERO64 for v in _hmacs.values()))
-    cap = cap_items(items, keyed, sign_all, root_pending)
+    cap = cap_items(items, keyed, sign_all, root_pending) + [c for c in cap_extra]
 
     def root_of(all_hex: str, fx: int) -> str:
         if root_pending:
@@ -417,10 +423,29 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
 
 
 def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:
-    """``write`` with neutral defaults for the generic ``tenfold.save`` (gen 0, epoch ts)."""
+    """``write`` with neutral defaults for the generic ``tenfold.save`` (gen 0, epoch ts).
+
+    Names outside ``[A-Za-z0-9_]+`` and 0-d arrays are stored under encoded names (see
+    :mod:`tenfold.wtxt.names`; :func:`tenfold.wtxt.load` decodes them), so any state dict of
+    WTXT's dtypes round-trips.
+    """
+    from ..capabilities import check_tensors
+    from . import names as _names
+
     kw.setdefault("schema", "tenfold/v1")
     kw.setdefault("gen", 0)
     kw.setdefault("ts", "1970-01-01T00:00:00Z")
     kw.setdefault("build", "tenfold")
-    write(path, tensors, **kw)
+    if not isinstance(tensors, Mapping):
+        raise _bad("save", "tensors must be a mapping", got=type(tensors).__name__)
+    check_tensors(S.FMT, tensors)
+    stored: dict[str, Any] = {}
+    for name, value in tensors.items():
+        if not isinstance(name, str):
+            raise _bad(f"array {name!r}", "name must be a str", got=type(name).__name__)
+        scalar = getattr(value, "ndim", None) == 0 or np.ndim(value) == 0
+        stored[_names.encode(name, scalar)] = value
+    if any(k != n for k, n in zip(stored, tensors, strict=True)):
+        kw["cap_extra"] = [*kw.get("cap_extra", ()), _names.CAP_ITEM]
+    write(path, stored, **kw)
 

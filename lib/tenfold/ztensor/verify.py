@@ -48,6 +48,8 @@ def check_reader(reader: Reader, report: Report) -> Report:
             # Reading decodes completely (zstd size, sparse structure) and checks the sum.
             reader.read(info.name, copy=False)
             note = info.checksum_algo or "no checksum"
+            if not info.checksum_algo:
+                report.unverified.append(info.name)
             report.add(
                 obj,
                 OK,

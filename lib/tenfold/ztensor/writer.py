@@ -10,7 +10,7 @@ slices when it must be converted first) and only the index is kept.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -159,6 +159,74 @@ class Writer:
             coords=coords,
         )
         self.add(name, t, **options)
+
+    def add_raw(
+        self,
+        name: str,
+        dtype: Any,
+        shape: Sequence[int],
+        pieces: Iterable[Any],
+        *,
+        checksum: str | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Append a dense raw tensor from its little-endian C-order bytes, given as an
+        iterable of buffers (e.g. blocks read from another file). The pieces are written and
+        checksummed as they come, so memory stays at one piece. Returns the hex digest of the
+        ``checksum`` algorithm (``None`` without one). The bytes are those :meth:`add` writes
+        for the same array."""
+        self._check_open()
+        if not isinstance(name, str) or name in self._names:
+            raise EncodeError(
+                describe(FMT, f"tensor {name!r}", field="name", detail="duplicate or not a str")
+            )
+        dname = self._dtype_name(name, np.dtype(dtype))
+        algo = _checksum.check_algorithm(checksum)
+        extra = self._check_attrs(name, attrs)
+        shape = [int(d) for d in shape]
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        offset = self._align()
+        preallocate(self._f.fileno(), self._pos, nbytes)
+        crc, sha, size = 0, None, 0
+        if algo == "sha256":
+            import hashlib
+
+            sha = hashlib.sha256()
+        try:
+            for piece in pieces:
+                mv = byte_view(piece)
+                self._f.write(mv)
+                size += mv.nbytes
+                if algo == "crc32c":
+                    crc = crc32c(mv, crc)
+                elif sha is not None:
+                    sha.update(mv)
+            if size != nbytes:
+                raise EncodeError(
+                    describe(FMT, f"tensor {name!r}", field="size", expected=nbytes, got=size)
+                )
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        self._pos += size
+        digest = f"{crc:08x}" if algo == "crc32c" else (sha.hexdigest() if sha else None)
+        entry: dict[str, Any] = {
+            "name": name,
+            "offset": offset,
+            "size": size,
+            "dtype": dname,
+            "layout": "dense",
+            "shape": shape,
+            "encoding": "raw",
+        }
+        if np.dtype(dtype).itemsize > 1:
+            entry["data_endianness"] = "little"
+        if algo:
+            entry["checksum"] = _checksum.render(algo, digest)  # type: ignore[arg-type]
+        entry.update(extra)
+        self._names.add(name)
+        self._entries.append(entry)
+        return digest
 
     def close(self) -> None:
         """Write the index and move the file into place."""

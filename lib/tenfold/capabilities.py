@@ -1,0 +1,129 @@
+"""What each tensor format can hold, and the one check every writer path shares.
+
+"Lossless or loud": a value a target cannot store exactly is refused *before* anything is
+written, with one line naming the tensor, its dtype and the formats that can hold it::
+
+    npz: tensor 'w' has dtype bfloat16, which npz cannot hold; formats that can: .zt, .oinf,
+    .fold/.mind, .safetensors
+
+The tables list canonical dtype names (:func:`tenfold.core.dtypes.canonical`).
+
+============  =======================================================================
+format        element types
+============  =======================================================================
+.zt           float64 float32 float16 bfloat16, int/uint 8-64, bool
+.oinf         the same, plus float8_e5m2 (OINF ``F8``)
+.fold/.mind   as .safetensors (tensors live in a ``STEN`` safetensors chunk)
+.safetensors  the .oinf set plus float8_e4m3fn, float8_e8m0fnu, float4_e2m1fn,
+              float8_e4m3fnuz, float8_e5m2fnuz, complex64
+.npz          NumPy's own types: the .zt set without bfloat16, plus complex64 (NumPy would
+              write bfloat16 / float8 / float4 as opaque ``|V2`` / ``|V1`` records that no
+              reader can interpret)
+.wtxt         float64 float32, int/uint 8-64 (no float16, bfloat16, bool: the spec's list)
+============  =======================================================================
+
+0-d and empty tensors are held by every format. WTXT stores a scalar as ``shape=1``; tenfold
+marks 0-d arrays in the stored name (see :mod:`tenfold.wtxt.names`), so they come back 0-d.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .core.dtypes import canonical
+from .errors import EncodeError
+
+__all__ = ["TARGETS", "HOLDS", "target_of", "holders", "check_dtype", "check_tensors"]
+
+_NATIVE = frozenset(
+    "float64 float32 float16 int64 int32 int16 int8 uint64 uint32 uint16 uint8 bool".split()
+)
+_ZT = _NATIVE | {"bfloat16"}
+_OINF = _ZT | {"float8_e5m2"}
+_ST = _OINF | {
+    "float8_e4m3fn",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "complex64",
+}
+_WTXT = frozenset("float64 float32 int64 int32 int16 int8 uint64 uint32 uint16 uint8".split())
+
+#: target name -> (suffixes, canonical dtype names it holds)
+TARGETS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
+    "ztensor": ((".zt",), _ZT),
+    "oinf": ((".oinf",), _OINF),
+    "fold": ((".fold", ".mind"), _ST),
+    "safetensors": ((".safetensors",), _ST),
+    "npz": ((".npz",), _NATIVE | {"complex64"}),
+    "wtxt": ((".wtxt",), _WTXT),
+}
+HOLDS = {name: dts for name, (_, dts) in TARGETS.items()}
+
+#: Formats tenfold reads that hold no tensors (``convert`` says so).
+NOT_TENSOR_FORMATS = {".taridx": "TARIDX is a tar-shard index (rows of member offsets)"}
+
+
+def target_of(path: Any) -> str | None:
+    """The target name of a destination path, by suffix (None when unknown)."""
+    import os
+
+    low = os.fspath(path).lower()
+    for name, (suffixes, _) in TARGETS.items():
+        if low.endswith(suffixes):
+            return name
+    return None
+
+
+def _dtype_name(dtype: Any) -> str | None:
+    try:
+        return canonical(dtype)
+    except Exception:
+        return None
+
+
+def holders(dtype: Any) -> list[str]:
+    """Suffixes of the formats that can hold ``dtype`` (empty when none can)."""
+    name = _dtype_name(dtype)
+    return ["/".join(sfx) for sfx, dts in TARGETS.values() if name is not None and name in dts]
+
+
+def check_dtype(
+    fmt: str, tensor: str, dtype: Any, *, prefix: str | None = None, what: str | None = None
+) -> None:
+    """Raise :class:`EncodeError` when target ``fmt`` cannot hold ``dtype`` exactly.
+
+    ``prefix`` starts the message (default ``fmt``); ``what`` names the container (e.g.
+    ``"a FOLD NPZ0 chunk"``; default ``fmt``).
+    """
+    name = _dtype_name(dtype)
+    if name is not None and name in HOLDS[fmt]:
+        return
+    shown = name or (str(np.dtype(dtype)) if _is_dtype(dtype) else repr(dtype))
+    can = holders(dtype)
+    where = f"formats that can: {', '.join(can)}" if can else "no format tenfold writes can"
+    raise EncodeError(
+        f"{prefix or fmt}: tensor {tensor!r} has dtype {shown}, which {what or fmt} cannot "
+        f"hold; {where}"
+    )
+
+
+def _is_dtype(dtype: Any) -> bool:
+    try:
+        np.dtype(dtype)
+    except TypeError:
+        return False
+    return True
+
+
+def check_tensors(fmt: str, tensors: Mapping[str, Any]) -> None:
+    """:func:`check_dtype` for every tensor (dtype read without converting the data)."""
+    for name, value in tensors.items():
+        dt = getattr(value, "dtype", None)
+        if dt is None:
+            dt = np.asarray(value).dtype
+        check_dtype(fmt, name, dt)
