@@ -52,16 +52,18 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
+    from ..cli import UsageError, check_input
     from .reader import Index
 
     if args.index:
         path = args.index
     elif os.path.isdir(args.root):
         if not args.fold:
-            raise SystemExit("tenfold index lookup: ROOT is a directory; give --fold NAME")
+            raise UsageError(f"{args.root}: is a directory; give --fold NAME (or the .taridx file)")
         path = os.path.join(args.root, f"{args.fold}.taridx")
     else:
         path = args.root
+    check_input(path)
     with Index.open(path) as idx:
         found = idx.lookup(args.stems)
         for stem, i in zip(args.stems, found.tolist(), strict=True):

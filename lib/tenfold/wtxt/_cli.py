@@ -166,6 +166,7 @@ def register(sub: Any) -> None:
     p.add_argument("--hmac-key-file", action="append",
                    help="HMAC key file (repeatable); every array must authenticate with one of them")
     p.add_argument("--public-key", action="append",
-                   help="Ed25519 public key (repeatable); a signature by one of them is required")
+                   help="Ed25519 public key (repeatable); a signature by one of them is "
+                   "required")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     p.set_defaults(func=cmd_wverify, inputs=("file", "hmac_key_file", "public_key"))
