@@ -67,7 +67,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 def cmd_convert(args: argparse.Namespace) -> int:
     from .convert import convert
 
-    n = convert(args.src, args.dst)
+    n = convert(args.src, args.dst, zt_generation=args.zt_generation)
     print(f"{args.src} -> {args.dst}: {n} tensors")
     return 0
 
@@ -119,6 +119,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("convert", help="convert between tensor formats by suffix")
     p.add_argument("src")
     p.add_argument("dst")
+    p.add_argument(
+        "--zt-generation",
+        choices=["0.1.0", "2", "v2"],
+        help="zTensor generation of a .zt destination (default 0.1.0)",
+    )
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("demo", help="write, inspect and verify a sample of every format")

@@ -56,7 +56,8 @@ def _densify(tensors: dict[str, Any]) -> dict[str, np.ndarray]:
     return out
 
 
-def write_any(path: str | os.PathLike[str], tensors: dict[str, Any]) -> None:
+def write_any(path: str | os.PathLike[str], tensors: dict[str, Any], **options: Any) -> None:
+    """Write ``tensors`` in the format ``path``'s suffix names (``options`` go to its save)."""
     suffix = _suffix(path)
     if suffix == ".npz":
         from .interop import write_npz
@@ -69,11 +70,20 @@ def write_any(path: str | os.PathLike[str], tensors: dict[str, Any]) -> None:
     else:
         from .formats import by_suffix
 
-        by_suffix(path).load_module().save(path, tensors)
+        by_suffix(path).load_module().save(path, tensors, **options)
 
 
-def convert(src: str | os.PathLike[str], dst: str | os.PathLike[str]) -> int:
-    """Copy every tensor of ``src`` into a new file ``dst``; return how many."""
+def convert(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], *, zt_generation: Any = None
+) -> int:
+    """Copy every tensor of ``src`` into a new file ``dst``; return how many.
+
+    ``zt_generation`` chooses the zTensor generation of a ``.zt`` destination: ``0``/``"0.1.0"``
+    (the default) or ``2``/``"v2"`` (canonical v2).
+    """
     tensors = read_any(src)
-    write_any(dst, tensors)
+    options = {} if zt_generation is None else {"generation": zt_generation}
+    if options and _suffix(dst) != ".zt":
+        raise UnsupportedError(f"tenfold: {os.fspath(dst)}: --zt-generation needs a .zt file")
+    write_any(dst, tensors, **options)
     return len(tensors)

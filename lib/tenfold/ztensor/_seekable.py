@@ -121,10 +121,8 @@ def encode(data: object, level: int = 3, frame_size: int = FRAME_SIZE) -> bytes:
     cctx = zstandard.ZstdCompressor(level=level, write_content_size=False, write_checksum=True)
     pieces: list[bytes] = []
     entries = bytearray()
-    for pos in range(0, n, frame_size) if n else [0]:
+    for pos in range(0, n, frame_size):
         chunk = mv[pos : pos + frame_size]
-        if not chunk.nbytes and n:
-            break
         co = cctx.compressobj()
         frame = co.compress(chunk) + co.flush()
         pieces.append(frame)
