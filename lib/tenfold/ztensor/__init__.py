@@ -20,6 +20,8 @@ from typing import Any
 import numpy as np
 
 from . import verify as _verify_module  # noqa: F401  (loaded before the function shadows it)
+from ._append import V2Appender, append
+from ._content import content_digest
 from ._generations import _generation_or_010, generation, inspect_rows, open_any, verify_any
 from ._index import TensorInfo
 from ._v1 import V1Reader
@@ -27,12 +29,18 @@ from ._v2spec import REFERENCE_RULES, ObjectInfo, PartInfo
 from .reader import Reader
 from .sparse import SparseTensor
 from .v2reader import PartsObject, V2Reader
+from .v2writer import V2Writer, save_sharded
 from .writer import Writer, save
 
 __all__ = [
     "Reader",
     "V1Reader",
     "V2Reader",
+    "V2Writer",
+    "V2Appender",
+    "append",
+    "content_digest",
+    "save_sharded",
     "ObjectInfo",
     "PartInfo",
     "PartsObject",

@@ -519,3 +519,81 @@ class V2Writer:
 
 
 _ = ml_dtypes  # ml_dtypes registers the float8/float4 NumPy types used above
+
+
+def save_sharded(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    *,
+    shard_bytes: int = 4 << 30,
+    align: int = CANONICAL_ALIGN,
+    digest: str = "sha256",
+    fsync: bool = True,
+) -> list[str]:
+    """Write a multi-file model: data shards ``<stem>-00001.zt``, ... (blobs only) and the root
+    ``path`` (manifest with the shard table: each shard's size and whole-file digest).
+
+    Tensors go in sorted name order into the current shard until it would pass ``shard_bytes``
+    (a tensor is never split). Every file is written atomically, the root last. Returns the
+    paths written, root first.
+    """
+    import hashlib
+
+    if digest not in ("sha256", "xxh3"):
+        raise EncodeError(
+            describe(FMT, "writer", field="digest", expected="sha256 | xxh3", got=digest)
+        )
+    if type(align) is not int or align <= 0 or align % ALIGN:
+        raise EncodeError(
+            describe(FMT, "writer", field="align", expected="a multiple of 4096", got=align)
+        )
+    root_path = os.fspath(path)
+    stem = root_path[:-3] if root_path.endswith(".zt") else root_path
+    names = sorted(tensors, key=str.encode)
+    groups: list[list[str]] = [[]]
+    used = 0
+    for name in names:
+        n = np.asarray(tensors[name]).nbytes if from_input(tensors[name]) is None else 0
+        if groups[-1] and used + n > shard_bytes:
+            groups.append([])
+            used = 0
+        groups[-1].append(name)
+        used += -(-n // align) * align
+    objects: dict[str, Any] = {}
+    shards: dict[str, Any] = {}
+    written = []
+    for i, group in enumerate(groups, 1):
+        label = f"{i:05d}"
+        spath = f"{stem}-{label}.zt"
+        w = V2Writer(spath, canonical=False, align=align, fsync=fsync)
+        for name in group:
+            w.add(name, tensors[name])
+        # turn the writer's output into a data shard: blobs, then an all-zero manifest footer
+        w._closed = True
+        try:
+            w._pad_to_align()
+            w._f.write(footer_bytes(0, 0, 0))
+        except BaseException as exc:
+            w._cm.__exit__(type(exc), exc, exc.__traceback__)
+            raise
+        w._cm.__exit__(None, None, None)
+        for name, obj in w._objects.items():
+            for part in obj["parts"].values():
+                part["shard"] = label
+            objects[name] = obj
+        with open(spath, "rb") as f:
+            data = f.read()
+        hexd = (
+            hashlib.sha256(data).hexdigest()
+            if digest == "sha256"
+            else f"{xxhash.xxh3_64_intdigest(data):016x}"
+        )
+        shards[label] = {"size": len(data), "digest": f"{digest}:{hexd}"}
+        written.append(spath)
+    manifest = _dcbor.encode({"objects": objects, "shards": shards})
+    with atomic_write(root_path, fsync=fsync) as f:
+        f.write(MAGIC)
+        f.write(bytes(ALIGN - len(MAGIC)))
+        f.write(manifest)
+        f.write(footer_bytes(ALIGN, len(manifest), xxhash.xxh3_64_intdigest(manifest)))
+    return [root_path, *written]

@@ -66,6 +66,10 @@ class Writer:
         """``generation=2`` (or ``"v2"``) gives a :class:`~tenfold.ztensor.v2writer.V2Writer`;
         the default ``0`` (or ``"0.1.0"``) this 0.1.0 writer."""
         if generation in (2, "2", "v2"):
+            if options.pop("append", False):
+                from ._append import V2Appender
+
+                return V2Appender(path, **options)
             from .v2writer import V2Writer
 
             return V2Writer(path, **options)
