@@ -29,7 +29,7 @@ from ..core.buffers import byte_view
 from ..errors import EncodeError, describe
 from . import _dcbor
 from ._v2spec import ALIGN, CANONICAL_ALIGN, FOOTER_SIZE
-from .v2reader import V2Reader, load_manifest
+from .v2reader import V2Reader
 from .v2writer import V2Writer, footer_bytes
 
 __all__ = ["V2Appender", "append"]
@@ -87,15 +87,12 @@ class V2Appender(V2Writer):
         self.canonical = False
         self.align = align
         self.fsync = fsync
-        with V2Reader(self.path) as r:  # validates the current generation completely
+        with V2Reader(self.path, verify_checksums=False) as r:  # validates the generation
             if r.data_shard:
                 raise EncodeError(describe(FMT, self.path, detail="cannot append to a data shard"))
-            man, _ = load_manifest(r._mf, r.limits)
             self._old_size = r.size
             self._old_footer = r._mf.bytes(r.size - FOOTER_SIZE, FOOTER_SIZE, "footer")
-            raw = r._mf.bytes(*r.manifest_blob, "manifest")
-        root = _dcbor.decode(raw)
-        assert man is not None
+            root = r._root
         self._old_objects: dict[str, Any] = root["objects"]
         self._attributes = root.get("attributes")
         if attributes is not None:

@@ -393,6 +393,7 @@ class Manifest:
     objects: dict[str, ObjectInfo]
     shards: dict[str, ShardInfo] | None
     attributes: Mapping[str, Any] | None
+    root: Any = None  # the decoded manifest
 
 
 def parse_manifest(
@@ -448,7 +449,7 @@ def parse_manifest(
     _overlaps(out, manifest, shards)
     for info in out.values():
         check_layout(info)
-    return Manifest(out, shards, attributes)
+    return Manifest(out, shards, attributes, root)
 
 
 def _object(

@@ -275,6 +275,7 @@ class V2Reader(Mapping[str, Any]):
             self._mf.close()
             raise
         self.data_shard = man is None
+        self._root = man.root if man else None
         self._infos: dict[str, ObjectInfo] = dict(sorted(man.objects.items())) if man else {}
         self._tail_start = self._mf.size - FOOTER_SIZE
         self.shards: dict[str, ShardInfo] = (man.shards or {}) if man else {}

@@ -32,6 +32,7 @@ import xxhash
 from ..core.atomic import atomic_write
 from ..core.buffers import byte_view
 from ..core.dtypes import BFLOAT16
+from ..core.prealloc import preallocate
 from ..errors import EncodeError, describe
 from . import _dcbor, _seekable
 from ._v2spec import (
@@ -53,6 +54,7 @@ __all__ = ["V2Writer", "storage_of", "footer_bytes"]
 
 FMT = "zt"
 _SLICE = 32 << 20
+_CHUNK = 1 << 20  # bytes written, then hashed while still in cache
 _ZEROS = bytes(1 << 16)
 
 #: NumPy dtype -> (storage dtype, logical type).
@@ -429,9 +431,12 @@ class V2Writer:
             same = True
             for piece in data:
                 mv = byte_view(piece)
-                got = os.pread(fd, mv.nbytes, off + pos)
-                if got != mv:
-                    same = False
+                for i in range(0, mv.nbytes, 4 * _CHUNK):  # bounded reads
+                    want = mv[i : i + 4 * _CHUNK]
+                    if os.pread(fd, want.nbytes, off + pos + i) != want:
+                        same = False
+                        break
+                if not same:
                     break
                 pos += mv.nbytes
             if same:
@@ -442,6 +447,10 @@ class V2Writer:
         self, arr: np.ndarray, dtype: str, ltype: str | None, enc: str | None
     ) -> dict[str, Any]:
         pieces = list(_le_pieces(arr))
+        if enc is None and hasattr(self._f, "truncate"):
+            nbytes = sum(byte_view(p).nbytes for p in pieces)
+            if nbytes:
+                return self._write_raw(pieces, nbytes, dtype, ltype)
         h = xxhash.xxh3_64()
         decoded = 0
         for piece in pieces:
@@ -464,6 +473,8 @@ class V2Writer:
         offset = self._find(key, stored) if enc is None else None
         if offset is None:
             offset = self._pad_to_align() if length else -(-self._pos // self.align) * self.align
+            if length and hasattr(self._f, "fileno"):
+                preallocate(self._f.fileno(), offset, length)
             for piece in stored:
                 self._f.write(byte_view(piece))
             self._pos += length
@@ -475,6 +486,40 @@ class V2Writer:
         if enc is not None:
             part["encoding"] = enc
             part["decoded_length"] = decoded
+        part["digest"] = f"xxh3:{digest:016x}"
+        return part
+
+    def _write_raw(
+        self, pieces: list[np.ndarray], length: int, dtype: str, ltype: str | None
+    ) -> dict[str, Any]:
+        """One pass for a raw part: each slice is hashed right after it is written (still in
+        cache). If an earlier blob turns out to hold the same bytes, the copy is cut off again
+        (the temporary file is ours) and the part points at the earlier blob."""
+        offset = self._pad_to_align()
+        preallocate(self._f.fileno(), offset, length)
+        h = xxhash.xxh3_64()
+        for piece in pieces:
+            mv = byte_view(piece)
+            for i in range(0, mv.nbytes, _CHUNK):
+                chunk = mv[i : i + _CHUNK]
+                self._f.write(chunk)
+                h.update(chunk)
+        self._pos += length
+        digest = h.intdigest()
+        key = (digest, length)
+        earlier = self._find(key, pieces)
+        if earlier is not None:
+            self._f.flush()
+            self._f.seek(offset)
+            self._f.truncate()
+            self._pos = offset
+            offset = earlier
+        else:
+            self._blobs.setdefault(key, []).append((offset, length))
+        part: dict[str, Any] = {"dtype": dtype}
+        if ltype is not None:
+            part["type"] = ltype
+        part["blob"] = [offset, length]
         part["digest"] = f"xxh3:{digest:016x}"
         return part
 
