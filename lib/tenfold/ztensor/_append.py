@@ -92,7 +92,7 @@ class V2Appender(V2Writer):
                 raise EncodeError(describe(FMT, self.path, detail="cannot append to a data shard"))
             self._old_size = r.size
             self._old_footer = r._mf.bytes(r.size - FOOTER_SIZE, FOOTER_SIZE, "footer")
-            root = r._root
+            root: Any = r._root
         self._old_objects: dict[str, Any] = root["objects"]
         self._attributes = root.get("attributes")
         if attributes is not None:

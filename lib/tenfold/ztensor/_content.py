@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from ..core.buffers import byte_view
 from ..errors import UnsupportedError, describe
 from . import _dcbor
 from ._v2spec import COO, CSR, DENSE
@@ -74,7 +75,7 @@ def _part(a: np.ndarray) -> dict[str, Any]:
         a = _pack_f4(a)
     h = xxhash.xxh3_64()
     for piece in _le_pieces(np.asarray(a)):
-        h.update(piece)
+        h.update(byte_view(piece))
     d: dict[str, Any] = {"dtype": dtype}
     if ltype is not None:
         d["type"] = ltype

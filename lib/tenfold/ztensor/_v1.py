@@ -282,7 +282,8 @@ def _object(name: str, obj: object, start: int, limits: Limits) -> ObjectInfo:
                     expected=reg.dtype,
                     got=dtype,
                 )
-        offset, length = c.get("offset"), c.get("length")
+        offset: Any = c.get("offset")
+        length: Any = c.get("length")
         if not _u64(offset) or not _u64(length):
             raise _err(
                 FormatError,
@@ -329,7 +330,7 @@ def _object(name: str, obj: object, start: int, limits: Limits) -> ObjectInfo:
                 expected="raw | zstd",
                 got=repr(encoding)[:40],
             )
-        decoded = None
+        decoded: Any = None
         if encoding == "zstd":
             decoded = c.get("uncompressed_length")
             if decoded is None and fmt == "dense" and role == "data":
@@ -351,7 +352,7 @@ def _object(name: str, obj: object, start: int, limits: Limits) -> ObjectInfo:
                     expected=f"<= {limits.max_decoded_bytes}",
                     got=decoded,
                 )
-        digest = c.get("digest")
+        digest: Any = c.get("digest")
         if digest is not None:
             algo, hexd = _checksum.parse(digest, w, offset)
             digest = f"{algo}:{hexd}"

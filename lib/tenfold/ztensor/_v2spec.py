@@ -435,7 +435,7 @@ def parse_manifest(
             w = f"shard {name!r}"
             if not isinstance(entry, dict):
                 raise reject("schema", w, detail="entry is not a map")
-            size = entry.get("size")
+            size: Any = entry.get("size")
             if not _u64(size):
                 raise reject(
                     "schema", w, field="size", detail="missing or not a u64", got=repr(size)[:40]

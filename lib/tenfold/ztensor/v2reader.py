@@ -622,9 +622,9 @@ def _check_csr(
             step_ok = idx[1:] > idx[:-1]
             starts = np.zeros(nnz, dtype=bool)
             starts[ptr[:-1][ptr[:-1] < nnz].astype(np.intp)] = True
-            bad = ~step_ok & ~starts[1:]
-            if np.any(bad):
-                i = int(np.argmax(bad)) + 1
+            bad_step = ~step_ok & ~starts[1:]
+            if np.any(bad_step):
+                i = int(np.argmax(bad_step)) + 1
                 raise reject(
                     "layout-data",
                     what,

@@ -463,7 +463,7 @@ class V2Writer:
                 np.frombuffer(_seekable.encode(b"".join(byte_view(p) for p in pieces)), np.uint8)
             ]
             length = stored[0].size
-            key = (xxhash.xxh3_64_intdigest(stored[0]), length)
+            key = (xxhash.xxh3_64_intdigest(byte_view(stored[0])), length)
         else:
             stored = pieces
             length = decoded
