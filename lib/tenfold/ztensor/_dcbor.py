@@ -105,6 +105,18 @@ def _head(data: bytes, pos: int) -> tuple[int, int, int, int]:
 
 
 def _item(data: bytes, pos: int, depth: int) -> tuple[Any, int]:
+    # Fast paths for the two commonest items of a manifest: short text and small integers.
+    if pos < len(data):
+        ib = data[pos]
+        if 0x60 <= ib < 0x78:
+            end = pos + 1 + ib - 0x60
+            if end <= len(data):
+                try:
+                    return data[pos + 1 : end].decode("utf-8"), end
+                except UnicodeDecodeError:
+                    raise CborReject(_SYNTAX, pos, "text string is not valid UTF-8") from None
+        elif ib < 0x18:
+            return ib, pos + 1
     major, info, arg, p = _head(data, pos)
     if major == 0:
         return arg, p
