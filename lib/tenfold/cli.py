@@ -291,6 +291,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
         threads=args.threads,
         metadata=not args.no_metadata,
         progress=False if args.quiet else None,
+        zt_generation=args.zt_generation,
     )
     if not args.quiet:
         size = os.path.getsize(args.dst)
@@ -403,6 +404,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="drop file metadata (and FOLD non-tensor chunks) instead of refusing",
     )
     p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary line")
+    p.add_argument(
+        "--zt-generation",
+        choices=["0.1.0", "2", "v2"],
+        help="zTensor generation of a .zt destination (default 0.1.0)",
+    )
     p.set_defaults(func=cmd_convert, inputs=("src",), suffixed=("dst",))
 
     p = sub.add_parser("demo", help="write, inspect and verify a sample of every format")

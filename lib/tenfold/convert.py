@@ -470,10 +470,23 @@ def convert(
     metadata: bool = True,
     fsync: bool = True,
     progress: bool | None = False,
+    zt_generation: Any = None,
 ) -> int:
     """Copy every tensor (and the metadata) of ``src`` into a new file ``dst``; return how
-    many tensors. See the module docstring for the rules."""
+    many tensors. See the module docstring for the rules.
+
+    ``zt_generation`` chooses the zTensor generation of a ``.zt`` destination: ``0``/``"0.1.0"``
+    (the default) or ``2``/``"v2"`` (canonical v2, written by :func:`tenfold.ztensor.save`).
+    """
     fmt = _target(dst)
+    if zt_generation not in (None, 0, "0", "0.1.0"):
+        if fmt != "ztensor":
+            raise UnsupportedError(f"tenfold: {os.fspath(dst)}: --zt-generation needs a .zt file")
+        from . import ztensor
+
+        tensors = read_any(src)
+        ztensor.save(dst, tensors, generation=zt_generation)
+        return len(tensors)
     if compress not in (None, "zstd"):
         raise EncodeError(f"convert: compress must be None or 'zstd', got {compress!r}")
     if checksum not in (None, "crc32c", "sha256"):

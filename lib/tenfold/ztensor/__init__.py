@@ -1,4 +1,8 @@
-"""zTensor 0.1.0 (``.zt``): 64-byte-aligned tensor blobs with a CBOR index at the end.
+"""zTensor (``.zt``), every generation: 0.1.0 (``ZTEN0001``, read and written; the default of
+:func:`save`), v1.x (``ZTEN1000``, read) and v2 (``89 5A 54 32 ...``, read).
+
+:func:`open`, :func:`load`, :func:`inspect` and :func:`verify` choose the reader by the magic
+bytes; :func:`detect` names the generation.
 
 >>> import numpy as np, tempfile, os, tenfold.ztensor as zt
 >>> path = os.path.join(tempfile.mkdtemp(), "a.zt")
@@ -15,14 +19,33 @@ from typing import Any
 
 import numpy as np
 
+from . import verify as _verify_module  # noqa: F401  (loaded before the function shadows it)
+from ._append import V2Appender, append
+from ._content import content_digest
+from ._generations import _generation_or_010, generation, inspect_rows, open_any, verify_any
 from ._index import TensorInfo
+from ._v1 import V1Reader
+from ._v2spec import REFERENCE_RULES, ObjectInfo, PartInfo
 from .reader import Reader
 from .sparse import SparseTensor
-from .verify import verify
+from .v2reader import PartsObject, V2Reader
+from .v2writer import V2Writer, save_sharded
 from .writer import Writer, save
 
 __all__ = [
     "Reader",
+    "V1Reader",
+    "V2Reader",
+    "V2Writer",
+    "V2Appender",
+    "append",
+    "content_digest",
+    "save_sharded",
+    "ObjectInfo",
+    "PartInfo",
+    "PartsObject",
+    "REFERENCE_RULES",
+    "detect",
     "Writer",
     "TensorInfo",
     "SparseTensor",
@@ -35,19 +58,34 @@ __all__ = [
 ]
 
 
-def open(source: Any, **options: Any) -> Reader:  # noqa: A001
-    """Open a zTensor file (see :class:`Reader` for the options)."""
-    return Reader(source, **options)
+def open(source: Any, **options: Any) -> Any:  # noqa: A001
+    """Open a zTensor file of any generation: a :class:`Reader` (0.1.0), :class:`V1Reader` or
+    :class:`V2Reader`, chosen by the magic bytes (see those classes for the options)."""
+    return open_any(source, **options)
+
+
+def detect(source: Any) -> str:
+    """The generation of a zTensor file: ``"0.1.0"``, ``"v1"`` or ``"v2"`` (by magic)."""
+    return generation(source)
+
+
+def verify(source: Any, **options: Any) -> Any:
+    """Check everything a reader relies on, for any generation; never raises on damage."""
+    return verify_any(source, **options)
 
 
 def load(source: Any, copy: bool = False, **options: Any) -> dict[str, Any]:
     """Every tensor of ``source`` as a dict (views of the file unless ``copy=True``)."""
-    with Reader(source, copy=copy, **options) as r:
+    with open_any(source, copy=copy, **options) as r:
         return r.read_all()
 
 
 def inspect(source: Any) -> list[dict[str, Any]]:
-    """One row per tensor: name, dtype, shape, bytes (stored), encoding, layout, checksum."""
+    """One row per tensor: name, dtype, shape, bytes (stored), encoding, layout, checksum
+    (v1/v2 rows add generation, parts and shards)."""
+    if _generation_or_010(source) != "0.1.0":
+        with open_any(source) as r2:
+            return inspect_rows(r2)
     with Reader(source) as r:
         rows = []
         for i in r.infos():

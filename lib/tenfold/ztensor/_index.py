@@ -143,7 +143,8 @@ def parse_file_layout(head: bytes, size: int, footer: int | None) -> tuple[int, 
                     "file",
                     offset=0,
                     field="magic",
-                    detail=f"zTensor {version} file; tenfold reads zTensor 0.1.0",
+                    detail=f"zTensor {version} file; this is the 0.1.0 reader, "
+                    "tenfold.ztensor.open reads every generation",
                     expected=MAGIC,
                     got=head,
                 )

@@ -62,7 +62,24 @@ class Writer:
     True
     """
 
-    def __init__(self, path: str | os.PathLike[str], *, fsync: bool = True) -> None:
+    def __new__(cls, path: str | os.PathLike[str], *, generation: int | str = 0, **options: Any):
+        """``generation=2`` (or ``"v2"``) gives a :class:`~tenfold.ztensor.v2writer.V2Writer`;
+        the default ``0`` (or ``"0.1.0"``) this 0.1.0 writer."""
+        if generation in (2, "2", "v2"):
+            if options.pop("append", False):
+                from ._append import V2Appender
+
+                return V2Appender(path, **options)
+            from .v2writer import V2Writer
+
+            return V2Writer(path, **options)
+        if generation not in (0, "0", "0.1.0"):
+            raise ValueError(f"zt: generation must be 0 (0.1.0) or 2 (v2), not {generation!r}")
+        return super().__new__(cls)
+
+    def __init__(
+        self, path: str | os.PathLike[str], *, fsync: bool = True, generation: int | str = 0
+    ) -> None:
         self.path = os.fspath(path)
         self._cm = atomic_write(self.path, fsync=fsync)
         self._f = self._cm.__enter__()
@@ -541,8 +558,15 @@ def save(
     level: int = 3,
     checksum: str | None = None,
     fsync: bool = True,
+    generation: int | str = 0,
+    **v2_options: Any,
 ) -> None:
-    """Write ``tensors`` (name -> array) to ``path`` atomically, in mapping order."""
+    """Write ``tensors`` (name -> array) to ``path`` atomically, in mapping order.
+
+    ``generation=2`` writes zTensor v2 instead (names sorted, canonical form unless
+    ``canonical=False``; ``encoding="zstd"`` means ``zt.zstd-seekable/1``; ``checksum`` does
+    not apply, every v2 part has an xxh3 digest).
+    """
     if not isinstance(tensors, Mapping):
         raise EncodeError(
             describe(
@@ -553,6 +577,15 @@ def save(
                 got=type(tensors).__name__,
             )
         )
+    if generation in (2, "2", "v2"):
+        from .v2writer import V2Writer
+
+        if encoding != "raw":
+            v2_options.setdefault("canonical", False)
+        with V2Writer(path, fsync=fsync, **v2_options) as w2:
+            for name in sorted(tensors, key=lambda n: n.encode()):
+                w2.add(name, tensors[name], encoding=None if encoding == "raw" else encoding)
+        return
     with Writer(path, fsync=fsync) as w:
         for name, value in tensors.items():
             w.add(name, value, encoding=encoding, level=level, checksum=checksum)

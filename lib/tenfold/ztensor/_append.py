@@ -1,0 +1,215 @@
+"""Append to a zTensor v2 file in place (spec §2.5 generations), crash-safe.
+
+New parts go after the current end of file (at the next multiple of ``align``), then a new
+manifest (old objects + new ones) and a new footer; no existing byte is rewritten. The order of
+the writes keeps the file valid at every instant, so a process killed at any point leaves a
+file that opens to either the old or the new manifest:
+
+1. the *old* footer is written at the position the new footer will have (``N - 40``): the file
+   grows to its final size, and its last 40 bytes still point at the old manifest, which is
+   untouched; the bytes in between are a hole (zeros), i.e. padding;
+2. the new blobs and the new manifest are written into that hole, and synced: the file still
+   opens to the old manifest (the new bytes are unreferenced blobs, which the spec allows);
+3. the new footer overwrites the copy of the old one (one 40-byte write), and is synced.
+
+Parts are placed exactly as ztensor 2.1.2's ``Writer(path, append=True, canonical=False)`` places
+them, so for the same input the result is the same bytes.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from ..core.buffers import byte_view
+from ..errors import EncodeError, describe
+from . import _dcbor
+from ._v2spec import ALIGN, CANONICAL_ALIGN, FOOTER_SIZE
+from .v2reader import V2Reader
+from .v2writer import V2Writer, footer_bytes
+
+__all__ = ["V2Appender", "append"]
+
+FMT = "zt"
+
+
+class _Pending:
+    """Collects the new bytes (references to the caller's arrays) at their file offsets."""
+
+    def __init__(self, start: int) -> None:
+        self.pos = start
+        self.chunks: list[tuple[int, memoryview]] = []
+
+    def write(self, data: Any) -> int:
+        mv = byte_view(data)
+        if mv.nbytes:
+            self.chunks.append((self.pos, mv))
+        self.pos += mv.nbytes
+        return mv.nbytes
+
+    def flush(self) -> None:
+        pass
+
+
+class V2Appender(V2Writer):
+    """Add objects to an existing v2 file (``zt.Writer(path, generation=2, append=True)``).
+
+    Same ``add``/``add_object``/``set_attributes`` as :class:`V2Writer` (never canonical: names
+    in any order, encodings allowed); nothing reaches the file before :meth:`close`. A name
+    already in the file is refused.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        align: int | None = None,
+        attributes: Mapping[str, Any] | None = None,
+        fsync: bool = True,
+        canonical: bool = False,
+    ) -> None:
+        if canonical:
+            raise EncodeError(
+                describe(
+                    FMT, "writer", field="canonical", detail="an appended file is not canonical"
+                )
+            )
+        align = CANONICAL_ALIGN if align is None else align
+        if type(align) is not int or align <= 0 or align % ALIGN:
+            raise EncodeError(
+                describe(FMT, "writer", field="align", expected="a multiple of 4096", got=align)
+            )
+        self.path = os.fspath(path)
+        self.canonical = False
+        self.align = align
+        self.fsync = fsync
+        with V2Reader(self.path, verify_checksums=False) as r:  # validates the generation
+            if r.data_shard:
+                raise EncodeError(describe(FMT, self.path, detail="cannot append to a data shard"))
+            self._old_size = r.size
+            self._old_footer = r._mf.bytes(r.size - FOOTER_SIZE, FOOTER_SIZE, "footer")
+            root: Any = r._root
+        self._old_objects: dict[str, Any] = root["objects"]
+        self._attributes = root.get("attributes")
+        if attributes is not None:
+            self.set_attributes(attributes)
+        self._f = _Pending(self._old_size)  # type: ignore[assignment]
+        self._pos = self._old_size
+        self._objects = {}
+        self._last = None
+        self._blobs = {}
+        self._blob_bytes: dict[int, list[memoryview]] = {}
+        self._closed = False
+        self._failed = None
+
+    def _pad_to_align(self) -> int:
+        # The gap is a hole of the grown file (zeros): nothing to write.
+        target = -(-self._pos // self.align) * self.align
+        self._pos = self._f.pos = target  # type: ignore[attr-defined]
+        return target
+
+    def _check_name(self, name: object) -> None:
+        super()._check_name(name)
+        if name in self._old_objects:
+            raise EncodeError(
+                describe(FMT, f"object {name!r}", field="name", detail="already in the file")
+            )
+
+    def _find(self, key: tuple[int, int], data: list[np.ndarray]) -> int | None:
+        for off, length in self._blobs.get(key, ()):
+            if length == 0:
+                return off
+            old = b"".join(bytes(m) for m in self._blob_bytes.get(off, ()))
+            if old == b"".join(bytes(byte_view(p)) for p in data):
+                return off
+        return None
+
+    def _write_part(self, arr, dtype, ltype, enc):  # type: ignore[no-untyped-def]
+        before = len(self._f.chunks)  # type: ignore[attr-defined]
+        part = super()._write_part(arr, dtype, ltype, enc)
+        off = part["blob"][0]
+        new = self._f.chunks[before:]  # type: ignore[attr-defined]
+        if new and off not in self._blob_bytes:
+            self._blob_bytes[off] = [m for _, m in new]
+        return part
+
+    def close(self) -> None:
+        """Write the new generation (see the module doc for the crash-safe order)."""
+        if self._closed:
+            return
+        if self._failed is not None:
+            self.abort()
+            raise ValueError(f"zt: appender failed earlier ({self._failed}); file unchanged")
+        self._closed = True
+        if not self._objects and self._attributes is None:
+            return
+        objects = dict(self._old_objects)
+        objects.update(self._objects)
+        root: dict[str, Any] = {"objects": objects}
+        if self._attributes is not None:
+            root["attributes"] = self._attributes
+        manifest = _dcbor.encode(root)
+        moff = -(-self._pos // self.align) * self.align
+        end = moff + len(manifest) + FOOTER_SIZE
+        new_footer = footer_bytes(moff, len(manifest), xxhash.xxh3_64_intdigest(manifest))
+        fd = os.open(self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+        try:
+            if os.fstat(fd).st_size != self._old_size:
+                raise EncodeError(
+                    describe(
+                        FMT,
+                        self.path,
+                        detail="file changed since it was opened for appending",
+                        expected=self._old_size,
+                        got=os.fstat(fd).st_size,
+                    )
+                )
+            _hook("start")
+            os.pwrite(fd, self._old_footer, end - FOOTER_SIZE)  # 1: grow, old footer at EOF
+            _hook("grown")
+            for off, mv in self._f.chunks:  # type: ignore[attr-defined]
+                _pwrite_all(fd, mv, off)
+                _hook("blob")
+            _pwrite_all(fd, memoryview(manifest), moff)
+            if self.fsync:
+                os.fsync(fd)
+            _hook("written")
+            os.pwrite(fd, new_footer, end - FOOTER_SIZE)  # 3: switch generations
+            if self.fsync:
+                os.fsync(fd)
+            _hook("done")
+        finally:
+            os.close(fd)
+
+    def abort(self) -> None:
+        self._closed = True
+
+
+def _pwrite_all(fd: int, mv: memoryview, off: int) -> None:
+    done = 0
+    while done < mv.nbytes:
+        done += os.pwrite(fd, mv[done : done + (1 << 30)], off + done)
+
+
+def _hook(step: str) -> None:
+    """Test hook: ``TENFOLD_ZT_APPEND_CRASH=<step>`` ends the process abruptly at that step."""
+    if os.environ.get("TENFOLD_ZT_APPEND_CRASH") == step:
+        os._exit(9)
+
+
+def append(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    *,
+    encoding: str | None = None,
+    align: int | None = None,
+    fsync: bool = True,
+) -> None:
+    """Add ``tensors`` (name -> array) to the v2 file ``path`` without rewriting it."""
+    with V2Appender(path, align=align, fsync=fsync) as w:
+        for name, value in tensors.items():
+            w.add(name, value, encoding=encoding)

@@ -1,0 +1,148 @@
+"""One entry point for every zTensor generation, chosen by the magic bytes.
+
+=========  ==========================  =========================================
+generation magic                       reader
+=========  ==========================  =========================================
+``0.1.0``  ``ZTEN0001``                :class:`tenfold.ztensor.Reader`
+``v1``     ``ZTEN1000``                :class:`tenfold.ztensor.V1Reader` (1.0 and 1.1/1.2 layouts)
+``v2``     ``89 5A 54 32 0D 0A 1A 0A`` :class:`tenfold.ztensor.V2Reader`
+=========  ==========================  =========================================
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from ..core.buffers import byte_view
+from ..core.report import ERROR, Report
+from ..errors import FormatError, TenfoldError, TruncatedError, describe
+from ._spec import MAGIC, MAGIC_V1, MAGIC_V2
+
+__all__ = ["generation", "open_any", "verify_any", "inspect_rows", "GENERATIONS"]
+
+GENERATIONS = {MAGIC: "0.1.0", MAGIC_V1: "v1", MAGIC_V2: "v2"}
+
+
+def _head(source: Any) -> bytes:
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            return f.read(8)
+    return bytes(byte_view(source)[:8])
+
+
+def generation(source: Any) -> str:
+    """``"0.1.0"``, ``"v1"`` or ``"v2"`` from the first 8 bytes of ``source`` (path or buffer).
+
+    Raises :class:`FormatError` (or :class:`TruncatedError` for a file shorter than a magic)
+    when the file is not zTensor.
+    """
+    head = _head(source)
+    gen = GENERATIONS.get(head)
+    if gen is not None:
+        return gen
+    if len(head) < 8 and any(m.startswith(head) for m in GENERATIONS):
+        raise TruncatedError(
+            describe(
+                "zt",
+                "file",
+                offset=0,
+                detail="shorter than the magic",
+                expected=">= 8 bytes",
+                got=len(head),
+            )
+        )
+    raise FormatError(
+        describe(
+            "zt",
+            "file",
+            offset=0,
+            field="magic",
+            expected="ZTEN0001 | ZTEN1000 | 895a54320d0a1a0a",
+            got=head,
+        )
+    )
+
+
+def _tail(source: Any) -> bytes:
+    if isinstance(source, (str, os.PathLike)):
+        with open(source, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            if f.tell() < 16:
+                return b""
+            f.seek(-8, os.SEEK_END)
+            return f.read(8)
+    mv = byte_view(source)
+    return bytes(mv[-8:]) if mv.nbytes >= 16 else b""
+
+
+def _generation_or_010(source: Any) -> str:
+    """The generation by the head magic, else by the tail magic (v2 and v1.1+ repeat it, so a
+    damaged head still gets the right reader's message), else 0.1.0's reader."""
+    try:
+        return generation(source)
+    except TenfoldError:
+        return {MAGIC_V2: "v2", MAGIC_V1: "v1"}.get(_tail(source), "0.1.0")
+
+
+def open_any(source: Any, **options: Any) -> Any:
+    """The reader of ``source``'s generation (options as for that reader).
+
+    A file with no zTensor magic goes to the 0.1.0 reader, whose errors say what is wrong.
+    """
+    gen = _generation_or_010(source)
+    if gen == "0.1.0":
+        from .reader import Reader
+
+        options.pop("shards", None)
+        options.pop("verify_shards", None)
+        return Reader(source, **options)
+    if gen == "v1":
+        from ._v1 import V1Reader
+
+        return V1Reader(source, **options)
+    from .v2reader import V2Reader
+
+    return V2Reader(source, **options)
+
+
+def verify_any(source: Any, **options: Any) -> Report:
+    """Full verification of any generation; never raises on a damaged file."""
+    gen = _generation_or_010(source)
+    if gen == "0.1.0":
+        from .verify import verify as _verify010
+
+        return _verify010(source, **options)
+    path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"
+    try:
+        reader = open_any(source, verify_checksums=True, sparse="raw", **options)
+    except TenfoldError as exc:
+        report = Report("zt", path)
+        report.summary["generation"] = gen
+        report.add("file", ERROR, str(exc))
+        return report
+    with reader:
+        return reader.verify()
+
+
+def inspect_rows(reader: Any) -> list[dict[str, Any]]:
+    """One row per object of a v1/v2 reader (the columns of the 0.1.0 ``inspect``)."""
+    rows = []
+    for i in reader.infos():
+        parts = i.parts
+        rows.append(
+            {
+                "name": i.name,
+                "dtype": i.dtype,
+                "shape": "x".join(map(str, i.shape)) or "()",
+                "bytes": i.size,
+                "encoding": i.encoding,
+                "layout": i.layout,
+                "checksum": i.checksum or "-",
+                "offset": i.offset,
+                "generation": i.generation,
+                "parts": ",".join(parts) if len(parts) > 1 else "",
+                "shards": ",".join(sorted({p.shard for p in parts.values() if p.shard})),
+            }
+        )
+    return rows

@@ -1,0 +1,133 @@
+"""The ``zt.zstd-seekable/1`` encoding: independent zstd frames plus a seek table.
+
+Encoded bytes: frame 1, ..., frame n (each with a content checksum, decoded size <= 16 MiB,
+every frame but the last of the same decoded size), then a zstd skippable frame (magic
+``0x184D2A5E``) holding one entry per frame (compressed u32, decoded u32) and a 9-byte footer
+(frame count u32, descriptor u8, magic ``0x8F92EAB1``).
+
+Decoding checks the whole table against the blob length and ``decoded_length`` before writing
+a byte, then decodes each frame into its slice of the output with an exact size bound.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import zstandard
+
+from ..core.buffers import byte_view
+from ..core.compression import ZSTD_MAGIC, zstd_decompress_into
+from ._v2spec import reject
+
+__all__ = ["decode_into", "encode", "FRAME_SIZE"]
+
+SKIPPABLE_MAGIC = 0x184D2A5E
+SEEK_MAGIC = 0x8F92EAB1
+MAX_FRAME = 16 << 20
+#: Decoded bytes per frame tenfold writes.
+FRAME_SIZE = 1 << 20
+
+
+def _table(src: memoryview, decoded: int, what: str, offset: int) -> list[tuple[int, int]]:
+    n = src.nbytes
+    if n < 17:
+        raise reject(
+            "encoding-data", what, offset=offset, detail="zstd-seekable: no seek table", got=n
+        )
+    foot = bytes(src[n - 9 :])
+    count = int.from_bytes(foot[:4], "little")
+    desc = foot[4]
+    magic = int.from_bytes(foot[5:], "little")
+    if magic != SEEK_MAGIC or desc & 0x7C:
+        raise reject(
+            "encoding-data",
+            what,
+            offset=offset + n - 9,
+            detail="zstd-seekable: bad seek table footer",
+            got=foot.hex(),
+        )
+    esz = 12 if desc & 0x80 else 8
+    body = count * esz + 9
+    if body + 8 > n:
+        raise reject(
+            "encoding-data",
+            what,
+            offset=offset,
+            detail="zstd-seekable: seek table larger than the blob",
+            got=count,
+        )
+    start = n - body - 8
+    head = bytes(src[start : start + 8])
+    if (
+        int.from_bytes(head[:4], "little") != SKIPPABLE_MAGIC
+        or int.from_bytes(head[4:], "little") != body
+    ):
+        raise reject(
+            "encoding-data",
+            what,
+            offset=offset + start,
+            detail="zstd-seekable: bad skippable frame header",
+            got=head.hex(),
+        )
+    entries = np.frombuffer(src, dtype="<u4", count=count * esz // 4, offset=start + 8)
+    entries = entries.reshape(count, esz // 4)[:, :2].astype(np.int64)
+    csum = int(entries[:, 0].sum()) if count else 0
+    dsum = int(entries[:, 1].sum()) if count else 0
+    if csum != start or dsum != decoded:
+        raise reject(
+            "encoding-data",
+            what,
+            offset=offset,
+            detail="zstd-seekable: seek table does not add up",
+            expected=(start, decoded),
+            got=(csum, dsum),
+        )
+    sizes = entries[:, 1]
+    if count and (int(sizes.max()) > MAX_FRAME or (count > 1 and np.any(sizes[:-1] != sizes[0]))):
+        raise reject(
+            "encoding-data",
+            what,
+            offset=offset,
+            detail="zstd-seekable: frames must be <= 16 MiB, equal but the last",
+        )
+    return [(int(c), int(d)) for c, d in entries]
+
+
+def decode_into(src: object, out: np.ndarray, *, what: str, offset: int) -> None:
+    """Decode the seekable stream ``src`` into ``out`` (filled exactly)."""
+    mv = byte_view(src)
+    dst = out.reshape(-1).view(np.uint8)
+    frames = _table(mv, dst.nbytes, what, offset)
+    cpos = dpos = 0
+    for csize, dsize in frames:
+        frame = mv[cpos : cpos + csize]
+        if csize < 5 or bytes(frame[:4]) != ZSTD_MAGIC or not frame[4] & 0x04:
+            raise reject(
+                "encoding-data",
+                what,
+                offset=offset + cpos,
+                detail="zstd-seekable: frame without a content checksum",
+            )
+        zstd_decompress_into(
+            frame, dst[dpos : dpos + dsize], fmt="zt", what=what, offset=offset + cpos
+        )
+        cpos += csize
+        dpos += dsize
+
+
+def encode(data: object, level: int = 3, frame_size: int = FRAME_SIZE) -> bytes:
+    """Encode ``data`` as frames of ``frame_size`` decoded bytes plus the seek table."""
+    mv = byte_view(data)
+    n = mv.nbytes
+    cctx = zstandard.ZstdCompressor(level=level, write_content_size=False, write_checksum=True)
+    pieces: list[bytes] = []
+    entries = bytearray()
+    for pos in range(0, n, frame_size):
+        chunk = mv[pos : pos + frame_size]
+        co = cctx.compressobj()
+        frame = co.compress(chunk) + co.flush()
+        pieces.append(frame)
+        entries += len(frame).to_bytes(4, "little") + chunk.nbytes.to_bytes(4, "little")
+    count = len(pieces)
+    body = bytes(entries) + count.to_bytes(4, "little") + b"\x00" + SEEK_MAGIC.to_bytes(4, "little")
+    pieces.append(SKIPPABLE_MAGIC.to_bytes(4, "little") + len(body).to_bytes(4, "little") + body)
+    return b"".join(pieces)

@@ -1,0 +1,744 @@
+"""zTensor v2 reader: a read-only ``Mapping[str, object]`` over a memory map.
+
+Opening checks the footer, the manifest's XXH3-64, its deterministic CBOR and every rule of the
+spec's validation summary (names, shapes, blob alignment and bounds, identical-or-disjoint
+blobs per file, layout metadata); it reads no tensor bytes. Dense raw parts of a byte-exact
+type are returned as read-only views of the map (``bool`` after its bytes are checked to be 0
+or 1); ``zt.zstd-seekable/1`` parts, packed ``f4_e2m1`` and sharded parts are decoded into
+owned arrays. A part with a digest is checked the first time it is read
+(``verify_checksums=False`` skips that).
+
+What reading an object gives depends on its layout: ``dense`` -> ``np.ndarray``;
+``zt.sparse_csr/1`` / ``zt.sparse_coo/1`` -> SciPy array or :class:`SparseTensor` (see
+``sparse``); any other layout (``zt.mx/1``, ``zt.quant_group/1``, unknown ones) ->
+:class:`PartsObject`, the parts as arrays of their storage dtype plus shape, layout and
+attributes. An unknown logical type or encoding is refused when decoded (``UnsupportedError``);
+:meth:`V2Reader.stored` always gives the stored bytes.
+
+Shards (multi-file models): a part with ``shard: "name"`` is read from the file that name
+resolves to: ``shards[name]`` when the ``shards`` option maps it, else the sibling
+``<stem>-<name>.zt`` of the manifest file. Names are checked against the spec's character set
+at open, before any file is opened; a shard file is opened on first use and must have a v2
+footer and exactly the size the table gives (its whole-file digest is checked by
+:meth:`verify` or with ``verify_shards=True``).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import numpy as np
+import xxhash
+
+from ..core.alloc import empty
+from ..core.bounds import DEFAULT_LIMITS, Limits
+from ..core.buffers import byte_view
+from ..core.checksums import sha256_hex
+from ..core.mapped import MappedFile
+from ..core.report import ERROR, OK, WARNING, Report
+from ..errors import LimitError, TenfoldError
+from . import _dcbor, _seekable
+from ._v2spec import (
+    ALIGN,
+    COO,
+    CSR,
+    DENSE,
+    DIGESTS,
+    FOOTER_SIZE,
+    LOGICAL,
+    MAGIC,
+    MAX_MANIFEST,
+    MIN_FILE,
+    VERSION,
+    ZSTD_SEEKABLE,
+    Manifest,
+    ObjectInfo,
+    PartInfo,
+    ShardInfo,
+    check_shard_name,
+    check_type_data,
+    parse_manifest,
+    reject,
+)
+from .sparse import SparseTensor, to_result
+
+__all__ = ["V2Reader", "PartsObject", "read_footer", "xxh3_hex", "digest_hex"]
+
+FMT = "zt"
+
+
+def xxh3_hex(data: object) -> str:
+    """XXH3-64 of ``data`` as 16 lowercase hex digits."""
+    return f"{xxhash.xxh3_64_intdigest(byte_view(data)):016x}"
+
+
+def digest_hex(algo: str, data: object) -> str:
+    if algo == "xxh3":
+        return xxh3_hex(data)
+    if algo == "sha256":
+        return sha256_hex(data)
+    raise reject("unsupported", "digest", detail="unknown digest algorithm", got=algo)
+
+
+class PartsObject(Mapping[str, np.ndarray]):
+    """An object of a layout read structurally: part name -> array, plus its metadata."""
+
+    def __init__(self, info: ObjectInfo, parts: dict[str, np.ndarray]) -> None:
+        self.info = info
+        self.name = info.name
+        self.shape = info.shape
+        self.layout = info.layout
+        self.attributes = dict(info.attributes or {})
+        self._parts = parts
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self._parts[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._parts)
+
+    def __len__(self) -> int:
+        return len(self._parts)
+
+    def __repr__(self) -> str:
+        return f"<PartsObject {self.name!r} {self.layout} {list(self.shape)} parts={list(self)}>"
+
+
+def read_footer(mf: MappedFile) -> tuple[int, int, int, int]:
+    """Check size, magic and version; return ``(manifest_offset, length, hash, version)``."""
+    size = mf.size
+    if size < MIN_FILE:
+        raise reject(
+            "file-too-small",
+            "file",
+            offset=0,
+            detail="shorter than magic + footer",
+            expected=f">= {MIN_FILE} bytes",
+            got=size,
+        )
+    head = mf.bytes(0, 8, "magic")
+    if head != MAGIC:
+        raise reject(
+            "header-magic", "file", offset=0, field="magic", expected=MAGIC.hex(), got=head.hex()
+        )
+    foot = mf.bytes(size - FOOTER_SIZE, FOOTER_SIZE, "footer")
+    if foot[32:] != MAGIC:
+        raise reject(
+            "footer-magic",
+            "footer",
+            offset=size - 8,
+            field="magic",
+            expected=MAGIC.hex(),
+            got=foot[32:].hex(),
+        )
+    version = int.from_bytes(foot[24:28], "little")
+    if version != VERSION:
+        raise reject(
+            "footer-version",
+            "footer",
+            offset=size - 16,
+            field="version",
+            detail="unsupported",
+            expected=VERSION,
+            got=version,
+        )
+    return (
+        int.from_bytes(foot[0:8], "little"),
+        int.from_bytes(foot[8:16], "little"),
+        int.from_bytes(foot[16:24], "little"),
+        version,
+    )
+
+
+def load_manifest(mf: MappedFile, limits: Limits) -> tuple[Manifest | None, tuple[int, int]]:
+    """Footer + manifest checks; ``(None, (0, 0))`` for a data shard."""
+    size = mf.size
+    moff, mlen, mhash, _ = read_footer(mf)
+    if mlen == 0:
+        if moff == 0 and mhash == 0:
+            return None, (0, 0)
+        raise reject(
+            "manifest-bounds",
+            "footer",
+            offset=size - FOOTER_SIZE,
+            detail="manifest_length is 0 but offset/hash are not (data shard footer "
+            "must be all zero)",
+            got=(moff, mhash),
+        )
+    if mlen > MAX_MANIFEST or mlen > limits.max_index_bytes:
+        raise reject(
+            "manifest-too-large",
+            "manifest",
+            offset=moff,
+            field="manifest_length",
+            detail="above limit",
+            expected=f"<= {min(MAX_MANIFEST, limits.max_index_bytes)}",
+            got=mlen,
+        )
+    if moff % ALIGN or moff < ALIGN:
+        raise reject(
+            "blob-alignment",
+            "manifest",
+            offset=moff,
+            field="manifest_offset",
+            detail="not a multiple of 4096 at or after 4096",
+            got=moff,
+        )
+    if moff + mlen > size - FOOTER_SIZE:
+        raise reject(
+            "manifest-bounds",
+            "manifest",
+            offset=moff,
+            field="manifest blob",
+            detail="runs into the footer or past the end of the file",
+            expected=f"end <= {size - FOOTER_SIZE}",
+            got=moff + mlen,
+        )
+    raw = mf.bytes(moff, mlen, "manifest")
+    got = xxhash.xxh3_64_intdigest(raw)
+    if got != mhash:
+        raise reject(
+            "manifest-hash",
+            "manifest",
+            offset=moff,
+            field="XXH3-64",
+            expected=f"{mhash:016x}",
+            got=f"{got:016x}",
+        )
+    try:
+        root = _dcbor.decode(raw)
+    except _dcbor.CborReject as exc:
+        raise reject(exc.rule, "manifest", offset=moff + exc.offset, detail=exc.detail) from None
+    man = parse_manifest(
+        root, file_size=size, manifest=(moff, mlen), moff=moff, max_objects=limits.max_objects
+    )
+    return man, (moff, mlen)
+
+
+class V2Reader(Mapping[str, Any]):
+    """Read a zTensor v2 file (``89 5A 54 32 0D 0A 1A 0A``).
+
+    Parameters
+    ----------
+    source
+        Path, or a bytes-like object holding the whole file.
+    copy
+        Default for :meth:`read`: ``False`` gives zero-copy views where possible.
+    verify_checksums
+        Check a part's ``digest`` the first time it is read.
+    sparse
+        ``"auto"``, ``"scipy"`` or ``"raw"``, as for the 0.1.0 reader.
+    limits
+        Size limits applied before any allocation.
+    shards
+        Optional mapping shard name -> path (default: ``<stem>-<name>.zt`` next to ``source``).
+    verify_shards
+        Check each shard's whole-file digest when it is first opened.
+    """
+
+    generation = "v2"
+    _SPARSE = {CSR: "csr", COO: "coo"}
+    _ENCODINGS: tuple[str, ...] = (ZSTD_SEEKABLE,)
+
+    def __init__(
+        self,
+        source: Any,
+        *,
+        copy: bool = False,
+        verify_checksums: bool = True,
+        sparse: str = "auto",
+        limits: Limits = DEFAULT_LIMITS,
+        shards: Mapping[str, str | os.PathLike[str]] | None = None,
+        verify_shards: bool = False,
+    ) -> None:
+        if sparse not in ("auto", "scipy", "raw"):
+            raise ValueError(f"sparse must be 'auto', 'scipy' or 'raw', not {sparse!r}")
+        if shards is not None:
+            for k in shards:
+                check_shard_name(k, "shards option")
+        self._mf = MappedFile(source, fmt=FMT)
+        self.copy = copy
+        self.verify_checksums = verify_checksums
+        self.sparse = sparse
+        self.limits = limits
+        self.verify_shards = verify_shards
+        self._shard_paths = dict(shards or {})
+        self._shard_files: dict[str, MappedFile] = {}
+        self._lock = threading.Lock()
+        self._verified: set[tuple[str, str]] = set()
+        try:
+            man, self.manifest_blob = load_manifest(self._mf, limits)
+        except BaseException:
+            self._mf.close()
+            raise
+        self.data_shard = man is None
+        self._root = man.root if man else None
+        self._infos: dict[str, ObjectInfo] = dict(sorted(man.objects.items())) if man else {}
+        self._tail_start = self._mf.size - FOOTER_SIZE
+        self.shards: dict[str, ShardInfo] = (man.shards or {}) if man else {}
+        self.attributes: Mapping[str, Any] | None = man.attributes if man else None
+
+    # -- Mapping ------------------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Any:
+        return self.read(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._infos)
+
+    def __len__(self) -> int:
+        return len(self._infos)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._infos
+
+    def __repr__(self) -> str:
+        where = self._mf.path or "<buffer>"
+        if self.closed:
+            state = "closed"
+        elif self.data_shard:
+            state = "data shard"
+        else:
+            state = f"{len(self)} tensors"
+        return f"<tenfold.ztensor.V2Reader {where!r} {state}>"
+
+    # -- lifetime -----------------------------------------------------------------------------
+    @property
+    def path(self) -> str | None:
+        return self._mf.path
+
+    @property
+    def size(self) -> int:
+        return self._mf.size
+
+    @property
+    def closed(self) -> bool:
+        return self._mf.closed
+
+    def close(self) -> None:
+        """Release the file and any shard files. Views already returned stay valid."""
+        self._mf.close()
+        with self._lock:
+            for mf in self._shard_files.values():
+                mf.close()
+            self._shard_files.clear()
+
+    def __enter__(self) -> V2Reader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- metadata -----------------------------------------------------------------------------
+    def info(self, name: str) -> ObjectInfo:
+        """Manifest record of ``name``: shape, layout, parts (dtype, type, blob, shard,
+        encoding, decoded length, digest) and attributes."""
+        try:
+            return self._infos[name]
+        except KeyError:
+            raise KeyError(f"zt: no tensor named {name!r}") from None
+
+    def infos(self) -> list[ObjectInfo]:
+        """Every record, in manifest (sorted) order."""
+        return list(self._infos.values())
+
+    # -- shards -------------------------------------------------------------------------------
+    def shard_path(self, name: str) -> str:
+        """Where shard ``name`` is read from (the name was validated at open)."""
+        if name in self._shard_paths:
+            return os.fspath(self._shard_paths[name])
+        if self._mf.path is None:
+            raise reject(
+                "shard-file",
+                f"shard {name!r}",
+                detail="file opened from a buffer: pass shards={name: path}",
+            )
+        base = self._mf.path
+        stem = base[:-3] if base.endswith(".zt") else base
+        return f"{stem}-{name}.zt"
+
+    def _shard(self, name: str) -> MappedFile:
+        with self._lock:
+            mf = self._shard_files.get(name)
+            if mf is not None:
+                return mf
+            entry = self.shards[name]
+            path = self.shard_path(name)
+            mf = MappedFile(path, fmt=FMT)
+            try:
+                if mf.size != entry.size:
+                    raise reject(
+                        "shard-file",
+                        f"shard {name!r}",
+                        field="size",
+                        detail=f"file {path} has the wrong size",
+                        expected=entry.size,
+                        got=mf.size,
+                    )
+                read_footer(mf)
+                if self.verify_shards:
+                    self._check_shard_digest(name, mf)
+            except BaseException:
+                mf.close()
+                raise
+            self._shard_files[name] = mf
+            return mf
+
+    def _check_shard_digest(self, name: str, mf: MappedFile) -> None:
+        entry = self.shards[name]
+        algo, want = entry.digest.split(":", 1)
+        if algo not in DIGESTS:
+            raise reject(
+                "unsupported",
+                f"shard {name!r}",
+                field="digest",
+                detail="unknown algorithm",
+                got=algo,
+            )
+        got = digest_hex(algo, mf.buffer())
+        if got != want:
+            raise reject(
+                "digest", f"shard {name!r}", field=f"{algo} digest", expected=want, got=got
+            )
+
+    def _file(self, part: PartInfo) -> MappedFile:
+        return self._mf if part.shard is None else self._shard(part.shard)
+
+    # -- data ---------------------------------------------------------------------------------
+    def stored(self, name: str, part: str | None = None) -> np.ndarray:
+        """A part's blob exactly as stored (``uint8`` view); ``part`` defaults to the main one."""
+        info = self.info(name)
+        p = info.main_part if part is None else self._part(info, part)
+        return self._file(p).u8(p.offset, p.length, f"object {name!r} part {p.name!r}")
+
+    def stored_bytes(self) -> np.ndarray:
+        """The whole file as a read-only ``uint8`` view."""
+        return self._mf.buffer()
+
+    def _part(self, info: ObjectInfo, role: str) -> PartInfo:
+        try:
+            return info.parts[role]
+        except KeyError:
+            raise KeyError(f"zt: object {info.name!r} has no part {role!r}") from None
+
+    def decoded(self, name: str, part: str) -> np.ndarray:
+        """A part's decoded bytes (``uint8``; a view when the part is raw and local)."""
+        info = self.info(name)
+        p = self._part(info, part)
+        what = f"object {name!r} part {part!r}"
+        if p.encoding is None:
+            return self._file(p).u8(p.offset, p.length, what)
+        if p.encoding != ZSTD_SEEKABLE:
+            raise reject(
+                "unsupported",
+                what,
+                field="encoding",
+                detail="unknown encoding",
+                expected=ZSTD_SEEKABLE,
+                got=p.encoding,
+            )
+        if p.decoded_length > self.limits.max_decoded_bytes:  # type: ignore[operator]
+            raise reject(
+                "encoding-data",
+                what,
+                field="decoded_length",
+                detail="above limit",
+                expected=f"<= {self.limits.max_decoded_bytes}",
+                got=p.decoded_length,
+                cls=LimitError,
+            )
+        out = empty(p.decoded_length, np.uint8, fmt=FMT, what=what, offset=p.offset)
+        _seekable.decode_into(
+            self._file(p).u8(p.offset, p.length, what), out, what=what, offset=p.offset
+        )
+        return out
+
+    def _checked(self, info: ObjectInfo, p: PartInfo, raw: np.ndarray, count: int | None) -> None:
+        key = (info.name, p.name)
+        if key in self._verified:
+            return
+        if self.verify_checksums and p.digest is not None:
+            self._check_digest(info, p, raw)
+        check_type_data(info, p, raw, count)
+        self._verified.add(key)
+
+    def _check_digest(self, info: ObjectInfo, p: PartInfo, raw: np.ndarray) -> None:
+        algo, want = p.digest_algo, p.digest_hex
+        what = f"object {info.name!r} part {p.name!r}"
+        if algo not in DIGESTS:
+            raise reject("unsupported", what, field="digest", detail="unknown algorithm", got=algo)
+        got = digest_hex(algo, raw)  # type: ignore[arg-type]
+        if got != want:
+            raise reject(
+                "digest", what, offset=p.offset, field=f"{algo} digest", expected=want, got=got
+            )
+
+    def verify_part(self, name: str, part: str) -> None:
+        """Decode one part and check its digest and its logical type's data rules."""
+        info = self.info(name)
+        p = self._part(info, part)
+        raw = self.decoded(name, part)
+        if p.digest is not None:
+            self._check_digest(info, p, raw)
+        if p.type is not None and p.type not in LOGICAL:
+            raise reject(
+                "unsupported",
+                f"object {name!r} part {part!r}",
+                field="type",
+                detail="unknown logical type",
+                got=p.type,
+            )
+        count = info.numel if info.layout == DENSE else None
+        check_type_data(info, p, raw, count)
+
+    def _typed(
+        self, info: ObjectInfo, role: str, count: int, shape: tuple[int, ...] | None, copy: bool
+    ) -> np.ndarray:
+        """Decode part ``role`` as its logical type (``count`` logical elements)."""
+        p = self._part(info, role)
+        what = f"object {info.name!r} part {role!r}"
+        if p.type is not None and p.type not in LOGICAL:
+            raise reject(
+                "unsupported",
+                what,
+                field="type",
+                detail="unknown logical type; use stored() for the raw bytes",
+                got=p.type,
+            )
+        raw = self.decoded(info.name, role)
+        self._checked(info, p, raw, count)
+        lt = LOGICAL.get(p.type) if p.type else None
+        dt = p.np_dtype if lt is None else lt.np_dtype
+        shp = (count,) if shape is None else shape
+        if lt is not None and lt.packed4:
+            out = empty(count, np.uint8, fmt=FMT, what=what, offset=p.offset)
+            out[0::2] = raw[: (count + 1) // 2] & 0x0F
+            out[1::2] = raw[: count // 2] >> 4
+            return out.view(dt).reshape(shp)
+        if count == 0:
+            return np.empty(shp, dt)
+        arr = raw.view(dt).reshape(shp)
+        if copy and p.encoding is None:
+            arr = arr.copy()
+        return arr
+
+    def read(self, name: str, *, copy: bool | None = None, out: np.ndarray | None = None) -> Any:
+        """Return object ``name`` (see the module doc for what each layout gives).
+
+        ``copy=False`` gives a read-only view for raw local dense parts; ``out`` (dense only)
+        receives the data instead of a new array.
+        """
+        info = self.info(name)
+        copy = self.copy if copy is None else copy
+        if info.layout == DENSE:
+            arr = self._typed(info, "data", info.numel, info.shape, copy or out is not None)
+            if out is not None:
+                if out.dtype != arr.dtype or out.shape != arr.shape or not out.flags.c_contiguous:
+                    raise ValueError(
+                        f"zt: out for tensor {name!r} must be C-contiguous {arr.dtype} "
+                        f"{arr.shape}, got {out.dtype} {out.shape}"
+                    )
+                out[...] = arr
+                return out
+            return arr
+        if info.layout in self._SPARSE:
+            return to_result(self._read_sparse(info), self.sparse)
+        parts = {}
+        for role, p in info.parts.items():
+            if p.type is not None and p.type not in LOGICAL:
+                raw = self.decoded(name, role)
+            else:
+                raw = self.decoded(name, role)
+                self._checked(info, p, raw, None)
+            n = raw.size // p.np_dtype.itemsize
+            arr = raw[: n * p.np_dtype.itemsize].view(p.np_dtype) if n else np.empty(0, p.np_dtype)
+            parts[role] = arr.copy() if copy and p.encoding is None else arr
+        return PartsObject(info, parts)
+
+    def read_all(self, *, copy: bool | None = None) -> dict[str, Any]:
+        """Every object, in manifest order."""
+        return {name: self.read(name, copy=copy) for name in self._infos}
+
+    def _read_sparse(self, info: ObjectInfo) -> SparseTensor:
+        shape = info.shape
+        what = f"object {info.name!r}"
+        if self._SPARSE[info.layout] == "csr":
+            ind_p = info.parts["indices"]
+            nnz = ind_p.decoded_size // ind_p.np_dtype.itemsize
+            indices = self._typed(info, "indices", nnz, None, False)
+            indptr = self._typed(info, "indptr", shape[0] + 1, None, False)
+            values = self._typed(info, "values", nnz, None, True)
+            _check_csr(what, info, indptr, indices, nnz)
+            return SparseTensor(
+                "csr",
+                shape,
+                np.array(values),
+                indices=indices.astype(np.uint64),
+                indptr=indptr.astype(np.uint64),
+            )
+        c_p = info.parts["coords"]
+        nnz = c_p.decoded_size // c_p.np_dtype.itemsize // len(shape)
+        coords = self._typed(info, "coords", nnz * len(shape), None, False)
+        coords = coords.reshape(len(shape), nnz).astype(np.uint64)
+        values = self._typed(info, "values", nnz, None, True)
+        _check_coo(what, info, coords)
+        return SparseTensor("coo", shape, np.array(values), coords=coords)
+
+    # -- verification ---------------------------------------------------------------------------
+    def verify(self) -> Report:
+        """Check every part (decode, digest, type data rules, sparse structure), every shard's
+        size and digest, and that padding is zero."""
+        report = Report(FMT, self._mf.path or "<buffer>")
+        return check_v2(self, report)
+
+
+def _check_csr(
+    what: str, info: ObjectInfo, indptr: np.ndarray, indices: np.ndarray, nnz: int
+) -> None:
+    rows, cols = info.shape
+    ptr = indptr.astype(np.uint64)
+    if int(ptr[0]) != 0:
+        raise reject("layout-data", what, field="indptr[0]", expected=0, got=int(ptr[0]))
+    if rows and np.any(ptr[1:] < ptr[:-1]):
+        bad = int(np.argmax(ptr[1:] < ptr[:-1]))
+        raise reject("layout-data", what, field="indptr", detail=f"decreases at row {bad}")
+    if int(ptr[-1]) != nnz:
+        raise reject("layout-data", what, field="indptr[R]", expected=nnz, got=int(ptr[-1]))
+    if nnz:
+        idx = indices.astype(np.uint64)
+        if int(idx.max()) >= cols:
+            raise reject(
+                "layout-data",
+                what,
+                field="indices",
+                detail="column index out of range",
+                expected=f"< {cols}",
+                got=int(idx.max()),
+            )
+        # strictly increasing within each row: a step that is not a row start must grow
+        if nnz > 1:
+            step_ok = idx[1:] > idx[:-1]
+            starts = np.zeros(nnz, dtype=bool)
+            starts[ptr[:-1][ptr[:-1] < nnz].astype(np.intp)] = True
+            bad_step = ~step_ok & ~starts[1:]
+            if np.any(bad_step):
+                i = int(np.argmax(bad_step)) + 1
+                raise reject(
+                    "layout-data",
+                    what,
+                    field="indices",
+                    detail=f"not strictly increasing within a row at position {i}",
+                )
+
+
+def _check_coo(what: str, info: ObjectInfo, coords: np.ndarray) -> None:
+    shape = info.shape
+    if coords.shape[1] == 0:
+        return
+    top = coords.max(axis=1)
+    for d, (m, n) in enumerate(zip(top.tolist(), shape, strict=True)):
+        if m >= n:
+            raise reject(
+                "layout-data",
+                what,
+                field=f"coords[{d}]",
+                detail="index out of range",
+                expected=f"< {n}",
+                got=m,
+            )
+    flat = (
+        np.ravel_multi_index(tuple(coords.astype(np.intp)), shape)
+        if all(s < (1 << 62) for s in shape) and np.prod([float(s) for s in shape]) < 2**62
+        else None
+    )
+    if flat is not None:
+        uniq = np.unique(flat)
+        if uniq.size != flat.size:
+            raise reject("layout-data", what, field="coords", detail="duplicate coordinates")
+    else:
+        view = np.ascontiguousarray(coords.T).view([("", coords.dtype)] * coords.shape[0])
+        if np.unique(view).size != coords.shape[1]:
+            raise reject("layout-data", what, field="coords", detail="duplicate coordinates")
+
+
+def check_v2(reader: V2Reader, report: Report) -> Report:
+    """Every content check on an open v2 reader, as findings in ``report``."""
+    reader._verified.clear()
+    report.summary["generation"] = "v2"
+    report.summary["tensors"] = len(reader)
+    report.summary["file size"] = reader.size
+    if reader.data_shard:
+        report.add("file", OK, "data shard (no manifest)")
+    for info in reader.infos():
+        obj = f"tensor {info.name!r}"
+        try:
+            for role in info.parts:
+                p = info.parts[role]
+                if p.type is not None and p.type not in LOGICAL:
+                    report.add(
+                        obj,
+                        WARNING,
+                        f"part {role!r}: unknown logical type {p.type!r}; only its digest checked",
+                    )
+                if p.encoding is not None and p.encoding not in reader._ENCODINGS:
+                    report.add(
+                        obj, WARNING, f"part {role!r}: unknown encoding {p.encoding!r}; not decoded"
+                    )
+                    continue
+                if p.type is None or p.type in LOGICAL:
+                    reader.verify_part(info.name, role)
+                elif p.digest is not None:
+                    reader._check_digest(info, p, reader.decoded(info.name, role))
+            if info.layout in reader._SPARSE:
+                reader._read_sparse(info)
+            sums = info.checksum or "no digest"
+            report.add(
+                obj,
+                OK,
+                f"{info.dtype} {list(info.shape)} {info.layout} {info.encoding}, {sums}",
+                offset=info.offset,
+            )
+        except TenfoldError as exc:
+            report.add(obj, ERROR, str(exc), offset=info.offset)
+    for name in reader.shards:
+        try:
+            mf = reader._shard(name)
+            reader._check_shard_digest(name, mf)
+            report.add(f"shard {name!r}", OK, f"{reader.shard_path(name)}: size and digest")
+        except FileNotFoundError as exc:
+            report.add(f"shard {name!r}", ERROR, f"not found: {exc.filename}")
+        except TenfoldError as exc:
+            report.add(f"shard {name!r}", ERROR, str(exc))
+    _padding(reader, report)
+    return report
+
+
+def _padding(reader: V2Reader, report: Report) -> None:
+    from .._kernels import load as _load_kernel
+
+    scan = _load_kernel("scan")
+    spans = [(0, 8)]
+    for info in reader.infos():
+        spans += [(p.offset, p.offset + p.length) for p in info.parts.values() if p.shard is None]
+    if reader.manifest_blob[1]:
+        spans.append((reader.manifest_blob[0], sum(reader.manifest_blob)))
+    spans.append((reader._tail_start, reader.size))
+    spans.sort()
+    buf = reader.stored_bytes()
+    pos = 0
+    for start, end in spans:
+        if start > pos:
+            gap = buf[pos:start]
+            bad = scan.first_nonzero(gap)
+            if bad >= 0:
+                report.add(
+                    "padding",
+                    WARNING,
+                    f"non-zero byte {int(gap[bad]):#04x} outside every blob "
+                    "(padding or an unreferenced older generation)",
+                    offset=pos + bad,
+                )
+                return
+        pos = max(pos, end)

@@ -1,0 +1,165 @@
+"""zTensor v2 cases for scripts/bench_peers.py: tenfold vs ztensor 2.1.2 and NumPy.
+
+ztensor 2.1.2 cannot share an environment with ztensor 0.1.4 (the other peer), so it runs in
+its own interpreter: set ``TENFOLD_ZTENSOR2_PYTHON`` to a Python with ``ztensor==2.1.2`` and
+numpy installed. The peer times itself (same best-of-N method) inside that interpreter, on the
+same files, in the same run; without the variable its columns are empty.
+
+Data: 1 GiB of float32 in 64 tensors of 4096 x 1024 (``--quick``: 64 MiB), page cache warm.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+
+import numpy as np
+from _timing import best, row
+
+import tenfold.ztensor as zt
+
+PEER = os.environ.get("TENFOLD_ZTENSOR2_PYTHON")
+
+_PEER_SCRIPT = r"""
+import gc, json, os, sys, time
+import numpy as np, ztensor
+
+def best(fn, repeat, setup=None):
+    ts = []
+    for _ in range(repeat):
+        if setup: setup()
+        gc.collect()
+        t = time.perf_counter(); fn(); ts.append(time.perf_counter() - t)
+    return min(ts)
+
+path, rows_per, out, big = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+res = {}
+def open_map():
+    with ztensor.open(path) as s:
+        return [np.from_dlpack(s[n]) for n in s]
+open_map()
+res["open_map"] = best(open_map, 30)
+res["verify"] = best(lambda: ztensor.verify(path, deep=True), 3)
+rng = np.random.default_rng(0)
+tensors = {f"layer{i:02d}.weight": rng.standard_normal((rows_per, 1024), dtype=np.float32)
+           for i in range(64)}
+def write():
+    with ztensor.Writer(out) as w:
+        for n in sorted(tensors):
+            a = tensors[n]
+            w.add(n, a.reshape(-1).view(np.uint8), shape=list(a.shape), dtype="f32")
+def fresh():
+    if os.path.exists(out): os.unlink(out)
+    os.sync()
+res["write"] = best(write, 3, fresh)
+small = np.arange(1024, dtype=np.float32)
+k = [0]
+def app():
+    k[0] += 1
+    with ztensor.Writer(big, append=True, canonical=False) as w:
+        w.add(f"extra{k[0]}", small.view(np.uint8), shape=[1024], dtype="f32")
+res["append"] = best(app, 10)
+print(json.dumps(res))
+"""
+
+
+def _peer(path: str, rows_per: int, out: str, big: str) -> dict | None:
+    if not PEER:
+        return None
+    r = subprocess.run(
+        [PEER, "-c", _PEER_SCRIPT, path, str(rows_per), out, big],
+        capture_output=True,
+        text=True,
+        timeout=3600,
+    )
+    if r.returncode:
+        raise RuntimeError(f"ztensor 2.1.2 peer failed: {r.stderr[-2000:]}")
+    return json.loads(r.stdout)
+
+
+def _verify_digests(path: str) -> None:
+    with zt.open(path) as r:  # verify_checksums=True: every part's xxh3 is checked
+        for name in r:
+            r[name]
+
+
+def run(quick: bool) -> list[dict]:
+    rows: list[dict] = []
+    rows_per = 4096 if not quick else 256
+    rng = np.random.default_rng(0)
+    tensors = {
+        f"layer{i:02d}.weight": rng.standard_normal((rows_per, 1024), dtype=np.float32)
+        for i in range(64)
+    }
+    nbytes = sum(a.nbytes for a in tensors.values())
+    note = f"{nbytes / 2**30:.3g} GiB float32, 64 tensors, canonical v2"
+    tmp = tempfile.mkdtemp(prefix="tenfold-bench-zt2-")
+    try:
+        path = os.path.join(tmp, "m.zt")
+        zt.save(path, tensors, generation=2, fsync=False)
+        big = os.path.join(tmp, "big.zt")
+        half = {k: v for i, (k, v) in enumerate(sorted(tensors.items())) if i < 32}
+        zt.save(big, half, generation=2, fsync=False)
+        peer_big = os.path.join(tmp, "big_peer.zt")
+        shutil.copyfile(big, peer_big)
+        peer = _peer(path, rows_per, os.path.join(tmp, "peer_out.zt"), peer_big)
+        pname = "ztensor 2.1.2" if peer else None
+
+        def get(key: str) -> float | None:
+            return None if peer is None else peer[key]
+
+        def open_map():
+            with zt.open(path, verify_checksums=False) as r:
+                return [r[n] for n in r]
+
+        open_map()
+        rows.append(row("v2 open + map all 64 tensors", best(open_map, 30), pname,
+                        get("open_map"), target=">= 1.5x and < 2 ms",
+                        note=note + "; views, digests not checked"))
+        _verify_digests(path)
+        t_v = best(lambda: _verify_digests(path), 3)
+        pv = get("verify")
+        rows.append(row("v2 verify every xxh3 digest (GB/s)", nbytes / t_v / 1e9, pname,
+                        None if pv is None else nbytes / pv / 1e9, unit="GB/s",
+                        higher_is_better=True, target=">= 8 GB/s",
+                        note="tenfold: read with verify_checksums; peer: verify(deep=True)"))
+
+        out = os.path.join(tmp, "w.zt")
+        npy = os.path.join(tmp, "w.npy")
+        flat = np.concatenate([a.reshape(-1) for a in tensors.values()])
+
+        def fresh(p):
+            def f():
+                if os.path.exists(p):
+                    os.unlink(p)
+                os.sync()
+
+            return f
+
+        t_w = best(lambda: zt.save(out, tensors, generation=2), 3, fresh(out))
+        t_wn = best(lambda: zt.save(out, tensors, generation=2, fsync=False), 3, fresh(out))
+        t_np = best(lambda: np.save(npy, flat), 3, fresh(npy))
+        rows.append(row("v2 write (fsync)", t_w, pname, get("write"), target=">= 1x",
+                        note="both fsync once; tenfold also renames atomically"))
+        rows.append(row("v2 write (fsync=False) vs np.save", t_wn, "np.save", t_np,
+                        target="within 1.3x (ratio >= 0.77)", note="same bytes, one array"))
+
+        small = np.arange(1024, dtype=np.float32)
+        k = [0]
+
+        def app(fsync=True):
+            k[0] += 1
+            zt.append(big, {f"extra{k[0]}": small}, fsync=fsync)
+
+        t_a = best(app, 10)
+        t_an = best(lambda: app(False), 10)
+        size = f"{os.path.getsize(big) / 2**20:.0f} MiB file"
+        rows.append(row("v2 append 4 KiB (fsync)", t_a, pname, get("append"), target="< 5 ms",
+                        note=size + "; crash-safe order, 2 fsyncs"))
+        rows.append(row("v2 append 4 KiB (fsync=False)", t_an, note=size))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
