@@ -153,7 +153,11 @@ def _dict_source(fmt: str, tensors: Mapping[str, Any], **kw: Any) -> Source:
 
 
 def _zt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+    from . import ztensor
     from .ztensor import Reader
+
+    if ztensor.detect(path) != "0.1.0":  # v1 / v2: read through the generation's reader
+        return _dict_source("ztensor", ztensor.load(path, copy=True, limits=limits))
 
     r = Reader(path, limits=limits)
     infos = {i.name: i for i in r.infos()}
@@ -483,8 +487,12 @@ def convert(
         if fmt != "ztensor":
             raise UnsupportedError(f"tenfold: {os.fspath(dst)}: --zt-generation needs a .zt file")
         from . import ztensor
+        from .formats import detect
 
-        tensors = read_any(src)
+        if detect(src) == "ztensor":  # zTensor to zTensor: sparse tensors stay sparse
+            tensors = ztensor.load(src, copy=True, sparse="raw")
+        else:
+            tensors = read_any(src)
         ztensor.save(dst, tensors, generation=zt_generation)
         return len(tensors)
     if compress not in (None, "zstd"):

@@ -94,9 +94,10 @@ def test_detect_names_the_generation(tmp_path):
     zt.save(p, {"x": np.zeros(2)})
     assert zt.detect(p) == "0.1.0"
     assert tenfold.detect(VECTORS / "v2" / "empty.zt") == "ztensor"  # the format family
-    assert isinstance(tenfold.open(VECTORS / "v1" / "empty.zt"), zt.V1Reader)
-    assert isinstance(tenfold.open(VECTORS / "v2" / "empty.zt"), zt.V2Reader)
-    assert isinstance(tenfold.open(p), zt.Reader)
+    for path, cls in ((VECTORS / "v1" / "empty.zt", zt.V1Reader),
+                      (VECTORS / "v2" / "empty.zt", zt.V2Reader), (p, zt.Reader)):
+        with tenfold.open(path) as r:
+            assert isinstance(r, cls)
     rows = zt.inspect(VECTORS / "v2" / "sparse_csr_coo.zt")
     assert {r["generation"] for r in rows} == {"v2"}
     assert rows[1]["layout"] == "zt.sparse_csr/1" and rows[1]["parts"] == "indptr,values,indices"

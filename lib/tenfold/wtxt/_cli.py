@@ -164,7 +164,8 @@ def register(sub: Any) -> None:
                        "(keys given: every array must authenticate / the signature must verify)")
     p.add_argument("file", help="the .wtxt file")
     p.add_argument("--hmac-key-file", action="append",
-                   help="HMAC key file (repeatable); every array must authenticate with one of them")
+                   help="HMAC key file (repeatable); every array must authenticate with one of "
+                   "them")
     p.add_argument("--public-key", action="append",
                    help="Ed25519 public key (repeatable); a signature by one of them is "
                    "required")
