@@ -117,7 +117,9 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
         w.add(
             "coo",
             SparseTensor(
-                "coo", (3, 4, 5), np.array([1.0, 2.0], np.float32),
+                "coo",
+                (3, 4, 5),
+                np.array([1.0, 2.0], np.float32),
                 coords=np.array([[0, 2], [1, 3], [4, 0]], np.uint64),
             ),
         )
@@ -127,7 +129,9 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
         w.add(
             "big",
             SparseTensor(
-                "csr", (2**17, 2**17), np.array([1.0]),
+                "csr",
+                (2**17, 2**17),
+                np.array([1.0]),
                 indices=np.array([5], np.uint64),
                 indptr=np.concatenate([[0], np.ones(2**17, np.uint64)]).astype(np.uint64),
             ),
@@ -139,8 +143,11 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
     oinf.write(
         p,
         metadata={"n": oinf.Tensor(np.arange(6).reshape(2, 3), "i32"), "s": "abc"},
-        tensors={"a": np.ones((2, 2), np.float32), "b": oinf.Tensor([1, 0, 1], "u1"),
-                 "c": np.zeros((0, 4), np.int8)},
+        tensors={
+            "a": np.ones((2, 2), np.float32),
+            "b": oinf.Tensor([1, 0, 1], "u1"),
+            "c": np.zeros((0, 4), np.int8),
+        },
     )
     add("oinf", "small", p)
 
@@ -162,9 +169,14 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
 
     add("wtxt", "demo", Path(wtxt.demo(d)))
     p = d / "plain.wtxt"
-    wtxt.write(p, {"a": np.arange(12, dtype=np.int16).reshape(3, 4),
-                   "e": np.zeros(0, np.float32)}, ts="2025-01-01T00:00:00Z", schema="s/1",
-               gen=1, build="fuzz")
+    wtxt.write(
+        p,
+        {"a": np.arange(12, dtype=np.int16).reshape(3, 4), "e": np.zeros(0, np.float32)},
+        ts="2025-01-01T00:00:00Z",
+        schema="s/1",
+        gen=1,
+        build="fuzz",
+    )
     add("wtxt", "plain", p)
 
     tdir = d / "taridx"
@@ -204,8 +216,11 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
     if os.environ.get("TENFOLD_SHARED"):
         roots.append(Path(os.environ["TENFOLD_SHARED"]) / "conformance")
     for root in roots:
-        for fmt, subdirs in (("ztensor", ["ztensor/v0_1_0"]), ("oinf", ["oinf/v1", "oinf/v2"]),
-                             ("fold", ["fold/v102", "fold/head"])):
+        for fmt, subdirs in (
+            ("ztensor", ["ztensor/v0_1_0"]),
+            ("oinf", ["oinf/v1", "oinf/v2"]),
+            ("fold", ["fold/v102", "fold/head"]),
+        ):
             for sub in subdirs:
                 for f in sorted((root / sub).rglob("*")) if (root / sub).is_dir() else []:
                     small = f.is_file() and f.stat().st_size < 1 << 18
@@ -215,9 +230,15 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
             break  # one copy of the vectors is enough
 
     p = d / "a.safetensors"
-    write_safetensors(p, {"w": rng.standard_normal((4, 3)).astype(np.float32),
-                          "i": np.arange(5, dtype=np.int64), "e": np.zeros((0, 2), np.uint8)},
-                      {"k": "v"})
+    write_safetensors(
+        p,
+        {
+            "w": rng.standard_normal((4, 3)).astype(np.float32),
+            "i": np.arange(5, dtype=np.int64),
+            "e": np.zeros((0, 2), np.uint8),
+        },
+        {"k": "v"},
+    )
     add("safetensors", "basic", p)
     return dict(seeds)
 
@@ -246,8 +267,13 @@ def zero_bomb_npz(members: int, size: int) -> bytes:
     for i in range(members):
         name = f"m{i}.npy".encode()
         fields = struct.pack("<HHHHHIII", 20, 0, 8, 0, 0x21, crc, len(data), size)
-        central += b"PK\x01\x02" + struct.pack("<H", 20) + fields + struct.pack(
-            "<HHHHHII", len(name), 0, 0, 0, 0, 0, len(out)) + name
+        central += (
+            b"PK\x01\x02"
+            + struct.pack("<H", 20)
+            + fields
+            + struct.pack("<HHHHHII", len(name), 0, 0, 0, 0, 0, len(out))
+            + name
+        )
         out += b"PK\x03\x04" + fields + struct.pack("<HH", len(name), 0) + name + data
     eocd = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, members, members, len(central), len(out), 0)
     return bytes(out + central + eocd)
@@ -440,8 +466,13 @@ def mut_oinf(data: bytes, rng: random.Random) -> tuple[bytes, str]:
             v = hostile_int(rng)
             put(q + 12 + 8 * i, 8, v)
             return bytes(b), f"tensor @{pos}: dim {i} = {v}"
-        rel = {"tag": (0, 4), "ndim": (4, 4), "flags": (8, 4), "nbytes": (12 + 8 * nd, 8),
-               "offset": (20 + 8 * nd, 8)}.get(choice, (0, 4))
+        rel = {
+            "tag": (0, 4),
+            "ndim": (4, 4),
+            "flags": (8, 4),
+            "nbytes": (12 + 8 * nd, 8),
+            "offset": (20 + 8 * nd, 8),
+        }.get(choice, (0, 4))
         v = hostile_int(rng)
         put(q + rel[0], rel[1], v)
         return bytes(b), f"tensor @{pos}: {choice} = {v}"
@@ -505,14 +536,29 @@ def mut_npz(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         except Exception:  # noqa: BLE001 - seed already damaged
             return mut_generic(data, rng)
         name = rng.choice(names)
-        shape = rng.choice([tuple(s) for s in SHAPES if all(type(x) is int for x in s)]
-                           + [(True,), ()])
-        descr = rng.choice(["<f8", "|u1", "|O", "<U0", "|V0", "|V2147483647", "<f16", "|b1",
-                            [("a", "<f8", (2**40,))], [("a", "|O")], ("<f8", (1000, 1000)),
-                            "nonsense", 5])
+        shape = rng.choice(
+            [tuple(s) for s in SHAPES if all(type(x) is int for x in s)] + [(True,), ()]
+        )
+        descr = rng.choice(
+            [
+                "<f8",
+                "|u1",
+                "|O",
+                "<U0",
+                "|V0",
+                "|V2147483647",
+                "<f16",
+                "|b1",
+                [("a", "<f8", (2**40,))],
+                [("a", "|O")],
+                ("<f8", (1000, 1000)),
+                "nonsense",
+                5,
+            ]
+        )
         body = members[name]
         hdr = _npy_header(shape, descr, rng.random() < 0.2)
-        data_part = body[10 + struct.unpack_from("<H", body, 8)[0]:] if len(body) > 10 else b""
+        data_part = body[10 + struct.unpack_from("<H", body, 8)[0] :] if len(body) > 10 else b""
         members[name] = hdr + data_part[: rng.choice([len(data_part), 0, 8])]
         out = io.BytesIO()
         method = rng.choice([zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED])
@@ -552,8 +598,17 @@ def mut_safetensors(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         elif key == "shape":
             e["shape"] = rng.choice(SHAPES + [None, "2,3", {"a": 1}])
         else:
-            e["data_offsets"] = rng.choice([[0, 2**64], [5, 3], [-1, 4], [0], [0, 2**63],
-                                            [hostile_int(rng), hostile_int(rng)], "0:4"])
+            e["data_offsets"] = rng.choice(
+                [
+                    [0, 2**64],
+                    [5, 3],
+                    [-1, 4],
+                    [0],
+                    [0, 2**63],
+                    [hostile_int(rng), hostile_int(rng)],
+                    "0:4",
+                ]
+            )
         desc = f"{name}.{key} = {header[name] if key == 'entry' else e.get(key)!r}"[:200]
     else:
         return mut_generic(data, rng)
@@ -594,8 +649,9 @@ def mut_fold(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         with tempfile.TemporaryDirectory() as td:
             p = Path(td) / "m.fold"
             compress = rng.choice([None, "zstd"])
-            with fold.Writer(p, compress=compress, ecc=rng.choice([None, "rs(8)"]),
-                             created_at_unix=1.0) as w:
+            with fold.Writer(
+                p, compress=compress, ecc=rng.choice([None, "rs(8)"]), created_at_unix=1.0
+            ) as w:
                 for j, (cj, pj) in enumerate(chunks):
                     w.add_chunk(cj["name"], cj["ctype"], payload if j == i else pj)
                 w.finalize()
@@ -609,8 +665,22 @@ def mut_fold(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         if not chunks:
             return mut_generic(data, rng)
         c = rng.choice(chunks)
-        key = rng.choice(["uncomp_len", "comp_len", "offset", "flags", "ecc_len", "ecc_algo",
-                          "ctype", "crc32c", "sha256", "name", "header_len", "uncomp_both"])
+        key = rng.choice(
+            [
+                "uncomp_len",
+                "comp_len",
+                "offset",
+                "flags",
+                "ecc_len",
+                "ecc_algo",
+                "ctype",
+                "crc32c",
+                "sha256",
+                "name",
+                "header_len",
+                "uncomp_both",
+            ]
+        )
         b = bytearray(data[:index_off])
         if key == "uncomp_both":  # index and binary header agree on the lie
             v = rng.choice([2**31, 2**31 - 1, 2**30, 0, 1, c["uncomp_len"] + 1])
@@ -619,8 +689,13 @@ def mut_fold(data: bytes, rng: random.Random) -> tuple[bytes, str]:
             desc = f"{c['name']!r}: uncomp_len {v} in index and header"
         else:
             old = c.get(key)
-            c[key] = hostile_value(rng, old) if rng.random() < 0.8 else rng.choice(
-                ["rs(0)", "rs(255)", "rs(-1)", "none", "NPZ0", "STEN", "TSAV", "JSON"])
+            c[key] = (
+                hostile_value(rng, old)
+                if rng.random() < 0.8
+                else rng.choice(
+                    ["rs(0)", "rs(255)", "rs(-1)", "none", "NPZ0", "STEN", "TSAV", "JSON"]
+                )
+            )
             desc = f"{c.get('name')!r}.{key}: {old!r} -> {c[key]!r}"[:200]
         try:
             raw = json.dumps(index, ensure_ascii=False, separators=(",", ":")).encode()
@@ -648,9 +723,24 @@ def mut_wtxt(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         toks = list(_TOKEN.finditer(data))
         if toks:
             m = rng.choice(toks)
-            v = rng.choice([b"9" * 4400, b"0", b"-1", b"18446744073709551616", b"2**63",
-                            str(hostile_int(rng)).encode(), b"", b"x", b"0,9223372036854775808",
-                            b"f8", b"u1", b"f16", m.group(2) * 2, b"0" * 12])
+            v = rng.choice(
+                [
+                    b"9" * 4400,
+                    b"0",
+                    b"-1",
+                    b"18446744073709551616",
+                    b"2**63",
+                    str(hostile_int(rng)).encode(),
+                    b"",
+                    b"x",
+                    b"0,9223372036854775808",
+                    b"f8",
+                    b"u1",
+                    b"f16",
+                    m.group(2) * 2,
+                    b"0" * 12,
+                ]
+            )
             return data[: m.start(2)] + v + data[m.end(2) :], f"{m.group(1)!r} = {v[:40]!r}"
     if r < 0.8 and len(lines) > 2:
         i = rng.randrange(len(lines) - 1)
@@ -675,8 +765,21 @@ def mut_taridx(data: bytes, rng: random.Random) -> tuple[bytes, str]:
         return mut_generic(data, rng)
     off_arr = struct.unpack_from("<Q", b, 48)[0]
     if rng.random() < 0.4:
-        pos, size = rng.choice([(8, 2), (10, 2), (12, 2), (14, 2), (16, 8), (24, 8), (32, 4),
-                                (36, 4), (40, 8), (48, 8), (56, 1)])
+        pos, size = rng.choice(
+            [
+                (8, 2),
+                (10, 2),
+                (12, 2),
+                (14, 2),
+                (16, 8),
+                (24, 8),
+                (32, 4),
+                (36, 4),
+                (40, 8),
+                (48, 8),
+                (56, 1),
+            ]
+        )
         v = hostile_int(rng) & ((1 << (8 * size)) - 1)
         b[pos : pos + size] = v.to_bytes(size, "little")
         return bytes(b), f"header @{pos} = {v}"
@@ -766,8 +869,12 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
             with zt.Reader(p, sparse="raw", verify_checksums=False) as r:
                 _drain(r)
 
-        ops += [("zt.read", zt_read), ("zt.read_raw", zt_raw),
-                ("zt.verify", lambda: zt.verify(p)), ("zt.inspect", lambda: zt.inspect(p))]
+        ops += [
+            ("zt.read", zt_read),
+            ("zt.read_raw", zt_raw),
+            ("zt.verify", lambda: zt.verify(p)),
+            ("zt.inspect", lambda: zt.inspect(p)),
+        ]
     elif fmt == "oinf":
         import tenfold.oinf as oinf
 
@@ -783,8 +890,11 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
                         r.tensor(n, copy=True)
                 r.load(copy=True)
 
-        ops += [("oinf.read", oi_read), ("oinf.verify", lambda: oinf.verify(p)),
-                ("oinf.inspect", lambda: oinf.inspect(p))]
+        ops += [
+            ("oinf.read", oi_read),
+            ("oinf.verify", lambda: oinf.verify(p)),
+            ("oinf.inspect", lambda: oinf.inspect(p)),
+        ]
     elif fmt == "fold":
         import tenfold.fold as fold
 
@@ -802,21 +912,29 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
                         r.read_state_dict(c.name)
                 r.verify()
 
-        ops += [("fold.read", fo_read), ("fold.verify", lambda: fold.verify(p)),
-                ("fold.repair", lambda: fold.repair(p, str(work / "repaired.fold"))),
-                ("fold.inspect", lambda: fold.inspect(p))]
+        ops += [
+            ("fold.read", fo_read),
+            ("fold.verify", lambda: fold.verify(p)),
+            ("fold.repair", lambda: fold.repair(p, str(work / "repaired.fold"))),
+            ("fold.inspect", lambda: fold.inspect(p)),
+        ]
     elif fmt == "wtxt":
         import tenfold.wtxt as wtxt
 
-        ops += [("wtxt.read", lambda: wtxt.read(p)), ("wtxt.verify", lambda: wtxt.verify(p)),
-                ("wtxt.inspect", lambda: wtxt.inspect(p)),
-                ("wtxt.recover", lambda: wtxt.recover(p))]
+        ops += [
+            ("wtxt.read", lambda: wtxt.read(p)),
+            ("wtxt.verify", lambda: wtxt.verify(p)),
+            ("wtxt.inspect", lambda: wtxt.inspect(p)),
+            ("wtxt.recover", lambda: wtxt.recover(p)),
+        ]
     elif fmt == "taridx":
         import tenfold.taridx as taridx
 
-        ops += [("taridx.load", lambda: taridx.load(p, copy=True)),
-                ("taridx.inspect", lambda: taridx.inspect(p)),
-                ("taridx.verify", lambda: taridx.verify(p))]
+        ops += [
+            ("taridx.load", lambda: taridx.load(p, copy=True)),
+            ("taridx.inspect", lambda: taridx.inspect(p)),
+            ("taridx.verify", lambda: taridx.verify(p)),
+        ]
     elif fmt == "npz":
         from tenfold.interop import read_npz
 
@@ -824,9 +942,12 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
     elif fmt == "safetensors":
         from tenfold.interop import read_safetensors
 
-        ops += [("safetensors.read", lambda: read_safetensors(p)),
-                ("safetensors.read_copy", lambda: read_safetensors(p, copy=True))]
+        ops += [
+            ("safetensors.read", lambda: read_safetensors(p)),
+            ("safetensors.read_copy", lambda: read_safetensors(p, copy=True)),
+        ]
     if fmt not in ("npz", "safetensors"):
+
         def top_open() -> None:
             r = tenfold.open(p)
             try:
@@ -836,9 +957,12 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
                 if hasattr(r, "close"):
                     r.close()
 
-        ops += [("detect", lambda: tenfold.detect(p)), ("open", top_open),
-                ("load", lambda: _drain(tenfold.load(p))),
-                ("load_copy", lambda: _drain(tenfold.load(p, copy=True)))]
+        ops += [
+            ("detect", lambda: tenfold.detect(p)),
+            ("open", top_open),
+            ("load", lambda: _drain(tenfold.load(p))),
+            ("load_copy", lambda: _drain(tenfold.load(p, copy=True))),
+        ]
 
     def convert_all() -> None:
         tensors = conv.read_any(p)
@@ -857,8 +981,9 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
     return ops
 
 
-def run_child(fmt: str, path: Path, work: Path, seed: int, write: Callable[[dict], None],
-              subprocess_cli: bool) -> None:
+def run_child(
+    fmt: str, path: Path, work: Path, seed: int, write: Callable[[dict], None], subprocess_cli: bool
+) -> None:
     rng = random.Random(seed)
     warnings.simplefilter("ignore")
     for name, fn in operations(fmt, path, work, rng):
@@ -872,21 +997,42 @@ def run_child(fmt: str, path: Path, work: Path, seed: int, write: Callable[[dict
         except TenfoldError as exc:
             rec.update(outcome="tenfold", exc=type(exc).__name__)
         except Exception as exc:  # noqa: BLE001 - that is what we are looking for
-            rec.update(outcome="other", exc=type(exc).__name__, msg=str(exc)[:500],
-                       tb=traceback.format_exc())
+            rec.update(
+                outcome="other",
+                exc=type(exc).__name__,
+                msg=str(exc)[:500],
+                tb=traceback.format_exc(),
+            )
         write(rec)
     if subprocess_cli:
         write({"start": "cli.subprocess"})
-        proc = subprocess.run([sys.executable, "-m", "tenfold", "verify", str(path)],
-                              capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(
+            [sys.executable, "-m", "tenfold", "verify", str(path)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
         bad = proc.returncode not in (0, 1) or "Traceback" in proc.stderr
-        write({"op": "cli.subprocess", "outcome": "other" if bad else
-               ("ok" if proc.returncode == 0 else "tenfold"),
-               "exc": f"exit {proc.returncode}", "tb": proc.stderr[-2000:]})
+        write(
+            {
+                "op": "cli.subprocess",
+                "outcome": "other" if bad else ("ok" if proc.returncode == 0 else "tenfold"),
+                "exc": f"exit {proc.returncode}",
+                "tb": proc.stderr[-2000:],
+            }
+        )
 
 
-def run_case(fmt: str, path: Path, work: Path, seed: int, *, timeout: float, mem_cap: int,
-             subprocess_cli: bool) -> list[dict]:
+def run_case(
+    fmt: str,
+    path: Path,
+    work: Path,
+    seed: int,
+    *,
+    timeout: float,
+    mem_cap: int,
+    subprocess_cli: bool,
+) -> list[dict]:
     """Fork a child, cap its memory, run the operations; return one record per operation."""
     rfd, wfd = os.pipe()
     pid = os.fork()
@@ -944,11 +1090,15 @@ def run_case(fmt: str, path: Path, work: Path, seed: int, *, timeout: float, mem
         records.append({"op": current or "?", "outcome": "timeout", "exc": f"> {timeout}s"})
     elif os.WIFSIGNALED(status):
         sig = os.WTERMSIG(status)
-        records.append({"op": current or "?", "outcome": "signal",
-                        "exc": signal.Signals(sig).name})
+        records.append({"op": current or "?", "outcome": "signal", "exc": signal.Signals(sig).name})
     elif current is not None:
-        records.append({"op": current, "outcome": "other",
-                        "exc": f"child exit {os.WEXITSTATUS(status)} during the operation"})
+        records.append(
+            {
+                "op": current,
+                "outcome": "other",
+                "exc": f"child exit {os.WEXITSTATUS(status)} during the operation",
+            }
+        )
     return records
 
 
@@ -990,6 +1140,7 @@ def fuzz(args: argparse.Namespace) -> int:
         import tenfold.cli  # noqa: F401
         import tenfold.convert  # noqa: F401
         import tenfold.interop  # noqa: F401
+
         for f in ("ztensor", "oinf", "fold", "wtxt", "taridx"):
             __import__(f"tenfold.{f}")
         mem_cap = _address_space() + (args.mem_mb << 20) if args.mem_mb else 0
@@ -1016,8 +1167,15 @@ def fuzz(args: argparse.Namespace) -> int:
             else:
                 case = work / f"case{SUFFIX[fmt]}"
             case.write_bytes(mutated)
-            records = run_case(fmt, case, work, case_seed, timeout=args.timeout,
-                               mem_cap=mem_cap, subprocess_cli=crng.random() < args.subprocess_rate)
+            records = run_case(
+                fmt,
+                case,
+                work,
+                case_seed,
+                timeout=args.timeout,
+                mem_cap=mem_cap,
+                subprocess_cli=crng.random() < args.subprocess_rate,
+            )
             cases[fmt] += 1
             n += 1
             for rec in records:
@@ -1031,18 +1189,30 @@ def fuzz(args: argparse.Namespace) -> int:
                     d = out_dir / fid
                     d.mkdir(parents=True, exist_ok=True)
                     (d / case.name).write_bytes(mutated)
-                    meta = {"id": fid, "format": fmt, "seed_file": seed_name, "run_seed": args.seed,
-                            "case": n, "case_seed": case_seed, "mutation": desc, **rec,
-                            "replay": f"python scripts/fuzz.py --replay {d / case.name} "
-                                      f"--format {fmt}"}
+                    meta = {
+                        "id": fid,
+                        "format": fmt,
+                        "seed_file": seed_name,
+                        "run_seed": args.seed,
+                        "case": n,
+                        "case_seed": case_seed,
+                        "mutation": desc,
+                        **rec,
+                        "replay": f"python scripts/fuzz.py --replay {d / case.name} --format {fmt}",
+                    }
                     (d / "finding.json").write_text(json.dumps(meta, indent=2))
                     findings[key] = {"count": 1, **meta}
-                    print(f"FINDING {fid}: {fmt} {rec['op']} {rec['outcome']} {rec.get('exc')}"
-                          f" ({desc[:120]})", flush=True)
+                    print(
+                        f"FINDING {fid}: {fmt} {rec['op']} {rec['outcome']} {rec.get('exc')}"
+                        f" ({desc[:120]})",
+                        flush=True,
+                    )
             if args.progress and n % args.progress == 0:
                 print(f"{n} cases, {len(findings)} findings", flush=True)
         summary = {
-            "seconds": args.seconds, "seed": args.seed, "cases": dict(cases),
+            "seconds": args.seconds,
+            "seed": args.seed,
+            "cases": dict(cases),
             "total_cases": n,
             "outcomes": {f: dict(c) for f, c in counts.items()},
             "findings": [{k: v for k, v in f.items() if k != "tb"} for f in findings.values()],
@@ -1093,10 +1263,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--format", default="all", help=f"comma list of {','.join(FORMATS)}")
     ap.add_argument("--out", default="fuzz-findings", help="where findings are saved")
     ap.add_argument("--timeout", type=float, default=60.0, help="seconds per case")
-    ap.add_argument("--mem-mb", type=int, default=1536,
-                    help="address space a child may add to the parent's (0: no cap)")
-    ap.add_argument("--subprocess-rate", type=float, default=0.03,
-                    help="share of cases also run as `python -m tenfold verify`")
+    ap.add_argument(
+        "--mem-mb",
+        type=int,
+        default=1536,
+        help="address space a child may add to the parent's (0: no cap)",
+    )
+    ap.add_argument(
+        "--subprocess-rate",
+        type=float,
+        default=0.03,
+        help="share of cases also run as `python -m tenfold verify`",
+    )
     ap.add_argument("--round-robin", action="store_true", help="cycle through the formats")
     ap.add_argument("--progress", type=int, default=0, help="print a line every N cases")
     ap.add_argument("--replay", help="run every operation on this file and show the outcomes")

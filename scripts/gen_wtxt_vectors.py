@@ -30,10 +30,23 @@ def _arrays() -> dict[str, dict[str, np.ndarray]]:
     return {
         "basic": {"W_base": np.arange(24, dtype=np.float64).reshape(4, 6) / 8},
         "all_dtypes": {
-            **{f"a_{t}": (np.arange(6) - 2).astype(dt).reshape(2, 3) for t, dt in
-               [("f64", "<f8"), ("f32", "<f4"), ("i64", "<i8"), ("u64", "<u8"), ("i32", "<i4"),
-                ("u32", "<u4"), ("i16", "<i2"), ("u16", "<u2"), ("i8", "i1"), ("u8", "u1")]},
-            "scalar": np.array(1.5, np.float32), "empty": np.zeros((0, 4), np.int32),
+            **{
+                f"a_{t}": (np.arange(6) - 2).astype(dt).reshape(2, 3)
+                for t, dt in [
+                    ("f64", "<f8"),
+                    ("f32", "<f4"),
+                    ("i64", "<i8"),
+                    ("u64", "<u8"),
+                    ("i32", "<i4"),
+                    ("u32", "<u4"),
+                    ("i16", "<i2"),
+                    ("u16", "<u2"),
+                    ("i8", "i1"),
+                    ("u8", "u1"),
+                ]
+            },
+            "scalar": np.array(1.5, np.float32),
+            "empty": np.zeros((0, 4), np.int32),
         },
         "row_blocking": {"R": np.arange(300, dtype=np.float32).reshape(50, 6)},
         "multichunk": {"blob": (np.arange(70000) % 251).astype(np.uint8)},
@@ -62,15 +75,32 @@ def build() -> dict[str, bytes]:
         w("hmac.wtxt", arrs["basic"], hmac_key=HKEY)
         w("hmac_salt.wtxt", arrs["basic"], hmac_key=HKEY, salt=bytes.fromhex("0011223344556677"))
         w("signed.wtxt", arrs["basic"], hmac_key=HKEY, signing_key=SEED)
-        w("signed_all.wtxt", arrs["basic"], signing_key=SEED, sign_all=True,
-          audit={"note": "covered by sign_all"})
-        w("audit.wtxt", arrs["basic"],
-          audit={"kahan_max_resid": 1.1e-15, "denom_min": 0.004,
-                 "notes": "Sera gamma=0.96 r=4096"})
+        w(
+            "signed_all.wtxt",
+            arrs["basic"],
+            signing_key=SEED,
+            sign_all=True,
+            audit={"note": "covered by sign_all"},
+        )
+        w(
+            "audit.wtxt",
+            arrs["basic"],
+            audit={
+                "kahan_max_resid": 1.1e-15,
+                "denom_min": 0.004,
+                "notes": "Sera gamma=0.96 r=4096",
+            },
+        )
         with wtxt.open(tmp / "basic.wtxt") as f:
             prev = f.root["merkle_this"]
-        w("gen124_merkle.wtxt", arrs["basic"], gen=124, ts="2025-10-09T05:01:23Z",
-          build="def456", merkle_prev=prev)
+        w(
+            "gen124_merkle.wtxt",
+            arrs["basic"],
+            gen=124,
+            ts="2025-10-09T05:01:23Z",
+            build="def456",
+            merkle_prev=prev,
+        )
         w("pending.wtxt", arrs["basic"], root_pending=True)
         wtxt.finalize_wsum(tmp / "pending.wtxt", signing_key=SEED)
         out["pending.wtxt.wsum"] = (tmp / "pending.wtxt.wsum").read_bytes()
@@ -114,25 +144,49 @@ def _bad(good: bytes) -> dict[str, tuple[bytes, str, str]]:
         "bad_crlf.wtxt": (good.replace(b"\n", b"\r\n", 2), "FormatError", "carriage return"),
         "bad_tab.wtxt": (edit(1, ls[1].replace(b" host", b"\thost")), "FormatError", "tab"),
         "bad_trailing_space.wtxt": (edit(2, ls[2] + b" "), "FormatError", "trailing space"),
-        "bad_non_ascii.wtxt": (edit(1, ls[1].replace(b"abc123", b"abc\xc3\xa9")), "FormatError",
-                               "non-ASCII"),
-        "bad_field_order.wtxt": (edit(ch, re.sub(rb"(off=\S+) (len=\S+)", rb"\2 \1", ls[ch])),
-                                 "FormatError", "field order"),
-        "bad_off_width.wtxt": (edit(ch, ls[ch].replace(b"off=000000000000", b"off=0")),
-                               "FormatError", "'off' malformed"),
-        "bad_parity.wtxt": (edit(b64, ls[b64][:-1] + flipped), "FormatError",
-                            "parity nibble mismatch"),
-        "bad_lines_count.wtxt": (edit(ch, re.sub(rb"lines=\d+", b"lines=9", ls[ch])),
-                                 "FormatError", "'lines' mismatch"),
+        "bad_non_ascii.wtxt": (
+            edit(1, ls[1].replace(b"abc123", b"abc\xc3\xa9")),
+            "FormatError",
+            "non-ASCII",
+        ),
+        "bad_field_order.wtxt": (
+            edit(ch, re.sub(rb"(off=\S+) (len=\S+)", rb"\2 \1", ls[ch])),
+            "FormatError",
+            "field order",
+        ),
+        "bad_off_width.wtxt": (
+            edit(ch, ls[ch].replace(b"off=000000000000", b"off=0")),
+            "FormatError",
+            "'off' malformed",
+        ),
+        "bad_parity.wtxt": (
+            edit(b64, ls[b64][:-1] + flipped),
+            "FormatError",
+            "parity nibble mismatch",
+        ),
+        "bad_lines_count.wtxt": (
+            edit(ch, re.sub(rb"lines=\d+", b"lines=9", ls[ch])),
+            "FormatError",
+            "'lines' mismatch",
+        ),
         "bad_missing_endch.wtxt": (drop(ls.index(b"endch")), "FormatError", "expected 'endch'"),
         "bad_missing_endarr.wtxt": (drop(ls.index(b"endarr")), "FormatError", "endarr"),
         "bad_missing_endwtxt.wtxt": (drop(ls.index(b"endwtxt")), "TruncatedError", "endwtxt"),
-        "bad_crc32c.wtxt": (edit(ch, re.sub(rb"crc32c=\w+", b"crc32c=00000000", ls[ch])),
-                            "IntegrityError", "crc32c mismatch"),
-        "bad_root.wtxt": (edit(3, re.sub(rb"fastxor=\w+", b"fastxor=" + b"0" * 16, ls[3])),
-                          "IntegrityError", "fastxor"),
-        "bad_arr_bytes.wtxt": (edit(arr, ls[arr].replace(b"bytes=192", b"bytes=200")),
-                               "FormatError", "does not match shape"),
+        "bad_crc32c.wtxt": (
+            edit(ch, re.sub(rb"crc32c=\w+", b"crc32c=00000000", ls[ch])),
+            "IntegrityError",
+            "crc32c mismatch",
+        ),
+        "bad_root.wtxt": (
+            edit(3, re.sub(rb"fastxor=\w+", b"fastxor=" + b"0" * 16, ls[3])),
+            "IntegrityError",
+            "fastxor",
+        ),
+        "bad_arr_bytes.wtxt": (
+            edit(arr, ls[arr].replace(b"bytes=192", b"bytes=200")),
+            "FormatError",
+            "does not match shape",
+        ),
         "bad_version.wtxt": (edit(0, b"WTXT 2"), "UnsupportedError", "unsupported version"),
     }
 

@@ -82,7 +82,20 @@ fi
 # torchvision (a CUDA build from the registry) but its code needs neither to write and read
 # FOLD files: install it alone; its tests skip with a reason when it is absent.
 pip_install "$VPY" --no-deps "pyfolds==1.0.2" || echo "note: pyfolds did not install; its peer tests will skip"
+# ztensor 2.1.2 (the zTensor v2 reference) cannot share a venv with ztensor 0.1.4 (the 0.1.0
+# reference): it gets a venv of its own, which the v2 peer tests run through
+# TENFOLD_ZTENSOR2_PYTHON; without it those tests skip with a printed reason.
+if "$PY" -m venv "$work/zt212" && pip_install "$work/zt212/bin/python" "ztensor==2.1.2" numpy; then
+    export TENFOLD_ZTENSOR2_PYTHON=$work/zt212/bin/python
+else
+    echo "note: ztensor 2.1.2 did not install; the zTensor v2 peer tests will skip"
+fi
 echo "installed in $((SECONDS - t)) s"
+
+echo "== lint: ruff check, ruff format --check, mypy"
+(cd "$here" && "$VPY" -m ruff check lib tests scripts asv_bench \
+    && "$VPY" -m ruff format --check lib tests scripts asv_bench >/dev/null \
+    && "$VPY" -m mypy --cache-dir "$work/mypy-cache" lib/tenfold)
 
 echo "== pytest (compiled kernels)"
 run_pytest

@@ -10,6 +10,14 @@ from hypothesis import HealthCheck, settings
 
 from tenfold import _kernels
 
+# pyfolds 1.0.2 (the FOLD peer) probes cryptography with importlib.util.find_spec when it is
+# imported, which raises once cryptography's serialization module (its __spec__ is None) has
+# been imported, as tenfold's WTXT code does. Import the peer first, while the probe works.
+try:
+    import pyfolds.serialization.foldio  # noqa: F401
+except ImportError:  # not installed: its tests skip with a reason
+    pass
+
 settings.register_profile(
     "default",
     deadline=None,

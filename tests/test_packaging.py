@@ -95,8 +95,9 @@ def test_sources_found():
 def test_module_level_imports_are_core(path):
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     allowed = _allowed()
-    bad = [f"line {line}: {name}" for line, name in module_level_imports(tree)
-           if name not in allowed]
+    bad = [
+        f"line {line}: {name}" for line, name in module_level_imports(tree) if name not in allowed
+    ]
     assert not bad, (
         f"{path.relative_to(ROOT)} imports at module level what the base install lacks "
         f"({', '.join(bad)}); make it a core dependency in pyproject.toml or import it inside "
@@ -121,15 +122,33 @@ def test_the_checker_sees_what_it_must():
 def test_core_dependencies_cover_every_format():
     # what every format needs to read, write and verify is in the base install
     core = core_imports()
-    assert {"numpy", "ml_dtypes", "zstandard", "crc32c", "cbor2", "xxhash", "pybase64",
-            "cryptography"} <= core
+    assert {
+        "numpy",
+        "ml_dtypes",
+        "zstandard",
+        "crc32c",
+        "cbor2",
+        "xxhash",
+        "pybase64",
+        "cryptography",
+    } <= core
     assert not {"torch", "scipy", "fsspec", "tqdm", "pyrage", "safetensors"} & core
 
 
 def test_every_integration_has_its_extra():
     extras = _project()["optional-dependencies"]
-    assert {"torch", "scipy", "remote", "progress", "crypto", "test", "peers", "dev", "bench",
-            "docs"} <= set(extras)
+    assert {
+        "torch",
+        "scipy",
+        "remote",
+        "progress",
+        "crypto",
+        "test",
+        "peers",
+        "dev",
+        "bench",
+        "docs",
+    } <= set(extras)
     from tenfold.core.optional import EXTRAS
 
     named = {_import_name(r) for reqs in extras.values() for r in reqs}

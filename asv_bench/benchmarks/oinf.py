@@ -70,8 +70,7 @@ class OpenSuite:
     def setup(self, n):
         self.dir = tempfile.mkdtemp()
         self.path = os.path.join(self.dir, "m.oinf")
-        oinf.write(self.path, tensors={f"t{i:05d}": np.zeros((2, 3), np.float32)
-                                       for i in range(n)})
+        oinf.write(self.path, tensors={f"t{i:05d}": np.zeros((2, 3), np.float32) for i in range(n)})
 
     def time_open(self, n):
         oinf.open(self.path).close()

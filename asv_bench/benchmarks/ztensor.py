@@ -18,8 +18,11 @@ class OpenSuite:
         self.tmp = tempfile.mkdtemp()
         self.path = os.path.join(self.tmp, "m.zt")
         rng = np.random.default_rng(0)
-        zt.save(self.path, {f"t{i}": rng.standard_normal(256, dtype=np.float32)
-                            for i in range(n_tensors)}, fsync=False)
+        zt.save(
+            self.path,
+            {f"t{i}": rng.standard_normal(256, dtype=np.float32) for i in range(n_tensors)},
+            fsync=False,
+        )
 
     def teardown(self, n_tensors):
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -40,8 +43,9 @@ class ReadWriteSuite:
         self.tmp = tempfile.mkdtemp()
         self.path = os.path.join(self.tmp, "m.zt")
         rng = np.random.default_rng(1)
-        self.tensors = {f"layer{i}": rng.standard_normal((512, 256), dtype=np.float32)
-                        for i in range(16)}  # 8 MiB
+        self.tensors = {
+            f"layer{i}": rng.standard_normal((512, 256), dtype=np.float32) for i in range(16)
+        }  # 8 MiB
         zt.save(self.path, self.tensors, encoding=encoding, fsync=False)
 
     def teardown(self, encoding):

@@ -96,8 +96,9 @@ def check_output(path: str, *, suffix: bool = False) -> None:
         from .formats import FORMATS
 
         known = " ".join([s for i in FORMATS for s in i.suffixes] + [".npz", ".safetensors"])
-        raise UsageError(f"{path}: unknown suffix {os.path.splitext(path)[1]!r}; expected one "
-                         f"of {known}")
+        raise UsageError(
+            f"{path}: unknown suffix {os.path.splitext(path)[1]!r}; expected one of {known}"
+        )
 
 
 def _paths(args: argparse.Namespace, kind: str) -> Iterator[str]:
@@ -209,10 +210,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         return 0
     total = sum(r["bytes"] for r in objects if isinstance(r.get("bytes"), int))
     shown = (lambda n: f"{n} bytes") if args.bytes else _human
-    print(
-        f"{args.file}: {fmt}, {len(objects)} objects, {shown(total)} of data, "
-        f"file {shown(size)}"
-    )
+    print(f"{args.file}: {fmt}, {len(objects)} objects, {shown(total)} of data, file {shown(size)}")
     table = []
     for r in objects:
         r = dict(r)
@@ -365,8 +363,12 @@ def build_parser() -> argparse.ArgumentParser:
     from .capabilities import TARGETS
 
     holds = "\n".join(
-        textwrap.fill(", ".join(sorted(dts)), 78, initial_indent=f"  {'/'.join(sfx):13} ",
-                      subsequent_indent=" " * 16)  # fmt: skip
+        textwrap.fill(
+            ", ".join(sorted(dts)),
+            78,
+            initial_indent=f"  {'/'.join(sfx):13} ",
+            subsequent_indent=" " * 16,
+        )  # fmt: skip
         for sfx, dts in TARGETS.values()
     )
     p = sub.add_parser(
@@ -431,7 +433,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _error(message: object) -> None:
     text = str(message)
     if text.startswith("tenfold: "):  # library messages may carry the prefix already
-        text = text[len("tenfold: "):]
+        text = text[len("tenfold: ") :]
     print(f"tenfold: error: {text}", file=sys.stderr)
 
 

@@ -364,8 +364,10 @@ def _dense(v: Any, name: str = "", budget: Any = None) -> Any:
     default limits' budget when none is given) before it is allocated."""
     if isinstance(v, np.ndarray):
         return v
-    if hasattr(v, "shape") and hasattr(v, "dtype") and (
-        hasattr(v, "toarray") or hasattr(v, "todense")
+    if (
+        hasattr(v, "shape")
+        and hasattr(v, "dtype")
+        and (hasattr(v, "toarray") or hasattr(v, "todense"))
     ):
         from .core.alloc import nbytes_of
 

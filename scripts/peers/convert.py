@@ -107,10 +107,7 @@ def run(quick: bool) -> list[dict]:
         base = _rss_child("import numpy, tenfold.convert, tenfold.ztensor")
         for label, a, b in ((".zt", src, zt), ("safetensors", zt, back)):
             rm(b)
-            code = (
-                "from tenfold.convert import convert; "
-                f"convert({a!r}, {b!r}, fsync=False)"
-            )
+            code = f"from tenfold.convert import convert; convert({a!r}, {b!r}, fsync=False)"
             peak = _rss_child(code)
             rows.append(
                 row(

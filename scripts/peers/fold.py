@@ -102,14 +102,32 @@ def run(quick: bool) -> list[dict]:
     sample = bytes(data[: 64 << 10])
     for name, mod in (("reedsolo 1.7", reedsolo), ("creedsolo", creedsolo)):
         if mod is None:
-            rows.append(row("RS(32) encode", ours, f"{name} (not installed)", None, unit="MB/s",
-                            higher_is_better=True, target=">= 100 MB/s"))
+            rows.append(
+                row(
+                    "RS(32) encode",
+                    ours,
+                    f"{name} (not installed)",
+                    None,
+                    unit="MB/s",
+                    higher_is_better=True,
+                    target=">= 100 MB/s",
+                )
+            )
             continue
         codec = mod.RSCodec(nsym)
         tp = best(lambda codec=codec: codec.encode(sample), repeat=3)
-        rows.append(row("RS(32) encode", ours, name, len(sample) / tp / 1e6, unit="MB/s",
-                        higher_is_better=True, target=">= 100 MB/s",
-                        note=f"tenfold {n >> 20} MiB, peer 64 KiB sample"))
+        rows.append(
+            row(
+                "RS(32) encode",
+                ours,
+                name,
+                len(sample) / tp / 1e6,
+                unit="MB/s",
+                higher_is_better=True,
+                target=">= 100 MB/s",
+                note=f"tenfold {n >> 20} MiB, peer 64 KiB sample",
+            )
+        )
 
     # -- RS(32) correction at capacity ---------------------------------------------------
     n = (4 << 20) // div
@@ -130,18 +148,37 @@ def run(quick: bool) -> list[dict]:
     assert np.array_equal(work["d"], clean)
     ours = n / t / 1e6
     nb = 40
-    cws = [bytes(bad[i * k : (i + 1) * k]) + bytes(cpar[i * nsym : (i + 1) * nsym])
-           for i in range(nb)]
+    cws = [
+        bytes(bad[i * k : (i + 1) * k]) + bytes(cpar[i * nsym : (i + 1) * nsym]) for i in range(nb)
+    ]
     for name, mod in (("reedsolo 1.7", reedsolo), ("creedsolo", creedsolo)):
         if mod is None:
-            rows.append(row("RS(32) correct 16 errors/block", ours, f"{name} (not installed)",
-                            None, unit="MB/s", higher_is_better=True, target=">= 10 MB/s"))
+            rows.append(
+                row(
+                    "RS(32) correct 16 errors/block",
+                    ours,
+                    f"{name} (not installed)",
+                    None,
+                    unit="MB/s",
+                    higher_is_better=True,
+                    target=">= 10 MB/s",
+                )
+            )
             continue
         codec = mod.RSCodec(nsym)
         tp = best(lambda codec=codec: [codec.decode(c) for c in cws], repeat=2)
-        rows.append(row("RS(32) correct 16 errors/block", ours, name, nb * k / tp / 1e6,
-                        unit="MB/s", higher_is_better=True, target=">= 10 MB/s",
-                        note=f"tenfold {n >> 20} MiB, peer {nb} blocks"))
+        rows.append(
+            row(
+                "RS(32) correct 16 errors/block",
+                ours,
+                name,
+                nb * k / tp / 1e6,
+                unit="MB/s",
+                higher_is_better=True,
+                target=">= 10 MB/s",
+                note=f"tenfold {n >> 20} MiB, peer {nb} blocks",
+            )
+        )
 
     # -- clean read and writes -----------------------------------------------------------
     tmp = tempfile.mkdtemp(prefix="tenfold-fold-bench-")
@@ -153,14 +190,22 @@ def run(quick: bool) -> list[dict]:
             w.add_chunk("blob", "BLOB", big)
 
         for mode, label in ((True, "CRC-32C + SHA-256"), ("crc", "CRC-32C only")):
+
             def read(mode=mode):
                 with fold.Reader(p) as r:
                     r.read("blob", verify=mode)
 
             read()
             t = best(read, repeat=5)
-            rows.append(row(f"clean read {n >> 20} MiB chunk, rs(32), {label}", n / t / 1e9,
-                            unit="GB/s", higher_is_better=True, target=">= 1 GB/s"))
+            rows.append(
+                row(
+                    f"clean read {n >> 20} MiB chunk, rs(32), {label}",
+                    n / t / 1e9,
+                    unit="GB/s",
+                    higher_is_better=True,
+                    target=">= 1 GB/s",
+                )
+            )
 
         p2 = os.path.join(tmp, "plain.fold")
         foldio = _pyfolds()
@@ -194,12 +239,17 @@ def run(quick: bool) -> list[dict]:
             ("fsync", "default durability (fsync)", "pyfolds 1.0.2 (fsyncs twice)"),
             ("nofsync", "no fsync either side", "pyfolds 1.0.2, fsync patched out"),
         ):
-            rows.append(row(f"write {n >> 20} MiB, no compression, {label}",
-                            times[f"ours-{fsync}"],
-                            peer_label if foldio is not None else "pyfolds (not installed)",
-                            times.get(f"peer-{fsync}"), unit="s",
-                            target="2x faster than pyfolds",
-                            note="fresh path each run; runs interleaved"))
+            rows.append(
+                row(
+                    f"write {n >> 20} MiB, no compression, {label}",
+                    times[f"ours-{fsync}"],
+                    peer_label if foldio is not None else "pyfolds (not installed)",
+                    times.get(f"peer-{fsync}"),
+                    unit="s",
+                    target="2x faster than pyfolds",
+                    note="fresh path each run; runs interleaved",
+                )
+            )
 
         n = (64 << 20) // div
         smooth = np.cumsum(rng.standard_normal(n // 4), dtype=np.float32).astype(np.float16)
@@ -211,15 +261,31 @@ def run(quick: bool) -> list[dict]:
 
         t1 = best(lambda: zwrite(0), repeat=3, setup=lambda: _fresh(p2))
         t2 = best(lambda: zwrite(-1), repeat=3, setup=lambda: _fresh(p2))
-        rows.append(row(f"write {n >> 20} MiB zstd-3, all cores", t2, "tenfold threads=0", t1,
-                        unit="s", note="threads=0 is byte-identical to pyfolds; no fsync"))
+        rows.append(
+            row(
+                f"write {n >> 20} MiB zstd-3, all cores",
+                t2,
+                "tenfold threads=0",
+                t1,
+                unit="s",
+                note="threads=0 is byte-identical to pyfolds; no fsync",
+            )
+        )
         if foldio is not None:
             smooth_bytes = smooth.tobytes()
-            tp = best(lambda: peer_write(False, "zstd", smooth_bytes), repeat=3,
-                      setup=lambda: _fresh(p2))
-            rows.append(row(f"write {n >> 20} MiB zstd-3, all cores", t2,
-                            "pyfolds 1.0.2, fsync patched out", tp, unit="s",
-                            note="no fsync either side"))
+            tp = best(
+                lambda: peer_write(False, "zstd", smooth_bytes), repeat=3, setup=lambda: _fresh(p2)
+            )
+            rows.append(
+                row(
+                    f"write {n >> 20} MiB zstd-3, all cores",
+                    t2,
+                    "pyfolds 1.0.2, fsync patched out",
+                    tp,
+                    unit="s",
+                    note="no fsync either side",
+                )
+            )
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rows

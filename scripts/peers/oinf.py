@@ -46,17 +46,22 @@ def _peer_write_cases(quick: bool, tmp: str) -> list[dict]:
         enc = None
     n = 10_000 if quick else 1_000_000
     rng = np.random.default_rng(0)
-    data = {"bf16": rng.standard_normal(n).astype(np.float32),
-            "f8": rng.standard_normal(n).astype(np.float32),
-            "i4": rng.integers(-8, 8, n).astype(np.int8)}
+    data = {
+        "bf16": rng.standard_normal(n).astype(np.float32),
+        "f8": rng.standard_normal(n).astype(np.float32),
+        "i4": rng.integers(-8, 8, n).astype(np.int8),
+    }
     path = os.path.join(tmp, "w.oinf")
     for kind, arr in data.items():
-        ours = best(lambda arr=arr, kind=kind: oinf.write(
-            path, tensors={"w": oinf.Tensor(arr, kind)}), repeat=5)
+        ours = best(
+            lambda arr=arr, kind=kind: oinf.write(path, tensors={"w": oinf.Tensor(arr, kind)}),
+            repeat=5,
+        )
         peer_t = None
         if enc is not None:
             model_cls = dataclasses.make_dataclass(
-                "Model", [("sizevars", dict), ("metadata", dict), ("tensors", dict)])
+                "Model", [("sizevars", dict), ("metadata", dict), ("tensors", dict)]
+            )
             m = model_cls({}, {}, {"w": enc.TensorSpec(arr, dtype=kind)})
 
             def peer(m=m):
@@ -64,9 +69,15 @@ def _peer_write_cases(quick: bool, tmp: str) -> list[dict]:
                     f.write(enc.dataclass_to_oinf(m))
 
             peer_t = best(peer, repeat=1 if not quick else 3)
-        rows.append(row(f"write 1 {kind} tensor of {n:,} elements", ours,
-                        "openinfer-oinf 0.1.1" if enc else None, peer_t,
-                        target=">= 100x" if not quick else ""))
+        rows.append(
+            row(
+                f"write 1 {kind} tensor of {n:,} elements",
+                ours,
+                "openinfer-oinf 0.1.1" if enc else None,
+                peer_t,
+                target=">= 100x" if not quick else "",
+            )
+        )
     return rows
 
 
@@ -77,8 +88,9 @@ def _open_case(quick: bool, tmp: str) -> dict:
     tensors = {}
     for i in range(n):
         shape = tuple(int(d) for d in rng.integers(1, 5, i % 3 + 1))
-        tensors[f"layer{i:05d}.w"] = (np.zeros(shape, np.float32) if i % 2 else
-                                      oinf.Tensor(np.zeros(shape, np.int8), "i4"))
+        tensors[f"layer{i:05d}.w"] = (
+            np.zeros(shape, np.float32) if i % 2 else oinf.Tensor(np.zeros(shape, np.int8), "i4")
+        )
     oinf.write(path, tensors=tensors, metadata={f"k{i}": i for i in range(100)})
 
     def run():
@@ -87,8 +99,12 @@ def _open_case(quick: bool, tmp: str) -> dict:
             r.metadata  # noqa: B018 - parse the metadata values too
 
     t = best(run, repeat=7)
-    return row(f"open a {n:,}-tensor model, parse all tables", t * 1e3, unit="ms",
-               target="< 50 ms" if not quick else "")
+    return row(
+        f"open a {n:,}-tensor model, parse all tables",
+        t * 1e3,
+        unit="ms",
+        target="< 50 ms" if not quick else "",
+    )
 
 
 def _kernel_cases(quick: bool) -> list[dict]:
@@ -96,36 +112,62 @@ def _kernel_cases(quick: bool) -> list[dict]:
     rows = []
     n = 1 << (18 if quick else 24)
     rng = np.random.default_rng(2)
-    for name, bits, mode in [("i4", 4, "int"), ("u4", 4, "uint"), ("i2", 2, "int"),
-                             ("u2", 2, "uint"), ("t2", 2, "int"), ("i1", 1, "int"),
-                             ("u1", 1, "uint"), ("t1", 1, "pm1")]:
+    for name, bits, mode in [
+        ("i4", 4, "int"),
+        ("u4", 4, "uint"),
+        ("i2", 2, "int"),
+        ("u2", 2, "uint"),
+        ("t2", 2, "int"),
+        ("i1", 1, "int"),
+        ("u1", 1, "uint"),
+        ("t1", 1, "pm1"),
+    ]:
         src = rng.integers(0, 256, n * bits // 8, dtype=np.uint8)
         if name == "t2":  # valid ternary codes only: every 0b10 field becomes 0b11
             src = src | ((src >> 1) & np.uint8(0x55))
         out = np.empty(n, np.int8 if mode != "uint" else np.uint8)
         if mode == "int":
-            fn = (lambda src=src, bits=bits, out=out: k.unpack_int(src, bits, out))
+            t = best(lambda src=src, bits=bits, out=out: k.unpack_int(src, bits, out), repeat=7)
         elif mode == "uint":
-            fn = (lambda src=src, bits=bits, out=out: k.unpack_uint(src, bits, out))
+            t = best(lambda src=src, bits=bits, out=out: k.unpack_uint(src, bits, out), repeat=7)
         else:
-            fn = (lambda src=src, out=out: k.unpack_pm1(src, out))
-        t = best(fn, repeat=7)
+            t = best(lambda src=src, out=out: k.unpack_pm1(src, out), repeat=7)
         signed = mode != "uint"
-        tn = best(lambda src=src, bits=bits, signed=signed: _np_unpack(src, bits, n, signed),
-                  repeat=3)
+        tn = best(
+            lambda src=src, bits=bits, signed=signed: _np_unpack(src, bits, n, signed), repeat=3
+        )
         target = ">= 1.5 GB/s" + ("; >= 5x" if bits == 2 else "")
-        rows.append(row(f"unpack {name} ({n:,} elements)", n / t / 1e9, "numpy shift-and-mask",
-                        n / tn / 1e9, unit="GB/s", higher_is_better=True, target=target))
+        rows.append(
+            row(
+                f"unpack {name} ({n:,} elements)",
+                n / t / 1e9,
+                "numpy shift-and-mask",
+                n / tn / 1e9,
+                unit="GB/s",
+                higher_is_better=True,
+                target=target,
+            )
+        )
     for bits in (4, 2, 1):
         lo, hi = -(1 << (bits - 1)), (1 << (bits - 1)) - 1
         vals = rng.integers(lo, hi, n, endpoint=True).astype(np.int8)
         out = np.empty(n * bits // 8, np.uint8)
-        t = best(lambda vals=vals, bits=bits, lo=lo, hi=hi, out=out:
-                 k.pack_int(vals, bits, lo, hi, out), repeat=7)
+        t = best(
+            lambda vals=vals, bits=bits, lo=lo, hi=hi, out=out: k.pack_int(vals, bits, lo, hi, out),
+            repeat=7,
+        )
         tn = best(lambda vals=vals, bits=bits: _np_pack(vals, bits), repeat=3)
-        rows.append(row(f"pack {bits}-bit with range check ({n:,} elements)", n / t / 1e9,
-                        "numpy shift-and-or (no check)", n / tn / 1e9, unit="GB/s",
-                        higher_is_better=True, target=">= 3x"))
+        rows.append(
+            row(
+                f"pack {bits}-bit with range check ({n:,} elements)",
+                n / t / 1e9,
+                "numpy shift-and-or (no check)",
+                n / tn / 1e9,
+                unit="GB/s",
+                higher_is_better=True,
+                target=">= 3x",
+            )
+        )
     return rows
 
 

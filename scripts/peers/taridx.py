@@ -72,15 +72,28 @@ def run(quick: bool) -> list[dict]:
         mb = shard.stat().st_size / 1e6
         shard.read_bytes()  # warm the page cache
         t_build = best(lambda: tx.build(tmp, "bench", show_progress=False), repeat=7)
-        t_nosync = best(lambda: tx.build(tmp, "bench", show_progress=False, fsync=False),
-                        repeat=7)
+        t_nosync = best(lambda: tx.build(tmp, "bench", show_progress=False, fsync=False), repeat=7)
         t_tarfile = best(lambda: tarfile.open(shard).getmembers(), repeat=2 if quick else 1)
-        out.append(row(f"build index, {2 * n_samples} members, {mb:.0f} MB (warm)", t_build,
-                       "tarfile getmembers", t_tarfile, target="<= 0.2 s, >= 25x tarfile",
-                       note="durable: fsync of the index file and of its directory"))
-        out.append(row("build index, fsync=False (atomic, not durable)", t_nosync,
-                       "tarfile getmembers", t_tarfile, target="<= 0.2 s",
-                       note=f"the two fsyncs cost {1000 * (t_build - t_nosync):.0f} ms here"))
+        out.append(
+            row(
+                f"build index, {2 * n_samples} members, {mb:.0f} MB (warm)",
+                t_build,
+                "tarfile getmembers",
+                t_tarfile,
+                target="<= 0.2 s, >= 25x tarfile",
+                note="durable: fsync of the index file and of its directory",
+            )
+        )
+        out.append(
+            row(
+                "build index, fsync=False (atomic, not durable)",
+                t_nosync,
+                "tarfile getmembers",
+                t_tarfile,
+                target="<= 0.2 s",
+                note=f"the two fsyncs cost {1000 * (t_build - t_nosync):.0f} ms here",
+            )
+        )
         try:
             from webdataset.tariterators import tar_file_iterator
 
@@ -90,9 +103,16 @@ def run(quick: bool) -> list[dict]:
                         pass
 
             t_wds = best(wds, repeat=2 if quick else 1)
-            out.append(row("build index vs webdataset", t_build, "webdataset tar_file_iterator",
-                           t_wds, target=">= 4x wids",
-                           note="wids is not in webdataset 1.0.2; its tar iterator instead"))
+            out.append(
+                row(
+                    "build index vs webdataset",
+                    t_build,
+                    "webdataset tar_file_iterator",
+                    t_wds,
+                    target=">= 4x wids",
+                    note="wids is not in webdataset 1.0.2; its tar iterator instead",
+                )
+            )
         except ImportError:
             out.append(row("build index vs webdataset", t_build, note="webdataset not installed"))
 
@@ -107,19 +127,29 @@ def run(quick: bool) -> list[dict]:
             def ratarmount() -> None:
                 if sqlite.exists():
                     sqlite.unlink()
-                with contextlib.redirect_stdout(io.StringIO()), \
-                        contextlib.redirect_stderr(io.StringIO()):
+                with (
+                    contextlib.redirect_stdout(io.StringIO()),
+                    contextlib.redirect_stderr(io.StringIO()),
+                ):
                     src = SQLiteIndexedTar(str(shard), writeIndex=True, indexFilePath=str(sqlite))
                     with contextlib.suppress(Exception):
                         src.__exit__(None, None, None)
 
             t_rat = best(ratarmount, repeat=2 if quick else 1)
-            out.append(row("build index vs ratarmount", t_build, "ratarmountcore SQLiteIndexedTar",
-                           t_rat, target=">= 25x ratarmount",
-                           note="its SQLite index written to a new file"))
+            out.append(
+                row(
+                    "build index vs ratarmount",
+                    t_build,
+                    "ratarmountcore SQLiteIndexedTar",
+                    t_rat,
+                    target=">= 25x ratarmount",
+                    note="its SQLite index written to a new file",
+                )
+            )
         except ImportError:
-            out.append(row("build index vs ratarmount", t_build,
-                           note="ratarmountcore not installed"))
+            out.append(
+                row("build index vs ratarmount", t_build, note="ratarmountcore not installed")
+            )
 
         idx_path = tmp / "big.taridx"
         stems = make_index(idx_path, n_index)
@@ -130,12 +160,20 @@ def run(quick: bool) -> list[dict]:
 
         t_open = best(open_close, repeat=7)
         t_read = best(lambda: np.fromfile(idx_path, np.uint8), repeat=3)
-        out.append(row(f"open {2 * n_index:,}-row index", t_open, "np.fromfile (read rows)",
-                       t_read, target="<= 10 ms"))
+        out.append(
+            row(
+                f"open {2 * n_index:,}-row index",
+                t_open,
+                "np.fromfile (read rows)",
+                t_read,
+                target="<= 10 ms",
+            )
+        )
 
         rng = np.random.default_rng(1)
         picks = rng.integers(0, n_index, n_lookup)
         query = [stems[i] for i in picks.tolist()]
+
         def first_lookup() -> None:
             with tx.Index.open(idx_path) as fresh:
                 fresh.lookup(query[:1])
@@ -154,8 +192,10 @@ def run(quick: bool) -> list[dict]:
         t_lookup = best(lambda: idx.lookup(query), repeat=5)
         import xxhash
 
-        table = {xxhash.xxh64_intdigest(s.encode()): i for i, s in
-                 enumerate(stems[: max(n_index // 5, 1)])}
+        table = {
+            xxhash.xxh64_intdigest(s.encode()): i
+            for i, s in enumerate(stems[: max(n_index // 5, 1)])
+        }
         sub = query
 
         def py_lookup() -> None:
@@ -164,12 +204,24 @@ def run(quick: bool) -> list[dict]:
                 table.get(h(s.encode()), -1)
 
         t_py = best(py_lookup, repeat=3)
-        out.append(row(f"{n_lookup:,} stem lookups (hashing included)", t_lookup,
-                       "xxhash + dict", t_py, target="<= 0.3 s",
-                       note="after the first lookup (next row)"))
-        out.append(row(f"first lookup on a fresh {n_index:,}-sample index", t_first,
-                       note=f"once per Index: row checks + grouping {t_group:.2f} s, "
-                            f"hash table {t_table:.2f} s (single runs)"))
+        out.append(
+            row(
+                f"{n_lookup:,} stem lookups (hashing included)",
+                t_lookup,
+                "xxhash + dict",
+                t_py,
+                target="<= 0.3 s",
+                note="after the first lookup (next row)",
+            )
+        )
+        out.append(
+            row(
+                f"first lookup on a fresh {n_index:,}-sample index",
+                t_first,
+                note=f"once per Index: row checks + grouping {t_group:.2f} s, "
+                f"hash table {t_table:.2f} s (single runs)",
+            )
+        )
         idx.close()
 
         order = rng.integers(0, n_samples, n_reads).tolist()
@@ -205,19 +257,43 @@ def run(quick: bool) -> list[dict]:
         t_seek = best(read_seek, repeat=3)
         cost = 1 - t_ds[False] / t_ds[True]
         cost_touch = 1 - t_touch[False] / t_touch[True]
-        out.append(row("random sample reads (page cache)", n_reads / t_ds[True], "seek + read",
-                       n_reads / t_seek, unit="samples/s", higher_is_better=True,
-                       target=">= 200,000 /s", note="header check on (default)"))
-        out.append(row("random sample reads, header check on vs off", n_reads / t_ds[True],
-                       "verify_headers=False", n_reads / t_ds[False], unit="samples/s",
-                       higher_is_better=True, target="check < 10%",
-                       note=f"check costs {100 * cost:.0f}%: these reads touch no payload, "
-                            "so the header lines are the only shard memory they touch"))
-        out.append(row("random reads + 1st byte of each payload, check on vs off",
-                       n_reads / t_touch[True], "verify_headers=False",
-                       n_reads / t_touch[False], unit="samples/s", higher_is_better=True,
-                       target="check < 10%",
-                       note=f"check costs {100 * cost_touch:.0f}% (header in the payload's page)"))
+        out.append(
+            row(
+                "random sample reads (page cache)",
+                n_reads / t_ds[True],
+                "seek + read",
+                n_reads / t_seek,
+                unit="samples/s",
+                higher_is_better=True,
+                target=">= 200,000 /s",
+                note="header check on (default)",
+            )
+        )
+        out.append(
+            row(
+                "random sample reads, header check on vs off",
+                n_reads / t_ds[True],
+                "verify_headers=False",
+                n_reads / t_ds[False],
+                unit="samples/s",
+                higher_is_better=True,
+                target="check < 10%",
+                note=f"check costs {100 * cost:.0f}%: these reads touch no payload, "
+                "so the header lines are the only shard memory they touch",
+            )
+        )
+        out.append(
+            row(
+                "random reads + 1st byte of each payload, check on vs off",
+                n_reads / t_touch[True],
+                "verify_headers=False",
+                n_reads / t_touch[False],
+                unit="samples/s",
+                higher_is_better=True,
+                target="check < 10%",
+                note=f"check costs {100 * cost_touch:.0f}% (header in the payload's page)",
+            )
+        )
         for ds in sets.values():
             ds.close()
     finally:

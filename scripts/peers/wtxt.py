@@ -55,14 +55,27 @@ def baseline_write(path: str, name: str, a: np.ndarray) -> None:
     fx = int(np.bitwise_xor.reduce(np.frombuffer(pad, "<u8")))
     this = S.merkle(S.ZERO64, all_hex, META["ts"], "000001", META["build"])
     with open(path, "wb") as f:
-        f.write(("WTXT 1\n" + S.meta_line({**META, "gen": "000001", "endian": "LE",
-                                          "host": "cpu", "cuda": "off"})
-                 + "\ncap ext=crc32c,line_parity,arr_hmac\n"
-                 + S.root_line(all_hex, S.ZERO64, this, fx) + "\n" + line + "\n").encode())
+        f.write(
+            (
+                "WTXT 1\n"
+                + S.meta_line(
+                    {**META, "gen": "000001", "endian": "LE", "host": "cpu", "cuda": "off"}
+                )
+                + "\ncap ext=crc32c,line_parity,arr_hmac\n"
+                + S.root_line(all_hex, S.ZERO64, this, fx)
+                + "\n"
+                + line
+                + "\n"
+            ).encode()
+        )
         for ix, off in enumerate(range(0, len(raw), 32768)):
             c = raw[off : off + 32768]
-            f.write((S.ch_line(ix, off, len(c), hashlib.sha256(c).hexdigest(), crc32c.crc32c(c))
-                     + "\n").encode())
+            f.write(
+                (
+                    S.ch_line(ix, off, len(c), hashlib.sha256(c).hexdigest(), crc32c.crc32c(c))
+                    + "\n"
+                ).encode()
+            )
             f.write(_frame(base64.b64encode(c)))
             f.write(b"endch\n")
         f.write(b"endarr\nendwtxt\n")
@@ -93,8 +106,9 @@ def baseline_read(path: str) -> np.ndarray:
         i += nl + 2
     assert hashlib.sha256(buf).hexdigest() == fields["sha256"]
     salt = bytes.fromhex(fields["salt"])
-    assert hmac.compare_digest(hmac.new(KEY, salt + bytes(buf), "sha256").hexdigest(),
-                               fields["hmac"])
+    assert hmac.compare_digest(
+        hmac.new(KEY, salt + bytes(buf), "sha256").hexdigest(), fields["hmac"]
+    )
     all_hex = hashlib.sha256(lines[4] + bytes(buf)).hexdigest()
     assert all_hex in lines[3].decode()
     return np.frombuffer(buf, np.float32)
@@ -126,22 +140,54 @@ def run(quick: bool) -> list[dict]:
         peer_r = mb / _timing.best(lambda: baseline_read(p_b), 3)
         for workers in (1, 2):
             tag = "1 thread" if workers == 1 else "2 threads"
-            w = mb / _timing.best(lambda: wtxt.write(p_t, {"x": a}, hmac_key=KEY, fsync=False,
-                                                     workers=workers, **META),  # noqa: B023
-                                  3, fresh(p_t))
+            w = mb / _timing.best(
+                lambda workers=workers: wtxt.write(
+                    p_t, {"x": a}, hmac_key=KEY, fsync=False, workers=workers, **META
+                ),  # noqa: B023
+                3,
+                fresh(p_t),
+            )
             r = mb / _timing.best(lambda: wtxt.read(p_t, hmac_keys=[KEY], workers=workers), 3)  # noqa: B023
-            rows.append(_timing.row(f"write {n >> 20} MiB f32 + HMAC, {tag}", w,
-                                    "numpy+stdlib baseline", peer_w, unit="MB/s",
-                                    higher_is_better=True, target=">= 200" if workers == 1
-                                    else ">= 300"))
-            rows.append(_timing.row(f"read+verify {n >> 20} MiB f32 + HMAC, {tag}", r,
-                                    "numpy+stdlib baseline", peer_r, unit="MB/s",
-                                    higher_is_better=True, target=">= 200" if workers == 1
-                                    else ">= 300"))
-        w = mb / _timing.best(lambda: wtxt.write(p_t, {"x": a}, hmac_key=KEY, fsync=True,
-                                                 **META), 3, fresh(p_t))
-        rows.append(_timing.row(f"write {n >> 20} MiB f32 + HMAC, 1 thread, with fsync", w,
-                                unit="MB/s", higher_is_better=True, note="disk-bound"))
-        rows.append(_timing.row("text size / raw size", os.path.getsize(p_t) / a.nbytes,
-                                unit="ratio", target="about 1.39"))
+            rows.append(
+                _timing.row(
+                    f"write {n >> 20} MiB f32 + HMAC, {tag}",
+                    w,
+                    "numpy+stdlib baseline",
+                    peer_w,
+                    unit="MB/s",
+                    higher_is_better=True,
+                    target=">= 200" if workers == 1 else ">= 300",
+                )
+            )
+            rows.append(
+                _timing.row(
+                    f"read+verify {n >> 20} MiB f32 + HMAC, {tag}",
+                    r,
+                    "numpy+stdlib baseline",
+                    peer_r,
+                    unit="MB/s",
+                    higher_is_better=True,
+                    target=">= 200" if workers == 1 else ">= 300",
+                )
+            )
+        w = mb / _timing.best(
+            lambda: wtxt.write(p_t, {"x": a}, hmac_key=KEY, fsync=True, **META), 3, fresh(p_t)
+        )
+        rows.append(
+            _timing.row(
+                f"write {n >> 20} MiB f32 + HMAC, 1 thread, with fsync",
+                w,
+                unit="MB/s",
+                higher_is_better=True,
+                note="disk-bound",
+            )
+        )
+        rows.append(
+            _timing.row(
+                "text size / raw size",
+                os.path.getsize(p_t) / a.nbytes,
+                unit="ratio",
+                target="about 1.39",
+            )
+        )
     return rows

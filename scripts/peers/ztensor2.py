@@ -116,16 +116,31 @@ def run(quick: bool) -> list[dict]:
                 return [r[n] for n in r]
 
         open_map()
-        rows.append(row("v2 open + map all 64 tensors", best(open_map, 30), pname,
-                        get("open_map"), target=">= 1.5x and < 2 ms",
-                        note=note + "; views, digests not checked"))
+        rows.append(
+            row(
+                "v2 open + map all 64 tensors",
+                best(open_map, 30),
+                pname,
+                get("open_map"),
+                target=">= 1.5x and < 2 ms",
+                note=note + "; views, digests not checked",
+            )
+        )
         _verify_digests(path)
         t_v = best(lambda: _verify_digests(path), 3)
         pv = get("verify")
-        rows.append(row("v2 verify every xxh3 digest (GB/s)", nbytes / t_v / 1e9, pname,
-                        None if pv is None else nbytes / pv / 1e9, unit="GB/s",
-                        higher_is_better=True, target=">= 8 GB/s",
-                        note="tenfold: read with verify_checksums; peer: verify(deep=True)"))
+        rows.append(
+            row(
+                "v2 verify every xxh3 digest (GB/s)",
+                nbytes / t_v / 1e9,
+                pname,
+                None if pv is None else nbytes / pv / 1e9,
+                unit="GB/s",
+                higher_is_better=True,
+                target=">= 8 GB/s",
+                note="tenfold: read with verify_checksums; peer: verify(deep=True)",
+            )
+        )
 
         out = os.path.join(tmp, "w.zt")
         npy = os.path.join(tmp, "w.npy")
@@ -142,10 +157,26 @@ def run(quick: bool) -> list[dict]:
         t_w = best(lambda: zt.save(out, tensors, generation=2), 3, fresh(out))
         t_wn = best(lambda: zt.save(out, tensors, generation=2, fsync=False), 3, fresh(out))
         t_np = best(lambda: np.save(npy, flat), 3, fresh(npy))
-        rows.append(row("v2 write (fsync)", t_w, pname, get("write"), target=">= 1x",
-                        note="both fsync once; tenfold also renames atomically"))
-        rows.append(row("v2 write (fsync=False) vs np.save", t_wn, "np.save", t_np,
-                        target="within 1.3x (ratio >= 0.77)", note="same bytes, one array"))
+        rows.append(
+            row(
+                "v2 write (fsync)",
+                t_w,
+                pname,
+                get("write"),
+                target=">= 1x",
+                note="both fsync once; tenfold also renames atomically",
+            )
+        )
+        rows.append(
+            row(
+                "v2 write (fsync=False) vs np.save",
+                t_wn,
+                "np.save",
+                t_np,
+                target="within 1.3x (ratio >= 0.77)",
+                note="same bytes, one array",
+            )
+        )
 
         small = np.arange(1024, dtype=np.float32)
         k = [0]
@@ -157,8 +188,16 @@ def run(quick: bool) -> list[dict]:
         t_a = best(app, 10)
         t_an = best(lambda: app(False), 10)
         size = f"{os.path.getsize(big) / 2**20:.0f} MiB file"
-        rows.append(row("v2 append 4 KiB (fsync)", t_a, pname, get("append"), target="< 5 ms",
-                        note=size + "; crash-safe order, 2 fsyncs"))
+        rows.append(
+            row(
+                "v2 append 4 KiB (fsync)",
+                t_a,
+                pname,
+                get("append"),
+                target="< 5 ms",
+                note=size + "; crash-safe order, 2 fsyncs",
+            )
+        )
         rows.append(row("v2 append 4 KiB (fsync=False)", t_an, note=size))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -112,10 +112,13 @@ def test_bad_root_directory(command, kind, tmp_path, capsys):
     assert ("no such directory" if kind == "missing" else "is not a directory") in _one_line(err)
 
 
-@pytest.mark.parametrize("argv", [
-    ["convert", "{demo}/demo.zt", "{out}/x.unknown"],
-    ["recover", "{demo}/demo.wtxt", "-o", "{out}/x.unknown"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["convert", "{demo}/demo.zt", "{out}/x.unknown"],
+        ["recover", "{demo}/demo.wtxt", "-o", "{out}/x.unknown"],
+    ],
+)
 def test_unknown_output_suffix_is_a_usage_error(argv, demo, tmp_path, capsys):
     code, err = _run([a.format(demo=demo, out=tmp_path) for a in argv], capsys)
     assert code == 2
@@ -123,14 +126,17 @@ def test_unknown_output_suffix_is_a_usage_error(argv, demo, tmp_path, capsys):
     assert not (tmp_path / "x.unknown").exists()
 
 
-@pytest.mark.parametrize("argv", [
-    ["convert", "{demo}/demo.zt", "{dst}"],
-    ["repair", "{demo}/demo.mind", "-o", "{dst}"],
-    ["sign", "{demo}/demo.wtxt", "--key", "{demo}/key.hex", "-o", "{dst}"],
-    ["delta", "{demo}/demo.wtxt", "{demo}/demo.wtxt", "{dst}"],
-    ["apply", "{demo}/demo.wtxt", "{demo}/demo.wtxt", "{dst}"],
-    ["index", "build", "{demo}", "--fold", "demo", "--out", "{dst}"],
-])
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["convert", "{demo}/demo.zt", "{dst}"],
+        ["repair", "{demo}/demo.mind", "-o", "{dst}"],
+        ["sign", "{demo}/demo.wtxt", "--key", "{demo}/key.hex", "-o", "{dst}"],
+        ["delta", "{demo}/demo.wtxt", "{demo}/demo.wtxt", "{dst}"],
+        ["apply", "{demo}/demo.wtxt", "{demo}/demo.wtxt", "{dst}"],
+        ["index", "build", "{demo}", "--fold", "demo", "--out", "{dst}"],
+    ],
+)
 @pytest.mark.parametrize("kind", ["directory", "missing directory"])
 def test_bad_output_path(argv, kind, demo, tmp_path, capsys):
     dst = tmp_path / "o.zt"
@@ -159,8 +165,11 @@ def test_repair_output_and_in_place_conflict(demo, tmp_path, capsys):
 def test_unknown_content_is_a_bad_file_without_double_prefix(tmp_path, capsys):
     junk = tmp_path / "junk.zt"
     junk.write_bytes(b"not a tensor file at all")
-    for argv in (["inspect", str(junk)], ["verify", str(junk)],
-                 ["convert", str(junk), str(tmp_path / "o.zt")]):
+    for argv in (
+        ["inspect", str(junk)],
+        ["verify", str(junk)],
+        ["convert", str(junk), str(tmp_path / "o.zt")],
+    ):
         code, err = _run(argv, capsys)
         assert code == 1 and "junk.zt" in _one_line(err)
         assert "unknown format" in err or "cannot read" in err
@@ -214,7 +223,8 @@ def test_every_command_works_without_any_optional_dependency(tmp_path):
         "             ['convert', sys.argv[1] + '/demo.zt', sys.argv[1] + '/c.npz']):\n"
         "    if main(argv) != 0: sys.exit(f'failed: {argv}')\n"
     )
-    proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
-                          text=True, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, timeout=300
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr

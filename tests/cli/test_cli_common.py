@@ -121,8 +121,11 @@ def test_convert_bfloat16_via_safetensors_peer(tmp_path):
     import ml_dtypes
 
     src = tmp_path / "s.safetensors"
-    tensors = {"x": np.arange(6, dtype=np.float32).reshape(2, 3),
-               "h": np.ones(3, np.float16), "i": np.arange(5, dtype=np.int64)}
+    tensors = {
+        "x": np.arange(6, dtype=np.float32).reshape(2, 3),
+        "h": np.ones(3, np.float16),
+        "i": np.arange(5, dtype=np.int64),
+    }
     st.save_file(tensors, str(src))
     assert main(["convert", str(src), str(tmp_path / "s.zt")]) == 0
     back = zt.load(tmp_path / "s.zt")
@@ -151,6 +154,7 @@ def test_demo_writes_and_verifies_every_format(tmp_path, capsys):
 def test_console_script(model):
     proc = subprocess.run(["tenfold", "verify", "-q", str(model)], capture_output=True, text=True)
     assert proc.returncode == 0 and "OK" in proc.stdout
-    proc = subprocess.run([sys.executable, "-m", "tenfold", "--version"], capture_output=True,
-                          text=True)
+    proc = subprocess.run(
+        [sys.executable, "-m", "tenfold", "--version"], capture_output=True, text=True
+    )
     assert proc.returncode == 0 and proc.stdout.startswith("tenfold ")

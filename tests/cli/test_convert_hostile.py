@@ -26,8 +26,7 @@ from _zt_build import build, entry  # noqa: E402
 @pytest.fixture
 def sparse_bomb(tmp_path):
     # a few hundred bytes declaring a 2**17 x 2**17 float64 sparse tensor (128 GiB dense)
-    e = entry("big", offset=0, size=0, dtype="float64", shape=[2**17, 2**17],
-              layout="sparsecoo")
+    e = entry("big", offset=0, size=0, dtype="float64", shape=[2**17, 2**17], layout="sparsecoo")
     p = tmp_path / "bomb.zt"
     p.write_bytes(build([e], {}))
     assert p.stat().st_size < 300
@@ -35,8 +34,9 @@ def sparse_bomb(tmp_path):
 
 
 @pytest.mark.parametrize("target", [".npz", ".safetensors"])
-def test_densifying_a_tiny_sparse_file_is_bounded_by_the_budget(sparse_bomb, tmp_path, target,
-                                                                 capsys):
+def test_densifying_a_tiny_sparse_file_is_bounded_by_the_budget(
+    sparse_bomb, tmp_path, target, capsys
+):
     # convert densified with np.zeros(2**17 x 2**17): MemoryError
     out = tmp_path / f"out{target}"
     with pytest.raises(LimitError, match=r"sparse tensor 'big'.*decode budget"):
@@ -52,8 +52,10 @@ def test_small_sparse_tensors_still_convert(tmp_path):
     from tenfold.ztensor.sparse import SparseTensor
 
     src = tmp_path / "s.zt"
-    zt.save(src, {"s": SparseTensor("coo", (3, 4), np.array([2.0]),
-                                    coords=np.array([[1], [2]], np.uint64))})
+    zt.save(
+        src,
+        {"s": SparseTensor("coo", (3, 4), np.array([2.0]), coords=np.array([[1], [2]], np.uint64))},
+    )
     assert convert(src, tmp_path / "s.npz") == 1
     assert np.load(tmp_path / "s.npz")["s"][1, 2] == 2.0
 

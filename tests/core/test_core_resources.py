@@ -121,8 +121,13 @@ def test_cli_on_a_fifo_is_a_usage_error_at_once(fifo, tmp_path, command):
     if command == "convert":
         args.append(str(tmp_path / "out.npz"))
     try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=30,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        proc = subprocess.run(
+            args,
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
     except subprocess.TimeoutExpired:
         pytest.fail(f"tenfold {command} blocked on a FIFO")
     assert proc.returncode == 2  # like a directory: the argument is not a file (usage error)
@@ -150,8 +155,12 @@ _WRITER = textwrap.dedent(
 
 
 def _start_writer(dest):
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(dest)], stdout=subprocess.PIPE,
-                            text=True, env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(dest)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     assert proc.stdout.readline().strip() == "ready"
     return proc
 
@@ -185,8 +194,11 @@ def test_live_writers_and_other_files_are_left_alone(tmp_path):
         dead.send_signal(signal.SIGKILL)
         dead.wait()
         dead.stdout.close()
-        unrelated = [tmp_path / ".model.zt.tmp", tmp_path / ".model.zt.1.x.tmp.bak",
-                     tmp_path / "model.zt.99999999.abc.tmp"]
+        unrelated = [
+            tmp_path / ".model.zt.tmp",
+            tmp_path / ".model.zt.1.x.tmp.bak",
+            tmp_path / "model.zt.99999999.abc.tmp",
+        ]
         for u in unrelated:
             u.write_bytes(b"keep")
         live_temps = _temps(dest)

@@ -28,8 +28,14 @@ MODULES = _modules()
 
 def test_discovery_finds_the_format_packages():
     # Guards the discovery itself: if walking the package found nothing, every doctest would pass.
-    for name in ("tenfold.ztensor.reader", "tenfold.fold.reader", "tenfold.oinf.writer",
-                 "tenfold.wtxt._spec", "tenfold.taridx.reader", "tenfold.core.mapped"):
+    for name in (
+        "tenfold.ztensor.reader",
+        "tenfold.fold.reader",
+        "tenfold.oinf.writer",
+        "tenfold.wtxt._spec",
+        "tenfold.taridx.reader",
+        "tenfold.core.mapped",
+    ):
         assert name in MODULES
 
 

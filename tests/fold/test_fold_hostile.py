@@ -66,8 +66,7 @@ def _capped(code: str, extra_mb: int = 512) -> subprocess.CompletedProcess:
             print(type(exc).__name__, exc)
         """
     )
-    return subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True,
-                          timeout=120)
+    return subprocess.run([sys.executable, "-c", prog], capture_output=True, text=True, timeout=120)
 
 
 def test_zstd_chunk_claiming_2_gib_is_refused_before_allocating(tmp_path):

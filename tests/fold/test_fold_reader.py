@@ -424,6 +424,7 @@ def test_verify_crc_mode_and_large_chunks(tmp_path):
     def fn(idx):
         idx["chunks"][0]["sha256"] = "0" * 64
         idx["metadata"]["chunk_hashes"]["big"] = "0" * 64
+
     _rewrite_index(p, fn)
     b = bytearray(p.read_bytes())
     b[off + 12345] ^= 0x77
@@ -436,7 +437,7 @@ def test_verify_crc_mode_and_large_chunks(tmp_path):
                 r.read("big")
 
 
-@pytest.mark.parametrize("payload", [b"[" * 200_000, b"1" * 5000, b"{\"a\": 1", b"\xff\xfe"])
+@pytest.mark.parametrize("payload", [b"[" * 200_000, b"1" * 5000, b'{"a": 1', b"\xff\xfe"])
 def test_hostile_json_chunks_are_format_errors(tmp_path, payload):
     p = tmp_path / "j.fold"
     with fold.Writer(p, compress=None, ecc=None) as w:

@@ -49,8 +49,13 @@ def test_frame_known(kernels, raw_hex, framed):
 
 @pytest.mark.parametrize(
     "nraw, lines, last_width",
-    [(57, 1, 76), (58, 2, 4), (4096, 72, 4096 * 4 // 3 + 4 - 76 * 71 - (4096 * 4 // 3 + 4) % 4),
-     (32768, 575, 68), (65536, 1150, 60)],
+    [
+        (57, 1, 76),
+        (58, 2, 4),
+        (4096, 72, 4096 * 4 // 3 + 4 - 76 * 71 - (4096 * 4 // 3 + 4) % 4),
+        (32768, 575, 68),
+        (65536, 1150, 60),
+    ],
 )
 def test_frame_line_counts(kernels, nraw, lines, last_width):
     k = kernels("b64lines")
@@ -232,8 +237,10 @@ def test_framed_size_largest_exact(kernels):
     assert k.framed_size(M - 3, M) == M
 
 
-@pytest.mark.parametrize("nlines, width, nout", [(4, 2**62, 0), (4, 2**62, 8), (2, M, 8),
-                                                 (2**62, 4, 0), (3, 2**62 - 1, 2)])
+@pytest.mark.parametrize(
+    "nlines, width, nout",
+    [(4, 2**62, 0), (4, 2**62, 8), (2, M, 8), (2**62, 4, 0), (3, 2**62 - 1, 2)],
+)
 def test_unframe_product_overflow_refused(kernels, nlines, width, nout):
     """Issue 15: ``nlines * width`` wrapped to 0 and unframe_lines wrote into a too-small
     (or empty: SIGSEGV) ``out``; now refused before any access."""
@@ -253,8 +260,10 @@ def test_frame_block_pos_past_out(kernels):
             k.frame_block(b"", b"", b"", np.zeros(10, np.uint8), pos)
 
 
-HOSTILE = st.one_of(st.integers(-3, 90), st.sampled_from(
-    [M, M - 1, M - 3, 2**62, 2**62 + 1, 2**31, -(2**63), 2**63, 2**64]))
+HOSTILE = st.one_of(
+    st.integers(-3, 90),
+    st.sampled_from([M, M - 1, M - 3, 2**62, 2**62 + 1, 2**31, -(2**63), 2**63, 2**64]),
+)
 
 
 @given(st.binary(max_size=200), HOSTILE, HOSTILE, HOSTILE, st.integers(0, 300))

@@ -217,12 +217,12 @@ def test_rs_differential_compiled_vs_reference(data):
         assert d1.tobytes() == msg.tobytes()
 
 
-HOSTILE_NSYM = st.one_of(st.integers(-2, 260), st.sampled_from(
-    [2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63, 2**64]))
+HOSTILE_NSYM = st.one_of(
+    st.integers(-2, 260), st.sampled_from([2**31 - 1, 2**31, -(2**31), -(2**31) - 1, 2**63, 2**64])
+)
 
 
-@given(st.binary(max_size=600), HOSTILE_NSYM, st.integers(0, 80), st.integers(0, 5),
-       st.booleans())
+@given(st.binary(max_size=600), HOSTILE_NSYM, st.integers(0, 80), st.integers(0, 5), st.booleans())
 def test_rs_hostile_differential(raw, nsym, npar, nout, exact):
     """Any nsym and output sizes (exact or not): the same parity, corrections and counts, or
     the same refusal from both implementations."""

@@ -65,6 +65,7 @@ def test_scan_views_differential(data, acc, a, b):
     """Slices of a larger buffer (any start, any length): the kernels stay inside the view."""
     big = np.frombuffer(data + b"\x01" * 16, np.uint8)
     view = big[min(a, len(data)) : min(max(a, b), len(data))]
-    assert differential("scan", lambda k: (k.first_nonzero(view), k.xor_u64_le(view, acc))) \
-        == (_kernels.load("scan", "reference").first_nonzero(view),
-            _kernels.load("scan", "reference").xor_u64_le(view, acc))
+    assert differential("scan", lambda k: (k.first_nonzero(view), k.xor_u64_le(view, acc))) == (
+        _kernels.load("scan", "reference").first_nonzero(view),
+        _kernels.load("scan", "reference").xor_u64_le(view, acc),
+    )

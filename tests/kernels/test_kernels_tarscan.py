@@ -24,8 +24,15 @@ def _scan(mod, data: bytes, lanes: int = 0):
         po, pl, no, nl = (int(outs[k][i]) for k in (2, 3, 4, 5))
         name = data[no : no + nl]
         names.append((data[po : po + pl] + b"/" + name) if pl else name)
-    return count, code, where, outs[0][:count].tolist(), outs[1][:count].tolist(), names, \
-        bytes(outs[6][:count])
+    return (
+        count,
+        code,
+        where,
+        outs[0][:count].tolist(),
+        outs[1][:count].tolist(),
+        names,
+        bytes(outs[6][:count]),
+    )
 
 
 def _tar(members, fmt=tarfile.USTAR_FORMAT, **kw) -> bytes:
@@ -40,8 +47,15 @@ def _tar(members, fmt=tarfile.USTAR_FORMAT, **kw) -> bytes:
 
 def test_scan_ustar_known(kernels):
     data = _tar([("a.jpg", b"x" * 600), ("b/c.cls", b"1")])
-    assert _scan(kernels("tarscan"), data) == (2, 0, 0, [0, 1536], [600, 1], [b"a.jpg", b"b/c.cls"],
-                                               b"00")
+    assert _scan(kernels("tarscan"), data) == (
+        2,
+        0,
+        0,
+        [0, 1536],
+        [600, 1],
+        [b"a.jpg", b"b/c.cls"],
+        b"00",
+    )
 
 
 @pytest.mark.parametrize("fmt", [tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
@@ -60,12 +74,15 @@ def test_scan_prefix_field(kernels):
     assert got[5] == [name.encode()]
 
 
-@pytest.mark.parametrize("mutate, code, where", [
-    (lambda b: b[:700], 4, 0),                      # payload past end
-    (lambda b: b[:300] + b"\x01", 1, 0),             # partial header block
-    (lambda b: b[:148] + b"0000000\0" + b[156:], 2, 0),  # bad checksum
-    (lambda b: b[:1536] + b"\x07" + b[1537:], 2, 1536),  # second header corrupted
-])
+@pytest.mark.parametrize(
+    "mutate, code, where",
+    [
+        (lambda b: b[:700], 4, 0),  # payload past end
+        (lambda b: b[:300] + b"\x01", 1, 0),  # partial header block
+        (lambda b: b[:148] + b"0000000\0" + b[156:], 2, 0),  # bad checksum
+        (lambda b: b[:1536] + b"\x07" + b[1537:], 2, 1536),  # second header corrupted
+    ],
+)
 def test_scan_errors(kernels, mutate, code, where):
     data = _tar([("a.jpg", b"x" * 600), ("b.cls", b"1")])
     got = _scan(kernels("tarscan"), mutate(data))
@@ -103,8 +120,9 @@ def test_scan_empty_and_zero(kernels):
     assert _scan(kernels("tarscan"), b"")[:3] == (0, 0, 0)
     assert _scan(kernels("tarscan"), b"\0" * 1024)[:3] == (0, 0, 0)
     with pytest.raises(ValueError):
-        kernels("tarscan").scan(np.zeros(1024, np.uint8), *[np.zeros(1, np.int64)] * 6,
-                                np.zeros(1, np.uint8))
+        kernels("tarscan").scan(
+            np.zeros(1024, np.uint8), *[np.zeros(1, np.int64)] * 6, np.zeros(1, np.uint8)
+        )
 
 
 def test_scan_readonly_buffer(kernels):
@@ -126,7 +144,8 @@ def _lanes_tar() -> bytes:
             info.size = len(data)
             if i == 300:  # a global pax header: later walks must not count without it
                 blob = tarfile.TarInfo._create_pax_generic_header(  # type: ignore[attr-defined]
-                    {"comment": "global"}, tarfile.XGLTYPE, "utf-8")
+                    {"comment": "global"}, tarfile.XGLTYPE, "utf-8"
+                )
                 tf.fileobj.write(blob)  # type: ignore[union-attr]
                 tf.offset += len(blob)
             tf.addfile(info, io.BytesIO(data))
@@ -159,14 +178,18 @@ def test_scan_dangling_pax_past_end(kernels, lanes):
     assert _scan(kernels("tarscan"), data, lanes) == _scan(ref, data)
 
 
-member = st.tuples(st.text(st.characters(codec="utf-8", exclude_characters="\0"), min_size=1,
-                           max_size=160), st.binary(max_size=700))
+member = st.tuples(
+    st.text(st.characters(codec="utf-8", exclude_characters="\0"), min_size=1, max_size=160),
+    st.binary(max_size=700),
+)
 
 
-@given(st.lists(member, max_size=5), st.sampled_from([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT,
-                                                      tarfile.PAX_FORMAT]),
-       st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
-       st.integers(0, 10**6))
+@given(
+    st.lists(member, max_size=5),
+    st.sampled_from([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT]),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+    st.integers(0, 10**6),
+)
 def test_scan_differential_and_fuzz(members, fmt, edits, cut):
     try:
         data = bytearray(_tar(members, fmt=fmt))
@@ -213,8 +236,11 @@ def test_pax_length_with_many_digits(digits):
     assert got == (0, _kernels.load("tarscan", "reference").E_PAX, 0)
 
 
-@given(st.integers(0, 8), st.sampled_from([0, 1, 3, 8, 9, 2**31 - 1, -1, 2**31, -(2**31) - 1]),
-       st.integers(0, 4))
+@given(
+    st.integers(0, 8),
+    st.sampled_from([0, 1, 3, 8, 9, 2**31 - 1, -1, 2**31, -(2**31) - 1]),
+    st.integers(0, 4),
+)
 def test_scan_hostile_differential(short, lanes, nmembers):
     """Outputs shorter than ``len(buf) // 512`` and any ``lanes``: same result or same refusal."""
     data = _tar([(f"m{i}.x", b"q" * (i * 300)) for i in range(nmembers)])
@@ -243,10 +269,16 @@ def _one_member_tar(name: str, fmt: int) -> bytes:
 
 
 @pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
-@given(stem=st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7E,
-                                  exclude_characters="./"), min_size=1, max_size=150),
-       ext=st.sampled_from(["jpg", "cls", "JSON", ""]),
-       claim_size=st.sampled_from([5, 4, 2**40]), lie=st.booleans())
+@given(
+    stem=st.text(
+        st.characters(min_codepoint=0x21, max_codepoint=0x7E, exclude_characters="./"),
+        min_size=1,
+        max_size=150,
+    ),
+    ext=st.sampled_from(["jpg", "cls", "JSON", ""]),
+    claim_size=st.sampled_from([5, 4, 2**40]),
+    lie=st.booleans(),
+)
 def test_member_checks_compiled_vs_reference(fmt, stem, ext, claim_size, lie):
     from xxhash import xxh64_intdigest
 
@@ -256,13 +288,16 @@ def test_member_checks_compiled_vs_reference(fmt, stem, ext, claim_size, lie):
         off = tf.getmembers()[0].offset_data - 512
     claim = (stem + "x") if lie else stem
     kh = xxh64_intdigest(claim.encode())
-    got = differential("tarscan", lambda m: m.check_member(data, off, claim_size, kh,
-                                                           ext.lower().encode()))
+    got = differential(
+        "tarscan", lambda m: m.check_member(data, off, claim_size, kh, ext.lower().encode())
+    )
     ts = _kernels.load("tarscan")
     if claim_size == 5 and not lie:
         assert got == ts.M_OK
     else:
         assert got != ts.M_OK
-    code, n_off, n_len, size, typ = differential("tarscan", lambda m: m.member_name(data, off, True))
+    code, n_off, n_len, size, typ = differential(
+        "tarscan", lambda m: m.member_name(data, off, True)
+    )
     assert (code, size) == (0, 5)
     assert data[n_off : n_off + n_len].decode().endswith(f"{stem}.{ext}" if ext else stem)

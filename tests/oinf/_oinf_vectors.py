@@ -11,13 +11,27 @@ import numpy as np
 
 from tenfold.oinf import Bitset, Scalar, Tensor, Uninitialized
 
-VALID_V1 = ["01_empty", "02_sizevars", "03_metadata_scalars", "04_metadata_string_bitset",
-            "05_metadata_ndarray", "06_tensors_numeric", "07_tensors_lowp_float",
-            "08_tensors_packed", "09_tensors_scalar_nodata", "10_spec_example_mlp",
-            "11_spec_worked_alignment", "12_full_model", "90_valid_but_verifier_crashes_bool_2d",
-            "91_valid_but_verifier_crashes_nonfinite"]
-VALID_V2 = VALID_V1[:12] + ["13_v2_quant_per_tensor", "14_v2_quant_per_channel",
-                            "15_v2_quant_symmetric_i4"] + VALID_V1[12:]
+VALID_V1 = [
+    "01_empty",
+    "02_sizevars",
+    "03_metadata_scalars",
+    "04_metadata_string_bitset",
+    "05_metadata_ndarray",
+    "06_tensors_numeric",
+    "07_tensors_lowp_float",
+    "08_tensors_packed",
+    "09_tensors_scalar_nodata",
+    "10_spec_example_mlp",
+    "11_spec_worked_alignment",
+    "12_full_model",
+    "90_valid_but_verifier_crashes_bool_2d",
+    "91_valid_but_verifier_crashes_nonfinite",
+]
+VALID_V2 = (
+    VALID_V1[:12]
+    + ["13_v2_quant_per_tensor", "14_v2_quant_per_channel", "15_v2_quant_symmetric_i4"]
+    + VALID_V1[12:]
+)
 CORRUPT_V1 = [f"c{i:02d}" for i in range(1, 41)]
 CORRUPT_V2 = CORRUPT_V1 + ["c41", "c42", "c43", "w01"]
 

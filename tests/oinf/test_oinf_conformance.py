@@ -46,10 +46,16 @@ def test_valid_vector_tables_and_values(conformance, version, name):
         assert r.uninitialized == [t["name"] for t in j["tensors"] if not t["has_data"]]
         for t in j["tensors"]:
             info = r.info(t["name"])
-            assert (info.dtype, info.tag, list(info.shape)) == (t["dtype_name"], t["dtype"],
-                                                                t["dims"])
+            assert (info.dtype, info.tag, list(info.shape)) == (
+                t["dtype_name"],
+                t["dtype"],
+                t["dims"],
+            )
             assert (info.has_data, info.data_offset, info.data_nbytes) == (
-                t["has_data"], t["data_offset"], t["data_nbytes"])
+                t["has_data"],
+                t["data_offset"],
+                t["data_nbytes"],
+            )
             assert info.entry_offset == t["entry_pos"]
             if not t["has_data"]:
                 with pytest.raises(KeyError, match="declared without data"):
@@ -61,8 +67,10 @@ def test_valid_vector_tables_and_values(conformance, version, name):
             assert r.tensor(t["name"], packed=True).tobytes().hex() == t["payload_hex"]
             d = t["dtype_name"]
             if d in ("f16", "f32", "f64", "bf16", "f8"):
-                assert _bits_of(arr, d).reshape(-1).tolist() == _expected_array(t, d).reshape(
-                    -1).tolist()
+                assert (
+                    _bits_of(arr, d).reshape(-1).tolist()
+                    == _expected_array(t, d).reshape(-1).tolist()
+                )
             else:
                 assert arr.reshape(-1).tolist() == _flat(t["values"])
             if not info.packed:  # zero-copy, read-only
@@ -73,8 +81,12 @@ def test_valid_vector_tables_and_values(conformance, version, name):
             if t.get("has_quant"):
                 q, jq = info.quant, t["quant"]
                 assert (q.scheme, q.scale_mode, q.zp_mode, q.scale_axis, q.zp_axis) == (
-                    jq["scheme"], jq["scale_mode"], jq["zp_mode"], jq["scale_axis"],
-                    jq["zp_axis"])
+                    jq["scheme"],
+                    jq["scale_mode"],
+                    jq["zp_mode"],
+                    jq["scale_axis"],
+                    jq["zp_axis"],
+                )
                 assert q.scales.tolist() == jq["scale_values"]
                 assert q.zero_points.tolist() == jq["zp_values"]
             else:
@@ -93,8 +105,10 @@ def test_valid_vector_tables_and_values(conformance, version, name):
                 et = v["element_type_name"]
                 assert list(got.shape) == v["dims"]
                 if et in ("f16", "f32", "f64", "bf16", "f8"):
-                    assert _bits_of(got, et).reshape(-1).tolist() == np.array(
-                        v["bits"], dtype=np.uint64).reshape(-1).tolist()
+                    assert (
+                        _bits_of(got, et).reshape(-1).tolist()
+                        == np.array(v["bits"], dtype=np.uint64).reshape(-1).tolist()
+                    )
                 else:
                     assert got.reshape(-1).tolist() == _flat(v["values"])
             elif tname in ("f16", "f32", "f64", "bf16", "f8"):
@@ -126,8 +140,14 @@ def test_valid_vectors_verify_clean(conformance, version, name):
         if t["has_data"]:
             st = rep.stats[t["name"]]
             assert st["dtype"] == t["dtype_name"] and st["shape"] == t["dims"]
-            vals = np.array([float(x) for x in np.array(t["values"], dtype=object).reshape(-1)],
-                            dtype=np.float64) if t["numel"] else np.zeros(0)
+            vals = (
+                np.array(
+                    [float(x) for x in np.array(t["values"], dtype=object).reshape(-1)],
+                    dtype=np.float64,
+                )
+                if t["numel"]
+                else np.zeros(0)
+            )
             fin = vals[np.isfinite(vals)]
             assert st["nan"] == int(np.isnan(vals).sum())
             assert st["inf"] == int(np.isinf(vals).sum())
@@ -139,27 +159,49 @@ def test_valid_vectors_verify_clean(conformance, version, name):
 
 # rule each corrupt vector must be reported under, and the reader's exception (None: opens).
 RULES = {
-    "c01": ("magic", FormatError), "c02": ("version", UnsupportedError),
-    "c03": (None, FormatError), "c04": ("header-size", TruncatedError),
-    "c05": ("file-size", TruncatedError), "c06": ("file-size", FormatError),
-    "c07": ("section-aligned", FormatError), "c08": ("offsets-ascending", FormatError),
-    "c09": ("data-offset-aligned", FormatError), "c10": ("data-bounds", TruncatedError),
-    "c11": ("data-offset-region", FormatError), "c12": ("value-bounds", TruncatedError),
-    "c13": ("value-offset-aligned", FormatError), "c14": ("name-charset", FormatError),
-    "c15": ("name-charset", FormatError), "c16": ("name-charset", FormatError),
-    "c17": ("name-charset", FormatError), "c18": ("name-empty", FormatError),
-    "c19": ("data-nbytes", FormatError), "c20": ("data-nbytes", FormatError),
-    "c21": ("data-nbytes", FormatError), "c22": ("duplicate-name", FormatError),
-    "c23": ("nodata-zero", FormatError), "c24": ("metadata-flags", FormatError),
-    "c25": ("bitset-tensor", None), "c26": ("tensor-dtype", UnsupportedError),
-    "c27": ("metadata-type", UnsupportedError), "c28": ("string-nbytes", FormatError),
-    "c29": ("bitset-byte-count", FormatError), "c30": ("ndarray-nbytes", FormatError),
-    "c31": ("metadata-nbytes", FormatError), "c32": ("tensor-flags", None),
-    "c33": ("padding", None), "c34": ("header-flags", None), "c35": ("t2-code", "access"),
-    "c36": ("duplicate-name", FormatError), "c37": ("table-bounds", TruncatedError),
-    "c38": ("tensor-ndim", LimitError), "c39": ("section-bounds", FormatError),
-    "c40": ("tail-bits", None), "c41": ("quant-reserved", FormatError),
-    "c42": ("quant-axis", FormatError), "c43": ("noquant-zero", FormatError),
+    "c01": ("magic", FormatError),
+    "c02": ("version", UnsupportedError),
+    "c03": (None, FormatError),
+    "c04": ("header-size", TruncatedError),
+    "c05": ("file-size", TruncatedError),
+    "c06": ("file-size", FormatError),
+    "c07": ("section-aligned", FormatError),
+    "c08": ("offsets-ascending", FormatError),
+    "c09": ("data-offset-aligned", FormatError),
+    "c10": ("data-bounds", TruncatedError),
+    "c11": ("data-offset-region", FormatError),
+    "c12": ("value-bounds", TruncatedError),
+    "c13": ("value-offset-aligned", FormatError),
+    "c14": ("name-charset", FormatError),
+    "c15": ("name-charset", FormatError),
+    "c16": ("name-charset", FormatError),
+    "c17": ("name-charset", FormatError),
+    "c18": ("name-empty", FormatError),
+    "c19": ("data-nbytes", FormatError),
+    "c20": ("data-nbytes", FormatError),
+    "c21": ("data-nbytes", FormatError),
+    "c22": ("duplicate-name", FormatError),
+    "c23": ("nodata-zero", FormatError),
+    "c24": ("metadata-flags", FormatError),
+    "c25": ("bitset-tensor", None),
+    "c26": ("tensor-dtype", UnsupportedError),
+    "c27": ("metadata-type", UnsupportedError),
+    "c28": ("string-nbytes", FormatError),
+    "c29": ("bitset-byte-count", FormatError),
+    "c30": ("ndarray-nbytes", FormatError),
+    "c31": ("metadata-nbytes", FormatError),
+    "c32": ("tensor-flags", None),
+    "c33": ("padding", None),
+    "c34": ("header-flags", None),
+    "c35": ("t2-code", "access"),
+    "c36": ("duplicate-name", FormatError),
+    "c37": ("table-bounds", TruncatedError),
+    "c38": ("tensor-ndim", LimitError),
+    "c39": ("section-bounds", FormatError),
+    "c40": ("tail-bits", None),
+    "c41": ("quant-reserved", FormatError),
+    "c42": ("quant-axis", FormatError),
+    "c43": ("noquant-zero", FormatError),
     "w01": ("quant-reserved", FormatError),
 }
 CORRUPT = [("v1", c) for c in CORRUPT_V1] + [("v2", c) for c in CORRUPT_V2]
@@ -180,7 +222,8 @@ def test_corrupt_vectors_flagged_with_rule_entry_offset(conformance, version, pr
         assert any(f"[{rule}]" in f.message for f in flagged), rep.format()
     if prefix == "c33":  # header, string and payload padding each reported
         assert {f.obj.split()[0] for f in flagged} >= {"header", "tensor", "data"} or len(
-            flagged) >= 3
+            flagged
+        ) >= 3
     if prefix == "c34":
         assert any("[header-reserved]" in f.message for f in flagged)
 

@@ -17,12 +17,21 @@ from tenfold.errors import FormatError, LimitError, TenfoldError, TruncatedError
 @pytest.fixture(scope="module")
 def model(tmp_path_factory) -> bytes:
     p = tmp_path_factory.mktemp("m") / "m.oinf"
-    oinf.write(p, sizevars={"B": 4, "seq.len": 7},
-               metadata={"mode": "fast", "lut": oinf.Tensor([1, 2, 3], "u4"),
-                         "mask": oinf.Bitset([1, 0, 1]), "eps": 0.5},
-               tensors={"w": np.arange(12, dtype=np.float32).reshape(3, 4),
-                        "q": oinf.Tensor([1, -1, 0, 1, 1], "t2"),
-                        "z": oinf.Uninitialized("f16", (2,))})
+    oinf.write(
+        p,
+        sizevars={"B": 4, "seq.len": 7},
+        metadata={
+            "mode": "fast",
+            "lut": oinf.Tensor([1, 2, 3], "u4"),
+            "mask": oinf.Bitset([1, 0, 1]),
+            "eps": 0.5,
+        },
+        tensors={
+            "w": np.arange(12, dtype=np.float32).reshape(3, 4),
+            "q": oinf.Tensor([1, -1, 0, 1, 1], "t2"),
+            "z": oinf.Uninitialized("f16", (2,)),
+        },
+    )
     return p.read_bytes()
 
 
@@ -56,15 +65,18 @@ def test_extended(model):
         oinf.open(model + bytes(8))
 
 
-@pytest.mark.parametrize("field, value, cls, match", [
-    (7, 72 + 3, FormatError, r"\[section-aligned\]"),
-    (8, 10**6, FormatError, r"\[offsets-ascending\]"),
-    (3, 1000, FormatError, r"\[table-bounds\]"),
-    (3, 2**31, LimitError, r"\[limit\]"),
-    (5, 10**5, FormatError, r"\[table-bounds\]"),
-    (11, 2**63, TruncatedError, r"\[file-size\]"),
-    (1, 7, FormatError, r"\[version\]"),
-])
+@pytest.mark.parametrize(
+    "field, value, cls, match",
+    [
+        (7, 72 + 3, FormatError, r"\[section-aligned\]"),
+        (8, 10**6, FormatError, r"\[offsets-ascending\]"),
+        (3, 1000, FormatError, r"\[table-bounds\]"),
+        (3, 2**31, LimitError, r"\[limit\]"),
+        (5, 10**5, FormatError, r"\[table-bounds\]"),
+        (11, 2**63, TruncatedError, r"\[file-size\]"),
+        (1, 7, FormatError, r"\[version\]"),
+    ],
+)
 def test_lying_header_fields(model, field, value, cls, match):
     h = list(_header(model))
     h[field] = value
@@ -78,17 +90,20 @@ def _tensor_entry(model: bytes, name: str) -> int:
         return r.info(name).entry_offset
 
 
-@pytest.mark.parametrize("rel, value, fmt, cls, match", [
-    (28, 44, "<Q", FormatError, r"\[data-nbytes\]"),  # data_nbytes of 'w' (ndim 2)
-    (28, 2**63, "<Q", TruncatedError, r"\[data-bounds\]"),
-    (36, 2**64 - 8, "<Q", TruncatedError, r"\[data-bounds\]"),  # data_offset
-    (36, 0, "<Q", FormatError, r"\[data-offset-region\]"),
-    (36, 4, "<Q", FormatError, r"\[data-offset-aligned\]"),
-    (8, 0, "<I", FormatError, r"\[nodata-zero\]"),  # flags: HAS_DATA cleared
-    (0, 2**32 - 1, "<I", FormatError, r"\[tensor-dtype\]"),  # dtype
-    (4, 65, "<I", LimitError, r"\[tensor-ndim\]"),  # ndim above the limit
-    (4, 40, "<I", TruncatedError, r"\[table-bounds\]"),  # ndim: dims run past the table
-])
+@pytest.mark.parametrize(
+    "rel, value, fmt, cls, match",
+    [
+        (28, 44, "<Q", FormatError, r"\[data-nbytes\]"),  # data_nbytes of 'w' (ndim 2)
+        (28, 2**63, "<Q", TruncatedError, r"\[data-bounds\]"),
+        (36, 2**64 - 8, "<Q", TruncatedError, r"\[data-bounds\]"),  # data_offset
+        (36, 0, "<Q", FormatError, r"\[data-offset-region\]"),
+        (36, 4, "<Q", FormatError, r"\[data-offset-aligned\]"),
+        (8, 0, "<I", FormatError, r"\[nodata-zero\]"),  # flags: HAS_DATA cleared
+        (0, 2**32 - 1, "<I", FormatError, r"\[tensor-dtype\]"),  # dtype
+        (4, 65, "<I", LimitError, r"\[tensor-ndim\]"),  # ndim above the limit
+        (4, 40, "<I", TruncatedError, r"\[table-bounds\]"),  # ndim: dims run past the table
+    ],
+)
 def test_lying_tensor_fields(model, rel, value, fmt, cls, match):
     entry = _tensor_entry(model, "w")
     fields = entry + 8  # 'w' name: 4 + 1 bytes padded to 8

@@ -65,8 +65,11 @@ def test_zero_size_dims_numpy_accepts_still_read(empty_tensor):
 
 def test_ndarray_metadata_with_zero_and_huge_dim_is_refused(tmp_path):
     p = tmp_path / "m.oinf"
-    oinf.write(p, metadata={"m": oinf.Tensor(np.zeros((0, 3), np.int32), "i32")},
-               tensors={"a": np.ones(2, np.float32)})
+    oinf.write(
+        p,
+        metadata={"m": oinf.Tensor(np.zeros((0, 3), np.int32), "i32")},
+        tensors={"a": np.ones(2, np.float32)},
+    )
     data = bytearray(p.read_bytes())
     # the NDARRAY payload is the first thing in the data section: u32 etag, u32 ndim, dims
     off_data = _HDR.unpack_from(data, 0)[10]
@@ -80,8 +83,13 @@ def test_ndarray_metadata_with_zero_and_huge_dim_is_refused(tmp_path):
 
 def test_packed_tensors_share_one_decode_budget(tmp_path):
     p = tmp_path / "q.oinf"
-    oinf.write(p, tensors={"a": oinf.Tensor(np.zeros(4000, np.int8), "i4"),
-                           "b": oinf.Tensor(np.zeros(4000, np.int8), "i4")})
+    oinf.write(
+        p,
+        tensors={
+            "a": oinf.Tensor(np.zeros(4000, np.int8), "i4"),
+            "b": oinf.Tensor(np.zeros(4000, np.int8), "i4"),
+        },
+    )
     with oinf.open(p, limits=Limits(decode_budget=6000)) as r:
         assert r["a"].shape == (4000,) and r["b"].shape == (4000,)  # each call: its own budget
         with pytest.raises(LimitError, match=r"tensor 'b'.*decode budget"):

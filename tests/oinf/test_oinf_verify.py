@@ -1,5 +1,3 @@
-
-
 def test_stats_of_huge_finite_values_do_not_overflow():
     import warnings
 

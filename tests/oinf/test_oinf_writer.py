@@ -27,8 +27,9 @@ def test_rebuild_v1_vector_byte_identical(conformance, tmp_path, name):
     for i in diff:
         assert any(s <= i < e for s, e, _ in regions), f"byte {i:#x} differs outside F8"
     for s, e, vals in regions:
-        flat = np.array(vals, dtype=object).reshape(-1).tolist() if isinstance(
-            vals, list) else [vals]
+        flat = (
+            np.array(vals, dtype=object).reshape(-1).tolist() if isinstance(vals, list) else [vals]
+        )
         flat = [float(v) for v in flat]
         assert list(ours[s:e]) == [e5m2_nearest_even(v) for v in flat]
 
@@ -45,8 +46,12 @@ def test_f8_divergence_is_real(conformance, tmp_path):
 def test_sorted_by_default_and_deterministic(tmp_path):
     t = {"b": np.arange(3, dtype=np.int16), "a": Tensor([1, 0, -1], "t2"), "Z": [1.5]}
     oinf.write(tmp_path / "1.oinf", tensors=t, metadata={"y": 1, "x": "v"}, sizevars={"N": 1})
-    oinf.write(tmp_path / "2.oinf", tensors=dict(reversed(t.items())),
-               metadata={"x": "v", "y": 1}, sizevars={"N": 1})
+    oinf.write(
+        tmp_path / "2.oinf",
+        tensors=dict(reversed(t.items())),
+        metadata={"x": "v", "y": 1},
+        sizevars={"N": 1},
+    )
     assert (tmp_path / "1.oinf").read_bytes() == (tmp_path / "2.oinf").read_bytes()
     with oinf.open(tmp_path / "1.oinf") as r:
         assert r.names == ["Z", "a", "b"]
@@ -54,14 +59,32 @@ def test_sorted_by_default_and_deterministic(tmp_path):
     assert oinf.verify(tmp_path / "1.oinf").ok
 
 
-@pytest.mark.parametrize("value, tname", [
-    (3, "u8"), (300, "u16"), (70000, "u32"), (2**40, "u64"), (-5, "i8"), (-300, "i16"),
-    (-70000, "i32"), (-(2**40), "i64"), (0.1, "f32"), (np.float64(2.5), "f32"), (True, "bool"),
-    ("fast", "str"), (Scalar(-1.5, "f16"), "f16"), (Scalar(1.5, "bf16"), "bf16"),
-    (Scalar(-0.375, "f8"), "f8"), (Scalar(-2, "i2"), "i2"), (Scalar(-1, "t1"), "t1"),
-    (Scalar(3, "f64"), "f64"), (Scalar(5, "i64"), "i64"), (Bitset([1, 0, 1]), "bitset"),
-    ([1, 2, 200], "ndarray"),
-])
+@pytest.mark.parametrize(
+    "value, tname",
+    [
+        (3, "u8"),
+        (300, "u16"),
+        (70000, "u32"),
+        (2**40, "u64"),
+        (-5, "i8"),
+        (-300, "i16"),
+        (-70000, "i32"),
+        (-(2**40), "i64"),
+        (0.1, "f32"),
+        (np.float64(2.5), "f32"),
+        (True, "bool"),
+        ("fast", "str"),
+        (Scalar(-1.5, "f16"), "f16"),
+        (Scalar(1.5, "bf16"), "bf16"),
+        (Scalar(-0.375, "f8"), "f8"),
+        (Scalar(-2, "i2"), "i2"),
+        (Scalar(-1, "t1"), "t1"),
+        (Scalar(3, "f64"), "f64"),
+        (Scalar(5, "i64"), "i64"),
+        (Bitset([1, 0, 1]), "bitset"),
+        ([1, 2, 200], "ndarray"),
+    ],
+)
 def test_metadata_type_inference(tmp_path, value, tname):
     oinf.write(tmp_path / "m.oinf", metadata={"k": value})
     with oinf.open(tmp_path / "m.oinf") as r:
@@ -77,13 +100,20 @@ def test_metadata_type_inference(tmp_path, value, tname):
         assert got == value
 
 
-@pytest.mark.parametrize("value, etype, npdtype", [
-    ([0.5, -1.25], "f32", np.float32), ([1, 2, 3], "i8", np.int8), ([-1, 200], "i16", np.int16),
-    ([[1, 2], [3, 4]], "i8", np.int8), ([True, False], "bool", np.bool_),
-    (np.array([1, 65535], np.uint16), "u16", np.uint16), ([], "f32", np.float32),
-    (Tensor([7, -4, 0], "i4"), "i4", np.int8), (Tensor([1.0, -0.5], "bf16"), "bf16",
-                                                 ml_dtypes.bfloat16),
-])
+@pytest.mark.parametrize(
+    "value, etype, npdtype",
+    [
+        ([0.5, -1.25], "f32", np.float32),
+        ([1, 2, 3], "i8", np.int8),
+        ([-1, 200], "i16", np.int16),
+        ([[1, 2], [3, 4]], "i8", np.int8),
+        ([True, False], "bool", np.bool_),
+        (np.array([1, 65535], np.uint16), "u16", np.uint16),
+        ([], "f32", np.float32),
+        (Tensor([7, -4, 0], "i4"), "i4", np.int8),
+        (Tensor([1.0, -0.5], "bf16"), "bf16", ml_dtypes.bfloat16),
+    ],
+)
 def test_ndarray_metadata(tmp_path, value, etype, npdtype):
     oinf.write(tmp_path / "m.oinf", metadata={"a": value})
     with oinf.open(tmp_path / "m.oinf") as r:
@@ -94,43 +124,53 @@ def test_ndarray_metadata(tmp_path, value, etype, npdtype):
     assert oinf.verify(tmp_path / "m.oinf").ok
 
 
-@pytest.mark.parametrize("tensor, match", [
-    (Tensor([0, 8], "i4"), r"element 1 out of range for i4; expected \[-8, 7\], got 8"),
-    (Tensor([1, -2], "t2"), r"element 1 out of range for t2; expected \[-1, 1\], got -2"),
-    (Tensor(np.array([1, -2], np.int8), "t2"), r"element 1 out of range for t2"),
-    (Tensor([1, 0, -1], "t1"), r"element 1 out of range for t1; expected -1 or 1, got 0"),
-    (Tensor([4], "u2"), r"out of range for u2"),
-    (Tensor([-1], "u1"), r"out of range for u1"),
-    (Tensor(np.array([300]), "u8"), r"out of range for u8"),
-    (Tensor([256], "i4"), r"out of range for i4"),  # would wrap to 0 as int8
-    (Tensor([1.5], "i32"), r"element 0 is not an integer"),
-    (Tensor([1.5], "i4"), r"element 0 is not an integer"),
-    (Tensor([1, 0], "bitset"), r"BITSET tensors are not written"),
-    (Uninitialized("bitset", (3,)), r"not a tensor dtype"),
-    (Tensor([1], "nope"), r"unknown dtype"),
-    (np.array([1 + 2j]), r"cannot store this dtype"),
-    (np.array(["a"]), r"cannot store this dtype"),
-    (None, r"no data"),
-])
+@pytest.mark.parametrize(
+    "tensor, match",
+    [
+        (Tensor([0, 8], "i4"), r"element 1 out of range for i4; expected \[-8, 7\], got 8"),
+        (Tensor([1, -2], "t2"), r"element 1 out of range for t2; expected \[-1, 1\], got -2"),
+        (Tensor(np.array([1, -2], np.int8), "t2"), r"element 1 out of range for t2"),
+        (Tensor([1, 0, -1], "t1"), r"element 1 out of range for t1; expected -1 or 1, got 0"),
+        (Tensor([4], "u2"), r"out of range for u2"),
+        (Tensor([-1], "u1"), r"out of range for u1"),
+        (Tensor(np.array([300]), "u8"), r"out of range for u8"),
+        (Tensor([256], "i4"), r"out of range for i4"),  # would wrap to 0 as int8
+        (Tensor([1.5], "i32"), r"element 0 is not an integer"),
+        (Tensor([1.5], "i4"), r"element 0 is not an integer"),
+        (Tensor([1, 0], "bitset"), r"BITSET tensors are not written"),
+        (Uninitialized("bitset", (3,)), r"not a tensor dtype"),
+        (Tensor([1], "nope"), r"unknown dtype"),
+        (np.array([1 + 2j]), r"cannot store this dtype"),
+        (np.array(["a"]), r"cannot store this dtype"),
+        (None, r"no data"),
+    ],
+)
 def test_tensor_encode_errors(tmp_path, tensor, match):
     with pytest.raises(EncodeError, match=match):
         oinf.write(tmp_path / "x.oinf", tensors={"w": tensor})
     assert not os.listdir(tmp_path)  # nothing left behind
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"sizevars": {"B": -1}}, "out of range"), ({"sizevars": {"B": True}}, "not an int"),
-    ({"sizevars": {"B": 2**64}}, "out of range"), ({"sizevars": {"a b": 1}}, "invalid name"),
-    ({"metadata": {"k": "two words"}}, "invalid STRING value"),
-    ({"metadata": {"": 1}}, "invalid name"), ({"metadata": {"k": Scalar(8, "i4")}}, "range"),
-    ({"metadata": {"k": Scalar(-2, "t2")}}, "range"), ({"metadata": {"k": Scalar(0, "t1")}},
-                                                       "range"),
-    ({"metadata": {"k": Scalar(256, "u8")}}, "range"), ({"metadata": {"k": 2**64}}, "range"),
-    ({"metadata": {"k": Scalar(1.5, "i32")}}, "not an integer"),
-    ({"metadata": {"k": object()}}, "unsupported metadata value"),
-    ({"metadata": {"k": Scalar([1, 2], "f32")}}, "not a f32 scalar"),
-    ({"tensors": {"w/x": [1]}}, "invalid name"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"sizevars": {"B": -1}}, "out of range"),
+        ({"sizevars": {"B": True}}, "not an int"),
+        ({"sizevars": {"B": 2**64}}, "out of range"),
+        ({"sizevars": {"a b": 1}}, "invalid name"),
+        ({"metadata": {"k": "two words"}}, "invalid STRING value"),
+        ({"metadata": {"": 1}}, "invalid name"),
+        ({"metadata": {"k": Scalar(8, "i4")}}, "range"),
+        ({"metadata": {"k": Scalar(-2, "t2")}}, "range"),
+        ({"metadata": {"k": Scalar(0, "t1")}}, "range"),
+        ({"metadata": {"k": Scalar(256, "u8")}}, "range"),
+        ({"metadata": {"k": 2**64}}, "range"),
+        ({"metadata": {"k": Scalar(1.5, "i32")}}, "not an integer"),
+        ({"metadata": {"k": object()}}, "unsupported metadata value"),
+        ({"metadata": {"k": Scalar([1, 2], "f32")}}, "not a f32 scalar"),
+        ({"tensors": {"w/x": [1]}}, "invalid name"),
+    ],
+)
 def test_other_encode_errors(tmp_path, kw, match):
     with pytest.raises(EncodeError, match=match):
         oinf.write(tmp_path / "x.oinf", **kw)
@@ -138,13 +178,23 @@ def test_other_encode_errors(tmp_path, kw, match):
 
 def test_uninitialized_and_scalars_roundtrip(tmp_path):
     p = tmp_path / "u.oinf"
-    oinf.write(p, tensors={"s": Tensor(3.5, "f32"), "n": Uninitialized("u4", (3, 5)),
-                           "e": Tensor(np.zeros((0, 4)), "i4")})
+    oinf.write(
+        p,
+        tensors={
+            "s": Tensor(3.5, "f32"),
+            "n": Uninitialized("u4", (3, 5)),
+            "e": Tensor(np.zeros((0, 4)), "i4"),
+        },
+    )
     with oinf.open(p) as r:
         assert r.uninitialized == ["n"]
         info = r.info("n")
         assert (info.has_data, info.data_offset, info.data_nbytes, info.shape) == (
-            False, 0, 0, (3, 5))
+            False,
+            0,
+            0,
+            (3, 5),
+        )
         with pytest.raises(KeyError, match="HAS_DATA=0"):
             r["n"]
         assert sorted(r) == ["e", "s"]
@@ -165,11 +215,14 @@ def test_atomic_failure_keeps_previous_file(tmp_path):
     assert os.listdir(tmp_path) == ["m.oinf"]
 
 
-@pytest.mark.parametrize("dtype, make", [
-    ("i4", lambda n: np.ones(n, np.int8)),
-    ("bf16", lambda n: np.ones(n, np.float32)),
-    ("f32", lambda n: np.ones(n, np.float64)),
-])
+@pytest.mark.parametrize(
+    "dtype, make",
+    [
+        ("i4", lambda n: np.ones(n, np.int8)),
+        ("bf16", lambda n: np.ones(n, np.float32)),
+        ("f32", lambda n: np.ones(n, np.float64)),
+    ],
+)
 def test_writer_streams_in_bounded_memory(tmp_path, monkeypatch, dtype, make):
     monkeypatch.setattr(writer, "CHUNK", 1 << 14)
     data = make(1 << 21)
@@ -182,9 +235,32 @@ def test_writer_streams_in_bounded_memory(tmp_path, monkeypatch, dtype, make):
     assert peak < data.nbytes // 8, peak  # a few chunks, never a copy of the tensor
 
 
-tensor_kinds = st.sampled_from(["i8", "i16", "i32", "i64", "u8", "u16", "u32", "u64", "f16",
-                                "f32", "f64", "bool", "bf16", "f8", "i4", "i2", "i1", "u4",
-                                "u2", "u1", "t2", "t1"])
+tensor_kinds = st.sampled_from(
+    [
+        "i8",
+        "i16",
+        "i32",
+        "i64",
+        "u8",
+        "u16",
+        "u32",
+        "u64",
+        "f16",
+        "f32",
+        "f64",
+        "bool",
+        "bf16",
+        "f8",
+        "i4",
+        "i2",
+        "i1",
+        "u4",
+        "u2",
+        "u1",
+        "t2",
+        "t1",
+    ]
+)
 
 
 def _values(kind, shape, rng):
@@ -195,6 +271,7 @@ def _values(kind, shape, rng):
     if kind == "t1":
         return rng.choice([-1, 1], shape)
     from tenfold.oinf._spec import NAME_TAG, NUMPY_DTYPE, PACKED_RANGE
+
     tag = NAME_TAG[kind]
     if tag in PACKED_RANGE:
         lo, hi = PACKED_RANGE[tag]
@@ -204,8 +281,10 @@ def _values(kind, shape, rng):
     return rng.integers(lo, hi, shape, endpoint=True, dtype=np.int64 if lo < 0 else np.uint64)
 
 
-@given(st.lists(st.tuples(tensor_kinds, st.lists(st.integers(0, 5), max_size=3)),
-                max_size=6), st.integers(0, 2**32 - 1))
+@given(
+    st.lists(st.tuples(tensor_kinds, st.lists(st.integers(0, 5), max_size=3)), max_size=6),
+    st.integers(0, 2**32 - 1),
+)
 def test_roundtrip_random_models(tmp_path_factory, specs, seed):
     rng = np.random.default_rng(seed)
     tensors, expect = {}, {}
@@ -217,8 +296,9 @@ def test_roundtrip_random_models(tmp_path_factory, specs, seed):
         elif kind == "f8":
             expect[f"t{i}"] = vals.astype(np.float32).astype(ml_dtypes.float8_e5m2)
         elif kind in ("f16", "f32", "f64"):
-            expect[f"t{i}"] = vals.astype({"f16": np.float16, "f32": np.float32,
-                                           "f64": np.float64}[kind])
+            expect[f"t{i}"] = vals.astype(
+                {"f16": np.float16, "f32": np.float32, "f64": np.float64}[kind]
+            )
         else:
             expect[f"t{i}"] = vals
     p = tmp_path_factory.mktemp("rt") / "m.oinf"

@@ -18,17 +18,26 @@ from tenfold.errors import FormatError, TruncatedError, UnsupportedError
 
 #: Plain-ustar folds: the built index must equal glzn's byte for byte.
 IDENTICAL = [
-    ("basic_ustar", "train"), ("basic_ustar", "val"), ("crash_collision", "train"),
-    ("names_multidot_case_utf8", "train"), ("names_multidot_case_utf8", "latin1"),
-    ("noncontiguous", "train"), ("shard_order_lexicographic", "train"),
-    ("truncated_and_concat", "concat"), ("empty_shards", "only"), ("writer/ds", "train"),
+    ("basic_ustar", "train"),
+    ("basic_ustar", "val"),
+    ("crash_collision", "train"),
+    ("names_multidot_case_utf8", "train"),
+    ("names_multidot_case_utf8", "latin1"),
+    ("noncontiguous", "train"),
+    ("shard_order_lexicographic", "train"),
+    ("truncated_and_concat", "concat"),
+    ("empty_shards", "only"),
+    ("writer/ds", "train"),
 ]
 
 #: Folds where glzn's index is wrong; tenfold's rows must match what the tar really holds.
 DIALECTS = [
-    ("gnu_longname_python", "train"), ("gnutar_pax_and_gnu", "gnufold"),
-    ("gnutar_pax_and_gnu", "paxfold"), ("pax_python_default", "train"),
-    ("webdataset_tarwriter", "train"), ("dirs_links_noext", "train"),
+    ("gnu_longname_python", "train"),
+    ("gnutar_pax_and_gnu", "gnufold"),
+    ("gnutar_pax_and_gnu", "paxfold"),
+    ("pax_python_default", "train"),
+    ("webdataset_tarwriter", "train"),
+    ("dirs_links_noext", "train"),
 ]
 
 
@@ -91,10 +100,18 @@ def test_empty_shards_keep_their_fid(conformance, tmp_path):
 def test_reference_errors(conformance, tmp_path):
     base = conformance / "taridx"
     for name, fold, cls, match in [
-        ("bad_checksum_ignored/train_0000.tar", "train", FormatError,
-         r"shard train_0000.tar at offset 0x0: header checksum mismatch"),
-        ("truncated_and_concat/trunc_0000.tar", "trunc", TruncatedError,
-         r"shard trunc_0000.tar at offset 0x1200: member data ends past end of file"),
+        (
+            "bad_checksum_ignored/train_0000.tar",
+            "train",
+            FormatError,
+            r"shard train_0000.tar at offset 0x0: header checksum mismatch",
+        ),
+        (
+            "truncated_and_concat/trunc_0000.tar",
+            "trunc",
+            TruncatedError,
+            r"shard trunc_0000.tar at offset 0x1200: member data ends past end of file",
+        ),
         ("errors_no_index/badoctal.tar", "bad", FormatError, r"shard bad_0000.tar at offset"),
     ]:
         root = tmp_path / fold
@@ -132,8 +149,9 @@ def test_ustar_prefix_and_directories(tmp_path):
 
 
 def test_pax_global_header_and_no_rows_for_links(tmp_path):
-    with tarfile.open(tmp_path / "g_0.tar", "w", format=tarfile.PAX_FORMAT,
-                      pax_headers={"comment": "global"}) as tf:
+    with tarfile.open(
+        tmp_path / "g_0.tar", "w", format=tarfile.PAX_FORMAT, pax_headers={"comment": "global"}
+    ) as tf:
         d = tarfile.TarInfo("dir")
         d.type = tarfile.DIRTYPE
         tf.addfile(d)
@@ -163,9 +181,10 @@ def test_sparse_member_is_unsupported(tmp_path):
 
 def test_parallel_build_equals_serial(tmp_path):
     for k in range(4):
-        _tar(tmp_path / f"p_{k:04d}.tar",
-             [(f"s{k}_{j}.{e}", bytes([j]) * (j * 37 % 900))
-              for j in range(30) for e in ("a", "b")])
+        _tar(
+            tmp_path / f"p_{k:04d}.tar",
+            [(f"s{k}_{j}.{e}", bytes([j]) * (j * 37 % 900)) for j in range(30) for e in ("a", "b")],
+        )
     one = tx.build(tmp_path, "p", out=tmp_path / "one.taridx", workers=1, show_progress=False)
     two = tx.build(tmp_path, "p", out=tmp_path / "two.taridx", workers=2, show_progress=True)
     assert one.read_bytes() == two.read_bytes()
@@ -204,8 +223,10 @@ def test_build_fsync_option(tmp_path, monkeypatch):
     fast = tx.build(tmp_path, "f", out=tmp_path / "n.taridx", show_progress=False, fsync=False)
     assert calls == []
     assert fast.read_bytes() == durable.read_bytes()
-    assert cli_main(["index", "build", str(tmp_path), "--fold", "f", "--no-progress",
-                     "--no-fsync"]) == 0
+    assert (
+        cli_main(["index", "build", str(tmp_path), "--fold", "f", "--no-progress", "--no-fsync"])
+        == 0
+    )
     assert calls == []
     assert (tmp_path / "f.taridx").read_bytes() == durable.read_bytes()
 

@@ -65,9 +65,12 @@ def test_buffers_are_zero_copy_views_of_the_shard(fold):
 
 
 def test_extensions_and_decoders(fold):
-    ds = tx.Dataset(fold, "train", extensions=["CLS", "json"],
-                    decoders={"json": lambda b: json.loads(bytes(b)),
-                              "cls": lambda b: int(bytes(b))})
+    ds = tx.Dataset(
+        fold,
+        "train",
+        extensions=["CLS", "json"],
+        decoders={"json": lambda b: json.loads(bytes(b)), "cls": lambda b: int(bytes(b))},
+    )
     s = ds[2]
     assert set(s) == {"cls", "json"} and isinstance(s["json"], dict) and isinstance(s["cls"], int)
 
@@ -140,11 +143,13 @@ def _decode_sha(b):
 def test_torch_dataloader(conformance, fold):
     torch = pytest.importorskip("torch", reason="torch is not installed (pip install torch)")
     want = _expected(conformance, "basic_ustar", "train")
-    ds = tx.Dataset(fold, "train", extensions=["cls", "jpg"],
-                    decoders={"cls": _decode_int, "jpg": _decode_sha})
+    ds = tx.Dataset(
+        fold, "train", extensions=["cls", "jpg"], decoders={"cls": _decode_int, "jpg": _decode_sha}
+    )
     sampler = tx.EpochSampler(ds, seed=3)
-    loader = torch.utils.data.DataLoader(ds, batch_size=2, num_workers=2, sampler=sampler,
-                                         multiprocessing_context="spawn")
+    loader = torch.utils.data.DataLoader(
+        ds, batch_size=2, num_workers=2, sampler=sampler, multiprocessing_context="spawn"
+    )
     got = [sha for batch in loader for sha in batch["jpg"]]
     order = list(sampler)
     assert got == [want[f"sample{i:04d}"]["jpg"] for i in order]
@@ -173,8 +178,11 @@ def test_shard_cut_after_indexing_is_caught_on_open(conformance, tmp_path):
     os.utime(tmp_path / "val.taridx", ns=(10**18, 10**18))
     (tmp_path / "val_0000.tar").write_bytes((src / "val_0000.tar").read_bytes()[:4000])
     ds = tx.Dataset(tmp_path, "val")
-    with pytest.raises(TruncatedError, match=r"shard val_0000.tar: changed since .*val.taridx "
-                       r"was built: size 4000 is smaller than the indexed data end"):
+    with pytest.raises(
+        TruncatedError,
+        match=r"shard val_0000.tar: changed since .*val.taridx "
+        r"was built: size 4000 is smaller than the indexed data end",
+    ):
         ds[0]  # sample 0 is whole, but its shard changed after the index was written
 
 
@@ -262,8 +270,9 @@ def test_epoch_order_is_deterministic_and_partitions():
     parts = [tx.epoch_order(103, seed=5, epoch=1, rank=r, world_size=4) for r in range(4)]
     assert {len(p) for p in parts} == {26}
     assert set(np.concatenate(parts).tolist()) == set(range(103))
-    dl = [tx.epoch_order(103, seed=5, epoch=1, rank=r, world_size=4, drop_last=True)
-          for r in range(4)]
+    dl = [
+        tx.epoch_order(103, seed=5, epoch=1, rank=r, world_size=4, drop_last=True) for r in range(4)
+    ]
     assert {len(p) for p in dl} == {25} and len(set(np.concatenate(dl).tolist())) == 100
     assert tx.epoch_order(5, shuffle=False).tolist() == [0, 1, 2, 3, 4]
     with pytest.raises(ValueError):

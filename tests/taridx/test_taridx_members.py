@@ -36,9 +36,14 @@ def _tar(path, members, fmt=tarfile.USTAR_FORMAT):
 def _fold(root, shards=(0, 1, 2), per=5, fold="t"):
     """Shards of one layout: same stem lengths, same payload sizes, different names/bytes."""
     for k in shards:
-        _tar(root / f"{fold}_{k:04d}.tar",
-             [(f"k{k}s{j:03d}.{e}", bytes([k * 16 + j]) * (300 + 7 * j + (e == "cls")))
-              for j in range(per) for e in ("jpg", "cls")])
+        _tar(
+            root / f"{fold}_{k:04d}.tar",
+            [
+                (f"k{k}s{j:03d}.{e}", bytes([k * 16 + j]) * (300 + 7 * j + (e == "cls")))
+                for j in range(per)
+                for e in ("jpg", "cls")
+            ],
+        )
 
 
 def _truth(root, fold="t"):
@@ -74,20 +79,27 @@ def test_swapped_shards_are_stale_and_never_served(tmp_path):
     rep = tx.verify(path)
     assert not rep.ok and "shard t_0000.tar" in rep.format()
     # the renames made the shards newer than the index: caught when the shard is opened
-    with tx.Dataset(tmp_path, "t") as ds, \
-            pytest.raises(IntegrityError, match=r"shard t_0000.tar: changed since"):
+    with (
+        tx.Dataset(tmp_path, "t") as ds,
+        pytest.raises(IntegrityError, match=r"shard t_0000.tar: changed since"),
+    ):
         ds.get("k0s002")
     # an index newer than the shards: the header check of the read itself catches it
     os.utime(path, ns=(FUTURE, FUTURE))
     with tx.Dataset(tmp_path, "t") as ds:
-        with pytest.raises(IntegrityError, match=(
+        with pytest.raises(
+            IntegrityError,
+            match=(
                 r"shard t_0000.tar: member header at offset 0x[0-9a-f]+: member name mismatch; "
-                r"expected stem xxh64 0x[0-9a-f]+, extension 'jpg', size 314, got 'k1s002.jpg'")):
+                r"expected stem xxh64 0x[0-9a-f]+, extension 'jpg', size 314, got 'k1s002.jpg'"
+            ),
+        ):
             ds.get("k0s002")
         with pytest.raises(IntegrityError):
             ds[len(ds) // 3 + 1]  # a sample of shard 1
         assert {k: bytes(v) for k, v in ds.get("k2s002").items()} == {
-            k: bytes([2 * 16 + 2]) * len(v) for k, v in good.items()}
+            k: bytes([2 * 16 + 2]) * len(v) for k, v in good.items()
+        }
     # the switch: no header check, the index is trusted (and here it is wrong)
     with tx.Dataset(tmp_path, "t", verify_headers=False) as ds:
         assert bytes(ds.get("k0s002")["jpg"]) == bytes([16 + 2]) * 314
@@ -121,7 +133,8 @@ def test_up_to_date_fold_is_not_stale_and_reads_everything(tmp_path):
             for k in range(3):
                 got = ds.get(f"k{k}s{j:03d}")
                 assert {e: bytes(v) for e, v in got.items()} == {
-                    e: truth[(f"k{k}s{j:03d}", e)] for e in ("jpg", "cls")}
+                    e: truth[(f"k{k}s{j:03d}", e)] for e in ("jpg", "cls")
+                }
 
 
 def test_changed_shard_gets_every_row_checked(tmp_path):
@@ -174,14 +187,21 @@ def _edits(rows: np.ndarray, r: int) -> list[tuple[str, int]]:
     row = rows[r]
     other = rows[(r + 3) % len(rows)]
     return [
-        ("fid", 1 - int(row["fid"])), ("fid", 2),
-        ("offset", int(other["offset"])), ("offset", int(row["offset"]) + 512),
+        ("fid", 1 - int(row["fid"])),
+        ("fid", 2),
+        ("offset", int(other["offset"])),
+        ("offset", int(row["offset"]) + 512),
         ("offset", int(row["offset"]) - 512 if int(row["offset"]) >= 512 else 1024),
-        ("offset", 0), ("offset", int(row["offset"]) + 1),
-        ("size", int(row["size"]) + 1), ("size", int(row["size"]) - 1), ("size", 0),
-        ("extid", 1 - int(row["extid"])), ("extid", 9),
+        ("offset", 0),
+        ("offset", int(row["offset"]) + 1),
+        ("size", int(row["size"]) + 1),
+        ("size", int(row["size"]) - 1),
+        ("size", 0),
+        ("extid", 1 - int(row["extid"])),
+        ("extid", 9),
         ("crashid", 1),
-        ("keyhash", int(other["keyhash"])), ("keyhash", int(row["keyhash"]) ^ 1),
+        ("keyhash", int(other["keyhash"])),
+        ("keyhash", int(row["keyhash"]) ^ 1),
     ]
 
 
@@ -240,8 +260,13 @@ def _bad_fold(root):
 
 def test_newline_in_a_name_is_an_error_naming_shard_and_offset(tmp_path):
     _bad_fold(tmp_path)
-    with pytest.raises(FormatError, match=(r"shard b_0000.tar at offset 0x400: member name "
-                                           r"b'b.j\\npg': newline in the basename")):
+    with pytest.raises(
+        FormatError,
+        match=(
+            r"shard b_0000.tar at offset 0x400: member name "
+            r"b'b.j\\npg': newline in the basename"
+        ),
+    ):
         tx.build(tmp_path, "b", show_progress=False)
     assert not (tmp_path / "b.taridx").exists()
 
@@ -251,21 +276,28 @@ def test_newline_names_skipped_on_request(tmp_path):
     skipped: list = []
     path = tx.build(tmp_path, "b", show_progress=False, on_bad_name="skip", skipped=skipped)
     assert [(s, o, n) for s, o, n, _why in skipped] == [
-        ("b_0000.tar", 0x400, b"b.j\npg"), ("b_0001.tar", 0, b"d\ne.cls"),
-        ("b_0001.tar", 0x800, b"f.j\npg")]
+        ("b_0000.tar", 0x400, b"b.j\npg"),
+        ("b_0001.tar", 0, b"d\ne.cls"),
+        ("b_0001.tar", 0x800, b"f.j\npg"),
+    ]
     with tx.Index.open(path) as idx:
         assert idx.ext == ["jpg", "cls"] and idx.n_rows == 3
         assert tx.stale_shards(idx, tmp_path, "b") == {}  # skipped members are not "new"
     with tx.Dataset(tmp_path, "b") as ds:
         assert [{k: bytes(v) for k, v in s.items()} for s in ds] == [
-            {"jpg": b"1"}, {"cls": b"333"}, {"cls": b"55"}]
+            {"jpg": b"1"},
+            {"cls": b"333"},
+            {"cls": b"55"},
+        ]
     with pytest.raises(ValueError, match="on_bad_name"):
         tx.build(tmp_path, "b", on_bad_name="ignore")
 
 
 def test_skip_keeps_extension_ids_first_seen(tmp_path):
-    _tar(tmp_path / "x_0000.tar", [("a.t\nxt", b"1"), ("b.png", b"2"), ("c.t\nxt", b"3"),
-                                   ("d.jpg", b"4"), ("e.png", b"5")])
+    _tar(
+        tmp_path / "x_0000.tar",
+        [("a.t\nxt", b"1"), ("b.png", b"2"), ("c.t\nxt", b"3"), ("d.jpg", b"4"), ("e.png", b"5")],
+    )
     path = tx.build(tmp_path, "x", show_progress=False, on_bad_name="skip")
     with tx.Index.open(path) as idx:
         assert idx.ext == ["png", "jpg"] and idx.ext_of() == ["png", "jpg", "png"]
@@ -276,8 +308,21 @@ def test_cli_on_bad_name(tmp_path, capsys):
     _bad_fold(tmp_path)
     assert cli_main(["index", "build", str(tmp_path), "--fold", "b", "--no-progress"]) == 1
     assert "b_0000.tar at offset 0x400" in capsys.readouterr().err
-    assert cli_main(["index", "build", str(tmp_path), "--fold", "b", "--no-progress",
-                     "--on-bad-name", "skip"]) == 0
+    assert (
+        cli_main(
+            [
+                "index",
+                "build",
+                str(tmp_path),
+                "--fold",
+                "b",
+                "--no-progress",
+                "--on-bad-name",
+                "skip",
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "skipped: b_0001.tar at offset 0x800: member b'f.j\\npg'" in out
     assert "3 rows" in out
@@ -285,12 +330,20 @@ def test_cli_on_bad_name(tmp_path, capsys):
 
 # -- no false alarms: every tar dialect of the conformance vectors --------------------------------
 DIALECTS = [
-    ("basic_ustar", "train"), ("crash_collision", "train"), ("names_multidot_case_utf8", "train"),
-    ("names_multidot_case_utf8", "latin1"), ("noncontiguous", "train"),
-    ("gnu_longname_python", "train"), ("gnutar_pax_and_gnu", "gnufold"),
-    ("gnutar_pax_and_gnu", "paxfold"), ("pax_python_default", "train"),
-    ("webdataset_tarwriter", "train"), ("dirs_links_noext", "train"), ("writer/ds", "train"),
-    ("shard_order_lexicographic", "train"), ("empty_shards", "train"),
+    ("basic_ustar", "train"),
+    ("crash_collision", "train"),
+    ("names_multidot_case_utf8", "train"),
+    ("names_multidot_case_utf8", "latin1"),
+    ("noncontiguous", "train"),
+    ("gnu_longname_python", "train"),
+    ("gnutar_pax_and_gnu", "gnufold"),
+    ("gnutar_pax_and_gnu", "paxfold"),
+    ("pax_python_default", "train"),
+    ("webdataset_tarwriter", "train"),
+    ("dirs_links_noext", "train"),
+    ("writer/ds", "train"),
+    ("shard_order_lexicographic", "train"),
+    ("empty_shards", "train"),
     ("truncated_and_concat", "concat"),
 ]
 
@@ -324,7 +377,8 @@ def test_every_dialect_reads_with_header_checks(conformance, tmp_path, vec, fold
                 last[ds.index.ext[int(r["extid"])]] = (int(r["fid"]), int(r["offset"]) + 512)
                 seen += 1
             assert {e: bytes(v) for e, v in sample.items()} == {
-                e: want[at] for e, at in last.items()}
+                e: want[at] for e, at in last.items()
+            }
     assert seen == len(rows)
 
 
@@ -340,8 +394,9 @@ def test_remote_long_names_fetch_their_extended_headers(conformance, tmp_path):
         with tx.Dataset(d, "train", index=ours) as local, tx.Dataset(root, "train") as remote:
             assert len(remote) == len(local) > 0
             for i in range(len(local)):
-                assert {k: bytes(v) for k, v in remote[i].items()} == \
-                    {k: bytes(v) for k, v in local[i].items()}
+                assert {k: bytes(v) for k, v in remote[i].items()} == {
+                    k: bytes(v) for k, v in local[i].items()
+                }
         # glzn's own index of these shards has rows for the long-name headers: refused
         with tx.Dataset(d, "train") as theirs, pytest.raises(IntegrityError, match="'L'"):
             for i in range(len(theirs)):
@@ -370,8 +425,13 @@ def test_remote_swapped_shards_refused(tmp_path):
 def _members_tar(fmt):
     bio = io.BytesIO()
     long = "y" * 120 if fmt != tarfile.USTAR_FORMAT else "y" * 90  # ustar: prefix + 100 bytes
-    names = ["a/sample1.JPG", "x" * 150 + "/" + long + ".cls", "é.Txt", "noext",
-             "d" * 120 + "/z.jpg"]
+    names = [
+        "a/sample1.JPG",
+        "x" * 150 + "/" + long + ".cls",
+        "é.Txt",
+        "noext",
+        "d" * 120 + "/z.jpg",
+    ]
     with tarfile.open(fileobj=bio, mode="w", format=fmt) as tf:
         for name in names:
             info = tarfile.TarInfo(name)
@@ -381,8 +441,16 @@ def _members_tar(fmt):
     return bio.getvalue()
 
 
-CLAIMS = [(b"sample1", b"jpg"), (b"y" * 120, b"cls"), (b"y" * 90, b"cls"), ("é".encode(), b"txt"),
-          (b"noext", b""), (b"z", b"jpg"), (b"sample1", b"JPG"), (b"x", b"cls")]
+CLAIMS = [
+    (b"sample1", b"jpg"),
+    (b"y" * 120, b"cls"),
+    (b"y" * 90, b"cls"),
+    ("é".encode(), b"txt"),
+    (b"noext", b""),
+    (b"z", b"jpg"),
+    (b"sample1", b"JPG"),
+    (b"x", b"cls"),
+]
 
 
 @pytest.mark.parametrize("fmt", [tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT])
@@ -397,8 +465,9 @@ def test_check_member_known(kernels, fmt):
         ascii_name = stem.isascii() and ext.isascii()
         ok = ts.check_member(data, off, 5, xxh64(stem.encode()), ext.lower().encode())
         assert ok == (ts.M_OK if ascii_name else ts.M_NON_ASCII)
-        assert ts.check_member(data, off, 4, xxh64(stem.encode()), ext.lower().encode()) == \
-            (ts.M_SIZE if ascii_name else ts.M_NON_ASCII)
+        assert ts.check_member(data, off, 4, xxh64(stem.encode()), ext.lower().encode()) == (
+            ts.M_SIZE if ascii_name else ts.M_NON_ASCII
+        )
         for s, e in CLAIMS:
             if (s, e) != (stem.encode(), ext.lower().encode()):
                 got = ts.check_member(data, off, 5, xxh64(s), e)
@@ -423,8 +492,10 @@ def test_check_member_not_regular(kernels):
         d = tarfile.TarInfo("dir.jpg")
         d.type = tarfile.DIRTYPE
         tf.addfile(d)
-    assert kernels("tarscan").check_member(bio.getvalue(), 0, 0, xxh64(b"dir"), b"jpg") == \
-        kernels("tarscan").M_NOT_REGULAR
+    assert (
+        kernels("tarscan").check_member(bio.getvalue(), 0, 0, xxh64(b"dir"), b"jpg")
+        == kernels("tarscan").M_NOT_REGULAR
+    )
 
 
 def test_check_member_differential():
@@ -443,8 +514,9 @@ def test_check_member_differential():
             for off in range(0, len(data), 512):
                 s, e = CLAIMS[int(rng.integers(0, len(CLAIMS)))]
                 size = int(rng.integers(3, 7))
-                assert comp.check_member(data, off, size, xxh64(s), e) == \
-                    ref.check_member(data, off, size, xxh64(s), e), (fmt, trial, off)
+                assert comp.check_member(data, off, size, xxh64(s), e) == ref.check_member(
+                    data, off, size, xxh64(s), e
+                ), (fmt, trial, off)
                 for ext in (False, True):
                     assert comp.member_name(data, off, ext) == ref.member_name(data, off, ext)
 
@@ -552,14 +624,17 @@ def test_bad_checksum_reads_but_is_stale(kernels, tmp_path):
 def test_samples_spanning_shards(tmp_path, max_open):
     """A sample's members in several shards: each checked, whichever shards are open."""
     for k in range(3):
-        _tar(tmp_path / f"m_{k:04d}.tar",
-             [(f"s{j}.e{k}", bytes([16 * k + j]) * (50 + j + k)) for j in range(4)])
+        _tar(
+            tmp_path / f"m_{k:04d}.tar",
+            [(f"s{j}.e{k}", bytes([16 * k + j]) * (50 + j + k)) for j in range(4)],
+        )
     path = tx.build(tmp_path, "m", show_progress=False)
     with tx.Dataset(tmp_path, "m", max_open=max_open) as ds:
         assert ds.lookup([f"s{j}" for j in range(4)]).tolist() == [0, 1, 2, 3]
         for j in [0, 3, 1, 1, 2, 0, 3, 2]:
             assert {e: bytes(v) for e, v in ds[j].items()} == {
-                f"e{k}": bytes([16 * k + j]) * (50 + j + k) for k in range(3)}
+                f"e{k}": bytes([16 * k + j]) * (50 + j + k) for k in range(3)
+            }
             assert ds.open_shards <= max_open
     # shard 1 replaced by one of the same layout, other names: the read fails, whatever is open
     _tar(tmp_path / "m_0001.tar", [(f"t{j}.e1", bytes([99]) * (51 + j)) for j in range(4)])
@@ -568,5 +643,6 @@ def test_samples_spanning_shards(tmp_path, max_open):
         for i in (0, 1, 0, 2):
             with pytest.raises(IntegrityError, match="shard m_0001.tar: member header"):
                 ds[i]
-        assert {e: bytes(v) for e, v in tx.Dataset(tmp_path, "m", extensions=["e0", "e2"])[3]
-                .items()} == {"e0": bytes([3]) * 53, "e2": bytes([35]) * 55}
+        assert {
+            e: bytes(v) for e, v in tx.Dataset(tmp_path, "m", extensions=["e0", "e2"])[3].items()
+        } == {"e0": bytes([3]) * 53, "e2": bytes([35]) * 55}

@@ -36,17 +36,30 @@ def test_every_conformance_index_reads(conformance):
         path = conformance / "taridx" / entry["taridx"]
         with tx.Index.open(path, validate=True) as idx:
             h = side["taridx"]["header"]
-            for field in ("major", "minor", "n_stems", "n_rows", "n_ext", "n_crash", "off_crash",
-                          "off_arr", "flags"):
+            for field in (
+                "major",
+                "minor",
+                "n_stems",
+                "n_rows",
+                "n_ext",
+                "n_crash",
+                "off_crash",
+                "off_arr",
+                "flags",
+            ):
                 assert getattr(idx, field) == h[field], (entry["taridx"], field)
             assert idx.ext == side["taridx"]["ext"]
             assert idx.crash == side["taridx"]["crash"]
             assert idx.is_contiguous == bool(h["flags"] & 1)
             for k, row in enumerate(side["rows"]):
                 got = idx.rows[k]
-                assert (int(got["fid"]), int(got["offset"]), int(got["size"]),
-                        int(got["crashid"]), int(got["keyhash"])) == (
-                    row["fid"], row["offset"], row["size"], row["crashid"], row["keyhash"])
+                assert (
+                    int(got["fid"]),
+                    int(got["offset"]),
+                    int(got["size"]),
+                    int(got["crashid"]),
+                    int(got["keyhash"]),
+                ) == (row["fid"], row["offset"], row["size"], row["crashid"], row["keyhash"])
                 assert idx.ext[int(got["extid"])] == row["ext"]
             assert len(idx.samples) == idx.n_stems
 
@@ -67,12 +80,15 @@ def test_rows_are_zero_copy_views_at_unaligned_offset(conformance):
         assert idx.rows["keyhash"][0] == kh
 
 
-@pytest.mark.parametrize("vec, n_ext, ext, n_crash", [
-    ("empty_shards/only.taridx", 0, [], 0),
-    ("dirs_links_noext/train.taridx", 3, ["", "jpg", "cls"], 0),
-    ("gnu_longname_python/train.taridx", 2, ["", "cls"], 0),
-    ("webdataset_tarwriter/train.taridx", 4, ["", "cls", "jpg", "json"], 0),
-])
+@pytest.mark.parametrize(
+    "vec, n_ext, ext, n_crash",
+    [
+        ("empty_shards/only.taridx", 0, [], 0),
+        ("dirs_links_noext/train.taridx", 3, ["", "jpg", "cls"], 0),
+        ("gnu_longname_python/train.taridx", 2, ["", "cls"], 0),
+        ("webdataset_tarwriter/train.taridx", 4, ["", "cls", "jpg", "json"], 0),
+    ],
+)
 def test_blocks_split_on_newline_and_counts_disambiguate(conformance, vec, n_ext, ext, n_crash):
     with tx.Index.open(conformance / "taridx" / vec) as idx:
         assert idx.n_ext == n_ext and idx.ext == ext and idx.n_crash == n_crash
@@ -90,8 +106,15 @@ def test_one_empty_extension_name_vs_empty_block():
 def test_lookup_resolves_real_xxh64_collisions(conformance):
     with tx.Index.open(conformance / "taridx" / "crash_collision" / "train.taridx") as idx:
         assert xxh64(b"c6e609e1b6b782bf4") == xxh64(b"c5646d719f6fbcb3c")
-        stems = ["before", "c6e609e1b6b782bf4", "c5646d719f6fbcb3c", "between",
-                 "c715357411fa77eb9", "cbed4f75fb696b797", "absent"]
+        stems = [
+            "before",
+            "c6e609e1b6b782bf4",
+            "c5646d719f6fbcb3c",
+            "between",
+            "c715357411fa77eb9",
+            "cbed4f75fb696b797",
+            "absent",
+        ]
         got = idx.lookup(stems)
         assert got.tolist() == [0, 1, 2, 3, 4, 5, -1]
         rows = idx.sample_rows("c5646d719f6fbcb3c")
@@ -143,7 +166,8 @@ def test_load_gives_columns(conformance):
 # -- bad input --------------------------------------------------------------------------------
 def _good() -> bytearray:
     rows, ext, crash = tx.writer.rows_from_members(
-        [(0, 0, 5, "a", "jpg"), (0, 1024, 1, "a", "cls"), (1, 0, 3, "b", "jpg")])
+        [(0, 0, 5, "a", "jpg"), (0, 1024, 1, "a", "cls"), (1, 0, 3, "b", "jpg")]
+    )
     return bytearray(tx.index_bytes(rows, ext, crash))
 
 
@@ -152,22 +176,25 @@ def _patch(data: bytearray, fmt: str, offset: int, value: int) -> bytes:
     return bytes(data)
 
 
-@pytest.mark.parametrize("fmt, offset, value, cls, match", [
-    ("<H", 8, 2, UnsupportedError, "major"),
-    ("<H", 8, 0, UnsupportedError, "major"),
-    ("<H", 12, 33, FormatError, "rec_size"),
-    ("<H", 14, 65, FormatError, "hdr_size"),
-    ("<Q", 24, 4, TruncatedError, "row region size"),
-    ("<Q", 24, 2, FormatError, "row region size"),
-    ("<Q", 16, 9, FormatError, "n_stems"),
-    ("<Q", 40, 63, FormatError, "off_crash"),
-    ("<Q", 40, 10**6, FormatError, "off_crash"),
-    ("<Q", 48, 64, FormatError, "off_arr"),
-    ("<Q", 48, 2**64 - 1, FormatError, "off_arr"),
-    ("<I", 32, 3, FormatError, "n_ext"),
-    ("<I", 32, 1, FormatError, "n_ext"),
-    ("<I", 36, 2, FormatError, "n_crash"),
-])
+@pytest.mark.parametrize(
+    "fmt, offset, value, cls, match",
+    [
+        ("<H", 8, 2, UnsupportedError, "major"),
+        ("<H", 8, 0, UnsupportedError, "major"),
+        ("<H", 12, 33, FormatError, "rec_size"),
+        ("<H", 14, 65, FormatError, "hdr_size"),
+        ("<Q", 24, 4, TruncatedError, "row region size"),
+        ("<Q", 24, 2, FormatError, "row region size"),
+        ("<Q", 16, 9, FormatError, "n_stems"),
+        ("<Q", 40, 63, FormatError, "off_crash"),
+        ("<Q", 40, 10**6, FormatError, "off_crash"),
+        ("<Q", 48, 64, FormatError, "off_arr"),
+        ("<Q", 48, 2**64 - 1, FormatError, "off_arr"),
+        ("<I", 32, 3, FormatError, "n_ext"),
+        ("<I", 32, 1, FormatError, "n_ext"),
+        ("<I", 36, 2, FormatError, "n_crash"),
+    ],
+)
 def test_lying_header_fields(fmt, offset, value, cls, match):
     with pytest.raises(cls, match=match):
         tx.Index.from_buffer(_patch(_good(), fmt, offset, value))
@@ -185,8 +212,9 @@ def test_bad_magic():
         tx.Index.from_buffer(bytes(data))
 
 
-@pytest.mark.parametrize("field, offset, value, match", [
-    ("extid", 18, 2, "extid"), ("crashid", 20, 1, "crashid")])
+@pytest.mark.parametrize(
+    "field, offset, value, match", [("extid", 18, 2, "extid"), ("crashid", 20, 1, "crashid")]
+)
 def test_row_ids_out_of_range(field, offset, value, match):
     data = _good()
     off_arr = struct.unpack_from("<Q", data, 48)[0]
@@ -219,7 +247,8 @@ def test_verify_reports_instead_of_raising(tmp_path):
 
 def test_flag_that_lies_is_caught():
     rows, ext, crash = tx.writer.rows_from_members(
-        [(0, 0, 5, "a", "jpg"), (0, 1024, 1, "b", "cls"), (1, 0, 3, "a", "jpg")])
+        [(0, 0, 5, "a", "jpg"), (0, 1024, 1, "b", "cls"), (1, 0, 3, "a", "jpg")]
+    )
     data = tx.index_bytes(rows, ext, crash, flags=1)
     with pytest.raises(FormatError, match="n_stems"):
         _ = tx.Index.from_buffer(data).samples
@@ -227,7 +256,8 @@ def test_flag_that_lies_is_caught():
 
 def test_n_stems_that_lies_is_caught():
     rows, ext, crash = tx.writer.rows_from_members(
-        [(0, 0, 5, "a", "jpg"), (0, 1024, 1, "b", "cls"), (1, 0, 3, "a", "jpg")])
+        [(0, 0, 5, "a", "jpg"), (0, 1024, 1, "b", "cls"), (1, 0, 3, "a", "jpg")]
+    )
     with pytest.raises(FormatError, match="n_stems"):
         _ = tx.Index.from_buffer(tx.index_bytes(rows, ext, crash, n_stems=3, flags=0)).samples
 

@@ -36,8 +36,9 @@ def test_unauthenticated_reported(tmp_path):
     assert "0" * 64 in p.read_text()
     r = wtxt.verify(p)
     assert r.ok
-    assert any(f.status == "info" and "unauthenticated (hmac is zero)" in f.message
-               for f in r.findings)
+    assert any(
+        f.status == "info" and "unauthenticated (hmac is zero)" in f.message for f in r.findings
+    )
     with pytest.raises(IntegrityError, match="unauthenticated"):
         wtxt.read(p, hmac_keys=[HKEY])
 
@@ -55,8 +56,9 @@ def test_signature_covers_through_root(tmp_path):
     text = p.read_text().split("\n")
     sign = text[4]
     assert re.fullmatch(r"sign ed25519=[A-Za-z0-9+/]{86}== keyid=[0-9a-f]{16}", sign)
-    raw_pub = bytes.fromhex(
-        PUB.public_bytes_raw().hex()) if hasattr(PUB, "public_bytes_raw") else None
+    raw_pub = (
+        bytes.fromhex(PUB.public_bytes_raw().hex()) if hasattr(PUB, "public_bytes_raw") else None
+    )
     assert sign.endswith("keyid=" + xxh64_hex(raw_pub))
     assert wtxt.keyid_of(PUB) == xxh64_hex(raw_pub)
     import base64
@@ -70,8 +72,7 @@ def test_signature_covers_through_root(tmp_path):
     r = wtxt.verify(p)
     assert r.ok and any("not verified: no public key given" in f.message for f in r.findings)
     r = wtxt.verify(p, public_keys=[OTHER])
-    assert not r.ok and any("not the keyid of any public key given" in f.message
-                            for f in r.errors)
+    assert not r.ok and any("not the keyid of any public key given" in f.message for f in r.errors)
     with pytest.raises(IntegrityError, match="signature"):
         wtxt.read(p, public_keys=[OTHER])
     # an unsigned file fails when a signature is required
@@ -130,8 +131,10 @@ def test_merkle_chain(tmp_path):
     with wtxt.open(g2) as f:
         assert f.root["merkle_prev"] == prev
     r = wtxt.verify(g2)
-    assert any(f.obj == "root (line 4)" and f.message.startswith("merkle_this")
-               and prev[:16] in f.message for f in r.findings)
+    assert any(
+        f.obj == "root (line 4)" and f.message.startswith("merkle_this") and prev[:16] in f.message
+        for f in r.findings
+    )
 
 
 def test_verify_reports_chunks_and_damage(tmp_path):
@@ -148,8 +151,11 @@ def test_verify_reports_chunks_and_damage(tmp_path):
 
 
 def test_verify_never_raises_on_structural_damage(tmp_path):
-    p = write(tmp_path / "a.wtxt", {"x": np.arange(100, dtype=np.float64),
-                                     "y": np.ones(5)}, rows_per_chunk=10)
+    p = write(
+        tmp_path / "a.wtxt",
+        {"x": np.arange(100, dtype=np.float64), "y": np.ones(5)},
+        rows_per_chunk=10,
+    )
     data = p.read_bytes().replace(b"endarr\narr name=y", b"arr name=y", 1)
     r = wtxt.verify(data)
     assert not r.ok and r.errors[0].obj == "structure"

@@ -20,8 +20,9 @@ def test_git_diff_touches_one_chunk(tmp_path):
     repo.mkdir()
 
     def run(*args):
-        return subprocess.run([git, *args], cwd=repo, check=True, capture_output=True,
-                              text=True).stdout
+        return subprocess.run(
+            [git, *args], cwd=repo, check=True, capture_output=True, text=True
+        ).stdout
 
     run("init", "-q")
     run("config", "user.email", "t@example.com")
@@ -40,8 +41,11 @@ def test_git_diff_touches_one_chunk(tmp_path):
     write(p, {"R": R2}, gen=1, rows_per_chunk=128, hmac_key=HKEY, merkle_prev=prev)
     added, deleted, _ = run("diff", "--numstat").split("\t")
     diff = run("diff", "-U0")
-    changed = [line[1:] for line in diff.splitlines()
-               if line[:1] in "+-" and not line.startswith(("+++", "---"))]
+    changed = [
+        line[1:]
+        for line in diff.splitlines()
+        if line[:1] in "+-" and not line.startswith(("+++", "---"))
+    ]
     chunk_lines = 1 + 1150 + 1  # ch line + base64 lines of a 64 KiB chunk
     # root line, arr line, and at most one chunk's ch line + base64 lines (each side)
     assert int(added) == int(deleted) <= 2 + chunk_lines
@@ -54,8 +58,9 @@ def test_git_diff_touches_one_chunk(tmp_path):
 
 
 def test_cli_commands(tmp_path, capsys):
-    p = write(tmp_path / "a.wtxt", {"R": np.arange(64.0).reshape(16, 4)}, rows_per_chunk=4,
-              hmac_key=HKEY)
+    p = write(
+        tmp_path / "a.wtxt", {"R": np.arange(64.0).reshape(16, 4)}, rows_per_chunk=4, hmac_key=HKEY
+    )
     key = tmp_path / "k"
     key.write_bytes(SEED.hex().encode())
     hk = tmp_path / "hk"
@@ -79,8 +84,7 @@ def test_cli_commands(tmp_path, capsys):
     arr[5] = -1
     write(new, {"R": arr}, gen=2, rows_per_chunk=4, hmac_key=HKEY)
     d = tmp_path / "d.wtxtdelta"
-    assert main(["delta", str(p), str(new), str(d), "--gen", "2",
-                 "--hmac-key-file", str(hk)]) == 0
+    assert main(["delta", str(p), str(new), str(d), "--gen", "2", "--hmac-key-file", str(hk)]) == 0
     assert "1 changed chunks" in capsys.readouterr().out
     o = tmp_path / "o.wtxt"
     assert main(["apply", str(p), str(d), str(o), "--hmac-key-file", str(hk)]) == 0

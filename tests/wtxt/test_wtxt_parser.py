@@ -54,22 +54,24 @@ def test_good_reads(good):
 @pytest.mark.parametrize("where", ["meta", "arr", "b64", "endch"])
 def test_crlf_line_named(good, where):
     ls = lines(good)
-    i = {"meta": 1, "arr": find(ls, b"arr "), "b64": first_b64(ls),
-         "endch": find(ls, b"endch")}[where]
+    i = {"meta": 1, "arr": find(ls, b"arr "), "b64": first_b64(ls), "endch": find(ls, b"endch")}[
+        where
+    ]
     ls[i] = ls[i] + b"\r"
     parse_err(join(ls), FormatError, rf"line {i + 1}\b.*carriage return")
 
 
-@pytest.mark.parametrize("bad, what", [(b"\t", "tab"), (b" ", "trailing"),
-                                       (b"\xc3\xa9", "non-ASCII"), (b"\x01", "control")])
+@pytest.mark.parametrize(
+    "bad, what",
+    [(b"\t", "tab"), (b" ", "trailing"), (b"\xc3\xa9", "non-ASCII"), (b"\x01", "control")],
+)
 def test_character_rules_on_header(good, bad, what):
     ls = lines(good)
     ls[1] = ls[1] + bad
     parse_err(join(ls), FormatError, rf"line 2\b.*{what}")
 
 
-@pytest.mark.parametrize("bad, what", [(b"\t", "tab"), (b" ", "space"),
-                                       (b"\xc3", "non-ASCII")])
+@pytest.mark.parametrize("bad, what", [(b"\t", "tab"), (b" ", "space"), (b"\xc3", "non-ASCII")])
 def test_character_rules_on_base64_line(good, bad, what):
     ls = lines(good)
     i = first_b64(ls)
@@ -83,18 +85,25 @@ def test_meta_field_order(good):
     parse_err(join(ls), FormatError, r"line 2\b.*field order; expected schema gen ts")
 
 
-@pytest.mark.parametrize("old, new, match", [
-    (b"ix=000001", b"ix=1", "field 'ix' malformed"),
-    (b"off=000000000128", b"off=128", "field 'off' malformed"),
-    (b"crc32c=", b"crc32c=A", "field 'crc32c' malformed"),
-    (b" b64=on", b" b64=off", "field 'b64' malformed"),
-    (b"width=76", b"width=64", "field 'width' malformed"),
-])
+@pytest.mark.parametrize(
+    "old, new, match",
+    [
+        (b"ix=000001", b"ix=1", "field 'ix' malformed"),
+        (b"off=000000000128", b"off=128", "field 'off' malformed"),
+        (b"crc32c=", b"crc32c=A", "field 'crc32c' malformed"),
+        (b" b64=on", b" b64=off", "field 'b64' malformed"),
+        (b"width=76", b"width=64", "field 'width' malformed"),
+    ],
+)
 def test_ch_field_widths(good, old, new, match):
     ls = lines(good)
     i = find(ls, b"ch ix=000001")
-    ls[i] = re.sub(re.escape(old) + rb"[0-9a-f]*" if old.endswith(b"=") else re.escape(old),
-                   new.replace(b"\\", b""), ls[i], count=1)
+    ls[i] = re.sub(
+        re.escape(old) + rb"[0-9a-f]*" if old.endswith(b"=") else re.escape(old),
+        new.replace(b"\\", b""),
+        ls[i],
+        count=1,
+    )
     parse_err(join(ls), FormatError, rf"line {i + 1}\b.*{match}")
 
 
@@ -107,12 +116,15 @@ def test_ch_field_order(good):
     parse_err(join(ls), FormatError, rf"line {i + 1}\b.*field order")
 
 
-@pytest.mark.parametrize("field, value, match", [
-    (b"ix=", b"000002", "'ix' not contiguous"),
-    (b"off=", b"000000000127", "'off' mismatch"),
-    (b"len=", b"127", "'len' mismatch"),
-    (b"lines=", b"4", "'lines' mismatch"),
-])
+@pytest.mark.parametrize(
+    "field, value, match",
+    [
+        (b"ix=", b"000002", "'ix' not contiguous"),
+        (b"off=", b"000000000127", "'off' mismatch"),
+        (b"len=", b"127", "'len' mismatch"),
+        (b"lines=", b"4", "'lines' mismatch"),
+    ],
+)
 def test_ch_lying_fields(good, field, value, match):
     ls = lines(good)
     i = find(ls, b"ch ix=000001")
@@ -232,8 +244,9 @@ def test_bytes_lies(good):
     ls[i] = ls[i].replace(b"bytes=320", b"bytes=328")
     parse_err(join(ls), FormatError, rf"line {i + 1}\b.*does not match shape")
     ls = lines(good)
-    ls[i] = ls[i].replace(b"shape=40", b"shape=4000000000").replace(b"bytes=320",
-                                                                     b"bytes=32000000000")
+    ls[i] = (
+        ls[i].replace(b"shape=40", b"shape=4000000000").replace(b"bytes=320", b"bytes=32000000000")
+    )
     parse_err(join(ls), TruncatedError, rf"line {i + 1}\b.*larger than the rest of the file")
 
 
@@ -268,8 +281,13 @@ def test_audit_grammar(good):
     ls = lines(good)
     i = find(ls, b"audit")
     assert ls[i] == b'audit note="x y"'
-    for bad in [b'audit note="x y', b"audit Note=1", b"audit note=1  k=2", b"audit note=1 note=2",
-                b"audit"]:
+    for bad in [
+        b'audit note="x y',
+        b"audit Note=1",
+        b"audit note=1  k=2",
+        b"audit note=1 note=2",
+        b"audit",
+    ]:
         ls[i] = bad
         parse_err(join(ls), FormatError, rf"line {i + 1}\b")
 
@@ -302,8 +320,14 @@ def test_fuzz_random_bytes(data):
 @pytest.fixture(scope="module")
 def small(tmp_path_factory):
     p = tmp_path_factory.mktemp("s") / "s.wtxt"
-    write(p, {"a": np.arange(30, dtype=np.int16), "c": np.ones((3, 2), np.float32)},
-          rows_per_chunk=2, hmac_key=b"k", signing_key=bytes(32), audit={"k": 1})
+    write(
+        p,
+        {"a": np.arange(30, dtype=np.int16), "c": np.ones((3, 2), np.float32)},
+        rows_per_chunk=2,
+        hmac_key=b"k",
+        signing_key=bytes(32),
+        audit={"k": 1},
+    )
     return p.read_bytes()
 
 

@@ -16,9 +16,13 @@ PUB = Ed25519PrivateKey.from_private_bytes(SEED).public_key()
 
 # -- recover ----------------------------------------------------------------------------
 
+
 def damaged(tmp_path):
-    arrays = {"a": np.arange(200, dtype=np.float64), "b": np.arange(50, dtype=np.int32),
-              "c": np.ones((4, 4), np.float32)}
+    arrays = {
+        "a": np.arange(200, dtype=np.float64),
+        "b": np.arange(50, dtype=np.int32),
+        "c": np.ones((4, 4), np.float32),
+    }
     p = write(tmp_path / "a.wtxt", arrays, rows_per_chunk=50)
     ls = p.read_bytes().split(b"\n")
     # damage one base64 line of a's chunk 1 and delete one line of b's only chunk
@@ -56,6 +60,7 @@ def test_recover_clean_file(tmp_path):
 
 # -- WSUM -------------------------------------------------------------------------------
 
+
 def test_wsum_roundtrip(tmp_path):
     p = write(tmp_path / "s.wtxt", hmac_key=HKEY, root_pending=True)
     text = p.read_text().split("\n")
@@ -69,13 +74,17 @@ def test_wsum_roundtrip(tmp_path):
     prev = "cd" * 32
     out = wtxt.finalize_wsum(p, merkle_prev=prev, signing_key=SEED, hmac_keys=[HKEY])
     line = Path(out).read_bytes()
-    assert re.fullmatch(rb"WSUM 1 sha256_all=[0-9a-f]{64} merkle_prev=(cd){32} "
-                        rb"merkle_this=[0-9a-f]{64} fastxor=[0-9a-f]{16} keyid=[0-9a-f]{16} "
-                        rb"sign=[A-Za-z0-9+/]{86}==\n", line)
+    assert re.fullmatch(
+        rb"WSUM 1 sha256_all=[0-9a-f]{64} merkle_prev=(cd){32} "
+        rb"merkle_this=[0-9a-f]{64} fastxor=[0-9a-f]{16} keyid=[0-9a-f]{16} "
+        rb"sign=[A-Za-z0-9+/]{86}==\n",
+        line,
+    )
     assert wtxt.read(p, public_keys=[PUB], hmac_keys=[HKEY]).keys() == sample().keys()
     r = wtxt.verify(p, public_keys=[PUB])
-    assert r.ok and any(f.obj == "wsum signature (s.wtxt.wsum line 1)" and f.status == "ok"
-                        for f in r.findings)
+    assert r.ok and any(
+        f.obj == "wsum signature (s.wtxt.wsum line 1)" and f.status == "ok" for f in r.findings
+    )
     # the WSUM root equals the root a direct (non-streaming) write would have had
     d = write(tmp_path / "d.wtxt", hmac_key=HKEY, merkle_prev=prev)
     droot = dict(t.split("=") for t in d.read_text().split("\n")[3].split()[1:])
@@ -99,13 +108,19 @@ def test_wsum_unsigned_and_errors(tmp_path):
         wtxt.finalize_wsum(q)
     from tenfold.wtxt.stream import parse_wsum
 
-    for bad in [b"", b"WSUM 1 x\n", b"WSUM 2 sha256_all=\n", Path(out).read_bytes() * 2,
-                Path(out).read_bytes().replace(b"\n", b"\r\n")]:
+    for bad in [
+        b"",
+        b"WSUM 1 x\n",
+        b"WSUM 2 sha256_all=\n",
+        Path(out).read_bytes() * 2,
+        Path(out).read_bytes().replace(b"\n", b"\r\n"),
+    ]:
         with pytest.raises(FormatError):
             parse_wsum(bad)
 
 
 # -- DELTA v2 ---------------------------------------------------------------------------
+
 
 def big_arrays():
     rng = np.random.default_rng(1)
@@ -126,16 +141,24 @@ def test_delta_one_chunk_and_apply_identity(tmp_path):
     wtxt.apply_delta(base, dpath, out, hmac_key=HKEY)
     with wtxt.open(base) as f:
         prev = f.root["merkle_this"]
-    direct = write(tmp_path / "direct.wtxt", new, gen=2, ts="2025-10-10T00:00:00Z",
-                   hmac_key=HKEY, rows_per_chunk=64, merkle_prev=prev)
+    direct = write(
+        tmp_path / "direct.wtxt",
+        new,
+        gen=2,
+        ts="2025-10-10T00:00:00Z",
+        hmac_key=HKEY,
+        rows_per_chunk=64,
+        merkle_prev=prev,
+    )
     assert out.read_bytes() == direct.read_bytes()
     assert wtxt.verify(dpath).ok
     assert wtxt.inspect(dpath)[1]["layout"] == "chunks 000003"
 
 
 def test_delta_same_meta_only_changed_array(tmp_path):
-    base = write(tmp_path / "base.wtxt", big_arrays(), rows_per_chunk=64, signing_key=SEED,
-                 audit={"n": 1})
+    base = write(
+        tmp_path / "base.wtxt", big_arrays(), rows_per_chunk=64, signing_key=SEED, audit={"n": 1}
+    )
     new = big_arrays()
     new["s"][0] = 99
     d = tmp_path / "d"
@@ -145,8 +168,14 @@ def test_delta_same_meta_only_changed_array(tmp_path):
     wtxt.apply_delta(base, d, out, signing_key=SEED)
     with wtxt.open(base) as f:
         prev = f.root["merkle_this"]
-    direct = write(tmp_path / "x.wtxt", new, rows_per_chunk=64, signing_key=SEED,
-                   merkle_prev=prev, audit={"n": 1})
+    direct = write(
+        tmp_path / "x.wtxt",
+        new,
+        rows_per_chunk=64,
+        signing_key=SEED,
+        merkle_prev=prev,
+        audit={"n": 1},
+    )
     assert out.read_bytes() == direct.read_bytes()
     # without a key the old signature is dropped
     wtxt.apply_delta(base, d, out)
@@ -155,8 +184,11 @@ def test_delta_same_meta_only_changed_array(tmp_path):
 
 def test_delta_errors(tmp_path):
     base = write(tmp_path / "base.wtxt", big_arrays(), rows_per_chunk=64)
-    other = write(tmp_path / "other.wtxt", {"R": np.zeros((512, 16)), "s": np.zeros(10, np.int64)},
-                  rows_per_chunk=64)
+    other = write(
+        tmp_path / "other.wtxt",
+        {"R": np.zeros((512, 16)), "s": np.zeros(10, np.int64)},
+        rows_per_chunk=64,
+    )
     new = big_arrays()
     new["R"][0, 0] = 5
     d = tmp_path / "d"
@@ -185,6 +217,7 @@ def test_delta_errors(tmp_path):
 
 
 # -- armor ------------------------------------------------------------------------------
+
 
 def test_armor_roundtrip(tmp_path):
     pyrage = pytest.importorskip("pyrage", reason="pyrage (optional 'crypto' extra) not installed")

@@ -50,8 +50,9 @@ def test_scalar_and_empty(tmp_path):
     assert text[i + 1].endswith(" lines=0") and text[i + 2] == "endch"
 
 
-@pytest.mark.parametrize("nbytes, lines", [(1, 1), (57, 1), (58, 2), (4096, 72), (32768, 575),
-                                           (65536, 1150)])
+@pytest.mark.parametrize(
+    "nbytes, lines", [(1, 1), (57, 1), (58, 2), (4096, 72), (32768, 575), (65536, 1150)]
+)
 def test_lines_rule(nbytes, lines):
     assert S.b64_lines(nbytes) == lines
     assert lines == math.ceil(4 * math.ceil(nbytes / 3) / 76)
@@ -93,8 +94,10 @@ def test_header_lines(tmp_path):
     p = write(tmp_path / "a.wtxt", hmac_key=HKEY)
     text = lines_of(p)
     assert text[0] == "WTXT 1"
-    assert text[1] == ("meta schema=weights/v1 gen=000123 ts=2025-10-09T03:12:45Z build=abc123 "
-                       "endian=LE host=cpu cuda=off")
+    assert text[1] == (
+        "meta schema=weights/v1 gen=000123 ts=2025-10-09T03:12:45Z build=abc123 "
+        "endian=LE host=cpu cuda=off"
+    )
     assert text[2] == "cap ext=crc32c,line_parity,arr_hmac"
     assert text[3].startswith("root sha256_all=") and text[-2] == "endwtxt" and text[-1] == ""
 
@@ -124,8 +127,9 @@ def test_root_hash_definitions(tmp_path):
     root = dict(t.split("=") for t in text[3].split()[1:])
     assert root["sha256_all"] == h.hexdigest()
     assert root["fastxor"] == f"{fx:016x}"
-    m = hashlib.sha256(bytes.fromhex("ab" * 32) + h.digest() + b"2025-10-09T03:12:45Z"
-                       + b"000123" + b"abc123").hexdigest()
+    m = hashlib.sha256(
+        bytes.fromhex("ab" * 32) + h.digest() + b"2025-10-09T03:12:45Z" + b"000123" + b"abc123"
+    ).hexdigest()
     assert root["merkle_this"] == m and root["merkle_prev"] == "ab" * 32
 
 
@@ -159,23 +163,26 @@ def test_atomic_failure_keeps_previous_file(tmp_path, monkeypatch):
     assert [f.name for f in tmp_path.iterdir()] == ["a.wtxt"]
 
 
-@pytest.mark.parametrize("kw, match", [
-    ({"arrays": {"bad-name": np.ones(2)}}, "name must match"),
-    ({"arrays": {"h": np.ones(2, np.float16)}}, "dtype"),
-    ({"arrays": {"b": np.ones(2, bool)}}, "dtype"),
-    ({"gen": 1_000_000}, "gen"),
-    ({"gen": "12"}, "6 digits"),
-    ({"ts": "2025-10-09 03:12:45"}, "ts"),
-    ({"ts": "2025-13-09T03:12:45Z"}, "valid date"),
-    ({"schema": "has space"}, "token"),
-    ({"salt": b"short"}, "salt"),
-    ({"rows_per_chunk": 0}, "rows_per_chunk"),
-    ({"merkle_prev": "xyz"}, "merkle_prev"),
-    ({"sign_all": True}, "signing_key"),
-    ({"audit": {"Bad": 1}}, "audit key"),
-    ({"audit": {"k": 'has "quote"'}}, "audit"),
-    ({"root_pending": True, "signing_key": SEED}, "WSUM"),
-])
+@pytest.mark.parametrize(
+    "kw, match",
+    [
+        ({"arrays": {"bad-name": np.ones(2)}}, "name must match"),
+        ({"arrays": {"h": np.ones(2, np.float16)}}, "dtype"),
+        ({"arrays": {"b": np.ones(2, bool)}}, "dtype"),
+        ({"gen": 1_000_000}, "gen"),
+        ({"gen": "12"}, "6 digits"),
+        ({"ts": "2025-10-09 03:12:45"}, "ts"),
+        ({"ts": "2025-13-09T03:12:45Z"}, "valid date"),
+        ({"schema": "has space"}, "token"),
+        ({"salt": b"short"}, "salt"),
+        ({"rows_per_chunk": 0}, "rows_per_chunk"),
+        ({"merkle_prev": "xyz"}, "merkle_prev"),
+        ({"sign_all": True}, "signing_key"),
+        ({"audit": {"Bad": 1}}, "audit key"),
+        ({"audit": {"k": 'has "quote"'}}, "audit"),
+        ({"root_pending": True, "signing_key": SEED}, "WSUM"),
+    ],
+)
 def test_encode_errors(tmp_path, kw, match):
     with pytest.raises(EncodeError, match=match):
         write(tmp_path / "a.wtxt", **kw)
@@ -198,10 +205,18 @@ _dtypes = st.sampled_from(list(S.DTYPES.values()))
 
 
 @settings(max_examples=40)
-@given(st.dictionaries(st.from_regex(r"[A-Za-z0-9_]{1,6}", fullmatch=True),
-                       _dtypes.flatmap(lambda dt: hnp.arrays(dt, hnp.array_shapes(
-                           min_dims=1, max_dims=3, min_side=0, max_side=9))), max_size=4),
-       st.one_of(st.none(), st.integers(1, 5)))
+@given(
+    st.dictionaries(
+        st.from_regex(r"[A-Za-z0-9_]{1,6}", fullmatch=True),
+        _dtypes.flatmap(
+            lambda dt: hnp.arrays(
+                dt, hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=9)
+            )
+        ),
+        max_size=4,
+    ),
+    st.one_of(st.none(), st.integers(1, 5)),
+)
 def test_roundtrip_hypothesis(tmp_path_factory, arrays, rpc):
     p = tmp_path_factory.mktemp("h") / "h.wtxt"
     write(p, arrays, rows_per_chunk=rpc, hmac_key=HKEY)
@@ -231,9 +246,18 @@ def test_batched_body_across_flushes(tmp_path):
         c = raw[off : off + 32768]
         b64 = base64.b64encode(c)
         lines = [b64[i : i + 76] for i in range(0, len(b64), 76)]
-        parts.append(b"ch ix=%06d off=%012d len=%d sha256=%s crc32c=%08x b64=on width=76 "
-                     b"lines=%d\n" % (ix, off, len(c), hashlib.sha256(c).hexdigest().encode(),
-                                      crc32c.crc32c(c), len(lines)))
+        parts.append(
+            b"ch ix=%06d off=%012d len=%d sha256=%s crc32c=%08x b64=on width=76 "
+            b"lines=%d\n"
+            % (
+                ix,
+                off,
+                len(c),
+                hashlib.sha256(c).hexdigest().encode(),
+                crc32c.crc32c(c),
+                len(lines),
+            )
+        )
         for ln in lines:
             par = 0
             for ch in ln:

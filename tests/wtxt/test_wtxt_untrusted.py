@@ -24,8 +24,11 @@ PRIV = Ed25519PrivateKey.from_private_bytes(SEED)
 PUB = PRIV.public_key()
 OTHER_SEED = bytes(range(1, 33))
 LINE = re.compile(r"\blines? \d+")
-ARRAYS = {"a": np.arange(6, dtype=np.int16), "e": np.zeros(0, np.uint8),
-          "m": np.arange(4, dtype=np.float32).reshape(2, 2)}
+ARRAYS = {
+    "a": np.arange(6, dtype=np.int16),
+    "e": np.zeros(0, np.uint8),
+    "m": np.arange(4, dtype=np.float32).reshape(2, 2),
+}
 
 
 def key_files(tmp_path):
@@ -42,6 +45,7 @@ def wverify(path, *args):
 
 # -- 1. verify / wverify apply read's policy ------------------------------------------------
 
+
 def _forgeries(tmp_path):
     """Files a holder of (HKEY, PUB) must refuse, each forged one way."""
     good = write(tmp_path / "good.wtxt", ARRAYS, hmac_key=HKEY, signing_key=SEED)
@@ -49,11 +53,16 @@ def _forgeries(tmp_path):
         # no HMAC at all, but properly signed
         "no_hmac": write(tmp_path / "no_hmac.wtxt", ARRAYS, signing_key=SEED),
         # other data, its HMAC made with another key, signed
-        "other_data": write(tmp_path / "other_data.wtxt", {"a": np.ones(6, np.int16)},
-                            hmac_key=b"attacker", signing_key=SEED),
+        "other_data": write(
+            tmp_path / "other_data.wtxt",
+            {"a": np.ones(6, np.int16)},
+            hmac_key=b"attacker",
+            signing_key=SEED,
+        ),
         # right HMAC, signed by another key
-        "other_signer": write(tmp_path / "other_signer.wtxt", ARRAYS, hmac_key=HKEY,
-                              signing_key=OTHER_SEED),
+        "other_signer": write(
+            tmp_path / "other_signer.wtxt", ARRAYS, hmac_key=HKEY, signing_key=OTHER_SEED
+        ),
         # right HMAC, unsigned
         "unsigned": write(tmp_path / "unsigned.wtxt", ARRAYS, hmac_key=HKEY),
     }
@@ -94,11 +103,13 @@ def test_missing_hmac_or_signature_with_keys_is_an_error_not_info(tmp_path):
     _, forged = _forgeries(tmp_path)
     r = wtxt.verify(forged["no_hmac"], hmac_keys=[HKEY])
     assert [f.message for f in r.errors] == [
-        "unauthenticated (hmac is zero) but hmac keys were given"] * len(ARRAYS)
+        "unauthenticated (hmac is zero) but hmac keys were given"
+    ] * len(ARRAYS)
     assert not any("unauthenticated" in f.message for f in r.findings if f.status == "info")
     r = wtxt.verify(forged["unsigned"], public_keys=[PUB])
     assert [(f.obj, f.message) for f in r.errors] == [
-        ("signature (line 5)", "unsigned but public keys were given")]
+        ("signature (line 5)", "unsigned but public keys were given")
+    ]
     r = wtxt.verify(forged["other_signer"], public_keys=[PUB])
     assert len(r.errors) == 1 and "not the keyid of any public key given" in r.errors[0].message
 
@@ -110,8 +121,9 @@ def test_verify_without_keys_reports_unauthenticated_as_info(tmp_path, capsys):
         assert r.ok, kind
         assert r.summary["authentication"].startswith("no: integrity only")
     r = wtxt.verify(forged["no_hmac"])
-    assert any(f.status == "info" and f.message == "unauthenticated (hmac is zero)"
-               for f in r.findings)
+    assert any(
+        f.status == "info" and f.message == "unauthenticated (hmac is zero)" for f in r.findings
+    )
     r = wtxt.verify(forged["unsigned"])
     assert any(f.status == "info" and f.message == "unsigned" for f in r.findings)
     assert wverify(forged["unsigned"]) == 0
@@ -133,8 +145,11 @@ def test_wsum_signature_is_mandatory_with_public_keys(tmp_path):
     wtxt.finalize_wsum(p)  # unsigned WSUM
     assert wtxt.verify(p).ok
     r = wtxt.verify(p, public_keys=[PUB])
-    assert not r.ok and any(f.obj == "wsum signature (s.wtxt.wsum line 1)" and
-                            f.message == "unsigned but public keys were given" for f in r.errors)
+    assert not r.ok and any(
+        f.obj == "wsum signature (s.wtxt.wsum line 1)"
+        and f.message == "unsigned but public keys were given"
+        for f in r.errors
+    )
     wtxt.finalize_wsum(p, signing_key=OTHER_SEED)
     assert not wtxt.verify(p, public_keys=[PUB]).ok
     (tmp_path / "s.wtxt.wsum").unlink()
@@ -146,8 +161,9 @@ def test_verify_does_not_trust_a_signature_whose_root_does_not_match(tmp_path):
     """DECISIONS WTXT 11: recompute sha256_all and merkle_this before trusting a signature."""
     good = write(tmp_path / "g.wtxt", ARRAYS, signing_key=SEED)
     # change a salt: not covered by the signature (lines 1-4), but by sha256_all
-    data = re.sub(rb"(arr name=a .* salt=)[0-9a-f]{16}", rb"\g<1>0123456789abcdef",
-                  good.read_bytes())
+    data = re.sub(
+        rb"(arr name=a .* salt=)[0-9a-f]{16}", rb"\g<1>0123456789abcdef", good.read_bytes()
+    )
     r = wtxt.verify(data, public_keys=[PUB])
     sig = [f for f in r.findings if f.obj == "signature (line 5)"]
     assert len(sig) == 1 and sig[0].status == "error"
@@ -173,8 +189,10 @@ def test_apply_delta_with_key_refuses_unauthenticated_arrays(tmp_path):
 # -- 2. the digests of an empty chunk ---------------------------------------------------------
 
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
-BOGUS = [(rb"sha256=" + EMPTY_SHA256.encode(), b"sha256=" + b"5" * 64, "sha256"),
-         (rb"crc32c=00000000", b"crc32c=deadbeef", "crc32c")]
+BOGUS = [
+    (rb"sha256=" + EMPTY_SHA256.encode(), b"sha256=" + b"5" * 64, "sha256"),
+    (rb"crc32c=00000000", b"crc32c=deadbeef", "crc32c"),
+]
 
 
 @pytest.mark.parametrize(("old", "new", "field"), BOGUS)
@@ -185,18 +203,23 @@ def test_empty_chunk_digests_are_checked(tmp_path, old, new, field):
     assert old in lines[i]
     lines[i] = lines[i].replace(old, new)
     bad = b"\n".join(lines)
-    with pytest.raises(IntegrityError, match=rf"line {i + 1}\b.*chunk {field} mismatch "
-                                             r"\(empty chunk"):
+    with pytest.raises(
+        IntegrityError,
+        match=rf"line {i + 1}\b.*chunk {field} mismatch "
+        r"\(empty chunk",
+    ):
         wtxt.read(bad, hmac_keys=[HKEY], public_keys=[PUB])
     r = wtxt.verify(bad, hmac_keys=[HKEY], public_keys=[PUB])
     assert not r.ok
     row = [f for f in r.findings if f.obj.startswith("array 'e' chunk 000000")]
     assert len(row) == 1 and row[0].status == "error" and f"{field} mismatch" in row[0].message
-    assert not any("parity, crc32c, sha256" in f.message for f in r.findings
-                   if f.obj.startswith("array 'e'"))
+    assert not any(
+        "parity, crc32c, sha256" in f.message for f in r.findings if f.obj.startswith("array 'e'")
+    )
     rec = wtxt.recover(bad)
-    assert "e" not in rec.arrays and any(d.array == "e" and d.first_line == i + 1
-                                         for d in rec.damage)
+    assert "e" not in rec.arrays and any(
+        d.array == "e" and d.first_line == i + 1 for d in rec.damage
+    )
 
 
 @pytest.mark.parametrize(("old", "new", "field"), BOGUS)
@@ -220,6 +243,7 @@ def test_empty_chunk_digests_are_checked_in_deltas(tmp_path, old, new, field):
 
 # -- 3. canonical base64 -----------------------------------------------------------------------
 
+
 def _non_canonical(sig: bytes) -> bytes:
     """The same bytes with non-zero padding bits: the sibling of the last data character
     (``sig`` ends with ``==``, so that character carries 2 data bits and 4 padding bits)."""
@@ -233,7 +257,7 @@ def test_signature_base64_must_be_canonical(tmp_path):
 
     p = write(tmp_path / "g.wtxt", ARRAYS, signing_key=SEED)
     lines = p.read_bytes().split(b"\n")
-    sig = lines[4].split(b" ")[1][len(b"ed25519="):]
+    sig = lines[4].split(b" ")[1][len(b"ed25519=") :]
     forged = _non_canonical(sig)
     assert forged != sig and base64.b64decode(forged) == base64.b64decode(sig)
     lines[4] = lines[4].replace(sig, forged)
@@ -265,8 +289,9 @@ def test_wsum_signature_base64_must_be_canonical(tmp_path):
 def test_public_key_pem_base64_must_be_canonical(tmp_path):
     from tenfold.wtxt.signing import load_private_key, load_public_key
 
-    pem = PUB.public_bytes(serialization.Encoding.PEM,
-                           serialization.PublicFormat.SubjectPublicKeyInfo)
+    pem = PUB.public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo
+    )
     good = tmp_path / "pub.pem"
     good.write_bytes(pem)
     assert load_public_key(good).public_bytes_raw() == PUB.public_bytes_raw()
@@ -281,9 +306,13 @@ def test_public_key_pem_base64_must_be_canonical(tmp_path):
     with pytest.raises(FormatError, match="not canonical base64"):
         load_public_key(junk)
     rsa_like = tmp_path / "priv_as_pub.pem"
-    rsa_like.write_bytes(PRIV.private_bytes(serialization.Encoding.PEM,
-                                            serialization.PrivateFormat.PKCS8,
-                                            serialization.NoEncryption()))
+    rsa_like.write_bytes(
+        PRIV.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
     with pytest.raises(FormatError, match="PEM block"):
         load_public_key(rsa_like)
     assert load_private_key(rsa_like).public_key().public_bytes_raw() == PUB.public_bytes_raw()
@@ -294,10 +323,17 @@ def test_public_key_pem_base64_must_be_canonical(tmp_path):
 
 # -- 4. integrity errors name their line ---------------------------------------------------
 
+
 def _small(tmp_path, **kw):
-    p = write(tmp_path / "small.wtxt", {"a": np.arange(4, dtype=np.int16),
-                                        "e": np.zeros(0, np.uint8)},
-              rows_per_chunk=2, hmac_key=b"k", signing_key=SEED, audit={"n": 1}, **kw)
+    p = write(
+        tmp_path / "small.wtxt",
+        {"a": np.arange(4, dtype=np.int16), "e": np.zeros(0, np.uint8)},
+        rows_per_chunk=2,
+        hmac_key=b"k",
+        signing_key=SEED,
+        audit={"n": 1},
+        **kw,
+    )
     return p.read_bytes()
 
 
@@ -308,8 +344,11 @@ def test_root_integrity_errors_name_their_lines(tmp_path, field):
     last = max(i for i, ln in enumerate(ls) if ln == b"endarr") + 1
     lines = (4, 4) if field == "merkle_this" else (4, last)
     assert ls[3].startswith(b"root ")
-    ls[3] = re.sub(rb"(%s=)([0-9a-f])" % field.encode(),
-                   lambda m: m.group(1) + (b"1" if m.group(2) != b"1" else b"2"), ls[3])
+    ls[3] = re.sub(
+        rb"(%s=)([0-9a-f])" % field.encode(),
+        lambda m: m.group(1) + (b"1" if m.group(2) != b"1" else b"2"),
+        ls[3],
+    )
     with pytest.raises(IntegrityError) as ei:
         wtxt.read(b"\n".join(ls))
     msg = str(ei.value)
@@ -332,8 +371,10 @@ def _uncovered(data: bytes, pos: int, sign_all: bool) -> bool:
     start = data.rfind(b"\n", 0, pos) + 1
     line = data[start : data.index(b"\n", pos)] if data[pos] != 10 else b""
     nxt = data[data.index(b"\n", pos) + 1 :]
-    return not sign_all and (line.startswith(b"audit ") or (
-        line.startswith(b"idx ") and nxt.startswith(b"ch ") and b" len=0 " in nxt[:200]))
+    return not sign_all and (
+        line.startswith(b"audit ")
+        or (line.startswith(b"idx ") and nxt.startswith(b"ch ") and b" len=0 " in nxt[:200])
+    )
 
 
 def _check_mutations(data: bytes, values: bytes, sign_all: bool) -> None:
@@ -348,8 +389,9 @@ def _check_mutations(data: bytes, values: bytes, sign_all: bool) -> None:
         else:
             assert uncovered, (pos, m[pos : pos + 1])
             assert got.keys() == want.keys()
-            assert all(np.array_equal(got[k], v) and got[k].dtype == v.dtype
-                       for k, v in want.items())
+            assert all(
+                np.array_equal(got[k], v) and got[k].dtype == v.dtype for k, v in want.items()
+            )
         r = wtxt.verify(m, hmac_keys=[b"k"], public_keys=[PUB])
         assert uncovered or not r.ok, (pos, m[pos : pos + 1])
         for f in r.errors:
@@ -374,6 +416,7 @@ def test_every_rejection_names_a_line_more_edits(tmp_path, sign_all):
 
 # -- 5. numbers longer than int() accepts --------------------------------------------------
 
+
 def _huge(data: bytes, marker: bytes, field: bytes) -> tuple[bytes, int]:
     i = data.index(field, data.index(marker)) + len(field)
     j = i
@@ -382,12 +425,21 @@ def _huge(data: bytes, marker: bytes, field: bytes) -> tuple[bytes, int]:
     return data[:i] + b"9" * 5000 + data[j:], data[:i].count(b"\n") + 1
 
 
-@pytest.mark.parametrize(("marker", "field"), [
-    (b"ch ix=000000", b"len="), (b"ch ix=000000", b"lines="), (b"ch ix=000001", b"len="),
-    (b"arr name=a", b"bytes="), (b"arr name=a", b"shape="), (b"idx ", b"rows_per_chunk="),
-    (b"idx ", b"row_size="), (b"meta ", b"gen="), (b"ch ix=000001", b"ix="),
-    (b"ch ix=000001", b"off="),
-])
+@pytest.mark.parametrize(
+    ("marker", "field"),
+    [
+        (b"ch ix=000000", b"len="),
+        (b"ch ix=000000", b"lines="),
+        (b"ch ix=000001", b"len="),
+        (b"arr name=a", b"bytes="),
+        (b"arr name=a", b"shape="),
+        (b"idx ", b"rows_per_chunk="),
+        (b"idx ", b"row_size="),
+        (b"meta ", b"gen="),
+        (b"ch ix=000001", b"ix="),
+        (b"ch ix=000001", b"off="),
+    ],
+)
 def test_huge_numbers_are_format_errors_naming_line_and_field(tmp_path, marker, field):
     data = _small(tmp_path)
     bad, line = _huge(data, marker, field)
@@ -395,8 +447,9 @@ def test_huge_numbers_are_format_errors_naming_line_and_field(tmp_path, marker, 
     with pytest.raises(FormatError, match=rf"^wtxt: line {line}\b.*'{name}'"):
         wtxt.read(bad)
     r = wtxt.verify(bad)
-    assert not r.ok and any(f"line {line}" in f.message or f"line {line}" in f.obj
-                            for f in r.errors)
+    assert not r.ok and any(
+        f"line {line}" in f.message or f"line {line}" in f.obj for f in r.errors
+    )
     if marker != b"meta ":  # recover reads arrays only
         rec = wtxt.recover(bad)
         assert not rec.ok and any(d.first_line <= line <= d.last_line for d in rec.damage)
@@ -410,8 +463,7 @@ def test_huge_numbers_in_deltas_are_format_errors(tmp_path, field):
     bad, line = _huge(d.read_bytes(), b"\nch ", field)
     d.write_bytes(bad)
     name = field.decode()[:-1]
-    for call in (lambda: wtxt.apply_delta(base, d, tmp_path / "o.wtxt"),
-                 lambda: wtxt.inspect(d)):
+    for call in (lambda: wtxt.apply_delta(base, d, tmp_path / "o.wtxt"), lambda: wtxt.inspect(d)):
         with pytest.raises(FormatError, match=rf"^wtxt: line {line}\b.*'{name}'"):
             call()
     r = wtxt.verify(d)
@@ -442,3 +494,19 @@ def test_verify_of_a_delta_with_keys_is_not_reported_authenticated(tmp_path):
     k, pub = key_files(tmp_path)
     assert wverify(d, "--hmac-key-file", k) == 1
     assert wverify(d) == 0
+
+
+def test_verify_and_recover_report_an_impossible_shape_as_damage(capsys):
+    # found by scripts/fuzz.py: shape=0,2**63 made verify/recover raise NumPy's ValueError
+    # ("Maximum allowed dimension exceeded") instead of reporting the array as damaged
+    from pathlib import Path
+
+    import tenfold.wtxt as w
+    from tenfold.cli import main
+
+    p = Path(__file__).resolve().parents[1] / "vectors" / "fuzz" / "fuzz_shape_dim_2pow63.wtxt"
+    rec = w.recover(p)
+    assert any("bad shape" in d.reason and d.array == "e" for d in rec.damage)
+    assert "e" not in rec.arrays
+    assert main(["verify", str(p)]) == 1
+    assert "bad shape" in capsys.readouterr().out

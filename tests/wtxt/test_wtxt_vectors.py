@@ -16,8 +16,9 @@ HKEY = b"golden-hmac-key"
 
 
 def _gen():
-    spec = importlib.util.spec_from_file_location("gen_wtxt_vectors",
-                                                  ROOT / "scripts" / "gen_wtxt_vectors.py")
+    spec = importlib.util.spec_from_file_location(
+        "gen_wtxt_vectors", ROOT / "scripts" / "gen_wtxt_vectors.py"
+    )
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
     return mod
@@ -35,9 +36,20 @@ def test_vectors_regenerate_identically(built):
         assert (VEC / name).read_bytes() == data, f"{name} differs from the committed vector"
 
 
-GOOD = ["basic.wtxt", "all_dtypes.wtxt", "row_blocking.wtxt", "multichunk.wtxt", "hmac.wtxt",
-        "hmac_salt.wtxt", "signed.wtxt", "signed_all.wtxt", "audit.wtxt", "gen124_merkle.wtxt",
-        "pending.wtxt", "delta_applied.wtxt"]
+GOOD = [
+    "basic.wtxt",
+    "all_dtypes.wtxt",
+    "row_blocking.wtxt",
+    "multichunk.wtxt",
+    "hmac.wtxt",
+    "hmac_salt.wtxt",
+    "signed.wtxt",
+    "signed_all.wtxt",
+    "audit.wtxt",
+    "gen124_merkle.wtxt",
+    "pending.wtxt",
+    "delta_applied.wtxt",
+]
 
 
 @pytest.mark.parametrize("name", GOOD)

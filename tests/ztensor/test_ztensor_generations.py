@@ -94,8 +94,11 @@ def test_detect_names_the_generation(tmp_path):
     zt.save(p, {"x": np.zeros(2)})
     assert zt.detect(p) == "0.1.0"
     assert tenfold.detect(VECTORS / "v2" / "empty.zt") == "ztensor"  # the format family
-    for path, cls in ((VECTORS / "v1" / "empty.zt", zt.V1Reader),
-                      (VECTORS / "v2" / "empty.zt", zt.V2Reader), (p, zt.Reader)):
+    for path, cls in (
+        (VECTORS / "v1" / "empty.zt", zt.V1Reader),
+        (VECTORS / "v2" / "empty.zt", zt.V2Reader),
+        (p, zt.Reader),
+    ):
         with tenfold.open(path) as r:
             assert isinstance(r, cls)
     rows = zt.inspect(VECTORS / "v2" / "sparse_csr_coo.zt")

@@ -78,7 +78,8 @@ def test_sparse_tensor_without_dimensions_is_refused(tmp_path):
 def test_todense_beyond_memory_is_a_limit_error():
     from tenfold.ztensor.sparse import SparseTensor
 
-    t = SparseTensor("coo", (2**20, 2**20, 2**20), np.array([1.0]),
-                     coords=np.zeros((3, 1), np.uint64))
+    t = SparseTensor(
+        "coo", (2**20, 2**20, 2**20), np.array([1.0]), coords=np.zeros((3, 1), np.uint64)
+    )
     with pytest.raises(LimitError, match="dense size: cannot allocate"):
         t.todense()

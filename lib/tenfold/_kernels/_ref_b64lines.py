@@ -65,8 +65,9 @@ def frame_lines(b64: object, out: object, width: int = 76) -> int:
     return need
 
 
-def frame_block(prefix: object, b64: object, suffix: object, out: object, pos: int,
-                width: int = 76) -> int:
+def frame_block(
+    prefix: object, b64: object, suffix: object, out: object, pos: int, width: int = 76
+) -> int:
     """``prefix``, framed ``b64`` and ``suffix`` written into ``out`` from ``pos``; the end."""
     pos, width = ssize(pos), ssize(width)
     if width <= 0 or pos < 0:
@@ -123,8 +124,9 @@ def unframe_lines(text: object, nlines: int, out: object, width: int = 76) -> tu
     return _slow(src, nlines, dst, width, 0, 0, 0)
 
 
-def _slow(src: np.ndarray, nlines: int, dst: np.ndarray, width: int, line: int, p: int,
-          o: int) -> tuple[int, int, int]:
+def _slow(
+    src: np.ndarray, nlines: int, dst: np.ndarray, width: int, line: int, p: int, o: int
+) -> tuple[int, int, int]:
     n = src.size
     while line < nlines:
         start = p

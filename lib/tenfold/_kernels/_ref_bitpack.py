@@ -43,7 +43,7 @@ def _fields(src: np.ndarray, bits: int, count: int) -> np.ndarray:
             f"{_packed_len(count, bits)}"
         )
     per = 8 // bits
-    shifts = (np.arange(per, dtype=np.uint8) * bits)
+    shifts = np.arange(per, dtype=np.uint8) * bits
     mask = np.uint8((1 << bits) - 1)
     nbytes = _packed_len(count, bits)
     f = (src[:nbytes, None] >> shifts[None, :]) & mask
@@ -83,15 +83,14 @@ def _pack_fields(fields: np.ndarray, bits: int, out: np.ndarray) -> None:
     n = fields.size
     padded = np.zeros(_packed_len(n, bits) * per, dtype=np.uint8)
     padded[:n] = fields
-    shifts = (np.arange(per, dtype=np.uint8) * bits)
+    shifts = np.arange(per, dtype=np.uint8) * bits
     out[:] = np.bitwise_or.reduce(padded.reshape(-1, per) << shifts[None, :], axis=1)
 
 
 def _check_pack(n: int, nout: int, bits: int) -> None:
     if nout != _packed_len(n, bits):
         raise ValueError(
-            f"out holds {nout} bytes; {n} fields of {bits} bits need exactly "
-            f"{_packed_len(n, bits)}"
+            f"out holds {nout} bytes; {n} fields of {bits} bits need exactly {_packed_len(n, bits)}"
         )
 
 

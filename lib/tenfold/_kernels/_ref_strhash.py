@@ -11,8 +11,9 @@ from ._cargs import ssize, u64
 def _check(size: int, off, length) -> None:
     if len(off) != len(length):
         raise ValueError("offsets and lengths differ in length")
-    for i, (o, n) in enumerate(zip(np.asarray(off).tolist(), np.asarray(length).tolist(),
-                                   strict=True)):
+    for i, (o, n) in enumerate(
+        zip(np.asarray(off).tolist(), np.asarray(length).tolist(), strict=True)
+    ):
         if o < 0 or n < 0 or o + n > size:
             raise ValueError(f"range {i} ({o}, {n}) outside the buffer of {size}")
 
@@ -45,8 +46,9 @@ def hash_ranges(buf, off, length, seed, out, ascii_lower=False):
     _check(len(b), off, length)
     _apart([out], [off], "out and offsets")
     _apart([out], [length], "out and lengths")
-    for i, (o, n) in enumerate(zip(np.asarray(off).tolist(), np.asarray(length).tolist(),
-                                   strict=True)):
+    for i, (o, n) in enumerate(
+        zip(np.asarray(off).tolist(), np.asarray(length).tolist(), strict=True)
+    ):
         s = b[o : o + n]
         if ascii_lower:
             s = bytes(c + 32 if 65 <= c <= 90 else c for c in s)
@@ -78,8 +80,9 @@ def split_basenames(buf, off, length, stem_off, stem_len, ext_off, ext_len, asci
         raise ValueError("outputs must have one entry per range")
     _check(len(b), off, length)
     _apart([stem_off, stem_len, ext_off, ext_len, ascii], [off, length], "outputs and ranges")
-    for i, (o, m) in enumerate(zip(np.asarray(off).tolist(), np.asarray(length).tolist(),
-                                   strict=True)):
+    for i, (o, m) in enumerate(
+        zip(np.asarray(off).tolist(), np.asarray(length).tolist(), strict=True)
+    ):
         e = o + m
         s = b.rfind(b"/", o, e) + 1 if b.rfind(b"/", o, e) >= 0 else o
         dot = b.find(b".", s, e)
@@ -101,8 +104,10 @@ def gather(buf, off, length, out):
     _apart([out], [off], "out and offsets")
     _apart([out], [length], "out and lengths")
     _apart([out], [buf], "out and buf")
-    joined = b"".join(b[o : o + n] for o, n in zip(np.asarray(off).tolist(),
-                                                    np.asarray(length).tolist(), strict=True))
+    joined = b"".join(
+        b[o : o + n]
+        for o, n in zip(np.asarray(off).tolist(), np.asarray(length).tolist(), strict=True)
+    )
     if total:
         out[:] = np.frombuffer(joined, np.uint8)
 
@@ -120,8 +125,9 @@ def gather_strided(buf, start, stride, width, out):
         return
     b = np.frombuffer(buf, np.uint8)
     if start + (n - 1) * stride + width > b.size:
-        raise ValueError(f"{n} items of {width} bytes every {stride} from {start} overrun the "
-                         f"buffer of {b.size}")
+        raise ValueError(
+            f"{n} items of {width} bytes every {stride} from {start} overrun the buffer of {b.size}"
+        )
     _apart([out], [buf], "out and buf")
     src = np.lib.stride_tricks.as_strided(b[start:], (n, width), (stride, 1))
     np.asarray(out).reshape(n, width)[:] = src

@@ -267,8 +267,9 @@ def _name_is(name: bytes, keyhash: int, ext: bytes) -> int:
     return M_OK if xxhash.xxh64_intdigest(stem) == keyhash else M_NAME
 
 
-def check_member(buf, offset: int, size: int, keyhash: int, ext: bytes,
-                 checksum: bool = False) -> int:
+def check_member(
+    buf, offset: int, size: int, keyhash: int, ext: bytes, checksum: bool = False
+) -> int:
     """Does the tar header block at ``offset`` of ``buf`` belong to the member a row claims?
     ``M_OK`` (0) or an ``M_*`` code; see the compiled kernel."""
     if type(ext) is not bytes:
@@ -276,17 +277,23 @@ def check_member(buf, offset: int, size: int, keyhash: int, ext: bytes,
     for v in (offset, size, keyhash):
         if not isinstance(v, int):
             raise TypeError(f"expected int, got {type(v).__name__}")
-    if not -(1 << 63) <= offset < (1 << 63) or not -(1 << 63) <= size < (1 << 63) \
-            or not 0 <= keyhash < (1 << 64):
+    if (
+        not -(1 << 63) <= offset < (1 << 63)
+        or not -(1 << 63) <= size < (1 << 63)
+        or not 0 <= keyhash < (1 << 64)
+    ):
         raise OverflowError("value out of range")
     b = memoryview(buf).cast("B")
     if offset < 0 or offset > len(b) - 512:
         return M_PAST_END
     t = b[offset + 156]
-    if (not checksum and t in (0x30, 0, 0x37) and 0 <= size <= len(b) - offset - 512
-            and _number(bytes(b[offset + 124 : offset + 136])) == size
-            and _name_is(bytes(b[offset : offset + _cstrlen(b, offset, 100)]), keyhash, ext)
-            == M_OK):
+    if (
+        not checksum
+        and t in (0x30, 0, 0x37)
+        and 0 <= size <= len(b) - offset - 512
+        and _number(bytes(b[offset + 124 : offset + 136])) == size
+        and _name_is(bytes(b[offset : offset + _cstrlen(b, offset, 100)]), keyhash, ext) == M_OK
+    ):
         return M_OK  # quick path: no checksum (see the compiled kernel)
     code = _header_at(b, offset)
     if code:
@@ -296,8 +303,10 @@ def check_member(buf, offset: int, size: int, keyhash: int, ext: bytes,
     if size < 0 or size > len(b) - offset - 512:
         return M_PAST_END
     ustar = bytes(b[offset : offset + _cstrlen(b, offset, 100)])
-    if _name_is(ustar, keyhash, ext) == M_OK and \
-            _number(bytes(b[offset + 124 : offset + 136])) == size:
+    if (
+        _name_is(ustar, keyhash, ext) == M_OK
+        and _number(bytes(b[offset + 124 : offset + 136])) == size
+    ):
         return M_OK
     n_off, n_len, e_size = _extended_name(b, offset)
     r = _name_is(bytes(b[n_off : n_off + n_len]), keyhash, ext)

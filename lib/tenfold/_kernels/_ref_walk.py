@@ -11,19 +11,34 @@ from ._cargs import ssize
 _U32 = struct.Struct("<I")
 
 
-def walk_lp_records(buf: object, start: int, end: int, count: int, align: int, head: int,
-                    count_at: int, item: int, tail: int, max_items: int, starts: object,
-                    lengths: object, counts: object) -> tuple[int, int, int]:
+def walk_lp_records(
+    buf: object,
+    start: int,
+    end: int,
+    count: int,
+    align: int,
+    head: int,
+    count_at: int,
+    item: int,
+    tail: int,
+    max_items: int,
+    starts: object,
+    lengths: object,
+    counts: object,
+) -> tuple[int, int, int]:
     """Walk ``count`` length-prefixed records from ``start``; see ``walk.pyx``."""
     start, end, count, align, head, count_at, item, tail, max_items = (
-        ssize(v) for v in (start, end, count, align, head, count_at, item, tail, max_items))
+        ssize(v) for v in (start, end, count, align, head, count_at, item, tail, max_items)
+    )
     b = memoryview(buf).cast("B")  # type: ignore[arg-type]
     if end > b.nbytes or start < 0 or start > end:
         raise ValueError(f"bad range [{start}, {end}) for a buffer of {b.nbytes} bytes")
     if align <= 0 or head < 0 or item < 0 or tail < 0 or count_at < 0 or count_at + 4 > head:
         raise ValueError("bad record geometry")
-    st, ln_out, ct = (np.frombuffer(x, np.int64)  # type: ignore[call-overload]
-                      for x in (starts, lengths, counts))
+    st, ln_out, ct = (
+        np.frombuffer(x, np.int64)  # type: ignore[call-overload]
+        for x in (starts, lengths, counts)
+    )
     if count < 0 or min(st.size, ln_out.size, ct.size) < count:
         raise ValueError("outputs shorter than count")
     pos = start

@@ -7,8 +7,14 @@ def hash_ranges(
 ) -> None: ...
 def hash_strs(strs: Iterable[str], seed: int, out: Buffer) -> None: ...
 def split_basenames(
-    buf: Buffer, off: Buffer, length: Buffer, stem_off: Buffer, stem_len: Buffer,
-    ext_off: Buffer, ext_len: Buffer, ascii: Buffer,
+    buf: Buffer,
+    off: Buffer,
+    length: Buffer,
+    stem_off: Buffer,
+    stem_len: Buffer,
+    ext_off: Buffer,
+    ext_len: Buffer,
+    ascii: Buffer,
 ) -> None: ...
 def gather(buf: Buffer, off: Buffer, length: Buffer, out: Buffer) -> None: ...
 def gather_strided(buf: Buffer, start: int, stride: int, width: int, out: Buffer) -> None: ...

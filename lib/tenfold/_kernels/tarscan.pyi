@@ -11,8 +11,15 @@ E_CAPACITY: int
 E_SPARSE: int
 
 def scan(
-    buf: Buffer, hdr_off: Buffer, size: Buffer, prefix_off: Buffer, prefix_len: Buffer,
-    name_off: Buffer, name_len: Buffer, typeflag: Buffer, lanes: int = 0,
+    buf: Buffer,
+    hdr_off: Buffer,
+    size: Buffer,
+    prefix_off: Buffer,
+    prefix_len: Buffer,
+    name_off: Buffer,
+    name_len: Buffer,
+    typeflag: Buffer,
+    lanes: int = 0,
 ) -> tuple[int, int, int]: ...
 
 M_OK: int
@@ -28,13 +35,18 @@ def check_member(
     buf: Buffer, offset: int, size: int, keyhash: int, ext: bytes, checksum: bool = False
 ) -> int: ...
 def member_name(buf: Buffer, offset: int, extended: bool) -> tuple[int, int, int, int, int]: ...
+
 class HeaderMismatch(Exception): ...
 
 class RowCheck:
     exts: tuple[bytes | None, ...]
     checksum: bool
     def __init__(
-        self, cols: Buffer, keyhash: Buffer, starts: Buffer, exts: tuple[bytes | None, ...],
+        self,
+        cols: Buffer,
+        keyhash: Buffer,
+        starts: Buffer,
+        exts: tuple[bytes | None, ...],
         checksum: bool = False,
     ) -> None: ...
     def rows(self, i: int, shards: list[Buffer | None] | None) -> list[list[int]]: ...

@@ -52,8 +52,13 @@ def _unlocked(path: str) -> bool:
     if fcntl is None:
         return True
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0)
-                     | getattr(os, "O_NONBLOCK", 0))
+        fd = os.open(
+            path,
+            os.O_RDONLY
+            | getattr(os, "O_CLOEXEC", 0)
+            | getattr(os, "O_NOFOLLOW", 0)
+            | getattr(os, "O_NONBLOCK", 0),
+        )
     except OSError:
         return False
     try:
@@ -152,8 +157,7 @@ def atomic_write(
 def _naming(exc: OSError, path: str) -> OSError:
     """The same error about the destination ``path`` instead of the hidden temporary file."""
     if os.path.isdir(path):
-        return IsADirectoryError(exc.errno if exc.errno is not None else 21, "Is a directory",
-                                 path)
+        return IsADirectoryError(exc.errno if exc.errno is not None else 21, "Is a directory", path)
     return type(exc)(exc.errno, exc.strerror, path)
 
 

@@ -71,7 +71,7 @@ def require(module: str, *, extra: str, what: str = "this") -> ModuleType:
             raise  # the package is there but one of its own imports failed: show that
         label = EXTRAS.get(top, top)
         raise MissingDependencyError(
-            f"{what} needs {label}, which is not installed: pip install \"tenfold[{extra}]\"",
+            f'{what} needs {label}, which is not installed: pip install "tenfold[{extra}]"',
             module=module,
             extra=extra,
         ) from None

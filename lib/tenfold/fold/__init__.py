@@ -73,8 +73,7 @@ def load(
             for k, v in arrays.items():
                 key = k if len(names) == 1 else f"{name}/{k}"
                 if copy and isinstance(v, np.ndarray):
-                    v = alloc.copy(v, fmt="fold", what=f"chunk {name!r} array {k!r}",
-                                   budget=budget)
+                    v = alloc.copy(v, fmt="fold", what=f"chunk {name!r} array {k!r}", budget=budget)
                 out[key] = v
         return out
 

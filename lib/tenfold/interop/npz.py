@@ -153,7 +153,11 @@ def _check_member(
 
 
 def _read_member(
-    zf: zipfile.ZipFile, info: zipfile.ZipInfo, where: str, fmt: str, limits: Limits,
+    zf: zipfile.ZipFile,
+    info: zipfile.ZipInfo,
+    where: str,
+    fmt: str,
+    limits: Limits,
     budget: Budget,
 ) -> np.ndarray:
     with zf.open(info) as f:
@@ -164,8 +168,13 @@ def _read_member(
         except Exception as exc:  # noqa: BLE001 - numpy parses the header text with ast and
             # tokenize, which raise many kinds (TokenError, SyntaxError, RecursionError...)
             raise FormatError(
-                describe(fmt, where, offset=info.header_offset, field="npy header",
-                         detail=f"unreadable: {type(exc).__name__}: {exc}"[:300])
+                describe(
+                    fmt,
+                    where,
+                    offset=info.header_offset,
+                    field="npy header",
+                    detail=f"unreadable: {type(exc).__name__}: {exc}"[:300],
+                )
             ) from None
         if dtype.hasobject:
             raise FormatError(describe(fmt, where, detail="object array (needs pickle)"))
@@ -243,8 +252,12 @@ def parse_npz(
                     raise
                 except _ARCHIVE_ERRORS as exc:
                     raise FormatError(
-                        describe(fmt, where, offset=info.header_offset,
-                                 detail=f"bad npz member: {type(exc).__name__}: {exc}"[:300])
+                        describe(
+                            fmt,
+                            where,
+                            offset=info.header_offset,
+                            detail=f"bad npz member: {type(exc).__name__}: {exc}"[:300],
+                        )
                     ) from None
     except TenfoldError:
         raise

@@ -136,9 +136,15 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             what = f"member {zi.filename!r}"
             if zi.flag_bits & 0x1:
                 raise UnsupportedError(
-                    _describe(FMT, what, offset=zi.header_offset, field="flags",
-                              detail="member is encrypted", expected="not encrypted",
-                              got=f"flag bits 0x{zi.flag_bits:04x}")
+                    _describe(
+                        FMT,
+                        what,
+                        offset=zi.header_offset,
+                        field="flags",
+                        detail="member is encrypted",
+                        expected="not encrypted",
+                        got=f"flag bits 0x{zi.flag_bits:04x}",
+                    )
                 )
             if not zi.filename.endswith(".npy"):
                 raise FormatError(
@@ -224,9 +230,15 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             raise
         except zipfile.BadZipFile as exc:
             raise _zip_error(exc, what, zi) from None
-        except (ValueError, EOFError, OSError, zlib.error) as exc:
+        except Exception as exc:  # noqa: BLE001 - numpy parses the header text with ast and
+            # tokenize, which raise many kinds (TokenError, SyntaxError, RecursionError...)
             raise FormatError(
-                _describe(FMT, what, offset=zi.header_offset, detail=f"bad .npy header: {exc}")
+                _describe(
+                    FMT,
+                    what,
+                    offset=zi.header_offset,
+                    detail=f"bad .npy header: {type(exc).__name__}: {exc}"[:300],
+                )
             ) from None
         hlen = f.tell()
         if dtype.hasobject:

@@ -246,8 +246,9 @@ def parse(
         else:
             view = data[b:end].view(dt).reshape(shape) if numel else np.empty(shape, dt)
             if copy:
-                view = alloc_copy(view, fmt=fmt, what=where, offset=offset + start + b,
-                                  budget=budget)
+                view = alloc_copy(
+                    view, fmt=fmt, what=where, offset=offset + start + b, budget=budget
+                )
             out[name] = view
     spans.sort()
     for (_b0, e0, n0), (b1, _e1, n1) in zip(spans, spans[1:], strict=False):

@@ -23,9 +23,23 @@ from ..core.report import Report
 from .reader import Bitset, MetadataInfo, OinfReader, QuantParams, TensorInfo
 from .writer import Scalar, Tensor, Uninitialized, write
 
-__all__ = ["open", "load", "save", "write", "inspect", "verify", "demo", "OinfReader",
-           "TensorInfo", "MetadataInfo", "QuantParams", "Bitset", "Scalar", "Tensor",
-           "Uninitialized"]
+__all__ = [
+    "open",
+    "load",
+    "save",
+    "write",
+    "inspect",
+    "verify",
+    "demo",
+    "OinfReader",
+    "TensorInfo",
+    "MetadataInfo",
+    "QuantParams",
+    "Bitset",
+    "Scalar",
+    "Tensor",
+    "Uninitialized",
+]
 
 
 def open(source: Any, **kw: Any) -> OinfReader:  # noqa: A001 - the format API name
@@ -53,24 +67,50 @@ def inspect(source: Any) -> list[dict]:
     rows: list[dict] = []
     with OinfReader(source) as r:
         for t in r.infos():
-            rows.append({
-                "name": t.name, "dtype": t.dtype, "shape": list(t.shape),
-                "bytes": t.data_nbytes if t.has_data else "-",
-                "encoding": "bitpacked" if t.packed else "raw",
-                "layout": "dense" if t.has_data else "no data",
-                "checksum": "-", "offset": t.data_offset if t.has_data else "-",
-                "quant": "-" if t.quant is None else
-                ("per-channel" if t.quant.scale_mode == 2 else "per-tensor"),
-            })
+            rows.append(
+                {
+                    "name": t.name,
+                    "dtype": t.dtype,
+                    "shape": list(t.shape),
+                    "bytes": t.data_nbytes if t.has_data else "-",
+                    "encoding": "bitpacked" if t.packed else "raw",
+                    "layout": "dense" if t.has_data else "no data",
+                    "checksum": "-",
+                    "offset": t.data_offset if t.has_data else "-",
+                    "quant": "-"
+                    if t.quant is None
+                    else ("per-channel" if t.quant.scale_mode == 2 else "per-tensor"),
+                }
+            )
         for key in r.metadata:
             mi = r.metadata_info(key)
-            rows.append({"name": key, "dtype": mi.dtype, "shape": "-", "bytes": mi.value_nbytes,
-                         "encoding": "raw", "layout": "metadata", "checksum": "-",
-                         "offset": mi.value_offset, "quant": "-"})
+            rows.append(
+                {
+                    "name": key,
+                    "dtype": mi.dtype,
+                    "shape": "-",
+                    "bytes": mi.value_nbytes,
+                    "encoding": "raw",
+                    "layout": "metadata",
+                    "checksum": "-",
+                    "offset": mi.value_offset,
+                    "quant": "-",
+                }
+            )
         for name, value in r.sizevars.items():
-            rows.append({"name": name, "dtype": "u64", "shape": "-", "bytes": 8,
-                         "encoding": str(value), "layout": "sizevar", "checksum": "-",
-                         "offset": "-", "quant": "-"})
+            rows.append(
+                {
+                    "name": name,
+                    "dtype": "u64",
+                    "shape": "-",
+                    "bytes": 8,
+                    "encoding": str(value),
+                    "layout": "sizevar",
+                    "checksum": "-",
+                    "offset": "-",
+                    "quant": "-",
+                }
+            )
     return rows
 
 
@@ -88,8 +128,13 @@ def demo(directory: Path) -> Path:
     write(
         path,
         sizevars={"B": 4, "D": 16},
-        metadata={"mode": "clamp_up", "eps": Scalar(1e-5, "f32"), "layers": Scalar(2, "u32"),
-                  "mask": Bitset([1, 0, 1, 1, 0, 0, 0, 1, 1]), "lut": Tensor([0, 1, 15], "u4")},
+        metadata={
+            "mode": "clamp_up",
+            "eps": Scalar(1e-5, "f32"),
+            "layers": Scalar(2, "u32"),
+            "mask": Bitset([1, 0, 1, 1, 0, 0, 0, 1, 1]),
+            "lut": Tensor([0, 1, 15], "u4"),
+        },
         tensors={
             "w1": rng.standard_normal((16, 32)).astype(np.float32),
             "b1": np.zeros(32, np.float32),

@@ -50,11 +50,19 @@ _EIGHTHS[S.BITSET] = 8
 _NAMES_RE = re.compile(rb"[A-Za-z0-9._-]+(?:\n[A-Za-z0-9._-]+)*")
 
 
-def fail(cls: type[TenfoldError], rule: str, obj: str, offset: int | None, detail: str,
-         expected: object = None, got: object = None) -> NoReturn:
+def fail(
+    cls: type[TenfoldError],
+    rule: str,
+    obj: str,
+    offset: int | None,
+    detail: str,
+    expected: object = None,
+    got: object = None,
+) -> NoReturn:
     """Raise ``cls`` with tenfold's message form plus ``[rule]``; attach rule/obj/offset."""
-    exc = cls(describe(S.FMT, obj, offset=offset, detail=f"{detail} [{rule}]",
-                       expected=expected, got=got))
+    exc = cls(
+        describe(S.FMT, obj, offset=offset, detail=f"{detail} [{rule}]", expected=expected, got=got)
+    )
     exc.rule = rule  # type: ignore[attr-defined]
     exc.obj = obj  # type: ignore[attr-defined]
     exc.offset = offset  # type: ignore[attr-defined]
@@ -96,8 +104,15 @@ class Tables:
 def parse_header(mf: MappedFile) -> Header:
     size = mf.size
     if size < S.HEADER_SIZE:
-        fail(TruncatedError, "header-size", "header", 0, "file too small for the header",
-             f">= {S.HEADER_SIZE} bytes", size)
+        fail(
+            TruncatedError,
+            "header-size",
+            "header",
+            0,
+            "file too small for the header",
+            f">= {S.HEADER_SIZE} bytes",
+            size,
+        )
     fields = _HEADER.unpack(mf.bytes(0, S.HEADER_SIZE, "header"))
     if fields[0] != S.MAGIC:
         fail(FormatError, "magic", "header", 0, "bad magic", S.MAGIC, fields[0])
@@ -106,62 +121,146 @@ def parse_header(mf: MappedFile) -> Header:
         fail(UnsupportedError, "version", "header", 5, "unsupported version", "1 or 2", h.version)
     if h.file_size != size:
         cls = TruncatedError if h.file_size > size else FormatError
-        fail(cls, "file-size", "header", 61, "file_size field does not match the file length",
-             size, h.file_size)
+        fail(
+            cls,
+            "file-size",
+            "header",
+            61,
+            "file_size field does not match the file length",
+            size,
+            h.file_size,
+        )
     offs = [h.offset_sizevars, h.offset_metadata, h.offset_tensors, h.offset_data, h.file_size]
     names = ["offset_sizevars", "offset_metadata", "offset_tensors", "offset_data", "file_size"]
     for i in range(4):
         if offs[i] > offs[i + 1]:
-            fail(FormatError, "offsets-ascending", "header", 29 + 8 * i,
-                 f"{names[i]} after {names[i + 1]}", f"<= {offs[i + 1]}", offs[i])
+            fail(
+                FormatError,
+                "offsets-ascending",
+                "header",
+                29 + 8 * i,
+                f"{names[i]} after {names[i + 1]}",
+                f"<= {offs[i + 1]}",
+                offs[i],
+            )
     for i in range(4):
         if offs[i] % S.ALIGN:
-            fail(FormatError, "section-aligned", "header", 29 + 8 * i,
-                 f"{names[i]} not 8-aligned", "multiple of 8", offs[i])
+            fail(
+                FormatError,
+                "section-aligned",
+                "header",
+                29 + 8 * i,
+                f"{names[i]} not 8-aligned",
+                "multiple of 8",
+                offs[i],
+            )
     if h.offset_sizevars < S.HEADER_PADDED:
-        fail(FormatError, "section-bounds", "header", 29, "offset_sizevars overlaps the header",
-             f">= {S.HEADER_PADDED}", h.offset_sizevars)
+        fail(
+            FormatError,
+            "section-bounds",
+            "header",
+            29,
+            "offset_sizevars overlaps the header",
+            f">= {S.HEADER_PADDED}",
+            h.offset_sizevars,
+        )
     return h
 
 
-def _check_count(n: int, what: str, start: int, end: int, min_entry: int, field_off: int,
-                 limits: Limits) -> None:
+def _check_count(
+    n: int, what: str, start: int, end: int, min_entry: int, field_off: int, limits: Limits
+) -> None:
     if n > limits.max_objects:
-        fail(LimitError, "limit", "header", field_off, f"{what} above limit",
-             f"<= {limits.max_objects}", n)
+        fail(
+            LimitError,
+            "limit",
+            "header",
+            field_off,
+            f"{what} above limit",
+            f"<= {limits.max_objects}",
+            n,
+        )
     if n * min_entry > end - start:
-        fail(FormatError, "table-bounds", "header", field_off,
-             f"{n} {what} cannot fit their table of {end - start} bytes",
-             f"<= {(end - start) // min_entry}", n)
+        fail(
+            FormatError,
+            "table-bounds",
+            "header",
+            field_off,
+            f"{n} {what} cannot fit their table of {end - start} bytes",
+            f"<= {(end - start) // min_entry}",
+            n,
+        )
 
 
 def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
     """Parse and validate the header and the three tables of ``mf``."""
     h = parse_header(mf)
     if h.offset_data > limits.max_index_bytes:
-        fail(LimitError, "limit", "header", 53, "tables larger than the limit",
-             f"<= {limits.max_index_bytes}", h.offset_data)
+        fail(
+            LimitError,
+            "limit",
+            "header",
+            53,
+            "tables larger than the limit",
+            f"<= {limits.max_index_bytes}",
+            h.offset_data,
+        )
     blob = mf.bytes(0, h.offset_data, "tables")
     v2 = h.version == 2
-    _check_count(h.n_sizevars, "sizevars", h.offset_sizevars, h.offset_metadata,
-                 S.MIN_SIZEVAR_ENTRY, 13, limits)
-    _check_count(h.n_metadata, "metadata entries", h.offset_metadata, h.offset_tensors,
-                 S.MIN_METADATA_ENTRY, 17, limits)
-    _check_count(h.n_tensors, "tensors", h.offset_tensors, h.offset_data,
-                 S.MIN_TENSOR_ENTRY + (16 if v2 else 0), 21, limits)
+    _check_count(
+        h.n_sizevars,
+        "sizevars",
+        h.offset_sizevars,
+        h.offset_metadata,
+        S.MIN_SIZEVAR_ENTRY,
+        13,
+        limits,
+    )
+    _check_count(
+        h.n_metadata,
+        "metadata entries",
+        h.offset_metadata,
+        h.offset_tensors,
+        S.MIN_METADATA_ENTRY,
+        17,
+        limits,
+    )
+    _check_count(
+        h.n_tensors,
+        "tensors",
+        h.offset_tensors,
+        h.offset_data,
+        S.MIN_TENSOR_ENTRY + (16 if v2 else 0),
+        21,
+        limits,
+    )
     names: list[bytes] = []
 
     def string(pos: int, end: int, kind: str, index: int) -> tuple[bytes, int]:
         if pos + 4 > end:
-            fail(TruncatedError, "table-bounds", f"{kind} #{index}", pos,
-                 "name length runs past its table", f"end <= {end}", pos + 4)
+            fail(
+                TruncatedError,
+                "table-bounds",
+                f"{kind} #{index}",
+                pos,
+                "name length runs past its table",
+                f"end <= {end}",
+                pos + 4,
+            )
         (n,) = _U32.unpack_from(blob, pos)
         stop = pos + 4 + n
         if stop > end:
-            fail(TruncatedError, "table-bounds", f"{kind} #{index}", pos,
-                 "name runs past its table", f"end <= {end}", stop)
+            fail(
+                TruncatedError,
+                "table-bounds",
+                f"{kind} #{index}",
+                pos,
+                "name runs past its table",
+                f"end <= {end}",
+                stop,
+            )
         padded = pos + ((4 + n + 7) & ~7)
-        return blob[pos + 4:stop], padded
+        return blob[pos + 4 : stop], padded
 
     # sizevars
     sizevars: list[tuple[str, int, int]] = []
@@ -170,8 +269,15 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
         entry = pos
         raw, pos = string(pos, end, "sizevar", i)
         if pos + 8 > end:
-            fail(TruncatedError, "table-bounds", f"sizevar #{i}", pos, "value runs past its table",
-                 f"end <= {end}", pos + 8)
+            fail(
+                TruncatedError,
+                "table-bounds",
+                f"sizevar #{i}",
+                pos,
+                "value runs past its table",
+                f"end <= {end}",
+                pos + 8,
+            )
         (value,) = _U64.unpack_from(blob, pos)
         pos += 8
         names.append(raw)
@@ -189,8 +295,15 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
         entry = pos
         raw, pos = string(pos, end, "metadata", i)
         if pos + 24 > end:
-            fail(TruncatedError, "table-bounds", f"metadata #{i}", pos,
-                 "entry runs past its table", f"end <= {end}", pos + 24)
+            fail(
+                TruncatedError,
+                "table-bounds",
+                f"metadata #{i}",
+                pos,
+                "entry runs past its table",
+                f"end <= {end}",
+                pos + 24,
+            )
         tag, flags, nbytes, off = _IIQQ.unpack_from(blob, pos)
         names.append(raw)
         meta.append((raw, tag, flags, nbytes, off, entry))  # type: ignore[arg-type]
@@ -208,8 +321,20 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
     n = h.n_tensors
     st_arr, ln_arr, nd_arr = (np.empty(n, np.int64) for _ in range(3))
     done, pos, status = _kernels.load("walk").walk_lp_records(
-        blob, h.offset_tensors, h.offset_data, n, S.ALIGN, 12, 4, 8, 32 if v2 else 16,
-        limits.max_ndim, st_arr, ln_arr, nd_arr)
+        blob,
+        h.offset_tensors,
+        h.offset_data,
+        n,
+        S.ALIGN,
+        12,
+        4,
+        8,
+        32 if v2 else 16,
+        limits.max_ndim,
+        st_arr,
+        ln_arr,
+        nd_arr,
+    )
     if status:
         _walk_tensors_slow(blob, h, limits)  # raises the precise error
     starts, lns, ndims = st_arr.tolist(), ln_arr.tolist(), nd_arr.tolist()
@@ -230,29 +355,72 @@ def _walk_tensors_slow(blob: bytes, h: Header, limits: Limits) -> None:
     tail_size = 32 if h.version == 2 else 16
     for i in range(h.n_tensors):
         if pos + 4 > end:
-            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos,
-                 "name length runs past its table", f"end <= {end}", pos + 4)
+            fail(
+                TruncatedError,
+                "table-bounds",
+                f"tensor #{i}",
+                pos,
+                "name length runs past its table",
+                f"end <= {end}",
+                pos + 4,
+            )
         (ln,) = _U32.unpack_from(blob, pos)
         if pos + 4 + ln > end:
-            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos,
-                 "name runs past its table", f"end <= {end}", pos + 4 + ln)
+            fail(
+                TruncatedError,
+                "table-bounds",
+                f"tensor #{i}",
+                pos,
+                "name runs past its table",
+                f"end <= {end}",
+                pos + 4 + ln,
+            )
         q = pos + ((ln + 11) & ~7)
         if q + 12 > end:
-            fail(TruncatedError, "table-bounds", f"tensor #{i}", pos,
-                 "entry runs past its table", f"end <= {end}", q + 12)
+            fail(
+                TruncatedError,
+                "table-bounds",
+                f"tensor #{i}",
+                pos,
+                "entry runs past its table",
+                f"end <= {end}",
+                q + 12,
+            )
         (nd,) = _U32.unpack_from(blob, q + 4)
         if nd > limits.max_ndim:
-            fail(LimitError, "tensor-ndim", f"tensor #{i}", q + 4, "ndim above limit",
-                 f"<= {limits.max_ndim}", nd)
+            fail(
+                LimitError,
+                "tensor-ndim",
+                f"tensor #{i}",
+                q + 4,
+                "ndim above limit",
+                f"<= {limits.max_ndim}",
+                nd,
+            )
         pos = q + 12 + 8 * nd + tail_size
         if pos > end:
-            fail(TruncatedError, "table-bounds", f"tensor #{i}", q + 12,
-                 "dims run past its table", f"end <= {end}", pos)
+            fail(
+                TruncatedError,
+                "table-bounds",
+                f"tensor #{i}",
+                q + 12,
+                "dims run past its table",
+                f"end <= {end}",
+                pos,
+            )
     raise AssertionError("walk kernel and Python walk disagree")  # pragma: no cover
 
 
-def _tensor_rows(mf: MappedFile, h: Header, blob: bytes, starts: list[int], lns: list[int],
-                 ndims: list[int], nd: np.ndarray, limits: Limits) -> list[tuple]:
+def _tensor_rows(
+    mf: MappedFile,
+    h: Header,
+    blob: bytes,
+    starts: list[int],
+    lns: list[int],
+    ndims: list[int],
+    nd: np.ndarray,
+    limits: Limits,
+) -> list[tuple]:
     n = len(starts)
     if not n:
         return []
@@ -301,15 +469,24 @@ def _tensor_rows(mf: MappedFile, h: Header, blob: bytes, starts: list[int], lns:
     fs, od = h.file_size, h.offset_data
     nb_f, off_f = nbytes.astype(np.float64), offs.astype(np.float64)
     bad = ~tag_ok | (numel >= 2.0**52) | (extent >= 2.0**52)
-    bad |= has & ((expected != nb_f) | (offs % 8 != 0) | (off_f < od) | (nb_f > fs)
-                  | (off_f + nb_f > fs))
+    bad |= has & (
+        (expected != nb_f) | (offs % 8 != 0) | (off_f < od) | (nb_f > fs) | (off_f + nb_f > fs)
+    )
     bad |= ~has & ((nbytes != 0) | (offs != 0))
     if v2:
         bad |= (flags & ~np.uint32(S.HAS_DATA | S.HAS_QUANT)) != 0
         bad |= (qn != 0) | (qo != 0)
-    raws = [blob[s + 4:s + 4 + ln] for s, ln in zip(starts, lns, strict=True)]
-    cols = (tags.tolist(), shapes, flags.tolist(), nbytes.tolist(), offs.tolist(), starts,
-            qn.tolist(), qo.tolist())
+    raws = [blob[s + 4 : s + 4 + ln] for s, ln in zip(starts, lns, strict=True)]
+    cols = (
+        tags.tolist(),
+        shapes,
+        flags.tolist(),
+        nbytes.tolist(),
+        offs.tolist(),
+        starts,
+        qn.tolist(),
+        qo.tolist(),
+    )
     for i in np.flatnonzero(bad).tolist():
         # the precise error (or, for a v2 quantized tensor, its quant block's checks)
         row = (raws[i].decode("latin-1"),) + tuple(c[i] for c in cols)
@@ -329,8 +506,15 @@ def _check_names(names: list[bytes], kind: str, entries: list[int]) -> None:
     for i, (raw, off) in enumerate(zip(names, entries, strict=True)):
         if not S.NAME_RE.fullmatch(raw):
             rule = "name-empty" if not raw else "name-charset"
-            fail(FormatError, rule, f"{kind} #{i}", off, f"invalid name {raw!r}", "[A-Za-z0-9._-]+",
-                 raw.decode("latin-1"))
+            fail(
+                FormatError,
+                rule,
+                f"{kind} #{i}",
+                off,
+                f"invalid name {raw!r}",
+                "[A-Za-z0-9._-]+",
+                raw.decode("latin-1"),
+            )
 
 
 def _check_unique(names: list[str], kind: str, entries: list[int]) -> None:
@@ -339,124 +523,263 @@ def _check_unique(names: list[str], kind: str, entries: list[int]) -> None:
     seen: set[str] = set()
     for n, off in zip(names, entries, strict=True):
         if n in seen:
-            fail(FormatError, "duplicate-name", f"{kind} {n!r}", off, "duplicate name",
-                 "unique names", n)
+            fail(
+                FormatError,
+                "duplicate-name",
+                f"{kind} {n!r}",
+                off,
+                "duplicate name",
+                "unique names",
+                n,
+            )
         seen.add(n)
 
 
-def _payload_bounds(h: Header, obj: str, entry: int, field_off: int, off: int, nbytes: int,
-                    what: str) -> None:
+def _payload_bounds(
+    h: Header, obj: str, entry: int, field_off: int, off: int, nbytes: int, what: str
+) -> None:
     if off % S.ALIGN:
-        fail(FormatError, f"{what}-offset-aligned", obj, entry + field_off,
-             f"{what}_offset not 8-aligned", "multiple of 8", off)
+        fail(
+            FormatError,
+            f"{what}-offset-aligned",
+            obj,
+            entry + field_off,
+            f"{what}_offset not 8-aligned",
+            "multiple of 8",
+            off,
+        )
     if off < h.offset_data:
-        fail(FormatError, f"{what}-offset-region", obj, entry + field_off,
-             f"{what}_offset before the data section", f">= {h.offset_data}", off)
+        fail(
+            FormatError,
+            f"{what}-offset-region",
+            obj,
+            entry + field_off,
+            f"{what}_offset before the data section",
+            f">= {h.offset_data}",
+            off,
+        )
     if off + nbytes > h.file_size:
-        fail(TruncatedError, f"{what}-bounds", obj, entry + field_off,
-             f"{what} runs past the end of file", f"end <= {h.file_size}", off + nbytes)
+        fail(
+            TruncatedError,
+            f"{what}-bounds",
+            obj,
+            entry + field_off,
+            f"{what} runs past the end of file",
+            f"end <= {h.file_size}",
+            off + nbytes,
+        )
 
 
-def _check_metadata(mf: MappedFile, h: Header, key: str, tag: int, flags: int, nbytes: int,
-                    off: int, entry: int, limits: Limits) -> None:
+def _check_metadata(
+    mf: MappedFile,
+    h: Header,
+    key: str,
+    tag: int,
+    flags: int,
+    nbytes: int,
+    off: int,
+    entry: int,
+    limits: Limits,
+) -> None:
     obj = f"metadata {key!r}"
     f0 = S.align8(4 + len(key))  # fields start after the padded key
     if flags != 0:
         fail(FormatError, "metadata-flags", obj, entry + f0 + 4, "value_flags must be 0", 0, flags)
     if tag not in S.METADATA_TAGS:
-        fail(UnsupportedError, "metadata-type", obj, entry + f0, "unknown value_type",
-             "a ValueType tag", tag)
+        fail(
+            UnsupportedError,
+            "metadata-type",
+            obj,
+            entry + f0,
+            "unknown value_type",
+            "a ValueType tag",
+            tag,
+        )
     _payload_bounds(h, obj, entry, f0 + 16, off, nbytes, "value")
     if tag in S.SCALAR_NBYTES:
         if nbytes != S.SCALAR_NBYTES[tag]:
-            fail(FormatError, "metadata-nbytes", obj, entry + f0 + 8,
-                 f"{S.TAG_NAME[tag]} scalar value_nbytes mismatch", S.SCALAR_NBYTES[tag], nbytes)
+            fail(
+                FormatError,
+                "metadata-nbytes",
+                obj,
+                entry + f0 + 8,
+                f"{S.TAG_NAME[tag]} scalar value_nbytes mismatch",
+                S.SCALAR_NBYTES[tag],
+                nbytes,
+            )
         return
     if tag == S.STRING:
         if nbytes < 4:
             fail(FormatError, "string-nbytes", obj, off, "STRING payload too small", ">= 4", nbytes)
         (n,) = _U32.unpack_from(mf.bytes(off, 4, obj), 0)
         if S.align8(4 + n) != nbytes:
-            fail(FormatError, "string-nbytes", obj, entry + f0 + 8,
-                 "STRING value_nbytes is not the padded string size", S.align8(4 + n), nbytes)
+            fail(
+                FormatError,
+                "string-nbytes",
+                obj,
+                entry + f0 + 8,
+                "STRING value_nbytes is not the padded string size",
+                S.align8(4 + n),
+                nbytes,
+            )
         raw = mf.bytes(off + 4, n, obj)
         if not S.NAME_RE.fullmatch(raw):
-            fail(FormatError, "name-charset", obj, off, f"invalid STRING value {raw!r}",
-                 "[A-Za-z0-9._-]+", raw.decode("latin-1"))
+            fail(
+                FormatError,
+                "name-charset",
+                obj,
+                off,
+                f"invalid STRING value {raw!r}",
+                "[A-Za-z0-9._-]+",
+                raw.decode("latin-1"),
+            )
         return
     if tag == S.BITSET:
         if nbytes < 8:
             fail(FormatError, "bitset-nbytes", obj, off, "BITSET payload too small", ">= 8", nbytes)
         bit_count, byte_count = _II.unpack_from(mf.bytes(off, 8, obj), 0)
         if byte_count != (bit_count + 7) // 8:
-            fail(FormatError, "bitset-byte-count", obj, off + 4, "BITSET byte_count mismatch",
-                 (bit_count + 7) // 8, byte_count)
+            fail(
+                FormatError,
+                "bitset-byte-count",
+                obj,
+                off + 4,
+                "BITSET byte_count mismatch",
+                (bit_count + 7) // 8,
+                byte_count,
+            )
         if S.align8(8 + byte_count) != nbytes:
-            fail(FormatError, "bitset-nbytes", obj, entry + f0 + 8,
-                 "BITSET value_nbytes is not the padded size", S.align8(8 + byte_count), nbytes)
+            fail(
+                FormatError,
+                "bitset-nbytes",
+                obj,
+                entry + f0 + 8,
+                "BITSET value_nbytes is not the padded size",
+                S.align8(8 + byte_count),
+                nbytes,
+            )
         return
     # NDARRAY
     parse_ndarray_header(mf, obj, off, nbytes, entry + f0 + 8, limits)
 
 
-def parse_ndarray_header(mf: MappedFile, obj: str, off: int, nbytes: int, nbytes_field: int,
-                         limits: Limits) -> tuple[int, tuple[int, ...], int, int]:
+def parse_ndarray_header(
+    mf: MappedFile, obj: str, off: int, nbytes: int, nbytes_field: int, limits: Limits
+) -> tuple[int, tuple[int, ...], int, int]:
     """Validate an NDARRAY payload; return (element tag, shape, data offset, data nbytes)."""
     if nbytes < 8:
         fail(FormatError, "ndarray-nbytes", obj, off, "NDARRAY payload too small", ">= 8", nbytes)
     etag, ndim = _II.unpack_from(mf.bytes(off, 8, obj), 0)
     if etag not in S.NDARRAY_ELEMENT_TAGS:
-        fail(UnsupportedError, "ndarray-element-type", obj, off, "invalid NDARRAY element type",
-             "a numeric, bool, bf16, f8 or packed tag", etag)
+        fail(
+            UnsupportedError,
+            "ndarray-element-type",
+            obj,
+            off,
+            "invalid NDARRAY element type",
+            "a numeric, bool, bf16, f8 or packed tag",
+            etag,
+        )
     if ndim > limits.max_ndim:
-        fail(LimitError, "ndarray-ndim", obj, off + 4, "NDARRAY ndim above limit",
-             f"<= {limits.max_ndim}", ndim)
+        fail(
+            LimitError,
+            "ndarray-ndim",
+            obj,
+            off + 4,
+            "NDARRAY ndim above limit",
+            f"<= {limits.max_ndim}",
+            ndim,
+        )
     if 8 + 8 * ndim > nbytes:
-        fail(FormatError, "ndarray-nbytes", obj, off + 4, "NDARRAY dims run past the payload",
-             f"<= {nbytes}", 8 + 8 * ndim)
+        fail(
+            FormatError,
+            "ndarray-nbytes",
+            obj,
+            off + 4,
+            "NDARRAY dims run past the payload",
+            f"<= {nbytes}",
+            8 + 8 * ndim,
+        )
     shape = struct.unpack_from(f"<{ndim}Q", mf.bytes(off + 8, 8 * ndim, obj), 0) if ndim else ()
     numel = _checked_shape(obj, shape, etag, off + 8, limits)
     dnb = S.element_nbytes(etag, numel)
     if S.align8(8 + 8 * ndim + dnb) != nbytes:
-        fail(FormatError, "ndarray-nbytes", obj, nbytes_field,
-             "NDARRAY value_nbytes is not the padded size", S.align8(8 + 8 * ndim + dnb), nbytes)
+        fail(
+            FormatError,
+            "ndarray-nbytes",
+            obj,
+            nbytes_field,
+            "NDARRAY value_nbytes is not the padded size",
+            S.align8(8 + 8 * ndim + dnb),
+            nbytes,
+        )
     return etag, tuple(shape), off + 8 + 8 * ndim, dnb
 
 
-def _checked_shape(obj: str, shape: tuple[int, ...], tag: int, offset: int,
-                   limits: Limits) -> int:
+def _checked_shape(obj: str, shape: tuple[int, ...], tag: int, offset: int, limits: Limits) -> int:
     """Element count of ``shape`` (core shape check: every reader's arrays must be makeable)."""
     dt = S.NUMPY_DTYPE.get(tag)
     try:
-        return checked_numel(S.FMT, obj, shape, limits, itemsize=dt.itemsize if dt else 1,
-                             offset=offset)
+        return checked_numel(
+            S.FMT, obj, shape, limits, itemsize=dt.itemsize if dt else 1, offset=offset
+        )
     except TenfoldError as exc:
         detail = str(exc).split(": ", 2)[-1].split(";")[0]  # e.g. "shape: dimension out of range"
-        fail(type(exc), "tensor-shape", obj, offset, detail,
-             "dims in [0, 2**63) whose non-zero product fits in int64", list(shape)[:16])
+        fail(
+            type(exc),
+            "tensor-shape",
+            obj,
+            offset,
+            detail,
+            "dims in [0, 2**63) whose non-zero product fits in int64",
+            list(shape)[:16],
+        )
 
 
-def _check_tensor(mf: MappedFile, h: Header,
-                  t: tuple[str, int, tuple[int, ...], int, int, int, int, int, int],
-                  limits: Limits) -> None:
+def _check_tensor(
+    mf: MappedFile,
+    h: Header,
+    t: tuple[str, int, tuple[int, ...], int, int, int, int, int, int],
+    limits: Limits,
+) -> None:
     name, tag, shape, flags, nbytes, off, entry, qn, qo = t
     obj = f"tensor {name!r}"
     f0 = entry + S.align8(4 + len(name))
     fnb = f0 + 12 + 8 * len(shape)  # data_nbytes field
     if tag not in S.TENSOR_TAGS:
         cls = FormatError if tag in S.TAG_NAME else UnsupportedError
-        fail(cls, "tensor-dtype", obj, f0, "invalid tensor dtype",
-             "a numeric, bool, bf16, f8, packed or bitset tag", tag)
+        fail(
+            cls,
+            "tensor-dtype",
+            obj,
+            f0,
+            "invalid tensor dtype",
+            "a numeric, bool, bf16, f8, packed or bitset tag",
+            tag,
+        )
     _checked_shape(obj, shape, tag, f0 + 12, limits)
     known = S.HAS_DATA | (S.HAS_QUANT if h.version == 2 else 0)
     if h.version == 2 and flags & ~known:
-        fail(FormatError, "tensor-flags", obj, f0 + 8, "unknown tensor flag bits",
-             f"bits within {known:#x}", flags)
+        fail(
+            FormatError,
+            "tensor-flags",
+            obj,
+            f0 + 8,
+            "unknown tensor flag bits",
+            f"bits within {known:#x}",
+            flags,
+        )
     if not flags & S.HAS_DATA:
         if nbytes or off:
-            fail(FormatError, "nodata-zero", obj, fnb,
-                 "tensor without data must have zero data_offset and data_nbytes", "0, 0",
-                 f"{off}, {nbytes}")
+            fail(
+                FormatError,
+                "nodata-zero",
+                obj,
+                fnb,
+                "tensor without data must have zero data_offset and data_nbytes",
+                "0, 0",
+                f"{off}, {nbytes}",
+            )
     else:
         _payload_bounds(h, obj, entry, fnb + 8 - entry, off, nbytes, "data")
         expected = S.element_nbytes(tag, math.prod(shape))
@@ -465,20 +788,34 @@ def _check_tensor(mf: MappedFile, h: Header,
     if h.version == 2:
         if not flags & S.HAS_QUANT:
             if qn or qo:
-                fail(FormatError, "noquant-zero", obj, fnb + 16,
-                     "tensor without quant must have zero quant_offset and quant_nbytes", "0, 0",
-                     f"{qo}, {qn}")
+                fail(
+                    FormatError,
+                    "noquant-zero",
+                    obj,
+                    fnb + 16,
+                    "tensor without quant must have zero quant_offset and quant_nbytes",
+                    "0, 0",
+                    f"{qo}, {qn}",
+                )
         else:
             _payload_bounds(h, obj, entry, fnb + 24 - entry, qo, qn, "quant")
             parse_quant(mf, obj, shape, qo, qn, fnb + 16)
 
 
-def parse_quant(mf: MappedFile, obj: str, shape: tuple[int, ...], qo: int, qn: int,
-                qn_field: int) -> tuple[int, ...]:
+def parse_quant(
+    mf: MappedFile, obj: str, shape: tuple[int, ...], qo: int, qn: int, qn_field: int
+) -> tuple[int, ...]:
     """Validate a v2 quantization block; return its eight header fields."""
     if qn < S.QUANT_HEADER_SIZE:
-        fail(FormatError, "quant-nbytes", obj, qn_field, "quant payload too small",
-             f">= {S.QUANT_HEADER_SIZE}", qn)
+        fail(
+            FormatError,
+            "quant-nbytes",
+            obj,
+            qn_field,
+            "quant payload too small",
+            f">= {S.QUANT_HEADER_SIZE}",
+            qn,
+        )
     q = _QUANT.unpack(mf.bytes(qo, S.QUANT_HEADER_SIZE, obj))
     scheme, smode, zmode, reserved, saxis, scount, zaxis, zcount = q
     if reserved:
@@ -489,20 +826,43 @@ def parse_quant(mf: MappedFile, obj: str, shape: tuple[int, ...], qo: int, qn: i
         fail(FormatError, "quant-scale-mode", obj, qo + 4, "unknown scale_mode", "1 or 2", smode)
     if zmode not in (0, 1, 2):
         fail(FormatError, "quant-zp-mode", obj, qo + 8, "unknown zp_mode", "0, 1 or 2", zmode)
-    for mode, axis, count, name, base in ((smode, saxis, scount, "scale", 16),
-                                          (zmode, zaxis, zcount, "zp", 32)):
+    for mode, axis, count, name, base in (
+        (smode, saxis, scount, "scale", 16),
+        (zmode, zaxis, zcount, "zp", 32),
+    ):
         if mode == 2:
             if axis >= len(shape):
-                fail(FormatError, "quant-axis", obj, qo + base, f"per-channel {name} axis out "
-                     "of range", f"< {len(shape)}", axis)
+                fail(
+                    FormatError,
+                    "quant-axis",
+                    obj,
+                    qo + base,
+                    f"per-channel {name} axis out of range",
+                    f"< {len(shape)}",
+                    axis,
+                )
             want = shape[axis]
         else:
             want = mode  # 1 value per tensor, 0 for none
         if count != want:
-            fail(FormatError, "quant-count", obj, qo + base + 8, f"{name}_count mismatch",
-                 want, count)
+            fail(
+                FormatError,
+                "quant-count",
+                obj,
+                qo + base + 8,
+                f"{name}_count mismatch",
+                want,
+                count,
+            )
     need = S.align8(S.QUANT_HEADER_SIZE + 4 * scount + 4 * zcount)
     if qn != need:
-        fail(FormatError, "quant-nbytes", obj, qn_field, "quant_nbytes is not the padded size",
-             need, qn)
+        fail(
+            FormatError,
+            "quant-nbytes",
+            obj,
+            qn_field,
+            "quant_nbytes is not the padded size",
+            need,
+            qn,
+        )
     return q

@@ -103,31 +103,84 @@ F16, F32, F64, BOOL, BITSET, STRING, NDARRAY = 9, 10, 11, 12, 13, 14, 15
 BF16, F8, I4, I2, I1, U4, U2, U1, T2, T1 = 16, 17, 18, 19, 20, 21, 22, 23, 24, 25
 
 TAG_NAME: dict[int, str] = {
-    I8: "i8", I16: "i16", I32: "i32", I64: "i64", U8: "u8", U16: "u16", U32: "u32", U64: "u64",
-    F16: "f16", F32: "f32", F64: "f64", BOOL: "bool", BITSET: "bitset", STRING: "str",
-    NDARRAY: "ndarray", BF16: "bf16", F8: "f8", I4: "i4", I2: "i2", I1: "i1", U4: "u4",
-    U2: "u2", U1: "u1", T2: "t2", T1: "t1",
+    I8: "i8",
+    I16: "i16",
+    I32: "i32",
+    I64: "i64",
+    U8: "u8",
+    U16: "u16",
+    U32: "u32",
+    U64: "u64",
+    F16: "f16",
+    F32: "f32",
+    F64: "f64",
+    BOOL: "bool",
+    BITSET: "bitset",
+    STRING: "str",
+    NDARRAY: "ndarray",
+    BF16: "bf16",
+    F8: "f8",
+    I4: "i4",
+    I2: "i2",
+    I1: "i1",
+    U4: "u4",
+    U2: "u2",
+    U1: "u1",
+    T2: "t2",
+    T1: "t1",
 }
 NAME_TAG: dict[str, int] = {v: k for k, v in TAG_NAME.items()}
-NAME_TAG.update({"string": STRING, "f8e5m2": F8, "float8e5m2": F8, "float8_e5m2": F8,
-                 "bfloat16": BF16, "float16": F16, "float32": F32, "float64": F64,
-                 "int8": I8, "int16": I16, "int32": I32, "int64": I64, "uint8": U8,
-                 "uint16": U16, "uint32": U32, "uint64": U64})
+NAME_TAG.update(
+    {
+        "string": STRING,
+        "f8e5m2": F8,
+        "float8e5m2": F8,
+        "float8_e5m2": F8,
+        "bfloat16": BF16,
+        "float16": F16,
+        "float32": F32,
+        "float64": F64,
+        "int8": I8,
+        "int16": I16,
+        "int32": I32,
+        "int64": I64,
+        "uint8": U8,
+        "uint16": U16,
+        "uint32": U32,
+        "uint64": U64,
+    }
+)
 
 #: Byte-aligned element types and their NumPy dtypes (payload = raw little-endian elements).
 NUMPY_DTYPE: dict[int, np.dtype] = {
-    I8: np.dtype("i1"), I16: np.dtype("<i2"), I32: np.dtype("<i4"), I64: np.dtype("<i8"),
-    U8: np.dtype("u1"), U16: np.dtype("<u2"), U32: np.dtype("<u4"), U64: np.dtype("<u8"),
-    F16: np.dtype("<f2"), F32: np.dtype("<f4"), F64: np.dtype("<f8"), BOOL: np.dtype("?"),
-    BF16: BFLOAT16, F8: FLOAT8_E5M2,
+    I8: np.dtype("i1"),
+    I16: np.dtype("<i2"),
+    I32: np.dtype("<i4"),
+    I64: np.dtype("<i8"),
+    U8: np.dtype("u1"),
+    U16: np.dtype("<u2"),
+    U32: np.dtype("<u4"),
+    U64: np.dtype("<u8"),
+    F16: np.dtype("<f2"),
+    F32: np.dtype("<f4"),
+    F64: np.dtype("<f8"),
+    BOOL: np.dtype("?"),
+    BF16: BFLOAT16,
+    F8: FLOAT8_E5M2,
 }
 
 #: Packed types: bits per element.
 PACKED_BITS: dict[int, int] = {I4: 4, I2: 2, I1: 1, U4: 4, U2: 2, U1: 1, T2: 2, T1: 1}
 #: Value range of each packed type (T1 allows only the two ends).
 PACKED_RANGE: dict[int, tuple[int, int]] = {
-    I4: (-8, 7), I2: (-2, 1), I1: (-1, 0), U4: (0, 15), U2: (0, 3), U1: (0, 1),
-    T2: (-1, 1), T1: (-1, 1),
+    I4: (-8, 7),
+    I2: (-2, 1),
+    I1: (-1, 0),
+    U4: (0, 15),
+    U2: (0, 3),
+    U1: (0, 1),
+    T2: (-1, 1),
+    T1: (-1, 1),
 }
 PACKED_SIGNED = frozenset({I4, I2, I1, T2, T1})
 #: NumPy dtype a packed type is unpacked to.

@@ -50,7 +50,7 @@ def tensor_stats(arr: np.ndarray) -> dict[str, Any]:
     lo, hi = math.inf, -math.inf
     nan = inf = 0
     for start in range(0, flat.size, _CHUNK):
-        c = flat[start:start + _CHUNK].astype(np.float64)
+        c = flat[start : start + _CHUNK].astype(np.float64)
         fin = np.isfinite(c)
         if not fin.all():
             nan += int(np.isnan(c).sum())
@@ -69,18 +69,33 @@ def tensor_stats(arr: np.ndarray) -> dict[str, Any]:
         m2 += cm2 + delta * delta * n * k / tot
         n = tot
     if not n:
-        return {"numel": int(flat.size), "min": None, "max": None, "mean": None, "std": None,
-                "nan": nan, "inf": inf}
+        return {
+            "numel": int(flat.size),
+            "min": None,
+            "max": None,
+            "mean": None,
+            "std": None,
+            "nan": nan,
+            "inf": inf,
+        }
     std = math.sqrt(m2 / n) if math.isfinite(m2) else None
-    return {"numel": int(flat.size), "min": lo, "max": hi,
-            "mean": mean if math.isfinite(mean) else None, "std": std, "nan": nan, "inf": inf,
-            "overflow": std is None or not math.isfinite(mean)}
+    return {
+        "numel": int(flat.size),
+        "min": lo,
+        "max": hi,
+        "mean": mean if math.isfinite(mean) else None,
+        "std": std,
+        "nan": nan,
+        "inf": inf,
+        "overflow": std is None or not math.isfinite(mean),
+    }
 
 
 def _fmt_stats(s: dict[str, Any]) -> str:
     if s["min"] is None:
         core = "no finite values" if s["numel"] else "empty"
     else:
+
         def g(v: float | None) -> str:
             return "overflow" if v is None else f"{v:.6g}"
 
@@ -139,8 +154,12 @@ class _Checker:
         if used % 8 and nbytes:
             last = int(self.mf.u8(off + nbytes - 1, 1, obj)[0])
             if last >> (used % 8):
-                self.err("tail-bits", obj, off + nbytes - 1,
-                         f"unused tail bits set in the last byte {last:#04x}")
+                self.err(
+                    "tail-bits",
+                    obj,
+                    off + nbytes - 1,
+                    f"unused tail bits set in the last byte {last:#04x}",
+                )
 
     def elements(self, tag: int, off: int, nbytes: int, numel: int, obj: str) -> bool:
         """Element-level rules of a payload; True when it decodes."""
@@ -150,8 +169,12 @@ class _Checker:
             if tag == S.T2:
                 bad = self.k.find_code(self.mf.u8(off, nbytes, obj), 2, numel, 2)
                 if bad >= 0:
-                    self.err("t2-code", obj, off + bad // 4,
-                             f"element {bad} has the invalid ternary code 0b10")
+                    self.err(
+                        "t2-code",
+                        obj,
+                        off + bad // 4,
+                        f"element {bad} has the invalid ternary code 0b10",
+                    )
                     ok = False
         elif tag == S.BOOL and nbytes:
             raw = self.mf.u8(off, nbytes, obj)
@@ -166,32 +189,49 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
     c = _Checker(r, rep)
     t = r._t
     h = t.header
-    rep.summary.update({
-        "version": h.version, "file_size": h.file_size, "sizevars": len(t.sizevars),
-        "metadata": len(t.metadata), "tensors": len(t.tensors),
-    })
+    rep.summary.update(
+        {
+            "version": h.version,
+            "file_size": h.file_size,
+            "sizevars": len(t.sizevars),
+            "metadata": len(t.metadata),
+            "tensors": len(t.tensors),
+        }
+    )
     # header
     if h.flags:
         c.err("header-flags", "header", 9, f"header flags must be 0, got {h.flags:#x}")
     if h.reserved:
         c.err("header-reserved", "header", 25, f"header reserved must be 0, got {h.reserved}")
     c.zeros(S.HEADER_SIZE, S.HEADER_PADDED, "header", "header")
-    for kind, entries in (("sizevar", [(e[0], e[2]) for e in t.sizevars]),
-                          ("metadata", [(e[0], e[5]) for e in t.metadata]),
-                          ("tensor", [(e[0], e[6]) for e in t.tensors])):
+    for kind, entries in (
+        ("sizevar", [(e[0], e[2]) for e in t.sizevars]),
+        ("metadata", [(e[0], e[5]) for e in t.metadata]),
+        ("tensor", [(e[0], e[6]) for e in t.tensors]),
+    ):
         for name, entry in entries:
-            c.zeros(entry + 4 + len(name), entry + S.align8(4 + len(name)), f"{kind} {name!r}",
-                    "name")
-    for end, nxt, what in ((t.ends[0], h.offset_metadata, "sizevars"),
-                           (t.ends[1], h.offset_tensors, "metadata"),
-                           (t.ends[2], h.offset_data, "tensor")):
+            c.zeros(
+                entry + 4 + len(name), entry + S.align8(4 + len(name)), f"{kind} {name!r}", "name"
+            )
+    for end, nxt, what in (
+        (t.ends[0], h.offset_metadata, "sizevars"),
+        (t.ends[1], h.offset_tensors, "metadata"),
+        (t.ends[2], h.offset_data, "tensor"),
+    ):
         c.zeros(end, nxt, f"{what} table", "table")
-    for kind, names in (("sizevars", [e[0] for e in t.sizevars]),
-                        ("metadata", [e[0] for e in t.metadata]),
-                        ("tensors", [e[0] for e in t.tensors])):
+    for kind, names in (
+        ("sizevars", [e[0] for e in t.sizevars]),
+        ("metadata", [e[0] for e in t.metadata]),
+        ("tensors", [e[0] for e in t.tensors]),
+    ):
         if names != sorted(names):
-            c.err("table-order", f"{kind} table", None,
-                  f"{kind} table not sorted by name (the reference writer sorts)", INFO)
+            c.err(
+                "table-order",
+                f"{kind} table",
+                None,
+                f"{kind} table not sorted by name (the reference writer sorts)",
+                INFO,
+            )
     for name, value, entry in t.sizevars:
         rep.add(f"sizevar {name!r}", OK, f"{name} := {value}", offset=entry)
 
@@ -216,8 +256,13 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
         if h.version == 1 and flags & ~S.HAS_DATA:
             c.err("tensor-flags", obj, f0 + 8, f"unknown tensor flag bits {flags:#x}")
         if tag == S.BITSET:
-            c.err("bitset-tensor", obj, f0, "BITSET tensor: read as one byte per element; the "
-                  "Python tooling rejects it", WARNING)
+            c.err(
+                "bitset-tensor",
+                obj,
+                f0,
+                "BITSET tensor: read as one byte per element; the Python tooling rejects it",
+                WARNING,
+            )
         desc = f"{S.TAG_NAME[tag]}[{', '.join(map(str, shape))}]"
         info = r.info(name)
         if info.quant is not None:
@@ -249,8 +294,9 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
         if decl_end == start:
             continue
         if start < prev_end:
-            c.err("overlap", obj, start, f"payload overlaps {prev_obj} (which ends at "
-                  f"{prev_end:#x})")
+            c.err(
+                "overlap", obj, start, f"payload overlaps {prev_obj} (which ends at {prev_end:#x})"
+            )
         else:
             c.zeros(cursor, start, f"data before {obj}", "data")
         c.zeros(max(used_end, cursor), decl_end, obj, "payload")

@@ -42,8 +42,9 @@ class Bitset:
 
     __slots__ = ("bit_count", "data")
 
-    def __init__(self, bits: Any = (), *, bit_count: int | None = None,
-                 data: bytes | None = None) -> None:
+    def __init__(
+        self, bits: Any = (), *, bit_count: int | None = None, data: bytes | None = None
+    ) -> None:
         if data is not None:
             self.data = bytes(data)
             self.bit_count = len(self.data) * 8 if bit_count is None else int(bit_count)
@@ -67,8 +68,10 @@ class Bitset:
     def __eq__(self, other: object) -> bool:
         if not isinstance(other, Bitset):
             return NotImplemented
-        return self.bit_count == other.bit_count and self.to_numpy().tolist() == \
-            other.to_numpy().tolist()
+        return (
+            self.bit_count == other.bit_count
+            and self.to_numpy().tolist() == other.to_numpy().tolist()
+        )
 
     def __hash__(self) -> int:
         return hash((self.bit_count, self.data))
@@ -131,8 +134,13 @@ class TensorInfo(NamedTuple):
     @property
     def extras(self) -> dict[str, Any]:
         """The OINF-specific fields (tag, has_data, flags, entry offset, quantization)."""
-        return {"tag": self.tag, "has_data": self.has_data, "flags": self.flags,
-                "entry_offset": self.entry_offset, "quant": self.quant}
+        return {
+            "tag": self.tag,
+            "has_data": self.has_data,
+            "flags": self.flags,
+            "entry_offset": self.entry_offset,
+            "quant": self.quant,
+        }
 
     @property
     def numpy_dtype(self) -> np.dtype:
@@ -238,8 +246,18 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
             scales = self._mf.array(qo + 48, "<f4", (q[5],), f"tensor {tname!r} scales")
             zps = self._mf.array(qo + 48 + 4 * q[5], "<i4", (q[7],), f"tensor {tname!r} zps")
             quant = QuantParams(q[0], q[1], q[2], q[4], q[6], scales, zps, qo, qn)
-        return TensorInfo(tname, S.TAG_NAME[tag], tag, shape, bool(flags & S.HAS_DATA), off,
-                          nbytes, flags, entry, quant)
+        return TensorInfo(
+            tname,
+            S.TAG_NAME[tag],
+            tag,
+            shape,
+            bool(flags & S.HAS_DATA),
+            off,
+            nbytes,
+            flags,
+            entry,
+            quant,
+        )
 
     def infos(self) -> list[TensorInfo]:
         return [self.info(e[0]) for e in self._t.tensors]
@@ -265,11 +283,13 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
         """Check every OINF rule on this file; see :func:`tenfold.oinf.verify`."""
         from ._verify import verify as _verify
 
-        return _verify(self._mf.path if self._mf.path is not None else self._mf.buffer(),
-                       limits=self.limits)
+        return _verify(
+            self._mf.path if self._mf.path is not None else self._mf.buffer(), limits=self.limits
+        )
 
-    def tensor(self, name: str, *, packed: bool = False, copy: bool = False,
-               budget: Budget | None = None) -> np.ndarray:
+    def tensor(
+        self, name: str, *, packed: bool = False, copy: bool = False, budget: Budget | None = None
+    ) -> np.ndarray:
         """The data of tensor ``name``.
 
         Byte-aligned types are read-only zero-copy views (``copy=True`` gives an owned copy).
@@ -340,8 +360,16 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
         return value
 
 
-def decode_payload(mf: MappedFile, obj: str, tag: int, shape: tuple[int, ...], off: int,
-                   nbytes: int, limits: Limits, budget: Budget | None = None) -> np.ndarray:
+def decode_payload(
+    mf: MappedFile,
+    obj: str,
+    tag: int,
+    shape: tuple[int, ...],
+    off: int,
+    nbytes: int,
+    limits: Limits,
+    budget: Budget | None = None,
+) -> np.ndarray:
     """Array of ``shape`` from a payload of element type ``tag`` (views when byte-aligned)."""
     if tag in S.NUMPY_DTYPE:
         dt = S.NUMPY_DTYPE[tag]
@@ -349,26 +377,54 @@ def decode_payload(mf: MappedFile, obj: str, tag: int, shape: tuple[int, ...], o
             raw = mf.u8(off, nbytes, obj)
             if nbytes and int(raw.max()) > 1:
                 bad = int(np.flatnonzero(raw > 1)[0])
-                fail(FormatError, "bool-value", obj, off + bad, "BOOL byte is not 0 or 1",
-                     "0 or 1", int(raw[bad]))
+                fail(
+                    FormatError,
+                    "bool-value",
+                    obj,
+                    off + bad,
+                    "BOOL byte is not 0 or 1",
+                    "0 or 1",
+                    int(raw[bad]),
+                )
         return _readonly(mf.array(off, dt, shape, obj))
     if tag == S.BITSET:
         return _readonly(mf.array(off, "u1", shape, obj))
     bits = S.PACKED_BITS[tag]
     numel = math.prod(shape)
     if numel > limits.max_decoded_bytes:
-        raise LimitError(describe("oinf", obj, offset=off, field="numel",
-                                  detail="unpacked size above the limit",
-                                  expected=f"<= {limits.max_decoded_bytes}", got=numel))
+        raise LimitError(
+            describe(
+                "oinf",
+                obj,
+                offset=off,
+                field="numel",
+                detail="unpacked size above the limit",
+                expected=f"<= {limits.max_decoded_bytes}",
+                got=numel,
+            )
+        )
     src = mf.u8(off, nbytes, obj)
     k = _kernels.load("bitpack")
-    out = empty(numel, S.UNPACKED_DTYPE[tag], fmt=S.FMT, what=obj, offset=off,
-                budget=limits.budget() if budget is None else budget)
+    out = empty(
+        numel,
+        S.UNPACKED_DTYPE[tag],
+        fmt=S.FMT,
+        what=obj,
+        offset=off,
+        budget=limits.budget() if budget is None else budget,
+    )
     if tag == S.T2:
         bad = k.find_code(src, 2, numel, 2)
         if bad >= 0:
-            fail(FormatError, "t2-code", obj, off + bad // 4,
-                 f"element {bad} has the invalid ternary code 0b10", "0b00, 0b01 or 0b11", "0b10")
+            fail(
+                FormatError,
+                "t2-code",
+                obj,
+                off + bad // 4,
+                f"element {bad} has the invalid ternary code 0b10",
+                "0b00, 0b01 or 0b11",
+                "0b10",
+            )
     if tag == S.T1:
         k.unpack_pm1(src, out)
     elif tag in (S.U4, S.U2, S.U1):

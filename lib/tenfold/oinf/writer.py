@@ -114,7 +114,7 @@ def _resolve_tag(dtype: Any, obj: str) -> int:
 def f32_to_bf16_bits(x: np.ndarray) -> np.ndarray:
     """float32 -> bfloat16 bit patterns with round-to-nearest-even (NaN stays a quiet NaN)."""
     b = np.ascontiguousarray(x, np.float32).view(np.uint32)
-    r = ((b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+    r = (b + np.uint32(0x7FFF) + ((b >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16)
     nan = (b & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
     if nan.any():
         r = np.where(nan, (b >> np.uint32(16)) | np.uint32(0x40), r)
@@ -136,8 +136,12 @@ def _integral(c: np.ndarray, obj: str, start: int, tname: str) -> np.ndarray:
     ok = np.isfinite(c) & (c == np.trunc(c))
     if not ok.all():
         i = int(np.flatnonzero(~ok)[0])
-        raise _err(obj, f"element {start + i} is not an integer", f"integral values for {tname}",
-                   c.reshape(-1)[i].item())
+        raise _err(
+            obj,
+            f"element {start + i} is not an integer",
+            f"integral values for {tname}",
+            c.reshape(-1)[i].item(),
+        )
     return c.astype(np.int64)
 
 
@@ -150,8 +154,7 @@ def _range_check(c: np.ndarray, lo: int, hi: int, obj: str, start: int, tname: s
         return
     bad = (c < lo) | (c > hi)
     i = int(np.flatnonzero(bad)[0])
-    raise _err(obj, f"element {start + i} out of range for {tname}", f"[{lo}, {hi}]",
-               c[i].item())
+    raise _err(obj, f"element {start + i} out of range for {tname}", f"[{lo}, {hi}]", c[i].item())
 
 
 def encode_chunks(arr: np.ndarray, tag: int, obj: str) -> Iterator[Any]:
@@ -168,7 +171,7 @@ def encode_chunks(arr: np.ndarray, tag: int, obj: str) -> Iterator[Any]:
         lo, hi = S.PACKED_RANGE[tag]
         k = _kernels.load("bitpack")
         for start in range(0, n, CHUNK):
-            c = flat[start:start + CHUNK]
+            c = flat[start : start + CHUNK]
             if src_is_float:
                 c = _integral(c.astype(np.float64), obj, start, tname)
             elif kind == "b":
@@ -186,24 +189,27 @@ def encode_chunks(arr: np.ndarray, tag: int, obj: str) -> Iterator[Any]:
                 r = k.pack_pm1(c, out) if tag == S.T1 else k.pack_int(c, bits, lo, hi, out)
             if r >= 0:
                 want = "-1 or 1" if tag == S.T1 else f"[{lo}, {hi}]"
-                raise _err(obj, f"element {start + r} out of range for {tname}", want,
-                           c[r].item())
+                raise _err(obj, f"element {start + r} out of range for {tname}", want, c[r].item())
             yield out
         return
     if tag == S.BITSET:
-        raise _err(obj, "BITSET tensors are not written (the Python tooling rejects them)",
-                   "a numeric, bool, bf16, f8 or packed dtype", "bitset")
+        raise _err(
+            obj,
+            "BITSET tensors are not written (the Python tooling rejects them)",
+            "a numeric, bool, bf16, f8 or packed dtype",
+            "bitset",
+        )
     target = S.NUMPY_DTYPE[tag]
     if flat.dtype == target:  # same type and byte order: no conversion
         if target in (BFLOAT16, FLOAT8_E5M2):  # ml_dtypes: buffers export as raw bytes
             flat = flat.view(np.uint8 if target.itemsize == 1 else np.uint16)
         for start in range(0, n, CHUNK):
-            yield flat[start:start + CHUNK]
+            yield flat[start : start + CHUNK]
         return
     if kind == "V" and not src_is_float:
         raise _err(obj, "cannot store this dtype", "bool, integer or float data", str(arr.dtype))
     for start in range(0, n, CHUNK):
-        c = flat[start:start + CHUNK]
+        c = flat[start : start + CHUNK]
         if tag == S.BF16:
             yield f32_to_bf16_bits(c.astype(np.float32))
         elif tag == S.F8:
@@ -239,9 +245,7 @@ def _shape(shape: Any, obj: str) -> tuple[int, ...]:
         dims = tuple(int(d) for d in shape)
     except (TypeError, ValueError):
         raise _err(obj, "bad shape", "a sequence of ints", shape) from None
-    if any(d < 0 or d >= 1 << 64 for d in dims) or any(
-        isinstance(d, bool) for d in shape
-    ):
+    if any(d < 0 or d >= 1 << 64 for d in dims) or any(isinstance(d, bool) for d in shape):
         raise _err(obj, "bad shape", "non-negative dims < 2**64", shape)
     return dims
 
@@ -255,9 +259,14 @@ def _as_array(data: Any, obj: str) -> np.ndarray:
         from ..capabilities import holders
 
         can = holders(arr.dtype)
-        raise _err(obj, "cannot store this dtype (formats that can: "
-                   + (", ".join(can) if can else "none tenfold writes") + ")",
-                   "bool, integer, float, bfloat16 or float8_e5m2 data", str(arr.dtype))
+        raise _err(
+            obj,
+            "cannot store this dtype (formats that can: "
+            + (", ".join(can) if can else "none tenfold writes")
+            + ")",
+            "bool, integer, float, bfloat16 or float8_e5m2 data",
+            str(arr.dtype),
+        )
     return arr
 
 
@@ -266,8 +275,12 @@ def _plan_tensor(name: str, value: Any) -> _TensorPlan:
     if isinstance(value, Uninitialized):
         tag = _resolve_tag(value.dtype, obj)
         if tag not in S.WRITABLE_TENSOR_TAGS:
-            raise _err(obj, "not a tensor dtype", "a numeric, bool, bf16, f8 or packed type",
-                       S.TAG_NAME[tag])
+            raise _err(
+                obj,
+                "not a tensor dtype",
+                "a numeric, bool, bf16, f8 or packed type",
+                S.TAG_NAME[tag],
+            )
         return _TensorPlan(name, tag, _shape(value.shape, obj), None)
     if isinstance(value, Tensor):
         arr = _as_array(value.data, obj)
@@ -278,19 +291,28 @@ def _plan_tensor(name: str, value: Any) -> _TensorPlan:
         arr = _as_array(value, obj)
         tag = _infer_tag(arr, obj)
     if tag == S.BITSET:
-        raise _err(obj, "BITSET tensors are not written (the Python tooling rejects them)",
-                   "a numeric, bool, bf16, f8 or packed dtype", "bitset")
+        raise _err(
+            obj,
+            "BITSET tensors are not written (the Python tooling rejects them)",
+            "a numeric, bool, bf16, f8 or packed dtype",
+            "bitset",
+        )
     if tag not in S.WRITABLE_TENSOR_TAGS:
-        raise _err(obj, "not a tensor dtype", "a numeric, bool, bf16, f8 or packed type",
-                   S.TAG_NAME[tag])
+        raise _err(
+            obj, "not a tensor dtype", "a numeric, bool, bf16, f8 or packed type", S.TAG_NAME[tag]
+        )
     return _TensorPlan(name, tag, tuple(int(d) for d in arr.shape), arr)
 
 
 def _infer_tag(arr: np.ndarray, obj: str) -> int:
     tag = S.tag_of(arr.dtype)
     if tag is None:
-        raise _err(obj, "cannot store this dtype", "a numeric, bool, bfloat16 or float8_e5m2 "
-                   "dtype", str(arr.dtype))
+        raise _err(
+            obj,
+            "cannot store this dtype",
+            "a numeric, bool, bfloat16 or float8_e5m2 dtype",
+            str(arr.dtype),
+        )
     return tag
 
 
@@ -341,8 +363,12 @@ def _metadata_payload(key: str, value: Any) -> tuple[int, bytes]:
         arr = _as_array(value.data, obj)
         tag = _resolve_tag(value.dtype, obj) if value.dtype is not None else _infer_tag(arr, obj)
         if tag not in S.NDARRAY_ELEMENT_TAGS:
-            raise _err(obj, "not an NDARRAY element type", "a numeric, bool, bf16, f8 or packed "
-                       "type", S.TAG_NAME[tag])
+            raise _err(
+                obj,
+                "not an NDARRAY element type",
+                "a numeric, bool, bf16, f8 or packed type",
+                S.TAG_NAME[tag],
+            )
         return S.NDARRAY, _ndarray_payload(arr, tag, obj)
     if isinstance(value, np.ndarray):
         return S.NDARRAY, _ndarray_payload(value, _infer_tag(value, obj), obj)
@@ -352,15 +378,20 @@ def _metadata_payload(key: str, value: Any) -> tuple[int, bytes]:
         if k == "f":
             tag = S.F32
         elif k == "i":
-            tag = _smallest_signed(int(arr.min()) if arr.size else 0,
-                                   int(arr.max()) if arr.size else 0)
+            tag = _smallest_signed(
+                int(arr.min()) if arr.size else 0, int(arr.max()) if arr.size else 0
+            )
         elif k == "u":
             tag = _smallest_int(0, int(arr.max()) if arr.size else 0)
         else:
             tag = _infer_tag(arr, obj)
         return S.NDARRAY, _ndarray_payload(arr, tag, obj)
-    raise _err(obj, "unsupported metadata value", "bool, int, float, str, Bitset, Scalar, "
-               "list, ndarray or Tensor", type(value).__name__)
+    raise _err(
+        obj,
+        "unsupported metadata value",
+        "bool, int, float, str, Bitset, Scalar, list, ndarray or Tensor",
+        type(value).__name__,
+    )
 
 
 def _smallest_signed(lo: int, hi: int) -> int:
@@ -380,10 +411,13 @@ def _typed_scalar(value: Any, tag: int, obj: str) -> bytes:
     if tag == S.BITSET:
         return _metadata_payload("x", value if isinstance(value, Bitset) else Bitset(value))[1]
     if tag == S.NDARRAY:
-        return _metadata_payload("x", value if isinstance(value, (list, tuple, np.ndarray))
-                                 else Tensor(value))[1]
-    if isinstance(value, (str, bytes, list, tuple, dict)) or value is None or (
-        isinstance(value, np.ndarray) and value.ndim != 0
+        return _metadata_payload(
+            "x", value if isinstance(value, (list, tuple, np.ndarray)) else Tensor(value)
+        )[1]
+    if (
+        isinstance(value, (str, bytes, list, tuple, dict))
+        or value is None
+        or (isinstance(value, np.ndarray) and value.ndim != 0)
     ):
         raise _err(obj, f"not a {tname} scalar", "a single number", repr(value))
     if tag == S.BOOL:
@@ -411,9 +445,14 @@ def _typed_scalar(value: Any, tag: int, obj: str) -> bytes:
 
 
 # -- writing --------------------------------------------------------------------------------
-def write(path: str | os.PathLike[str], *, sizevars: Mapping[str, int] | None = None,
-          metadata: Mapping[str, Any] | None = None,
-          tensors: Mapping[str, Any] | None = None, sort: bool = True) -> None:
+def write(
+    path: str | os.PathLike[str],
+    *,
+    sizevars: Mapping[str, int] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    tensors: Mapping[str, Any] | None = None,
+    sort: bool = True,
+) -> None:
     """Write an OINF version 1 file atomically.
 
     Parameters
@@ -456,8 +495,10 @@ def write(path: str | os.PathLike[str], *, sizevars: Mapping[str, int] | None = 
         _check_name(key, "metadata")
         tag, payload = _metadata_payload(key, metadata[key])  # type: ignore[index]
         md.append((key, tag, payload))
-    plans = [_plan_tensor(_check_name(n, "tensor"), tensors[n])  # type: ignore[index]
-             for n in order(tensors or {})]
+    plans = [
+        _plan_tensor(_check_name(n, "tensor"), tensors[n])  # type: ignore[index]
+        for n in order(tensors or {})
+    ]
 
     sv_table = b"".join(_string(n) + struct.pack("<Q", v) for n, v in sv)
     md_size = sum(S.align8(4 + len(k)) + 24 for k, _, _ in md)
@@ -474,15 +515,41 @@ def write(path: str | os.PathLike[str], *, sizevars: Mapping[str, int] | None = 
     t_parts = []
     for p in plans:
         has = p.arr is not None
-        t_parts.append(_string(p.name) + struct.pack(f"<III{len(p.shape)}QQQ", p.tag,
-                       len(p.shape), 1 if has else 0, *p.shape, p.nbytes, cursor if has else 0))
+        t_parts.append(
+            _string(p.name)
+            + struct.pack(
+                f"<III{len(p.shape)}QQQ",
+                p.tag,
+                len(p.shape),
+                1 if has else 0,
+                *p.shape,
+                p.nbytes,
+                cursor if has else 0,
+            )
+        )
         if has:
             cursor += S.align8(p.nbytes)
-    header = struct.pack(S.HEADER_STRUCT, S.MAGIC, S.WRITE_VERSION, 0, len(sv), len(md),
-                         len(plans), 0, off_sv, off_md, off_t, off_data, cursor)
+    header = struct.pack(
+        S.HEADER_STRUCT,
+        S.MAGIC,
+        S.WRITE_VERSION,
+        0,
+        len(sv),
+        len(md),
+        len(plans),
+        0,
+        off_sv,
+        off_md,
+        off_t,
+        off_data,
+        cursor,
+    )
     head = bytearray(header)
-    for start, part in ((off_sv, sv_table), (off_md, b"".join(md_parts)),
-                        (off_t, b"".join(t_parts))):
+    for start, part in (
+        (off_sv, sv_table),
+        (off_md, b"".join(md_parts)),
+        (off_t, b"".join(t_parts)),
+    ):
         head += bytes(start - len(head))
         head += part
     head += bytes(off_data - len(head))

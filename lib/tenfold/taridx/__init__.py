@@ -28,9 +28,26 @@ from .dataset import Dataset, EpochSampler, epoch_order
 from .reader import Index, Samples
 from .writer import index_bytes, write_index, write_rows
 
-__all__ = ["Index", "Samples", "build", "scan_shard", "shard_paths", "stale_shards", "Dataset",
-           "EpochSampler", "epoch_order", "index_bytes", "write_index", "write_rows", "open",
-           "load", "save", "inspect", "verify", "demo"]
+__all__ = [
+    "Index",
+    "Samples",
+    "build",
+    "scan_shard",
+    "shard_paths",
+    "stale_shards",
+    "Dataset",
+    "EpochSampler",
+    "epoch_order",
+    "index_bytes",
+    "write_index",
+    "write_rows",
+    "open",
+    "load",
+    "save",
+    "inspect",
+    "verify",
+    "demo",
+]
 
 
 def open(source: str | os.PathLike[str], **kw: Any) -> Index:  # noqa: A001 - API name
@@ -47,14 +64,28 @@ def load(source: str | os.PathLike[str], copy: bool = False, **kw: Any) -> dict[
         return {n: (np.array(idx.rows[n]) if copy else idx.rows[n]) for n in ROW_DT.names or ()}
 
 
-def save(path: str | os.PathLike[str], tensors: Mapping[str, np.ndarray], *,
-         ext: list[str] | None = None, crash: list[str] | None = None, **kw: Any) -> None:
+def save(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, np.ndarray],
+    *,
+    ext: list[str] | None = None,
+    crash: list[str] | None = None,
+    **kw: Any,
+) -> None:
     """Write row columns (as :func:`load` returns them) with their ``ext`` and ``crash`` tables."""
     names = ROW_DT.names or ()
     missing = [n for n in names if n not in tensors]
     if missing or ext is None:
-        raise EncodeError(describe(FMT, os.fspath(path), detail=(
-            f"needs the row columns {list(names)} and ext=[...]; missing {missing or ['ext']}")))
+        raise EncodeError(
+            describe(
+                FMT,
+                os.fspath(path),
+                detail=(
+                    f"needs the row columns {list(names)} and ext=[...]; "
+                    f"missing {missing or ['ext']}"
+                ),
+            )
+        )
     n = len(tensors["fid"])
     rows = np.zeros(n, ROW_DT)
     for name in names:
@@ -66,18 +97,43 @@ def inspect(source: str | os.PathLike[str]) -> list[dict]:
     """One row per region and one per extension (rows, payload bytes)."""
     with Index.open(source) as idx:
         out = [
-            {"name": "header", "dtype": "-", "shape": "(1,)", "bytes": HDR_SIZE, "encoding": "-",
-             "layout": f"v{idx.major}.{idx.minor} flags={idx.flags:#x}", "checksum": "-"},
-            {"name": "ext block", "dtype": "utf-8", "shape": f"({idx.n_ext},)",
-             "bytes": idx.off_crash - HDR_SIZE, "encoding": "\\n-joined", "layout": "@64",
-             "checksum": "-"},
-            {"name": "crash block", "dtype": "utf-8", "shape": f"({idx.n_crash},)",
-             "bytes": idx.off_arr - idx.off_crash, "encoding": "\\n-joined",
-             "layout": f"@{idx.off_crash}", "checksum": "-"},
-            {"name": "rows", "dtype": "taridx row", "shape": f"({idx.n_rows},)",
-             "bytes": 32 * idx.n_rows, "encoding": "raw",
-             "layout": f"@{idx.off_arr} {'contiguous' if idx.is_contiguous else 'interleaved'}",
-             "checksum": "-", "samples": idx.n_stems},
+            {
+                "name": "header",
+                "dtype": "-",
+                "shape": "(1,)",
+                "bytes": HDR_SIZE,
+                "encoding": "-",
+                "layout": f"v{idx.major}.{idx.minor} flags={idx.flags:#x}",
+                "checksum": "-",
+            },
+            {
+                "name": "ext block",
+                "dtype": "utf-8",
+                "shape": f"({idx.n_ext},)",
+                "bytes": idx.off_crash - HDR_SIZE,
+                "encoding": "\\n-joined",
+                "layout": "@64",
+                "checksum": "-",
+            },
+            {
+                "name": "crash block",
+                "dtype": "utf-8",
+                "shape": f"({idx.n_crash},)",
+                "bytes": idx.off_arr - idx.off_crash,
+                "encoding": "\\n-joined",
+                "layout": f"@{idx.off_crash}",
+                "checksum": "-",
+            },
+            {
+                "name": "rows",
+                "dtype": "taridx row",
+                "shape": f"({idx.n_rows},)",
+                "bytes": 32 * idx.n_rows,
+                "encoding": "raw",
+                "layout": f"@{idx.off_arr} {'contiguous' if idx.is_contiguous else 'interleaved'}",
+                "checksum": "-",
+                "samples": idx.n_stems,
+            },
         ]
         idx.validate_rows()
         extid = np.asarray(idx.rows["extid"])
@@ -86,14 +142,27 @@ def inspect(source: str | os.PathLike[str]) -> list[dict]:
         total = np.zeros(idx.n_ext, np.uint64)  # exact integer sums (bincount weights are float)
         np.add.at(total, extid, sizes)
         for i, e in enumerate(idx.ext):
-            out.append({"name": f"ext {e!r}", "dtype": "payload", "shape": f"({counts[i]},)",
-                        "bytes": int(total[i]), "encoding": "-", "layout": f"extid {i}",
-                        "checksum": "-"})
+            out.append(
+                {
+                    "name": f"ext {e!r}",
+                    "dtype": "payload",
+                    "shape": f"({counts[i]},)",
+                    "bytes": int(total[i]),
+                    "encoding": "-",
+                    "layout": f"extid {i}",
+                    "checksum": "-",
+                }
+            )
         return out
 
 
-def verify(source: str | os.PathLike[str], *, root: str | os.PathLike[str] | None = None,
-           fold: str | None = None, sample: int = 8) -> Report:
+def verify(
+    source: str | os.PathLike[str],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    fold: str | None = None,
+    sample: int = 8,
+) -> Report:
     """Check structure, every row, ``n_stems`` and the flag exactly, and (when the shards sit
     beside the index, or ``root`` is given) that no shard changed. Never raises on bad input."""
     path = os.fspath(source)
@@ -104,8 +173,13 @@ def verify(source: str | os.PathLike[str], *, root: str | os.PathLike[str] | Non
         rep.add("index", ERROR, str(exc))
         return rep
     with idx:
-        rep.summary.update(rows=idx.n_rows, samples=idx.n_stems, ext=idx.ext,
-                           crash=len(idx.crash), contiguous=idx.is_contiguous)
+        rep.summary.update(
+            rows=idx.n_rows,
+            samples=idx.n_stems,
+            ext=idx.ext,
+            crash=len(idx.crash),
+            contiguous=idx.is_contiguous,
+        )
         rep.add("header", OK, f"version {idx.major}.{idx.minor}")
         rep.add("blocks", OK, f"{idx.n_ext} extensions, {idx.n_crash} crash stems")
         try:
@@ -118,15 +192,34 @@ def verify(source: str | os.PathLike[str], *, root: str | os.PathLike[str] | Non
             distinct = count_runs(kh[perm], cid[perm])
             runs = count_runs(kh, cid)
             if distinct != idx.n_stems:
-                rep.add("n_stems", ERROR, describe(FMT, "header", offset=16, field="n_stems",
-                                                   expected=distinct, got=idx.n_stems))
+                rep.add(
+                    "n_stems",
+                    ERROR,
+                    describe(
+                        FMT,
+                        "header",
+                        offset=16,
+                        field="n_stems",
+                        expected=distinct,
+                        got=idx.n_stems,
+                    ),
+                )
             else:
                 rep.add("n_stems", OK, str(distinct))
             contiguous = runs == distinct
             if contiguous != idx.is_contiguous:
-                rep.add("flags", ERROR, describe(FMT, "header", offset=56, field="flags bit 0",
-                                                 expected=int(contiguous),
-                                                 got=int(idx.is_contiguous)))
+                rep.add(
+                    "flags",
+                    ERROR,
+                    describe(
+                        FMT,
+                        "header",
+                        offset=56,
+                        field="flags bit 0",
+                        expected=int(contiguous),
+                        got=int(idx.is_contiguous),
+                    ),
+                )
             else:
                 rep.add("flags", OK, "contiguous" if contiguous else "interleaved")
         except TenfoldError as exc:
@@ -159,11 +252,14 @@ def demo(directory: Path) -> Path:
     rng = np.random.default_rng(6)
     k = 0
     for shard in range(2):
-        with tarfile.open(directory / f"demo_{shard:04d}.tar", "w",
-                          format=tarfile.USTAR_FORMAT) as tf:
+        with tarfile.open(
+            directory / f"demo_{shard:04d}.tar", "w", format=tarfile.USTAR_FORMAT
+        ) as tf:
             for _ in range(3):
-                for ext, payload in (("jpg", rng.bytes(int(rng.integers(50, 900)))),
-                                     ("cls", str(k % 10).encode())):
+                for ext, payload in (
+                    ("jpg", rng.bytes(int(rng.integers(50, 900)))),
+                    ("cls", str(k % 10).encode()),
+                ):
                     info = tarfile.TarInfo(f"sample{k:04d}.{ext}")
                     info.size, info.mtime = len(payload), 1_700_000_000
                     tf.addfile(info, io.BytesIO(payload))

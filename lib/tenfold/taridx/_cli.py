@@ -23,18 +23,27 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     t = time.perf_counter()
     skipped: list[tuple[str, int, bytes, str]] = []
-    path = build(args.root, args.fold, out=args.index, workers=args.workers,
-                 show_progress=False if args.no_progress else None, fsync=not args.no_fsync,
-                 on_bad_name=args.on_bad_name, skipped=skipped)
+    path = build(
+        args.root,
+        args.fold,
+        out=args.index,
+        workers=args.workers,
+        show_progress=False if args.no_progress else None,
+        fsync=not args.no_fsync,
+        on_bad_name=args.on_bad_name,
+        skipped=skipped,
+    )
     for shard, off, name, why in skipped:
         print(f"skipped: {shard} at offset {off:#x}: member {name!r}: {why}")
     from .reader import Index
 
     with Index.open(path) as idx:
-        print(f"{path}: {idx.n_rows} rows, {idx.n_stems} samples, ext {idx.ext}, "
-              f"{len(idx.crash)} crash stems, "
-              f"{'contiguous' if idx.is_contiguous else 'interleaved'} "
-              f"({time.perf_counter() - t:.3f} s)")
+        print(
+            f"{path}: {idx.n_rows} rows, {idx.n_stems} samples, ext {idx.ext}, "
+            f"{len(idx.crash)} crash stems, "
+            f"{'contiguous' if idx.is_contiguous else 'interleaved'} "
+            f"({time.perf_counter() - t:.3f} s)"
+        )
     return 0
 
 
@@ -71,8 +80,11 @@ def cmd_lookup(args: argparse.Namespace) -> int:
                 print(f"{stem}: not found")
                 continue
             rows = idx.rows[idx.samples.rows_of(i)]
-            parts = [f"{idx.ext[int(r['extid'])]}@fid{int(r['fid'])}+{int(r['offset'])}"
-                     f"[{int(r['size'])}]" for r in rows]
+            parts = [
+                f"{idx.ext[int(r['extid'])]}@fid{int(r['fid'])}+{int(r['offset'])}"
+                f"[{int(r['size'])}]"
+                for r in rows
+            ]
             print(f"{stem}: sample {i}: " + " ".join(parts))
     return 0 if (found >= 0).all() else 1
 
@@ -83,16 +95,23 @@ def register(subparsers: Any) -> None:
     b = sub.add_parser("build", help="scan ROOT/<fold>_<id>.tar and write ROOT/<fold>.taridx")
     b.add_argument("root", help="directory holding the shards <fold>_<id>.tar")
     b.add_argument("--fold", required=True, help="fold name (the shards' common prefix)")
-    b.add_argument("--index", "--out", dest="index",
-                   help="index path (default ROOT/<fold>.taridx)")
+    b.add_argument("--index", "--out", dest="index", help="index path (default ROOT/<fold>.taridx)")
     b.add_argument("--workers", type=int, help="threads scanning shards (default: auto)")
-    b.add_argument("-q", "--no-progress", dest="no_progress", action="store_true",
-                   help="no progress bar")
-    b.add_argument("--no-fsync", action="store_true",
-                   help="skip the fsyncs (still atomic, not durable across a power loss)")
-    b.add_argument("--on-bad-name", choices=("error", "skip"), default="error",
-                   help="a member whose basename holds a newline cannot be indexed: fail "
-                        "(default) or leave it out")
+    b.add_argument(
+        "-q", "--no-progress", dest="no_progress", action="store_true", help="no progress bar"
+    )
+    b.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="skip the fsyncs (still atomic, not durable across a power loss)",
+    )
+    b.add_argument(
+        "--on-bad-name",
+        choices=("error", "skip"),
+        default="error",
+        help="a member whose basename holds a newline cannot be indexed: fail "
+        "(default) or leave it out",
+    )
     b.set_defaults(func=cmd_build, dirs=("root",), outputs=("index",))
     c = sub.add_parser("check", help="say which shards changed since the index was built")
     c.add_argument("root", help="directory holding the shards <fold>_<id>.tar")
@@ -101,8 +120,11 @@ def register(subparsers: Any) -> None:
     c.add_argument("--sample", type=int, default=8, help="headers re-read per shard")
     c.set_defaults(func=cmd_check, dirs=("root",), inputs=("index",))
     q = sub.add_parser("lookup", help="find samples by stem")
-    q.add_argument("root", metavar="ROOT|INDEX",
-                   help="shard directory (with --fold) or the .taridx file itself")
+    q.add_argument(
+        "root",
+        metavar="ROOT|INDEX",
+        help="shard directory (with --fold) or the .taridx file itself",
+    )
     q.add_argument("--fold", help="fold name: the index is ROOT/<fold>.taridx")
     q.add_argument("--index", help="index path (overrides ROOT/--fold)")
     q.add_argument("stems", nargs="+", help="sample stems to look up")

@@ -92,13 +92,24 @@ def _describe_got(buf: Any, offset: int) -> str:
         return "no member header"
     name, size = got
     stem, ext = split_name(name)
-    return (f"{name.decode('utf-8', 'replace')!r} (stem xxh64 {xxhash.xxh64_intdigest(stem):#x},"
-            f" extension {ext!r}, size {size})")
+    return (
+        f"{name.decode('utf-8', 'replace')!r} (stem xxh64 {xxhash.xxh64_intdigest(stem):#x},"
+        f" extension {ext!r}, size {size})"
+    )
 
 
-def member_problem(buf: Any, offset: int, size: int, keyhash: int, ext: str, *,
-                   shard: str = "", ext_b: bytes | None = None, base: int = 0,
-                   checksum: bool = False) -> TenfoldError | None:
+def member_problem(
+    buf: Any,
+    offset: int,
+    size: int,
+    keyhash: int,
+    ext: str,
+    *,
+    shard: str = "",
+    ext_b: bytes | None = None,
+    base: int = 0,
+    checksum: bool = False,
+) -> TenfoldError | None:
     """The error (not raised) when the header at ``offset`` does not name the member the row
     ``(offset, size, keyhash, ext)`` claims, else ``None``. ``buf`` holds the shard's bytes from
     shard offset ``base`` on (the whole shard locally, a fetched range remotely); ``shard``
@@ -115,33 +126,66 @@ def member_problem(buf: Any, offset: int, size: int, keyhash: int, ext: str, *,
     return _error(code, buf, offset, size, keyhash, ext, base, shard)
 
 
-def _error(code: int, buf: Any, offset: int, size: int, keyhash: int, ext: str,
-           base: int, shard: str) -> TenfoldError:
+def _error(
+    code: int, buf: Any, offset: int, size: int, keyhash: int, ext: str, base: int, shard: str
+) -> TenfoldError:
     ts = _kernels.load("tarscan")
     what = f"shard {shard}: member header" if shard else "member header"
     have = base + memoryview(buf).nbytes
     if code == ts.M_PAST_END:  # worded as the reads' own past-the-end check
-        return TruncatedError(describe(FMT, f"shard {shard}" if shard else "member", offset=offset,
-                                       detail="member data ends past end of file",
-                                       expected=f"end <= {have}", got=offset + BLOCK + size))
+        return TruncatedError(
+            describe(
+                FMT,
+                f"shard {shard}" if shard else "member",
+                offset=offset,
+                detail="member data ends past end of file",
+                expected=f"end <= {have}",
+                got=offset + BLOCK + size,
+            )
+        )
     if code == ts.M_NO_HEADER:
-        return IntegrityError(describe(FMT, what, offset=offset, detail=(
-            "no member header there (zero block, bad checksum or size field); the row does "
-            "not point at a member")))
+        return IntegrityError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                detail=(
+                    "no member header there (zero block, bad checksum or size field); the row does "
+                    "not point at a member"
+                ),
+            )
+        )
     rel = offset - base
     if code == ts.M_NOT_REGULAR:
         t = memoryview(buf).cast("B")[rel + 156]
-        return IntegrityError(describe(FMT, what, offset=offset, field="typeflag",
-                                       detail="not a regular file", expected="'0', NUL or '7'",
-                                       got=repr(chr(t))))
+        return IntegrityError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="typeflag",
+                detail="not a regular file",
+                expected="'0', NUL or '7'",
+                got=repr(chr(t)),
+            )
+        )
     got = _describe_got(buf, rel)
     want = f"stem xxh64 {keyhash:#x}, extension {ext!r}, size {size}"
     field = "member size" if code == ts.M_SIZE else "member name"
     return IntegrityError(describe(FMT, what, offset=offset, field=field, expected=want, got=got))
 
 
-def check_member(buf: Any, offset: int, size: int, keyhash: int, ext: str, *,
-                 shard: str, ext_b: bytes | None = None, base: int = 0) -> None:
+def check_member(
+    buf: Any,
+    offset: int,
+    size: int,
+    keyhash: int,
+    ext: str,
+    *,
+    shard: str,
+    ext_b: bytes | None = None,
+    base: int = 0,
+) -> None:
     """Raise (``IntegrityError``, ``TruncatedError``) naming ``shard`` when the header at
     ``offset`` does not name the member the row claims; see :func:`member_problem`."""
     err = member_problem(buf, offset, size, keyhash, ext, shard=shard, ext_b=ext_b, base=base)

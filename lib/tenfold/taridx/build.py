@@ -42,8 +42,17 @@ from ._members import bad_name, member_problem
 from ._spec import BLOCK, FLAG_CONTIGUOUS, FMT, ROW_DT
 from .writer import count_runs, write_rows
 
-__all__ = ["shard_paths", "scan_shard", "ShardScan", "fold_rows", "build", "stale_shards",
-           "stale_shard", "REGULAR_TYPES", "BAD_NAME_POLICIES"]
+__all__ = [
+    "shard_paths",
+    "scan_shard",
+    "ShardScan",
+    "fold_rows",
+    "build",
+    "stale_shards",
+    "stale_shard",
+    "REGULAR_TYPES",
+    "BAD_NAME_POLICIES",
+]
 
 #: What ``build`` does with a member whose name cannot be indexed (see ``bad_name``).
 BAD_NAME_POLICIES = ("error", "skip")
@@ -100,8 +109,14 @@ def _ext_name(buf: np.ndarray, off: int, length: int) -> str:
     return bytes(buf[off : off + length]).decode("utf-8", "replace").lower()
 
 
-def _ext_ids(buf: np.ndarray, exthash: np.ndarray, ex_off: np.ndarray, ex_len: np.ndarray,
-             ext_local: np.ndarray, ext_id: dict[str, int]) -> None:
+def _ext_ids(
+    buf: np.ndarray,
+    exthash: np.ndarray,
+    ex_off: np.ndarray,
+    ex_len: np.ndarray,
+    ext_local: np.ndarray,
+    ext_id: dict[str, int],
+) -> None:
     """Extension ids in first-seen order. Folds have few extensions: peel them off one by one
     (one vectorised compare each); fall back to a sort when there are many."""
     todo = np.ones(exthash.size, bool)
@@ -129,8 +144,9 @@ def _check_policy(on_bad_name: str) -> None:
         raise ValueError(f"on_bad_name must be one of {BAD_NAME_POLICIES}, got {on_bad_name!r}")
 
 
-def _bad_rows(stems: np.ndarray, st_len: np.ndarray, ext_local: np.ndarray,
-              exts: list[str]) -> np.ndarray:
+def _bad_rows(
+    stems: np.ndarray, st_len: np.ndarray, ext_local: np.ndarray, exts: list[str]
+) -> np.ndarray:
     """Rows whose stem or extension holds a newline (row numbers, ascending)."""
     bad_ext = [i for i, e in enumerate(exts) if "\n" in e]
     nl = np.flatnonzero(stems == 10) if stems.size else np.zeros(0, np.int64)
@@ -185,8 +201,9 @@ def scan_shard(path: str | os.PathLike[str], *, on_bad_name: str = "error") -> S
                 text = base.decode("utf-8", "replace")
                 fixed[i] = text.partition(".")[0].encode("utf-8")
             for i in range(n):
-                stem_list.append(fixed[i] if i in fixed else
-                                 stems[stem_starts[i] : stem_starts[i + 1]].tobytes())
+                stem_list.append(
+                    fixed[i] if i in fixed else stems[stem_starts[i] : stem_starts[i + 1]].tobytes()
+                )
             joined = b"".join(stem_list)
             stems = np.frombuffer(joined, np.uint8).copy()
             st_len = np.fromiter(map(len, stem_list), np.int64, n)
@@ -198,9 +215,15 @@ def scan_shard(path: str | os.PathLike[str], *, on_bad_name: str = "error") -> S
                 full = bytes(buf[name_off[i] : name_off[i] + name_len[i]])
                 why = bad_name(full) or "newline in the basename"
                 if on_bad_name == "error":
-                    raise FormatError(describe(FMT, f"shard {name}", offset=int(hdr_off[i]),
-                                               detail=f"member name {full!r}: {why}; "
-                                               "on_bad_name='skip' leaves such members out"))
+                    raise FormatError(
+                        describe(
+                            FMT,
+                            f"shard {name}",
+                            offset=int(hdr_off[i]),
+                            detail=f"member name {full!r}: {why}; "
+                            "on_bad_name='skip' leaves such members out",
+                        )
+                    )
                 skipped.append((int(hdr_off[i]), full, why))
             keep = np.ones(n, bool)
             keep[bad] = False
@@ -214,8 +237,7 @@ def scan_shard(path: str | os.PathLike[str], *, on_bad_name: str = "error") -> S
             remap[ids] = np.arange(ids.size)
             ext_local = remap[old]
             exts = [exts[i] for i in ids.tolist()]
-    return ShardScan(hdr_off.copy(), size.copy(), stems, st_len.copy(), ext_local, exts,
-                     skipped)
+    return ShardScan(hdr_off.copy(), size.copy(), stems, st_len.copy(), ext_local, exts, skipped)
 
 
 def _first_of_key(keyhash: np.ndarray) -> tuple[int, np.ndarray]:
@@ -288,10 +310,17 @@ def _workers(paths: list[Path], workers: int | None) -> int:
     return min(len(paths), os.cpu_count() or 1)
 
 
-def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str] | None = None,
-          workers: int | None = None, show_progress: bool | None = None,
-          fsync: bool = True, on_bad_name: str = "error",
-          skipped: list[tuple[str, int, bytes, str]] | None = None) -> Path:
+def build(
+    root: str | os.PathLike[str],
+    fold: str,
+    *,
+    out: str | os.PathLike[str] | None = None,
+    workers: int | None = None,
+    show_progress: bool | None = None,
+    fsync: bool = True,
+    on_bad_name: str = "error",
+    skipped: list[tuple[str, int, bytes, str]] | None = None,
+) -> Path:
     """Scan the shards of ``fold`` under ``root`` and write ``<root>/<fold>.taridx`` (atomically).
 
     Parameters
@@ -323,6 +352,7 @@ def build(root: str | os.PathLike[str], fold: str, *, out: str | os.PathLike[str
         raise FileNotFoundError(f"{FMT}: no shards {fold}_<id>.tar in {os.fspath(root)}")
     nw = _workers(paths, workers)
     bar = dict(total=len(paths), desc=f"index {fold}", unit="shard", show=show_progress)
+
     def scan(p: Path) -> ShardScan:
         return scan_shard(p, on_bad_name=on_bad_name)
 
@@ -364,8 +394,9 @@ def _indexable_after(buf: np.ndarray, start: int) -> tuple[int, str] | None:
     return None
 
 
-def _stale_rows(index: object, rows: np.ndarray, path: Path, sample: int,
-                deep: bool) -> tuple[type[TenfoldError], str] | None:
+def _stale_rows(
+    index: object, rows: np.ndarray, path: Path, sample: int, deep: bool
+) -> tuple[type[TenfoldError], str] | None:
     """Why shard ``path`` no longer matches its ``rows`` (a structured subset), or ``None``:
     ``(error class, reason)``."""
     from .reader import Index
@@ -377,8 +408,10 @@ def _stale_rows(index: object, rows: np.ndarray, path: Path, sample: int,
         if not len(rows):
             found = _indexable_after(buf, 0)
             if found is not None:
-                return IntegrityError, (f"has members but the index has no rows for it "
-                                        f"({found[1]} at offset {found[0]:#x})")
+                return IntegrityError, (
+                    f"has members but the index has no rows for it "
+                    f"({found[1]} at offset {found[0]:#x})"
+                )
             return None
         ends = rows["offset"].astype(np.int64) + BLOCK + rows["size"].astype(np.int64)
         last = int(ends.max())
@@ -387,8 +420,9 @@ def _stale_rows(index: object, rows: np.ndarray, path: Path, sample: int,
         if deep:
             picks = np.arange(len(rows))
         else:
-            picks = np.unique(np.linspace(0, len(rows) - 1,
-                                          min(sample, len(rows))).astype(np.int64))
+            picks = np.unique(
+                np.linspace(0, len(rows) - 1, min(sample, len(rows))).astype(np.int64)
+            )
             picks = np.union1d(picks, [int(np.argmax(ends))])
         err = _first_bad(index, rows[picks], buf)
         if err is not None:
@@ -424,9 +458,15 @@ def _first_bad(index: object, rows: np.ndarray, buf: np.ndarray) -> TenfoldError
         if bad < 0:
             return None
         r = rows[bad]
-        err = member_problem(buf, int(r["offset"]), int(r["size"]), int(r["keyhash"]),
-                             index.ext[int(r["extid"])], ext_b=exts[int(r["extid"])],
-                             checksum=True)
+        err = member_problem(
+            buf,
+            int(r["offset"]),
+            int(r["size"]),
+            int(r["keyhash"]),
+            index.ext[int(r["extid"])],
+            ext_b=exts[int(r["extid"])],
+            checksum=True,
+        )
         if err is not None:
             return err
         k = bad + 1  # a non-ASCII name the kernel leaves to Python, and it matched
@@ -448,8 +488,14 @@ def _index_mtime(index: object) -> int | None:
         return None
 
 
-def stale_shard(index: object, fid: int, path: str | os.PathLike[str], *,
-                sample: int = 8, deep: bool | None = None) -> TenfoldError | None:
+def stale_shard(
+    index: object,
+    fid: int,
+    path: str | os.PathLike[str],
+    *,
+    sample: int = 8,
+    deep: bool | None = None,
+) -> TenfoldError | None:
     """The error (not raised; ``TruncatedError`` when the shard is too short, else
     ``IntegrityError``) saying why shard ``fid`` (the file at ``path``) no longer matches
     ``index``, or ``None``.
@@ -462,20 +508,23 @@ def stale_shard(index: object, fid: int, path: str | os.PathLike[str], *,
     assert isinstance(index, Index)
     index.validate_rows()
     path = Path(path)
-    rows = index.rows[np.flatnonzero(index.column("fid") == fid)] if index.n_rows else \
-        index.rows[:0]
+    rows = (
+        index.rows[np.flatnonzero(index.column("fid") == fid)] if index.n_rows else index.rows[:0]
+    )
     if deep is None:
         deep = _changed_after(path, _index_mtime(index))
     got = _stale_rows(index, rows, path, sample, deep)
     if got is None:
         return None
     cls, why = got
-    return cls(describe(FMT, f"shard {path.name}", detail=f"changed since {index.name} was "
-                        f"built: {why}"))
+    return cls(
+        describe(FMT, f"shard {path.name}", detail=f"changed since {index.name} was built: {why}")
+    )
 
 
-def stale_shards(index: object, root: str | os.PathLike[str], fold: str, *,
-                 sample: int = 8) -> dict[str, str]:
+def stale_shards(
+    index: object, root: str | os.PathLike[str], fold: str, *, sample: int = 8
+) -> dict[str, str]:
     """Shards that changed since ``index`` was built: ``{shard file name: reason}``.
 
     Checks every shard exists and holds every indexed member (size), re-reads up to ``sample``
@@ -501,8 +550,7 @@ def stale_shards(index: object, root: str | os.PathLike[str], fold: str, *,
     index_mtime = _index_mtime(index)
     for fid, path in enumerate(paths):
         sel = order[bounds[fid] : bounds[fid + 1]] if bounds is not None else order[:0]
-        got = _stale_rows(index, index.rows[sel], path, sample,
-                          _changed_after(path, index_mtime))
+        got = _stale_rows(index, index.rows[sel], path, sample, _changed_after(path, index_mtime))
         if got is not None:
             problems[path.name] = got[1]
     return problems

@@ -87,13 +87,19 @@ class Dataset:
     ``IntegrityError`` before any of its bytes are returned.
     """
 
-    def __init__(self, root: str | os.PathLike[str], fold: str,
-                 extensions: Sequence[str] | None = None,
-                 decoders: Mapping[str, Callable[[Any], Any]] | None = None, *,
-                 index: str | os.PathLike[str] | None = None,
-                 shards: Sequence[str] | None = None, max_open: int = 32,
-                 storage_options: Mapping[str, Any] | None = None,
-                 verify_headers: bool = True) -> None:
+    def __init__(
+        self,
+        root: str | os.PathLike[str],
+        fold: str,
+        extensions: Sequence[str] | None = None,
+        decoders: Mapping[str, Callable[[Any], Any]] | None = None,
+        *,
+        index: str | os.PathLike[str] | None = None,
+        shards: Sequence[str] | None = None,
+        max_open: int = 32,
+        storage_options: Mapping[str, Any] | None = None,
+        verify_headers: bool = True,
+    ) -> None:
         self.root = os.fspath(root).rstrip("/") if _is_url(os.fspath(root)) else os.fspath(root)
         self.fold = fold
         self.extensions = None if extensions is None else [e.lower() for e in extensions]
@@ -108,9 +114,15 @@ class Dataset:
         idx = self._index()
         self._len = idx.n_stems
         if idx.n_rows and int(idx.rows["fid"].max()) >= len(self.shards):
-            raise TruncatedError(describe(
-                FMT, f"fold {fold!r} under {self.root}", detail="shards missing",
-                expected=f"> {int(idx.rows['fid'].max())} shards", got=len(self.shards)))
+            raise TruncatedError(
+                describe(
+                    FMT,
+                    f"fold {fold!r} under {self.root}",
+                    detail="shards missing",
+                    expected=f"> {int(idx.rows['fid'].max())} shards",
+                    got=len(self.shards),
+                )
+            )
 
     # -- per-process state --------------------------------------------------------------------
     def _reset(self) -> None:
@@ -120,7 +132,8 @@ class Dataset:
         self._rows: np.ndarray | None = None
         self._starts: np.ndarray | None = None
         self._open: collections.OrderedDict[int, tuple[MappedFile, memoryview]] = (
-            collections.OrderedDict())
+            collections.OrderedDict()
+        )
         self._cols: np.ndarray | None = None
         self._last: tuple[int, memoryview | None] = (-1, None)
         self._checked: dict[int, tuple[int, int, int, int]] = {}
@@ -190,12 +203,16 @@ class Dataset:
             self._ext_b = [e.encode("utf-8") for e in idx.ext]
             ts = _kernels.load("tarscan")
             self._check = ts.check_member if self.verify_headers else None
-            self._index_mtime = (None if self.remote or _is_url(self.index_path)
-                                 else os.stat(self.index_path).st_mtime_ns)
+            self._index_mtime = (
+                None
+                if self.remote or _is_url(self.index_path)
+                else os.stat(self.index_path).st_mtime_ns
+            )
             want = self.extensions
             self._wanted = [want is None or e in want for e in idx.ext]
-            ext_check = tuple(b if w else None
-                              for b, w in zip(self._ext_b, self._wanted, strict=True))
+            ext_check = tuple(
+                b if w else None for b, w in zip(self._ext_b, self._wanted, strict=True)
+            )
             # the hot path: a sample's rows listed, and checked in the shards already open, by
             # one kernel call; rows in a shard opened for them by one more call
             rc = ts.RowCheck(cols, self._kh, s.starts, ext_check)
@@ -240,8 +257,10 @@ class Dataset:
             return
         st = os.stat(path)
         key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
-        if self._checked.get(fid) == key or max(st.st_mtime_ns, st.st_ctime_ns) <= \
-                self._index_mtime:
+        if (
+            self._checked.get(fid) == key
+            or max(st.st_mtime_ns, st.st_ctime_ns) <= self._index_mtime
+        ):
             return
         idx = self._index()
         err = stale_shard(idx, fid, path, deep=False)  # the reads check every other header
@@ -273,10 +292,16 @@ class Dataset:
         return self._len
 
     def _past_end(self, fid: int, off: int, size: int, have: int) -> TruncatedError:
-        return TruncatedError(describe(
-            FMT, f"shard {self.shards[fid]}", offset=off,
-            detail="member data ends past end of file", expected=f"end <= {have}",
-            got=off + BLOCK + size))
+        return TruncatedError(
+            describe(
+                FMT,
+                f"shard {self.shards[fid]}",
+                offset=off,
+                detail="member data ends past end of file",
+                expected=f"end <= {have}",
+                got=off + BLOCK + size,
+            )
+        )
 
     def __getitem__(self, i: int) -> dict[str, Any]:
         rows_of = self._rows_of
@@ -336,12 +361,20 @@ class Dataset:
         names are compared here, as the builder decodes them)."""
         assert self._cols is not None and self._starts is not None
         a, b = int(self._starts[i]), int(self._starts[i + 1])
-        for (start, size, f, extid), keyhash in zip(self._cols[a:b].tolist(),
-                                                    self._kh[a:b].tolist(), strict=True):
+        for (start, size, f, extid), keyhash in zip(
+            self._cols[a:b].tolist(), self._kh[a:b].tolist(), strict=True
+        ):
             if f != fid or not self._wanted[extid]:
                 continue
-            err = member_problem(mv, start - BLOCK, size, keyhash, self._ext_names[extid],
-                                 shard=self.shards[fid], ext_b=self._ext_b[extid])
+            err = member_problem(
+                mv,
+                start - BLOCK,
+                size,
+                keyhash,
+                self._ext_names[extid],
+                shard=self.shards[fid],
+                ext_b=self._ext_b[extid],
+            )
             if err is not None:
                 raise err
 
@@ -366,8 +399,7 @@ class Dataset:
                 a = start - lo
                 if a + size > len(data):
                     raise self._past_end(fid, start - BLOCK, size, lo + len(data))
-                if check is not None and check(data, a - BLOCK, size, keyhash,
-                                               self._ext_b[extid]):
+                if check is not None and check(data, a - BLOCK, size, keyhash, self._ext_b[extid]):
                     self._verify_remote(url, data, lo, fid, start - BLOCK, size, keyhash, extid)
                 out[names[extid]] = data[a : a + size]
         for ext, fn in self.decoders.items():
@@ -375,13 +407,30 @@ class Dataset:
                 out[ext] = fn(out[ext])
         return out
 
-    def _verify_remote(self, url: str, data: memoryview, lo: int, fid: int, offset: int,
-                       size: int, keyhash: int, extid: int) -> None:
+    def _verify_remote(
+        self,
+        url: str,
+        data: memoryview,
+        lo: int,
+        fid: int,
+        offset: int,
+        size: int,
+        keyhash: int,
+        extid: int,
+    ) -> None:
         """The fetched range starts at the first header: a member named by extended headers
         before it needs those too. Fetch a window before the header (16 KiB, then the
         kernel's whole look-back) and check again."""
-        err = member_problem(data, offset, size, keyhash, self._ext_names[extid],
-                             shard=self.shards[fid], ext_b=self._ext_b[extid], base=lo)
+        err = member_problem(
+            data,
+            offset,
+            size,
+            keyhash,
+            self._ext_names[extid],
+            shard=self.shards[fid],
+            ext_b=self._ext_b[extid],
+            base=lo,
+        )
         if err is None:
             return
         fs = self._filesystem()
@@ -390,8 +439,16 @@ class Dataset:
             if start >= lo:
                 break
             win = memoryview(fs.cat_file(url, start=start, end=offset + BLOCK + size))
-            err = member_problem(win, offset, size, keyhash, self._ext_names[extid],
-                                 shard=self.shards[fid], ext_b=self._ext_b[extid], base=start)
+            err = member_problem(
+                win,
+                offset,
+                size,
+                keyhash,
+                self._ext_names[extid],
+                shard=self.shards[fid],
+                ext_b=self._ext_b[extid],
+                base=start,
+            )
             if err is None or start == 0:
                 break
         if err is not None:
@@ -416,8 +473,16 @@ class Dataset:
         return f"<taridx.Dataset {self.root!r} fold={self.fold!r} samples={self._len}>"
 
 
-def epoch_order(n: int, *, seed: int = 0, epoch: int = 0, shuffle: bool = True, rank: int = 0,
-                world_size: int = 1, drop_last: bool = False) -> np.ndarray:
+def epoch_order(
+    n: int,
+    *,
+    seed: int = 0,
+    epoch: int = 0,
+    shuffle: bool = True,
+    rank: int = 0,
+    world_size: int = 1,
+    drop_last: bool = False,
+) -> np.ndarray:
     """Sample numbers one rank visits in one epoch (deterministic in seed and epoch).
 
     The epoch's permutation (or ``arange`` without shuffle) is padded by wrapping around to a
@@ -444,8 +509,16 @@ class EpochSampler:
     Call :meth:`set_epoch` before each epoch to reshuffle; see :func:`epoch_order`.
     """
 
-    def __init__(self, data: int | Dataset, *, shuffle: bool = True, seed: int = 0,
-                 rank: int = 0, world_size: int = 1, drop_last: bool = False) -> None:
+    def __init__(
+        self,
+        data: int | Dataset,
+        *,
+        shuffle: bool = True,
+        seed: int = 0,
+        rank: int = 0,
+        world_size: int = 1,
+        drop_last: bool = False,
+    ) -> None:
         self.n = data if isinstance(data, int) else len(data)
         self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
         self.rank, self.world_size = rank, world_size
@@ -456,8 +529,15 @@ class EpochSampler:
         self.epoch = int(epoch)
 
     def indices(self) -> np.ndarray:
-        return epoch_order(self.n, seed=self.seed, epoch=self.epoch, shuffle=self.shuffle,
-                           rank=self.rank, world_size=self.world_size, drop_last=self.drop_last)
+        return epoch_order(
+            self.n,
+            seed=self.seed,
+            epoch=self.epoch,
+            shuffle=self.shuffle,
+            rank=self.rank,
+            world_size=self.world_size,
+            drop_last=self.drop_last,
+        )
 
     def __iter__(self) -> Iterator[int]:
         return iter(self.indices().tolist())

@@ -53,9 +53,15 @@ def split_block(raw: bytes, count: int, what: str, offset: int) -> list[str]:
     if len(names) != count:
         field = "n_ext" if what.startswith("ext") else "n_crash"
         raise FormatError(
-            describe(FMT, what, offset=offset, field=field,
-                     detail="does not match the names in the block", expected=len(names),
-                     got=count)
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field=field,
+                detail="does not match the names in the block",
+                expected=len(names),
+                got=count,
+            )
         )
     return names
 
@@ -80,8 +86,9 @@ class Samples:
         The key of each sample. Samples are in order of their first row in the file.
     """
 
-    def __init__(self, order: np.ndarray | None, starts: np.ndarray, keyhash: np.ndarray,
-                 crashid: np.ndarray) -> None:
+    def __init__(
+        self, order: np.ndarray | None, starts: np.ndarray, keyhash: np.ndarray, crashid: np.ndarray
+    ) -> None:
         self.order = order
         self.starts = starts
         self.keyhash = keyhash
@@ -101,15 +108,18 @@ class Samples:
         if self._table is None:
             ht = _kernels.load("hashtable")
             crashed = self.crashid != 0
-            canon = (np.flatnonzero(~crashed) if crashed.any()
-                     else np.arange(self.crashid.size)).astype(np.int64, copy=False)
+            canon = (
+                np.flatnonzero(~crashed) if crashed.any() else np.arange(self.crashid.size)
+            ).astype(np.int64, copy=False)
             if canon.size > 0x7FFFFFFF:
                 raise UnsupportedError(describe(FMT, "index", detail="more than 2**31 samples"))
             m = 1 << max(1, int(2 * canon.size).bit_length())
             table = np.full(m, -1, np.int32)
             ht.insert(self.keyhash, canon, table)
-            crash = {(int(self.keyhash[i]), int(self.crashid[i])): int(i)
-                     for i in np.flatnonzero(crashed).tolist()}
+            crash = {
+                (int(self.keyhash[i]), int(self.crashid[i])): int(i)
+                for i in np.flatnonzero(crashed).tolist()
+            }
             self._table = (table, crash)
         return self._table
 
@@ -138,16 +148,28 @@ class Index(MappedReader, Mapping[str, dict]):
     (2, ['jpg', 'cls'], True, [0, -1])
     """
 
-    def __init__(self, mf: MappedFile, *, validate: bool = False,
-                 root: str | os.PathLike[str] | None = None, fold: str | None = None) -> None:
+    def __init__(
+        self,
+        mf: MappedFile,
+        *,
+        validate: bool = False,
+        root: str | os.PathLike[str] | None = None,
+        fold: str | None = None,
+    ) -> None:
         self._adopt(mf)
         self._parse()
         self._validated = False
         self._samples: Samples | None = None
-        self._root = os.fspath(root) if root is not None else (
-            os.path.dirname(os.path.abspath(mf.path)) if mf.path is not None else None)
-        self._fold = fold if fold is not None else (
-            os.path.splitext(os.path.basename(mf.path))[0] if mf.path is not None else None)
+        self._root = (
+            os.fspath(root)
+            if root is not None
+            else (os.path.dirname(os.path.abspath(mf.path)) if mf.path is not None else None)
+        )
+        self._fold = (
+            fold
+            if fold is not None
+            else (os.path.splitext(os.path.basename(mf.path))[0] if mf.path is not None else None)
+        )
         self._dataset: Any = None
         self._stems: list[str] | None = None
         if validate:
@@ -155,8 +177,14 @@ class Index(MappedReader, Mapping[str, dict]):
 
     # -- construction -------------------------------------------------------------------------
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, validate: bool = False,
-             root: str | os.PathLike[str] | None = None, fold: str | None = None) -> Index:
+    def open(
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        validate: bool = False,
+        root: str | os.PathLike[str] | None = None,
+        fold: str | None = None,
+    ) -> Index:
         """Open and check the index at ``path`` (``validate=True`` also checks every row now).
 
         ``root`` and ``fold`` say where the shards are for reading samples (default: beside
@@ -170,8 +198,14 @@ class Index(MappedReader, Mapping[str, dict]):
             raise
 
     @classmethod
-    def from_buffer(cls, data: Any, *, validate: bool = False,
-                    root: str | os.PathLike[str] | None = None, fold: str | None = None) -> Index:
+    def from_buffer(
+        cls,
+        data: Any,
+        *,
+        validate: bool = False,
+        root: str | os.PathLike[str] | None = None,
+        fold: str | None = None,
+    ) -> Index:
         """An index over bytes already in memory (used in place, not copied)."""
         return cls(MappedFile(data, fmt=FMT), validate=validate, root=root, fold=fold)
 
@@ -197,9 +231,14 @@ class Index(MappedReader, Mapping[str, dict]):
             raise ValueError(f"{FMT}: I/O operation on a closed file")
         if self._dataset is None:
             if self._root is None or self._fold is None or self.path is None:
-                raise UnsupportedError(describe(
-                    FMT, self.name, detail="an index read from a buffer knows no shards; "
-                    "pass root= and fold= to read samples"))
+                raise UnsupportedError(
+                    describe(
+                        FMT,
+                        self.name,
+                        detail="an index read from a buffer knows no shards; "
+                        "pass root= and fold= to read samples",
+                    )
+                )
             from .dataset import Dataset
 
             self._dataset = Dataset(self._root, self._fold, index=self.path)
@@ -233,10 +272,15 @@ class Index(MappedReader, Mapping[str, dict]):
                     pos = np.searchsorted(scan.offset, offs[want])
                     for j, p in zip(want.tolist(), pos.tolist(), strict=True):
                         if p >= scan.offset.size or scan.offset[p] != offs[j]:
-                            raise FormatError(describe(
-                                FMT, f"shard {ds.shards[fid]}", offset=int(offs[j]),
-                                detail="no member header where the index says a sample starts "
-                                "(shard changed since the index was built?)"))
+                            raise FormatError(
+                                describe(
+                                    FMT,
+                                    f"shard {ds.shards[fid]}",
+                                    offset=int(offs[j]),
+                                    detail="no member header where the index says a sample starts "
+                                    "(shard changed since the index was built?)",
+                                )
+                            )
                         a = int(ends[p] - scan.stem_len[p])
                         out[j] = packed[a : int(ends[p])].decode("utf-8", "replace")
             self._stems = out
@@ -247,17 +291,32 @@ class Index(MappedReader, Mapping[str, dict]):
         offset, size); ``byte_range`` is ``None`` (a sample spans tar members)."""
         rows = self.sample_rows(key)
         exts = self.ext_of(rows)
-        members = {e: (int(r["fid"]), int(r["offset"]), int(r["size"]))
-                   for e, r in zip(exts, rows, strict=True)}
-        return TensorInfo(name=key, dtype="bytes", shape=(len(members),), byte_range=None,
-                          encoding="tar", checksum=None, extras={"members": members})
+        members = {
+            e: (int(r["fid"]), int(r["offset"]), int(r["size"]))
+            for e, r in zip(exts, rows, strict=True)
+        }
+        return TensorInfo(
+            name=key,
+            dtype="bytes",
+            shape=(len(members),),
+            byte_range=None,
+            encoding="tar",
+            checksum=None,
+            extras={"members": members},
+        )
 
     @property
     def metadata(self) -> dict[str, Any]:
         """The header fields and name tables."""
-        return {"version": f"{self.major}.{self.minor}", "rows": self.n_rows,
-                "samples": self.n_stems, "ext": list(self.ext), "crash": list(self.crash),
-                "contiguous": self.is_contiguous, "flags": self.flags}
+        return {
+            "version": f"{self.major}.{self.minor}",
+            "rows": self.n_rows,
+            "samples": self.n_stems,
+            "ext": list(self.ext),
+            "crash": list(self.crash),
+            "contiguous": self.is_contiguous,
+            "flags": self.flags,
+        }
 
     def verify(self) -> Any:
         """Structure, every row, and the shards against the index (:func:`taridx.verify`)."""
@@ -279,52 +338,105 @@ class Index(MappedReader, Mapping[str, dict]):
         mf = self._mf
         size = mf.size
         if size < HDR_SIZE:
-            raise self._err(TruncatedError, "header", offset=0, detail="file shorter than header",
-                            expected=f">= {HDR_SIZE} bytes", got=size)
+            raise self._err(
+                TruncatedError,
+                "header",
+                offset=0,
+                detail="file shorter than header",
+                expected=f">= {HDR_SIZE} bytes",
+                got=size,
+            )
         hdr = mf.records(HEADER_DT, 1, 0, "header")
         h = hdr[0]
         magic = mf.bytes(0, 8, "magic")
         if magic != MAGIC:
-            raise self._err(FormatError, "header", offset=0, field="magic", expected=MAGIC,
-                            got=magic)
+            raise self._err(
+                FormatError, "header", offset=0, field="magic", expected=MAGIC, got=magic
+            )
         major, minor = int(h["major"]), int(h["minor"])
         if major != MAJOR:
-            raise self._err(UnsupportedError, "header", offset=8, field="major",
-                            detail="unsupported version", expected=MAJOR, got=major)
+            raise self._err(
+                UnsupportedError,
+                "header",
+                offset=8,
+                field="major",
+                detail="unsupported version",
+                expected=MAJOR,
+                got=major,
+            )
         for field, off, want in (("rec_size", 12, REC_SIZE), ("hdr_size", 14, HDR_SIZE)):
             if int(h[field]) != want:
-                raise self._err(FormatError, "header", offset=off, field=field, expected=want,
-                                got=int(h[field]))
+                raise self._err(
+                    FormatError, "header", offset=off, field=field, expected=want, got=int(h[field])
+                )
         n_rows, n_ext, n_crash = int(h["n_rows"]), int(h["n_ext"]), int(h["n_crash"])
         off_crash, off_arr = int(h["off_crash"]), int(h["off_arr"])
         if not HDR_SIZE <= off_crash <= size:
-            raise self._err(FormatError, "header", offset=40, field="off_crash",
-                            expected=f"{HDR_SIZE} <= off_crash <= {size}", got=off_crash)
+            raise self._err(
+                FormatError,
+                "header",
+                offset=40,
+                field="off_crash",
+                expected=f"{HDR_SIZE} <= off_crash <= {size}",
+                got=off_crash,
+            )
         if not off_crash <= off_arr <= size:
-            raise self._err(FormatError, "header", offset=48, field="off_arr",
-                            expected=f"{off_crash} <= off_arr <= {size}", got=off_arr)
+            raise self._err(
+                FormatError,
+                "header",
+                offset=48,
+                field="off_arr",
+                expected=f"{off_crash} <= off_arr <= {size}",
+                got=off_arr,
+            )
         region = size - off_arr
         if region != REC_SIZE * n_rows:
             cls = TruncatedError if region < REC_SIZE * n_rows else FormatError
-            raise self._err(cls, "rows", offset=off_arr, field="row region size",
-                            detail=f"{n_rows} rows of {REC_SIZE} bytes do not fill the file",
-                            expected=REC_SIZE * n_rows, got=region)
+            raise self._err(
+                cls,
+                "rows",
+                offset=off_arr,
+                field="row region size",
+                detail=f"{n_rows} rows of {REC_SIZE} bytes do not fill the file",
+                expected=REC_SIZE * n_rows,
+                got=region,
+            )
         n_stems = int(h["n_stems"])
         if n_stems > n_rows:
-            raise self._err(FormatError, "header", offset=16, field="n_stems",
-                            expected=f"<= n_rows ({n_rows})", got=n_stems)
+            raise self._err(
+                FormatError,
+                "header",
+                offset=16,
+                field="n_stems",
+                expected=f"<= n_rows ({n_rows})",
+                got=n_stems,
+            )
         if (n_rows > 0) != (n_stems > 0):
-            raise self._err(FormatError, "header", offset=16, field="n_stems",
-                            expected="> 0" if n_rows else 0, got=n_stems)
+            raise self._err(
+                FormatError,
+                "header",
+                offset=16,
+                field="n_stems",
+                expected="> 0" if n_rows else 0,
+                got=n_stems,
+            )
         self.header = hdr
         self.major, self.minor = major, minor
         self.n_rows, self.n_stems, self.n_ext, self.n_crash = n_rows, n_stems, n_ext, n_crash
         self.off_crash, self.off_arr = off_crash, off_arr
         self.flags = int(h["flags"])
-        self.ext = split_block(mf.bytes(HDR_SIZE, off_crash - HDR_SIZE, "extension block"),
-                               n_ext, "extension block", HDR_SIZE)
-        self.crash = split_block(mf.bytes(off_crash, off_arr - off_crash, "crash block"),
-                                 n_crash, "crash block", off_crash)
+        self.ext = split_block(
+            mf.bytes(HDR_SIZE, off_crash - HDR_SIZE, "extension block"),
+            n_ext,
+            "extension block",
+            HDR_SIZE,
+        )
+        self.crash = split_block(
+            mf.bytes(off_crash, off_arr - off_crash, "crash block"),
+            n_crash,
+            "crash block",
+            off_crash,
+        )
         self.rows = mf.records(ROW_DT, n_rows, off_arr, "rows")
         self._cols: dict[str, np.ndarray] = {}
 
@@ -340,8 +452,8 @@ class Index(MappedReader, Mapping[str, dict]):
             col = np.empty(self.n_rows, dt)
             if self.n_rows:
                 _kernels.load("strhash").gather_strided(
-                    self._mf.buffer(), self.off_arr + off, REC_SIZE, dt.itemsize,
-                    col.view(np.uint8))
+                    self._mf.buffer(), self.off_arr + off, REC_SIZE, dt.itemsize, col.view(np.uint8)
+                )
             self._cols[field] = col
         return col
 
@@ -353,15 +465,24 @@ class Index(MappedReader, Mapping[str, dict]):
             return
         # offset and size must keep offset + 512 + size inside int64 (no real tar is 4 EiB):
         # readers compute payload ranges with int64 columns.
-        for field, limit in (("extid", self.n_ext), ("crashid", self.n_crash + 1),
-                             ("offset", MAX_MEMBER_POS + 1), ("size", MAX_MEMBER_POS + 1)):
+        for field, limit in (
+            ("extid", self.n_ext),
+            ("crashid", self.n_crash + 1),
+            ("offset", MAX_MEMBER_POS + 1),
+            ("size", MAX_MEMBER_POS + 1),
+        ):
             col = self.column(field)
             if col.size and int(col.max()) >= limit:
                 i = int(np.argmax(col >= limit))
                 raise self._err(
-                    FormatError, f"row {i}", offset=self.off_arr + REC_SIZE * i,
-                    field=field, detail="out of range", expected=f"< {limit}",
-                    got=int(col[i]))
+                    FormatError,
+                    f"row {i}",
+                    offset=self.off_arr + REC_SIZE * i,
+                    field=field,
+                    detail="out of range",
+                    expected=f"< {limit}",
+                    got=int(col[i]),
+                )
         self._validated = True
 
     @property
@@ -388,8 +509,9 @@ class Index(MappedReader, Mapping[str, dict]):
         kh, cid = self.column("keyhash"), self.column("crashid")
         n = self.n_rows
         if n == 0:
-            return Samples(None, np.zeros(1, np.int64), np.zeros(0, np.uint64),
-                           np.zeros(0, np.uint32))
+            return Samples(
+                None, np.zeros(1, np.int64), np.zeros(0, np.uint64), np.zeros(0, np.uint32)
+            )
         change = np.empty(n, bool)
         change[0] = True
         np.not_equal(kh[1:], kh[:-1], out=change[1:])
@@ -400,14 +522,23 @@ class Index(MappedReader, Mapping[str, dict]):
         if self.is_contiguous:
             if run_starts.size != self.n_stems:
                 raise self._err(
-                    FormatError, "rows", offset=self.off_arr, field="n_stems",
+                    FormatError,
+                    "rows",
+                    offset=self.off_arr,
+                    field="n_stems",
                     detail="flag says contiguous but the runs of (keyhash, crashid) disagree",
-                    expected=run_starts.size, got=self.n_stems)
+                    expected=run_starts.size,
+                    got=self.n_stems,
+                )
             starts = np.empty(run_starts.size + 1, np.int64)
             starts[:-1] = run_starts
             starts[-1] = n
-            return Samples(None, starts, kh[run_starts],
-                           cid[run_starts] if crashed else np.zeros(run_starts.size, np.uint32))
+            return Samples(
+                None,
+                starts,
+                kh[run_starts],
+                cid[run_starts] if crashed else np.zeros(run_starts.size, np.uint32),
+            )
         perm = np.lexsort((cid, kh))
         skh, scid = kh[perm], cid[perm]
         sch = np.empty(n, bool)
@@ -416,9 +547,15 @@ class Index(MappedReader, Mapping[str, dict]):
         sch[1:] |= scid[1:] != scid[:-1]
         gstart = np.flatnonzero(sch)
         if gstart.size != self.n_stems:
-            raise self._err(FormatError, "rows", offset=self.off_arr, field="n_stems",
-                            detail="does not match the distinct (keyhash, crashid) in the rows",
-                            expected=gstart.size, got=self.n_stems)
+            raise self._err(
+                FormatError,
+                "rows",
+                offset=self.off_arr,
+                field="n_stems",
+                detail="does not match the distinct (keyhash, crashid) in the rows",
+                expected=gstart.size,
+                got=self.n_stems,
+            )
         # Order the groups by their first row (perm is stable: perm[gstart] is that row).
         first = perm[gstart]
         gorder = np.argsort(first, kind="stable")
@@ -431,8 +568,12 @@ class Index(MappedReader, Mapping[str, dict]):
         rank = np.empty(gstart.size, np.int64)
         rank[gorder] = np.arange(gstart.size)
         order = perm[np.argsort(rank[group_of_sorted], kind="stable")]
-        return Samples(order, starts, np.ascontiguousarray(kh[first[gorder]]),
-                       np.ascontiguousarray(cid[first[gorder]]))
+        return Samples(
+            order,
+            starts,
+            np.ascontiguousarray(kh[first[gorder]]),
+            np.ascontiguousarray(cid[first[gorder]]),
+        )
 
     # -- lookups ------------------------------------------------------------------------------
     def lookup(self, stems: list[str] | tuple[str, ...] | str) -> np.ndarray:
@@ -481,8 +622,14 @@ class Index(MappedReader, Mapping[str, dict]):
         perm = np.lexsort((self.rows["crashid"], self.rows["keyhash"]))
         from .writer import index_bytes
 
-        data = index_bytes(self.rows[perm], self.ext, self.crash, n_stems=self.n_stems,
-                           flags=(self.flags | FLAG_CONTIGUOUS), minor=self.minor)
+        data = index_bytes(
+            self.rows[perm],
+            self.ext,
+            self.crash,
+            n_stems=self.n_stems,
+            flags=(self.flags | FLAG_CONTIGUOUS),
+            minor=self.minor,
+        )
         return Index.from_buffer(data, validate=True)
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -493,5 +640,7 @@ class Index(MappedReader, Mapping[str, dict]):
             f.write(self._mf.buffer().data)
 
     def __repr__(self) -> str:
-        return (f"<taridx.Index {self.name!r} rows={self.n_rows} stems={self.n_stems} "
-                f"ext={self.ext} crash={len(self.crash)} contiguous={self.is_contiguous}>")
+        return (
+            f"<taridx.Index {self.name!r} rows={self.n_rows} stems={self.n_stems} "
+            f"ext={self.ext} crash={len(self.crash)} contiguous={self.is_contiguous}>"
+        )

@@ -40,17 +40,39 @@ def _block(names: Sequence[str], what: str) -> bytes:
     return "\n".join(names).encode("utf-8")
 
 
-def _header(rows: np.ndarray, ext: Sequence[str], crash: Sequence[str], n_stems: int | None,
-            flags: int | None, minor: int) -> tuple[bytes, bytes, bytes]:
+def _header(
+    rows: np.ndarray,
+    ext: Sequence[str],
+    crash: Sequence[str],
+    n_stems: int | None,
+    flags: int | None,
+    minor: int,
+) -> tuple[bytes, bytes, bytes]:
     ext_b = _block(ext, "extension")
     crash_b = _block(crash, "crash stem")
     n = len(rows)
     if n and int(rows["extid"].max()) >= len(ext):
-        raise EncodeError(describe(FMT, "rows", field="extid", detail="out of range",
-                                   expected=f"< {len(ext)}", got=int(rows["extid"].max())))
+        raise EncodeError(
+            describe(
+                FMT,
+                "rows",
+                field="extid",
+                detail="out of range",
+                expected=f"< {len(ext)}",
+                got=int(rows["extid"].max()),
+            )
+        )
     if n and int(rows["crashid"].max()) > len(crash):
-        raise EncodeError(describe(FMT, "rows", field="crashid", detail="out of range",
-                                   expected=f"<= {len(crash)}", got=int(rows["crashid"].max())))
+        raise EncodeError(
+            describe(
+                FMT,
+                "rows",
+                field="crashid",
+                detail="out of range",
+                expected=f"<= {len(crash)}",
+                got=int(rows["crashid"].max()),
+            )
+        )
     if n_stems is None:
         keys = np.unique(np.stack([rows["keyhash"], rows["crashid"].astype(np.uint64)]), axis=1)
         n_stems = keys.shape[1] if n else 0
@@ -77,18 +99,31 @@ def _as_rows(rows: np.ndarray) -> np.ndarray:
     return out
 
 
-def index_bytes(rows: np.ndarray, ext: Sequence[str], crash: Sequence[str] = (), *,
-                n_stems: int | None = None, flags: int | None = None,
-                minor: int = MINOR) -> bytes:
+def index_bytes(
+    rows: np.ndarray,
+    ext: Sequence[str],
+    crash: Sequence[str] = (),
+    *,
+    n_stems: int | None = None,
+    flags: int | None = None,
+    minor: int = MINOR,
+) -> bytes:
     """The whole file in memory (for small indexes and tests; :func:`write_rows` streams)."""
     rows = _as_rows(rows)
     head, ext_b, crash_b = _header(rows, ext, crash, n_stems, flags, minor)
     return head + ext_b + crash_b + rows.tobytes()
 
 
-def write_rows(path: str | os.PathLike[str], rows: np.ndarray, ext: Sequence[str],
-               crash: Sequence[str] = (), *, n_stems: int | None = None,
-               flags: int | None = None, fsync: bool = True) -> int:
+def write_rows(
+    path: str | os.PathLike[str],
+    rows: np.ndarray,
+    ext: Sequence[str],
+    crash: Sequence[str] = (),
+    *,
+    n_stems: int | None = None,
+    flags: int | None = None,
+    fsync: bool = True,
+) -> int:
     """Write an index atomically; returns the number of bytes written.
 
     ``n_stems`` and ``flags`` are computed from the rows when not given. ``fsync`` (default)
@@ -136,8 +171,9 @@ def rows_from_members(
     return rows, list(ext_ids), crash
 
 
-def write_index(path: str | os.PathLike[str],
-                members: Iterable[tuple[int, int, int, str, str]]) -> int:
+def write_index(
+    path: str | os.PathLike[str], members: Iterable[tuple[int, int, int, str, str]]
+) -> int:
     """Write the index of members ``(fid, offset, size, stem, ext)`` (in row order)."""
     rows, ext, crash = rows_from_members(members)
     return write_rows(path, rows, ext, crash)

@@ -19,9 +19,26 @@ from .stream import finalize_wsum
 from .verify import Damage, Recovery, recover, verify
 from .writer import save, write
 
-__all__ = ["WtxtFile", "open", "read", "load", "inspect", "write", "save", "verify", "recover",
-           "Recovery", "Damage", "finalize_wsum", "make_delta", "apply_delta", "armor_encrypt",
-           "armor_decrypt", "keyid_of", "demo"]
+__all__ = [
+    "WtxtFile",
+    "open",
+    "read",
+    "load",
+    "inspect",
+    "write",
+    "save",
+    "verify",
+    "recover",
+    "Recovery",
+    "Damage",
+    "finalize_wsum",
+    "make_delta",
+    "apply_delta",
+    "armor_encrypt",
+    "armor_decrypt",
+    "keyid_of",
+    "demo",
+]
 
 
 def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
@@ -54,7 +71,16 @@ def demo(directory: pathlib.Path) -> pathlib.Path:
         "W_base": np.arange(300, dtype=np.float32).reshape(30, 10),
         "ids": np.arange(10, dtype=np.int32),
     }
-    write(path, arrays, schema="weights/v1", gen=1, ts="2025-10-09T03:12:45Z", build="demo",
-          rows_per_chunk=16, hmac_key=b"demo-hmac-key", signing_key=bytes(range(32)),
-          audit={"kahan_max_resid": 1.1e-15, "notes": "tenfold demo"})
+    write(
+        path,
+        arrays,
+        schema="weights/v1",
+        gen=1,
+        ts="2025-10-09T03:12:45Z",
+        build="demo",
+        rows_per_chunk=16,
+        hmac_key=b"demo-hmac-key",
+        signing_key=bytes(range(32)),
+        audit={"kahan_max_resid": 1.1e-15, "notes": "tenfold demo"},
+    )
     return path

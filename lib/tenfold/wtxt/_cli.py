@@ -36,8 +36,15 @@ def cmd_delta(args: argparse.Namespace) -> int:
     from .delta import make_delta
 
     arrays = tenfold.load(args.new)
-    n = make_delta(args.base, arrays, args.out, gen=args.gen, ts=args.ts, build=args.build,
-                   hmac_key=_key_bytes(args.hmac_key_file))
+    n = make_delta(
+        args.base,
+        arrays,
+        args.out,
+        gen=args.gen,
+        ts=args.ts,
+        build=args.build,
+        hmac_key=_key_bytes(args.hmac_key_file),
+    )
     print(f"{args.out}: delta with {n} changed chunks")
     return 0
 
@@ -47,8 +54,14 @@ def cmd_apply(args: argparse.Namespace) -> int:
     from .signing import load_private_key
 
     key = load_private_key(args.key) if args.key else None
-    apply_delta(args.base, args.delta, args.out, hmac_key=_key_bytes(args.hmac_key_file),
-                signing_key=key, sign_all=args.sign_all)
+    apply_delta(
+        args.base,
+        args.delta,
+        args.out,
+        hmac_key=_key_bytes(args.hmac_key_file),
+        signing_key=key,
+        sign_all=args.sign_all,
+    )
     print(f"{args.out}: written")
     return 0
 
@@ -90,8 +103,10 @@ def cmd_recover(args: argparse.Namespace) -> int:
     for name, arr in rec.arrays.items():
         print(f"intact   {name} {arr.dtype} {arr.shape}")
     for name, (arr, mask) in rec.partial.items():
-        print(f"damaged  {name} {arr.dtype} {arr.shape}: {int(mask.sum())}/{mask.size} bytes "
-              "recovered")
+        print(
+            f"damaged  {name} {arr.dtype} {arr.shape}: {int(mask.sum())}/{mask.size} bytes "
+            "recovered"
+        )
     for d in rec.damage:
         print(f"DAMAGE   {d.where()}: {d.reason}")
     if args.output and rec.arrays:
@@ -141,8 +156,9 @@ def register(sub: Any) -> None:
     p.add_argument("--key", help="Ed25519 private key to sign the result")
     p.add_argument("--sign-all", action="store_true", help="sign every byte but the sign line")
     p.add_argument("--hmac-key-file", help="check the delta's HMACs with this key")
-    p.set_defaults(func=cmd_apply, inputs=("base", "delta", "key", "hmac_key_file"),
-                   outputs=("out",))
+    p.set_defaults(
+        func=cmd_apply, inputs=("base", "delta", "key", "hmac_key_file"), outputs=("out",)
+    )
 
     p = sub.add_parser("wsum", help="WTXT: finalize a root_pending file with a .wsum sidecar")
     p.add_argument("file", help="the root_pending .wtxt file")
@@ -160,14 +176,21 @@ def register(sub: Any) -> None:
     )
     p.set_defaults(func=cmd_recover, inputs=("file",), suffixed=("output",))
 
-    p = sub.add_parser("wverify", help="WTXT: verify with HMAC keys and Ed25519 public keys "
-                       "(keys given: every array must authenticate / the signature must verify)")
+    p = sub.add_parser(
+        "wverify",
+        help="WTXT: verify with HMAC keys and Ed25519 public keys "
+        "(keys given: every array must authenticate / the signature must verify)",
+    )
     p.add_argument("file", help="the .wtxt file")
-    p.add_argument("--hmac-key-file", action="append",
-                   help="HMAC key file (repeatable); every array must authenticate with one of "
-                   "them")
-    p.add_argument("--public-key", action="append",
-                   help="Ed25519 public key (repeatable); a signature by one of them is "
-                   "required")
+    p.add_argument(
+        "--hmac-key-file",
+        action="append",
+        help="HMAC key file (repeatable); every array must authenticate with one of them",
+    )
+    p.add_argument(
+        "--public-key",
+        action="append",
+        help="Ed25519 public key (repeatable); a signature by one of them is required",
+    )
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     p.set_defaults(func=cmd_wverify, inputs=("file", "hmac_key_file", "public_key"))

@@ -53,15 +53,28 @@ MAX_LINE = 65536
 
 #: dtype tag -> NumPy little-endian dtype.
 DTYPES: dict[str, np.dtype] = {
-    "f64": np.dtype("<f8"), "f32": np.dtype("<f4"),
-    "i64": np.dtype("<i8"), "u64": np.dtype("<u8"),
-    "i32": np.dtype("<i4"), "u32": np.dtype("<u4"),
-    "i16": np.dtype("<i2"), "u16": np.dtype("<u2"),
-    "i8": np.dtype("i1"), "u8": np.dtype("u1"),
+    "f64": np.dtype("<f8"),
+    "f32": np.dtype("<f4"),
+    "i64": np.dtype("<i8"),
+    "u64": np.dtype("<u8"),
+    "i32": np.dtype("<i4"),
+    "u32": np.dtype("<u4"),
+    "i16": np.dtype("<i2"),
+    "u16": np.dtype("<u2"),
+    "i8": np.dtype("i1"),
+    "u8": np.dtype("u1"),
 }
 _CANON = {
-    "f64": "float64", "f32": "float32", "i64": "int64", "u64": "uint64", "i32": "int32",
-    "u32": "uint32", "i16": "int16", "u16": "uint16", "i8": "int8", "u8": "uint8",
+    "f64": "float64",
+    "f32": "float32",
+    "i64": "int64",
+    "u64": "uint64",
+    "i32": "int32",
+    "u32": "uint32",
+    "i16": "int16",
+    "u16": "uint16",
+    "i8": "int8",
+    "u8": "uint8",
 }
 for _tag, _name in _CANON.items():
     registry.register(FMT, _tag, _name)
@@ -89,21 +102,52 @@ NAME_RE = re.compile(NAME)
 TS_RE = re.compile(TS)
 AUDIT_KEY_RE = re.compile(AUDIT_KEY)
 
-META_FIELDS = (("schema", TOKEN), ("gen", r"[0-9]{6}"), ("ts", TS), ("build", TOKEN),
-               ("endian", r"LE"), ("host", TOKEN), ("cuda", TOKEN))
+META_FIELDS = (
+    ("schema", TOKEN),
+    ("gen", r"[0-9]{6}"),
+    ("ts", TS),
+    ("build", TOKEN),
+    ("endian", r"LE"),
+    ("host", TOKEN),
+    ("cuda", TOKEN),
+)
 CAP_FIELDS = (("ext", r"[a-z0-9_]+(?:,[a-z0-9_]+)*"),)
-ROOT_FIELDS = (("sha256_all", HEX64), ("merkle_prev", HEX64), ("merkle_this", HEX64),
-               ("fastxor", HEX16))
+ROOT_FIELDS = (
+    ("sha256_all", HEX64),
+    ("merkle_prev", HEX64),
+    ("merkle_this", HEX64),
+    ("fastxor", HEX16),
+)
 PENDING_FIELDS = (("sha256_all", "0{64}"), ("note", r'"finalize with WSUM"'))
 SIGN_FIELDS = (("ed25519", B64_SIG), ("keyid", HEX16))
-ARR_FIELDS = (("name", NAME), ("dtype", "|".join(DTYPES)), ("shape", SHAPE), ("order", "C"),
-              ("bytes", DIGS), ("sha256", HEX64), ("hmac", HEX64), ("salt", HEX16))
+ARR_FIELDS = (
+    ("name", NAME),
+    ("dtype", "|".join(DTYPES)),
+    ("shape", SHAPE),
+    ("order", "C"),
+    ("bytes", DIGS),
+    ("sha256", HEX64),
+    ("hmac", HEX64),
+    ("salt", HEX16),
+)
 IDX_FIELDS = (("rows_per_chunk", DIGS), ("row_size", DIGS), ("row_blocking", "on|off"))
-CH_FIELDS = (("ix", r"[0-9]{6}"), ("off", r"[0-9]{12}"), ("len", DIGS), ("sha256", HEX64),
-             ("crc32c", HEX8), ("b64", "on"), ("width", "76"), ("lines", DIGS))
+CH_FIELDS = (
+    ("ix", r"[0-9]{6}"),
+    ("off", r"[0-9]{12}"),
+    ("len", DIGS),
+    ("sha256", HEX64),
+    ("crc32c", HEX8),
+    ("b64", "on"),
+    ("width", "76"),
+    ("lines", DIGS),
+)
 DARR_FIELDS = (("name", NAME), ("sha256", HEX64), ("hmac", HEX64), ("salt", HEX16))
-WSUM_HEAD = (("sha256_all", HEX64), ("merkle_prev", HEX64), ("merkle_this", HEX64),
-             ("fastxor", HEX16))
+WSUM_HEAD = (
+    ("sha256_all", HEX64),
+    ("merkle_prev", HEX64),
+    ("merkle_this", HEX64),
+    ("fastxor", HEX16),
+)
 
 #: One regular expression for the whole ``ch`` line: the fast path of the parser.
 #: ``len`` and ``lines`` have at most 20 digits like every DIGS field, so ``int()`` never meets
@@ -118,6 +162,7 @@ EMPTY_CRC32C = "00000000"
 
 
 if TYPE_CHECKING:
+
     def mview(a: np.ndarray) -> memoryview:
         """A ``memoryview`` of a C-contiguous array, without copying."""
         return memoryview(cast("Buffer", a))
@@ -188,15 +233,20 @@ def meta_line(meta: dict[str, str]) -> str:
     return "meta " + " ".join(f"{k}={meta[k]}" for k, _ in META_FIELDS)
 
 
-def arr_line(name: str, tag: str, shape: tuple[int, ...], nbytes: int, sha: str, mac: str,
-             salt: str) -> str:
-    return (f"arr name={name} dtype={tag} shape={','.join(map(str, shape))} order=C "
-            f"bytes={nbytes} sha256={sha} hmac={mac} salt={salt}")
+def arr_line(
+    name: str, tag: str, shape: tuple[int, ...], nbytes: int, sha: str, mac: str, salt: str
+) -> str:
+    return (
+        f"arr name={name} dtype={tag} shape={','.join(map(str, shape))} order=C "
+        f"bytes={nbytes} sha256={sha} hmac={mac} salt={salt}"
+    )
 
 
 def ch_line(ix: int, off: int, length: int, sha: str, crc: int) -> str:
-    return (f"ch ix={ix:06d} off={off:012d} len={length} sha256={sha} crc32c={crc:08x} "
-            f"b64=on width=76 lines={b64_lines(length)}")
+    return (
+        f"ch ix={ix:06d} off={off:012d} len={length} sha256={sha} crc32c={crc:08x} "
+        f"b64=on width=76 lines={b64_lines(length)}"
+    )
 
 
 def root_line(all_hex: str, prev: str, this: str, fastxor: int) -> str:

@@ -15,19 +15,31 @@ _PRINTABLE = re.compile(rb"[\x20-\x7e]*")
 _FIELD_RES: dict[str, re.Pattern[str]] = {}
 
 
-def err(cls: type[Exception], lineno: int, offset: int | None, detail: str, *,
-        field: str | None = None, expected: object = None, got: object = None,
-        last_line: int | None = None) -> Exception:
+def err(
+    cls: type[Exception],
+    lineno: int,
+    offset: int | None,
+    detail: str,
+    *,
+    field: str | None = None,
+    expected: object = None,
+    got: object = None,
+    last_line: int | None = None,
+) -> Exception:
     """An exception of ``cls`` whose message names the line (1-based) and its byte offset.
 
     With ``last_line`` the message names the range ``lines <lineno>-<last_line>``. The
     exception carries the place as attributes: ``line`` (the first line) and ``lines``
     (``(first, last)``), so callers need not parse the message.
     """
-    where = f"line {lineno}" if last_line is None or last_line == lineno else \
-        f"lines {lineno}-{last_line}"
-    exc = cls(describe(FMT, where, offset=offset, field=field, detail=detail,
-                       expected=expected, got=got))
+    where = (
+        f"line {lineno}"
+        if last_line is None or last_line == lineno
+        else f"lines {lineno}-{last_line}"
+    )
+    exc = cls(
+        describe(FMT, where, offset=offset, field=field, detail=detail, expected=expected, got=got)
+    )
     return at_lines(exc, lineno, last_line)
 
 
@@ -89,11 +101,18 @@ class Cursor:
             if k >= 0:
                 return chunk[:k]
             if stop >= self.size:
-                raise err(TruncatedError, self.lineno, start,
-                          "file ends inside a line (no final LF)")
+                raise err(
+                    TruncatedError, self.lineno, start, "file ends inside a line (no final LF)"
+                )
             if probe > MAX_LINE:
-                raise err(LimitError, self.lineno, start, "line too long",
-                          expected=f"<= {MAX_LINE} bytes", got=f"> {MAX_LINE}")
+                raise err(
+                    LimitError,
+                    self.lineno,
+                    start,
+                    "line too long",
+                    expected=f"<= {MAX_LINE} bytes",
+                    got=f"> {MAX_LINE}",
+                )
             probe *= 16
 
     def line(self, what: str = "line") -> tuple[str, int, int]:
@@ -128,46 +147,76 @@ def _pattern(p: str) -> re.Pattern[str]:
     return r
 
 
-def fields(text: str, tag: str, spec: Sequence[tuple[str, str]], lineno: int,
-           offset: int) -> dict[str, str]:
+def fields(
+    text: str, tag: str, spec: Sequence[tuple[str, str]], lineno: int, offset: int
+) -> dict[str, str]:
     """Parse ``tag k1=v1 k2=v2 ...`` whose keys must be exactly ``spec``'s, in order."""
     tokens = text.split(" ")
     if tokens[0] != tag:
-        raise err(FormatError, lineno, offset, "unexpected line", expected=f"'{tag} ...'",
-                  got=repr(text[:60]))
+        raise err(
+            FormatError,
+            lineno,
+            offset,
+            "unexpected line",
+            expected=f"'{tag} ...'",
+            got=repr(text[:60]),
+        )
     if "" in tokens:
         raise err(FormatError, lineno, offset, "fields must be separated by single spaces")
     keys = [t.partition("=")[0] for t in tokens[1:]]
     want = [k for k, _ in spec]
     if keys != want or any("=" not in t for t in tokens[1:]):
-        raise err(FormatError, lineno, offset, f"'{tag}' field order",
-                  expected=" ".join(want), got=" ".join(keys))
+        raise err(
+            FormatError,
+            lineno,
+            offset,
+            f"'{tag}' field order",
+            expected=" ".join(want),
+            got=" ".join(keys),
+        )
     out: dict[str, str] = {}
     for tok, (key, pat) in zip(tokens[1:], spec, strict=True):
         value = tok[len(key) + 1 :]
         if not _pattern(pat).fullmatch(value):
-            raise err(FormatError, lineno, offset, f"'{tag}' field '{key}' malformed",
-                      expected=f"/{pat}/" if len(pat) < 60 else "see the grammar",
-                      got=shorten(value))
+            raise err(
+                FormatError,
+                lineno,
+                offset,
+                f"'{tag}' field '{key}' malformed",
+                expected=f"/{pat}/" if len(pat) < 60 else "see the grammar",
+                got=shorten(value),
+            )
         out[key] = value
     return out
 
 
-_AUDIT_TOKEN = re.compile(rf'({AUDIT_KEY_RE.pattern})=({QUOTED}|{TOKEN})(?= |$)')
+_AUDIT_TOKEN = re.compile(rf"({AUDIT_KEY_RE.pattern})=({QUOTED}|{TOKEN})(?= |$)")
 
 
 def audit_fields(text: str, lineno: int, offset: int) -> dict[str, str]:
     """Parse ``audit k=v ...`` (values: token or double-quoted string without escapes)."""
     if not text.startswith("audit "):
-        raise err(FormatError, lineno, offset, "unexpected line", expected="'audit ...'",
-                  got=repr(text[:60]))
+        raise err(
+            FormatError,
+            lineno,
+            offset,
+            "unexpected line",
+            expected="'audit ...'",
+            got=repr(text[:60]),
+        )
     pos = 6
     out: dict[str, str] = {}
     while True:
         m = _AUDIT_TOKEN.match(text, pos)
         if m is None:
-            raise err(FormatError, lineno, offset, f"audit pair malformed at column {pos + 1}",
-                      expected='key=token or key="text"', got=repr(text[pos : pos + 40]))
+            raise err(
+                FormatError,
+                lineno,
+                offset,
+                f"audit pair malformed at column {pos + 1}",
+                expected='key=token or key="text"',
+                got=repr(text[pos : pos + 40]),
+            )
         key, value = m.group(1), m.group(2)
         if key in out:
             raise err(FormatError, lineno, offset, f"duplicate audit key '{key}'")

@@ -34,8 +34,9 @@ def _identity(pyrage: Any, i: Any) -> Any:
     return i
 
 
-def armor_encrypt(src: str | os.PathLike[str], dst: str | os.PathLike[str],
-                  recipients: Iterable[Any]) -> None:
+def armor_encrypt(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], recipients: Iterable[Any]
+) -> None:
     """Encrypt the file ``src`` to ``dst`` in age ASCII armor for ``recipients`` (age
     recipients or their ``age1...`` strings). Note that age encryption is randomized: the
     armored bytes differ from run to run even though the plaintext is deterministic."""
@@ -50,8 +51,9 @@ def armor_encrypt(src: str | os.PathLike[str], dst: str | os.PathLike[str],
         f.write(out)
 
 
-def armor_decrypt(src: str | os.PathLike[str], dst: str | os.PathLike[str],
-                  identities: Iterable[Any]) -> None:
+def armor_decrypt(
+    src: str | os.PathLike[str], dst: str | os.PathLike[str], identities: Iterable[Any]
+) -> None:
     """Decrypt an armored file ``src`` to ``dst`` with age identities (or ``AGE-SECRET-KEY-``
     strings). Raises :class:`IntegrityError` when no identity opens it."""
     pyrage = _pyrage()

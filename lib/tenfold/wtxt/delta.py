@@ -70,8 +70,9 @@ class Delta:
 
 
 def _rpc(info: Any) -> int | None:
-    return int(info.idx["rows_per_chunk"]) if info.idx and info.idx["row_blocking"] == "on" \
-        else None
+    return (
+        int(info.idx["rows_per_chunk"]) if info.idx and info.idx["row_blocking"] == "on" else None
+    )
 
 
 def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
@@ -80,8 +81,14 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
     cur = Cursor(data)
     text, ln, off = cur.line("'WTXT-DELTA 2 ...'")
     if not text.startswith("WTXT-DELTA 2 "):
-        raise err(FormatError, ln, off, "bad delta magic", expected="'WTXT-DELTA 2 ...'",
-                  got=repr(text[:20]))
+        raise err(
+            FormatError,
+            ln,
+            off,
+            "bad delta magic",
+            expected="'WTXT-DELTA 2 ...'",
+            got=repr(text[:20]),
+        )
     head = fields("D " + text[13:], "D", (("base_sha256_all", S.HEX64),), ln, off)
     meta = root = None
     root_ln = 0
@@ -104,8 +111,14 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
             break
         a = fields(text, "arr", S.DARR_FIELDS, ln, off)
         if arrays and a["name"].encode() <= arrays[-1].name.encode():
-            raise err(FormatError, ln, off, "delta array name order or duplicate",
-                      expected=f"after {arrays[-1].name!r}", got=a["name"])
+            raise err(
+                FormatError,
+                ln,
+                off,
+                "delta array name order or duplicate",
+                expected=f"after {arrays[-1].name!r}",
+                got=a["name"],
+            )
         binfo = base_arrays.get(a["name"])
         if base is not None and binfo is None:
             raise err(FormatError, ln, off, f"array {a['name']!r} is not in the base")
@@ -125,22 +138,39 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
                 raise err(FormatError, cl, co, "unexpected line")  # pragma: no cover
             ix = int(m.group(1))
             if ix <= last:
-                raise err(FormatError, cur.lineno, cur.pos, "delta chunks must be in increasing "
-                          "ix order", expected=f"> {last:06d}", got=f"{ix:06d}")
+                raise err(
+                    FormatError,
+                    cur.lineno,
+                    cur.pos,
+                    "delta chunks must be in increasing ix order",
+                    expected=f"> {last:06d}",
+                    got=f"{ix:06d}",
+                )
             last = ix
             if binfo is not None:
                 if ix >= len(binfo.chunks):
-                    raise err(FormatError, cur.lineno, cur.pos, "chunk ix beyond the base array",
-                              expected=f"< {len(binfo.chunks):06d}", got=f"{ix:06d}")
+                    raise err(
+                        FormatError,
+                        cur.lineno,
+                        cur.pos,
+                        "chunk ix beyond the base array",
+                        expected=f"< {len(binfo.chunks):06d}",
+                        got=f"{ix:06d}",
+                    )
                 bc = binfo.chunks[ix]
                 boff, blen = bc.off, bc.length
             else:
                 boff, blen = int(m.group(2)), int(m.group(3))
             ch = _chunk(cur, kern, data, ix, boff, blen, False)
             if 4 * -(-ch.length // 3) > cur.size - cur.pos:  # before allocating for it
-                raise err(TruncatedError, cur.lineno, cur.pos,
-                          "ch 'len' larger than the rest of the file can hold",
-                          expected=f"<= {(cur.size - cur.pos) * 3 // 4}", got=ch.length)
+                raise err(
+                    TruncatedError,
+                    cur.lineno,
+                    cur.pos,
+                    "ch 'len' larger than the rest of the file can hold",
+                    expected=f"<= {(cur.size - cur.pos) * 3 // 4}",
+                    got=ch.length,
+                )
             buf = np.zeros(ch.length, np.uint8)
             if ch.length:
                 if scratch.size < ch.lines * S.WIDTH:
@@ -149,8 +179,9 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
                 _decode_chunk(cur, kern, data, ch_rel, scratch, buf, False)
             t, el, eo = cur.line("endch")
             if t != "endch":
-                raise err(FormatError, el, eo, "expected 'endch'", expected="endch",
-                          got=repr(t[:40]))
+                raise err(
+                    FormatError, el, eo, "expected 'endch'", expected="endch", got=repr(t[:40])
+                )
             da.chunks.append((ch, buf.tobytes()))
         arrays.append(da)
     if not cur.at_end():
@@ -158,10 +189,18 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
     return Delta(head["base_sha256_all"], meta, root, arrays, root_ln)
 
 
-def make_delta(base_path: str | os.PathLike[str], arrays: Mapping[str, Any],
-               delta_path: str | os.PathLike[str], *, gen: int | str | None = None,
-               ts: Any = None, build: str | None = None, hmac_key: bytes | None = None,
-               salt: Any = None, base_hmac_keys: Any = ()) -> int:
+def make_delta(
+    base_path: str | os.PathLike[str],
+    arrays: Mapping[str, Any],
+    delta_path: str | os.PathLike[str],
+    *,
+    gen: int | str | None = None,
+    ts: Any = None,
+    build: str | None = None,
+    hmac_key: bytes | None = None,
+    salt: Any = None,
+    base_hmac_keys: Any = (),
+) -> int:
     """Write a DELTA v2 from the snapshot at ``base_path`` to ``arrays``; returns the number of
     chunks it carries.
 
@@ -171,37 +210,62 @@ def make_delta(base_path: str | os.PathLike[str], arrays: Mapping[str, Any],
     """
     with WtxtFile(base_path, hmac_keys=base_hmac_keys) as base:
         if base.root is None:
-            raise FormatError(describe(S.FMT, f"base root_pending (line {base.parsed.root_lineno})",
-                                       detail="root pending: finalize it first"))
+            raise FormatError(
+                describe(
+                    S.FMT,
+                    f"base root_pending (line {base.parsed.root_lineno})",
+                    detail="root pending: finalize it first",
+                )
+            )
         bm = base.meta
-        meta = make_meta(bm["schema"], bm["gen"] if gen is None else gen,
-                         bm["ts"] if ts is None else ts, bm["build"] if build is None else build,
-                         bm["host"], bm["cuda"])
+        meta = make_meta(
+            bm["schema"],
+            bm["gen"] if gen is None else gen,
+            bm["ts"] if ts is None else ts,
+            bm["build"] if build is None else build,
+            bm["host"],
+            bm["cuda"],
+        )
         rpc = {a.name: _rpc(a) for a in base.arrays}
         items = prepare_arrays(arrays, meta["gen"], salt, rpc)
         binfo = {a.name: a for a in base.arrays}
         if [it.name for it in items] != list(binfo):
-            raise EncodeError(describe(S.FMT, "delta", detail="arrays must have the base's names",
-                                       expected=list(binfo), got=[it.name for it in items]))
+            raise EncodeError(
+                describe(
+                    S.FMT,
+                    "delta",
+                    detail="arrays must have the base's names",
+                    expected=list(binfo),
+                    got=[it.name for it in items],
+                )
+            )
         for it in items:
             b = binfo[it.name]
             if it.tag != b.dtype or it.shape != b.shape:
-                raise EncodeError(describe(
-                    S.FMT, f"array {it.name!r}", detail="a delta cannot change dtype or shape",
-                    expected=f"{b.dtype} {b.shape}", got=f"{it.tag} {it.shape}"))
+                raise EncodeError(
+                    describe(
+                        S.FMT,
+                        f"array {it.name!r}",
+                        detail="a delta cannot change dtype or shape",
+                        expected=f"{b.dtype} {b.shape}",
+                        got=f"{it.tag} {it.shape}",
+                    )
+                )
         lines, all_hex, fx = _digests(items, None if hmac_key is None else bytes(hmac_key), None)
         prev = base.root["merkle_this"]
-        root = S.root_line(all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"],
-                                                   meta["build"]), fx)
+        root = S.root_line(
+            all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"]), fx
+        )
         blocks = []
         nchunks = 0
         for it, line in zip(items, lines, strict=True):
             b = binfo[it.name]
             f = dict(t.split("=", 1) for t in line.split(" ")[1:])
-            changed = [c.ix for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.raw.size,
-                                                                             it.clen), strict=True)
-                       if hashlib.sha256(S.mview(it.raw)[off : off + ln]).hexdigest()
-                       != c.sha256]
+            changed = [
+                c.ix
+                for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.raw.size, it.clen), strict=True)
+                if hashlib.sha256(S.mview(it.raw)[off : off + ln]).hexdigest() != c.sha256
+            ]
             if not changed and (f["sha256"], f["hmac"], f["salt"]) == (b.sha256, b.hmac, b.salt):
                 continue
             blocks.append((it, f, changed))
@@ -209,11 +273,14 @@ def make_delta(base_path: str | os.PathLike[str], arrays: Mapping[str, Any],
         base_all = base.root["sha256_all"]
     enc = ChunkEncoder()
     with atomic_write(delta_path) as out:
-        out.write(f"WTXT-DELTA 2 base_sha256_all={base_all}\n{S.meta_line(meta)}\n{root}\n"
-                  .encode())
+        out.write(
+            f"WTXT-DELTA 2 base_sha256_all={base_all}\n{S.meta_line(meta)}\n{root}\n".encode()
+        )
         for it, f, changed in blocks:
-            out.write(f"arr name={it.name} sha256={f['sha256']} hmac={f['hmac']} "
-                      f"salt={f['salt']}\n".encode())
+            out.write(
+                f"arr name={it.name} sha256={f['sha256']} hmac={f['hmac']} "
+                f"salt={f['salt']}\n".encode()
+            )
             mv = S.mview(it.raw)
             layout = S.chunk_layout(it.raw.size, it.clen)
             for ix in changed:
@@ -224,10 +291,16 @@ def make_delta(base_path: str | os.PathLike[str], arrays: Mapping[str, Any],
     return nchunks
 
 
-def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike[str],
-                out_path: str | os.PathLike[str], *, hmac_key: bytes | None = None,
-                signing_key: Any = None, sign_all: bool = False,
-                base_hmac_keys: Any = ()) -> None:
+def apply_delta(
+    base_path: str | os.PathLike[str],
+    delta_path: str | os.PathLike[str],
+    out_path: str | os.PathLike[str],
+    *,
+    hmac_key: bytes | None = None,
+    signing_key: Any = None,
+    sign_all: bool = False,
+    base_hmac_keys: Any = (),
+) -> None:
     """Apply a DELTA v2 to the snapshot at ``base_path`` and write the new one to ``out_path``.
 
     Checks ``base_sha256_all`` against the base root, the changed arrays' SHA-256 (and HMAC
@@ -235,17 +308,33 @@ def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike
     output equals what :func:`write` gives for the new arrays with ``merkle_prev`` = the base's
     ``merkle_this``; the base signature is dropped (pass ``signing_key`` to sign anew).
     """
-    with WtxtFile(base_path, hmac_keys=base_hmac_keys) as base, \
-            MappedFile(delta_path, fmt=S.FMT) as dm:
+    with (
+        WtxtFile(base_path, hmac_keys=base_hmac_keys) as base,
+        MappedFile(delta_path, fmt=S.FMT) as dm,
+    ):
         if base.root is None:
-            raise FormatError(describe(S.FMT, f"base root_pending (line {base.parsed.root_lineno})",
-                                       detail="root pending: finalize it first"))
+            raise FormatError(
+                describe(
+                    S.FMT,
+                    f"base root_pending (line {base.parsed.root_lineno})",
+                    detail="root pending: finalize it first",
+                )
+            )
         d = parse_delta(dm.buffer(), base)
         if d.base_sha256_all != base.root["sha256_all"]:
-            raise at_lines(IntegrityError(describe(
-                S.FMT, "delta line 1", field="base_sha256_all",
-                detail=f"not the base's root (line {base.parsed.root_lineno} of the base)",
-                expected=base.root["sha256_all"], got=d.base_sha256_all)), 1)
+            raise at_lines(
+                IntegrityError(
+                    describe(
+                        S.FMT,
+                        "delta line 1",
+                        field="base_sha256_all",
+                        detail=f"not the base's root (line {base.parsed.root_lineno} of the base)",
+                        expected=base.root["sha256_all"],
+                        got=d.base_sha256_all,
+                    )
+                ),
+                1,
+            )
         new = {a.name: a.raw_bytes().copy() for a in base.arrays}
         info = {a.name: a for a in base.arrays}
         salts = {a.name: a.salt for a in base.arrays}
@@ -257,21 +346,39 @@ def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike
             sha = hashlib.sha256(S.mview(buf)).hexdigest()
             last = da.end_lineno
             if sha != da.sha256:
-                raise at_lines(IntegrityError(describe(S.FMT, da.where(), field="sha256",
-                                                       expected=da.sha256, got=sha)),
-                               da.lineno, last)
+                raise at_lines(
+                    IntegrityError(
+                        describe(S.FMT, da.where(), field="sha256", expected=da.sha256, got=sha)
+                    ),
+                    da.lineno,
+                    last,
+                )
             if hmac_key is not None:
                 # a key given makes authentication mandatory (read's policy): zero is refused
                 if da.hmac == S.ZERO64:
-                    raise at_lines(IntegrityError(describe(
-                        S.FMT, da.where(), field="hmac",
-                        detail="unauthenticated (hmac is zero) but an hmac key was given")),
-                        da.lineno, last)
+                    raise at_lines(
+                        IntegrityError(
+                            describe(
+                                S.FMT,
+                                da.where(),
+                                field="hmac",
+                                detail="unauthenticated (hmac is zero) but an hmac key was given",
+                            )
+                        ),
+                        da.lineno,
+                        last,
+                    )
                 m = _hmac.new(bytes(hmac_key), bytes.fromhex(da.salt) + buf.tobytes(), "sha256")
                 if not _hmac.compare_digest(m.hexdigest(), da.hmac):
-                    raise at_lines(IntegrityError(describe(S.FMT, da.where(), field="hmac",
-                                                           detail="does not authenticate")),
-                                   da.lineno, last)
+                    raise at_lines(
+                        IntegrityError(
+                            describe(
+                                S.FMT, da.where(), field="hmac", detail="does not authenticate"
+                            )
+                        ),
+                        da.lineno,
+                        last,
+                    )
             salts[da.name], hmacs[da.name] = da.salt, da.hmac
         meta = d.meta if d.meta is not None else base.meta
         arrays = {n: new[n].view(S.DTYPES[info[n].dtype]).reshape(info[n].shape) for n in new}
@@ -282,17 +389,43 @@ def apply_delta(base_path: str | os.PathLike[str], delta_path: str | os.PathLike
             items = prepare_arrays(arrays, meta["gen"], salts, rpc)
             _, all_hex, fx = _digests(items, None, hmacs)
             this = S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"])
-            got = {"sha256_all": all_hex, "merkle_prev": prev, "merkle_this": this,
-                   "fastxor": f"{fx:016x}"}
+            got = {
+                "sha256_all": all_hex,
+                "merkle_prev": prev,
+                "merkle_this": this,
+                "fastxor": f"{fx:016x}",
+            }
             for k, v in got.items():
                 if d.root[k] != v:
-                    raise at_lines(IntegrityError(describe(
-                        S.FMT, f"delta target root (line {d.root_lineno})", field=k,
-                        expected=d.root[k], got=v)), d.root_lineno)
-        write(out_path, arrays, schema=meta["schema"], gen=meta["gen"], ts=meta["ts"],
-              build=meta["build"], host=meta["host"], cuda=meta["cuda"], rows_per_chunk=rpc,
-              salt=salts, signing_key=signing_key, sign_all=sign_all, merkle_prev=prev,
-              audit=audit_text, _hmacs=hmacs)
+                    raise at_lines(
+                        IntegrityError(
+                            describe(
+                                S.FMT,
+                                f"delta target root (line {d.root_lineno})",
+                                field=k,
+                                expected=d.root[k],
+                                got=v,
+                            )
+                        ),
+                        d.root_lineno,
+                    )
+        write(
+            out_path,
+            arrays,
+            schema=meta["schema"],
+            gen=meta["gen"],
+            ts=meta["ts"],
+            build=meta["build"],
+            host=meta["host"],
+            cuda=meta["cuda"],
+            rows_per_chunk=rpc,
+            salt=salts,
+            signing_key=signing_key,
+            sign_all=sign_all,
+            merkle_prev=prev,
+            audit=audit_text,
+            _hmacs=hmacs,
+        )
 
 
 def _audit_text(base: WtxtFile) -> str | None:
@@ -307,14 +440,29 @@ def _audit_text(base: WtxtFile) -> str | None:
 def inspect_delta(data: np.ndarray) -> list[dict]:
     """Rows for ``tenfold inspect`` on a delta file."""
     d = parse_delta(data)
-    rows = [{"name": "(delta)", "dtype": "-", "shape": "-", "bytes": int(data.size),
-             "encoding": "-", "layout": f"base {d.base_sha256_all[:16]}",
-             "checksum": "-"}]
+    rows = [
+        {
+            "name": "(delta)",
+            "dtype": "-",
+            "shape": "-",
+            "bytes": int(data.size),
+            "encoding": "-",
+            "layout": f"base {d.base_sha256_all[:16]}",
+            "checksum": "-",
+        }
+    ]
     for a in d.arrays:
-        rows.append({"name": a.name, "dtype": "-", "shape": "-",
-                     "bytes": sum(c.length for c, _ in a.chunks), "encoding": "base64/76+parity",
-                     "layout": "chunks " + ",".join(f"{c.ix:06d}" for c, _ in a.chunks),
-                     "checksum": "sha256 " + a.sha256[:16]})
+        rows.append(
+            {
+                "name": a.name,
+                "dtype": "-",
+                "shape": "-",
+                "bytes": sum(c.length for c, _ in a.chunks),
+                "encoding": "base64/76+parity",
+                "layout": "chunks " + ",".join(f"{c.ix:06d}" for c, _ in a.chunks),
+                "checksum": "sha256 " + a.sha256[:16],
+            }
+        )
     return rows
 
 
@@ -325,11 +473,17 @@ def verify_delta(data: np.ndarray, report: Report, *, keys_given: bool = False) 
     a delta is not signed: nothing in it can be authenticated on its own. When keys were given
     (authentication asked for) that is an error row; apply the delta with ``apply_delta``.
     """
-    report.summary["authentication"] = "none: a delta is authenticated only when applied " \
+    report.summary["authentication"] = (
+        "none: a delta is authenticated only when applied "
         "to its base (apply_delta with hmac_key, then verify the result)"
+    )
     if keys_given:
-        report.add("delta (line 1)", ERROR, "keys were given, but a delta cannot be "
-                   "authenticated on its own: apply it to its base and verify the result")
+        report.add(
+            "delta (line 1)",
+            ERROR,
+            "keys were given, but a delta cannot be "
+            "authenticated on its own: apply it to its base and verify the result",
+        )
     try:
         d = parse_delta(data)
     except TenfoldError as exc:
@@ -338,7 +492,9 @@ def verify_delta(data: np.ndarray, report: Report, *, keys_given: bool = False) 
     report.summary["base_sha256_all"] = d.base_sha256_all
     for a in d.arrays:
         for c, _ in a.chunks:
-            report.add(f"delta array {a.name!r} chunk {c.ix:06d} (line {c.lineno})", OK,
-                       "parity, crc32c, sha256" if c.length else "crc32c, sha256 (empty chunk)")
+            report.add(
+                f"delta array {a.name!r} chunk {c.ix:06d} (line {c.lineno})",
+                OK,
+                "parity, crc32c, sha256" if c.length else "crc32c, sha256 (empty chunk)",
+            )
     return report
-

@@ -41,8 +41,17 @@ from ..errors import (
 from . import _spec as S
 from ._text import Cursor, at_lines, audit_fields, char_problem, err, fields
 
-__all__ = ["WtxtFile", "open", "read", "load", "inspect", "ChunkInfo", "ArrayInfo", "Parsed",
-           "parse"]
+__all__ = [
+    "WtxtFile",
+    "open",
+    "read",
+    "load",
+    "inspect",
+    "ChunkInfo",
+    "ArrayInfo",
+    "Parsed",
+    "parse",
+]
 
 _open = open
 _SPAN = 4 << 20
@@ -151,8 +160,9 @@ _KERR = {
 }
 
 
-def _kernel_error(status: int, text: np.ndarray, pos: int, first_line: int, line: int,
-                  base: int) -> Exception:
+def _kernel_error(
+    status: int, text: np.ndarray, pos: int, first_line: int, line: int, base: int
+) -> Exception:
     cls, what = _KERR.get(status, (FormatError, f"base64 line: status {status}"))
     if status in (3, 7) and pos < text.size:
         b = int(text[pos])
@@ -172,8 +182,14 @@ def _kernel_error(status: int, text: np.ndarray, pos: int, first_line: int, line
         x = 0
         for c in text[start : pos - 1].tobytes():
             x ^= c
-        return err(cls, first_line + line, base + pos, what, expected=f"'{x & 15:x}'",
-                   got=f"'{chr(int(text[pos]))}'")
+        return err(
+            cls,
+            first_line + line,
+            base + pos,
+            what,
+            expected=f"'{x & 15:x}'",
+            got=f"'{chr(int(text[pos]))}'",
+        )
     return err(cls, first_line + line, base + pos, what)
 
 
@@ -207,8 +223,14 @@ def _update(hashers: list[Any], view: np.ndarray) -> None:
         h.update(mv)
 
 
-def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes] = (),
-          limits: Limits = DEFAULT_LIMITS, workers: int = 1) -> Parsed:
+def parse(
+    data: np.ndarray,
+    *,
+    collect: bool = False,
+    hmac_keys: Iterable[bytes] = (),
+    limits: Limits = DEFAULT_LIMITS,
+    workers: int = 1,
+) -> Parsed:
     """Parse and check a whole WTXT text held in ``data`` (a read-only uint8 array).
 
     Structural violations raise :class:`FormatError` (or a subclass) naming the line. Chunk
@@ -231,10 +253,22 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
         if first.startswith(b"WTXT-DELTA"):
             raise err(FormatError, 1, 0, "this is a DELTA file; apply it with apply_delta")
         if first.startswith(b"WTXT ") and first[5:].isdigit():
-            raise err(UnsupportedError, 1, 0, "unsupported version", expected="'WTXT 1'",
-                      got=repr(first.decode("latin-1")))
-        raise err(FormatError, 1, 0, "bad magic", expected="'WTXT 1'",
-                  got=repr(first[:16].decode("latin-1")))
+            raise err(
+                UnsupportedError,
+                1,
+                0,
+                "unsupported version",
+                expected="'WTXT 1'",
+                got=repr(first.decode("latin-1")),
+            )
+        raise err(
+            FormatError,
+            1,
+            0,
+            "bad magic",
+            expected="'WTXT 1'",
+            got=repr(first[:16].decode("latin-1")),
+        )
     cur.line()
     text, ln, off = cur.line("meta")
     meta = fields(text, "meta", S.META_FIELDS, ln, off)
@@ -248,8 +282,14 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
     root: dict[str, str] | None = None
     if text.startswith("root_pending"):
         if text != S.PENDING_LINE:
-            raise err(FormatError, ln, off, "malformed root_pending line",
-                      expected=repr(S.PENDING_LINE), got=repr(text[:120]))
+            raise err(
+                FormatError,
+                ln,
+                off,
+                "malformed root_pending line",
+                expected=repr(S.PENDING_LINE),
+                got=repr(text[:120]),
+            )
         pending = True
     else:
         root = fields(text, "root", S.ROOT_FIELDS, ln, off)
@@ -261,8 +301,12 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
     if raw is not None and raw.startswith(b"sign"):
         text, ln, off = cur.line()
         if pending:
-            raise err(FormatError, ln, off, "a root_pending file carries no sign line "
-                      "(the WSUM sidecar is signed)")
+            raise err(
+                FormatError,
+                ln,
+                off,
+                "a root_pending file carries no sign line (the WSUM sidecar is signed)",
+            )
         sign = fields(text, "sign", S.SIGN_FIELDS, ln, off)
         sign_span = (off, cur.pos)
         sign_ln: int | None = ln
@@ -287,27 +331,63 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
             name = a["name"]
             if arrays and name.encode() <= arrays[-1].name.encode():
                 what = "duplicate array name" if name == arrays[-1].name else "array name order"
-                raise err(FormatError, ln, off, what,
-                          expected=f"a name after {arrays[-1].name!r} (bytewise)", got=name)
+                raise err(
+                    FormatError,
+                    ln,
+                    off,
+                    what,
+                    expected=f"a name after {arrays[-1].name!r} (bytewise)",
+                    got=name,
+                )
             if len(arrays) >= limits.max_objects:
-                raise err(LimitError, ln, off, "too many arrays",
-                          expected=f"<= {limits.max_objects}", got=len(arrays) + 1)
+                raise err(
+                    LimitError,
+                    ln,
+                    off,
+                    "too many arrays",
+                    expected=f"<= {limits.max_objects}",
+                    got=len(arrays) + 1,
+                )
             shape = tuple(int(d) for d in a["shape"].split(","))
             if len(shape) > limits.max_ndim:
-                raise err(LimitError, ln, off, "too many dimensions",
-                          expected=f"<= {limits.max_ndim}", got=len(shape))
+                raise err(
+                    LimitError,
+                    ln,
+                    off,
+                    "too many dimensions",
+                    expected=f"<= {limits.max_ndim}",
+                    got=len(shape),
+                )
             dt = S.DTYPES[a["dtype"]]
             nbytes = int(a["bytes"])
             want = math.prod(shape) * dt.itemsize
             if nbytes != want:
-                raise err(FormatError, ln, off, "arr 'bytes' does not match shape and dtype",
-                          expected=want, got=nbytes)
+                raise err(
+                    FormatError,
+                    ln,
+                    off,
+                    "arr 'bytes' does not match shape and dtype",
+                    expected=want,
+                    got=nbytes,
+                )
             if 4 * -(-nbytes // 3) > cur.size - cur.pos:
-                raise err(TruncatedError, ln, off, "arr 'bytes' larger than the rest of the file "
-                          "can hold", expected=f"<= {(cur.size - cur.pos) * 3 // 4}", got=nbytes)
+                raise err(
+                    TruncatedError,
+                    ln,
+                    off,
+                    "arr 'bytes' larger than the rest of the file can hold",
+                    expected=f"<= {(cur.size - cur.pos) * 3 // 4}",
+                    got=nbytes,
+                )
             if nbytes > limits.max_decoded_bytes:
-                raise err(LimitError, ln, off, "array above max_decoded_bytes",
-                          expected=f"<= {limits.max_decoded_bytes}", got=nbytes)
+                raise err(
+                    LimitError,
+                    ln,
+                    off,
+                    "array above max_decoded_bytes",
+                    expected=f"<= {limits.max_decoded_bytes}",
+                    got=nbytes,
+                )
             idx = None
             raw = cur.peek_raw()
             if raw is not None and raw.startswith(b"idx"):
@@ -315,8 +395,14 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
                 idx = fields(text, "idx", S.IDX_FIELDS, iln, ioff)
                 rs = S.row_size(shape, dt.itemsize)
                 if int(idx["row_size"]) != rs:
-                    raise err(FormatError, iln, ioff, "idx 'row_size' mismatch", expected=rs,
-                              got=int(idx["row_size"]))
+                    raise err(
+                        FormatError,
+                        iln,
+                        ioff,
+                        "idx 'row_size' mismatch",
+                        expected=rs,
+                        got=int(idx["row_size"]),
+                    )
                 if idx["row_blocking"] == "on" and int(idx["rows_per_chunk"]) < 1:
                     raise err(FormatError, iln, ioff, "idx 'rows_per_chunk' must be >= 1")
             rpc = int(idx["rows_per_chunk"]) if idx and idx["row_blocking"] == "on" else None
@@ -326,10 +412,28 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
             nchunks = 1 if nbytes == 0 else -(-nbytes // clen)
             total_chunks += nchunks
             if total_chunks > limits.max_objects:
-                raise err(LimitError, ln, off, "too many chunks",
-                          expected=f"<= {limits.max_objects}", got=total_chunks)
-            info = ArrayInfo(name, a["dtype"], shape, nbytes, a["sha256"], a["hmac"], a["salt"],
-                             arr_text, ln, idx, [], offset=off)
+                raise err(
+                    LimitError,
+                    ln,
+                    off,
+                    "too many chunks",
+                    expected=f"<= {limits.max_objects}",
+                    got=total_chunks,
+                )
+            info = ArrayInfo(
+                name,
+                a["dtype"],
+                shape,
+                nbytes,
+                a["sha256"],
+                a["hmac"],
+                a["salt"],
+                arr_text,
+                ln,
+                idx,
+                [],
+                offset=off,
+            )
             buf = np.zeros(nbytes, np.uint8)
             arr_sha = hashlib.sha256()
             macs = []
@@ -340,8 +444,15 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
             group = [arr_sha, hashes.all, *macs]
             span_start = 0
             for ix in range(nchunks):
-                ch = _chunk(cur, kern, data, ix, ix * clen, min(clen, nbytes - ix * clen)
-                            if nbytes else 0, collect)
+                ch = _chunk(
+                    cur,
+                    kern,
+                    data,
+                    ix,
+                    ix * clen,
+                    min(clen, nbytes - ix * clen) if nbytes else 0,
+                    collect,
+                )
                 info.chunks.append(ch)
                 if ch.length:
                     n = ch.lines * S.WIDTH
@@ -359,12 +470,24 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
                     continue
                 text, eln, eoff = cur.line("endch")
                 if text != "endch":
-                    raise err(FormatError, eln, eoff, "expected 'endch' after the chunk's "
-                              f"{ch.lines} base64 lines", expected="endch", got=repr(text[:40]))
+                    raise err(
+                        FormatError,
+                        eln,
+                        eoff,
+                        f"expected 'endch' after the chunk's {ch.lines} base64 lines",
+                        expected="endch",
+                        got=repr(text[:40]),
+                    )
             text, eln, eoff = cur.line("endarr")
             if text != "endarr":
-                raise err(FormatError, eln, eoff, "expected 'endarr' after the last chunk",
-                          expected="endarr", got=repr(text[:40]))
+                raise err(
+                    FormatError,
+                    eln,
+                    eoff,
+                    "expected 'endarr' after the last chunk",
+                    expected="endarr",
+                    got=repr(text[:40]),
+                )
             info.end_lineno = eln
             hashes.wait()
             info.raw = buf
@@ -390,13 +513,42 @@ def parse(data: np.ndarray, *, collect: bool = False, hmac_keys: Iterable[bytes]
         audit_ln = ln
         text, ln, off = cur.line("'endwtxt'")
     if text != "endwtxt":
-        raise err(FormatError, ln, off, "unexpected line",
-                  expected="'arr ...', 'audit ...' or 'endwtxt'", got=repr(text[:40]))
+        raise err(
+            FormatError,
+            ln,
+            off,
+            "unexpected line",
+            expected="'arr ...', 'audit ...' or 'endwtxt'",
+            got=repr(text[:40]),
+        )
     if not cur.at_end():
-        raise err(FormatError, cur.lineno, cur.pos, "data after 'endwtxt'",
-                  expected="end of file", got=f"{cur.size - cur.pos} more bytes")
-    return Parsed(meta, cap, root, pending, sign, root_end, sign_span, arrays, audit, audit_ln,
-                  hashes.all.hexdigest(), fastxor, cur.size, data, root_ln, root_off, sign_ln)
+        raise err(
+            FormatError,
+            cur.lineno,
+            cur.pos,
+            "data after 'endwtxt'",
+            expected="end of file",
+            got=f"{cur.size - cur.pos} more bytes",
+        )
+    return Parsed(
+        meta,
+        cap,
+        root,
+        pending,
+        sign,
+        root_end,
+        sign_span,
+        arrays,
+        audit,
+        audit_ln,
+        hashes.all.hexdigest(),
+        fastxor,
+        cur.size,
+        data,
+        root_ln,
+        root_off,
+        sign_ln,
+    )
 
 
 def _check_ts(ts: str, ln: int, off: int) -> None:
@@ -405,12 +557,19 @@ def _check_ts(ts: str, ln: int, off: int) -> None:
     try:
         datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
-        raise err(FormatError, ln, off, "meta 'ts' is not a valid UTC time",
-                  expected="YYYY-MM-DDTHH:MM:SSZ", got=ts) from None
+        raise err(
+            FormatError,
+            ln,
+            off,
+            "meta 'ts' is not a valid UTC time",
+            expected="YYYY-MM-DDTHH:MM:SSZ",
+            got=ts,
+        ) from None
 
 
-def _chunk(cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: int,
-           collect: bool) -> ChunkInfo:
+def _chunk(
+    cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: int, collect: bool
+) -> ChunkInfo:
     lineno, pos = cur.lineno, cur.pos
     # fast path: the regular expression straight on the mapped text, then its LF
     m = S.CH_RE.match(cur.mv, pos)
@@ -429,24 +588,45 @@ def _chunk(cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: 
     g_ix, g_off, g_len, g_sha, g_crc, g_lines = m.groups()
     cix, coff, clen, lines = int(g_ix), int(g_off), int(g_len), int(g_lines)
     if cix != ix:
-        raise err(FormatError, lineno, pos, "ch 'ix' not contiguous", expected=f"{ix:06d}",
-                  got=m.group(1).decode())
+        raise err(
+            FormatError,
+            lineno,
+            pos,
+            "ch 'ix' not contiguous",
+            expected=f"{ix:06d}",
+            got=m.group(1).decode(),
+        )
     if coff != off:
-        raise err(FormatError, lineno, pos, "ch 'off' mismatch", expected=f"{off:012d}",
-                  got=m.group(2).decode())
+        raise err(
+            FormatError,
+            lineno,
+            pos,
+            "ch 'off' mismatch",
+            expected=f"{off:012d}",
+            got=m.group(2).decode(),
+        )
     if clen != length:
         raise err(FormatError, lineno, pos, "ch 'len' mismatch", expected=length, got=clen)
     if lines != S.b64_lines(clen):
-        raise err(FormatError, lineno, pos, "ch 'lines' mismatch", expected=S.b64_lines(clen),
-                  got=lines)
+        raise err(
+            FormatError, lineno, pos, "ch 'lines' mismatch", expected=S.b64_lines(clen), got=lines
+        )
     ch = ChunkInfo(cix, coff, clen, g_sha.decode(), g_crc.decode(), lines, lineno, pos)
     if clen == 0:
         # an empty chunk has no base64 lines to decode, but its digests are checked all the same
-        for what, declared, computed in (("crc32c", ch.crc32c, S.EMPTY_CRC32C),
-                                         ("sha256", ch.sha256, S.EMPTY_SHA256)):
+        for what, declared, computed in (
+            ("crc32c", ch.crc32c, S.EMPTY_CRC32C),
+            ("sha256", ch.sha256, S.EMPTY_SHA256),
+        ):
             if declared != computed:
-                exc = err(IntegrityError, lineno, pos, f"chunk {what} mismatch (empty chunk, "
-                          "len=0)", expected=declared, got=computed)
+                exc = err(
+                    IntegrityError,
+                    lineno,
+                    pos,
+                    f"chunk {what} mismatch (empty chunk, len=0)",
+                    expected=declared,
+                    got=computed,
+                )
                 if not collect:
                     raise exc
                 ch.damage, ch.damage_line = str(exc), lineno
@@ -454,8 +634,15 @@ def _chunk(cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: 
     return ch
 
 
-def _decode_chunk(cur: Cursor, kern: Any, data: np.ndarray, ch: ChunkInfo, scratch: np.ndarray,
-                  buf: np.ndarray, collect: bool) -> None:
+def _decode_chunk(
+    cur: Cursor,
+    kern: Any,
+    data: np.ndarray,
+    ch: ChunkInfo,
+    scratch: np.ndarray,
+    buf: np.ndarray,
+    collect: bool,
+) -> None:
     status, line, p = kern.unframe_lines(cur.mv[cur.pos :], ch.lines, scratch, S.WIDTH)
     if status != 0:
         exc = _kernel_error(status, data[cur.pos :], p, ch.lineno + 1, line, cur.pos)
@@ -473,8 +660,14 @@ def _decode_chunk(cur: Cursor, kern: Any, data: np.ndarray, ch: ChunkInfo, scrat
     if n != want:
         last = ch.lineno + ch.lines
         w = n - S.WIDTH * (ch.lines - 1)
-        exc = err(FormatError, last, cur.pos - w - 3, "base64 line width (last line of the chunk)",
-                  expected=want - S.WIDTH * (ch.lines - 1), got=w)
+        exc = err(
+            FormatError,
+            last,
+            cur.pos - w - 3,
+            "base64 line width (last line of the chunk)",
+            expected=want - S.WIDTH * (ch.lines - 1),
+            got=w,
+        )
         if not collect:
             raise exc
         ch.damage, ch.damage_line = str(exc), last
@@ -483,16 +676,28 @@ def _decode_chunk(cur: Cursor, kern: Any, data: np.ndarray, ch: ChunkInfo, scrat
     raw = pybase64.b64decode(S.mview(scratch)[:n], validate=True)
     crc = f"{_crc32c.crc32c(raw) if n <= _CRC_DIRECT else crc32c(raw):08x}"
     if crc != ch.crc32c:
-        exc = err(IntegrityError, ch.lineno, ch.offset, "chunk crc32c mismatch",
-                  expected=ch.crc32c, got=crc)
+        exc = err(
+            IntegrityError,
+            ch.lineno,
+            ch.offset,
+            "chunk crc32c mismatch",
+            expected=ch.crc32c,
+            got=crc,
+        )
         if not collect:
             raise exc
         ch.damage, ch.damage_line = str(exc), ch.lineno
         return
     sha = hashlib.sha256(raw).hexdigest()
     if sha != ch.sha256:
-        exc = err(IntegrityError, ch.lineno, ch.offset, "chunk sha256 mismatch",
-                  expected=ch.sha256, got=sha)
+        exc = err(
+            IntegrityError,
+            ch.lineno,
+            ch.offset,
+            "chunk sha256 mismatch",
+            expected=ch.sha256,
+            got=sha,
+        )
         if not collect:
             raise exc
         ch.damage, ch.damage_line = str(exc), ch.lineno
@@ -501,6 +706,7 @@ def _decode_chunk(cur: Cursor, kern: Any, data: np.ndarray, ch: ChunkInfo, scrat
 
 
 # -- checks after parsing -------------------------------------------------------------------
+
 
 def keyid_of(public_key: Any) -> str:
     """``xxh64(raw 32-byte public key, seed 0)`` as 16 hex digits."""
@@ -519,8 +725,7 @@ def _raw_public(public_key: Any) -> bytes:
     return raw
 
 
-def check_signature(sig_b64: str, keyid: str, message: bytes,
-                    public_keys: Iterable[Any]) -> str:
+def check_signature(sig_b64: str, keyid: str, message: bytes, public_keys: Iterable[Any]) -> str:
     """``"verified"``, ``"no key"`` (no public key with this keyid) or ``"bad"`` (also for a
     signature that is not canonical base64 of 64 bytes)."""
     from cryptography.exceptions import InvalidSignature
@@ -571,18 +776,24 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
     ``reader[name]`` is an owned array.
     """
 
-    def __init__(self, source: Any, *, hmac_keys: Iterable[bytes] = (),
-                 public_keys: Iterable[Any] = (), wsum: str | os.PathLike[str] | None = None,
-                 allow_pending: bool = False, limits: Limits = DEFAULT_LIMITS,
-                 workers: int = 1) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        hmac_keys: Iterable[bytes] = (),
+        public_keys: Iterable[Any] = (),
+        wsum: str | os.PathLike[str] | None = None,
+        allow_pending: bool = False,
+        limits: Limits = DEFAULT_LIMITS,
+        workers: int = 1,
+    ) -> None:
         self._map(source, S.FMT)
         self._hmac_keys = list(hmac_keys)
         self._public_keys = list(public_keys)
         try:
             keys = self._hmac_keys
             pubs = self._public_keys
-            self.parsed = parse(self._mf.buffer(), hmac_keys=keys, limits=limits,
-                                workers=workers)
+            self.parsed = parse(self._mf.buffer(), hmac_keys=keys, limits=limits, workers=workers)
             if wsum is None and self._mf.path is not None:
                 wsum = wsum_path(self._mf.path)
             self.wsum = _read_wsum(wsum) if self.parsed.pending else None
@@ -630,8 +841,13 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
             byte_range=None,
             encoding="base64",
             checksum=f"sha256:{a.sha256}",
-            extras={"line": a.lineno, "nbytes": a.nbytes, "chunks": len(a.chunks),
-                    "hmac_state": a.hmac_state, "idx": a.idx},
+            extras={
+                "line": a.lineno,
+                "nbytes": a.nbytes,
+                "chunks": len(a.chunks),
+                "hmac_state": a.hmac_state,
+                "idx": a.idx,
+            },
         )
 
     @property
@@ -680,26 +896,53 @@ def array_checks(a: ArrayInfo, keys: list[bytes]) -> list[Check]:
     if a.computed_sha256 == a.sha256:
         out = [Check(where, OK, "sha256", first, last)]
     else:
-        out = [Check(where, ERROR, f"sha256 mismatch; expected {a.sha256}, got "
-                     f"{a.computed_sha256}", first, last)]
+        out = [
+            Check(
+                where,
+                ERROR,
+                f"sha256 mismatch; expected {a.sha256}, got {a.computed_sha256}",
+                first,
+                last,
+            )
+        ]
     if a.hmac_state == "authenticated":
         out.append(Check(where, OK, "hmac authenticated", first, last))
     elif a.hmac_state == "bad":
         out.append(Check(where, ERROR, "hmac mismatch for every key given", first, last))
     elif a.hmac_state == "unauthenticated":
         if keys:
-            out.append(Check(where, ERROR, "unauthenticated (hmac is zero) but hmac keys were "
-                             "given", first, last))
+            out.append(
+                Check(
+                    where,
+                    ERROR,
+                    "unauthenticated (hmac is zero) but hmac keys were given",
+                    first,
+                    last,
+                )
+            )
         else:
             out.append(Check(where, INFO, "unauthenticated (hmac is zero)", first, last))
     else:  # "unchecked": only without keys
-        out.append(Check(where, INFO, "unauthenticated (hmac present, not checked: no hmac key "
-                         "given)", first, last))
+        out.append(
+            Check(
+                where,
+                INFO,
+                "unauthenticated (hmac present, not checked: no hmac key given)",
+                first,
+                last,
+            )
+        )
     return out
 
 
-def file_checks(p: Parsed, wsum: Mapping[str, str] | None, keys: list[bytes], pubs: list[Any],
-                *, allow_pending: bool = False) -> list[Check]:
+def file_checks(
+    p: Parsed,
+    wsum: Mapping[str, str] | None,
+    keys: list[bytes],
+    pubs: list[Any],
+    *,
+    allow_pending: bool = False,
+) -> list[Check]:
     """The root, signature and audit rows. Public keys given: a verified signature is mandatory,
     and it counts only when ``sha256_all``, ``fastxor`` and ``merkle_this`` recomputed from the
     content match the root it signs (DECISIONS, WTXT 11)."""
@@ -710,9 +953,21 @@ def file_checks(p: Parsed, wsum: Mapping[str, str] | None, keys: list[bytes], pu
     root = root_values(p, wsum)
     if root is None:
         status = INFO if allow_pending else ERROR
-        out.append(Check(f"root_pending (line {rl})", status, "no WSUM sidecar to finalize the "
-                         "root" + (": root not checked (allow_pending)" if allow_pending else
-                                   " (pass wsum= or allow_pending=True)"), rl, rl))
+        out.append(
+            Check(
+                f"root_pending (line {rl})",
+                status,
+                "no WSUM sidecar to finalize the "
+                "root"
+                + (
+                    ": root not checked (allow_pending)"
+                    if allow_pending
+                    else " (pass wsum= or allow_pending=True)"
+                ),
+                rl,
+                rl,
+            )
+        )
     else:
         if p.pending:
             assert wsum is not None
@@ -720,43 +975,76 @@ def file_checks(p: Parsed, wsum: Mapping[str, str] | None, keys: list[bytes], pu
         else:
             obj = f"root (line {rl})"
         arrays = "" if not p.arrays else f" lines {first}-{last}"
-        cover = {"sha256_all": f"covers the arr lines and array bytes of{arrays or ' no lines'}",
-                 "fastxor": f"covers the array bytes of{arrays or ' no lines'}",
-                 "merkle_this": f"covers meta line 2 (ts, gen, build), merkle_prev and "
-                                f"sha256_all of line {rl}"}
-        this = S.merkle(root["merkle_prev"], p.computed_all, p.meta["ts"], p.meta["gen"],
-                        p.meta["build"])
-        for field, got in (("sha256_all", p.computed_all),
-                           ("fastxor", f"{p.computed_fastxor:016x}"), ("merkle_this", this)):
+        cover = {
+            "sha256_all": f"covers the arr lines and array bytes of{arrays or ' no lines'}",
+            "fastxor": f"covers the array bytes of{arrays or ' no lines'}",
+            "merkle_this": f"covers meta line 2 (ts, gen, build), merkle_prev and "
+            f"sha256_all of line {rl}",
+        }
+        this = S.merkle(
+            root["merkle_prev"], p.computed_all, p.meta["ts"], p.meta["gen"], p.meta["build"]
+        )
+        for field, got in (
+            ("sha256_all", p.computed_all),
+            ("fastxor", f"{p.computed_fastxor:016x}"),
+            ("merkle_this", this),
+        ):
             if root[field] == got:
                 msg = field
                 if field == "merkle_this":
-                    msg += " (first generation)" if root["merkle_prev"] == S.ZERO64 else \
-                        f" (merkle_prev {root['merkle_prev'][:16]})"
+                    msg += (
+                        " (first generation)"
+                        if root["merkle_prev"] == S.ZERO64
+                        else f" (merkle_prev {root['merkle_prev'][:16]})"
+                    )
                 out.append(Check(obj, OK, msg, rl, rl))
             else:
-                out.append(Check(obj, ERROR, f"{field} mismatch ({cover[field]}); expected "
-                                 f"{root[field]}, got {got}", rl, rl if field == "merkle_this"
-                                 else last))
+                out.append(
+                    Check(
+                        obj,
+                        ERROR,
+                        f"{field} mismatch ({cover[field]}); expected {root[field]}, got {got}",
+                        rl,
+                        rl if field == "merkle_this" else last,
+                    )
+                )
     root_ok = root is not None and all(c.status == OK for c in out)
     out += _signature_checks(p, wsum, pubs, root_ok)
     if p.audit_lineno is not None:
-        covered = " (its bytes are covered by the sign_all signature)" if (
-            p.sign is not None and "sign_all" in p.cap) else ""
-        out.append(Check(f"audit (line {p.audit_lineno})", INFO, "unauthenticated: not covered "
-                         "by any hash" + covered, p.audit_lineno, p.audit_lineno))
+        covered = (
+            " (its bytes are covered by the sign_all signature)"
+            if (p.sign is not None and "sign_all" in p.cap)
+            else ""
+        )
+        out.append(
+            Check(
+                f"audit (line {p.audit_lineno})",
+                INFO,
+                "unauthenticated: not covered by any hash" + covered,
+                p.audit_lineno,
+                p.audit_lineno,
+            )
+        )
     return out
 
 
-def _signature_checks(p: Parsed, wsum: Mapping[str, str] | None, pubs: list[Any],
-                      root_ok: bool) -> list[Check]:
+def _signature_checks(
+    p: Parsed, wsum: Mapping[str, str] | None, pubs: list[Any], root_ok: bool
+) -> list[Check]:
     rl = p.root_lineno
     if p.pending:
         if wsum is None:
             if not pubs:
                 return []
-            return [Check(f"wsum signature (root_pending line {rl})", ERROR, "public keys were "
-                          "given but there is no WSUM sidecar to carry a signature", rl, rl)]
+            return [
+                Check(
+                    f"wsum signature (root_pending line {rl})",
+                    ERROR,
+                    "public keys were given but there is no WSUM sidecar to carry a signature",
+                    rl,
+                    rl,
+                )
+            ]
         from .stream import wsum_signature_state
 
         obj = f"wsum signature ({_wsum_name(wsum)} line 1)"
@@ -769,38 +1057,59 @@ def _signature_checks(p: Parsed, wsum: Mapping[str, str] | None, pubs: list[Any]
             state, keyid = "unsigned", ""
         else:
             keyid = p.sign["keyid"]
-            state = check_signature(p.sign["ed25519"], keyid, p.message("sign_all" in p.cap),
-                                    pubs)
-        covers = (f"every line but line {line}" if "sign_all" in p.cap
-                  else f"lines 1-{rl}")
+            state = check_signature(p.sign["ed25519"], keyid, p.message("sign_all" in p.cap), pubs)
+        covers = f"every line but line {line}" if "sign_all" in p.cap else f"lines 1-{rl}"
     if state == "verified":
         if root_ok:
-            return [Check(obj, OK, f"ed25519 verified (keyid {keyid}); covers {covers}", line,
-                          line)]
-        return [Check(obj, ERROR, f"ed25519 signature by keyid {keyid} is valid over {covers}, "
-                      "but the root it signs does not match the content: nothing is "
-                      "authenticated", line, line)]
+            return [
+                Check(obj, OK, f"ed25519 verified (keyid {keyid}); covers {covers}", line, line)
+            ]
+        return [
+            Check(
+                obj,
+                ERROR,
+                f"ed25519 signature by keyid {keyid} is valid over {covers}, "
+                "but the root it signs does not match the content: nothing is "
+                "authenticated",
+                line,
+                line,
+            )
+        ]
     if state == "bad":
-        return [Check(obj, ERROR, f"ed25519 signature does not verify (keyid {keyid})", line,
-                      line)]
+        return [Check(obj, ERROR, f"ed25519 signature does not verify (keyid {keyid})", line, line)]
     if state == "unsigned":
         if pubs:
             return [Check(obj, ERROR, "unsigned but public keys were given", line, line)]
         return [Check(obj, INFO, "unsigned", line, line)]
     # "no key"
     if pubs:
-        return [Check(obj, ERROR, f"signed by keyid {keyid}, which is not the keyid of any "
-                      "public key given", line, line)]
-    return [Check(obj, INFO, f"ed25519 present (keyid {keyid}), not verified: no public key "
-                  "given", line, line)]
+        return [
+            Check(
+                obj,
+                ERROR,
+                f"signed by keyid {keyid}, which is not the keyid of any public key given",
+                line,
+                line,
+            )
+        ]
+    return [
+        Check(
+            obj,
+            INFO,
+            f"ed25519 present (keyid {keyid}), not verified: no public key given",
+            line,
+            line,
+        )
+    ]
 
 
 def _wsum_name(wsum: Mapping[str, str]) -> str:
     return os.path.basename(wsum.get("_path", "")) or "sidecar"
 
 
-def _enforce(p: Parsed, wsum: dict[str, str] | None, keys: list[bytes], pubs: list[Any],
-             allow_pending: bool) -> None:
+def _enforce(
+    p: Parsed, wsum: dict[str, str] | None, keys: list[bytes], pubs: list[Any], allow_pending: bool
+) -> None:
     """Raise on the first failed check (read's contract): the rows ``verify`` reports."""
     for a in p.arrays:
         for c in array_checks(a, keys):
@@ -816,8 +1125,9 @@ def open(source: Any, **kw: Any) -> WtxtFile:  # noqa: A001 - format API name
     return WtxtFile(source, **kw)
 
 
-def read(path: Any, *, hmac_keys: Iterable[bytes] = (), public_keys: Iterable[Any] = (),
-         **kw: Any) -> dict[str, np.ndarray]:
+def read(
+    path: Any, *, hmac_keys: Iterable[bytes] = (), public_keys: Iterable[Any] = (), **kw: Any
+) -> dict[str, np.ndarray]:
     """Read every array of a WTXT file, checking everything it carries.
 
     Parity nibbles, chunk CRC-32C and SHA-256, array SHA-256, ``sha256_all``, ``fastxor`` and
@@ -857,32 +1167,71 @@ def inspect(source: Any) -> list[dict]:
     rows: list[dict] = []
     for a in p.arrays:
         auth = {"unauthenticated": "unauthenticated", "unchecked": "hmac (no key)"}.get(
-            a.hmac_state, a.hmac_state)
-        rows.append({
-            "name": a.name, "dtype": str(S.DTYPES[a.dtype]), "shape": a.shape,
-            "bytes": a.nbytes, "encoding": "base64/76+parity",
-            "layout": (f"{len(a.chunks)} chunks, rows_per_chunk={a.idx['rows_per_chunk']}"
-                       if a.idx and a.idx["row_blocking"] == "on"
-                       else f"{len(a.chunks)} chunks"),
-            "checksum": "sha256 " + a.sha256[:16] + ("" if a.computed_sha256 == a.sha256
-                                                    else " MISMATCH"),
-            "auth": auth, "line": a.lineno,
-        })
+            a.hmac_state, a.hmac_state
+        )
+        rows.append(
+            {
+                "name": a.name,
+                "dtype": str(S.DTYPES[a.dtype]),
+                "shape": a.shape,
+                "bytes": a.nbytes,
+                "encoding": "base64/76+parity",
+                "layout": (
+                    f"{len(a.chunks)} chunks, rows_per_chunk={a.idx['rows_per_chunk']}"
+                    if a.idx and a.idx["row_blocking"] == "on"
+                    else f"{len(a.chunks)} chunks"
+                ),
+                "checksum": "sha256 "
+                + a.sha256[:16]
+                + ("" if a.computed_sha256 == a.sha256 else " MISMATCH"),
+                "auth": auth,
+                "line": a.lineno,
+            }
+        )
         for c in a.chunks:
-            rows.append({
-                "name": f"  {a.name}[{c.ix:06d}]", "dtype": "-", "shape": "-",
-                "bytes": c.length, "encoding": f"{c.lines} lines", "layout": f"off={c.off}",
-                "checksum": f"crc32c {c.crc32c}", "auth": "damaged" if c.damage else "ok",
-                "line": c.lineno,
-            })
+            rows.append(
+                {
+                    "name": f"  {a.name}[{c.ix:06d}]",
+                    "dtype": "-",
+                    "shape": "-",
+                    "bytes": c.length,
+                    "encoding": f"{c.lines} lines",
+                    "layout": f"off={c.off}",
+                    "checksum": f"crc32c {c.crc32c}",
+                    "auth": "damaged" if c.damage else "ok",
+                    "line": c.lineno,
+                }
+            )
     sig = "unsigned" if p.sign is None else f"signed keyid={p.sign['keyid']}"
-    rows.append({"name": "(root)", "dtype": "-", "shape": "-", "bytes": p.size,
-                 "encoding": "-", "layout": f"gen={p.meta['gen']} ts={p.meta['ts']}",
-                 "checksum": "pending (WSUM)" if p.pending else
-                 f"sha256_all {p.root['sha256_all'][:16]}" if p.root else "-",
-                 "auth": sig, "line": 4})
+    rows.append(
+        {
+            "name": "(root)",
+            "dtype": "-",
+            "shape": "-",
+            "bytes": p.size,
+            "encoding": "-",
+            "layout": f"gen={p.meta['gen']} ts={p.meta['ts']}",
+            "checksum": "pending (WSUM)"
+            if p.pending
+            else f"sha256_all {p.root['sha256_all'][:16]}"
+            if p.root
+            else "-",
+            "auth": sig,
+            "line": 4,
+        }
+    )
     if p.audit is not None:
-        rows.append({"name": "(audit)", "dtype": "-", "shape": "-", "bytes": "-",
-                     "encoding": "-", "layout": " ".join(f"{k}={v}" for k, v in p.audit.items()),
-                     "checksum": "-", "auth": "unauthenticated", "line": p.audit_lineno})
+        rows.append(
+            {
+                "name": "(audit)",
+                "dtype": "-",
+                "shape": "-",
+                "bytes": "-",
+                "encoding": "-",
+                "layout": " ".join(f"{k}={v}" for k, v in p.audit.items()),
+                "checksum": "-",
+                "auth": "unauthenticated",
+                "line": p.audit_lineno,
+            }
+        )
     return rows

@@ -14,8 +14,13 @@ from .writer import _sign_line, private_key
 __all__ = ["sign_file", "load_private_key", "load_public_key"]
 
 
-def sign_file(path: str | os.PathLike[str], signing_key: Any, *, sign_all: bool = False,
-              out: str | os.PathLike[str] | None = None) -> None:
+def sign_file(
+    path: str | os.PathLike[str],
+    signing_key: Any,
+    *,
+    sign_all: bool = False,
+    out: str | os.PathLike[str] | None = None,
+) -> None:
     """Verify ``path`` and write it (to ``out``, default in place) with a fresh ``sign`` line.
 
     The result is byte-identical to what :func:`write` gives with the same key and
@@ -25,8 +30,14 @@ def sign_file(path: str | os.PathLike[str], signing_key: Any, *, sign_all: bool 
     with WtxtFile(path) as f:
         p = f.parsed
         if p.pending:
-            raise FormatError(describe(S.FMT, "sign", detail="a root_pending file is signed "
-                                       "through its WSUM sidecar (tenfold wsum --key)"))
+            raise FormatError(
+                describe(
+                    S.FMT,
+                    "sign",
+                    detail="a root_pending file is signed "
+                    "through its WSUM sidecar (tenfold wsum --key)",
+                )
+            )
         data = p.data.tobytes()
         root_end = p.root_end
         cap = [c for c in p.cap if c != "sign_all"]
@@ -37,7 +48,7 @@ def sign_file(path: str | os.PathLike[str], signing_key: Any, *, sign_all: bool 
     lines = data[:root_end].split(b"\n")
     lines[2] = ("cap ext=" + ",".join(cap)).encode()
     head = b"\n".join(lines)
-    body = data[p.sign_span[1]:] if p.sign_span else data[root_end:]
+    body = data[p.sign_span[1] :] if p.sign_span else data[root_end:]
     msg = head + body if sign_all else head
     new = head + _sign_line(key, msg).encode() + b"\n" + body
     with atomic_write(out if out is not None else path) as fh:
@@ -53,8 +64,7 @@ def load_private_key(path: str | os.PathLike[str]) -> Any:
         from cryptography.hazmat.primitives.serialization import load_der_private_key
 
         der = _pem_body(data, "PRIVATE KEY", path)
-        return _ed25519(lambda: load_der_private_key(der, password=None), Ed25519PrivateKey,
-                        path)
+        return _ed25519(lambda: load_der_private_key(der, password=None), Ed25519PrivateKey, path)
     return private_key(_raw32(data, path))
 
 
@@ -78,8 +88,9 @@ def _ed25519(load: Any, cls: type, path: Any) -> Any:
     except (ValueError, TypeError) as exc:
         raise FormatError(describe(S.FMT, where, detail=f"not a readable key: {exc}")) from None
     if not isinstance(key, cls):
-        raise FormatError(describe(S.FMT, where, detail="not an Ed25519 key",
-                                   got=type(key).__name__))
+        raise FormatError(
+            describe(S.FMT, where, detail="not an Ed25519 key", got=type(key).__name__)
+        )
     return key
 
 
@@ -90,14 +101,26 @@ def _pem_body(data: bytes, label: str, path: Any) -> bytes:
     begin, end = f"-----BEGIN {label}-----".encode(), f"-----END {label}-----".encode()
     where = f"key file {os.fspath(path)!r}"
     if len(lines) < 3 or lines[0] != begin or lines[-1] != end:
-        raise FormatError(describe(S.FMT, where, detail=f"expected one PEM block "
-                                   f"'-----BEGIN {label}-----' ... '-----END {label}-----'"))
+        raise FormatError(
+            describe(
+                S.FMT,
+                where,
+                detail=f"expected one PEM block "
+                f"'-----BEGIN {label}-----' ... '-----END {label}-----'",
+            )
+        )
     body = b"".join(ln.strip() for ln in lines[1:-1])
     der = S.b64_canonical(body)
     if der is None:
-        raise FormatError(describe(S.FMT, where, detail="PEM body is not canonical base64 "
-                                   "(RFC 4648: standard alphabet, '=' padding, zero padding "
-                                   "bits)"))
+        raise FormatError(
+            describe(
+                S.FMT,
+                where,
+                detail="PEM body is not canonical base64 "
+                "(RFC 4648: standard alphabet, '=' padding, zero padding "
+                "bits)",
+            )
+        )
     return der
 
 
@@ -110,5 +133,10 @@ def _raw32(data: bytes, path: Any) -> bytes:
             pass
     if len(data) == 32:
         return data
-    raise FormatError(describe(S.FMT, f"key file {os.fspath(path)!r}", detail="expected PEM, "
-                               "32 raw bytes or 64 hex digits"))
+    raise FormatError(
+        describe(
+            S.FMT,
+            f"key file {os.fspath(path)!r}",
+            detail="expected PEM, 32 raw bytes or 64 hex digits",
+        )
+    )

@@ -30,16 +30,20 @@ def parse_wsum(data: bytes) -> dict[str, str]:
     """Parse a WSUM sidecar (exactly one line + LF); returns its fields and ``_signed``."""
     if not data.endswith(b"\n") or data.count(b"\n") != 1:
         nlf = data.count(b"\n")
-        raise err(FormatError, 1, 0, "wsum: must be exactly one line ending in LF",
-                  got=f"{nlf} LF in {len(data)} bytes")
+        raise err(
+            FormatError,
+            1,
+            0,
+            "wsum: must be exactly one line ending in LF",
+            got=f"{nlf} LF in {len(data)} bytes",
+        )
     raw = data[:-1]
     bad = char_problem(raw)
     if bad is not None:
         raise err(FormatError, 1, bad[0], "wsum: " + bad[1])
     text = raw.decode("ascii")
     if not text.startswith("WSUM 1 "):
-        raise err(FormatError, 1, 0, "bad WSUM magic", expected="'WSUM 1 ...'",
-                  got=repr(text[:12]))
+        raise err(FormatError, 1, 0, "bad WSUM magic", expected="'WSUM 1 ...'", got=repr(text[:12]))
     spec = list(S.WSUM_HEAD)
     if " keyid=" in text:
         spec.append(("keyid", S.HEX16))
@@ -58,22 +62,31 @@ def wsum_signature_state(wsum: Mapping[str, str], public_keys: Iterable[Any]) ->
     return check_signature(wsum["sign"], wsum["keyid"], wsum["_signed"].encode(), public_keys)
 
 
-def finalize_wsum(path: str | os.PathLike[str], *, merkle_prev: Any = None,
-                  signing_key: Any = None, hmac_keys: Iterable[bytes] = (),
-                  workers: int = 1) -> str:
+def finalize_wsum(
+    path: str | os.PathLike[str],
+    *,
+    merkle_prev: Any = None,
+    signing_key: Any = None,
+    hmac_keys: Iterable[bytes] = (),
+    workers: int = 1,
+) -> str:
     """Verify a ``root_pending`` WTXT and write its ``<path>.wsum`` sidecar; returns its path."""
     from .writer import _prev_hex, private_key
 
-    with WtxtFile(path, hmac_keys=hmac_keys, allow_pending=True, wsum=os.devnull,
-                  workers=workers) as f:
+    with WtxtFile(
+        path, hmac_keys=hmac_keys, allow_pending=True, wsum=os.devnull, workers=workers
+    ) as f:
         p = f.parsed
         if not p.pending:
-            raise FormatError(describe(S.FMT, "root", detail="file is not root_pending; it "
-                                       "needs no WSUM"))
+            raise FormatError(
+                describe(S.FMT, "root", detail="file is not root_pending; it needs no WSUM")
+            )
         prev = _prev_hex(merkle_prev)
         this = S.merkle(prev, p.computed_all, p.meta["ts"], p.meta["gen"], p.meta["build"])
-        head = (f"WSUM 1 sha256_all={p.computed_all} merkle_prev={prev} merkle_this={this} "
-                f"fastxor={p.computed_fastxor:016x}")
+        head = (
+            f"WSUM 1 sha256_all={p.computed_all} merkle_prev={prev} merkle_this={this} "
+            f"fastxor={p.computed_fastxor:016x}"
+        )
     if signing_key is not None:
         key = private_key(signing_key)
         head += f" keyid={keyid_of(key.public_key())}"

@@ -13,6 +13,7 @@ import numpy as np
 import pybase64
 
 from .. import _kernels
+from ..core.bounds import checked_numel
 from ..core.checksums import crc32c
 from ..core.mapped import MappedFile
 from ..core.report import ERROR, OK, Report
@@ -33,8 +34,14 @@ from .reader import (
 __all__ = ["verify", "recover", "Recovery", "Damage"]
 
 
-def verify(source: Any, *, hmac_keys: Iterable[bytes] = (), public_keys: Iterable[Any] = (),
-           wsum: str | os.PathLike[str] | None = None, workers: int = 1) -> Report:
+def verify(
+    source: Any,
+    *,
+    hmac_keys: Iterable[bytes] = (),
+    public_keys: Iterable[Any] = (),
+    wsum: str | os.PathLike[str] | None = None,
+    workers: int = 1,
+) -> Report:
     """Check everything a WTXT file carries and report per array and chunk.
 
     Rows: header; each chunk (parity, base64, CRC-32C, SHA-256); each array (SHA-256, HMAC:
@@ -75,28 +82,42 @@ def verify(source: Any, *, hmac_keys: Iterable[bytes] = (), public_keys: Iterabl
             try:
                 side = _read_wsum(wsum)
             except TenfoldError as exc:
-                report.add(f"wsum ({os.path.basename(os.fspath(wsum or ''))} line 1)", ERROR,
-                           str(exc))
+                report.add(
+                    f"wsum ({os.path.basename(os.fspath(wsum or ''))} line 1)", ERROR, str(exc)
+                )
         _report(report, p, side, keys, pubs)
     return report
 
 
-def _report(r: Report, p: Parsed, wsum: dict[str, str] | None, keys: list[bytes],
-            pubs: list[Any]) -> None:
-    r.summary.update({"gen": p.meta["gen"], "ts": p.meta["ts"], "schema": p.meta["schema"],
-                      "cap": ",".join(p.cap), "arrays": len(p.arrays)})
-    r.add("header (lines 1-3)", OK, "WTXT 1, meta, cap, " +
-          ("root_pending" if p.pending else "root"))
+def _report(
+    r: Report, p: Parsed, wsum: dict[str, str] | None, keys: list[bytes], pubs: list[Any]
+) -> None:
+    r.summary.update(
+        {
+            "gen": p.meta["gen"],
+            "ts": p.meta["ts"],
+            "schema": p.meta["schema"],
+            "cap": ",".join(p.cap),
+            "arrays": len(p.arrays),
+        }
+    )
+    r.add(
+        "header (lines 1-3)", OK, "WTXT 1, meta, cap, " + ("root_pending" if p.pending else "root")
+    )
     rows: list[Check] = []
     for a in p.arrays:
         for ch in a.chunks:
-            where = (f"array {a.name!r} chunk {ch.ix:06d} "
-                     f"(lines {ch.lineno}-{ch.lineno + ch.lines + 1})")
+            where = (
+                f"array {a.name!r} chunk {ch.ix:06d} (lines {ch.lineno}-{ch.lineno + ch.lines + 1})"
+            )
             if ch.damage:
                 r.add(where, ERROR, ch.damage)
             else:
-                r.add(where, OK, "parity, crc32c, sha256" if ch.length else
-                      "crc32c, sha256 (empty chunk)")
+                r.add(
+                    where,
+                    OK,
+                    "parity, crc32c, sha256" if ch.length else "crc32c, sha256 (empty chunk)",
+                )
         achecks = array_checks(a, keys)
         rows += achecks
         for c in achecks:
@@ -111,8 +132,11 @@ def _report(r: Report, p: Parsed, wsum: dict[str, str] | None, keys: list[bytes]
 def _auth_summary(p: Parsed, rows: list[Check], keys: list[bytes], pubs: list[Any]) -> str:
     """One honest line: what is authenticated, not just intact."""
     if any(c.status == ERROR for c in rows):
-        return "none: " + ("authentication failed" if keys or pubs else "the file is damaged") \
+        return (
+            "none: "
+            + ("authentication failed" if keys or pubs else "the file is damaged")
             + " (see the errors)"
+        )
     parts = []
     if keys:
         parts.append(f"hmac authenticates the bytes of all {len(p.arrays)} arrays")
@@ -121,8 +145,9 @@ def _auth_summary(p: Parsed, rows: list[Check], keys: list[bytes], pubs: list[An
     else:
         parts.append("no hmac (zero)")
     if pubs:
-        parts.append("ed25519 verified: it binds meta and root, hence every arr line and array "
-                     "byte")
+        parts.append(
+            "ed25519 verified: it binds meta and root, hence every arr line and array byte"
+        )
     elif any(c.message.startswith("ed25519 present") for c in rows):
         parts.append("signature present, not checked (no public key given)")
     else:
@@ -140,6 +165,7 @@ def _auth_summary(p: Parsed, rows: list[Check], keys: list[bytes], pubs: list[An
 
 # -- recovery -------------------------------------------------------------------------------
 
+
 @dataclasses.dataclass(frozen=True)
 class Damage:
     """One damaged place: array (or None), chunk index (or None), 1-based lines, reason."""
@@ -151,8 +177,11 @@ class Damage:
     reason: str
 
     def where(self) -> str:
-        lines = (f"line {self.first_line}" if self.first_line == self.last_line
-                 else f"lines {self.first_line}-{self.last_line}")
+        lines = (
+            f"line {self.first_line}"
+            if self.first_line == self.last_line
+            else f"lines {self.first_line}-{self.last_line}"
+        )
         if self.array is None:
             return lines
         if self.chunk is None:
@@ -240,8 +269,9 @@ def _recover_data(data: np.ndarray) -> Recovery:
             ch_ln = i + 1
             m = S.CH_RE.fullmatch(lines[i])
             j = i + 1
-            while j < n and not lines[j].startswith((b"endch", b"ch ", b"arr ", b"endarr",
-                                                     b"endwtxt")):
+            while j < n and not lines[j].startswith(
+                (b"endch", b"ch ", b"arr ", b"endarr", b"endwtxt")
+            ):
                 j += 1
             body = lines[i + 1 : j]
             end_ln = j + 1 if j < n and lines[j] == b"endch" else j
@@ -249,8 +279,7 @@ def _recover_data(data: np.ndarray) -> Recovery:
                 damage.append(Damage(name, None, ch_ln, end_ln, "ch line unreadable"))
                 i = j + 1 if j < n and lines[j] == b"endch" else j
                 continue
-            ix, off, ln_, nl = (int(m.group(1)), int(m.group(2)), int(m.group(3)),
-                                int(m.group(6)))
+            ix, off, ln_, nl = (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(6)))
             reason = None
             if ix >= len(expected) or expected[ix] != (off, ln_):
                 reason = "ch ix/off/len do not fit the array's chunk layout"
@@ -264,8 +293,9 @@ def _recover_data(data: np.ndarray) -> Recovery:
                 scratch = np.zeros(nl * S.WIDTH, np.uint8)
                 st, bad, pos = kern.unframe_lines(text, nl, scratch, S.WIDTH)
                 if st:
-                    kexc = _kernel_error(st, np.frombuffer(text, np.uint8), pos, ch_ln + 1,
-                                         bad, starts[ch_ln])
+                    kexc = _kernel_error(
+                        st, np.frombuffer(text, np.uint8), pos, ch_ln + 1, bad, starts[ch_ln]
+                    )
                     reason = str(kexc)
                     damage.append(Damage(name, ix, ch_ln + 1 + bad, ch_ln + 1 + bad, reason))
                     reason = ""
@@ -289,7 +319,15 @@ def _recover_data(data: np.ndarray) -> Recovery:
             if k not in seen:
                 damage.append(Damage(name, k, arr_ln, arr_ln, "chunk missing"))
         intact = not missing and hashlib.sha256(S.mview(buf)).hexdigest() == a["sha256"]
-        if intact:
+        try:  # a shape NumPy cannot make (a dim of 2**63 beside a 0) is damage, not a crash
+            checked_numel("wtxt", f"array {name!r}", shape, itemsize=dt.itemsize)
+            shape_ok = True
+        except TenfoldError as exc:
+            damage.append(Damage(name, None, arr_ln, arr_ln, f"bad shape: {exc}"))
+            shape_ok = False
+        if not shape_ok:
+            pass
+        elif intact:
             arrays[name] = buf.view(dt).reshape(shape)
         else:
             if not missing:

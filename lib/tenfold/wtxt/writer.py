@@ -79,9 +79,15 @@ def make_meta(schema: str, gen: int | str, ts: Any, build: str, host: str, cuda:
         datetime.datetime.strptime(ts, "%Y-%m-%dT%H:%M:%SZ")
     except ValueError:
         raise _bad("meta 'ts'", "not a valid date and time", got=ts) from None
-    return {"schema": _token("schema", schema), "gen": gen, "ts": ts,
-            "build": _token("build", build), "endian": "LE", "host": _token("host", host),
-            "cuda": _token("cuda", cuda)}
+    return {
+        "schema": _token("schema", schema),
+        "gen": gen,
+        "ts": ts,
+        "build": _token("build", build),
+        "endian": "LE",
+        "host": _token("host", host),
+        "cuda": _token("cuda", cuda),
+    }
 
 
 def _salt_hex(salt: Any, name: str, gen: str) -> str:
@@ -92,16 +98,16 @@ def _salt_hex(salt: Any, name: str, gen: str) -> str:
     if isinstance(salt, str):
         if len(salt) == 16 and all(c in "0123456789abcdef" for c in salt):
             return salt
-        raise _bad(f"array {name!r}", "salt must be 16 lowercase hex digits or 8 bytes",
-                   got=salt)
+        raise _bad(f"array {name!r}", "salt must be 16 lowercase hex digits or 8 bytes", got=salt)
     b = bytes(salt)
     if len(b) != 8:
         raise _bad(f"array {name!r}", "salt must be 8 bytes", got=len(b))
     return b.hex()
 
 
-def prepare_arrays(arrays: Mapping[str, Any], gen: str, salt: Any = None,
-                   rows_per_chunk: Any = None) -> list[Prepared]:
+def prepare_arrays(
+    arrays: Mapping[str, Any], gen: str, salt: Any = None, rows_per_chunk: Any = None
+) -> list[Prepared]:
     """Validate names and dtypes and lay the arrays out in writing order."""
     out = []
     for name in sorted(arrays, key=lambda n: str(n).encode("utf-8", "surrogateescape")):
@@ -115,11 +121,20 @@ def prepare_arrays(arrays: Mapping[str, Any], gen: str, salt: Any = None,
         shape = tuple(int(d) for d in a.shape) or (1,)
         le = np.ascontiguousarray(a, dtype=S.DTYPES[tag]).reshape(-1)
         rpc = rows_per_chunk.get(name) if isinstance(rows_per_chunk, Mapping) else rows_per_chunk
-        if rpc is not None and (isinstance(rpc, bool) or not isinstance(rpc, (int, np.integer))
-                                or rpc < 1):
+        if rpc is not None and (
+            isinstance(rpc, bool) or not isinstance(rpc, (int, np.integer)) or rpc < 1
+        ):
             raise _bad(f"array {name!r}", "rows_per_chunk must be an integer >= 1", got=rpc)
-        out.append(Prepared(name, tag, shape, le.view(np.uint8), _salt_hex(salt, name, gen),
-                            None if rpc is None else int(rpc)))
+        out.append(
+            Prepared(
+                name,
+                tag,
+                shape,
+                le.view(np.uint8),
+                _salt_hex(salt, name, gen),
+                None if rpc is None else int(rpc),
+            )
+        )
     return out
 
 
@@ -132,8 +147,7 @@ def private_key(key: Any) -> Any:
             raise _bad("signing_key", "an Ed25519 seed has 32 bytes", got=len(key))
         return Ed25519PrivateKey.from_private_bytes(bytes(key))
     if not isinstance(key, Ed25519PrivateKey):
-        raise _bad("signing_key", "expected Ed25519PrivateKey or 32 bytes",
-                   got=type(key).__name__)
+        raise _bad("signing_key", "expected Ed25519PrivateKey or 32 bytes", got=type(key).__name__)
     return key
 
 
@@ -143,8 +157,7 @@ def _prev_hex(merkle_prev: Any) -> str:
     if isinstance(merkle_prev, str):
         if len(merkle_prev) == 64 and all(c in "0123456789abcdef" for c in merkle_prev):
             return merkle_prev
-        raise _bad("merkle_prev", "must be 64 lowercase hex digits or 32 bytes",
-                   got=merkle_prev)
+        raise _bad("merkle_prev", "must be 64 lowercase hex digits or 32 bytes", got=merkle_prev)
     b = bytes(merkle_prev)
     if len(b) != 32:
         raise _bad("merkle_prev", "must be 32 bytes", got=len(b))
@@ -160,8 +173,7 @@ def audit_line(audit: Mapping[str, Any]) -> str:
         s = repr(float(v)) if isinstance(v, float) else str(v)
         if not S.TOKEN_RE.fullmatch(s):
             if '"' in s or not all(0x20 <= ord(c) <= 0x7E for c in s):
-                raise _bad(f"audit {k!r}", "value must be printable ASCII without '\"'",
-                           got=s)
+                raise _bad(f"audit {k!r}", "value must be printable ASCII without '\"'", got=s)
             s = f'"{s}"'
         parts.append(f"{k}={s}")
     if not parts:
@@ -169,8 +181,9 @@ def audit_line(audit: Mapping[str, Any]) -> str:
     return "audit " + " ".join(parts)
 
 
-def _digests(items: list[Prepared], hmac_key: bytes | None,
-             hmacs: Mapping[str, str] | None) -> tuple[list[str], str, int]:
+def _digests(
+    items: list[Prepared], hmac_key: bytes | None, hmacs: Mapping[str, str] | None
+) -> tuple[list[str], str, int]:
     """Array lines, ``sha256_all`` and ``fastxor`` (three SHA-256 passes when keyed)."""
     scan = _kernels.load("scan")
     lines = []
@@ -249,9 +262,11 @@ class ChunkEncoder:
         ``pos``; returns the new end."""
         ln = raw.nbytes
         crc = _crc32c.crc32c(raw) if ln <= _CRC_DIRECT else crc32c(raw)
-        head = (f"ch ix={ix:06d} off={off:012d} len={ln} "
-                f"sha256={hashlib.sha256(raw).hexdigest()} crc32c={crc:08x} b64=on width=76 "
-                f"lines={S.b64_lines(ln)}\n").encode()
+        head = (
+            f"ch ix={ix:06d} off={off:012d} len={ln} "
+            f"sha256={hashlib.sha256(raw).hexdigest()} crc32c={crc:08x} b64=on width=76 "
+            f"lines={S.b64_lines(ln)}\n"
+        ).encode()
         b64 = pybase64.b64encode(raw)
         n = len(b64)
         self._room(pos, len(head) + n + 3 * (-(-n // S.WIDTH)) + len(_ENDCH))
@@ -263,8 +278,9 @@ class ChunkEncoder:
         n = self.put(0, ix, off, raw)
         return self.buf[:n].tobytes()
 
-    def write_chunks(self, f: Any, raw: memoryview, clen: int, prefix: bytes = b"",
-                     suffix: bytes = b"") -> int:
+    def write_chunks(
+        self, f: Any, raw: memoryview, clen: int, prefix: bytes = b"", suffix: bytes = b""
+    ) -> int:
         """Write ``prefix``, every chunk of ``raw`` (chunk length ``clen``) and ``suffix`` to
         ``f`` in batches of about ``_BATCH`` bytes; returns the number of bytes written."""
         self._room(0, _BATCH + len(prefix) + len(suffix))
@@ -302,15 +318,29 @@ def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
     return offsets
 
 
-def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: str,
-          gen: int | str, ts: Any, build: str, host: str = "cpu", cuda: str = "off",
-          rows_per_chunk: int | Mapping[str, int | None] | None = None,
-          hmac_key: bytes | None = None, salt: Any = None, signing_key: Any = None,
-          sign_all: bool = False, merkle_prev: Any = None,
-          audit: Mapping[str, Any] | str | None = None,
-          root_pending: bool = False, workers: int = 1, fsync: bool = True,
-          cap_extra: Sequence[str] = (),
-          _hmacs: Mapping[str, str] | None = None) -> None:
+def write(
+    path: str | os.PathLike[str],
+    arrays: Mapping[str, Any],
+    *,
+    schema: str,
+    gen: int | str,
+    ts: Any,
+    build: str,
+    host: str = "cpu",
+    cuda: str = "off",
+    rows_per_chunk: int | Mapping[str, int | None] | None = None,
+    hmac_key: bytes | None = None,
+    salt: Any = None,
+    signing_key: Any = None,
+    sign_all: bool = False,
+    merkle_prev: Any = None,
+    audit: Mapping[str, Any] | str | None = None,
+    root_pending: bool = False,
+    workers: int = 1,
+    fsync: bool = True,
+    cap_extra: Sequence[str] = (),
+    _hmacs: Mapping[str, str] | None = None,
+) -> None:
     """Write ``arrays`` to ``path`` as WTXT 1, deterministically and atomically.
 
     Parameters
@@ -373,17 +403,19 @@ def write(path: str | os.PathLike[str], arrays: Mapping[str, Any], *, schema: st
     def root_of(all_hex: str, fx: int) -> str:
         if root_pending:
             return S.PENDING_LINE
-        return S.root_line(all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"],
-                                                   meta["build"]), fx)
+        return S.root_line(
+            all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"]), fx
+        )
 
     with atomic_write(path, fsync=fsync) as f:
         if workers > 1 and not sign_all:
             with parallel.scoped(1, "wtxt-w") as pool:
                 fut = pool.submit(_digests, items, hmac_key, _hmacs)
-                placeholder = [S.arr_line(it.name, it.tag, it.shape, it.raw.size, S.ZERO64,
-                                          S.ZERO64, it.salt) for it in items]
-                head0 = _header(meta, cap, root_of(S.ZERO64, 0),
-                                _PLACEHOLDER_SIGN if key else None)
+                placeholder = [
+                    S.arr_line(it.name, it.tag, it.shape, it.raw.size, S.ZERO64, S.ZERO64, it.salt)
+                    for it in items
+                ]
+                head0 = _header(meta, cap, root_of(S.ZERO64, 0), _PLACEHOLDER_SIGN if key else None)
                 f.write(head0)
                 offsets = _write_body(f, items, placeholder)
                 f.write(tail.encode())
@@ -448,4 +480,3 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) ->
     if any(k != n for k, n in zip(stored, tensors, strict=True)):
         kw["cap_extra"] = [*kw.get("cap_extra", ()), _names.CAP_ITEM]
     write(path, stored, **kw)
-

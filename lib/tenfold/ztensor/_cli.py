@@ -21,6 +21,10 @@ def register(sub: Any) -> None:
         help="content digest of a zTensor file (same for the same tensors however stored)",
     )
     p.add_argument("file", help="a .zt file of any generation (or a sharded v2 root)")
-    p.add_argument("--algo", choices=["sha256", "xxh3"], default="sha256",
-                   help="digest of the content (default sha256)")
+    p.add_argument(
+        "--algo",
+        choices=["sha256", "xxh3"],
+        default="sha256",
+        help="digest of the content (default sha256)",
+    )
     p.set_defaults(func=cmd_id, inputs=("file",))

@@ -451,9 +451,7 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
     dtype_name = _field(what, entry, "dtype", str, offset)
     np_dtype = registry.to_numpy(FMT, dtype_name, what=what, offset=offset)
     shape_list = _field(what, entry, "shape", list, offset)
-    numel = checked_numel(
-        FMT, what, shape_list, limits, itemsize=np_dtype.itemsize, offset=offset
-    )
+    numel = checked_numel(FMT, what, shape_list, limits, itemsize=np_dtype.itemsize, offset=offset)
     shape = tuple(shape_list)
     encoding = _enum(what, entry, "encoding", ENCODINGS, offset)
     layout = _enum(what, entry, "layout", LAYOUTS, offset, default="dense")
