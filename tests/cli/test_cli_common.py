@@ -153,6 +153,8 @@ def test_demo_writes_and_verifies_every_format(tmp_path, capsys):
 @pytest.mark.skipif(shutil.which("tenfold") is None, reason="tenfold entry point not on PATH")
 def test_console_script(model):
     proc = subprocess.run(["tenfold", "verify", "-q", str(model)], capture_output=True, text=True)
+    assert proc.returncode == 0 and proc.stdout == ""  # -q: nothing on success
+    proc = subprocess.run(["tenfold", "verify", str(model)], capture_output=True, text=True)
     assert proc.returncode == 0 and "OK" in proc.stdout
     proc = subprocess.run(
         [sys.executable, "-m", "tenfold", "--version"], capture_output=True, text=True
