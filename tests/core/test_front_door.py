@@ -329,3 +329,20 @@ def test_closed_reader_refuses_reads(tmp_path, suffix):
     with pytest.raises(ValueError, match="closed file"):
         r["w"]
     assert kept.tolist() == W.tolist()
+
+
+def test_npz_reader_charges_each_array_to_the_decode_budget(tmp_path):
+    # found by scripts/fuzz.py: a member declaring 2**31 float128 made verify raise MemoryError
+    from tenfold.core.bounds import Limits
+    from tenfold.errors import LimitError
+    from tenfold.interop.npz_reader import Reader as NpzReader
+
+    p = tmp_path / "a.npz"
+    f = np.asfortranarray(np.arange(12, dtype=np.float32).reshape(3, 4))
+    np.savez(p, big=np.zeros(5000, np.uint8), f=f)
+    with NpzReader(p) as r:
+        got = r["f"]
+        assert got.flags.f_contiguous and np.array_equal(got, f)
+    with NpzReader(p, limits=Limits(decode_budget=4000)) as r:
+        with pytest.raises(LimitError, match="member 'big.npy'"):
+            r["big"]

@@ -308,3 +308,30 @@ def test_fuzz_mutations(edits):
     for pos, val in edits:
         data[pos % len(data)] = val
     _check(bytes(data))
+
+
+def test_iterating_an_index_over_a_replaced_shard_is_an_integrity_error(tmp_path):
+    # found by scripts/fuzz.py: iteration yielded names read from a changed shard, which
+    # index[key] then could not find (KeyError from a Mapping that had just listed the key)
+    import io
+    import tarfile
+
+    import tenfold
+    from tenfold.errors import IntegrityError
+    from tenfold.taridx import build
+
+    def shard(names):
+        with tarfile.open(tmp_path / "f_0.tar", "w", format=tarfile.USTAR_FORMAT) as tf:
+            for n in names:
+                info = tarfile.TarInfo(n)
+                info.size = 3
+                info.mtime = 0
+                tf.addfile(info, io.BytesIO(b"abc"))
+
+    shard(["s1.txt", "s2.txt"])
+    idx = build(tmp_path, "f")
+    with tenfold.open(idx) as r:
+        assert sorted(r) == ["s1", "s2"]
+    shard(["t1.txt", "t2.txt"])  # same layout, other names
+    with tenfold.open(idx) as r, pytest.raises(IntegrityError, match="keyhash"):
+        list(r)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.reader import MappedReader, TensorInfo
 from ..core.report import ERROR, OK, Report
@@ -277,7 +278,17 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         try:
             with self._archive().open(zi) as f:
                 dtype, shape, fortran, _ = self._header(zi, f)
-                out = np.empty(shape, dtype, order="F" if fortran else "C")
+                # charged to the decode budget; LimitError (never MemoryError) when too big
+                out = empty(
+                    tuple(shape)[::-1] if fortran else shape,
+                    dtype,
+                    fmt=FMT,
+                    what=what,
+                    offset=zi.header_offset,
+                    budget=self.limits.budget(),
+                )
+                if fortran:
+                    out = out.T  # a C array of the reversed shape, transposed: Fortran order
                 flat = out.reshape(-1, order="A").view(np.uint8) if out.size else None
                 if flat is not None:
                     mv = memoryview(flat)  # type: ignore[arg-type]

@@ -16,11 +16,12 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
+from xxhash import xxh64_intdigest
 
 from .. import _kernels
 from ..core.mapped import MappedFile
 from ..core.reader import MappedReader, TensorInfo
-from ..errors import FormatError, TruncatedError, UnsupportedError, describe
+from ..errors import FormatError, IntegrityError, TruncatedError, UnsupportedError, describe
 from ._spec import (
     FLAG_CONTIGUOUS,
     FMT,
@@ -260,6 +261,7 @@ class Index(MappedReader, Mapping[str, dict]):
             fids = np.asarray(self.rows["fid"])[rows].astype(np.int64)
             offs = np.asarray(self.rows["offset"])[rows].astype(np.int64)
             out = [""] * len(rows)
+            raw = [b""] * len(rows)
             if len(rows):
                 ds = self._shards_dataset()
                 from .build import scan_shard
@@ -282,7 +284,26 @@ class Index(MappedReader, Mapping[str, dict]):
                                 )
                             )
                         a = int(ends[p] - scan.stem_len[p])
-                        out[j] = packed[a : int(ends[p])].decode("utf-8", "replace")
+                        raw[j] = packed[a : int(ends[p])]
+                        out[j] = raw[j].decode("utf-8", "replace")
+                # the names must be the ones the index hashed: a damaged or replaced shard
+                # would otherwise yield keys that index[key] cannot find
+                khs = np.asarray(self.rows["keyhash"])[rows].astype(np.uint64)
+                for j, stem in enumerate(out):
+                    got = xxh64_intdigest(raw[j])
+                    if got != int(khs[j]):
+                        raise IntegrityError(
+                            describe(
+                                FMT,
+                                f"shard {ds.shards[int(fids[j])]}",
+                                offset=int(offs[j]),
+                                field="member name",
+                                detail="does not hash to the row's keyhash (shard changed "
+                                "since the index was built?)",
+                                expected=f"{int(khs[j]):016x}",
+                                got=f"{got:016x} ({stem!r})",
+                            )
+                        )
             self._stems = out
         return self._stems
 
