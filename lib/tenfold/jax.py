@@ -10,6 +10,9 @@ and float8 are ml_dtypes types, which JAX uses natively) and handed to ``jax.dev
 JAX owns its buffers, so this is one copy into JAX memory (on CPU, into host memory). A
 ``device`` (a ``jax.Device``, or a platform name such as ``"cpu"`` / ``"gpu"``) chooses where.
 
+JAX narrows 64-bit types to 32 bits unless ``jax_enable_x64`` is set; tenfold refuses such
+a tensor (:class:`~tenfold.errors.UnsupportedError`) instead of changing its values.
+
 JAX is an optional extra (``pip install "tenfold[jax]"``).
 """
 
@@ -22,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from .core.optional import require
+from .errors import UnsupportedError
 from .interop.frameworks import open_tensors
 from .interop.frameworks import safe_open as _safe_open
 
@@ -39,9 +43,20 @@ def _device(jax: Any, device: Any) -> Any:
     return jax.devices(platform)[int(num) if num else 0]
 
 
+def _put(jax: Any, a: Any, device: Any, name: str = "") -> Any:
+    a = np.asarray(a)
+    if a.dtype.itemsize == 8 and a.dtype.kind in "iuf" and not jax.config.read("jax_enable_x64"):
+        what = f"tensor {name!r}" if name else "tensor"
+        raise UnsupportedError(
+            f"tenfold.jax: {what} is {a.dtype}, which JAX would silently narrow to 32 bits; "
+            'enable 64-bit types first: jax.config.update("jax_enable_x64", True)'
+        )
+    return jax.device_put(a, device)
+
+
 def _to_jax(a: Any, device: Any = None) -> Any:
     jax = _jax()
-    return jax.device_put(np.asarray(a), _device(jax, device))
+    return _put(jax, a, _device(jax, device))
 
 
 def safe_open(filename: Any, framework: str = "jax", device: Any = None, **options: Any) -> Any:
@@ -55,7 +70,7 @@ def load_file(filename: str | os.PathLike[str], device: Any = None, **options: A
     dev = _device(jax, device)
     t = open_tensors(filename, **options)
     try:
-        return {n: jax.device_put(np.asarray(t.array(n)), dev) for n in t.names}
+        return {n: _put(jax, t.array(n), dev, n) for n in t.names}
     finally:
         t.close()
 

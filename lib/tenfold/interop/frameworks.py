@@ -157,6 +157,15 @@ class Tensors:
                     self.names.append(key)
         else:
             self.names = list(reader.keys())
+        #: public name -> (stored name, 0-d): WTXT stores some names encoded (tenfold.wtxt.names)
+        self._alias: dict[str, tuple[str, bool]] = {}
+        if fmt == "wtxt":
+            from ..wtxt import names as wnames
+
+            if wnames.CAP_ITEM in getattr(reader, "cap", ()):
+                for stored in self.names:
+                    self._alias[wnames.decode(stored)[0]] = (stored, wnames.decode(stored)[1])
+                self.names = list(self._alias)
         self._read_index = _takes_index(reader)
 
     def _chunk(self, chunk: str) -> dict[str, np.ndarray]:
@@ -173,14 +182,17 @@ class Tensors:
         return dict(md) if md is not None else {}
 
     def check(self, name: str) -> None:
-        if name not in self._fold_names and (self.fmt == "fold" or name not in self.reader):
+        if self.fmt == "fold" or self._alias:
+            if name not in self._fold_names and name not in self._alias:
+                raise KeyError(f"{self.fmt}: no tensor named {name!r}")
+        elif name not in self.reader:
             raise KeyError(f"{self.fmt}: no tensor named {name!r}")
 
     def spec(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
         """The dtype and shape ``array(name)`` has, without decoding it where the format's
         index says them."""
         self.check(name)
-        if self.fmt != "fold":
+        if self.fmt != "fold" and not self._alias:
             info = self.reader.info(name)
             dt = _info_dtype(info)
             if dt is not None:
@@ -194,12 +206,16 @@ class Tensors:
         if self.fmt == "fold":
             c, k = self._fold_names[name]
             return self._chunk(c)[k]
+        if self._alias:
+            stored, scalar = self._alias[name]
+            a = _dense(self.reader[stored], name)
+            return a.reshape(()) if scalar and a.size == 1 else a
         return _dense(self.reader[name], name)
 
     def sliced(self, name: str, index: tuple[Any, ...]) -> np.ndarray:
         """``array(name)[index]`` (``index`` from :func:`normalize_index`); a reader that
         reads slices itself (``read(name, index)``) is asked to."""
-        if self._read_index and self.fmt != "fold":
+        if self._read_index and self.fmt != "fold" and not self._alias:
             self.check(name)
             return np.asarray(_dense(self.reader.read(name, index), name))
         return np.asarray(self.array(name)[index])
@@ -249,6 +265,8 @@ def _info_dtype(info: Any) -> np.dtype | None:
 def _dense(v: Any, name: str) -> Any:
     if isinstance(v, np.ndarray):
         return v
+    if isinstance(v, np.generic):
+        return np.asarray(v)
     from ..convert import _dense as dense
 
     out = dense(v, name)
@@ -304,8 +322,13 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         self._device = device
         if self._framework == "np" and device not in ("cpu", None):
             raise UnsupportedError(f"tenfold: framework 'np': device {device!r}; expected 'cpu'")
+        _converter(self._framework, None, device)  # a missing extra fails before opening
         self._t = open_tensors(filename, **options)
-        self._convert = _converter(self._framework, self._t, device)
+        try:
+            self._convert = _converter(self._framework, self._t.reader, device)
+        except BaseException:
+            self._t.close()
+            raise
 
     # -- lifetime
     def __enter__(self) -> safe_open:
@@ -391,13 +414,14 @@ class Slice:
         return f"<tenfold slice {self._name!r} {self.get_dtype()} {self.get_shape()}>"
 
 
-def _converter(framework: str, t: Tensors, device: Any) -> Any:
+def _converter(framework: str, reader: Any, device: Any) -> Any:
     if framework == "np":
         return lambda a: a
     if framework == "pt":
         from ._torch import Converter
 
-        return Converter(t.reader, device)
-    from ..jax import _to_jax
+        return Converter(reader, device)
+    from ..jax import _jax, _to_jax
 
+    _jax()
     return lambda a: _to_jax(a, device)
