@@ -523,7 +523,7 @@ def test_fold_without_tensor_chunks_is_refused(tmp_path):
         safe_open(tmp_path / "j.fold")
 
 
-# -- optional extras --------------------------------------------------------------------------------
+# -- optional extras ---------------------------------------------------------------------------
 def test_missing_torch_is_one_line_naming_the_extra(tmp_path, monkeypatch):
     path, _, _ = _open_path(tmp_path, "zt")
     monkeypatch.setitem(sys.modules, "torch", None)
