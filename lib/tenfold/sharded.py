@@ -100,8 +100,11 @@ def parse_size(size: int | str) -> int:
 def plan(sizes: list[tuple[str, int]], max_size: int) -> list[list[str]]:
     """Tensor names per shard, in order (the ``huggingface_hub`` rule, see module doc).
 
+    A tensor larger than ``max_size`` is a shard of its own at once, ahead of the shard still
+    being filled (the order ``huggingface_hub`` gives):
+
     >>> plan([("a", 4), ("b", 4), ("c", 9), ("d", 2)], 8)
-    [['a', 'b'], ['c'], ['d']]
+    [['c'], ['a', 'b'], ['d']]
     """
     shards: list[list[str]] = []
     cur: list[str] = []
