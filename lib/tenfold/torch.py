@@ -49,7 +49,11 @@ def _load(source: Any, device: Any, options: dict[str, Any]) -> dict[str, Any]:
     t = open_tensors(source, **options)
     try:
         conv = Converter(t.reader, device)
-        out = {n: conv(t.array(n)) for n in t.names}
+        out = {}
+        for n in t.names:
+            span = t.span(n)
+            got = conv.at(*span) if span is not None else None
+            out[n] = got if got is not None else conv(t.array(n))
         conv.synchronize()
         return out
     finally:

@@ -122,6 +122,7 @@ class Converter:
         self.device = self.torch.device(device if device is not None else "cpu")
         self._reader = reader
         self._maps: dict[int, _PrivateMap] = {}
+        self._typed: dict[str, Any] = {}  # the private map viewed as each torch dtype (at())
         self._lock = threading.Lock()
         self.copies = 0  # arrays that had to be copied (tests check zero-copy with this)
 
@@ -146,6 +147,38 @@ class Converter:
             if got is not None:
                 return got
         return None
+
+    def at(self, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+        """The tensor of ``dtype`` and ``shape`` stored raw at ``offset`` of the reader's file,
+        built in torch over the private map (no NumPy array per tensor), or None when it
+        cannot be (no map, a dtype needing conversion, unaligned, a non-CPU device)."""
+        if self.device.type != "cpu" or dtype.byteorder == ">":
+            return None
+        name = canonical(dtype)
+        tname = TORCH_NAMES.get(name)
+        if tname is None or offset % dtype.itemsize:
+            return None
+        typed = self._typed.get(tname)
+        if typed is None:
+            maps = self._private_maps()
+            if len(maps) != 1 or maps[0].u8 is None:
+                return None
+            u8 = maps[0].u8
+            k = dtype.itemsize
+            raw = self.torch.from_numpy(u8[: u8.size - u8.size % k])
+            typed = self._typed[tname] = raw.view(getattr(self.torch, tname))
+        n = 1
+        for d in shape:
+            n *= d
+        first = offset // dtype.itemsize
+        if n == 0 or first + n > typed.numel():
+            return None
+        strides = []
+        step = 1
+        for d in reversed(shape):
+            strides.append(step)
+            step *= d
+        return typed.as_strided(shape, strides[::-1], first)
 
     def __call__(self, a: Any) -> Any:
         t = self.to_cpu(np.asarray(a))

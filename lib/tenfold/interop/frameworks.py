@@ -43,6 +43,7 @@ FRAMEWORKS = {
 }
 
 _FOLD_TENSOR_CTYPES = ("STEN", "NPZ0")
+_PACKED_TAGS = ("F4",)
 
 
 def framework_of(framework: str) -> str:
@@ -212,6 +213,31 @@ class Tensors:
             return a.reshape(()) if scalar and a.size == 1 else a
         return _dense(self.reader[name], name)
 
+    def span(self, name: str) -> tuple[int, np.dtype, tuple[int, ...]] | None:
+        """``(file offset, dtype, shape)`` when tensor ``name`` is stored raw, little-endian,
+        C-ordered at that offset of the reader's file and reading it needs no check the reader
+        would make first (a zTensor checksum not yet verified): then a framework may build the
+        tensor straight over the file's bytes. None otherwise (use :meth:`array`)."""
+        r = self.reader
+        if self.fmt == "safetensors":
+            info = r.info(name)
+            dt = _info_dtype(info)
+            if dt is None or info.byte_range is None or info.dtype in _PACKED_TAGS:
+                return None
+            start, end = info.byte_range
+            shape = tuple(info.shape)
+            if end - start != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+                return None
+            return start, dt, shape
+        if self.fmt == "ztensor" and type(r).__name__ == "Reader":
+            info = r.info(name)
+            if info.layout != "dense" or info.encoding != "raw" or not info.zero_copy:
+                return None
+            if r.verify_checksums and info.checksum_algo and name not in r._verified:
+                return None
+            return info.offset, info.np_dtype, tuple(info.shape)
+        return None
+
     def sliced(self, name: str, index: tuple[Any, ...]) -> np.ndarray:
         """``array(name)[index]`` (``index`` from :func:`normalize_index`); a reader that
         reads slices itself (``read(name, index)``) is asked to."""
@@ -225,15 +251,23 @@ class Tensors:
         self.reader.close()
 
 
+_TAKES_INDEX: dict[Any, bool] = {}
+
+
 def _takes_index(reader: Any) -> bool:
     """Whether ``reader.read`` takes a second positional ``index`` (a reader that reads only
-    the byte ranges a slice needs)."""
-    try:
-        params = inspect.signature(reader.read).parameters
-    except (TypeError, ValueError):
-        return False
-    p = params.get("index")
-    return p is not None and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+    the byte ranges a slice needs); remembered per reader class."""
+    read = getattr(reader, "read", None)
+    key = getattr(read, "__func__", None) or type(reader)
+    got = _TAKES_INDEX.get(key)
+    if got is None:
+        try:
+            p = inspect.signature(read).parameters.get("index")  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            p = None
+        got = p is not None and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        _TAKES_INDEX[key] = got
+    return got
 
 
 def _info_dtype(info: Any) -> np.dtype | None:
@@ -365,6 +399,14 @@ class safe_open:  # noqa: N801 - the name safetensors users know
 
     def get_tensor(self, name: str) -> Any:
         """Tensor ``name`` in the framework chosen at open."""
+        at = getattr(self._convert, "at", None)
+        if at is not None:
+            self._t.check(name)
+            span = self._t.span(name)
+            if span is not None:
+                got = at(*span)
+                if got is not None:
+                    return got
         return self._convert(self._t.array(name))
 
     def get_slice(self, name: str) -> Slice:
