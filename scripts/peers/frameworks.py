@@ -32,6 +32,11 @@ def touch(state) -> float:
     return sum(float(t.view(-1)[:: 1 << 10].sum()) + float(t.sum()) for t in state.values())
 
 
+def _st_open_close(st, path):
+    with st.safe_open(path, framework="pt"):
+        pass
+
+
 def run(quick: bool) -> list[dict]:
     torch = _optional("torch")
     st = _optional("safetensors.torch")
@@ -103,26 +108,23 @@ def run(quick: bool) -> list[dict]:
         rows.append(row("safe_open().get_tensor, per tensor (both .safetensors)", a, peer, b))
 
         name = "layer.000.weight"
-
-        def tf_slice(index):
-            with tt.safe_open(p["big.zt"]) as f:
-                return f.get_slice(name)[index].clone()
-
-        def st_slice(index):
-            with st.safe_open(p["big.safetensors"], framework="pt") as f:
-                return f.get_slice(name)[index].clone()
-
-        for label, index in (("rows 0:128", (slice(0, 128),)),
-                             ("every 8th row", (slice(None, None, 8),)),
-                             ("columns ::8", (slice(None), slice(None, None, 8)))):  # fmt: skip
-            a = best(lambda index=index: tf_slice(index))
-            try:
-                b = best(lambda index=index: st_slice(index)) if st else None
-                note = ""
-            except Exception as exc:  # noqa: BLE001 - a peer that cannot do it is a result
-                b, note = None, f"safetensors: {type(exc).__name__}"
-            rows.append(row(f"get_slice {label} of a 4 MiB tensor (+ clone)", a, peer, b,
-                            note=note))  # fmt: skip
+        a = best(lambda: tt.safe_open(p["big.zt"]).close())
+        b = best(lambda: _st_open_close(st, p["big.safetensors"])) if st else None
+        rows.append(row(f"safe_open of the {n_big}-tensor file", a, peer, b,
+                        note="tenfold: zTensor 0.1.0 index parse"))  # fmt: skip
+        with tt.safe_open(p["big.zt"]) as f_tf:
+            g = st.safe_open(p["big.safetensors"], framework="pt") if st else None
+            for label, index in (("rows 0:128", (slice(0, 128),)),
+                                 ("every 8th row", (slice(None, None, 8),)),
+                                 ("columns ::8", (slice(None), slice(None, None, 8)))):  # fmt: skip
+                a = best(lambda index=index: f_tf.get_slice(name)[index].clone())
+                try:
+                    b = best(lambda index=index: g.get_slice(name)[index].clone()) if g else None
+                    note = ""
+                except Exception as exc:  # noqa: BLE001 - a peer that cannot do it is a result
+                    b, note = None, f"safetensors: {type(exc).__name__}"
+                rows.append(row(f"get_slice {label} of a 4 MiB tensor (+ clone), file open", a,
+                                peer, b, note=note))  # fmt: skip
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return rows
