@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import tenfold
+import tenfold.convert
 import tenfold.jax
 import tenfold.torch
 from tenfold import fold, oinf, ztensor
@@ -368,6 +369,22 @@ def test_tensors_outlive_the_reader_and_its_file(tmp_path):
         t = f.get_tensor("w")
     os.unlink(path)
     _same(_np(t), expected["w"])
+
+
+@pytest.mark.parametrize("kind", ["zt", "safetensors"])
+def test_a_file_replaced_after_open_still_gives_the_opened_files_tensors(tmp_path, kind):
+    """The copy-on-write map is made by name: when the name now points to another file, the
+    tensors are copies of the opened file's bytes, never the new file's."""
+    path, expected, _ = _open_path(tmp_path, kind)
+    other = tmp_path / ("other" + Path(path).suffix)
+    tenfold.save(other, {k: (v + 1).astype(v.dtype) for k, v in expected.items()})
+    assert other.stat().st_size == Path(path).stat().st_size
+    with tenfold.torch.safe_open(path) as f:
+        os.replace(other, path)
+        got = {n: f.get_tensor(n) for n in f.keys()}
+        assert f._convert.copies == len([n for n in got if got[n].numel()])
+    for n, a in expected.items():
+        _same(_np(got[n]), a)
 
 
 @needs_proc

@@ -75,10 +75,12 @@ class _PrivateMap:
 
     def __init__(self, reader: Any) -> None:
         mf = reader._mf
+        self.u8: np.ndarray | None = None
+        if getattr(mf, "_mm", None) is None:
+            return  # not a mapped file (a buffer, or a reader that reads without a map)
         base = mf.buffer()
         self.start = int(base.__array_interface__["data"][0])
         self.size = int(base.size)
-        self.u8: np.ndarray | None = None
         path = reader.path
         if path is None or self.size == 0:
             return
