@@ -22,7 +22,13 @@ from tenfold.core.optional import MissingDependencyError
 from tenfold.errors import UnsupportedError
 from tenfold.interop.frameworks import normalize_index, safe_open
 
-torch = pytest.importorskip("torch", reason="PyTorch is not installed (extra: tenfold[torch])")
+try:
+    import torch
+except ImportError:  # the NumPy and JAX tests still run; the torch ones skip with the reason
+    torch = None
+needs_torch = pytest.mark.skipif(
+    torch is None, reason="PyTorch is not installed (extra: tenfold[torch])"
+)
 
 CONFORMANCE = Path(__file__).resolve().parents[1] / "conformance"
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -156,7 +162,7 @@ def _np(x) -> np.ndarray:
     """Any framework's array as NumPy, with ml_dtypes for torch's bfloat16 / float8."""
     if isinstance(x, np.ndarray):
         return x
-    if isinstance(x, torch.Tensor):
+    if torch is not None and isinstance(x, torch.Tensor):
         from tenfold.interop._torch import from_torch
 
         return from_torch(x)
@@ -194,6 +200,8 @@ def jax_x64():
 
 
 def _framework(fw: str, request) -> None:
+    if fw == "pt" and torch is None:
+        pytest.skip("PyTorch is not installed (extra: tenfold[torch])")
     if fw == "jax":
         request.getfixturevalue("jax_x64")
 
@@ -244,6 +252,7 @@ def test_bad_index_names_the_shape(index):
         normalize_index(index, (2, 3, 4))
 
 
+@needs_torch
 @pytest.mark.parametrize("index", [(2,), (0, -4), (0, 0, 4), (-3,)])
 def test_out_of_range_is_index_error_with_shape(tmp_path, index):
     path, _, _ = _open_path(tmp_path, "zt")
@@ -304,6 +313,7 @@ needs_proc = pytest.mark.skipif(
 )
 
 
+@needs_torch
 @needs_proc
 @pytest.mark.parametrize("kind", [k for k, v in WRITERS.items() if v[2]])
 def test_torch_tensors_share_the_file_pages(tmp_path, kind):
@@ -321,6 +331,7 @@ def test_torch_tensors_share_the_file_pages(tmp_path, kind):
         assert f._convert.copies == 0
 
 
+@needs_torch
 @needs_proc
 def test_bf16_and_fp8_are_torch_dtypes_without_copy(tmp_path):
     path, expected, _ = _open_path(tmp_path, "safetensors")
@@ -340,6 +351,7 @@ def _digest(path: str) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+@needs_torch
 @pytest.mark.parametrize("kind", ["zt", "safetensors", "oinf", "fold-sten", "sharded-zt"])
 def test_writing_into_a_tensor_never_changes_the_file(tmp_path, kind):
     path, expected, _ = _open_path(tmp_path, kind)
@@ -357,12 +369,14 @@ def test_writing_into_a_tensor_never_changes_the_file(tmp_path, kind):
     _same(_np(again["w"]), expected["w"])
 
 
+@needs_torch
 def test_no_warning_about_non_writable_arrays(tmp_path, recwarn):
     path, _, _ = _open_path(tmp_path, "zt")
     tenfold.torch.load_file(path)
     assert not [w for w in recwarn if "non-writable" in str(w.message)]
 
 
+@needs_torch
 def test_tensors_outlive_the_reader_and_its_file(tmp_path):
     path, expected, _ = _open_path(tmp_path, "zt")
     with tenfold.torch.safe_open(path) as f:
@@ -371,6 +385,7 @@ def test_tensors_outlive_the_reader_and_its_file(tmp_path):
     _same(_np(t), expected["w"])
 
 
+@needs_torch
 @pytest.mark.parametrize("kind", ["zt", "safetensors"])
 def test_a_file_replaced_after_open_still_gives_the_opened_files_tensors(tmp_path, kind):
     """The copy-on-write map is made by name: when the name now points to another file, the
@@ -387,6 +402,7 @@ def test_a_file_replaced_after_open_still_gives_the_opened_files_tensors(tmp_pat
         _same(_np(got[n]), a)
 
 
+@needs_torch
 @needs_proc
 @pytest.mark.parametrize("vector", ["synth_big_endian", "synth_sparse_rust_reader_convention"])
 def test_big_endian_and_sparse_zt_are_native_copies(conformance, vector):
@@ -399,6 +415,7 @@ def test_big_endian_and_sparse_zt_are_native_copies(conformance, vector):
             assert t.numel() == 0 or not _in_map(t, str(vec))
 
 
+@needs_torch
 @pytest.mark.parametrize("gen", ["v0_1_0", "v1", "v2"])
 def test_conformance_vectors_of_every_zt_generation(conformance, gen):
     vec = conformance / "ztensor" / gen / "dense_all_dtypes.zt"
@@ -411,6 +428,7 @@ def test_conformance_vectors_of_every_zt_generation(conformance, gen):
         _same(_np(state[n]), np.asarray(a))
 
 
+@needs_torch
 def test_fp4_becomes_packed_float4_x2(tmp_path):
     if not hasattr(torch, "float4_e2m1fn_x2"):
         pytest.skip("this torch has no float4_e2m1fn_x2")
@@ -430,6 +448,7 @@ def test_fp4_becomes_packed_float4_x2(tmp_path):
 
 
 # -- save_file / load / save -----------------------------------------------------------------------
+@needs_torch
 @pytest.mark.parametrize("suffix", [".safetensors", ".zt", ".oinf", ".fold", ".npz", ".wtxt"])
 def test_save_file_round_trip(tmp_path, suffix):
     state = {
@@ -448,6 +467,7 @@ def test_save_file_round_trip(tmp_path, suffix):
         assert torch.equal(back[n], t)
 
 
+@needs_torch
 def test_save_file_metadata_and_refusals(tmp_path):
     tenfold.torch.save_file({"w": torch.ones(2)}, tmp_path / "m.safetensors", {"format": "pt"})
     with tenfold.torch.safe_open(tmp_path / "m.safetensors") as f:
@@ -459,7 +479,9 @@ def test_save_file_metadata_and_refusals(tmp_path):
         tenfold.torch.save_file({"c": torch.ones(2, dtype=torch.complex128)}, tmp_path / "c.zt")
 
 
+@needs_torch
 def test_load_and_save_bytes_are_safetensors_bytes(tmp_path):
+    pytest.importorskip("safetensors", reason="safetensors is not installed (peers extra)")
     from safetensors.torch import load as st_load
     from safetensors.torch import save as st_save
 
@@ -475,7 +497,9 @@ def test_load_and_save_bytes_are_safetensors_bytes(tmp_path):
     assert torch.equal(tenfold.torch.load((tmp_path / "m.zt").read_bytes())["w"], state["w"])
 
 
+@needs_torch
 def test_safetensors_reads_what_tenfold_torch_wrote_and_back(tmp_path):
+    pytest.importorskip("safetensors", reason="safetensors is not installed (peers extra)")
     from safetensors.torch import load_file as st_load_file
     from safetensors.torch import safe_open as st_safe_open
     from safetensors.torch import save_file as st_save_file
@@ -500,13 +524,16 @@ def test_safetensors_reads_what_tenfold_torch_wrote_and_back(tmp_path):
 
 
 # -- devices --------------------------------------------------------------------------------------
+@needs_torch
 def test_device_other_than_cpu_is_a_copy_there(tmp_path):
     path, expected, _ = _open_path(tmp_path, "zt")
     state = tenfold.torch.load_file(path, device="meta")
     assert state["w"].device.type == "meta" and tuple(state["w"].shape) == (6, 10)
 
 
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device on this machine")
+@pytest.mark.skipif(
+    torch is None or not torch.cuda.is_available(), reason="no CUDA device on this machine"
+)
 def test_cuda_load_goes_through_pinned_memory(tmp_path):  # pragma: no cover - needs a GPU
     path, expected, _ = _open_path(tmp_path, "zt")
     state = tenfold.torch.load_file(path, device="cuda")
