@@ -625,3 +625,10 @@ def test_top_level_safe_open_is_numpy_by_default(tmp_path):
         assert isinstance(w, np.ndarray) and not w.flags.writeable
         assert "w" in f and list(f) == f.keys()
         assert "version" in f.metadata() or isinstance(f.metadata(), dict)
+
+
+def test_fold_metadata_without_index_bookkeeping_and_membership(tmp_path):
+    fold.save(tmp_path / "m.fold", {"w": np.ones(3, np.float32)}, metadata={"a": "b"})
+    with safe_open(tmp_path / "m.fold") as f:
+        assert f.metadata() == {"a": "b"}
+        assert "w" in f and "x" not in f and 3 not in f

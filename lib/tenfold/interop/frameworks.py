@@ -44,6 +44,7 @@ FRAMEWORKS = {
 
 _FOLD_TENSOR_CTYPES = ("STEN", "NPZ0")
 _PACKED_TAGS = ("F4",)
+_FOLD_INTERNAL = ("chunk_hashes", "manifest_hash")
 
 
 def framework_of(framework: str) -> str:
@@ -180,7 +181,11 @@ class Tensors:
     @property
     def metadata(self) -> dict[str, Any]:
         md = self.reader.metadata
-        return dict(md) if md is not None else {}
+        out = dict(md) if md is not None else {}
+        if self.fmt == "fold":  # the index's own bookkeeping, as convert leaves it out
+            for k in _FOLD_INTERNAL:
+                out.pop(k, None)
+        return out
 
     def check(self, name: str) -> None:
         if self.fmt == "fold" or self._alias:
@@ -390,7 +395,11 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         return iter(self._t.names)
 
     def __contains__(self, name: object) -> bool:
-        return isinstance(name, str) and name in set(self._t.names)
+        try:
+            self._t.check(name)  # type: ignore[arg-type]
+        except (KeyError, TypeError):
+            return False
+        return isinstance(name, str)
 
     def metadata(self) -> dict[str, Any]:
         """File-level metadata (safetensors ``__metadata__``, FOLD / OINF / zTensor
