@@ -86,6 +86,8 @@ def save_file(
     tensors: Mapping[str, Any],
     filename: str | os.PathLike[str],
     metadata: Mapping[str, str] | None = None,
+    *,
+    max_shard_size: int | str | None = None,
     **options: Any,
 ) -> None:
     """Write ``tensors`` (torch tensors, or anything NumPy takes) to ``filename``, atomically,
@@ -95,10 +97,28 @@ def save_file(
 
     Tensors are written from their own memory (a contiguous CPU tensor is not copied);
     tensors sharing storage are written as separate copies (safetensors refuses them).
+
+    ``max_shard_size`` (``"5GB"``, ``"500MB"``, ``"1GiB"`` or bytes) writes Hugging Face shards
+    plus ``<filename>.index.json`` instead, each shard with ``metadata`` (one file when
+    everything fits; see :mod:`tenfold.sharded`).
     """
+    from .capabilities import check_dtype, target_of
     from .convert import write_any
 
-    write_any(filename, _arrays(tensors), metadata=metadata, **options)
+    arrays = _arrays(tensors)
+    if max_shard_size is None:
+        write_any(filename, arrays, metadata=metadata, **options)
+        return
+    from .sharded import _nbytes, write
+
+    fmt = target_of(filename)
+    for n, a in arrays.items():  # every dtype checked before the first shard is written
+        if fmt is not None:
+            check_dtype(fmt, n, a.dtype)
+    write(filename, list(arrays), {n: _nbytes(a) for n, a in arrays.items()}, max_shard_size,
+          lambda p, group: write_any(p, {n: arrays[n] for n in group}, metadata=metadata,
+                                     **options),
+          fsync=options.get("fsync", True))  # fmt: skip
 
 
 def save(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:

@@ -632,3 +632,19 @@ def test_fold_metadata_without_index_bookkeeping_and_membership(tmp_path):
     with safe_open(tmp_path / "m.fold") as f:
         assert f.metadata() == {"a": "b"}
         assert "w" in f and "x" not in f and 3 not in f
+
+
+@needs_torch
+def test_save_file_sharded_with_metadata(tmp_path):
+    state = {f"l{i}": torch.full((64,), float(i)) for i in range(4)}
+    tenfold.torch.save_file(state, tmp_path / "m.safetensors", {"format": "pt"},
+                            max_shard_size=600)  # fmt: skip
+    assert (tmp_path / "m-00002-of-00002.safetensors").exists()
+    with tenfold.torch.safe_open(tmp_path / "m-00002-of-00002.safetensors") as f:
+        assert f.metadata() == {"format": "pt"}
+    back = tenfold.torch.load_file(tmp_path / "m.safetensors.index.json")
+    assert all(torch.equal(back[k], v) for k, v in state.items())
+    with pytest.raises(tenfold.EncodeError, match="bfloat16"):
+        tenfold.torch.save_file({"a": torch.ones(2), "h": torch.ones(300).bfloat16()},
+                                tmp_path / "x.npz", max_shard_size=100)  # fmt: skip
+    assert not list(tmp_path.glob("x*"))
