@@ -225,6 +225,18 @@ class Tensors:
         tensor straight over the file's bytes. None otherwise (use :meth:`array`)."""
         r = self.reader
         if self.fmt == "safetensors":
+            entries, start0 = getattr(r, "_entries", None), getattr(r, "data_start", None)
+            if isinstance(entries, dict) and isinstance(start0, int):  # fast: no record per call
+                from .safetensors import DTYPES
+
+                tag, shape, begin, end = entries[name]
+                if tag in _PACKED_TAGS or tag not in DTYPES:
+                    return None
+                dt = DTYPES[tag]
+                n = dt.itemsize
+                for d in shape:
+                    n *= d
+                return (start0 + begin, dt, tuple(shape)) if end - begin == n else None
             info = r.info(name)
             dt = _info_dtype(info)
             if dt is None or info.byte_range is None or info.dtype in _PACKED_TAGS:
