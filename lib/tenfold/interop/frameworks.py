@@ -232,11 +232,11 @@ class Tensors:
                 tag, shape, begin, end = entries[name]
                 if tag in _PACKED_TAGS or tag not in DTYPES:
                     return None
-                dt = DTYPES[tag]
-                n = dt.itemsize
+                tdt = DTYPES[tag]
+                n = tdt.itemsize
                 for d in shape:
                     n *= d
-                return (start0 + begin, dt, tuple(shape)) if end - begin == n else None
+                return (start0 + begin, tdt, tuple(shape)) if end - begin == n else None
             info = r.info(name)
             dt = _info_dtype(info)
             if dt is None or info.byte_range is None or info.dtype in _PACKED_TAGS:
