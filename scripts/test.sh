@@ -78,6 +78,9 @@ if ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1; then
 else
     echo "note: no local torch wheel in /opt/wheels; the torch tests will skip (see the summary)"
 fi
+# JAX (CPU wheels from the package index) for tenfold.jax and safe_open(framework="jax");
+# without it those tests skip with a printed reason.
+pip_install "$VPY" "jax[cpu]>=0.4.30" || echo "note: jax did not install; the JAX tests will skip"
 # pyfolds 1.0.2, the FOLD reference, for the peer tests. Its metadata asks for torch and
 # torchvision (a CUDA build from the registry) but its code needs neither to write and read
 # FOLD files: install it alone; its tests skip with a reason when it is absent.

@@ -8,7 +8,8 @@ The top level is small and imports nothing heavy:
   ``Mapping[str, value]`` with ``read``, ``info``, ``metadata``, ``verify`` and ``close``;
 * :func:`load` reads every tensor of a file into a ``dict`` of NumPy arrays;
 * :func:`save` writes a ``dict`` of arrays, in the format its suffix names;
-* :func:`detect` names a file's format.
+* :func:`detect` names a file's format;
+* :func:`safe_open` is the ``safetensors`` API (NumPy, PyTorch, JAX) over every format.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ __all__ = [
     "load",
     "save",
     "detect",
+    "safe_open",
     "errors",
     "TenfoldError",
     "FormatError",
@@ -79,6 +81,15 @@ def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> di
     return module_for(detect(path)).load(path, copy=copy, **options)
 
 
+def safe_open(filename: Any, framework: str = "np", device: Any = "cpu", **options: Any) -> Any:
+    """Open a tensor file of any format as ``safetensors.safe_open`` does: ``keys()``,
+    ``metadata()``, ``get_tensor(name)``, ``get_slice(name)[...]``, with ``framework``
+    ``"np"``, ``"pt"`` or ``"jax"`` (see :mod:`tenfold.interop.frameworks`)."""
+    from .interop.frameworks import safe_open as _safe_open
+
+    return _safe_open(filename, framework=framework, device=device, **options)
+
+
 _DEFAULT = "crc32c"
 
 
@@ -88,6 +99,7 @@ def save(
     format: str | None = None,  # noqa: A002
     *,
     checksum: str | None = _DEFAULT,
+    max_shard_size: int | str | None = None,
     **options: Any,
 ) -> None:
     """Write ``tensors`` to ``path`` atomically, in ``format`` or the one its suffix names.
@@ -97,8 +109,19 @@ def save(
     (``checksum=None`` gives output byte-identical to ztensor 0.1.4). FOLD and WTXT always
     checksum every chunk; OINF has no checksum field, so asking for one explicitly there is
     an :class:`EncodeError` (the default is simply not applicable).
+
+    ``max_shard_size`` (bytes, or ``"5GB"``, ``"500MB"``, ``"1GiB"`` as Hugging Face takes
+    it) splits the tensors into ``name-00001-of-0000N.<ext>`` shards plus the index
+    ``<path>.index.json`` in the Hugging Face layout; a model that fits in one shard is one
+    file at ``path`` (see :mod:`tenfold.sharded`; :func:`open` opens the index).
     """
     from .formats import by_suffix, module_for
+
+    if max_shard_size is not None:
+        from .sharded import save as save_sharded
+
+        save_sharded(path, tensors, max_shard_size, format, checksum=checksum, **options)
+        return
 
     name = format if format is not None else by_suffix(path).name
     mod = module_for(name)

@@ -273,6 +273,15 @@ def _compress_arg(text: str) -> tuple[str, int]:
     return algo, lv
 
 
+def _shard_size_arg(text: str) -> int:
+    from .sharded import parse_size
+
+    try:
+        return parse_size(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def cmd_convert(args: argparse.Namespace) -> int:
     import time
 
@@ -290,8 +299,13 @@ def cmd_convert(args: argparse.Namespace) -> int:
         metadata=not args.no_metadata,
         progress=False if args.quiet else None,
         zt_generation=args.zt_generation,
+        max_shard_size=args.max_shard_size,
     )
     if not args.quiet:
+        if args.max_shard_size is not None and not os.path.exists(args.dst):
+            secs = time.monotonic() - start
+            print(f"{args.src} -> {args.dst}.index.json: {n} tensors in shards, {secs:.1f} s")
+            return 0
         size = os.path.getsize(args.dst)
         secs = time.monotonic() - start
         print(f"{args.src} -> {args.dst}: {n} tensors, {_human(size)} in {secs:.1f} s")
@@ -410,6 +424,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--zt-generation",
         choices=["0.1.0", "2", "v2"],
         help="zTensor generation of a .zt destination (default 0.1.0)",
+    )
+    p.add_argument(
+        "--max-shard-size",
+        type=_shard_size_arg,
+        metavar="SIZE",
+        help="write DST as Hugging Face shards of at most SIZE (bytes, 500MB, 5GB, 1GiB) "
+        "plus DST.index.json (one file when everything fits); SRC may be such an index too",
     )
     p.set_defaults(func=cmd_convert, inputs=("src",), suffixed=("dst",))
 

@@ -324,6 +324,13 @@ def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
         head = f.read(SNIFF_BYTES)
     info = detect_bytes(head)
     suffix = _suffix(path)
+    if info is None:
+        from .sharded import sniff
+
+        if sniff(head):
+            from .sharded import open_source as sharded_source
+
+            return sharded_source(path, lambda p: open_source(p, limits=limits))
     if info is not None:
         if info.name == "ztensor":
             return _zt_source(path, limits)
@@ -477,17 +484,26 @@ def convert(
     fsync: bool = True,
     progress: bool | None = False,
     zt_generation: Any = None,
+    max_shard_size: int | str | None = None,
 ) -> int:
     """Copy every tensor (and the metadata) of ``src`` into a new file ``dst``; return how
     many tensors. See the module docstring for the rules.
 
     ``zt_generation`` chooses the zTensor generation of a ``.zt`` destination: ``0``/``"0.1.0"``
     (the default) or ``2``/``"v2"`` (canonical v2, written by :func:`tenfold.ztensor.save`).
+
+    ``src`` may be a sharded checkpoint's index (:mod:`tenfold.sharded`); ``max_shard_size``
+    writes ``dst`` as shards plus an index (one file when everything fits).
     """
     fmt = _target(dst)
     if zt_generation not in (None, 0, "0", "0.1.0"):
         if fmt != "ztensor":
             raise UnsupportedError(f"tenfold: {os.fspath(dst)}: --zt-generation needs a .zt file")
+        if max_shard_size is not None:
+            raise UnsupportedError(
+                f"tenfold: {os.fspath(dst)}: --max-shard-size writes zTensor 0.1.0 shards; "
+                "it does not combine with --zt-generation"
+            )
         from . import ztensor
         from .formats import detect
 
@@ -514,6 +530,13 @@ def convert(
         md = plan_metadata(fmt, s) if metadata else {}
         if not metadata:
             s.sizevars = {}
+        if max_shard_size is not None:
+            from .sharded import write_source
+
+            write_source(dst, s, max_shard_size, lambda p, sub: _write(
+                fmt, p, sub, md, checksum=checksum, compress=compress, level=level,
+                threads=threads, fsync=fsync, show=progress), fsync=fsync)  # fmt: skip
+            return len(s.names)
         _write(fmt, dst, s, md, checksum=checksum, compress=compress, level=level,
                threads=threads, fsync=fsync, show=progress)  # fmt: skip
         return len(s.names)

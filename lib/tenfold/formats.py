@@ -76,6 +76,17 @@ FORMATS: list[FormatInfo] = [
     ),
 ]
 
+#: A sharded checkpoint's JSON index (Hugging Face layout; :mod:`tenfold.sharded`). It is not
+#: in FORMATS: it is a table of other files, not a container tenfold writes by suffix.
+SHARDED = "sharded"
+
+
+def _sharded_sniff(head: bytes) -> bool:
+    from .sharded import sniff
+
+    return sniff(head)
+
+
 #: Bytes read from the start of a file to recognise it.
 SNIFF_BYTES = 512
 
@@ -102,6 +113,8 @@ def detect(path: str | os.PathLike[str]) -> str:
     with os.fdopen(open_regular(path), "rb") as f:
         head = f.read(SNIFF_BYTES)
     info = detect_bytes(head)
+    if info is None and _sharded_sniff(head):
+        return SHARDED
     if info is None:
         known = ", ".join(i.name for i in FORMATS)
         raise FormatError(
@@ -122,6 +135,8 @@ def by_suffix(path: str | os.PathLike[str]) -> FormatInfo:
 
 
 def module_for(name: str) -> ModuleType:
+    if name == SHARDED:
+        return importlib.import_module("tenfold.sharded")
     for info in FORMATS:
         if info.name == name:
             return info.load_module()

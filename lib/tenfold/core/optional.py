@@ -1,8 +1,8 @@
 """Optional integrations, imported only where they are used.
 
 The base install (``pip install tenfold``) reads, writes and verifies every format. A few
-integrations need a package the base install does not bring: PyTorch, SciPy, fsspec, tqdm and
-the age encryption library. Each is imported inside the function that needs it, through
+integrations need a package the base install does not bring: PyTorch, JAX, SciPy, fsspec, tqdm
+and the age encryption library. Each is imported inside the function that needs it, through
 :func:`require`, so that importing tenfold or running an unrelated command never touches it, and
 a missing one gives one line naming the extra that installs it:
 
@@ -27,6 +27,7 @@ __all__ = ["MissingDependencyError", "EXTRAS", "require", "available"]
 #: What each optional integration is called for people, by its import name.
 EXTRAS: dict[str, str] = {
     "torch": "PyTorch",
+    "jax": "JAX",
     "scipy": "SciPy",
     "fsspec": "fsspec",
     "aiohttp": "aiohttp",

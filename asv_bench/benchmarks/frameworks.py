@@ -1,0 +1,90 @@
+"""asv: tenfold.torch against safetensors.torch on the same tensors (64 MiB, modest sizes).
+
+Skipped (NotImplementedError in setup) where PyTorch or safetensors is not installed.
+"""
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+
+import tenfold
+
+
+def _need(name):
+    try:
+        return __import__(name, fromlist=["_"])
+    except ImportError:
+        raise NotImplementedError(f"{name} is not installed") from None
+
+
+class TorchLoadSuite:
+    params = [["tenfold", "safetensors"]]
+    param_names = ["library"]
+
+    def setup(self, library):
+        self.torch = _need("torch")
+        self.st = _need("safetensors.torch")
+        import tenfold.torch
+
+        self.tt = tenfold.torch
+        self.tmp = tempfile.mkdtemp()
+        rng = np.random.default_rng(0)
+        tensors = {f"layer.{i:02d}.weight": rng.standard_normal((1024, 1024), dtype=np.float32)
+                   for i in range(16)}  # fmt: skip
+        small = {f"b.{i:04d}": rng.standard_normal((32, 32), dtype=np.float32)
+                 for i in range(1024)}  # fmt: skip
+        self.big = os.path.join(self.tmp, "m.zt" if library == "tenfold" else "m.safetensors")
+        self.small = os.path.join(self.tmp, "s.zt" if library == "tenfold" else "s.safetensors")
+        if library == "tenfold":
+            tenfold.save(self.big, tensors, checksum=None, fsync=False)
+            tenfold.save(self.small, small, checksum=None, fsync=False)
+            self.load = self.tt.load_file
+            self.open = lambda p: self.tt.safe_open(p, framework="pt")
+        else:
+            _need("safetensors.numpy").save_file(tensors, self.big)
+            _need("safetensors.numpy").save_file(small, self.small)
+            self.load = self.st.load_file
+            self.open = lambda p: self.st.safe_open(p, framework="pt")
+
+    def teardown(self, library):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def time_load_file(self, library):
+        self.load(self.big)
+
+    def time_load_file_and_read(self, library):
+        for t in self.load(self.big).values():
+            float(t.sum())
+
+    def time_get_tensor_1024_small(self, library):
+        with self.open(self.small) as f:
+            for k in f.keys():
+                f.get_tensor(k)
+
+    def time_get_slice_every_8th_row(self, library):
+        with self.open(self.big) as f:
+            f.get_slice("layer.00.weight")[::8].clone()
+
+
+class ShardedSuite:
+    def setup(self):
+        self.tmp = tempfile.mkdtemp()
+        rng = np.random.default_rng(0)
+        self.tensors = {f"l{i:03d}": rng.standard_normal(16384, dtype=np.float32)
+                        for i in range(128)}  # fmt: skip
+        self.path = os.path.join(self.tmp, "m.zt")
+        tenfold.save(self.path, self.tensors, max_shard_size="1MB", fsync=False)
+
+    def teardown(self):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def time_save_sharded(self):
+        tenfold.save(os.path.join(self.tmp, "w.zt"), self.tensors, max_shard_size="1MB",
+                     fsync=False)  # fmt: skip
+
+    def time_open_index_and_read_all(self):
+        with tenfold.open(self.path + ".index.json") as r:
+            for k in r:
+                r[k]

@@ -1,0 +1,287 @@
+"""NumPy arrays from tenfold readers -> PyTorch tensors, without copying where possible.
+
+Rules (:mod:`tenfold.torch` documents them for users):
+
+* bfloat16, float8 (e4m3fn, e5m2, e8m0fnu, e4m3fnuz, e5m2fnuz), uint16/32/64 and every
+  NumPy-native type map to the torch dtype of the same bits: the bytes are viewed as an
+  unsigned integer array, handed to :func:`torch.from_numpy` and reinterpreted with
+  :meth:`torch.Tensor.view` (no ml_dtypes hop, no copy).
+* A read-only view of a file's memory map is not given to torch as is (torch cannot honour
+  read-only memory, and a write through the tensor would fault). The converter maps the same
+  file a second time *copy-on-write* (``MAP_PRIVATE``, :data:`mmap.ACCESS_COPY`) and builds
+  the tensor over that map at the same offset: the tensor shares the page cache with the file
+  until it is written to; a write copies the touched page privately and never reaches the file.
+  (``safetensors`` maps with ``MAP_PRIVATE`` too, through ``torch.UntypedStorage.from_file``.)
+* Copied instead, as documented: arrays that are not views of a file map (read-only buffers
+  given to ``open`` in memory), big-endian data (made native), negative strides, data not
+  aligned to its element size, and FP4 (``float4_e2m1fn``, one element per byte in NumPy),
+  which becomes torch's packed ``float4_e2m1fn_x2`` (two per byte, last axis halved).
+  Owned, writable arrays (decoded zstd / base64 / packed OINF tensors) are wrapped, not copied.
+* ``device`` other than CPU: for CUDA the tensor is copied into pinned host memory and sent
+  with ``non_blocking=True``; :meth:`Converter.synchronize` waits for the copies.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from typing import Any
+
+import numpy as np
+
+from ..core.dtypes import canonical
+from ..core.optional import require
+from ..errors import EncodeError, UnsupportedError
+
+__all__ = ["Converter", "torch_module", "to_torch", "from_torch", "TORCH_NAMES"]
+
+#: Canonical tenfold dtype names that are viewed as an unsigned integer of their size and
+#: reinterpreted as the torch dtype of the same name.
+_VIEWED = ("bfloat16", "float8_e5m2", "float8_e4m3fn", "float8_e8m0fnu", "float8_e4m3fnuz",
+           "float8_e5m2fnuz")  # fmt: skip
+_UINT = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
+
+#: torch dtype name -> canonical tenfold name, for every dtype both know.
+TORCH_NAMES = {
+    "float64": "float64",
+    "float32": "float32",
+    "float16": "float16",
+    "bfloat16": "bfloat16",
+    "float8_e5m2": "float8_e5m2",
+    "float8_e4m3fn": "float8_e4m3fn",
+    "float8_e8m0fnu": "float8_e8m0fnu",
+    "float8_e4m3fnuz": "float8_e4m3fnuz",
+    "float8_e5m2fnuz": "float8_e5m2fnuz",
+    "complex64": "complex64",
+    "int64": "int64",
+    "int32": "int32",
+    "int16": "int16",
+    "int8": "int8",
+    "uint64": "uint64",
+    "uint32": "uint32",
+    "uint16": "uint16",
+    "uint8": "uint8",
+    "bool": "bool",
+}
+
+
+def torch_module(what: str = "tenfold.torch") -> Any:
+    return require("torch", extra="torch", what=what)
+
+
+class _PrivateMap:
+    """The reader's file mapped again, copy-on-write, and where the reader's map starts."""
+
+    def __init__(self, reader: Any) -> None:
+        mf = reader._mf
+        self.u8: np.ndarray | None = None
+        if getattr(mf, "_mm", None) is None:
+            return  # not a mapped file (a buffer, or a reader that reads without a map)
+        base = mf.buffer()
+        self.start = int(base.__array_interface__["data"][0])
+        self.size = int(base.size)
+        path = reader.path
+        if path is None or self.size == 0:
+            return
+        from ..core.mapped import open_regular
+
+        fd = open_regular(path)
+        try:
+            st = os.fstat(fd)
+            ref = getattr(mf, "_fd", None)
+            if ref is not None:
+                rst = os.fstat(ref)
+                same = (st.st_dev, st.st_ino) == (rst.st_dev, rst.st_ino)
+            else:
+                same = True
+            if not same or st.st_size != self.size:
+                return  # the name now points to another file: copy instead
+            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
+        finally:
+            os.close(fd)
+        self.u8 = np.frombuffer(mm, dtype=np.uint8)  # writable, private
+
+    def translate(self, a: np.ndarray) -> np.ndarray | None:
+        """The same array over the private map, or None when ``a`` is not in the map."""
+        if self.u8 is None or a.size == 0:
+            return None
+        addr = int(a.__array_interface__["data"][0])
+        off = addr - self.start
+        if not 0 <= off < self.size or any(s < 0 for s in a.strides):
+            return None
+        try:
+            return np.ndarray(a.shape, dtype=a.dtype, buffer=self.u8, offset=off, strides=a.strides)
+        except (TypeError, ValueError):
+            return None
+
+
+class Converter:
+    """Turns the arrays of one reader into torch tensors on ``device`` (see module doc)."""
+
+    def __init__(self, reader: Any, device: Any = "cpu") -> None:
+        self.torch = torch_module()
+        self.device = self.torch.device(device if device is not None else "cpu")
+        self._reader = reader
+        self._maps: dict[int, _PrivateMap] = {}
+        self._typed: dict[str, Any] = {}  # the private map viewed as each torch dtype (at())
+        self._lock = threading.Lock()
+        self.copies = 0  # arrays that had to be copied (tests check zero-copy with this)
+
+    def _private_maps(self) -> list[_PrivateMap]:
+        """Private maps of the reader's file (of each opened shard for a sharded reader)."""
+        shards = getattr(self._reader, "_shards", None)
+        readers = list(shards.values()) if isinstance(shards, dict) else [self._reader]
+        with self._lock:
+            for r in readers:
+                if id(r) not in self._maps:
+                    try:
+                        self._maps[id(r)] = _PrivateMap(r)
+                    except (AttributeError, ValueError, OSError):
+                        m = _PrivateMap.__new__(_PrivateMap)
+                        m.u8 = None  # nothing to share: copy
+                        self._maps[id(r)] = m
+            return [self._maps[id(r)] for r in readers]
+
+    def _shared(self, a: np.ndarray) -> np.ndarray | None:
+        for m in self._private_maps():
+            got = m.translate(a)
+            if got is not None:
+                return got
+        return None
+
+    def at(self, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+        """The tensor of ``dtype`` and ``shape`` stored raw at ``offset`` of the reader's file,
+        built in torch over the private map (no NumPy array per tensor), or None when it
+        cannot be (no map, a dtype needing conversion, unaligned, a non-CPU device)."""
+        if self.device.type != "cpu" or dtype.byteorder == ">":
+            return None
+        name = canonical(dtype)
+        tname = TORCH_NAMES.get(name)
+        if tname is None or offset % dtype.itemsize:
+            return None
+        typed = self._typed.get(tname)
+        if typed is None:
+            maps = self._private_maps()
+            if len(maps) != 1 or maps[0].u8 is None:
+                return None
+            u8 = maps[0].u8
+            k = dtype.itemsize
+            raw = self.torch.from_numpy(u8[: u8.size - u8.size % k])
+            typed = self._typed[tname] = raw.view(getattr(self.torch, tname))
+        n = 1
+        for d in shape:
+            n *= d
+        first = offset // dtype.itemsize
+        if n == 0 or first + n > typed.numel():
+            return None
+        strides = []
+        step = 1
+        for d in reversed(shape):
+            strides.append(step)
+            step *= d
+        return typed.as_strided(shape, strides[::-1], first)
+
+    def __call__(self, a: Any) -> Any:
+        t = self.to_cpu(np.asarray(a))
+        if self.device.type == "cpu":
+            return t
+        return self._send(t)
+
+    def to_cpu(self, a: np.ndarray) -> Any:
+        torch = self.torch
+        name = canonical(a.dtype) if a.dtype.kind != "O" else "object"
+        if name == "float4_e2m1fn":
+            self.copies += 1
+            return _fp4_to_torch(torch, a)
+        if name not in TORCH_NAMES or not hasattr(torch, name):
+            raise UnsupportedError(f"tenfold.torch: dtype {a.dtype} has no torch equivalent")
+        if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and np.little_endian is False):
+            a = a.astype(a.dtype.newbyteorder("<"))
+        if not a.flags.writeable and self._reader is not None:
+            shared = self._shared(a)
+            if shared is not None:
+                a = shared
+        if (
+            not a.flags.writeable
+            or any(s < 0 for s in a.strides)
+            or (a.size and a.__array_interface__["data"][0] % a.dtype.itemsize)
+        ):
+            self.copies += 1
+            a = np.array(a, order="C")
+        return _wrap(torch, a, name)
+
+    def _send(self, t: Any) -> Any:
+        torch = self.torch
+        if self.device.type == "cuda":
+            pinned = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
+            pinned.copy_(t)
+            return pinned.to(self.device, non_blocking=True)
+        return t.to(self.device)
+
+    def synchronize(self) -> None:
+        """Wait for the asynchronous copies to the device."""
+        if self.device.type == "cuda":
+            self.torch.cuda.synchronize(self.device)
+
+
+def _wrap(torch: Any, a: np.ndarray, name: str) -> Any:
+    if name in _VIEWED:
+        return torch.from_numpy(a.view(_UINT[a.dtype.itemsize])).view(getattr(torch, name))
+    if a.dtype.byteorder not in "=|":
+        a = a.view(a.dtype.newbyteorder("="))
+    return torch.from_numpy(a)
+
+
+def _fp4_to_torch(torch: Any, a: np.ndarray) -> Any:
+    from .safetensors import pack_f4
+
+    if not hasattr(torch, "float4_e2m1fn_x2"):
+        raise UnsupportedError("tenfold.torch: float4_e2m1fn needs torch>=2.8 (float4_e2m1fn_x2)")
+    if a.ndim == 0 or a.shape[-1] % 2:
+        raise UnsupportedError(
+            f"tenfold.torch: float4_e2m1fn tensor of shape {a.shape}: torch packs two per byte "
+            "(float4_e2m1fn_x2); the last axis must have an even length"
+        )
+    packed = pack_f4(a).reshape(a.shape[:-1] + (a.shape[-1] // 2,))
+    return torch.from_numpy(packed).view(torch.float4_e2m1fn_x2)
+
+
+def to_torch(a: np.ndarray, device: Any = "cpu") -> Any:
+    """One array -> a torch tensor (a copy when ``a`` is read-only; see module doc)."""
+    return Converter(None, device)(a)
+
+
+def from_torch(t: Any, name: str = "tensor") -> np.ndarray:
+    """A CPU torch tensor -> a NumPy array of the same bits (bfloat16 / float8 as ml_dtypes
+    types; ``float4_e2m1fn_x2`` unpacked to one ``float4_e2m1fn`` per element). No copy for a
+    contiguous CPU tensor."""
+    from ..core.dtypes import numpy_dtype
+
+    torch = torch_module()
+    if not isinstance(t, torch.Tensor):
+        return np.asarray(t)
+    t = t.detach()
+    if t.device.type != "cpu":
+        t = t.cpu()
+    if not t.is_contiguous():
+        t = t.contiguous()
+    tname = str(t.dtype).removeprefix("torch.")
+    if tname == "float4_e2m1fn_x2":
+        from .safetensors import unpack_f4
+
+        raw = t.view(torch.uint8).numpy().reshape(-1)
+        shape = tuple(t.shape[:-1]) + (t.shape[-1] * 2,) if t.dim() else (2,)
+        return unpack_f4(raw, raw.size * 2).reshape(shape)
+    canon = TORCH_NAMES.get(tname)
+    if canon is None:
+        raise EncodeError(
+            f"tenfold.torch: tensor {name!r}: dtype {t.dtype} cannot be stored; tenfold stores "
+            + ", ".join(sorted(TORCH_NAMES))
+            + ", float4_e2m1fn_x2"
+        )
+    if canon in _VIEWED:
+        return (
+            t.view(getattr(torch, f"uint{8 * t.element_size()}")).numpy().view(numpy_dtype(canon))
+        )
+    return t.numpy()

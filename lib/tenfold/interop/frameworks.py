@@ -1,0 +1,490 @@
+"""The safetensors-style API over every tensor format tenfold reads.
+
+:class:`safe_open` opens any file :func:`tenfold.open` opens that holds tensors (zTensor of
+every generation, OINF, FOLD ``STEN``/``NPZ0`` chunks, WTXT, safetensors, npz, and a sharded
+checkpoint's index) and hands out its tensors as NumPy arrays, PyTorch tensors or JAX arrays::
+
+    with safe_open("model.zt", framework="pt") as f:
+        f.keys(), f.metadata()
+        w = f.get_tensor("w")
+        rows = f.get_slice("w")[0:128, ::2]
+
+The conversion to a framework lives in :mod:`tenfold.interop._torch` (PyTorch) and
+:mod:`tenfold.jax`; this module knows no framework. :class:`Tensors` adapts a reader of any
+format to one view of names, dtypes, shapes and arrays; :func:`normalize_index` checks a
+basic index against a shape (an out-of-range integer is an :class:`IndexError` naming the
+shape).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ..core.dtypes import canonical, numpy_dtype
+from ..errors import FormatError, UnsupportedError
+
+__all__ = ["safe_open", "Slice", "Tensors", "normalize_index", "FRAMEWORKS", "dtype_tag"]
+
+#: Accepted ``framework`` names and the one each means.
+FRAMEWORKS = {
+    "pt": "pt",
+    "torch": "pt",
+    "pytorch": "pt",
+    "np": "np",
+    "numpy": "np",
+    "jax": "jax",
+    "flax": "jax",
+}
+
+_FOLD_TENSOR_CTYPES = ("STEN", "NPZ0")
+_PACKED_TAGS = ("F4",)
+_FOLD_INTERNAL = ("chunk_hashes", "manifest_hash")
+
+
+def framework_of(framework: str) -> str:
+    try:
+        return FRAMEWORKS[framework]
+    except (KeyError, TypeError):
+        raise UnsupportedError(
+            f"tenfold: framework {framework!r}: unknown; expected one of {', '.join(FRAMEWORKS)}"
+        ) from None
+
+
+def dtype_tag(dtype: np.dtype) -> str:
+    """The safetensors name of a NumPy dtype (``"F32"``, ``"BF16"``...), as ``get_dtype()``
+    gives it; the canonical tenfold name when safetensors has none."""
+    from .safetensors import _BY_NAME
+
+    name = canonical(dtype)
+    return _BY_NAME.get(name, name)
+
+
+# -- index checks --------------------------------------------------------------------------------
+def normalize_index(index: Any, shape: tuple[int, ...], what: str = "tensor") -> tuple[Any, ...]:
+    """``index`` as a tuple of ``int`` and ``slice``, one per leading axis, checked against
+    ``shape``: ``Ellipsis`` expanded, negative integers made positive. Slices are kept as
+    given (NumPy clips them, as Python does for lists). An integer outside its axis, or more
+    indices than axes, is an :class:`IndexError` naming the shape.
+
+    >>> normalize_index((-1, ..., slice(None, None, 2)), (4, 5, 6))
+    (3, slice(None, None, None), slice(None, None, 2))
+    >>> normalize_index(7, (4, 5))
+    Traceback (most recent call last):
+    ...
+    IndexError: tensor of shape (4, 5): index 7 is out of range for axis 0 of size 4
+    """
+    items = index if isinstance(index, tuple) else (index,)
+    n_ell = sum(1 for i in items if i is Ellipsis)
+    if n_ell > 1:
+        raise IndexError(f"{what} of shape {shape}: an index can only have one ellipsis")
+    n_axes = len(items) - n_ell
+    if n_axes > len(shape):
+        raise IndexError(
+            f"{what} of shape {shape}: too many indices; {len(shape)} axes, {n_axes} indexed"
+        )
+    if n_ell:
+        k = items.index(Ellipsis)
+        items = items[:k] + (slice(None),) * (len(shape) - n_axes) + items[k + 1 :]
+    out: list[Any] = []
+    for axis, item in enumerate(items):
+        size = shape[axis]
+        if isinstance(item, slice):
+            for part in (item.start, item.stop, item.step):
+                if part is not None and not _is_int(part):
+                    raise TypeError(
+                        f"{what} of shape {shape}: slice bounds must be integers, got {part!r}"
+                    )
+            if item.step is not None and int(item.step) == 0:
+                raise ValueError(f"{what} of shape {shape}: slice step cannot be zero")
+            out.append(item)
+        elif _is_int(item):
+            i = int(item)
+            if not -size <= i < size:
+                raise IndexError(
+                    f"{what} of shape {shape}: index {i} is out of range for axis {axis} "
+                    f"of size {size}"
+                )
+            out.append(i + size if i < 0 else i)
+        else:
+            raise TypeError(
+                f"{what} of shape {shape}: only integers, slices and ... are supported "
+                f"(basic indexing), got {type(item).__name__}"
+            )
+    return tuple(out)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
+
+
+# -- a reader of any format as one set of tensors ---------------------------------------------
+class Tensors:
+    """The tensors of a file, whatever its format: ``names``, ``spec(name)`` -> (dtype,
+    shape), ``array(name)`` (a view of the map where the format stores the tensor raw),
+    ``sliced(name, index)``, ``metadata`` and ``close``.
+
+    FOLD files give the tensors of their ``STEN``/``NPZ0`` chunks, named as
+    :func:`tenfold.fold.load` names them (``"<chunk>/<array>"`` with several chunks).
+    TARIDX indexes hold samples, not tensors, and are refused.
+    """
+
+    def __init__(self, reader: Any, fmt: str) -> None:
+        self.reader = reader
+        self.fmt = fmt
+        self._lock = threading.Lock()
+        self._fold: dict[str, dict[str, np.ndarray]] = {}
+        self._fold_names: dict[str, tuple[str, str]] = {}
+        if fmt == "taridx":
+            raise UnsupportedError(
+                "tenfold: a TARIDX index holds tar samples, not tensors; use tenfold.taridx.Dataset"
+            )
+        if fmt == "fold":
+            chunks = [c.name for c in reader.chunks if c.ctype in _FOLD_TENSOR_CTYPES]
+            if not chunks:
+                raise UnsupportedError(
+                    f"fold: {reader.path or '<buffer>'}: no tensor chunk (STEN or NPZ0)"
+                )
+            self._chunks = chunks
+            self.names = []
+            for c in chunks:
+                for k in self._chunk(c):
+                    key = k if len(chunks) == 1 else f"{c}/{k}"
+                    self._fold_names[key] = (c, k)
+                    self.names.append(key)
+        else:
+            self.names = list(reader.keys())
+        #: public name -> (stored name, 0-d): WTXT stores some names encoded (tenfold.wtxt.names)
+        self._alias: dict[str, tuple[str, bool]] = {}
+        if fmt == "wtxt":
+            from ..wtxt import names as wnames
+
+            if wnames.CAP_ITEM in getattr(reader, "cap", ()):
+                for stored in self.names:
+                    self._alias[wnames.decode(stored)[0]] = (stored, wnames.decode(stored)[1])
+                self.names = list(self._alias)
+        self._read_index = _takes_index(reader)
+
+    def _chunk(self, chunk: str) -> dict[str, np.ndarray]:
+        with self._lock:
+            got = self._fold.get(chunk)
+            if got is None:
+                got = self.reader.read_state_dict(chunk)
+                self._fold[chunk] = got
+            return got
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        md = self.reader.metadata
+        out = dict(md) if md is not None else {}
+        if self.fmt == "fold":  # the index's own bookkeeping, as convert leaves it out
+            for k in _FOLD_INTERNAL:
+                out.pop(k, None)
+        return out
+
+    def check(self, name: str) -> None:
+        if self.fmt == "fold" or self._alias:
+            if name not in self._fold_names and name not in self._alias:
+                raise KeyError(f"{self.fmt}: no tensor named {name!r}")
+        elif name not in self.reader:
+            raise KeyError(f"{self.fmt}: no tensor named {name!r}")
+
+    def spec(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
+        """The dtype and shape ``array(name)`` has, without decoding it where the format's
+        index says them."""
+        self.check(name)
+        if self.fmt != "fold" and not self._alias:
+            info = self.reader.info(name)
+            dt = _info_dtype(info)
+            if dt is not None:
+                return dt, tuple(int(d) for d in info.shape)
+        a = self.array(name)
+        return np.dtype(a.dtype), tuple(int(d) for d in a.shape)
+
+    def array(self, name: str) -> Any:
+        """The tensor as a NumPy array (sparse zTensor tensors made dense)."""
+        self.check(name)
+        if self.fmt == "fold":
+            c, k = self._fold_names[name]
+            return self._chunk(c)[k]
+        if self._alias:
+            stored, scalar = self._alias[name]
+            a = _dense(self.reader[stored], name)
+            return a.reshape(()) if scalar and a.size == 1 else a
+        return _dense(self.reader[name], name)
+
+    def span(self, name: str) -> tuple[int, np.dtype, tuple[int, ...]] | None:
+        """``(file offset, dtype, shape)`` when tensor ``name`` is stored raw, little-endian,
+        C-ordered at that offset of the reader's file and reading it needs no check the reader
+        would make first (a zTensor checksum not yet verified): then a framework may build the
+        tensor straight over the file's bytes. None otherwise (use :meth:`array`)."""
+        r = self.reader
+        if self.fmt == "safetensors":
+            entries, start0 = getattr(r, "_entries", None), getattr(r, "data_start", None)
+            if isinstance(entries, dict) and isinstance(start0, int):  # fast: no record per call
+                from .safetensors import DTYPES
+
+                tag, shape, begin, end = entries[name]
+                if tag in _PACKED_TAGS or tag not in DTYPES:
+                    return None
+                tdt = DTYPES[tag]
+                n = tdt.itemsize
+                for d in shape:
+                    n *= d
+                return (start0 + begin, tdt, tuple(shape)) if end - begin == n else None
+            info = r.info(name)
+            dt = _info_dtype(info)
+            if dt is None or info.byte_range is None or info.dtype in _PACKED_TAGS:
+                return None
+            start, end = info.byte_range
+            shape = tuple(info.shape)
+            if end - start != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
+                return None
+            return start, dt, shape
+        if self.fmt == "ztensor" and type(r).__name__ == "Reader":
+            info = r.info(name)
+            if info.layout != "dense" or info.encoding != "raw" or not info.zero_copy:
+                return None
+            if r.verify_checksums and info.checksum_algo and name not in r._verified:
+                return None
+            return info.offset, info.np_dtype, tuple(info.shape)
+        return None
+
+    def sliced(self, name: str, index: tuple[Any, ...]) -> np.ndarray:
+        """``array(name)[index]`` (``index`` from :func:`normalize_index`); a reader that
+        reads slices itself (``read(name, index)``) is asked to."""
+        if self._read_index and self.fmt != "fold" and not self._alias:
+            self.check(name)
+            return np.asarray(_dense(self.reader.read(name, index), name))
+        return np.asarray(self.array(name)[index])
+
+    def close(self) -> None:
+        self._fold.clear()
+        self.reader.close()
+
+
+_TAKES_INDEX: dict[Any, bool] = {}
+
+
+def _takes_index(reader: Any) -> bool:
+    """Whether ``reader.read`` takes a second positional ``index`` (a reader that reads only
+    the byte ranges a slice needs); remembered per reader class."""
+    read = getattr(reader, "read", None)
+    key = getattr(read, "__func__", None) or type(reader)
+    got = _TAKES_INDEX.get(key)
+    if got is None:
+        try:
+            p = inspect.signature(read).parameters.get("index")  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            p = None
+        got = p is not None and p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+        _TAKES_INDEX[key] = got
+    return got
+
+
+def _info_dtype(info: Any) -> np.dtype | None:
+    for attr in ("np_dtype", "numpy_dtype"):
+        dt = getattr(info, attr, None)
+        if isinstance(dt, np.dtype):
+            return dt
+    extras = getattr(info, "extras", None) or {}
+    text = extras.get("numpy_dtype") if isinstance(extras, dict) else None
+    for cand in (text, getattr(info, "dtype", None)):
+        if not isinstance(cand, str):
+            continue
+        try:
+            return numpy_dtype(cand)
+        except KeyError:
+            pass
+        if cand.isascii() and cand[:1] in "<>|=fiubc":
+            try:
+                return np.dtype(cand)
+            except TypeError:
+                pass
+        from .safetensors import DTYPES
+
+        if cand in DTYPES:
+            return DTYPES[cand]
+    return None
+
+
+def _dense(v: Any, name: str) -> Any:
+    if isinstance(v, np.ndarray):
+        return v
+    if isinstance(v, np.generic):
+        return np.asarray(v)
+    from ..convert import _dense as dense
+
+    out = dense(v, name)
+    if not isinstance(out, np.ndarray):
+        raise UnsupportedError(f"tenfold: entry {name!r} is not a tensor ({type(v).__name__})")
+    return out
+
+
+def open_tensors(source: Any, **options: Any) -> Tensors:
+    """:class:`Tensors` over ``source`` (a path, or a buffer holding a whole file)."""
+    from .. import formats
+
+    if isinstance(source, (str, os.PathLike)):
+        fmt = formats.detect(source)
+    else:
+        info = formats.detect_bytes(bytes(memoryview(source)[: formats.SNIFF_BYTES]))
+        if info is None:
+            raise FormatError("tenfold: <buffer>: unknown format")
+        fmt = info.name
+    reader = formats.module_for(fmt).open(source, **options)
+    try:
+        return Tensors(reader, fmt)
+    except BaseException:
+        reader.close()
+        raise
+
+
+# -- the safetensors API ---------------------------------------------------------------------------
+class safe_open:  # noqa: N801 - the name safetensors users know
+    """Open a tensor file of any format tenfold reads, as ``safetensors.safe_open`` does.
+
+    Parameters
+    ----------
+    filename
+        Path of the file (format detected by content), or of a sharded checkpoint's index.
+    framework
+        ``"pt"`` (PyTorch tensors), ``"np"``/``"numpy"`` (NumPy arrays) or ``"jax"``.
+    device
+        Where tensors go: ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"`` ... (PyTorch), or a
+        JAX device / platform name for ``"jax"``. NumPy accepts only ``"cpu"``.
+    options
+        Passed to the format's reader (e.g. ``limits``).
+
+    NumPy arrays are read-only views of the file where the format stores the tensor raw.
+    PyTorch tensors of such views share the file's pages through a private copy-on-write map
+    (writing into a tensor never reaches the file); see :mod:`tenfold.torch`.
+    """
+
+    def __init__(
+        self, filename: Any, framework: str = "np", device: Any = "cpu", **options: Any
+    ) -> None:
+        self._framework = framework_of(framework)
+        self._device = device
+        if self._framework == "np" and device not in ("cpu", None):
+            raise UnsupportedError(f"tenfold: framework 'np': device {device!r}; expected 'cpu'")
+        _converter(self._framework, None, device)  # a missing extra fails before opening
+        self._t = open_tensors(filename, **options)
+        try:
+            self._convert = _converter(self._framework, self._t.reader, device)
+        except BaseException:
+            self._t.close()
+            raise
+
+    # -- lifetime
+    def __enter__(self) -> safe_open:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._t.close()
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._t.reader.closed)
+
+    # -- the safetensors surface
+    def keys(self) -> list[str]:
+        """Tensor names, in the file's order."""
+        return list(self._t.names)
+
+    def offset_keys(self) -> list[str]:
+        return self.keys()
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._t.names)
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            self._t.check(name)  # type: ignore[arg-type]
+        except (KeyError, TypeError):
+            return False
+        return isinstance(name, str)
+
+    def metadata(self) -> dict[str, Any]:
+        """File-level metadata (safetensors ``__metadata__``, FOLD / OINF / zTensor
+        metadata, a sharded index's ``metadata``)."""
+        return self._t.metadata
+
+    def get_tensor(self, name: str) -> Any:
+        """Tensor ``name`` in the framework chosen at open."""
+        at = getattr(self._convert, "at", None)
+        if at is not None:
+            self._t.check(name)
+            span = self._t.span(name)
+            if span is not None:
+                got = at(*span)
+                if got is not None:
+                    return got
+        return self._convert(self._t.array(name))
+
+    def get_slice(self, name: str) -> Slice:
+        """A lazy handle on tensor ``name``: ``get_shape()``, ``get_dtype()``, and
+        ``[...]`` with basic indexing (integers, slices with steps, ``...``)."""
+        self._t.check(name)
+        return Slice(self, name)
+
+
+class Slice:
+    """What :meth:`safe_open.get_slice` returns; reading happens in ``__getitem__``."""
+
+    def __init__(self, owner: safe_open, name: str) -> None:
+        self._owner = owner
+        self._name = name
+        self._spec: tuple[np.dtype, tuple[int, ...]] | None = None
+
+    def _get_spec(self) -> tuple[np.dtype, tuple[int, ...]]:
+        if self._spec is None:
+            self._spec = self._owner._t.spec(self._name)
+        return self._spec
+
+    def get_shape(self) -> list[int]:
+        return list(self._get_spec()[1])
+
+    def get_dtype(self) -> str:
+        """The element type in safetensors' words (``"F32"``, ``"BF16"``, ``"F8_E4M3"``...)."""
+        return dtype_tag(self._get_spec()[0])
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self._get_spec()[1]
+
+    def __len__(self) -> int:
+        shape = self.shape
+        if not shape:
+            raise TypeError("len() of a 0-d tensor")
+        return shape[0]
+
+    def __getitem__(self, index: Any) -> Any:
+        shape = self.shape
+        idx = normalize_index(index, shape, what=f"tensor {self._name!r}")
+        arr = self._owner._t.sliced(self._name, idx)
+        return self._owner._convert(arr)
+
+    def __repr__(self) -> str:
+        return f"<tenfold slice {self._name!r} {self.get_dtype()} {self.get_shape()}>"
+
+
+def _converter(framework: str, reader: Any, device: Any) -> Any:
+    if framework == "np":
+        return lambda a: a
+    if framework == "pt":
+        from ._torch import Converter
+
+        return Converter(reader, device)
+    from ..jax import _jax, _to_jax
+
+    _jax()
+    return lambda a: _to_jax(a, device)

@@ -1,0 +1,631 @@
+"""Sharded checkpoints in the Hugging Face layout: ``name-00001-of-0000N.<ext>`` files and a
+``name.<ext>.index.json`` that maps every tensor to its shard.
+
+The index is the JSON ``transformers`` and ``huggingface_hub`` write and read::
+
+    {
+      "metadata": {"total_size": 2000000000},
+      "weight_map": {"lm_head.weight": "model-00002-of-00002.safetensors", ...}
+    }
+
+``total_size`` is the sum of the tensors' sizes in bytes (elements x item size, as
+``huggingface_hub`` counts it), not of the files. Shards are any tensor format tenfold
+writes (the suffix chooses it); an index from the Hub (``model.safetensors.index.json``
+beside its shards) opens the same way.
+
+* :func:`save` splits a ``dict`` of arrays as ``huggingface_hub`` does: tensors in order, a
+  new shard when the next tensor would take the current one past ``max_shard_size``, a
+  tensor larger than that alone in its shard; a model that fits in one shard is one plain
+  file (no index). Every file is written atomically, the index last.
+* :func:`open` returns a :class:`ShardedReader`: one read-only ``Mapping`` over every
+  shard's tensors with the reader protocol of :mod:`tenfold.core.reader`, opening each
+  shard on first use.
+* Refused with a :class:`~tenfold.errors.FormatError` naming them, before any shard is
+  opened: shard names that leave the index's directory (``..``, absolute paths), shards that
+  do not exist; when a shard is opened: tensors the index puts in it that it lacks.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import threading
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from .convert import Source
+from .core.bounds import DEFAULT_LIMITS, Limits
+from .errors import FormatError, TenfoldError, UnsupportedError, describe
+
+__all__ = [
+    "ShardedReader",
+    "open",
+    "load",
+    "save",
+    "inspect",
+    "verify",
+    "parse_size",
+    "plan",
+    "shard_paths",
+    "sniff",
+    "INDEX_SUFFIX",
+]
+
+FMT = "sharded"
+INDEX_SUFFIX = ".index.json"
+#: Largest index file read (Hub indexes of the largest models are a few MiB).
+MAX_INDEX_BYTES = 64 << 20
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+}
+
+
+def parse_size(size: int | str) -> int:
+    """Bytes in ``size``: an int, or a string like Hugging Face's ``max_shard_size``
+    (``"5GB"`` = 5 * 10**9, ``"500MB"``, ``"1GiB"`` = 2**30; case-insensitive).
+
+    >>> parse_size("5GB"), parse_size("1GiB"), parse_size("500 mb"), parse_size(1024)
+    (5000000000, 1073741824, 500000000, 1024)
+    """
+    if isinstance(size, bool):
+        raise TypeError("max_shard_size: expected an int or a string like '5GB', got a bool")
+    if isinstance(size, int):
+        n = size
+    elif isinstance(size, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*", size, re.IGNORECASE)
+        if m is None:
+            raise ValueError(
+                f"max_shard_size: {size!r}; expected bytes or a number with a unit "
+                "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+            )
+        n = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    else:
+        raise TypeError(f"max_shard_size: expected an int or a string, got {type(size).__name__}")
+    if n <= 0:
+        raise ValueError(f"max_shard_size: must be positive, got {size!r}")
+    return n
+
+
+def plan(sizes: list[tuple[str, int]], max_size: int) -> list[list[str]]:
+    """Tensor names per shard, in order (the ``huggingface_hub`` rule, see module doc).
+
+    A tensor larger than ``max_size`` is a shard of its own at once, ahead of the shard still
+    being filled (the order ``huggingface_hub`` gives):
+
+    >>> plan([("a", 4), ("b", 4), ("c", 9), ("d", 2)], 8)
+    [['c'], ['a', 'b'], ['d']]
+    """
+    shards: list[list[str]] = []
+    cur: list[str] = []
+    cur_size = 0
+    for name, n in sizes:
+        if n > max_size:
+            shards.append([name])
+            continue
+        if cur and cur_size + n > max_size:
+            shards.append(cur)
+            cur, cur_size = [], 0
+        cur.append(name)
+        cur_size += n
+    if cur or not shards:
+        shards.append(cur)
+    return shards
+
+
+def shard_paths(path: str | os.PathLike[str], count: int) -> tuple[list[str], str]:
+    """The shard paths and the index path of a checkpoint saved as ``path`` in ``count``
+    shards.
+
+    >>> shard_paths("out/model.zt", 2)
+    (['out/model-00001-of-00002.zt', 'out/model-00002-of-00002.zt'], 'out/model.zt.index.json')
+    """
+    p = os.fspath(path)
+    stem, ext = os.path.splitext(p)
+    return [f"{stem}-{i:05d}-of-{count:05d}{ext}" for i in range(1, count + 1)], p + INDEX_SUFFIX
+
+
+def index_document(weight_map: Mapping[str, str], total_size: int) -> bytes:
+    """The index JSON as ``transformers`` writes it (two-space indent, sorted keys)."""
+    doc = {"metadata": {"total_size": int(total_size)}, "weight_map": dict(weight_map)}
+    return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
+
+
+def _write_index(path: str, weight_map: Mapping[str, str], total: int, fsync: bool) -> None:
+    from .core.atomic import atomic_write
+
+    with atomic_write(path, fsync=fsync) as f:
+        f.write(index_document(weight_map, total))
+
+
+def _nbytes(v: Any) -> int:
+    import numpy as np
+
+    shape = tuple(int(d) for d in v.shape)
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(v.dtype).itemsize
+
+
+def write(
+    path: str | os.PathLike[str],
+    names: list[str],
+    sizes: Mapping[str, int],
+    max_shard_size: int | str,
+    write_one: Any,
+    *,
+    fsync: bool = True,
+) -> list[str]:
+    """Plan the shards of ``names`` and write each with ``write_one(shard_path, names)``,
+    then the index; one plain file at ``path`` when everything fits. Returns the paths."""
+    limit = parse_size(max_shard_size)
+    groups = plan([(n, sizes[n]) for n in names], limit)
+    if len(groups) == 1:
+        write_one(os.fspath(path), groups[0])
+        return [os.fspath(path)]
+    paths, index = shard_paths(path, len(groups))
+    weight_map: dict[str, str] = {}
+    for p, group in zip(paths, groups, strict=True):
+        write_one(p, group)
+        weight_map.update((n, os.path.basename(p)) for n in group)
+    _write_index(index, weight_map, sum(sizes[n] for n in names), fsync)
+    return paths + [index]
+
+
+def save(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    max_shard_size: int | str,
+    format: str | None = None,  # noqa: A002
+    **options: Any,
+) -> list[str]:
+    """Write ``tensors`` as shards of at most ``max_shard_size`` bytes each plus the index
+    (see the module doc); ``options`` go to :func:`tenfold.save` for each shard. Every
+    tensor's dtype is checked against the format before the first file is written. Returns
+    the paths written (the index last)."""
+    import tenfold
+
+    from .capabilities import check_dtype, target_of
+
+    fmt = format or target_of(path)
+    if fmt is None:
+        from .formats import by_suffix
+
+        fmt = by_suffix(path).name
+    for n, v in tensors.items():
+        check_dtype(fmt, n, v.dtype)
+    sizes = {n: _nbytes(v) for n, v in tensors.items()}
+
+    def one(p: str, group: list[str]) -> None:
+        tenfold.save(p, {n: tensors[n] for n in group}, format, **options)
+
+    return write(path, list(tensors), sizes, max_shard_size, one,
+                 fsync=options.get("fsync", True))  # fmt: skip
+
+
+# -- reading ---------------------------------------------------------------------------------------
+def sniff(head: bytes) -> bool:
+    """Whether ``head`` starts like a sharded checkpoint's index (a JSON object naming
+    ``weight_map`` or ``metadata``)."""
+    text = head.lstrip()
+    return text[:1] == b"{" and (b'"weight_map"' in text or b'"metadata"' in text)
+
+
+def _safe_name(shard: str, index: str) -> bool:
+    if not shard or "\0" in shard or "\\" in shard or os.path.isabs(shard):
+        return False
+    if shard.startswith("/") or re.match(r"^[A-Za-z]:", shard):
+        return False
+    return all(part not in ("..", "") for part in shard.split("/"))
+
+
+def parse_index(data: bytes, where: str) -> tuple[dict[str, str], dict[str, Any]]:
+    """``(weight_map, metadata)`` of an index, every field checked."""
+    from .core.jsonio import loads
+
+    doc = loads(data, fmt=FMT, what=f"index {where}", limit=MAX_INDEX_BYTES)
+    if not isinstance(doc, dict):
+        raise FormatError(
+            describe(
+                FMT,
+                f"index {where}",
+                detail="not a JSON object",
+                expected="object",
+                got=type(doc).__name__,
+            )  # fmt: skip
+        )
+    wm = doc.get("weight_map")
+    if not isinstance(wm, dict):
+        raise FormatError(
+            describe(
+                FMT,
+                f"index {where}",
+                field="weight_map",
+                detail="missing or not an object",
+                expected="object",
+                got=type(wm).__name__,
+            )  # fmt: skip
+        )
+    md = doc.get("metadata", {})
+    if md is None:
+        md = {}
+    if not isinstance(md, dict):
+        raise FormatError(
+            describe(
+                FMT,
+                f"index {where}",
+                field="metadata",
+                detail="not an object",
+                expected="object",
+                got=type(md).__name__,
+            )  # fmt: skip
+        )
+    bad = [f"{k!r}: {v!r}" for k, v in wm.items() if not isinstance(v, str)]
+    if bad:
+        raise FormatError(
+            describe(
+                FMT,
+                f"index {where}",
+                field="weight_map",
+                detail=f"shard names must be strings; got {', '.join(bad[:5])}",
+            )  # fmt: skip
+        )
+    unsafe = sorted({v for v in wm.values() if not _safe_name(v, where)})
+    if unsafe:
+        raise FormatError(
+            describe(
+                FMT,
+                f"index {where}",
+                field="weight_map",
+                detail="shard names must stay in the index's directory (no '..', no "
+                f"absolute path); refused {', '.join(map(repr, unsafe[:5]))}",
+            )  # fmt: skip
+        )
+    return dict(wm), dict(md)
+
+
+class ShardedReader(Mapping[str, Any]):
+    """Every tensor of a sharded checkpoint, one ``Mapping`` (see the module doc).
+
+    ``options`` go to each shard's reader (``limits``...). Shards are opened on first use,
+    once, under a lock (threads may share the reader).
+    """
+
+    fmt = FMT
+
+    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
+        from .core.mapped import open_regular
+
+        self.path: str = os.fspath(path)
+        self._options = options
+        limits = options.get("limits", DEFAULT_LIMITS)
+        if not isinstance(limits, Limits):
+            limits = DEFAULT_LIMITS
+        with os.fdopen(open_regular(self.path, fmt=FMT), "rb") as f:
+            data = f.read(MAX_INDEX_BYTES + 1)
+        self.size = len(data)
+        self._weight_map, self._metadata = parse_index(data, repr(self.path))
+        self._dir = os.path.dirname(os.path.abspath(self.path))
+        missing: dict[str, list[str]] = {}
+        for name, shard in self._weight_map.items():
+            if not os.path.isfile(os.path.join(self._dir, shard)):
+                missing.setdefault(shard, []).append(name)
+        if missing:
+            parts = [
+                f"{s!r} (tensors {', '.join(map(repr, ns[:3]))}{' ...' if len(ns) > 3 else ''})"
+                for s, ns in missing.items()
+            ]
+            raise FormatError(
+                describe(
+                    FMT, f"index {self.path!r}", detail=f"missing shard files: {', '.join(parts)}"
+                )  # fmt: skip
+            )
+        self._shards: dict[str, Any] = {}
+        self._lock = threading.Lock()
+        self._closed = False
+
+    # -- shards
+    @property
+    def shards(self) -> list[str]:
+        """Shard file names, in first-use order of the weight map."""
+        return list(dict.fromkeys(self._weight_map.values()))
+
+    @property
+    def weight_map(self) -> dict[str, str]:
+        return dict(self._weight_map)
+
+    def shard(self, file: str) -> Any:
+        """The reader of shard ``file`` (opened and checked against the index on first use)."""
+        import tenfold
+
+        if self._closed:
+            raise ValueError(f"{FMT}: I/O operation on a closed reader")
+        r = self._shards.get(file)
+        if r is not None:
+            return r
+        with self._lock:
+            r = self._shards.get(file)
+            if r is None:
+                r = tenfold.open(os.path.join(self._dir, file), **self._options)
+                want = [n for n, s in self._weight_map.items() if s == file]
+                lacking = [n for n in want if n not in r]
+                if lacking:
+                    r.close()
+                    raise FormatError(
+                        describe(
+                            FMT,
+                            f"shard {file!r}",
+                            detail="lacks tensors the index puts in it: "
+                            + ", ".join(map(repr, lacking[:10]))
+                            + (" ..." if len(lacking) > 10 else ""),
+                        )  # fmt: skip
+                    )
+                self._shards[file] = r
+            return r
+
+    def _of(self, name: str) -> Any:
+        try:
+            file = self._weight_map[name]
+        except KeyError:
+            raise KeyError(f"{FMT}: no tensor named {name!r}") from None
+        return self.shard(file)
+
+    # -- the reader protocol
+    def __getitem__(self, name: str) -> Any:
+        return self._of(name)[name]
+
+    def read(self, name: str, index: Any = None, **kw: Any) -> Any:
+        """``read(name)`` of the shard holding ``name``; with ``index`` (a basic index),
+        that part of it, read by the shard's reader when it reads slices itself."""
+        r = self._of(name)
+        if index is None:
+            return r.read(name, **kw)
+        from .interop.frameworks import _takes_index
+
+        if _takes_index(r):
+            return r.read(name, index, **kw)
+        return r.read(name, **kw)[index]
+
+    def info(self, name: str) -> Any:
+        return self._of(name).info(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._weight_map)
+
+    def __len__(self) -> int:
+        return len(self._weight_map)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._weight_map
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """The index's ``metadata`` (``total_size``...)."""
+        return dict(self._metadata)
+
+    def verify(self) -> Any:
+        return verify(self.path, **self._options)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            shards, self._shards = self._shards, {}
+        for r in shards.values():
+            r.close()
+
+    def __enter__(self) -> ShardedReader:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"{len(self)} entries, {len(self.shards)} shards"
+        return f"<tenfold.sharded.ShardedReader {self.path!r} {state}>"
+
+    __eq__ = object.__eq__  # type: ignore[assignment]
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+
+def open(path: str | os.PathLike[str], **options: Any) -> ShardedReader:  # noqa: A001
+    """Open a sharded checkpoint's index (see :class:`ShardedReader`)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise UnsupportedError(
+            f"{FMT}: an index must be opened from a path (its shards lie beside it)"
+        )
+    return ShardedReader(path, **options)
+
+
+def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> dict[str, Any]:
+    """Every tensor of every shard, in the index's order."""
+    import numpy as np
+
+    with ShardedReader(path, **options) as r:
+        return {n: (np.array(r[n]) if copy else r[n]) for n in r}
+
+
+def inspect(path: str | os.PathLike[str], **options: Any) -> list[dict[str, Any]]:
+    """One row per tensor (the shard's row, plus the shard's file name)."""
+    from .formats import detect, module_for
+
+    rows: list[dict[str, Any]] = []
+    with ShardedReader(path, **options) as r:
+        for file in r.shards:
+            full = os.path.join(r._dir, file)
+            for row in module_for(detect(full)).inspect(full):
+                rows.append(dict(row) | {"shard": file})
+    return rows
+
+
+def verify(path: str | os.PathLike[str], **options: Any) -> Any:
+    """Check the index (names, shard files present, every tensor in its shard, ``total_size``)
+    and verify every shard with its format's verifier."""
+    from .core.report import ERROR, OK, WARNING, Report
+    from .formats import detect, module_for
+
+    report = Report(FMT, os.fspath(path))
+    try:
+        r = ShardedReader(path, **options)
+    except (TenfoldError, OSError) as exc:
+        report.add("index", ERROR, str(exc))
+        return report
+    with r:
+        report.summary["shards"] = len(r.shards)
+        report.summary["tensors"] = len(r)
+        total = 0
+        for file in r.shards:
+            full = os.path.join(r._dir, file)
+            try:
+                sub = module_for(detect(full)).verify(full)
+                shard = r.shard(file)
+                total += sum(_nbytes_of(shard, n) for n in r if r._weight_map[n] == file)
+            except (TenfoldError, OSError) as exc:
+                report.add(f"shard {file!r}", ERROR, str(exc))
+                continue
+            for f in sub.findings:
+                report.add(f"{file}: {f.obj}", f.status, f.message, offset=f.offset)
+            report.unverified.extend(f"{file}: {u}" for u in sub.unverified)
+            extra = [n for n in shard if n not in r._weight_map]
+            if extra:
+                report.add(f"shard {file!r}", WARNING, "holds tensors the index does not name: "
+                           + ", ".join(map(repr, extra[:10])))  # fmt: skip
+            if sub.ok:
+                report.add(f"shard {file!r}", OK)
+        want = r.metadata.get("total_size")
+        if isinstance(want, int) and not report.errors and want != total:
+            report.add("index", ERROR, describe(FMT, "metadata", field="total_size",
+                       expected=total, got=want))  # fmt: skip
+    return report
+
+
+def _nbytes_of(reader: Any, name: str) -> int:
+    from .interop.frameworks import _info_dtype
+
+    info = reader.info(name)
+    dt = _info_dtype(info)
+    if dt is None:
+        return _nbytes(reader[name])
+    import numpy as np
+
+    return int(np.prod(tuple(info.shape), dtype=np.int64)) * dt.itemsize
+
+
+# -- convert: a sharded checkpoint as one source, one source as shards ----------------------------
+def open_source(path: str | os.PathLike[str], open_one: Any) -> Any:
+    """A :class:`tenfold.convert.Source` over every shard of the index at ``path``
+    (``open_one(shard_path)`` opens each shard's source; raw copies stay raw)."""
+    r = ShardedReader(path)
+    r.close()  # only the checked index is needed: the shards are opened as sources
+    subs: dict[str, Any] = {}
+    try:
+        for file in r.shards:
+            sub = open_one(os.path.join(r._dir, file))
+            subs[file] = sub
+            lacking = [n for n, s in r._weight_map.items() if s == file and n not in sub.names]
+            if lacking:
+                raise FormatError(
+                    describe(
+                        FMT,
+                        f"shard {file!r}",
+                        detail="lacks tensors the index puts in it: "
+                        + ", ".join(map(repr, lacking[:10])),
+                    )  # fmt: skip
+                )
+    except BaseException:
+        for sub in subs.values():
+            sub.close()
+        raise
+    return _ShardedSource(r, subs)
+
+
+class _ShardedSource(Source):
+    """The shards' sources as one (built by :func:`open_source`)."""
+
+    def __init__(self, r: ShardedReader, subs: dict[str, Source]) -> None:
+        self._subs = subs
+        self._map = r._weight_map
+        self._current: Source | None = None
+        metas = [dict(s.metadata) for s in subs.values()]
+        extras = ["shards with differing metadata"] if any(m != metas[0] for m in metas) else []
+        fmts = {s.fmt for s in subs.values()}
+        sizevars = [s.sizevars for s in subs.values() if s.sizevars]
+        super().__init__(
+            fmts.pop() if len(fmts) == 1 else FMT,
+            list(self._map),
+            lambda n: self._owner(n).spec(n),
+            lambda n: self._owner(n).get(n),
+            metadata=metas[0] if metas and not extras else {},
+            sizevars=sizevars[0] if sizevars else None,
+            uninitialized={k: v for s in subs.values() for k, v in s.uninitialized.items()},
+            oinf_types={k: v for s in subs.values() for k, v in s.oinf_types.items()},
+            path=r.path,
+            extras=extras + [e for s in subs.values() for e in s.extras],
+            refuse=[e for s in subs.values() for e in s.refuse],
+        )
+        if self.fmt == "oinf":
+            self.oinf_meta = next(iter(subs.values())).oinf_meta
+
+    def _owner(self, name: str) -> Source:
+        return self._subs[self._map[name]]
+
+    def raw(self, name: str) -> tuple[int, int, str | None] | None:
+        self._current = self._owner(name)
+        return self._current.raw(name)
+
+    def blocks(self, offset: int, nbytes: int) -> Iterator[memoryview]:
+        assert self._current is not None  # raw(name) chose the shard
+        return self._current.blocks(offset, nbytes)
+
+    def close(self) -> None:
+        subs, self._subs = self._subs, {}
+        for sub in subs.values():
+            sub.close()
+
+
+def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
+                 fsync: bool = True) -> list[str]:  # fmt: skip
+    """Write the :class:`tenfold.convert.Source` ``s`` as shards (``write_one(path, sub)``
+    writes one shard from a sub-source holding its tensors) plus the index."""
+    import copy
+
+    from .errors import EncodeError
+
+    if s.uninitialized:
+        raise EncodeError(
+            f"{FMT}: tensor {next(iter(s.uninitialized))!r} has no data (an OINF declaration); "
+            "a sharded checkpoint cannot hold it"
+        )
+    sizes = {}
+    for n in s.names:
+        dt, shape = s.spec(n)
+        sizes[n] = _nbytes(_Spec(dt, shape))
+
+    def one(p: str, group: list[str]) -> None:
+        sub = copy.copy(s)
+        sub.names = list(group)
+        sub._fd = None
+        sub._close = None  # the whole source is closed by its owner
+        try:
+            write_one(p, sub)
+        finally:
+            if sub._fd is not None:
+                os.close(sub._fd)
+
+    return write(dst, list(s.names), sizes, max_shard_size, one, fsync=fsync)
+
+
+class _Spec:
+    def __init__(self, dtype: Any, shape: Any) -> None:
+        self.dtype, self.shape = dtype, shape
