@@ -27,6 +27,7 @@ from ..errors import EncodeError, TenfoldError, describe
 from ._spec import FMT, HDR_SIZE, ROW_DT
 from .build import build, scan_shard, shard_paths, stale_shards
 from .dataset import Dataset, EpochSampler, epoch_order
+from .export import export_dali, export_wids
 from .raydata import read_ray
 from .reader import Index, Samples
 from .writer import index_bytes, write_index, write_rows
@@ -42,6 +43,8 @@ __all__ = [
     "EpochSampler",
     "epoch_order",
     "read_ray",
+    "export_dali",
+    "export_wids",
     "index_bytes",
     "write_index",
     "write_rows",
