@@ -241,3 +241,47 @@ def test_read_ray_key_subset_and_extensions(fold, ray_cluster):
     assert [r["__key__"] for r in rows] == keys
     assert all(set(r) == {"__key__", "cls"} for r in rows)
     assert [r["cls"] for r in rows] == [want[k]["cls"] for k in keys]
+
+
+def test_read_samples_odd_members(tmp_path):
+    """A pax long name (its key read through the extended header), a directory, an extension
+    given twice in one sample (the later member wins, as in Dataset), samples without some
+    extension (nulls)."""
+    with tarfile.open(tmp_path / "o_0000.tar", "w", format=tarfile.PAX_FORMAT) as tf:
+        for name, data in (
+            ("d" * 120 + "/k1.jpg", b"jpeg1"),
+            ("d" * 120 + "/k1.txt", b"t1"),
+            ("a/k2.jpg", b"jpeg2"),
+            ("b/k2.jpg", b"jpeg2-later"),
+            ("k3.txt", b"t3"),
+        ):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tf.addfile(info, io.BytesIO(data))
+    tx.build(tmp_path, "o", show_progress=False)
+    with tx.Dataset(tmp_path, "o") as ds:
+        args = raydata._dataset_args(ds)
+        want = [{e: bytes(v) for e, v in ds[i].items()} for i in range(len(ds))]
+    (table,) = raydata.read_samples(args, np.arange(3), url=False)
+    rows = table.to_pylist()
+    assert [r["__key__"] for r in rows] == ["k1", "k2", "k3"]
+    assert [{e: r[e] for e in ("jpg", "txt") if r[e] is not None} for r in rows] == want
+    assert want[1] == {"jpg": b"jpeg2-later"}
+
+
+def test_read_samples_remote(fold):
+    """The fsspec path (memory://) gives the same table as the local one."""
+    fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed")
+    root, _ = fold
+    fs = fsspec.filesystem("memory")
+    for p in root.iterdir():
+        fs.pipe_file(f"/rayfold/{p.name}", p.read_bytes())
+    with tx.Dataset(root, "f") as ds:
+        local = raydata._dataset_args(ds)
+    with tx.Dataset("memory://rayfold", "f") as ds:
+        remote = raydata._dataset_args(ds)
+    ids = np.array([5, 0, 63, 119])
+    (a,) = raydata.read_samples(local, ids)
+    (b,) = raydata.read_samples(remote, ids)
+    assert a.drop_columns(["__url__"]).to_pylist() == b.drop_columns(["__url__"]).to_pylist()
+    assert b.column("__url__").to_pylist()[0] == "memory://rayfold/f_0000.tar"
