@@ -213,9 +213,10 @@ def test_read_tasks_metadata_is_exact(fold, ray_cluster):
     """Each task's planned rows and bytes equal what its blocks hold (Arrow's nbytes, as Ray
     counts it), up to the keys' characters, which only the read learns."""
     root, _ = fold
-    from tenfold.taridx._raysource import TaridxDatasource
+    src = raydata.TaridxDatasource(root, "f")
+    import pickle
 
-    src = TaridxDatasource(root, "f")
+    assert type(pickle.loads(pickle.dumps(src))) is type(src)  # by name, as Ray ships it
     tasks = src.get_read_tasks(3)
     assert len(tasks) == 3
     # the estimate is the one-task plan's size: bitmaps round up per task

@@ -32,7 +32,7 @@ from ._members import name_at, split_name
 from ._spec import BLOCK, FMT
 from .dataset import Dataset
 
-__all__ = ["read_ray", "plan", "Plan"]
+__all__ = ["read_ray", "plan", "Plan", "datasource_class"]
 
 #: Rows per block a read task yields (tasks of more samples yield several blocks).
 ROWS_PER_BLOCK = 8192
@@ -541,9 +541,7 @@ def read_ray(
     ``include_url=False``) and one binary column per extension.
     """
     ray_data = require("ray.data", extra="ray", what="taridx: read_ray")
-    from ._raysource import TaridxDatasource
-
-    source = TaridxDatasource(
+    source = datasource_class()(
         root,
         fold,
         extensions,
@@ -557,3 +555,95 @@ def read_ray(
     return ray_data.read_datasource(
         source, override_num_blocks=override_num_blocks, parallelism=parallelism, **read_args
     )
+
+
+# -- the ray.data.Datasource (made on first use: Ray is imported only then) -----------------------
+
+_CLASS: list[type] = []
+
+
+def _read(args: dict[str, Any], ids: np.ndarray, url: bool) -> Iterator[Any]:
+    return read_samples(args, ids, url)
+
+
+def datasource_class() -> type:
+    """``TaridxDatasource``, the ``ray.data.Datasource`` subclass behind :func:`read_ray` (also
+    ``tenfold.taridx.raydata.TaridxDatasource``); importing it imports Ray."""
+    if _CLASS:
+        return _CLASS[0]
+    import functools
+
+    require("ray.data", extra="ray", what="taridx: read_ray")
+    from ray.data.block import BlockMetadata
+    from ray.data.datasource import Datasource, ReadTask
+
+    class TaridxDatasource(Datasource):  # type: ignore[misc, valid-type]
+        """Read tasks planned from a TARIDX index (see :mod:`tenfold.taridx.raydata`)."""
+
+        def __init__(
+            self,
+            root: str | os.PathLike[str],
+            fold: str,
+            extensions: Sequence[str] | None = None,
+            *,
+            keys: Sequence[str] | None = None,
+            index: str | os.PathLike[str] | None = None,
+            shards: Sequence[str] | None = None,
+            storage_options: Mapping[str, Any] | None = None,
+            verify_headers: bool = True,
+            include_url: bool = True,
+        ) -> None:
+            super().__init__()
+            self._ds = Dataset(
+                root,
+                fold,
+                extensions,
+                index=index,
+                shards=shards,
+                storage_options=storage_options,
+                verify_headers=verify_headers,
+            )
+            self._keys = None if keys is None else list(keys)
+            self._include_url = include_url
+            self._total: int | None = None
+
+        def get_name(self) -> str:
+            return f"Taridx({self._ds.fold})"
+
+        def estimate_inmemory_data_size(self) -> int | None:
+            if self._total is None:
+                p = plan(self._ds, 1, keys=self._keys, include_url=self._include_url)
+                self._total = sum(p.size_bytes)
+            return self._total
+
+        def get_read_tasks(
+            self,
+            parallelism: int,
+            per_task_row_limit: int | None = None,
+            data_context: Any = None,
+        ) -> list[Any]:
+            p = plan(self._ds, parallelism, keys=self._keys, include_url=self._include_url)
+            args = _dataset_args(self._ds)
+            tasks = []
+            for t in range(len(p)):
+                ids = p.samples[int(p.bounds[t]) : int(p.bounds[t + 1])]
+                meta = BlockMetadata(
+                    num_rows=int(ids.size),
+                    size_bytes=int(p.size_bytes[t]),
+                    input_files=tuple(p.files[t]),
+                    exec_stats=None,
+                )
+                fn = functools.partial(_read, args, ids, self._include_url)
+                tasks.append(ReadTask(fn, meta, per_task_row_limit=per_task_row_limit))
+            return tasks
+
+    TaridxDatasource.__module__ = __name__
+    TaridxDatasource.__qualname__ = "TaridxDatasource"
+    _CLASS.append(TaridxDatasource)
+    return TaridxDatasource
+
+
+def __getattr__(name: str) -> Any:
+    if name == "TaridxDatasource":  # pickles by name resolve here in Ray workers
+        return datasource_class()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
