@@ -23,6 +23,7 @@ import pytest
 
 import tenfold.taridx as tx
 from tenfold.errors import IntegrityError, UnsupportedError
+from tenfold.taridx import export as ex
 
 
 def add(tf: tarfile.TarFile, name: str, data: bytes, kind: bytes = tarfile.REGTYPE) -> None:
@@ -261,3 +262,25 @@ def test_cli_export_both_and_one(tmp_path):
     assert r.returncode == 2 and "no such directory" in r.stderr
     r = run_cli(str(tmp_path), "--fold", "nope")
     assert r.returncode == 2 and "nope.taridx" in r.stderr
+
+
+def test_assemble_matches_python_formatting():
+    """The array-built DALI text equals per-entry formatting (numbers 0 .. 2**62, empty and
+    long texts, constant and per-entry bytes)."""
+    rng = np.random.default_rng(9)
+    n = 500
+    words = [rng.bytes(int(k)).replace(b"\n", b"_") for k in rng.integers(0, 40, n)]
+    arena = np.frombuffer(b"".join(words), np.uint8)
+    lens = np.array([len(w) for w in words], np.int64)
+    starts = np.concatenate([[0], np.cumsum(lens)[:-1]]).astype(np.int64)
+    nums = (rng.integers(0, 2**62, n) >> rng.integers(0, 62, n)).astype(np.int64)
+    nums[:3] = [0, 9, 10]
+    sep = rng.choice([10, 32], n).astype(np.uint8)
+    got = ex._assemble(
+        arena,
+        n,
+        [("text", starts, lens), ("byte", 32, None), ("int", nums, None), ("byte", sep, None)],
+    ).tobytes()
+    rows = zip(words, nums.tolist(), sep.tolist(), strict=True)
+    want = b"".join(b"%s %d%c" % (w, x, s) for w, x, s in rows)
+    assert got == want

@@ -299,18 +299,70 @@ def dali_index(m: ShardMembers, version: str = "v1.2") -> bytes:
         )
     start, length = m.start[ks], m.length[ks]
     new = _runs(m.arena, start, key_len[ks])
-    sep = np.where(np.append(new[1:], True), b"\n", b" ").tolist()
-    ends = (start + length).tolist()
-    exts = [blob[a:b] for a, b in zip(ext_at[ks].tolist(), ends, strict=True)]
-    pay = (m.offset[ks] + BLOCK).tolist()
-    sizes = m.size[ks].tolist()
+    sep = np.where(np.append(new[1:], True), 10, 32).astype(np.uint8)  # "\n" ends a sample
+    ext_start = ext_at[ks]
+    fields: list[tuple[str, Any, Any]] = [
+        ("text", ext_start, start + length - ext_start),
+        ("byte", 32, None),
+        ("int", m.offset[ks] + BLOCK, None),
+        ("byte", 32, None),
+        ("int", m.size[ks], None),
+    ]
     if with_names:
-        names = [blob[a:b] for a, b in zip(start.tolist(), ends, strict=True)]
-        body = [b"%s %d %d %s%s" % t for t in zip(exts, pay, sizes, names, sep, strict=True)]
-    else:
-        body = [b"%s %d %d%s" % t for t in zip(exts, pay, sizes, sep, strict=True)]
+        fields += [("byte", 32, None), ("text", start, length)]
+    fields.append(("byte", sep, None))
     head = b"%s %d\n" % (version.encode(), int(new.sum()))
-    return head + b"".join(body)
+    return head + _assemble(m.arena, ks.size, fields).tobytes()
+
+
+def _ndigits(x: np.ndarray) -> np.ndarray:
+    """Decimal digits of each non-negative int64."""
+    d = np.ones(x.size, np.int64)
+    for k in range(1, 19):
+        d += x >= 10**k
+    return d
+
+
+def _starts(lens: np.ndarray) -> np.ndarray:
+    out = np.zeros(lens.size, np.int64)
+    if lens.size > 1:
+        np.cumsum(lens[:-1], out=out[1:])
+    return out
+
+
+def _assemble(arena: np.ndarray, n: int, fields: list[tuple[str, Any, Any]]) -> np.ndarray:
+    """``n`` entries, each the concatenation of ``fields`` in order, as one byte array, built
+    with array operations: ``("text", start, length)`` copies ``arena[start:start+length]``,
+    ``("int", values, None)`` writes the decimal digits, ``("byte", b, None)`` one byte (a
+    constant or one per entry)."""
+    lens = []
+    for kind, a, b in fields:
+        if kind == "text":
+            lens.append(np.asarray(b, np.int64))
+        elif kind == "int":
+            lens.append(_ndigits(np.asarray(a, np.int64)))
+        else:
+            lens.append(np.ones(n, np.int64))
+    table = np.stack(lens, 1) if lens else np.zeros((n, 0), np.int64)
+    entry = _starts(table.sum(1))
+    total = int(table.sum())
+    out = np.empty(total, np.uint8)
+    pos = entry.copy()
+    for (kind, a, _b), ln in zip(fields, lens, strict=True):
+        if kind == "text":
+            k = int(ln.sum())
+            if k:
+                step = np.arange(k, dtype=np.int64) - np.repeat(_starts(ln), ln)
+                out[np.repeat(pos, ln) + step] = arena[np.repeat(np.asarray(a), ln) + step]
+        elif kind == "int":
+            x = np.asarray(a, np.int64)
+            for d in range(int(ln.max()) if n else 0):
+                sel = np.flatnonzero(ln > d)  # digit d from the left
+                out[pos[sel] + d] = 48 + (x[sel] // 10 ** (ln[sel] - 1 - d)) % 10
+        else:
+            out[pos] = a
+        pos += ln
+    return out
 
 
 def wids_count(m: ShardMembers) -> int:
