@@ -94,7 +94,15 @@ def test_plan_key_subset_and_missing_keys(fold):
             raydata.plan(ds, 2, keys=["s00001", "nope", "nada"])
 
 
-def test_read_samples_without_ray(fold):
+@pytest.fixture
+def arrow():
+    """The read task body builds pyarrow tables (pyarrow comes with ``ray[data]``)."""
+    return pytest.importorskip(
+        "pyarrow", reason='pyarrow is not installed (pip install "tenfold[ray]")'
+    )
+
+
+def test_read_samples_without_ray(fold, arrow):
     """The read task body on its own: tables shaped like read_webdataset's rows."""
     root, want = fold
     with tx.Dataset(root, "f") as ds:
@@ -120,7 +128,7 @@ def rename_first_member(shard: Path, new: bytes) -> None:
     os.utime(shard, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def test_read_samples_refuses_a_changed_shard(tmp_path):
+def test_read_samples_refuses_a_changed_shard(tmp_path, arrow):
     write_fold(tmp_path, shards=1, per_shard=5)
     rename_first_member(tmp_path / "f_0000.tar", b"t00000")
     with tx.Dataset(tmp_path, "f") as ds:
@@ -244,7 +252,7 @@ def test_read_ray_key_subset_and_extensions(fold, ray_cluster):
     assert [r["cls"] for r in rows] == [want[k]["cls"] for k in keys]
 
 
-def test_read_samples_odd_members(tmp_path):
+def test_read_samples_odd_members(tmp_path, arrow):
     """A pax long name (its key read through the extended header), a directory, an extension
     given twice in one sample (the later member wins, as in Dataset), samples without some
     extension (nulls)."""
@@ -270,7 +278,7 @@ def test_read_samples_odd_members(tmp_path):
     assert want[1] == {"jpg": b"jpeg2-later"}
 
 
-def test_read_samples_remote(fold):
+def test_read_samples_remote(fold, arrow):
     """The fsspec path (memory://) gives the same table as the local one."""
     fsspec = pytest.importorskip("fsspec", reason="fsspec is not installed")
     root, _ = fold
