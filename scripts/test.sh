@@ -67,9 +67,9 @@ tenfold --version
 "$VPY" -c "import tenfold.wtxt, tenfold.fold, tenfold.oinf, tenfold.taridx, tenfold.ztensor"
 echo "every format imports with the base install"
 
-echo "== test dependencies: the same wheel with the test and peers extras"
+echo "== test dependencies: the same wheel with the test, peers and ray extras"
 t=$SECONDS
-pip_install "$VPY" "${wheel}[test,peers]"
+pip_install "$VPY" "${wheel}[test,peers,ray]"
 # PyTorch (CPU) for the DataLoader and torch.save tests, only where its wheel lies on this
 # machine's disk: from the registry it would be a multi-GB CUDA build. Without it those tests
 # skip, and pytest's summary (-ra) prints each skip with its reason.

@@ -63,6 +63,10 @@ COMMANDS = {
     "wverify --hmac-key-file": ["wverify", "{demo}/demo.wtxt", "--hmac-key-file", "{}"],
     "index check --index": ["index", "check", "{demo}", "--fold", "demo", "--index", "{}"],
     "index lookup": ["index", "lookup", "{}", "k"],
+    "index export --index": [
+        *("index", "export", "{demo}", "--fold", "demo", "--index", "{}"),
+        *("--wids", "{out}/w.json"),
+    ],
 }
 
 EXPECT = {  # kind -> (exit status, what the line says)
@@ -101,7 +105,7 @@ def test_bad_input_file(command, kind, demo, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("kind", ["missing", "file"])
-@pytest.mark.parametrize("command", ["index build", "index check"])
+@pytest.mark.parametrize("command", ["index build", "index check", "index export"])
 def test_bad_root_directory(command, kind, tmp_path, capsys):
     root = tmp_path / "root"
     if kind == "file":

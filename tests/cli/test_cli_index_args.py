@@ -22,6 +22,8 @@ def test_every_index_subcommand_takes_root_and_fold(tmp_path, capsys):
     assert main(["index", "build", str(tmp_path), "--fold", "c", "-q", "--index", str(idx)]) == 0
     assert main(["index", "check", str(tmp_path), "--fold", "c", "--index", str(idx)]) == 0
     assert main(["index", "lookup", str(tmp_path), "--fold", "c", "--index", str(idx), "k1"]) == 0
+    argv = ["index", "export", str(tmp_path), "--fold", "c", "--index", str(idx), "--wids"]
+    assert main(argv) == 0 and (tmp_path / "c.wids.json").exists()
     assert main(["index", "build", str(tmp_path), "--fold", "c", "-q"]) == 0
     assert main(["index", "lookup", str(tmp_path), "--fold", "c", "k1"]) == 0
     assert "jpg@fid0+0[5]" in capsys.readouterr().out

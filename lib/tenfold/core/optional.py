@@ -33,6 +33,7 @@ EXTRAS: dict[str, str] = {
     "aiohttp": "aiohttp",
     "tqdm": "tqdm",
     "pyrage": "pyrage (age encryption)",
+    "ray": "Ray (ray[data])",
 }
 
 

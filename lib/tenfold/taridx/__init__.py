@@ -4,7 +4,9 @@
 * :func:`build` scans the shards ``<fold>_<id>.tar`` and writes ``<fold>.taridx``;
 * :func:`stale_shards` says which shards changed since the index was built;
 * :class:`Dataset` serves samples by position or stem, locally or through fsspec;
-* :class:`EpochSampler` / :func:`epoch_order` give shuffled, sharded orders per epoch.
+* :class:`EpochSampler` / :func:`epoch_order` give shuffled, sharded orders per epoch;
+* :func:`read_ray` reads a fold as a Ray Dataset (read tasks planned from the index);
+* :func:`export_dali` / :func:`export_wids` write DALI and wids indexes from it.
 
 The byte layout is in :mod:`tenfold.taridx._spec`.
 """
@@ -25,6 +27,8 @@ from ..errors import EncodeError, TenfoldError, describe
 from ._spec import FMT, HDR_SIZE, ROW_DT
 from .build import build, scan_shard, shard_paths, stale_shards
 from .dataset import Dataset, EpochSampler, epoch_order
+from .export import export_dali, export_wids
+from .raydata import read_ray
 from .reader import Index, Samples
 from .writer import index_bytes, write_index, write_rows
 
@@ -38,6 +42,9 @@ __all__ = [
     "Dataset",
     "EpochSampler",
     "epoch_order",
+    "read_ray",
+    "export_dali",
+    "export_wids",
     "index_bytes",
     "write_index",
     "write_rows",

@@ -8,6 +8,9 @@ defaults to ``ROOT/NAME.taridx``); ``lookup`` also accepts the index file itself
     tenfold index check ROOT --fold NAME [--index PATH]     exit 1 when shards changed
     tenfold index lookup ROOT --fold NAME STEM...           sample number and rows of stems
     tenfold index lookup INDEX STEM...
+    tenfold index export ROOT --fold NAME [--index PATH] [--dali [DIR]] [--wids [PATH]]
+                         [--dali-version v1.2|v1.1] [--url-prefix URL] [--name NAME]
+                         [--no-fsync]                   DALI .idx files and a wids shard list
 """
 
 from __future__ import annotations
@@ -89,6 +92,40 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     return 0 if (found >= 0).all() else 1
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from ..cli import UsageError, check_dir
+    from .export import export
+
+    both = args.dali is None and args.wids is None
+    dali = args.dali if args.dali else (args.root if both or args.dali == "" else None)
+    wids = args.wids if args.wids else None
+    if both or args.wids == "":
+        wids = os.path.join(args.root, f"{args.fold}.wids.json")
+    if dali is not None:
+        check_dir(dali)
+    if wids is not None and os.path.isdir(wids):
+        raise UsageError(f"{wids}: is a directory; give the shard list's file name")
+    t = time.perf_counter()
+    paths, doc = export(
+        args.root,
+        args.fold,
+        index=args.index,
+        dali=dali,
+        wids=wids,
+        version=args.dali_version,
+        name=args.name,
+        url_prefix=args.url_prefix,
+        fsync=not args.no_fsync,
+    )
+    dt = time.perf_counter() - t
+    if paths:
+        print(f"dali: {len(paths)} index file(s) {args.dali_version} in {dali}")
+    if doc is not None:
+        print(f"wids: {doc}")
+    print(f"exported in {dt:.3f} s")
+    return 0
+
+
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("index", help="build / check TARIDX indexes of tar-shard folds")
     sub = p.add_subparsers(dest="index_command", required=True)
@@ -129,3 +166,43 @@ def register(subparsers: Any) -> None:
     q.add_argument("--index", help="index path (overrides ROOT/--fold)")
     q.add_argument("stems", nargs="+", help="sample stems to look up")
     q.set_defaults(func=cmd_lookup)
+    e = sub.add_parser(
+        "export",
+        help="write DALI's per-shard .idx files and a wids shard list from the index",
+        description="Write indexes for other loaders from the TARIDX index (only member "
+        "headers are read from the shards): DALI's wds2idx files <shard stem>.idx (for "
+        "fn.readers.webdataset index_paths) and a wids shard-list JSON (for "
+        "wids.ShardListDataset). With neither --dali nor --wids, both are written beside "
+        "the shards.",
+    )
+    e.add_argument("root", help="directory holding the shards <fold>_<id>.tar")
+    e.add_argument("--fold", required=True, help="fold name (the shards' common prefix)")
+    e.add_argument("--index", help="index path (default ROOT/<fold>.taridx)")
+    e.add_argument(
+        "--dali",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="write the DALI .idx files (into DIR; default ROOT)",
+    )
+    e.add_argument(
+        "--wids",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="write the wids shard list (to PATH; default ROOT/<fold>.wids.json)",
+    )
+    e.add_argument(
+        "--dali-version",
+        choices=("v1.2", "v1.1"),
+        default="v1.2",
+        help="v1.2 (default) lists member names; v1.1 leaves them out",
+    )
+    e.add_argument("--url-prefix", help="wids shard URLs as PREFIX/<shard> (default: relative)")
+    e.add_argument("--name", help="the wids dataset name (default: the fold)")
+    e.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="skip the fsyncs (still atomic, not durable across a power loss)",
+    )
+    e.set_defaults(func=cmd_export, dirs=("root",), inputs=("index",))
