@@ -11,6 +11,7 @@ import pytest
 from test_taridx_members import (
     DIALECTS,
     FUTURE,
+    _bad_fold,
     _edits,
     _fold,
     _payloads,
@@ -182,6 +183,28 @@ def test_getitems_every_corrupt_row_is_refused_or_harmless(tmp_path):
                     served += 1
     assert n_edits >= 42 * 4 and refused == n_edits
     assert served
+
+
+def test_getitems_skipped_bad_names_and_staleness(tmp_path):
+    _bad_fold(tmp_path)
+    path = tx.build(tmp_path, "b", show_progress=False, on_bad_name="skip")
+    with tx.Dataset(tmp_path, "b") as ds:
+        assert [_b(s) for s in ds.__getitems__([2, 0, 1])] == [
+            {"cls": b"55"},
+            {"jpg": b"1"},
+            {"cls": b"333"},
+        ]
+    # a member renamed in place after indexing (same sizes): the open-time check (newer
+    # shard) and the read-time check both compare names
+    raw = bytearray((tmp_path / "b_0001.tar").read_bytes())
+    at = next(k for k in range(0, len(raw), 512) if raw[k : k + 6] == b"e.cls\0")
+    raw[at : at + 5] = b"E.cls"
+    (tmp_path / "b_0001.tar").write_bytes(bytes(raw))
+    with tx.Dataset(tmp_path, "b") as ds, pytest.raises(IntegrityError, match="rebuild"):
+        ds.__getitems__([0, 2])
+    os.utime(path, ns=(FUTURE, FUTURE))
+    with tx.Dataset(tmp_path, "b") as ds, pytest.raises(IntegrityError, match="member header"):
+        ds.__getitems__([0, 2])
 
 
 def test_getitems_non_ascii_names(conformance, tmp_path):
