@@ -240,6 +240,10 @@ def test_kernel_batch_matches_reference(tmp_path):
                 rc.batch(shards[0], np.array([-1], np.int64), 0)
             with pytest.raises(ValueError):
                 rc.batch(shards[0], np.zeros(3, np.int32), 0)
+            with pytest.raises(TypeError, match="bytes or None"):
+                mod.RowCheck(cols, kh, starts, ("jpg", b"cls")).batch(shards[0], rows, 0)
+            with pytest.raises(ValueError, match="extid"):
+                mod.RowCheck(cols, kh, starts, (b"jpg",)).batch(shards[0], rows, 0)
             only_cls = mod.RowCheck(cols, kh, starts, (None, b"cls"))
             r0 = np.flatnonzero(cols[:, 2] == 0).astype(np.int64)
             assert only_cls.batch(shards[1], r0, 0) == int(r0[cols[r0, 3] == 1][0])

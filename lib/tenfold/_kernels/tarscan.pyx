@@ -504,6 +504,7 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
 # protocol directly rather than as a typed memoryview, which costs twice as much per call)
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.string cimport memchr, memcpy
 from .strhash cimport xxh64
 
@@ -854,20 +855,20 @@ cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const 
 
 
 cdef int64_t batch_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const uint64_t* kh,
-                         const int64_t* rw, int64_t m, int64_t fid, tuple exts,
-                         bint checksum) except -2:
-    """``RowCheck.batch`` on checked arguments (row numbers within ``c``, extids within
-    ``exts``, each ``exts`` item bytes or None)."""
+                         const int64_t* rw, int64_t m, int64_t fid, const uint8_t** ext_p,
+                         const Py_ssize_t* ext_n, bint checksum) noexcept nogil:
+    """``RowCheck.batch`` on checked arguments (row numbers within ``c``, every extid within
+    ``ext_p``/``ext_n``; ``ext_n[e] < 0``: extension not checked)."""
     cdef int64_t k, j, row
     cdef const int64_t* r
-    cdef PyObject* e
     cdef volatile uint8_t sink = 0
     cdef uint8_t acc = 0
     for k in range(m):
         if k % CHUNK == 0:
-            # the next CHUNK rows' header lines first, with plain loads in a tight loop, so
-            # that the cache and TLB misses of a random batch overlap instead of adding up
-            # (prefetch hints to pages whose translation is not cached may be dropped)
+            # the next CHUNK rows (their columns, key hashes and header lines) first, with plain
+            # loads in a tight loop, so that the cache and TLB misses of a random batch overlap
+            # instead of adding up (prefetch hints to pages whose translation is not cached
+            # may be dropped)
             for j in range(k, min(m, k + CHUNK)):
                 r = c + 4 * rw[j]
                 if r[2] == fid:
@@ -875,15 +876,11 @@ cdef int64_t batch_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const
             sink = acc
         row = rw[k]
         r = c + 4 * row
-        if r[2] != fid:
-            continue
-        e = PyTuple_GET_ITEM(exts, <Py_ssize_t>r[3])
-        if e == <PyObject*>None:
+        if r[2] != fid or ext_n[r[3]] < 0:
             continue
         if r[0] < 512 or r[1] < 0:
             return row
-        if check_one(b, n, r[0] - 512, r[1], kh[row],
-                     <const uint8_t*>PyBytes_AS_STRING(e), PyBytes_GET_SIZE(e),
+        if check_one(b, n, r[0] - 512, r[1], kh[row], ext_p[r[3]], ext_n[r[3]],
                      checksum) != CM_OK:
             return row
     return -1
@@ -921,6 +918,11 @@ cdef class RowCheck:
     cdef readonly tuple exts
     cdef readonly bint checksum
     cdef object _keep
+    # for ``batch``: every row's extid within ``exts`` and every item bytes or None (checked
+    # once, here), the items' bytes as C arrays (the tuple keeps them alive)
+    cdef bint exts_ok
+    cdef const uint8_t** ext_p
+    cdef Py_ssize_t* ext_n
 
     def __cinit__(self, object cols, object keyhash, object starts, tuple exts,
                   bint checksum=False):
@@ -952,8 +954,41 @@ cdef class RowCheck:
         self.exts = exts
         self.checksum = checksum
         self._keep = (cols, keyhash, starts)
+        self.exts_ok = False
+        self.ext_p = NULL
+        self.ext_n = NULL
+        self._prepare_exts()
+
+    cdef int _prepare_exts(self) except -1:
+        cdef Py_ssize_t k, n_ext = len(self.exts)
+        cdef int64_t r
+        cdef const int64_t* c = <const int64_t*>self.cv.buf
+        cdef object e
+        for k in range(n_ext):
+            e = self.exts[k]
+            if e is not None and type(e) is not bytes:
+                return 0  # ``batch`` raises; ``rows``/``sample`` raise on the rows that use it
+        for r in range(self.n_rows):
+            if c[4 * r + 3] < 0 or c[4 * r + 3] >= n_ext:
+                return 0
+        self.ext_p = <const uint8_t**>PyMem_Malloc(max(n_ext, 1) * sizeof(uint8_t*))
+        self.ext_n = <Py_ssize_t*>PyMem_Malloc(max(n_ext, 1) * sizeof(Py_ssize_t))
+        if self.ext_p == NULL or self.ext_n == NULL:
+            raise MemoryError()
+        for k in range(n_ext):
+            e = self.exts[k]
+            if e is None:
+                self.ext_p[k] = NULL
+                self.ext_n[k] = -1
+            else:
+                self.ext_p[k] = <const uint8_t*>PyBytes_AS_STRING(<PyObject*>e)
+                self.ext_n[k] = PyBytes_GET_SIZE(<PyObject*>e)
+        self.exts_ok = True
+        return 0
 
     def __dealloc__(self):
+        PyMem_Free(self.ext_p)
+        PyMem_Free(self.ext_n)
         if self.have_c:
             PyBuffer_Release(&self.cv)
         if self.have_k:
@@ -1024,10 +1059,13 @@ cdef class RowCheck:
         cdef Py_buffer bv
         cdef Py_buffer rv
         cdef const int64_t* rw
-        cdef const int64_t* c = <const int64_t*>self.cv.buf
-        cdef const int64_t* r
-        cdef int64_t k, m, row, extid, n_ext = len(self.exts), found = -1
+        cdef int64_t k, m, row, found = -1
         cdef object e
+        if not self.exts_ok:  # say which row or item is wrong
+            for e in self.exts:
+                if e is not None and type(e) is not bytes:
+                    raise TypeError("exts must hold bytes or None")
+            raise ValueError(f"a row's extid is outside exts ({len(self.exts)})")
         PyObject_GetBuffer(rows, &rv, PyBUF_SIMPLE)
         try:
             if rv.len % 8 or (<uintptr_t>rv.buf) % 8:
@@ -1038,17 +1076,13 @@ cdef class RowCheck:
                 row = rw[k]
                 if row < 0 or row >= self.n_rows:
                     raise IndexError(f"rows[{k}] = {row} outside [0, {self.n_rows})")
-                extid = c[4 * row + 3]
-                if extid < 0 or extid >= n_ext:
-                    raise ValueError(f"row {row}: extid {extid} outside exts ({n_ext})")
-                e = self.exts[extid]
-                if e is not None and type(e) is not bytes:
-                    raise TypeError("exts must hold bytes or None")
             PyObject_GetBuffer(buf, &bv, PyBUF_SIMPLE)
             try:
-                found = batch_check(<const uint8_t*>bv.buf, bv.len, c,
-                                    <const uint64_t*>self.kv.buf, rw, m, fid, self.exts,
-                                    self.checksum)
+                with nogil:
+                    found = batch_check(<const uint8_t*>bv.buf, bv.len,
+                                        <const int64_t*>self.cv.buf,
+                                        <const uint64_t*>self.kv.buf, rw, m, fid,
+                                        self.ext_p, self.ext_n, self.checksum)
             finally:
                 PyBuffer_Release(&bv)
         finally:

@@ -98,8 +98,8 @@ class Dataset:
     per process before its first bytes are returned: it must exist (else ``FileNotFoundError``
     naming its URL) and be long enough for every indexed member (else ``TruncatedError``);
     when the filesystem gives it a modification time later than the index's, sampled headers
-    are checked as for a local shard. Its size and ETag are remembered and a later listing
-    that differs is an ``IntegrityError``.
+    are checked as for a local shard (one ``cat_ranges``). The size, time and ETag seen are
+    kept per process (``_seen``); a shard replaced later is caught by the header checks.
     """
 
     def __init__(
