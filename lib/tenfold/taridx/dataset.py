@@ -256,7 +256,7 @@ class Dataset:
             # one kernel call; rows in a shard opened for them by one more call
             rc = ts.RowCheck(cols, self._kh, s.starts, ext_check)
             self._rc = rc
-            self._wanted_arr = np.array(self._wanted + [False], bool)
+            self._wanted_arr = np.array(self._wanted, bool)
             self._rows_of = rc.rows
             self._check_sample = rc.sample if self.verify_headers and not self.remote else None
             self._mismatch = ts.HeaderMismatch
