@@ -75,6 +75,9 @@ pip_install "$VPY" "${wheel}[test,peers,ray]"
 # skip, and pytest's summary (-ra) prints each skip with its reason.
 if ls /opt/wheels/torch-2.13.0* >/dev/null 2>&1; then
     pip_install "$VPY" "torch==2.13.0" || echo "note: torch==2.13.0 did not install; torch tests will skip"
+    # torchdata's StatefulDataLoader for the resumable-sampler tests; --no-deps so that its
+    # torch requirement cannot pull another torch build
+    pip_install "$VPY" --no-deps "torchdata==0.11.0" || echo "note: torchdata did not install; its tests will skip"
 else
     echo "note: no local torch wheel in /opt/wheels; the torch tests will skip (see the summary)"
 fi

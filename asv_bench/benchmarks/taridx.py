@@ -88,3 +88,34 @@ class TarscanSuite:
 
     def time_scan_pax(self):
         self.k.scan(self.buf, *self.outs)
+
+
+class TaridxHeaderCheckSuite:
+    """Random sample reads with the header check on and off, one at a time and in batches of
+    256 (``__getitems__``), payloads untouched (the check's worst case)."""
+
+    params = [[True, False]]
+    param_names = ["verify_headers"]
+
+    def setup(self, verify):
+        self.root = Path(tempfile.mkdtemp(prefix="asv-taridx-check-"))
+        _fold(self.root, 5000)
+        tx.build(self.root, "f", show_progress=False)
+        self.ds = tx.Dataset(self.root, "f", verify_headers=verify)
+        self.ds.__getitems__(list(range(5000)))
+        self.order = np.random.default_rng(2).integers(0, 5000, 4096).tolist()
+        self.batches = [self.order[k : k + 256] for k in range(0, 4096, 256)]
+
+    def teardown(self, verify):
+        self.ds.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def time_getitem_4096(self, verify):
+        ds = self.ds
+        for i in self.order:
+            ds[i]
+
+    def time_getitems_16x256(self, verify):
+        ds = self.ds
+        for b in self.batches:
+            ds.__getitems__(b)

@@ -371,6 +371,32 @@ class RowCheck:
                         raise HeaderMismatch(bad)
         return recs
 
+    def batch(self, buf, rows, fid: int) -> int:
+        """The first of the rows numbered in ``rows`` (int64) in shard ``fid`` whose header
+        does not name it, or -1."""
+        rw = np.asarray(rows)
+        if rw.dtype != np.int64 or rw.ndim != 1:
+            raise ValueError("rows must be an aligned, C-contiguous int64 array")
+        n, exts = self._cols.shape[0], self.exts
+        todo = []
+        for k, row in enumerate(rw.tolist()):
+            if not 0 <= row < n:
+                raise IndexError(f"rows[{k}] = {row} outside [0, {n})")
+            start, size, f, extid = (int(v) for v in self._cols[row])
+            if not 0 <= extid < len(exts):
+                raise ValueError(f"row {row}: extid {extid} outside exts ({len(exts)})")
+            e = exts[extid]
+            if e is not None and type(e) is not bytes:
+                raise TypeError("exts must hold bytes or None")
+            if f == fid and e is not None:
+                todo.append((row, start, size, e))
+        for row, start, size, e in todo:
+            if start < 512 or size < 0:
+                return row
+            if check_member(buf, start - 512, size, int(self._kh[row]), e, self.checksum) != M_OK:
+                return row
+        return -1
+
     def sample(self, buf, i: int, fid: int) -> int:
         """The first row of sample ``i`` in shard ``fid`` whose header does not name it, or -1."""
         if not 0 <= i < self._starts.size - 1:

@@ -504,6 +504,7 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
 # protocol directly rather than as a typed memoryview, which costs twice as much per call)
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
+from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.string cimport memchr, memcpy
 from .strhash cimport xxh64
 
@@ -799,6 +800,19 @@ cdef extern from "Python.h":
     Py_ssize_t PyBytes_GET_SIZE(PyObject* o)
 
 
+DEF CHUNK = 32  # rows whose header lines are loaded ahead together (3 lines each, in L1)
+
+
+cdef inline uint8_t touch_row(const uint8_t* b, Py_ssize_t n, const int64_t* r) noexcept nogil:
+    """Load the three cache lines of a row's header that the quick check reads (name, size,
+    typeflag)."""
+    cdef const uint8_t* h
+    if 512 <= r[0] <= n:
+        h = b + r[0] - 512
+        return h[0] ^ h[64] ^ h[156]
+    return 0
+
+
 cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const uint64_t* kh,
                         int64_t lo, int64_t hi, int64_t fid, tuple exts,
                         bint checksum) except -2:
@@ -808,15 +822,17 @@ cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const 
     cdef int64_t i, n_ext = PyTuple_GET_SIZE(exts), extid
     cdef const int64_t* r
     cdef PyObject* e
-    # the header blocks are scattered (random reads): request all of their cache lines first
-    # so that the misses overlap, and the payload's first line, which the caller reads next
+    cdef volatile uint8_t sink = 0
+    cdef uint8_t acc = 0
+    # the header blocks are scattered (random reads): load their lines first in a tight loop
+    # so that the misses overlap, and hint the payload's first line, which the caller reads
     for i in range(lo, hi):
         r = c + 4 * i
-        if r[2] == fid and 512 <= r[0] < n:
-            TF_PREFETCH(b + r[0] - 512)
-            TF_PREFETCH(b + r[0] - 448)
-            TF_PREFETCH(b + r[0] - 384)
-            TF_PREFETCH(b + r[0])
+        if r[2] == fid:
+            acc ^= touch_row(b, n, r)
+            if 512 <= r[0] < n:
+                TF_PREFETCH(b + r[0])
+    sink = acc
     for i in range(lo, hi):
         r = c + 4 * i
         if r[2] != fid:
@@ -835,6 +851,38 @@ cdef int64_t rows_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const 
                      <const uint8_t*>PyBytes_AS_STRING(e), PyBytes_GET_SIZE(e),
                      checksum) != CM_OK:
             return i
+    return -1
+
+
+cdef int64_t batch_check(const uint8_t* b, Py_ssize_t n, const int64_t* c, const uint64_t* kh,
+                         const int64_t* rw, int64_t m, int64_t fid, const uint8_t** ext_p,
+                         const Py_ssize_t* ext_n, bint checksum) noexcept nogil:
+    """``RowCheck.batch`` on checked arguments (row numbers within ``c``, every extid within
+    ``ext_p``/``ext_n``; ``ext_n[e] < 0``: extension not checked)."""
+    cdef int64_t k, j, row
+    cdef const int64_t* r
+    cdef volatile uint8_t sink = 0
+    cdef uint8_t acc = 0
+    for k in range(m):
+        if k % CHUNK == 0:
+            # the next CHUNK rows (their columns, key hashes and header lines) first, with plain
+            # loads in a tight loop, so that the cache and TLB misses of a random batch overlap
+            # instead of adding up (prefetch hints to pages whose translation is not cached
+            # may be dropped)
+            for j in range(k, min(m, k + CHUNK)):
+                r = c + 4 * rw[j]
+                if r[2] == fid:
+                    acc ^= touch_row(b, n, r) ^ <uint8_t>kh[rw[j]]
+            sink = acc
+        row = rw[k]
+        r = c + 4 * row
+        if r[2] != fid or ext_n[r[3]] < 0:
+            continue
+        if r[0] < 512 or r[1] < 0:
+            return row
+        if check_one(b, n, r[0] - 512, r[1], kh[row], ext_p[r[3]], ext_n[r[3]],
+                     checksum) != CM_OK:
+            return row
     return -1
 
 
@@ -870,6 +918,11 @@ cdef class RowCheck:
     cdef readonly tuple exts
     cdef readonly bint checksum
     cdef object _keep
+    # for ``batch``: every row's extid within ``exts`` and every item bytes or None (checked
+    # once, here), the items' bytes as C arrays (the tuple keeps them alive)
+    cdef bint exts_ok
+    cdef const uint8_t** ext_p
+    cdef Py_ssize_t* ext_n
 
     def __cinit__(self, object cols, object keyhash, object starts, tuple exts,
                   bint checksum=False):
@@ -901,8 +954,41 @@ cdef class RowCheck:
         self.exts = exts
         self.checksum = checksum
         self._keep = (cols, keyhash, starts)
+        self.exts_ok = False
+        self.ext_p = NULL
+        self.ext_n = NULL
+        self._prepare_exts()
+
+    cdef int _prepare_exts(self) except -1:
+        cdef Py_ssize_t k, n_ext = len(self.exts)
+        cdef int64_t r
+        cdef const int64_t* c = <const int64_t*>self.cv.buf
+        cdef object e
+        for k in range(n_ext):
+            e = self.exts[k]
+            if e is not None and type(e) is not bytes:
+                return 0  # ``batch`` raises; ``rows``/``sample`` raise on the rows that use it
+        for r in range(self.n_rows):
+            if c[4 * r + 3] < 0 or c[4 * r + 3] >= n_ext:
+                return 0
+        self.ext_p = <const uint8_t**>PyMem_Malloc(max(n_ext, 1) * sizeof(uint8_t*))
+        self.ext_n = <Py_ssize_t*>PyMem_Malloc(max(n_ext, 1) * sizeof(Py_ssize_t))
+        if self.ext_p == NULL or self.ext_n == NULL:
+            raise MemoryError()
+        for k in range(n_ext):
+            e = self.exts[k]
+            if e is None:
+                self.ext_p[k] = NULL
+                self.ext_n[k] = -1
+            else:
+                self.ext_p[k] = <const uint8_t*>PyBytes_AS_STRING(<PyObject*>e)
+                self.ext_n[k] = PyBytes_GET_SIZE(<PyObject*>e)
+        self.exts_ok = True
+        return 0
 
     def __dealloc__(self):
+        PyMem_Free(self.ext_p)
+        PyMem_Free(self.ext_n)
         if self.have_c:
             PyBuffer_Release(&self.cv)
         if self.have_k:
@@ -963,6 +1049,45 @@ cdef class RowCheck:
             Py_INCREF(rec)
             PyList_SET_ITEM(out, k - a, rec)
         return out
+
+    def batch(self, object buf, object rows, int64_t fid):
+        """The first of the rows numbered in ``rows`` (C-contiguous ``int64`` row numbers, e.g.
+        a ``__getitems__`` batch's rows sorted by offset) that is in shard ``fid`` (``buf``),
+        has an extension to check and whose header does not name it, or -1. One pass: the
+        header blocks of rows ahead are prefetched while a row is checked, so that the cache
+        and TLB misses of a batch of random reads overlap instead of adding up."""
+        cdef Py_buffer bv
+        cdef Py_buffer rv
+        cdef const int64_t* rw
+        cdef int64_t k, m, row, found = -1
+        cdef object e
+        if not self.exts_ok:  # say which row or item is wrong
+            for e in self.exts:
+                if e is not None and type(e) is not bytes:
+                    raise TypeError("exts must hold bytes or None")
+            raise ValueError(f"a row's extid is outside exts ({len(self.exts)})")
+        PyObject_GetBuffer(rows, &rv, PyBUF_SIMPLE)
+        try:
+            if rv.len % 8 or (<uintptr_t>rv.buf) % 8:
+                raise ValueError("rows must be an aligned, C-contiguous int64 array")
+            rw = <const int64_t*>rv.buf
+            m = rv.len // 8
+            for k in range(m):  # arguments first: the check below trusts them
+                row = rw[k]
+                if row < 0 or row >= self.n_rows:
+                    raise IndexError(f"rows[{k}] = {row} outside [0, {self.n_rows})")
+            PyObject_GetBuffer(buf, &bv, PyBUF_SIMPLE)
+            try:
+                with nogil:
+                    found = batch_check(<const uint8_t*>bv.buf, bv.len,
+                                        <const int64_t*>self.cv.buf,
+                                        <const uint64_t*>self.kv.buf, rw, m, fid,
+                                        self.ext_p, self.ext_n, self.checksum)
+            finally:
+                PyBuffer_Release(&bv)
+        finally:
+            PyBuffer_Release(&rv)
+        return found
 
     def sample(self, object buf, int64_t i, int64_t fid):
         """The first row of sample ``i`` in shard ``fid`` (``buf``) whose header does not

@@ -4,8 +4,10 @@
 order of its first row) and ``ds.get(stem)`` as ``{extension: buffer}``. Local shards are
 memory-mapped lazily, at most ``max_open`` at once per process (least recently used closed
 first), and each buffer is a read-only ``memoryview`` of the map (zero copy; it keeps the map
-alive). Remote roots (any fsspec URL: ``http://``, ``s3://``, ``memory://`` ...) are read with one
-range request per shard per sample.
+alive). Remote roots (any fsspec URL: ``http://``, ``s3://``, ``memory://`` ...) are read with
+range requests: ``ds[i]`` fetches one range per shard of the sample, and ``ds.__getitems__(batch)``
+(what PyTorch's ``DataLoader`` calls for a batch) one ``cat_ranges`` call for the whole batch,
+neighbouring rows merged into one range.
 
 A dataset pickles as its parameters only: nothing is open in the parent after pickling, and
 each worker process opens the index and the shards it needs on first access. That makes it a
@@ -26,13 +28,16 @@ from typing import Any
 import numpy as np
 
 from .. import _kernels
+from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.mapped import MappedFile
 from ..core.optional import require
-from ..errors import TruncatedError, describe
+from ..errors import IntegrityError, TruncatedError, describe
 from ._members import member_problem
+from ._remote import info_etag, info_mtime_ns, merge_ranges, missing_shard
 from ._spec import BLOCK, FMT
 from .build import shard_paths, stale_shard
 from .reader import Index
+from .sampler import EpochSampler, epoch_order, index_fingerprint
 
 __all__ = ["Dataset", "EpochSampler", "epoch_order"]
 
@@ -80,11 +85,21 @@ class Dataset:
         shard swapped, replaced or edited since indexing, or a corrupt row, is an
         ``IntegrityError`` naming the shard and offset instead of another sample's bytes.
         ``False`` skips it (and trusts the index and the shards).
+    max_gap
+        Remote batches (``__getitems__``): byte ranges of one shard at most this far apart are
+        fetched as one range.
+    limits
+        :class:`tenfold.core.bounds.Limits` for opening the index.
 
     A local shard whose mtime or ctime is newer than the index file is re-checked against the
     index when it is opened (sampled headers with their names, its size, members after the last
     indexed one; see :func:`stale_shards`), once per process: a changed shard is an
-    ``IntegrityError`` before any of its bytes are returned.
+    ``IntegrityError`` before any of its bytes are returned. A remote shard is looked up once
+    per process before its first bytes are returned: it must exist (else ``FileNotFoundError``
+    naming its URL) and be long enough for every indexed member (else ``TruncatedError``);
+    when the filesystem gives it a modification time later than the index's, sampled headers
+    are checked as for a local shard (one ``cat_ranges``). The size, time and ETag seen are
+    kept per process (``_seen``); a shard replaced later is caught by the header checks.
     """
 
     def __init__(
@@ -99,6 +114,8 @@ class Dataset:
         max_open: int = 32,
         storage_options: Mapping[str, Any] | None = None,
         verify_headers: bool = True,
+        max_gap: int = 64 << 10,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.root = os.fspath(root).rstrip("/") if _is_url(os.fspath(root)) else os.fspath(root)
         self.fold = fold
@@ -109,6 +126,10 @@ class Dataset:
         self.max_open = max(1, int(max_open))
         self.storage_options = dict(storage_options or {})
         self.verify_headers = bool(verify_headers)
+        self.max_gap = max(0, int(max_gap))
+        self.limits = limits
+        #: remote: what listing the root said of each shard (size, mtime, ETag), if listed
+        self.listing: dict[str, dict[str, Any]] = {}
         self._reset()
         self.shards = list(shards) if shards is not None else self._list_shards()
         idx = self._index()
@@ -143,6 +164,12 @@ class Dataset:
         self._rows_of: Any = None
         #: item fid: the open shard's buffer or None (the kernel reads it)
         self._mvs: list[memoryview | None] = []
+        self._rc: Any = None
+        #: remote: fid -> (size, mtime ns or None, ETag or None) seen when first read
+        self._seen: dict[int, tuple[int, int | None, str | None]] = {}
+        self._shard_end: np.ndarray | None = None
+        self._remote_index_mtime: int | None = None
+        self._fp: str | None = None
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -172,8 +199,14 @@ class Dataset:
             return [p.name for p in shard_paths(self.root, self.fold)]
         fs = self._filesystem()
         pat = re.compile(re.escape(self.fold) + r"_[0-9]+\.tar")
-        names = {os.path.basename(str(p).rstrip("/")) for p in fs.ls(self.root, detail=False)}
-        return sorted(n for n in names if pat.fullmatch(n))
+        found: dict[str, dict[str, Any]] = {}
+        for p in fs.ls(self.root, detail=True):
+            info = p if isinstance(p, Mapping) else {"name": p}
+            name = os.path.basename(str(info.get("name", "")).rstrip("/"))
+            if pat.fullmatch(name):
+                found[name] = dict(info)
+        self.listing = found
+        return sorted(found)
 
     def _index(self) -> Index:
         self._check_pid()
@@ -181,9 +214,13 @@ class Dataset:
             if _is_url(self.index_path):
                 fsspec = require("fsspec", extra="remote", what="taridx: a remote index")
                 fs, path = fsspec.core.url_to_fs(self.index_path, **self.storage_options)
-                idx = Index.from_buffer(fs.cat_file(path))
+                idx = Index.from_buffer(fs.cat_file(path), limits=self.limits)
+                try:  # a shard modified after this is checked when first read
+                    self._remote_index_mtime = info_mtime_ns(fs.info(path))
+                except (OSError, ValueError):
+                    self._remote_index_mtime = None
             else:
-                idx = Index.open(self.index_path)._owned()  # the dataset owns it
+                idx = Index.open(self.index_path, limits=self.limits)._owned()  # owned here
             s = idx.samples
             self._rows = idx.rows if s.order is None else idx.rows[s.order]
             self._starts = s.starts
@@ -208,6 +245,8 @@ class Dataset:
                 if self.remote or _is_url(self.index_path)
                 else os.stat(self.index_path).st_mtime_ns
             )
+            if self.remote and not _is_url(self.index_path):
+                self._remote_index_mtime = os.stat(self.index_path).st_mtime_ns
             want = self.extensions
             self._wanted = [want is None or e in want for e in idx.ext]
             ext_check = tuple(
@@ -216,10 +255,18 @@ class Dataset:
             # the hot path: a sample's rows listed, and checked in the shards already open, by
             # one kernel call; rows in a shard opened for them by one more call
             rc = ts.RowCheck(cols, self._kh, s.starts, ext_check)
+            self._rc = rc
+            self._wanted_arr = np.array(self._wanted, bool)
             self._rows_of = rc.rows
             self._check_sample = rc.sample if self.verify_headers and not self.remote else None
             self._mismatch = ts.HeaderMismatch
         return self._idx
+
+    def fingerprint(self) -> str:
+        """A digest of the fold's index file (what :class:`EpochSampler` states are tied to)."""
+        if self._fp is None:
+            self._fp = index_fingerprint(self._index()._mf.buffer())
+        return self._fp
 
     @property
     def index(self) -> Index:
@@ -315,7 +362,7 @@ class Dataset:
         if not 0 <= i < n:
             raise IndexError(f"sample {i} out of range for a fold of {n}")
         if self.remote:
-            return self._remote(rows_of(i, None), i)
+            return self._batch(np.array([i], np.int64))[0]
         names, wanted = self._ext_names, self._wanted
         check = self._check_sample
         mvs = self._mvs
@@ -378,34 +425,188 @@ class Dataset:
             if err is not None:
                 raise err
 
-    def _remote(self, recs: list[list[int]], i: int) -> dict[str, Any]:
-        fs = self._filesystem()
-        names, wanted = self._ext_names, self._wanted
-        assert self._starts is not None
-        a = int(self._starts[i])
-        by_fid: dict[int, list[list[int]]] = {}
-        for r, keyhash in zip(recs, self._kh[a : a + len(recs)].tolist(), strict=True):
-            if wanted[r[3]]:
-                by_fid.setdefault(r[2], []).append([*r, keyhash])
-        out: dict[str, Any] = {}
-        check = self._check
-        for fid, rs in by_fid.items():
-            # from the first header (checked with its payload) to the last payload's end
-            lo = min(r[0] for r in rs) - (BLOCK if check is not None else 0)
-            hi = max(r[0] + r[1] for r in rs)
-            url = self._join(self.shards[fid])
-            data = memoryview(fs.cat_file(url, start=lo, end=hi))
-            for start, size, _fid, extid, keyhash in rs:
-                a = start - lo
-                if a + size > len(data):
-                    raise self._past_end(fid, start - BLOCK, size, lo + len(data))
-                if check is not None and check(data, a - BLOCK, size, keyhash, self._ext_b[extid]):
-                    self._verify_remote(url, data, lo, fid, start - BLOCK, size, keyhash, extid)
-                out[names[extid]] = data[a : a + size]
-        for ext, fn in self.decoders.items():
-            if ext in out:
-                out[ext] = fn(out[ext])
+    # -- batches ------------------------------------------------------------------------------
+    def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
+        """Samples ``indices`` (PyTorch's batched fetch): ``[self[i] for i in indices]``, with
+        the rows grouped by shard and read in offset order. Locally each shard's headers are
+        checked in one kernel pass (prefetching ahead, so the misses of random reads overlap);
+        remotely the whole batch is one ``cat_ranges`` call, rows of a shard at most
+        ``max_gap`` bytes apart fetched as one range. Every check of ``ds[i]`` applies."""
+        if self._rows_of is None:
+            self._index()
+        n = self._len
+        idx = np.fromiter((operator.index(i) for i in indices), np.int64)
+        if idx.size:
+            idx[idx < 0] += n
+            bad = np.flatnonzero((idx < 0) | (idx >= n))
+            if bad.size:
+                raise IndexError(f"sample {int(idx[bad[0]])} out of range for a fold of {n}")
+        return self._batch(idx)
+
+    def _batch(self, idx: np.ndarray) -> list[dict[str, Any]]:
+        assert self._starts is not None and self._cols is not None
+        st = self._starts
+        first = st[idx]
+        cnt = st[idx + 1] - first
+        owner = np.repeat(np.arange(idx.size), cnt)
+        rowids = np.arange(int(cnt.sum()), dtype=np.int64)
+        rowids += np.repeat(first - (np.cumsum(cnt) - cnt), cnt)
+        cols = self._cols[rowids]
+        keep = self._wanted_arr[cols[:, 3]]
+        if not keep.all():
+            rowids, owner, cols = rowids[keep], owner[keep], cols[keep]
+        if self.remote:
+            views = self._remote_rows(rowids, cols)
+        else:
+            views = self._local_rows(rowids, cols, idx, owner)
+        out: list[dict[str, Any]] = [{} for _ in range(idx.size)]
+        names = self._ext_names
+        for o, extid, v in zip(owner.tolist(), cols[:, 3].tolist(), views, strict=True):
+            out[o][names[extid]] = v
+        if self.decoders:
+            for d in out:
+                for ext, fn in self.decoders.items():
+                    if ext in d:
+                        d[ext] = fn(d[ext])
         return out
+
+    def _local_rows(
+        self, rowids: np.ndarray, cols: np.ndarray, idx: np.ndarray, owner: np.ndarray
+    ) -> list[Any]:
+        views: list[Any] = [None] * rowids.size
+        order = np.lexsort((cols[:, 0], cols[:, 2]))
+        fids = cols[order, 2]
+        cuts = np.flatnonzero(fids[1:] != fids[:-1]) + 1
+        check = self.verify_headers
+        for grp in np.split(order, cuts) if order.size else ():
+            fid = int(cols[grp[0], 2])
+            mv = self._mvs[fid]
+            if mv is None:
+                mv = self._shard(fid)
+            else:
+                self._open.move_to_end(fid)
+                self._last = (fid, mv)
+            if check and self._rc.batch(mv, np.ascontiguousarray(rowids[grp]), fid) >= 0:
+                # the quick check said no for a row: the exact check (non-ASCII names) on
+                # every sample of the group raises for the first row that does not match
+                for i in dict.fromkeys(idx[owner[grp]].tolist()):
+                    self._verify_rows(mv, i, fid)
+            starts, sizes = cols[grp, 0], cols[grp, 1]
+            past = np.flatnonzero(starts + sizes > len(mv))
+            if past.size:
+                k = int(past[0])
+                raise self._past_end(fid, int(starts[k]) - BLOCK, int(sizes[k]), len(mv))
+            for k, a, z in zip(grp.tolist(), starts.tolist(), sizes.tolist(), strict=True):
+                views[k] = mv[a : a + z]
+        return views
+
+    def _remote_rows(self, rowids: np.ndarray, cols: np.ndarray) -> list[Any]:
+        fs = self._filesystem()
+        check = self._check is not None
+        lo = cols[:, 0] - (BLOCK if check else 0)  # from the header (checked with its payload)
+        hi = cols[:, 0] + cols[:, 1]
+        views: list[Any] = [None] * rowids.size
+        paths: list[str] = []
+        r_lo: list[int] = []
+        r_hi: list[int] = []
+        plan: list[tuple[int, np.ndarray, np.ndarray, int]] = []  # fid, rows, run per row, 1st
+        fids = cols[:, 2]
+        for fid in np.unique(fids).tolist():
+            sel = np.flatnonzero(fids == fid)
+            url = self._join(self.shards[fid])
+            self._remote_open(fid, url)
+            run, (a, b) = merge_ranges(lo[sel], hi[sel], self.max_gap)
+            plan.append((fid, sel, run, len(paths)))
+            paths += [url] * a.size
+            r_lo += a.tolist()
+            r_hi += b.tolist()
+        if not paths:
+            return views
+        blobs = fs.cat_ranges(paths, r_lo, r_hi, on_error="return")
+        for k, blob in enumerate(blobs):
+            if isinstance(blob, BaseException):
+                raise missing_shard(paths[k], blob, f"reading bytes {r_lo[k]}-{r_hi[k]}") from blob
+        exts = self._ext_b
+        for fid, sel, run, base in plan:
+            url = paths[base]
+            for k, r in zip(sel.tolist(), run.tolist(), strict=True):
+                data = memoryview(blobs[base + r])
+                start0 = r_lo[base + r]
+                start, size, _fid, extid = cols[k].tolist()
+                a = start - start0
+                if a + size > len(data):
+                    raise self._past_end(fid, start - BLOCK, size, start0 + len(data))
+                keyhash = int(self._kh[rowids[k]])
+                if check and self._check(data, a - BLOCK, size, keyhash, exts[extid]):
+                    self._verify_remote(url, data, start0, fid, start - BLOCK, size, keyhash, extid)
+                views[k] = data[a : a + size]
+        return views
+
+    def _remote_open(self, fid: int, url: str) -> None:
+        """Before the first bytes of remote shard ``fid`` are returned in this process: it
+        exists, holds every indexed member, and (when modified after the index) still has
+        the indexed members where the index says."""
+        if fid in self._seen:
+            return
+        fs = self._filesystem()
+        info = self.listing.get(self.shards[fid])
+        if info is None or info.get("size") is None:
+            try:
+                info = fs.info(url)
+            except Exception as exc:  # noqa: BLE001 - every failure is reported naming the URL
+                raise missing_shard(url, exc, "looking it up") from exc
+        size = info.get("size")
+        if self._shard_end is None:
+            assert self._cols is not None
+            end = np.zeros(len(self.shards), np.int64)
+            if self._cols.shape[0]:
+                np.maximum.at(end, self._cols[:, 2], self._cols[:, 0] + self._cols[:, 1])
+            self._shard_end = end
+        need = int(self._shard_end[fid])
+        if size is not None and int(size) < need:
+            raise TruncatedError(
+                describe(
+                    FMT,
+                    f"shard {url}",
+                    detail="shorter than the index says; rebuild the index (tenfold index build)",
+                    expected=f">= {need} bytes",
+                    got=int(size),
+                )
+            )
+        mtime, etag = info_mtime_ns(info), info_etag(info)
+        if (
+            mtime is not None
+            and self._remote_index_mtime is not None
+            and mtime > self._remote_index_mtime
+        ):
+            self._remote_stale(fid, url)
+        self._seen[fid] = (-1 if size is None else int(size), mtime, etag)
+
+    def _remote_stale(self, fid: int, url: str, sample: int = 8) -> None:
+        """Shard ``fid`` changed after the index: check up to ``sample`` headers of its rows
+        (first, last, evenly spaced), with one ``cat_ranges`` call."""
+        assert self._cols is not None
+        rows = np.flatnonzero(self._cols[:, 2] == fid)
+        if not rows.size:
+            return
+        pick = rows[np.unique(np.linspace(0, rows.size - 1, min(sample, rows.size)).astype(int))]
+        fs = self._filesystem()
+        starts = (self._cols[pick, 0] - BLOCK).tolist()
+        ends = (self._cols[pick, 0] + self._cols[pick, 1]).tolist()
+        blobs = fs.cat_ranges([url] * len(starts), starts, ends, on_error="return")
+        for row, lo, blob in zip(pick.tolist(), starts, blobs, strict=True):
+            if isinstance(blob, BaseException):
+                raise missing_shard(url, blob, f"reading bytes {lo}-") from blob
+            _, size, _, extid = self._cols[row].tolist()
+            try:  # the header, then what extended headers before it say
+                self._verify_remote(
+                    url, memoryview(blob), lo, fid, lo, size, int(self._kh[row]), extid
+                )
+            except (IntegrityError, TruncatedError) as exc:
+                raise type(exc)(
+                    f"{exc}; the shard changed after the index was written: "
+                    "rebuild the index (tenfold index build)"
+                ) from None
 
     def _verify_remote(
         self,
@@ -471,78 +672,3 @@ class Dataset:
 
     def __repr__(self) -> str:
         return f"<taridx.Dataset {self.root!r} fold={self.fold!r} samples={self._len}>"
-
-
-def epoch_order(
-    n: int,
-    *,
-    seed: int = 0,
-    epoch: int = 0,
-    shuffle: bool = True,
-    rank: int = 0,
-    world_size: int = 1,
-    drop_last: bool = False,
-) -> np.ndarray:
-    """Sample numbers one rank visits in one epoch (deterministic in seed and epoch).
-
-    The epoch's permutation (or ``arange`` without shuffle) is padded by wrapping around to a
-    multiple of ``world_size`` (or cut, with ``drop_last``) and dealt round-robin: rank ``r``
-    takes positions ``r, r + world_size, ...``. All ranks get the same count.
-    """
-    if world_size < 1 or not 0 <= rank < world_size:
-        raise ValueError(f"rank {rank} not in [0, world_size={world_size})")
-    if shuffle:
-        order = np.random.default_rng([int(seed), int(epoch)]).permutation(n)
-    else:
-        order = np.arange(n)
-    if drop_last:
-        order = order[: (n // world_size) * world_size]
-    elif n and n % world_size:
-        pad = world_size - n % world_size
-        order = np.concatenate([order, np.resize(order, pad)])
-    return order[rank::world_size]
-
-
-class EpochSampler:
-    """A sampler (iterable of sample numbers) for ``DataLoader(sampler=...)``.
-
-    Call :meth:`set_epoch` before each epoch to reshuffle; see :func:`epoch_order`.
-    """
-
-    def __init__(
-        self,
-        data: int | Dataset,
-        *,
-        shuffle: bool = True,
-        seed: int = 0,
-        rank: int = 0,
-        world_size: int = 1,
-        drop_last: bool = False,
-    ) -> None:
-        self.n = data if isinstance(data, int) else len(data)
-        self.shuffle, self.seed, self.drop_last = shuffle, seed, drop_last
-        self.rank, self.world_size = rank, world_size
-        self.epoch = 0
-        epoch_order(0, rank=rank, world_size=world_size)  # validates rank/world_size
-
-    def set_epoch(self, epoch: int) -> None:
-        self.epoch = int(epoch)
-
-    def indices(self) -> np.ndarray:
-        return epoch_order(
-            self.n,
-            seed=self.seed,
-            epoch=self.epoch,
-            shuffle=self.shuffle,
-            rank=self.rank,
-            world_size=self.world_size,
-            drop_last=self.drop_last,
-        )
-
-    def __iter__(self) -> Iterator[int]:
-        return iter(self.indices().tolist())
-
-    def __len__(self) -> int:
-        if self.drop_last:
-            return self.n // self.world_size
-        return -(-self.n // self.world_size)

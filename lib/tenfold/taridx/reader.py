@@ -19,6 +19,7 @@ import numpy as np
 from xxhash import xxh64_intdigest
 
 from .. import _kernels
+from ..core.bounds import DEFAULT_LIMITS, Limits, check_limit
 from ..core.mapped import MappedFile
 from ..core.reader import MappedReader, TensorInfo
 from ..errors import FormatError, IntegrityError, TruncatedError, UnsupportedError, describe
@@ -156,7 +157,12 @@ class Index(MappedReader, Mapping[str, dict]):
         validate: bool = False,
         root: str | os.PathLike[str] | None = None,
         fold: str | None = None,
+        verify_headers: bool = True,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> None:
+        self.limits = limits
+        #: sample reads check the tar header in front of each payload (see ``Dataset``)
+        self.verify_headers = bool(verify_headers)
         self._adopt(mf)
         self._parse()
         self._validated = False
@@ -185,15 +191,27 @@ class Index(MappedReader, Mapping[str, dict]):
         validate: bool = False,
         root: str | os.PathLike[str] | None = None,
         fold: str | None = None,
+        verify_headers: bool = True,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> Index:
         """Open and check the index at ``path`` (``validate=True`` also checks every row now).
 
         ``root`` and ``fold`` say where the shards are for reading samples (default: beside
-        the index, fold named by the index's file name).
+        the index, fold named by the index's file name). ``verify_headers``: sample reads
+        (``index[key]``, :meth:`read`) check the tar header in front of each payload, as
+        ``Dataset(verify_headers=...)``. ``limits``: the index's row count must be within
+        ``max_objects`` and its name blocks within ``max_index_bytes`` (``LimitError``).
         """
         mf = MappedFile(path, fmt=FMT)
         try:
-            return cls(mf, validate=validate, root=root, fold=fold)
+            return cls(
+                mf,
+                validate=validate,
+                root=root,
+                fold=fold,
+                verify_headers=verify_headers,
+                limits=limits,
+            )
         except BaseException:
             mf.close()
             raise
@@ -206,9 +224,19 @@ class Index(MappedReader, Mapping[str, dict]):
         validate: bool = False,
         root: str | os.PathLike[str] | None = None,
         fold: str | None = None,
+        verify_headers: bool = True,
+        limits: Limits = DEFAULT_LIMITS,
     ) -> Index:
-        """An index over bytes already in memory (used in place, not copied)."""
-        return cls(MappedFile(data, fmt=FMT), validate=validate, root=root, fold=fold)
+        """An index over bytes already in memory (used in place, not copied); the keyword
+        arguments as in :meth:`open`."""
+        return cls(
+            MappedFile(data, fmt=FMT),
+            validate=validate,
+            root=root,
+            fold=fold,
+            verify_headers=verify_headers,
+            limits=limits,
+        )
 
     def close(self) -> None:
         """Release the map and any shard opened to read samples (views stay valid)."""
@@ -242,7 +270,13 @@ class Index(MappedReader, Mapping[str, dict]):
                 )
             from .dataset import Dataset
 
-            self._dataset = Dataset(self._root, self._fold, index=self.path)
+            self._dataset = Dataset(
+                self._root,
+                self._fold,
+                index=self.path,
+                verify_headers=self.verify_headers,
+                limits=self.limits,
+            )
         return self._dataset
 
     def read(self, key: str) -> dict[str, Any]:
@@ -422,6 +456,17 @@ class Index(MappedReader, Mapping[str, dict]):
                 expected=REC_SIZE * n_rows,
                 got=region,
             )
+        check_limit(
+            FMT, f"{self.name}: rows", n_rows, self.limits.max_objects, field="n_rows", offset=24
+        )
+        check_limit(
+            FMT,
+            f"{self.name}: name blocks",
+            off_arr - HDR_SIZE,
+            self.limits.max_index_bytes,
+            field="extension + crash block bytes",
+            offset=HDR_SIZE,
+        )
         n_stems = int(h["n_stems"])
         if n_stems > n_rows:
             raise self._err(
