@@ -116,9 +116,12 @@ class MappedReader:
     _mf: MappedFile
     _finalizer: Any
 
-    def _map(self, source: Any, fmt: str | None = None) -> MappedFile:
-        """Map ``source`` (path or buffer) and own it."""
-        return self._adopt(MappedFile(source, fmt=fmt or self.fmt))
+    def _map(self, source: Any, fmt: str | None = None, *, mmap: bool = True) -> MappedFile:
+        """Open ``source`` (path, buffer, fsspec URL or file, or an opened
+        :class:`MappedFile`; see :func:`tenfold.core.source.open_file`) and own it."""
+        from .source import open_file
+
+        return self._adopt(open_file(source, fmt=fmt or self.fmt, mmap=mmap))
 
     def _adopt(self, mf: MappedFile) -> MappedFile:
         """Own an already opened :class:`MappedFile`."""

@@ -157,11 +157,12 @@ class Reader(MappedReader, Mapping[str, Any]):
         strict: bool = False,
         hmac_key: str | bytes | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        mmap: bool = True,
     ) -> None:
         self.strict = strict
         self.limits = limits
         self._key = _digest.key_bytes(hmac_key)
-        self._map(source, FMT)
+        self._map(source, FMT, mmap=mmap)
         try:
             self._parse()
         except BaseException:
