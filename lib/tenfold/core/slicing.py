@@ -71,11 +71,15 @@ def plan(fmt: str, what: str, shape: tuple[int, ...], index: Any) -> Plan:
         items = items[:i] + (slice(None),) * (len(shape) - n_real) + items[i + 1 :]
     items = items + (slice(None),) * (len(shape) - len(items))
     key: list[Any] = []
+    first_range = None
     for ax, (it, n) in enumerate(zip(items, shape, strict=True)):
         if isinstance(it, slice):
             if it.step == 0:
                 raise ValueError(f"{fmt}: {what}: slice step cannot be zero")
-            key.append(slice(*it.indices(n)))
+            r = range(*it.indices(n))
+            if ax == 0:
+                first_range = r
+            key.append(_canonical(r))
         else:
             i = int(it)
             if not -n <= i < n:
@@ -92,7 +96,8 @@ def plan(fmt: str, what: str, shape: tuple[int, ...], index: Any) -> Plan:
         lo, hi = first, first + 1
         local0: Any = 0
     else:
-        r = range(first.start, first.stop, first.step)
+        r = first_range
+        assert r is not None
         if len(r) == 0:
             lo = hi = 0
             local0 = slice(0, 0)
@@ -103,6 +108,14 @@ def plan(fmt: str, what: str, shape: tuple[int, ...], index: Any) -> Plan:
             local0 = slice(start, stop if stop >= 0 else None, first.step)
     assert 0 <= lo <= hi <= rows
     return Plan(tuple(key), (local0, *key[1:]), lo, hi)
+
+
+def _canonical(r: range) -> slice:
+    """A slice selecting exactly ``r`` (no negative start or stop left to wrap around)."""
+    if len(r) == 0:
+        return slice(0, 0)
+    stop = r[-1] + r.step
+    return slice(r[0], stop if stop >= 0 else None, r.step)
 
 
 def _is_int(v: Any) -> bool:

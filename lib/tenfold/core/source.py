@@ -583,6 +583,13 @@ class _RemoteErrors:
         if _precondition_failed(exc):
             raise r._changed(r.etag, "a different ETag (HTTP 412)") from exc
         msg = f"{r.fmt}: {r.name}: {self.what}: {type(exc).__name__}: {exc}"
+        cause = exc.__cause__
+        if isinstance(exc, FileNotFoundError) and cause is not None:
+            # fsspec's HTTP filesystem reports any failed HEAD as "not found": say what it was
+            if not isinstance(cause, FileNotFoundError) and getattr(cause, "status", 0) != 404:
+                raise OSError(
+                    errno.EIO, f"{r.fmt}: {r.name}: {self.what}: {type(cause).__name__}: {cause}"
+                ) from exc
         if isinstance(exc, FileNotFoundError):
             raise FileNotFoundError(errno.ENOENT, msg, r.name) from exc
         if isinstance(exc, PermissionError):
