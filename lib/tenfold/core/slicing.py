@@ -71,7 +71,7 @@ def plan(fmt: str, what: str, shape: tuple[int, ...], index: Any) -> Plan:
         items = items[:i] + (slice(None),) * (len(shape) - n_real) + items[i + 1 :]
     items = items + (slice(None),) * (len(shape) - len(items))
     key: list[Any] = []
-    first_range = None
+    first_range: range | None = None
     for ax, (it, n) in enumerate(zip(items, shape, strict=True)):
         if isinstance(it, slice):
             if it.step == 0:
@@ -96,8 +96,8 @@ def plan(fmt: str, what: str, shape: tuple[int, ...], index: Any) -> Plan:
         lo, hi = first, first + 1
         local0: Any = 0
     else:
+        assert first_range is not None
         r = first_range
-        assert r is not None
         if len(r) == 0:
             lo = hi = 0
             local0 = slice(0, 0)
