@@ -154,6 +154,8 @@ def header_length(
     return n
 
 
+_KEYS = frozenset({"dtype", "shape", "data_offsets"})
+
 #: One parsed header entry: ``(dtype tag, shape, begin, end)``, offsets in the data buffer.
 Entry = tuple[str, tuple[int, ...], int, int]
 
@@ -311,9 +313,9 @@ def _entry(
         raise FormatError(
             describe(fmt, where, offset=hoff, detail="entry is not an object", got=type(e).__name__)
         )
-    extra = sorted(set(e) - {"dtype", "shape", "data_offsets"})
-    missing = sorted({"dtype", "shape", "data_offsets"} - set(e))
-    if missing or extra:
+    if e.keys() != _KEYS:
+        extra = sorted(set(e) - _KEYS)
+        missing = sorted(_KEYS - set(e))
         raise FormatError(
             describe(
                 fmt,

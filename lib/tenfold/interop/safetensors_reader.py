@@ -140,6 +140,11 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
                 result = pl.finish(rows)
                 return np.array(result) if copy or not isinstance(result, np.ndarray) else result
             return pl.apply(self.read(name, copy=copy))
+        if tag not in PACKED_BITS:
+            arr = self._mf.array(off, DTYPES[tag], shape, where)
+            if arr.flags.writeable:  # an empty array is a fresh one: keep the read-only rule
+                arr.flags.writeable = False
+            return np.array(arr) if copy else arr
         return tensor_of(
             self._mf.u8(off, end - begin, where),
             entry,
