@@ -277,3 +277,19 @@ def test_missing_fsspec_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "fsspec", None)
     with pytest.raises(ImportError, match=r'pip install "tenfold\[remote\]"'):
         tenfold.open("s3://bkt/m.zt")
+
+
+@pytest.mark.parametrize(
+    "fmt", ["ztensor", "ztensor-v2", "ztensor-zstd", "oinf", "fold", "wtxt", "safetensors", "npz"]
+)
+def test_every_format_reads_remotely(tmp_path, fmt):
+    from test_source import _load, _make
+
+    p = _make(fmt, tmp_path)
+    fs = fsspec.filesystem("memory")
+    fs.pipe(f"/every/{p.name}", p.read_bytes())
+    with tenfold.open(f"memory://every/{p.name}") as r, tenfold.open(p) as loc:
+        a, b = _load(r), _load(loc)
+        assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in b)
+        assert r.verify().ok
+        assert r.path == f"memory://every/{p.name}"

@@ -198,13 +198,13 @@ class SourceFile(MappedFile):
         cached block that covers one end of it; the result is cached as recent."""
         end = offset + length
         expect = self._expect
+        magic: list[tuple[int, int]] = []
         if expect is not None:
             self._expect = None
-            n = len(expect[0])
             if offset <= _HEAD_SLACK:
                 length, offset = end, 0
             else:
-                self._check_magic(self._f.fetch(0, n).tobytes(), *expect)
+                magic = [(0, len(expect[0]))]  # one more range in the same batch
         head = tail = None
         for start, block in (*self._pinned, *self._recent):
             bend = start + block.size
@@ -212,21 +212,24 @@ class SourceFile(MappedFile):
                 tail = (start, block)  # a block covers the end: fetch only what precedes it
             elif start <= offset < bend < end:
                 head = (start, block)  # a block covers the start
-        if tail is not None and (
-            head is None or tail[0] - offset >= end - (head[0] + head[1].size)
-        ):
+        if tail is not None and (head is None or tail[0] - offset >= end - head[0] - head[1].size):
             start, block = tail
+            got = self._f.fetch_many([*magic, (offset, start - offset)])
             data = np.empty(length, np.uint8)
-            data[: start - offset] = self._f.fetch(offset, start - offset)
+            data[: start - offset] = got[-1]
             data[start - offset :] = block[: end - start]
         elif head is not None:
             start, block = head
             bend = start + block.size
+            got = self._f.fetch_many([*magic, (bend, end - bend)])
             data = np.empty(length, np.uint8)
             data[: bend - offset] = block[offset - start :]
-            data[bend - offset :] = self._f.fetch(bend, end - bend)
+            data[bend - offset :] = got[-1]
         else:
-            data = self._f.fetch(offset, length)
+            got = self._f.fetch_many([*magic, (offset, length)])
+            data = got[-1]
+        if magic and expect is not None:
+            self._check_magic(got[0].tobytes(), *expect)
         data.flags.writeable = False
         if expect is not None and offset == 0:
             self._check_magic(data[: len(expect[0])].tobytes(), *expect)
