@@ -5,7 +5,8 @@ context manager that closes, and a read-only ``Mapping[str, value]`` (``len``, `
 iteration, ``keys/values/items``, ``get(key, default)``) with
 
 * ``read(name)``: the value of ``name`` (``reader[name]`` is the same, with the format's
-  default options);
+  default options); the tensor formats also take ``read(name, index)``, a basic slice that
+  reads only the rows it needs (:mod:`tenfold.core.slicing`);
 * ``info(name)``: a record with at least the fields of :class:`TensorInfo` (dtype, shape,
   byte range, encoding, checksum, format-specific ``extras``);
 * ``metadata``: file-level metadata, a ``dict``;

@@ -186,9 +186,13 @@ class SourceFile(MappedFile):
             raise ValueError(f"{self.fmt}: I/O operation on a closed file")
 
     # -- the cache ----------------------------------------------------------------------------
+    def _blocks(self) -> tuple[tuple[int, np.ndarray], ...]:
+        with self._lock:  # another thread may be adding a block
+            return (*self._pinned, *self._recent)
+
     def _cached(self, offset: int, length: int) -> np.ndarray | None:
         end = offset + length
-        for start, block in (*self._pinned, *self._recent):
+        for start, block in self._blocks():
             if start <= offset and end <= start + block.size:
                 return block[offset - start : end - start]
         return None
@@ -206,7 +210,7 @@ class SourceFile(MappedFile):
             else:
                 magic = [(0, len(expect[0]))]  # one more range in the same batch
         head = tail = None
-        for start, block in (*self._pinned, *self._recent):
+        for start, block in self._blocks():
             bend = start + block.size
             if offset < start < end <= bend:
                 tail = (start, block)  # a block covers the end: fetch only what precedes it

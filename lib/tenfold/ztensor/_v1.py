@@ -408,6 +408,7 @@ class V1Reader(V2Reader):
         import threading
 
         self._mf = open_file(source, fmt=FMT, mmap=mmap)
+        self._mmap = mmap
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse

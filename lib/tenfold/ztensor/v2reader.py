@@ -266,6 +266,7 @@ class V2Reader(Mapping[str, Any]):
             for k in shards:
                 check_shard_name(k, "shards option")
         self._mf = open_file(source, fmt=FMT, mmap=mmap)
+        self._mmap = mmap
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse
@@ -372,7 +373,7 @@ class V2Reader(Mapping[str, Any]):
                 return mf
             entry = self.shards[name]
             path = self.shard_path(name)
-            mf = MappedFile(path, fmt=FMT)
+            mf = open_file(path, fmt=FMT, mmap=self._mmap)  # a URL when the manifest's is
             try:
                 if mf.size != entry.size:
                     raise reject(
