@@ -111,11 +111,7 @@ def detect(path: str | os.PathLike[str]) -> str:
     from .core.source import is_remote
 
     if is_remote(path):
-        name, mf = open_remote(path)
-        if name == "ztensor":
-            from .ztensor._generations import generation
-
-            generation(mf)  # the tail's magic, or the head when it was fetched
+        name, mf = open_remote(path, tail_first=False)  # by the head, whatever the suffix
         mf.close()
         return name
 

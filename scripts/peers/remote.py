@@ -56,7 +56,7 @@ def _put(fs: Any, path: str, key: str) -> None:
     """One PUT (moto's multipart completion loses parts of large uploads)."""
     bucket, name = key.split("/", 1)
     with open(path, "rb") as f:
-        fs.call_s3("put_object", Bucket=bucket, Key=name, Body=f)
+        fs.call_s3("put_object", Bucket=bucket, Key=name, Body=f.read())
 
 
 def run(quick: bool) -> list[dict]:

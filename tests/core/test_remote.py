@@ -198,6 +198,8 @@ def test_deferred_magic_check_still_refuses_a_bad_head(http, files):
 
 def test_misnamed_file_is_still_read_by_content(http, files):
     url = http.srv.put("really-safetensors.zt", files["m.safetensors"])
+    assert tenfold.detect(url) == "safetensors"
+    assert tenfold.detect(http.url("v2.zt")) == "ztensor"
     with tenfold.open(url) as r:
         assert type(r).__module__ == "tenfold.interop.safetensors_reader"
         assert np.array_equal(r["bias"], TENSORS["bias"])

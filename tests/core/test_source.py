@@ -231,3 +231,44 @@ def test_pread_source_closes_its_descriptor(tmp_path):
         os.fstat(fd)
     with pytest.raises(ValueError, match="closed"):
         r._mf.u8(0, 4)
+
+
+def _seekable_file(d: Path) -> tuple[Path, np.ndarray, int, int]:
+    from tenfold.ztensor.v2writer import V2Writer
+
+    a = np.random.default_rng(5).standard_normal((4096, 512)).astype(np.float32)  # 8 frames
+    p = d / "seek.zt"
+    with V2Writer(p, canonical=False) as w:
+        w.add("a", a, encoding="zstd")
+    with tenfold.open(p) as r:
+        part = r.info("a").parts["data"]
+        return p, a, part.offset, part.length
+
+
+def test_seekable_slice_decodes_only_its_frames(tmp_path):
+    p, a, _off, length = _seekable_file(tmp_path)
+    with tenfold.open(p, mmap=False) as r:
+        b0 = r._mf.stats["bytes"]
+        got = r.read("a", slice(1100, 1200))  # inside frame 2 of 8 (512 rows per frame)
+        assert np.array_equal(got, a[1100:1200]) and got.flags.writeable
+        assert r._mf.stats["bytes"] - b0 < length // 6
+        for idx in [slice(None, None, -7), (slice(4000, None), 3), 4095, slice(0, 0), (..., 1)]:
+            assert np.array_equal(r.read("a", idx), a[idx]), idx
+
+
+def test_seekable_slice_checks_the_frames_it_decodes(tmp_path):
+    p, a, off, length = _seekable_file(tmp_path)
+    raw = bytearray(p.read_bytes())
+    per = length // 8
+    raw[off + 2 * per + per // 2] ^= 0x55  # inside frame 2
+    p.write_bytes(bytes(raw))
+    with tenfold.open(p, verify_checksums=False) as r:
+        assert np.array_equal(r.read("a", slice(0, 100)), a[:100])  # frame 0: untouched
+        with pytest.raises(tenfold.TenfoldError, match="object 'a'"):
+            r.read("a", slice(1100, 1200))
+    raw = bytearray(p.read_bytes())
+    raw[off + length - 12] ^= 0xFF  # the seek table
+    p.write_bytes(bytes(raw))
+    with tenfold.open(p, verify_checksums=False) as r:
+        with pytest.raises(tenfold.TenfoldError, match="zstd-seekable.*seek table"):
+            r.read("a", slice(0, 100))

@@ -250,7 +250,9 @@ class SourceFile(MappedFile):
     def _view(self, offset: int, length: int) -> np.ndarray:
         self._live()
         if length == 0:
-            return np.empty(0, np.uint8)
+            empty = np.empty(0, np.uint8)
+            empty.flags.writeable = False
+            return empty
         hit = self._cached(offset, length)
         if hit is not None:
             return hit
@@ -428,7 +430,7 @@ class _Remote:
             self.fs, self.path = source.fs, source.path
             self.name = _unstrip(self.fs, self.path)
             details = getattr(source, "details", None)
-        if not details or "size" not in details:
+        if not details or "size" not in details or _stamp(details) is None:
             with self._errors("metadata"):
                 details = self.fs.info(self.path)
             self.stats["requests"] += 1

@@ -582,15 +582,29 @@ class V2Reader(Mapping[str, Any]):
             raise TypeError(f"zt: {what}: only dense objects can be sliced on read")
         pl = plan(FMT, what, info.shape, index)
         p = self._part(info, "data")
-        if p.encoding is not None or p.type is not None or not info.shape:
+        if (p.encoding not in (None, ZSTD_SEEKABLE)) or p.type is not None or not info.shape:
             return pl.apply(self.read(info.name, copy=copy))
         row = p.np_dtype.itemsize
         for d in info.shape[1:]:
             row *= d
-        rows = self._file(p).array(
-            p.offset + pl.lo * row, p.np_dtype, (pl.hi - pl.lo, *info.shape[1:]), what
-        )
+        shape = (pl.hi - pl.lo, *info.shape[1:])
+        f = self._file(p)
+        if p.encoding is None:
+            rows = f.array(p.offset + pl.lo * row, p.np_dtype, shape, what)
+        else:  # decode only the frames that hold the rows (each frame's checksum is checked)
+            raw = _seekable.decode_range(
+                lambda pos, n: f.u8(p.offset + pos, n, what),
+                p.length,
+                p.decoded_length,  # type: ignore[arg-type]
+                pl.lo * row,
+                pl.hi * row,
+                what=what,
+                offset=p.offset,
+            )
+            rows = raw.view(p.np_dtype).reshape(shape) if raw.size else np.empty(shape, p.np_dtype)
         result = pl.finish(rows)
+        if p.encoding is not None:
+            return result if isinstance(result, np.ndarray) else np.array(result)
         return np.array(result) if copy or not isinstance(result, np.ndarray) else result
 
     def read_many(self, names: Any, *, copy: bool | None = None) -> dict[str, Any]:
