@@ -88,11 +88,9 @@ def _open_remote(path: Any, options: dict[str, Any], load: bool = False, copy: b
         mf.close()
         if not guessed:
             raise
-        # the suffix said zTensor but the tail holds no zTensor index: decide by the head
+        # the suffix said zTensor but the tail holds no 0.1.0 index: decide by the head (a
+        # misnamed file, or a damaged v1/v2 footer that the generation's reader reports)
         name2, mf2 = open_remote(path, storage_options=so, tail_first=False)
-        if name2 == "ztensor":
-            mf2.close()
-            raise
         return _read_with(module_for(name2), mf2, options, load, copy)
     except BaseException:
         mf.close()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import mmap
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -46,6 +47,10 @@ def _make(fmt: str, d: Path) -> Path:
         with V2Writer(p, canonical=False) as w:
             for k, v in sorted({**ARRAYS, "z": ARRAYS["w"] * 2}.items()):
                 w.add(k, v, encoding="zstd" if k == "z" else None)
+        return p
+    if fmt == "ztensor-big":  # above the 256 KiB a remote open fetches whole
+        p = d / "big.zt"
+        tenfold.save(p, {**ARRAYS, "x": np.arange(100_000, dtype=np.float32)})
         return p
     if fmt == "ztensor-zstd":
         p = d / "mz.zt"
@@ -272,3 +277,48 @@ def test_seekable_slice_checks_the_frames_it_decodes(tmp_path):
     with tenfold.open(p, verify_checksums=False) as r:
         with pytest.raises(tenfold.TenfoldError, match="zstd-seekable.*seek table"):
             r.read("a", slice(0, 100))
+
+
+def _outcome(open_reader: Any) -> tuple:
+    """What opening and reading everything gives: the values, or the error class."""
+    try:
+        with open_reader() as r:
+            values = {k: np.array(v) for k, v in _load(r).items()}
+            ok = r.verify().ok
+        return ("ok", ok, sorted((k, v.dtype.str, v.shape, v.tobytes()) for k, v in values.items()))
+    except tenfold.TenfoldError as exc:
+        return ("error", type(exc).__name__)
+
+
+_CORRUPT_FMTS = ["ztensor", "ztensor-big", "ztensor-v2", "safetensors", "oinf"]
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    fmt=st.sampled_from(_CORRUPT_FMTS),
+    pos=st.floats(0, 1),
+    kind=st.sampled_from(["flip", "truncate", "extend"]),
+    byte=st.integers(1, 255),
+)
+def test_corruption_gives_the_same_outcome_on_every_source(fmt, pos, kind, byte):
+    """A damaged file gives the same values or the same error class whether it is mapped,
+    read with pread (mmap=False) or fetched over fsspec (memory://)."""
+    import tempfile
+
+    fsspec = pytest.importorskip("fsspec", reason="fsspec (the remote extra) is not installed")
+    with tempfile.TemporaryDirectory() as tmp:
+        p = _make(fmt, Path(tmp))
+        raw = bytearray(p.read_bytes())
+        i = min(int(pos * len(raw)), len(raw) - 1)
+        if kind == "flip":
+            raw[i] ^= byte
+        elif kind == "truncate":
+            del raw[i:]
+        else:
+            raw += bytes([byte]) * (i % 97 + 1)
+        p.write_bytes(bytes(raw))
+        url = f"memory://corrupt/{fmt}/{p.name}"
+        fsspec.filesystem("memory").pipe(url[len("memory://") - 1 :], bytes(raw))
+        mapped = _outcome(lambda: tenfold.open(p))
+        assert _outcome(lambda: tenfold.open(p, mmap=False)) == mapped
+        assert _outcome(lambda: tenfold.open(url)) == mapped
