@@ -99,15 +99,17 @@ def pack_f4(a: np.ndarray) -> np.ndarray:
 _BY_NAME = {canonical(dt): tag for tag, dt in DTYPES.items()}
 
 
+def _label(what: str) -> str:
+    return "header" if what == "file" else f"{what} header"
+
+
 def _duplicates(fmt: str, what: str, offset: int) -> Any:
     def hook(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         out: dict[str, Any] = {}
         for k, v in pairs:
             if k in out:
                 raise FormatError(
-                    describe(
-                        fmt, f"{what} header", offset=offset, detail=f"key {k!r} appears twice"
-                    )
+                    describe(fmt, _label(what), offset=offset, detail=f"key {k!r} appears twice")
                 )
             out[k] = v
         return out
@@ -188,26 +190,28 @@ def parse_header(
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise FormatError(
-            describe(fmt, f"{what} header", offset=hoff + exc.start, detail="invalid UTF-8")
+            describe(fmt, _label(what), offset=hoff + exc.start, detail="invalid UTF-8")
         ) from None
     try:
         header = json.loads(text, object_pairs_hook=_duplicates(fmt, what, hoff))
+    except FormatError:
+        raise  # a key that appears twice
     except RecursionError:
         raise FormatError(
-            describe(fmt, f"{what} header", offset=hoff, detail="nested too deeply")
+            describe(fmt, _label(what), offset=hoff, detail="nested too deeply")
         ) from None
     except json.JSONDecodeError as exc:
         raise FormatError(
             describe(
                 fmt,
-                f"{what} header",
+                _label(what),
                 offset=hoff + len(text[: exc.pos].encode()),
                 detail=f"invalid JSON: {exc.msg}",
             )
         ) from None
     except ValueError as exc:  # int() past the digit limit
         raise FormatError(
-            describe(fmt, f"{what} header", offset=hoff, detail=f"invalid JSON: {exc}")
+            describe(fmt, _label(what), offset=hoff, detail=f"invalid JSON: {exc}")
         ) from None
     if not isinstance(header, dict):
         raise FormatError(
@@ -223,7 +227,7 @@ def parse_header(
         raise FormatError(
             describe(
                 fmt,
-                f"{what} header",
+                _label(what),
                 offset=hoff,
                 detail="does not start with '{'",
                 expected="'{'",
@@ -237,7 +241,7 @@ def parse_header(
         raise FormatError(
             describe(
                 fmt,
-                f"{what} header",
+                _label(what),
                 offset=hoff,
                 field="__metadata__",
                 detail="not an object of strings",
@@ -248,7 +252,7 @@ def parse_header(
         raise LimitError(
             describe(
                 fmt,
-                f"{what} header",
+                _label(what),
                 offset=hoff,
                 field="tensors",
                 detail="above max_objects",

@@ -773,7 +773,8 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
 
     Attributes: ``meta``, ``cap``, ``root``, ``audit`` and ``arrays`` (the parsed
     :class:`ArrayInfo` rows). Every array is decoded and checked when the file is opened;
-    ``reader[name]`` is an owned array.
+    ``reader[name]`` is an owned array. ``mmap=False`` reads a local file with ``pread`` into
+    owned memory; a URL or fsspec file is fetched whole (a text format parsed in full).
     """
 
     def __init__(
