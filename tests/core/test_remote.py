@@ -295,3 +295,28 @@ def test_every_format_reads_remotely(tmp_path, fmt):
         assert a.keys() == b.keys() and all(np.array_equal(a[k], b[k]) for k in b)
         assert r.verify().ok
         assert r.path == f"memory://every/{p.name}"
+
+
+def test_remote_reader_works_in_a_forked_worker(http):
+    import multiprocessing as mp
+
+    if "fork" not in mp.get_all_start_methods():
+        pytest.skip("no fork start method on this platform")
+    ctx = mp.get_context("fork")
+    q = ctx.Queue()
+    with tenfold.open(http.url("m.safetensors")) as r:
+        r["bias"]  # the parent has used its filesystem (and its event loop thread)
+        p = ctx.Process(target=_sum_in_child, args=(r, "layer2.w", q))  # inherited, not pickled
+        p.start()
+        got = q.get(timeout=60)
+        p.join(60)
+    assert p.exitcode == 0
+    assert got == float(TENSORS["layer2.w"].astype(np.float64).sum())
+
+
+def _sum_in_child(r: Any, name: str, q: Any) -> None:
+    try:
+        q.put(float(np.asarray(r[name]).astype(np.float64).sum()))
+    except BaseException as exc:  # report, never hang the parent
+        q.put(repr(exc))
+        raise

@@ -421,6 +421,7 @@ class _Remote:
         fsspec = require("fsspec", extra="remote", what=f"{fmt}: reading a URL")
         self.fmt = fmt
         self.stats = {"requests": 0, "bytes": 0}
+        self._pid = os.getpid()
         if isinstance(source, str):
             self.name = source
             with self._errors("open"):
@@ -461,6 +462,12 @@ class _Remote:
     def fetch_many(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
         if not ranges:
             return []
+        if os.getpid() != self._pid:
+            # a forked worker: fsspec's async filesystems are not fork-safe, so make this
+            # process its own instance (same options; fsspec's instance cache is per process)
+            with self._errors("reconnect after fork"):
+                self.fs = type(self.fs)(**self.fs.storage_options)
+            self._pid = os.getpid()
         what = f"bytes {ranges[0][0]}-{ranges[-1][0] + ranges[-1][1]}"
         with self._errors(what):
             if self.mode == "s3":
