@@ -320,3 +320,17 @@ def _sum_in_child(r: Any, name: str, q: Any) -> None:
     except BaseException as exc:  # report, never hang the parent
         q.put(repr(exc))
         raise
+
+
+@pytest.mark.parametrize("name", ["m.zt", "m.safetensors"])
+def test_remote_reader_shared_by_threads(http, name):
+    from concurrent.futures import ThreadPoolExecutor
+
+    with tenfold.open(http.url(name)) as r:
+        names = list(TENSORS) * 3
+        with ThreadPoolExecutor(4) as ex:
+            got = list(ex.map(lambda k: (k, r[k]), names))
+        assert all(np.array_equal(v, TENSORS[k]) for k, v in got)
+        with ThreadPoolExecutor(4) as ex:
+            parts = list(ex.map(lambda i: r.read("layer1.w", slice(i, i + 8)), range(0, 64, 8)))
+        assert np.array_equal(np.concatenate(parts), TENSORS["layer1.w"][:64])
