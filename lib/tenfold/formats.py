@@ -12,10 +12,19 @@ import importlib
 import os
 from collections.abc import Callable
 from types import ModuleType
+from typing import Any
 
 from .errors import FormatError, UnsupportedError
 
-__all__ = ["FormatInfo", "FORMATS", "detect_bytes", "detect", "by_suffix", "module_for"]
+__all__ = [
+    "FormatInfo",
+    "FORMATS",
+    "detect_bytes",
+    "detect",
+    "by_suffix",
+    "module_for",
+    "open_remote",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,9 +115,16 @@ def detect_bytes(head: bytes) -> FormatInfo | None:
 def detect(path: str | os.PathLike[str]) -> str:
     """Name of the format of the file at ``path`` (by content).
 
-    Raises :class:`FormatError` when no known format matches.
+    Raises :class:`FormatError` when no known format matches. An fsspec URL or file is
+    recognised from its first block.
     """
     from .core.mapped import open_regular  # never blocks on a FIFO; refuses non-files
+    from .core.source import is_remote
+
+    if is_remote(path):
+        name, mf = open_remote(path, tail_first=False)  # by the head, whatever the suffix
+        mf.close()
+        return name
 
     with os.fdopen(open_regular(path), "rb") as f:
         head = f.read(SNIFF_BYTES)
@@ -122,6 +138,39 @@ def detect(path: str | os.PathLike[str]) -> str:
             f"{known}, got {head[:8]!r}"
         )
     return info.name
+
+
+def open_remote(
+    source: Any, *, storage_options: dict[str, Any] | None = None, tail_first: bool | None = None
+) -> tuple[str, Any]:
+    """Open an fsspec URL or file for reading: ``(format name, opened source)``.
+
+    The format is still decided by content. Which end of the object is fetched at open is
+    guessed from the suffix: a ``.zt`` object's index sits at its end, so its last block is
+    fetched and the magic check rides on the first data request (one request saved);
+    anything else gets its first block, where every other format's header sits.
+    """
+    from .core.source import open_file
+
+    if tail_first is None:
+        name = source if isinstance(source, str) else str(getattr(source, "path", ""))
+        tail_first = name.split("?", 1)[0].lower().endswith(".zt")
+    mf = open_file(source, fmt="tenfold", storage_options=storage_options, tail_first=tail_first)
+    try:
+        if mf.defer_head:
+            return "ztensor", mf
+        head = mf.bytes(0, min(SNIFF_BYTES, mf.size), "head")
+        info = detect_bytes(head)
+        if info is None:
+            known = ", ".join(i.name for i in FORMATS)
+            raise FormatError(
+                f"tenfold: {mf.path}: unknown format; expected the magic of one of "
+                f"{known}, got {head[:8]!r}"
+            )
+    except BaseException:
+        mf.close()
+        raise
+    return info.name, mf
 
 
 def by_suffix(path: str | os.PathLike[str]) -> FormatInfo:

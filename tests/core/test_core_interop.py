@@ -104,3 +104,32 @@ def test_npz_never_unpickles(tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"PK\3\4garbage")
     with pytest.raises(FormatError):
         read_npz(tmp_path / "bad.npz")
+
+
+def test_safetensors_one_header_parser_for_reader_and_parse(tmp_path):
+    """Regressions of the merge onto interop/safetensors.parse_header: parse() (FOLD STEN
+    chunks, convert) refused nothing the reader refused, and the reader sized F4 wrongly."""
+    import struct
+
+    import tenfold
+    from tenfold.core.dtypes import FLOAT4_E2M1
+
+    q = np.arange(8, dtype=np.uint8).view(FLOAT4_E2M1)
+    p = tmp_path / "f4.safetensors"
+    tenfold.save(p, {"q": q})
+    with tenfold.open(p) as r:  # was: "size is not shape x itemsize; expected 8, got 4"
+        assert np.array_equal(r["q"].view(np.uint8), q.view(np.uint8))
+        assert np.array_equal(r.read("q", slice(2, 5)).view(np.uint8), q[2:5].view(np.uint8))
+    e = '{"dtype": "U8", "shape": [1], "data_offsets": [0, 1]}'
+    h = f'{{"w": {e}, "w": {e}}}'.encode()
+    h += b" " * (-len(h) % 8)
+    dup = tmp_path / "dup.safetensors"
+    dup.write_bytes(struct.pack("<Q", len(h)) + h + b"\x07")
+    with pytest.raises(FormatError, match=r"^safetensors: header at offset 0x8: key 'w' appears"):
+        read_safetensors(dup)  # was: the last 'w' silently won
+    extra = tmp_path / "extra.safetensors"
+    h = b'{"w": {"dtype": "U8", "shape": [1], "data_offsets": [0, 1], "x": 1}}'
+    h += b" " * (-len(h) % 8)
+    extra.write_bytes(struct.pack("<Q", len(h)) + h + b"\x07")
+    with pytest.raises(FormatError, match=r"tensor 'w'.*unknown \['x'\]"):
+        read_safetensors(extra)

@@ -24,6 +24,7 @@ from .bounds import MAX_ARRAY_BYTES, checked_numel
 __all__ = ["MappedFile", "open_regular"]
 
 _PREAD_MAX = 1 << 30
+_Bytes = bytes  # the class below has a method named bytes
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -231,6 +232,22 @@ class MappedFile:
     def buffer(self) -> np.ndarray:
         """The whole file as a read-only ``uint8`` array."""
         return self._arr()
+
+    # -- what copying sources (tenfold.core.source) do differently ----------------------------
+    #: True for a remote object (see :mod:`tenfold.core.source`).
+    remote = False
+    #: True while a remote file's first bytes are not fetched yet (their check is deferred).
+    defer_head = False
+
+    def magic(self, expected: _Bytes, what: str = "magic") -> _Bytes:
+        """The first ``len(expected)`` bytes (at most the file's size), for a magic check."""
+        return self.bytes(0, min(len(expected), self.size), what)
+
+    def prefetch(self, ranges: Any, gap: int = 0) -> None:
+        """Fetch ranges ahead of reading them: nothing to do for a map or a buffer."""
+
+    def release(self) -> None:
+        """Drop prefetched ranges: nothing to do for a map or a buffer."""
 
 
 def _release(fd: int, mm: mmap.mmap | None) -> None:

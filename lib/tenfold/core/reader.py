@@ -5,7 +5,8 @@ context manager that closes, and a read-only ``Mapping[str, value]`` (``len``, `
 iteration, ``keys/values/items``, ``get(key, default)``) with
 
 * ``read(name)``: the value of ``name`` (``reader[name]`` is the same, with the format's
-  default options);
+  default options); the tensor formats also take ``read(name, index)``, a basic slice that
+  reads only the rows it needs (:mod:`tenfold.core.slicing`);
 * ``info(name)``: a record with at least the fields of :class:`TensorInfo` (dtype, shape,
   byte range, encoding, checksum, format-specific ``extras``);
 * ``metadata``: file-level metadata, a ``dict``;
@@ -116,9 +117,12 @@ class MappedReader:
     _mf: MappedFile
     _finalizer: Any
 
-    def _map(self, source: Any, fmt: str | None = None) -> MappedFile:
-        """Map ``source`` (path or buffer) and own it."""
-        return self._adopt(MappedFile(source, fmt=fmt or self.fmt))
+    def _map(self, source: Any, fmt: str | None = None, *, mmap: bool = True) -> MappedFile:
+        """Open ``source`` (path, buffer, fsspec URL or file, or an opened
+        :class:`MappedFile`; see :func:`tenfold.core.source.open_file`) and own it."""
+        from .source import open_file
+
+        return self._adopt(open_file(source, fmt=fmt or self.fmt, mmap=mmap))
 
     def _adopt(self, mf: MappedFile) -> MappedFile:
         """Own an already opened :class:`MappedFile`."""

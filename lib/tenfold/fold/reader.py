@@ -134,6 +134,9 @@ class Reader(MappedReader, Mapping[str, Any]):
     hmac_key
         Key of ``hmac-sha256:`` digests (str or bytes). Without it such digests cannot be
         checked and :meth:`read` with ``verify=True`` refuses the chunk.
+    mmap
+        ``False`` reads a local file with ``pread`` into owned memory instead of mapping it
+        (an fsspec URL or file is read in range requests: :mod:`tenfold.core.source`).
     limits
         Bounds on decoded sizes: each call (:meth:`read`, :meth:`read_arrays`,
         :meth:`read_state_dict`, :func:`~tenfold.fold.load`) may allocate at most
@@ -157,11 +160,12 @@ class Reader(MappedReader, Mapping[str, Any]):
         strict: bool = False,
         hmac_key: str | bytes | None = None,
         limits: Limits = DEFAULT_LIMITS,
+        mmap: bool = True,
     ) -> None:
         self.strict = strict
         self.limits = limits
         self._key = _digest.key_bytes(hmac_key)
-        self._map(source, FMT)
+        self._map(source, FMT, mmap=mmap)
         try:
             self._parse()
         except BaseException:

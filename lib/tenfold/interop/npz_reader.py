@@ -99,9 +99,9 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
     fmt = FMT
 
-    def __init__(self, source: Any, *, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, source: Any, *, limits: Limits = DEFAULT_LIMITS, mmap: bool = True) -> None:
         self.limits = limits
-        self._map(source, FMT)
+        self._map(source, FMT, mmap=mmap)
         try:
             self._file = _BufferFile(self._mf.buffer())
             self._zip = zipfile.ZipFile(self._file)

@@ -20,7 +20,7 @@ checksums: :meth:`Reader.verify` re-checks the layout and touches every tensor.
 
 from __future__ import annotations
 
-import json
+import math
 import os
 import pathlib
 from collections.abc import Iterator, Mapping
@@ -28,18 +28,24 @@ from typing import Any
 
 import numpy as np
 
-from ..core.bounds import DEFAULT_LIMITS, Limits, checked_numel
+from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.reader import MappedReader, TensorInfo
 from ..core.report import ERROR, OK, Report
-from ..errors import FormatError, LimitError, TenfoldError, TruncatedError, UnsupportedError
-from ..errors import describe as _describe
-from .safetensors import DTYPES, write_safetensors
+from ..core.slicing import plan
+from ..errors import TenfoldError
+from .safetensors import (
+    DTYPES,
+    MAX_HEADER,
+    PACKED_BITS,
+    header_length,
+    parse_header,
+    tensor_of,
+    write_safetensors,
+)
 
 __all__ = ["Reader", "open", "load", "save", "inspect", "verify", "demo", "MAX_HEADER", "sniff"]
 
 FMT = "safetensors"
-#: Largest header accepted (the limit of the reference implementation).
-MAX_HEADER = 100 << 20
 
 
 def sniff(head: bytes) -> bool:
@@ -49,15 +55,6 @@ def sniff(head: bytes) -> bool:
         return False
     n = int.from_bytes(head[:8], "little")
     return 2 <= n <= MAX_HEADER
-
-
-def _duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in pairs:
-        if k in out:
-            raise FormatError(_describe(FMT, "header", offset=8, detail=f"key {k!r} appears twice"))
-        out[k] = v
-    return out
 
 
 class Reader(MappedReader, Mapping[str, np.ndarray]):
@@ -78,10 +75,17 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
     fmt = FMT
 
-    def __init__(self, source: Any, *, copy: bool = False, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        copy: bool = False,
+        limits: Limits = DEFAULT_LIMITS,
+        mmap: bool = True,
+    ) -> None:
         self.copy = copy
         self.limits = limits
-        self._map(source, FMT)
+        self._map(source, FMT, mmap=mmap)
         try:
             self._parse()
         except BaseException:
@@ -89,266 +93,16 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             raise
 
     def _parse(self) -> None:
+        # The one hardened parser (tenfold.interop.safetensors.parse_header), with tiling.
         mf = self._mf
         size = mf.size
-        if size < 8:
-            raise TruncatedError(
-                _describe(
-                    FMT,
-                    "header length",
-                    offset=0,
-                    detail="file shorter than the 8-byte length",
-                    expected=">= 8 bytes",
-                    got=size,
-                )
-            )
-        n = int(mf.array(0, "<u8", ()))
-        limit = min(MAX_HEADER, self.limits.max_index_bytes)
-        if n > limit:
-            raise LimitError(
-                _describe(
-                    FMT,
-                    "header length",
-                    offset=0,
-                    detail="above the limit",
-                    expected=f"<= {limit}",
-                    got=n,
-                )
-            )
-        if n > size - 8:
-            raise TruncatedError(
-                _describe(
-                    FMT,
-                    "header length",
-                    offset=0,
-                    detail="header ends past end of file",
-                    expected=f"<= {size - 8}",
-                    got=n,
-                )
-            )
-        raw = mf.bytes(8, n, "header")
-        if raw[:1] != b"{":
-            raise FormatError(
-                _describe(
-                    FMT,
-                    "header",
-                    offset=8,
-                    detail="does not start with '{'",
-                    expected="'{'",
-                    got=repr(raw[:1]),
-                )
-            )
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise FormatError(
-                _describe(FMT, "header", offset=8 + exc.start, detail="invalid UTF-8")
-            ) from None
-        try:
-            header = json.loads(text, object_pairs_hook=_duplicates)
-        except RecursionError:
-            raise FormatError(
-                _describe(FMT, "header", offset=8, detail="nested too deeply")
-            ) from None
-        except json.JSONDecodeError as exc:
-            raise FormatError(
-                _describe(
-                    FMT,
-                    "header",
-                    offset=8 + len(text[: exc.pos].encode()),
-                    detail=f"invalid JSON: {exc.msg}",
-                )
-            ) from None
-        except ValueError as exc:  # int() past the digit limit
-            raise FormatError(
-                _describe(FMT, "header", offset=8, detail=f"invalid JSON: {exc}")
-            ) from None
-        if not isinstance(header, dict):
-            raise FormatError(
-                _describe(
-                    FMT, "header", offset=8, detail="not a JSON object", got=type(header).__name__
-                )
-            )
-        meta = header.pop("__metadata__", None)
-        if meta is None:
-            meta = {}
-        if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-            raise FormatError(
-                _describe(
-                    FMT,
-                    "header",
-                    offset=8,
-                    field="__metadata__",
-                    detail="not an object of strings",
-                    got=meta,
-                )
-            )
-        self._metadata: dict[str, str] = meta
+        n = header_length(
+            mf.bytes(0, min(8, size), "header length"), size, limit=self.limits.max_index_bytes
+        )
         self.data_start = 8 + n
-        data_size = size - self.data_start
-        if len(header) > self.limits.max_objects:
-            raise LimitError(
-                _describe(
-                    FMT,
-                    "header",
-                    offset=8,
-                    field="tensors",
-                    detail="above max_objects",
-                    expected=f"<= {self.limits.max_objects}",
-                    got=len(header),
-                )
-            )
-        entries = []
-        for name, e in header.items():
-            entries.append(self._entry(name, e))
-        entries.sort(key=lambda t: (t[3], t[4]))
-        pos = 0
-        for name, _tag, _shape, begin, end in entries:
-            if begin != pos:
-                what = "gap before it" if begin > pos else "overlaps the tensor before it"
-                raise FormatError(
-                    _describe(
-                        FMT,
-                        f"tensor {name!r}",
-                        offset=self.data_start + begin,
-                        field="data_offsets",
-                        detail=f"{what} (tensors must tile the data buffer)",
-                        expected=f"begin {pos}",
-                        got=begin,
-                    )
-                )
-            pos = end
-        if pos != data_size:
-            cls = TruncatedError if pos > data_size else FormatError
-            last = repr(entries[-1][0]) if entries else "(none)"
-            raise cls(
-                _describe(
-                    FMT,
-                    f"tensor {last}" if entries else "data buffer",
-                    offset=self.data_start + pos,
-                    field="data_offsets",
-                    detail="tensors do not end where the file ends",
-                    expected=f"end {data_size}",
-                    got=pos,
-                )
-            )
-        self._entries = {name: (tag, shape, begin, end) for name, tag, shape, begin, end in entries}
-
-    def _entry(self, name: str, e: Any) -> tuple[str, str, tuple[int, ...], int, int]:
-        where = f"tensor {name!r}"
-        if not isinstance(e, dict):
-            raise FormatError(
-                _describe(
-                    FMT, where, offset=8, detail="entry is not an object", got=type(e).__name__
-                )
-            )
-        extra = sorted(set(e) - {"dtype", "shape", "data_offsets"})
-        missing = sorted({"dtype", "shape", "data_offsets"} - set(e))
-        if missing or extra:
-            raise FormatError(
-                _describe(
-                    FMT,
-                    where,
-                    offset=8,
-                    detail="keys",
-                    expected="dtype, shape, data_offsets",
-                    got=f"missing {missing}, unknown {extra}",
-                )
-            )
-        tag = e["dtype"]
-        if not isinstance(tag, str) or tag not in DTYPES:
-            raise UnsupportedError(
-                _describe(
-                    FMT,
-                    where,
-                    offset=8,
-                    field="dtype",
-                    detail="unknown",
-                    expected=" | ".join(DTYPES),
-                    got=tag if isinstance(tag, str) else type(tag).__name__,
-                )
-            )
-        shape = e["shape"]
-        if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
-            raise FormatError(
-                _describe(
-                    FMT,
-                    where,
-                    offset=8,
-                    field="shape",
-                    detail="not a list of non-negative integers",
-                    got=shape,
-                )
-            )
-        if len(shape) > self.limits.max_ndim:
-            raise LimitError(
-                _describe(
-                    FMT,
-                    where,
-                    offset=8,
-                    field="shape",
-                    detail="too many dimensions",
-                    expected=f"<= {self.limits.max_ndim}",
-                    got=len(shape),
-                )
-            )
-        offs = e["data_offsets"]
-        if not (
-            isinstance(offs, list)
-            and len(offs) == 2
-            and all(type(o) is int and o >= 0 for o in offs)
-        ):
-            raise FormatError(
-                _describe(
-                    FMT,
-                    where,
-                    offset=8,
-                    field="data_offsets",
-                    detail="not [begin, end] non-negative integers",
-                    got=offs,
-                )
-            )
-        begin, end = offs
-        if end < begin:
-            raise FormatError(
-                _describe(
-                    FMT,
-                    where,
-                    offset=self.data_start + begin,
-                    field="data_offsets",
-                    detail="end before begin",
-                    expected=f"end >= {begin}",
-                    got=end,
-                )
-            )
-        numel = checked_numel(FMT, where, shape)
-        want = numel * DTYPES[tag].itemsize
-        if end - begin != want:
-            raise FormatError(
-                _describe(
-                    FMT,
-                    where,
-                    offset=self.data_start + begin,
-                    field="data_offsets",
-                    detail="size is not shape x itemsize",
-                    expected=want,
-                    got=end - begin,
-                )
-            )
-        data_size = self._mf.size - self.data_start
-        if end > data_size:
-            raise TruncatedError(
-                _describe(
-                    FMT,
-                    where,
-                    offset=self.data_start + begin,
-                    field="data_offsets",
-                    detail="ends past end of file",
-                    expected=f"end <= {data_size}",
-                    got=end,
-                )
-            )
-        return name, tag, tuple(shape), begin, end
+        self._entries, self._metadata = parse_header(
+            mf.bytes(8, n, "header"), size - self.data_start, limits=self.limits, tile=True
+        )
 
     # -- Mapping ------------------------------------------------------------------------------
     def __iter__(self) -> Iterator[str]:
@@ -366,13 +120,50 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         except KeyError:
             raise KeyError(f"safetensors: no tensor named {name!r}") from None
 
-    def read(self, name: str, *, copy: bool | None = None) -> np.ndarray:
-        """Tensor ``name``: a read-only view of the map (``copy=True``: an owned array)."""
-        tag, shape, begin, _end = self._get(name)
-        arr = self._mf.array(self.data_start + begin, DTYPES[tag], shape, f"tensor {name!r}")
-        if arr.flags.writeable:  # an empty array is a fresh one: keep the read-only contract
-            arr.flags.writeable = False
-        return np.array(arr) if (self.copy if copy is None else copy) else arr
+    def read(self, name: str, index: Any = None, *, copy: bool | None = None) -> np.ndarray:
+        """Tensor ``name``: a read-only view of the map (``copy=True``: an owned array).
+
+        With ``index`` (a basic slice) only the rows the slice touches are read (``F4``,
+        packed two to a byte, is read whole and sliced).
+        """
+        entry = self._get(name)
+        tag, shape, begin, end = entry
+        copy = self.copy if copy is None else copy
+        where = f"tensor {name!r}"
+        off = self.data_start + begin
+        if index is not None:
+            pl = plan(FMT, where, shape, index)
+            if tag not in PACKED_BITS and shape:
+                dt = DTYPES[tag]
+                row = dt.itemsize * math.prod(shape[1:])
+                rows = self._mf.array(off + pl.lo * row, dt, (pl.hi - pl.lo, *shape[1:]), where)
+                result = pl.finish(rows)
+                return np.array(result) if copy or not isinstance(result, np.ndarray) else result
+            return pl.apply(self.read(name, copy=copy))
+        if tag not in PACKED_BITS:
+            arr = self._mf.array(off, DTYPES[tag], shape, where)
+            if arr.flags.writeable:  # an empty array is a fresh one: keep the read-only rule
+                arr.flags.writeable = False
+            return np.array(arr) if copy else arr
+        return tensor_of(
+            self._mf.u8(off, end - begin, where),
+            entry,
+            copy=copy,
+            fmt=FMT,
+            where=where,
+            offset=off,
+            budget=self.limits.budget(),
+        )
+
+    def read_many(self, names: Any, *, copy: bool | None = None) -> dict[str, np.ndarray]:
+        """Several tensors; on a remote file neighbours are fetched in one request."""
+        names = list(names)
+        ranges = [(self.data_start + e[2], e[3] - e[2]) for e in map(self._get, names)]
+        self._mf.prefetch(ranges)
+        try:
+            return {k: self.read(k, copy=copy) for k in names}
+        finally:
+            self._mf.release()
 
     def get_tensor(self, name: str) -> np.ndarray:
         """``safe_open``'s name for :meth:`read`."""
@@ -419,7 +210,7 @@ def open(source: Any, **kw: Any) -> Reader:  # noqa: A001 - the format API name
 def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
     """Every tensor (read-only views of the file unless ``copy=True``)."""
     with Reader(source, **kw) as r:
-        return {k: r.read(k, copy=copy) for k in r}
+        return r.read_many(list(r), copy=copy)
 
 
 def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:

@@ -193,11 +193,14 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
         Path or buffer.
     limits
         Bounds on table size, counts, rank and decoded sizes.
+    mmap
+        ``False`` reads a local file with ``pread`` into owned memory instead of mapping it
+        (an fsspec URL or file is read in range requests: :mod:`tenfold.core.source`).
     """
 
-    def __init__(self, source: Any, *, limits: Limits = DEFAULT_LIMITS) -> None:
+    def __init__(self, source: Any, *, limits: Limits = DEFAULT_LIMITS, mmap: bool = True) -> None:
         self.limits = limits
-        self._map(source, S.FMT)
+        self._map(source, S.FMT, mmap=mmap)
         try:
             self._t: Tables = parse_tables(self._mf, limits)
         except BaseException:
@@ -275,17 +278,40 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
     def __contains__(self, name: object) -> bool:
         return name in self._with_data_set
 
-    def read(self, name: str, *, packed: bool = False, copy: bool = False) -> np.ndarray:
-        """The data of tensor ``name`` (the common name of :meth:`tensor`)."""
-        return self.tensor(name, packed=packed, copy=copy)
+    def read(
+        self, name: str, index: Any = None, *, packed: bool = False, copy: bool = False
+    ) -> np.ndarray:
+        """The data of tensor ``name`` (the common name of :meth:`tensor`), or its basic slice
+        ``index``: of a byte-aligned type only the rows the slice touches are read; a packed
+        type is unpacked whole, then sliced."""
+        if index is None or packed:
+            return self.tensor(name, packed=packed, copy=copy)
+        return self._read_index(name, index, copy)
+
+    def _read_index(self, name: str, index: Any, copy: bool) -> np.ndarray:
+        from ..core.slicing import plan
+
+        try:
+            e = self._t.tensors[self._index[name]]
+        except KeyError:
+            raise KeyError(f"oinf: no tensor {name!r}") from None
+        tname, tag, shape, flags, nbytes, off, *_ = e
+        obj = f"tensor {tname!r}"
+        pl = plan(S.FMT, obj, tuple(shape), index)
+        dt = S.NUMPY_DTYPE.get(tag) if flags & S.HAS_DATA and tag != S.BOOL else None
+        if dt is None or not shape or nbytes != dt.itemsize * math.prod(shape):
+            return pl.apply(self.tensor(name, copy=copy))
+        row = dt.itemsize * math.prod(shape[1:])
+        rows = self._mf.array(off + pl.lo * row, dt, (pl.hi - pl.lo, *shape[1:]), obj)
+        result = pl.finish(rows)
+        return np.array(result) if copy or not isinstance(result, np.ndarray) else result
 
     def verify(self) -> Any:
         """Check every OINF rule on this file; see :func:`tenfold.oinf.verify`."""
         from ._verify import verify as _verify
 
-        return _verify(
-            self._mf.path if self._mf.path is not None else self._mf.buffer(), limits=self.limits
-        )
+        local = self._mf.path is not None and not self._mf.remote
+        return _verify(self._mf.path if local else self._mf.buffer(), limits=self.limits)
 
     def tensor(
         self, name: str, *, packed: bool = False, copy: bool = False, budget: Budget | None = None

@@ -773,7 +773,8 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
 
     Attributes: ``meta``, ``cap``, ``root``, ``audit`` and ``arrays`` (the parsed
     :class:`ArrayInfo` rows). Every array is decoded and checked when the file is opened;
-    ``reader[name]`` is an owned array.
+    ``reader[name]`` is an owned array. ``mmap=False`` reads a local file with ``pread`` into
+    owned memory; a URL or fsspec file is fetched whole (a text format parsed in full).
     """
 
     def __init__(
@@ -786,15 +787,17 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         allow_pending: bool = False,
         limits: Limits = DEFAULT_LIMITS,
         workers: int = 1,
+        mmap: bool = True,
     ) -> None:
-        self._map(source, S.FMT)
+        # A text format parsed (and checked) whole at open: a remote file is fetched whole.
+        self._map(source, S.FMT, mmap=mmap)
         self._hmac_keys = list(hmac_keys)
         self._public_keys = list(public_keys)
         try:
             keys = self._hmac_keys
             pubs = self._public_keys
             self.parsed = parse(self._mf.buffer(), hmac_keys=keys, limits=limits, workers=workers)
-            if wsum is None and self._mf.path is not None:
+            if wsum is None and self._mf.path is not None and not self._mf.remote:
                 wsum = wsum_path(self._mf.path)
             self.wsum = _read_wsum(wsum) if self.parsed.pending else None
             _enforce(self.parsed, self.wsum, keys, pubs, allow_pending)
@@ -824,9 +827,15 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         except KeyError:
             raise KeyError(f"wtxt: no array named {name!r}") from None
 
-    def read(self, name: str) -> np.ndarray:
-        """Array ``name`` (decoded and checked when the file was opened)."""
-        return self._array_info(name).array()
+    def read(self, name: str, index: Any = None) -> np.ndarray:
+        """Array ``name`` (decoded and checked when the file was opened), or its basic slice
+        ``index`` (of the decoded array: base64 text cannot be read in row ranges)."""
+        a = self._array_info(name).array()
+        if index is None:
+            return a
+        from ..core.slicing import plan
+
+        return plan(S.FMT, f"array {name!r}", tuple(a.shape), index).apply(a)
 
     def info(self, name: str) -> TensorInfo:
         """The array's ``arr`` line in the common record (``extras`` has the WTXT fields).
@@ -860,7 +869,8 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         with the keys this file was opened with."""
         from .verify import verify as _verify
 
-        src = self._mf.path if self._mf.path is not None else self._mf.buffer()
+        local = self._mf.path is not None and not self._mf.remote
+        src = self._mf.path if local else self._mf.buffer()
         return _verify(src, hmac_keys=self._hmac_keys, public_keys=self._public_keys)
 
     def to_dict(self) -> dict[str, np.ndarray]:

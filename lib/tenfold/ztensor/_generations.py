@@ -15,7 +15,9 @@ import os
 from typing import Any
 
 from ..core.buffers import byte_view
+from ..core.mapped import MappedFile
 from ..core.report import ERROR, Report
+from ..core.source import is_remote, open_file
 from ..errors import FormatError, TenfoldError, TruncatedError, describe
 from ._spec import MAGIC, MAGIC_V1, MAGIC_V2
 
@@ -25,6 +27,11 @@ GENERATIONS = {MAGIC: "0.1.0", MAGIC_V1: "v1", MAGIC_V2: "v2"}
 
 
 def _head(source: Any) -> bytes:
+    if isinstance(source, MappedFile):
+        if source.defer_head:  # a remote .zt: the tail decides
+            tail = _tail(source)
+            return tail if tail in (MAGIC_V1, MAGIC_V2) else MAGIC
+        return source.bytes(0, min(8, source.size), "magic")
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
             return f.read(8)
@@ -65,6 +72,8 @@ def generation(source: Any) -> str:
 
 
 def _tail(source: Any) -> bytes:
+    if isinstance(source, MappedFile):
+        return source.bytes(source.size - 8, 8, "footer") if source.size >= 16 else b""
     if isinstance(source, (str, os.PathLike)):
         with open(source, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -89,7 +98,17 @@ def open_any(source: Any, **options: Any) -> Any:
     """The reader of ``source``'s generation (options as for that reader).
 
     A file with no zTensor magic goes to the 0.1.0 reader, whose errors say what is wrong.
+    ``source`` may also be an fsspec URL or open fsspec file (``storage_options`` are passed
+    to fsspec): see :mod:`tenfold.core.source`.
     """
+    storage_options = options.pop("storage_options", None)
+    if is_remote(source):
+        mf = open_file(source, fmt="zt", storage_options=storage_options)
+        try:
+            return open_any(mf, **options)
+        except BaseException:
+            mf.close()
+            raise
     gen = _generation_or_010(source)
     if gen == "0.1.0":
         from .reader import Reader

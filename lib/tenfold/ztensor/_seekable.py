@@ -11,6 +11,8 @@ a byte, then decodes each frame into its slice of the output with an exact size 
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import zstandard
 
@@ -27,8 +29,13 @@ MAX_FRAME = 16 << 20
 FRAME_SIZE = 1 << 20
 
 
-def _table(src: memoryview, decoded: int, what: str, offset: int) -> list[tuple[int, int]]:
-    n = src.nbytes
+def _table(
+    src: memoryview, decoded: int, what: str, offset: int, size: int | None = None
+) -> list[tuple[int, int]]:
+    """The frames ``(compressed, decoded)`` of a blob of ``size`` bytes (default: all of
+    ``src``) whose last ``src.nbytes`` bytes ``src`` holds (at least its seek table)."""
+    n = src.nbytes if size is None else size
+    src = _Shifted(src, n - src.nbytes)  # type: ignore[assignment]
     if n < 17:
         raise reject(
             "encoding-data", what, offset=offset, detail="zstd-seekable: no seek table", got=n
@@ -68,7 +75,7 @@ def _table(src: memoryview, decoded: int, what: str, offset: int) -> list[tuple[
             detail="zstd-seekable: bad skippable frame header",
             got=head.hex(),
         )
-    entries = np.frombuffer(src, dtype="<u4", count=count * esz // 4, offset=start + 8)
+    entries = np.frombuffer(src[start + 8 : start + 8 + count * esz], dtype="<u4")
     entries = entries.reshape(count, esz // 4)[:, :2].astype(np.int64)
     csum = int(entries[:, 0].sum()) if count else 0
     dsum = int(entries[:, 1].sum()) if count else 0
@@ -90,6 +97,83 @@ def _table(src: memoryview, decoded: int, what: str, offset: int) -> list[tuple[
             detail="zstd-seekable: frames must be <= 16 MiB, equal but the last",
         )
     return [(int(c), int(d)) for c, d in entries]
+
+
+class _Shifted:
+    """Index a tail ``view`` of a blob with offsets into the whole blob."""
+
+    def __init__(self, view: memoryview, shift: int) -> None:
+        self.view, self.shift = view, shift
+        self.nbytes = view.nbytes + shift
+
+    def __getitem__(self, k: slice) -> memoryview:
+        start = (k.start or 0) - self.shift
+        stop = None if k.stop is None else k.stop - self.shift
+        if start < 0:
+            raise reject(
+                "encoding-data", "seek table", detail="zstd-seekable: table outside the blob"
+            )
+        return self.view[start:stop]
+
+
+def table_size(foot: bytes, blob_len: int, what: str, offset: int) -> int:
+    """Bytes at the end of a blob of ``blob_len`` bytes that hold its seek table, from the
+    blob's last 9 bytes ``foot`` (checked again, in full, by :func:`decode_range`)."""
+    if blob_len < 17 or len(foot) != 9:
+        raise reject(
+            "encoding-data",
+            what,
+            offset=offset,
+            detail="zstd-seekable: no seek table",
+            got=blob_len,
+        )
+    count = int.from_bytes(foot[:4], "little")
+    esz = 12 if foot[4] & 0x80 else 8
+    return min(blob_len, count * esz + 9 + 8)
+
+
+def decode_range(
+    read: Any, blob_len: int, decoded: int, lo: int, hi: int, *, what: str, offset: int
+) -> np.ndarray:
+    """Decoded bytes ``[lo, hi)`` of a seekable blob, decoding only the frames that hold them.
+
+    ``read(pos, n)`` returns ``n`` stored bytes at ``pos`` in the blob: it is called once for
+    the footer, once for the seek table and once for the run of frames needed.
+    """
+    tail = table_size(bytes(read(blob_len - 9, 9)), blob_len, what, offset)
+    frames = _table(byte_view(read(blob_len - tail, tail)), decoded, what, offset, blob_len)
+    out = np.empty(max(hi - lo, 0), np.uint8)
+    if hi <= lo:
+        return out
+    cpos = dpos = 0
+    first = None
+    wanted: list[tuple[int, int, int, int]] = []
+    for csize, dsize in frames:
+        if dpos + dsize > lo and dpos < hi:
+            if first is None:
+                first = cpos
+            wanted.append((cpos, csize, dpos, dsize))
+        cpos += csize
+        dpos += dsize
+    assert first is not None
+    last = wanted[-1]
+    run = byte_view(read(first, last[0] + last[1] - first))
+    buf = np.empty(sum(w[3] for w in wanted), np.uint8)
+    pos = 0
+    for c0, csize, _d0, dsize in wanted:
+        frame = run[c0 - first : c0 - first + csize]
+        if csize < 5 or bytes(frame[:4]) != ZSTD_MAGIC or not frame[4] & 0x04:
+            raise reject(
+                "encoding-data",
+                what,
+                offset=offset + c0,
+                detail="zstd-seekable: frame without a content checksum",
+            )
+        zstd_decompress_into(frame, buf[pos : pos + dsize], fmt="zt", what=what, offset=offset + c0)
+        pos += dsize
+    d_first = wanted[0][2]
+    out[:] = buf[lo - d_first : hi - d_first]
+    return out
 
 
 def decode_into(src: object, out: np.ndarray, *, what: str, offset: int) -> None:

@@ -34,6 +34,7 @@ from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.compression import zstd_decompress_into
 from ..core.mapped import MappedFile
 from ..core.report import Report
+from ..core.source import open_file
 from ..errors import FormatError, LimitError, TruncatedError, UnsupportedError, describe
 from . import _checksum
 from ._v2spec import (
@@ -399,13 +400,15 @@ class V1Reader(V2Reader):
         verify_checksums: bool = True,
         sparse: str = "auto",
         limits: Limits = DEFAULT_LIMITS,
+        mmap: bool = True,
         **_ignored: Any,
     ) -> None:
         if sparse not in ("auto", "scipy", "raw"):
             raise ValueError(f"sparse must be 'auto', 'scipy' or 'raw', not {sparse!r}")
         import threading
 
-        self._mf = MappedFile(source, fmt=FMT)
+        self._mf = open_file(source, fmt=FMT, mmap=mmap)
+        self._mmap = mmap
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse
@@ -416,7 +419,7 @@ class V1Reader(V2Reader):
         self._lock = threading.Lock()
         self._verified = set()
         try:
-            head = self._mf.bytes(0, min(8, self._mf.size), "magic")
+            head = self._mf.magic(MAGIC_V1)
             if head != MAGIC_V1:
                 raise _err(
                     FormatError, "file", offset=0, field="magic", expected=MAGIC_V1, got=head

@@ -4,7 +4,13 @@ Opening parses and validates the whole index and nothing else. Little-endian raw
 are returned as read-only views of the map (no copy, no read until a page is touched); zstd and
 big-endian tensors are decoded into owned arrays; ``copy=True`` gives owned arrays everywhere,
 read with one ``pread`` per tensor straight into the result. A tensor with a checksum is
-verified the first time it is read (pass ``verify_checksums=False`` to skip).
+verified the first time it is read whole (pass ``verify_checksums=False`` to skip).
+
+``read(name, index)`` reads a basic slice: of a raw little-endian dense tensor only the rows
+the slice touches are read (a whole-tensor checksum cannot be checked on part of the tensor,
+so a slice is not checked: :meth:`Reader.verify` or a whole read checks it); a zstd tensor is
+decoded whole, once, then sliced. ``mmap=False`` reads with ``pread`` into owned memory, and
+a URL or fsspec file is read in range requests (see :mod:`tenfold.core.source`).
 """
 
 from __future__ import annotations
@@ -19,10 +25,11 @@ from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, align_up
 from ..core.compression import zstd_content_size, zstd_decompress_into
 from ..core.reader import MappedReader
 from ..core.report import Report
+from ..core.slicing import plan
 from ..errors import IntegrityError, describe
 from . import _checksum
 from ._index import Blob, TensorInfo, parse_file_layout, parse_index
-from ._spec import ALIGN, FMT
+from ._spec import ALIGN, FMT, MAGIC
 from .sparse import SparseTensor, check_coo, check_csr, to_result
 
 __all__ = ["Reader"]
@@ -46,6 +53,8 @@ class Reader(MappedReader, Mapping[str, Any]):
         ``"scipy"`` or ``"raw"`` (always :class:`SparseTensor`).
     limits
         Size limits applied before any allocation.
+    mmap
+        ``False`` reads a local file with ``pread`` into owned memory instead of mapping it.
 
     Examples
     --------
@@ -66,10 +75,11 @@ class Reader(MappedReader, Mapping[str, Any]):
         verify_checksums: bool = True,
         sparse: str = "auto",
         limits: Limits = DEFAULT_LIMITS,
+        mmap: bool = True,
     ) -> None:
         if sparse not in ("auto", "scipy", "raw"):
             raise ValueError(f"sparse must be 'auto', 'scipy' or 'raw', not {sparse!r}")
-        self._map(source, FMT)
+        self._map(source, FMT, mmap=mmap)
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse
@@ -77,7 +87,7 @@ class Reader(MappedReader, Mapping[str, Any]):
         self._verified: set[str] = set()
         try:
             size = self._mf.size
-            head = self._mf.bytes(0, min(size, 8), "magic")
+            head = self._mf.magic(MAGIC)
             footer = int(self._mf.array(size - 8, "<u8", (), "index size")) if size >= 16 else None
             self.index_start, self.index_size = parse_file_layout(head, size, footer)
             infos = (
@@ -150,22 +160,26 @@ class Reader(MappedReader, Mapping[str, Any]):
     def read(
         self,
         name: str,
+        index: Any = None,
         *,
         copy: bool | None = None,
         out: np.ndarray | None = None,
         budget: Budget | None = None,
     ) -> Any:
-        """Return tensor ``name``.
+        """Return tensor ``name``, or the basic slice ``index`` of it.
 
         ``copy=False`` gives a read-only view for little-endian raw dense tensors; everything
         else is an owned array. ``out`` (dense only) receives the data instead of a new array.
         What the call allocates is charged to ``budget`` (default: a fresh one from the
-        reader's ``limits``, see :attr:`~tenfold.core.Limits.decode_budget`).
+        reader's ``limits``, see :attr:`~tenfold.core.Limits.decode_budget`). With ``index``
+        only the rows the slice needs are read (see the module doc).
         """
         info = self.info(name)
         copy = self.copy if copy is None else copy
         if budget is None:
             budget = self.limits.budget()
+        if index is not None:
+            return self._read_index(info, index, copy, budget)
         if info.layout != "dense":
             return to_result(self._read_sparse(info, budget), self.sparse)
         if self.verify_checksums and info.checksum_algo and name not in self._verified:
@@ -189,6 +203,37 @@ class Reader(MappedReader, Mapping[str, Any]):
             _swap_in_place(result)
         return result
 
+    def _read_index(self, info: TensorInfo, index: Any, copy: bool, budget: Budget) -> Any:
+        what = f"tensor {info.name!r}"
+        p = plan(FMT, what, info.shape, index)
+        if info.layout != "dense" or not info.zero_copy or not info.shape:
+            whole = self.read(info.name, copy=copy, budget=budget)
+            if info.layout != "dense":
+                raise TypeError(f"zt: {what}: a sparse tensor cannot be sliced on read")
+            return p.apply(whole)
+        row = info.np_dtype.itemsize
+        for d in info.shape[1:]:
+            row *= d
+        rows = self._mf.array(
+            info.offset + p.lo * row, info.np_dtype, (p.hi - p.lo, *info.shape[1:]), what
+        )
+        result = p.finish(rows)
+        if copy or not isinstance(result, np.ndarray):
+            budget.take(result.nbytes, FMT, what, offset=info.offset)
+            return np.array(result)
+        return result
+
+    def read_many(self, names: Any, *, copy: bool | None = None) -> dict[str, Any]:
+        """Several tensors; on a remote file their ranges are fetched together, neighbours
+        coalesced into one request."""
+        infos = [self.info(n) for n in names]
+        budget = self.limits.budget()
+        self._mf.prefetch(_ranges(infos))
+        try:
+            return {i.name: self.read(i.name, copy=copy, budget=budget) for i in infos}
+        finally:
+            self._mf.release()
+
     def read_all(self, *, copy: bool | None = None) -> dict[str, Any]:
         """Every tensor, in file order.
 
@@ -198,6 +243,8 @@ class Reader(MappedReader, Mapping[str, Any]):
         views of that shared buffer, which lives as long as any of them.
         """
         copy = self.copy if copy is None else copy
+        if self._mf.remote:
+            return self.read_many(list(self._infos), copy=copy)
         budget = self.limits.budget()  # one for the whole call
         if not copy:
             return {name: self.read(name, copy=False, budget=budget) for name in self._infos}
@@ -327,6 +374,14 @@ class Reader(MappedReader, Mapping[str, Any]):
         coords = np.array(coords, dtype=np.uint64)
         check_coo(name, info.offset, shape, coords)
         return SparseTensor("coo", shape, values, coords=coords)
+
+
+def _ranges(infos: list[TensorInfo]) -> list[tuple[int, int]]:
+    out = []
+    for i in infos:
+        out.append((i.offset, i.size))
+        out.extend((b.offset, b.size) for b in i.components.values())
+    return out
 
 
 def _prepare_out(out: np.ndarray | None, info: TensorInfo, budget: Budget) -> np.ndarray:

@@ -39,6 +39,8 @@ from ..core.buffers import byte_view
 from ..core.checksums import sha256_hex
 from ..core.mapped import MappedFile
 from ..core.report import ERROR, OK, WARNING, Report
+from ..core.slicing import plan
+from ..core.source import open_file
 from ..errors import LimitError, TenfoldError
 from . import _dcbor, _seekable
 from ._v2spec import (
@@ -119,7 +121,7 @@ def read_footer(mf: MappedFile) -> tuple[int, int, int, int]:
             expected=f">= {MIN_FILE} bytes",
             got=size,
         )
-    head = mf.bytes(0, 8, "magic")
+    head = mf.magic(MAGIC)
     if head != MAGIC:
         raise reject(
             "header-magic", "file", offset=0, field="magic", expected=MAGIC.hex(), got=head.hex()
@@ -237,6 +239,9 @@ class V2Reader(Mapping[str, Any]):
         Optional mapping shard name -> path (default: ``<stem>-<name>.zt`` next to ``source``).
     verify_shards
         Check each shard's whole-file digest when it is first opened.
+    mmap
+        ``False`` reads a local file with ``pread`` into owned memory instead of mapping it
+        (a URL or fsspec file is read in range requests: :mod:`tenfold.core.source`).
     """
 
     generation = "v2"
@@ -253,13 +258,15 @@ class V2Reader(Mapping[str, Any]):
         limits: Limits = DEFAULT_LIMITS,
         shards: Mapping[str, str | os.PathLike[str]] | None = None,
         verify_shards: bool = False,
+        mmap: bool = True,
     ) -> None:
         if sparse not in ("auto", "scipy", "raw"):
             raise ValueError(f"sparse must be 'auto', 'scipy' or 'raw', not {sparse!r}")
         if shards is not None:
             for k in shards:
                 check_shard_name(k, "shards option")
-        self._mf = MappedFile(source, fmt=FMT)
+        self._mf = open_file(source, fmt=FMT, mmap=mmap)
+        self._mmap = mmap
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse
@@ -366,7 +373,7 @@ class V2Reader(Mapping[str, Any]):
                 return mf
             entry = self.shards[name]
             path = self.shard_path(name)
-            mf = MappedFile(path, fmt=FMT)
+            mf = open_file(path, fmt=FMT, mmap=self._mmap)  # a URL when the manifest's is
             try:
                 if mf.size != entry.size:
                     raise reject(
@@ -524,14 +531,26 @@ class V2Reader(Mapping[str, Any]):
             arr = arr.copy()
         return arr
 
-    def read(self, name: str, *, copy: bool | None = None, out: np.ndarray | None = None) -> Any:
-        """Return object ``name`` (see the module doc for what each layout gives).
+    def read(
+        self,
+        name: str,
+        index: Any = None,
+        *,
+        copy: bool | None = None,
+        out: np.ndarray | None = None,
+    ) -> Any:
+        """Return object ``name`` (see the module doc for what each layout gives), or the basic
+        slice ``index`` of a dense one.
 
         ``copy=False`` gives a read-only view for raw local dense parts; ``out`` (dense only)
-        receives the data instead of a new array.
+        receives the data instead of a new array. With ``index``, of a raw dense part of a
+        storage type only the rows the slice touches are read (its digest covers the whole
+        part, so a slice is not checked against it); any other part is decoded whole, once.
         """
         info = self.info(name)
         copy = self.copy if copy is None else copy
+        if index is not None:
+            return self._read_index(info, index, copy)
         if info.layout == DENSE:
             arr = self._typed(info, "data", info.numel, info.shape, copy or out is not None)
             if out is not None:
@@ -557,9 +576,52 @@ class V2Reader(Mapping[str, Any]):
             parts[role] = arr.copy() if copy and p.encoding is None else arr
         return PartsObject(info, parts)
 
+    def _read_index(self, info: ObjectInfo, index: Any, copy: bool) -> Any:
+        what = f"object {info.name!r}"
+        if info.layout != DENSE:
+            raise TypeError(f"zt: {what}: only dense objects can be sliced on read")
+        pl = plan(FMT, what, info.shape, index)
+        p = self._part(info, "data")
+        if (p.encoding not in (None, ZSTD_SEEKABLE)) or p.type is not None or not info.shape:
+            return pl.apply(self.read(info.name, copy=copy))
+        row = p.np_dtype.itemsize
+        for d in info.shape[1:]:
+            row *= d
+        shape = (pl.hi - pl.lo, *info.shape[1:])
+        f = self._file(p)
+        if p.encoding is None:
+            rows = f.array(p.offset + pl.lo * row, p.np_dtype, shape, what)
+        else:  # decode only the frames that hold the rows (each frame's checksum is checked)
+            raw = _seekable.decode_range(
+                lambda pos, n: f.u8(p.offset + pos, n, what),
+                p.length,
+                p.decoded_length,  # type: ignore[arg-type]
+                pl.lo * row,
+                pl.hi * row,
+                what=what,
+                offset=p.offset,
+            )
+            rows = raw.view(p.np_dtype).reshape(shape) if raw.size else np.empty(shape, p.np_dtype)
+        result = pl.finish(rows)
+        if p.encoding is not None:
+            return result if isinstance(result, np.ndarray) else np.array(result)
+        return np.array(result) if copy or not isinstance(result, np.ndarray) else result
+
+    def read_many(self, names: Any, *, copy: bool | None = None) -> dict[str, Any]:
+        """Several objects; on a remote file their parts are fetched together, neighbours
+        coalesced into one request."""
+        infos = [self.info(n) for n in names]
+        self._mf.prefetch(
+            [(p.offset, p.length) for i in infos for p in i.parts.values() if p.shard is None]
+        )
+        try:
+            return {i.name: self.read(i.name, copy=copy) for i in infos}
+        finally:
+            self._mf.release()
+
     def read_all(self, *, copy: bool | None = None) -> dict[str, Any]:
         """Every object, in manifest order."""
-        return {name: self.read(name, copy=copy) for name in self._infos}
+        return self.read_many(list(self._infos), copy=copy)
 
     def _read_sparse(self, info: ObjectInfo) -> SparseTensor:
         shape = info.shape

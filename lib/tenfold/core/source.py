@@ -1,0 +1,613 @@
+"""Where a reader's bytes come from: a memory map, ``pread`` into owned memory, or fsspec.
+
+Every reader holds a :class:`~tenfold.core.mapped.MappedFile` and asks it for ranges
+(``u8``, ``bytes``, ``array``, ``records``, ``pread_into``, ``buffer``). :func:`open_file`
+chooses the byte source behind that interface:
+
+==============================  ===========================================================
+source                          what a range is
+==============================  ===========================================================
+local path (default)            a read-only view of the file's memory map (zero copy)
+local path, ``mmap=False``      ``pread`` into memory the reader owns (no map is kept: the
+                                case of unified-memory machines, where a map of a file shared
+                                with the accelerator costs more than a copy)
+buffer (bytes, array ...)       a view of the buffer
+fsspec URL or open fsspec file  a range request (``s3://``, ``https://``, ``gs://``,
+                                ``memory://``, ``simplecache::s3://...``)
+==============================  ===========================================================
+
+The copying sources (:class:`SourceFile`) keep what they fetched for the index or header
+(pinned blocks) and the last few ranges, so a reader that checks a tensor's checksum and then
+returns it fetches it once. A remote object is opened with one metadata request (size and
+ETag) and one speculative block: the last :data:`TAIL_BLOCK` bytes when the index sits at
+the end of the file (zTensor), else the first :data:`HEAD_BLOCK` bytes (safetensors, OINF,
+FOLD ...), or the whole object when it is at most twice that. A later range that a block
+covers only partly is completed with one request for the missing part.
+
+Consistency: the object's ETag (or, where the filesystem has none, its size and modification
+stamp) is recorded at open. S3 and HTTP range requests carry ``If-Match``; other filesystems
+re-check the stamp after each fetch. An object that changed between the index fetch and a
+tensor fetch raises :class:`~tenfold.errors.IntegrityError`, never mixes versions. Network
+and server errors raise :class:`OSError` naming the URL.
+
+Caching: wrap a URL in fsspec's caching layers to keep fetched bytes on local disk, e.g.
+``simplecache::s3://bucket/model.zt`` (whole object downloaded once, then read locally) or
+``blockcache::s3://bucket/model.zt`` (only the blocks read are downloaded and kept).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import threading
+from collections import deque
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import FormatError, IntegrityError, TenfoldError, TruncatedError, describe
+from .bounds import MAX_ARRAY_BYTES, checked_numel
+from .mapped import MappedFile, open_regular
+
+__all__ = [
+    "SourceFile",
+    "open_file",
+    "is_remote",
+    "HEAD_BLOCK",
+    "TAIL_BLOCK",
+    "COALESCE_GAP",
+]
+
+#: Speculative first block fetched when a remote file's header sits at its start.
+HEAD_BLOCK = 64 << 10
+#: Speculative last block fetched when a remote file's index sits at its end (zTensor).
+TAIL_BLOCK = 128 << 10
+#: Ranges at most this far apart are fetched in one request when many are read at once.
+COALESCE_GAP = 64 << 10
+#: Largest single coalesced request.
+COALESCE_MAX = 256 << 20
+#: A deferred magic check is folded into a data request that starts at most this far in.
+_HEAD_SLACK = 64 << 10
+_PREAD_MAX = 1 << 30
+_Bytes = bytes  # SourceFile has a method named bytes
+_RECENT = 2
+
+_URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::|://)")
+# Formats whose index sits at the end of the file: fetch the tail first.
+_TAIL_FIRST = {"zt"}
+
+
+def is_remote(source: Any) -> bool:
+    """True for an fsspec URL (``proto://...`` or a ``cache::proto://...`` chain) or an open
+    fsspec file object."""
+    if isinstance(source, str):
+        return bool(_URL.match(source))
+    return _is_fsspec_file(source)
+
+
+def _is_fsspec_file(source: Any) -> bool:
+    return (
+        not isinstance(source, (bytes, bytearray, memoryview, np.ndarray, os.PathLike))
+        and hasattr(source, "fs")
+        and hasattr(source, "path")
+        and hasattr(source, "read")
+    )
+
+
+def open_file(
+    source: Any,
+    *,
+    fmt: str = "tenfold",
+    mmap: bool = True,
+    storage_options: dict[str, Any] | None = None,
+    tail_first: bool | None = None,
+) -> MappedFile:
+    """The :class:`MappedFile` (or :class:`SourceFile`) for ``source``.
+
+    ``source`` may be a path, a buffer, an fsspec URL or open fsspec file, or a
+    :class:`MappedFile` already opened (returned as it is, renamed to ``fmt``). ``mmap=False``
+    reads a local file with ``pread`` into owned memory instead of mapping it; a buffer is
+    used in place either way. ``tail_first`` (default: by ``fmt``) says which end of a remote
+    object to fetch speculatively.
+    """
+    if isinstance(source, MappedFile):
+        source.fmt = fmt
+        return source
+    if is_remote(source):
+        if tail_first is None:
+            tail_first = fmt in _TAIL_FIRST
+        return SourceFile(_Remote(source, fmt, storage_options), fmt=fmt, tail_first=tail_first)
+    if not mmap and isinstance(source, (str, os.PathLike)):
+        return SourceFile(_Pread(source, fmt), fmt=fmt)
+    return MappedFile(source, fmt=fmt)
+
+
+class SourceFile(MappedFile):
+    """The :class:`MappedFile` interface over a source that copies ranges into owned memory.
+
+    Arrays it returns are read-only (as views of a map are) but own their memory: no file
+    mapping stays behind them. ``stats`` counts the requests (``pread`` calls or range
+    requests) and bytes fetched, for tests and benchmarks.
+    """
+
+    def __init__(self, fetcher: Any, *, fmt: str, tail_first: bool = False) -> None:
+        self.fmt = fmt
+        self._mm = None
+        self._fd = None
+        self._f = fetcher
+        self.path = fetcher.name
+        self.size = fetcher.size
+        self.remote = isinstance(fetcher, _Remote)
+        self._closed = False
+        self._lock = threading.Lock()
+        self._pinned: list[tuple[int, np.ndarray]] = []
+        self._recent: deque[tuple[int, np.ndarray]] = deque(maxlen=_RECENT)
+        self._expect: tuple[_Bytes, str] | None = None
+        self.defer_head = False
+        self.stats = fetcher.stats
+        if self.remote:
+            self._speculate(tail_first)
+
+    def _speculate(self, tail_first: bool) -> None:
+        size = self.size
+        if size <= 2 * max(HEAD_BLOCK, TAIL_BLOCK):
+            start, end = 0, size
+        elif tail_first:
+            start, end = size - TAIL_BLOCK, size
+            self.defer_head = True
+        else:
+            start, end = 0, HEAD_BLOCK
+        if end > start:
+            self._pinned.append((start, self._f.fetch(start, end - start)))
+
+    # -- lifetime ---------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def close(self) -> None:
+        """Drop the cached ranges and release the descriptor or filesystem handle; arrays
+        already returned stay valid (they own their memory)."""
+        if self._closed:
+            return
+        self._closed = True
+        with self._lock:
+            self._pinned.clear()
+            self._recent.clear()
+        self._f.close()
+
+    def _arr(self) -> np.ndarray:  # pragma: no cover - MappedFile's internals, unused here
+        raise NotImplementedError
+
+    def _live(self) -> None:
+        if self._closed:
+            raise ValueError(f"{self.fmt}: I/O operation on a closed file")
+
+    # -- the cache ----------------------------------------------------------------------------
+    def _blocks(self) -> tuple[tuple[int, np.ndarray], ...]:
+        with self._lock:  # another thread may be adding a block
+            return (*self._pinned, *self._recent)
+
+    def _cached(self, offset: int, length: int) -> np.ndarray | None:
+        end = offset + length
+        for start, block in self._blocks():
+            if start <= offset and end <= start + block.size:
+                return block[offset - start : end - start]
+        return None
+
+    def _fetch(self, offset: int, length: int) -> np.ndarray:
+        """Fetch ``[offset, offset+length)`` (checking a deferred magic on the way), using a
+        cached block that covers one end of it; the result is cached as recent."""
+        end = offset + length
+        expect = self._expect
+        magic: list[tuple[int, int]] = []
+        if expect is not None:
+            self._expect = None
+            if offset <= _HEAD_SLACK:
+                length, offset = end, 0
+            else:
+                magic = [(0, len(expect[0]))]  # one more range in the same batch
+        head = tail = None
+        for start, block in self._blocks():
+            bend = start + block.size
+            if offset < start < end <= bend:
+                tail = (start, block)  # a block covers the end: fetch only what precedes it
+            elif start <= offset < bend < end:
+                head = (start, block)  # a block covers the start
+        if tail is not None and (head is None or tail[0] - offset >= end - head[0] - head[1].size):
+            start, block = tail
+            got = self._f.fetch_many([*magic, (offset, start - offset)])
+            data = np.empty(length, np.uint8)
+            data[: start - offset] = got[-1]
+            data[start - offset :] = block[: end - start]
+        elif head is not None:
+            start, block = head
+            bend = start + block.size
+            got = self._f.fetch_many([*magic, (bend, end - bend)])
+            data = np.empty(length, np.uint8)
+            data[: bend - offset] = block[offset - start :]
+            data[bend - offset :] = got[-1]
+        else:
+            got = self._f.fetch_many([*magic, (offset, length)])
+            data = got[-1]
+        if magic and expect is not None:
+            self._check_magic(got[0].tobytes(), *expect)
+        data.flags.writeable = False
+        if expect is not None and offset == 0:
+            self._check_magic(data[: len(expect[0])].tobytes(), *expect)
+        with self._lock:
+            self._recent.append((offset, data))
+        return data
+
+    def _check_magic(self, got: _Bytes, expected: _Bytes, what: str) -> None:
+        if got != expected:
+            raise FormatError(
+                describe(self.fmt, "file", offset=0, field=what, expected=expected, got=got)
+            )
+
+    def _view(self, offset: int, length: int) -> np.ndarray:
+        self._live()
+        if length == 0:
+            empty = np.empty(0, np.uint8)
+            empty.flags.writeable = False
+            return empty
+        hit = self._cached(offset, length)
+        if hit is not None:
+            return hit
+        data = self._fetch(offset, length)
+        return data[-length:] if data.size != length else data
+
+    def magic(self, expected: _Bytes, what: str = "magic") -> _Bytes:
+        """The first ``len(expected)`` bytes, or, when the head was not fetched and the tail
+        was (a remote zTensor), ``expected`` itself with the real check deferred to the next
+        request (one request saved at open; a mismatch raises :class:`FormatError` then)."""
+        n = min(len(expected), self.size)
+        if self.defer_head and n == len(expected) and self._cached(0, n) is None:
+            self._expect = (expected, what)
+            self.defer_head = False
+            return expected
+        return self.bytes(0, n, what)
+
+    def prefetch(self, ranges: Iterable[tuple[int, int]], gap: int = COALESCE_GAP) -> None:
+        """Fetch many ``(offset, length)`` ranges ahead, coalescing neighbours at most ``gap``
+        apart into one request; they stay cached until :meth:`release`."""
+        self._live()
+        todo = sorted(
+            (o, o + n)
+            for o, n in ranges
+            if n > 0 and 0 <= o and o + n <= self.size and self._cached(o, n) is None
+        )
+        runs: list[list[int]] = []
+        for s, e in todo:
+            if runs and s - runs[-1][1] <= gap and e - runs[-1][0] <= COALESCE_MAX:
+                runs[-1][1] = max(runs[-1][1], e)
+            else:
+                runs.append([s, e])
+        if not runs:
+            return
+        expect, self._expect = self._expect, None
+        if expect is not None:  # the deferred magic check rides along
+            if runs[0][0] <= _HEAD_SLACK:
+                runs[0][0] = 0
+            else:
+                runs.insert(0, [0, len(expect[0])])
+        blocks = self._f.fetch_many([(s, e - s) for s, e in runs])
+        if expect is not None:
+            self._check_magic(blocks[0][: len(expect[0])].tobytes(), *expect)
+        with self._lock:
+            for (s, _e), block in zip(runs, blocks, strict=True):
+                block.flags.writeable = False
+                self._pinned.append((s, block))
+
+    def release(self) -> None:
+        """Drop prefetched ranges (arrays returned from them stay valid)."""
+        with self._lock:
+            self._pinned = self._pinned[:1] if self.remote else []
+
+    # -- the MappedFile interface -------------------------------------------------------------
+    def u8(self, offset: int, length: int, what: str = "range") -> np.ndarray:
+        self.check(offset, length, what)
+        return self._view(offset, length)
+
+    def bytes(self, offset: int, length: int, what: str = "range") -> bytes:
+        return self.u8(offset, length, what).tobytes()
+
+    def array(
+        self, offset: int, dtype: Any, shape: tuple[int, ...], what: str = "array"
+    ) -> np.ndarray:
+        dt = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
+        count = 1
+        for d in shape:
+            count *= d
+        if count == 0 or count * dt.itemsize > MAX_ARRAY_BYTES:
+            count = checked_numel(self.fmt, what, shape, itemsize=dt.itemsize, offset=offset)
+        nbytes = count * dt.itemsize
+        self.check(offset, nbytes, what)
+        if count == 0:
+            self._live()
+            return np.empty(shape, dtype=dt)
+        return np.ndarray(shape, dtype=dt, buffer=self._view(offset, nbytes))
+
+    def records(
+        self, dtype: np.dtype, count: int, offset: int, what: str = "records"
+    ) -> np.ndarray:
+        n = count * dtype.itemsize
+        self.check(offset, n, what)
+        return np.frombuffer(self._view(offset, n), dtype=dtype, count=count)
+
+    def pread_into(self, offset: int, dst: np.ndarray, what: str = "range") -> None:
+        n = dst.nbytes
+        self.check(offset, n, what)
+        self._live()
+        flat = dst.reshape(-1).view(np.uint8)
+        hit = self._cached(offset, n) if n else flat[:0]
+        if hit is not None:
+            flat[:] = hit
+        elif self._expect is not None:
+            flat[:] = self._view(offset, n)
+        else:
+            self._f.fetch_into(offset, flat)
+
+    def buffer(self) -> np.ndarray:
+        """The whole file, read into memory once (a text format parsed in full needs it)."""
+        return self._view(0, self.size)
+
+
+class _Pread:
+    """Local file read with ``pread`` into fresh arrays (descriptor kept open, as the map)."""
+
+    def __init__(self, path: str | os.PathLike[str], fmt: str) -> None:
+        self.name = os.fspath(path)
+        self.fmt = fmt
+        self.fd: int | None = open_regular(path, fmt=fmt)
+        try:
+            self.size = os.fstat(self.fd).st_size
+        except BaseException:
+            os.close(self.fd)
+            raise
+        self.stats = {"requests": 0, "bytes": 0}
+        import weakref
+
+        self._release = weakref.finalize(self, os.close, self.fd)
+
+    def close(self) -> None:
+        if self.fd is not None:
+            self._release()
+            self.fd = None
+
+    def fetch(self, offset: int, length: int) -> np.ndarray:
+        out = np.empty(length, np.uint8)
+        self.fetch_into(offset, out)
+        return out
+
+    def fetch_many(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        return [self.fetch(o, n) for o, n in ranges]
+
+    def fetch_into(self, offset: int, dst: np.ndarray) -> None:
+        if self.fd is None:
+            raise ValueError(f"{self.fmt}: I/O operation on a closed file")
+        n = dst.nbytes
+        mv = memoryview(dst)  # type: ignore[arg-type]
+        done = 0
+        while done < n:
+            got = os.preadv(self.fd, [mv[done : done + _PREAD_MAX]], offset + done)
+            self.stats["requests"] += 1
+            if got <= 0:
+                raise TruncatedError(
+                    describe(
+                        self.fmt,
+                        "range",
+                        offset=offset + done,
+                        detail="file shrank while reading",
+                        expected=n,
+                        got=done,
+                    )
+                )
+            done += got
+            self.stats["bytes"] += got
+
+
+_STAMPS = ("ETag", "etag", "generation", "md5Hash", "LastModified", "Last-Modified", "mtime")
+
+
+class _Remote:
+    """An object behind fsspec, read in ranges (see the module doc for the consistency rule)."""
+
+    def __init__(self, source: Any, fmt: str, storage_options: dict[str, Any] | None) -> None:
+        from .optional import require
+
+        fsspec = require("fsspec", extra="remote", what=f"{fmt}: reading a URL")
+        self.fmt = fmt
+        self.stats = {"requests": 0, "bytes": 0}
+        self._pid = os.getpid()
+        if isinstance(source, str):
+            self.name = source
+            with self._errors("open"):
+                self.fs, self.path = fsspec.core.url_to_fs(source, **(storage_options or {}))
+            details = None
+        else:  # an open fsspec file: its details were fetched when it was opened
+            self.fs, self.path = source.fs, source.path
+            self.name = _unstrip(self.fs, self.path)
+            details = getattr(source, "details", None)
+        if not details or "size" not in details or _stamp(details) is None:
+            with self._errors("metadata"):
+                details = self.fs.info(self.path)
+            self.stats["requests"] += 1
+        self.size = int(details["size"])
+        self.etag = details.get("ETag") or details.get("etag")
+        self.stamp = _stamp(details)
+        self.version = details.get("VersionId")
+        protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
+        if "s3" in protocols or "s3a" in protocols:
+            self.mode = "s3"
+        elif ("http" in protocols or "https" in protocols) and self.etag:
+            self.mode = "http"
+        else:
+            self.mode = "recheck"
+
+    def close(self) -> None:
+        pass  # fsspec filesystems are shared, cached instances: nothing of ours to release
+
+    def _errors(self, what: str) -> Any:
+        return _RemoteErrors(self, what)
+
+    def fetch(self, offset: int, length: int) -> np.ndarray:
+        return self.fetch_many([(offset, length)])[0]
+
+    def fetch_into(self, offset: int, dst: np.ndarray) -> None:
+        dst[:] = self.fetch(offset, dst.nbytes)
+
+    def fetch_many(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+        if not ranges:
+            return []
+        if os.getpid() != self._pid:
+            # a forked worker: fsspec's async filesystems are not fork-safe, so make this
+            # process its own instance (same options; fsspec's instance cache is per process)
+            with self._errors("reconnect after fork"):
+                self.fs = type(self.fs)(**self.fs.storage_options)
+            self._pid = os.getpid()
+        what = f"bytes {ranges[0][0]}-{ranges[-1][0] + ranges[-1][1]}"
+        with self._errors(what):
+            if self.mode == "s3":
+                blobs = self._s3(ranges)
+            elif self.mode == "http":
+                blobs = self._http(ranges)
+            else:
+                blobs = [self.fs.cat_file(self.path, start=o, end=o + n) for o, n in ranges]
+        self.stats["requests"] += len(ranges)
+        out = []
+        for (o, n), blob in zip(ranges, blobs, strict=True):
+            if len(blob) != n:
+                raise OSError(
+                    errno.EIO,
+                    f"{self.fmt}: {self.name}: range {o}-{o + n} returned {len(blob)} bytes, "
+                    f"expected {n} (does the server honour Range requests?)",
+                )
+            self.stats["bytes"] += n
+            out.append(np.frombuffer(blob, np.uint8))
+        if self.mode == "recheck":
+            with self._errors("metadata"):
+                now = self.fs.info(self.path)
+            self.stats["requests"] += 1
+            if int(now["size"]) != self.size or _stamp(now) != self.stamp:
+                raise self._changed((self.size, self.stamp), (int(now["size"]), _stamp(now)))
+        return out
+
+    def _changed(self, expected: Any, got: Any) -> IntegrityError:
+        return IntegrityError(
+            describe(
+                self.fmt,
+                f"object {self.name}",
+                field="ETag/size",
+                detail="changed on the server since it was opened",
+                expected=expected,
+                got=got,
+            )
+        )
+
+    def _s3(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        from fsspec.asyn import sync
+
+        bucket, key, vers = self.fs.split_path(self.path)
+        version = vers or self.version
+
+        async def one(o: int, n: int) -> bytes:
+            kw: dict[str, Any] = {"Bucket": bucket, "Key": key, "Range": f"bytes={o}-{o + n - 1}"}
+            if self.etag:
+                kw["IfMatch"] = self.etag
+            if version:
+                kw["VersionId"] = version
+            resp = await self.fs._call_s3("get_object", **kw)
+            try:
+                return bytes(await resp["Body"].read())
+            finally:
+                resp["Body"].close()
+
+        async def gather() -> list[bytes]:
+            import asyncio
+
+            return list(await asyncio.gather(*(one(o, n) for o, n in ranges)))
+
+        return sync(self.fs.loop, gather)  # type: ignore[no-any-return]
+
+    def _http(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+        from fsspec.asyn import sync
+
+        async def gather() -> list[bytes]:
+            import asyncio
+
+            headers = {"If-Match": self.etag}
+            return list(
+                await asyncio.gather(
+                    *(
+                        self.fs._cat_file(self.path, start=o, end=o + n, headers=headers)
+                        for o, n in ranges
+                    )
+                )
+            )
+
+        return sync(self.fs.loop, gather)  # type: ignore[no-any-return]
+
+
+def _stamp(details: dict[str, Any]) -> Any:
+    for k in _STAMPS:
+        if details.get(k) is not None:
+            return str(details[k])
+    return None
+
+
+def _unstrip(fs: Any, path: str) -> str:
+    try:
+        return str(fs.unstrip_protocol(path))
+    except Exception:  # noqa: BLE001 - only a name for messages
+        return str(path)
+
+
+def _precondition_failed(exc: BaseException) -> bool:
+    for e in (exc, exc.__cause__, exc.__context__):
+        if e is None:
+            continue
+        if getattr(e, "status", None) == 412:
+            return True
+        resp = getattr(e, "response", None)
+        if isinstance(resp, dict):
+            err = resp.get("Error", {})
+            if err.get("Code") in ("PreconditionFailed", "412"):
+                return True
+    return False
+
+
+class _RemoteErrors:
+    """Turn fsspec/aiohttp/botocore failures into OSError naming the URL (tenfold errors and
+    a changed object, an IntegrityError, pass through)."""
+
+    def __init__(self, remote: _Remote, what: str) -> None:
+        self.r = remote
+        self.what = what
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, tp: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None or isinstance(exc, (TenfoldError, KeyboardInterrupt, SystemExit)):
+            return
+        if isinstance(exc, ImportError):
+            return
+        r = self.r
+        if _precondition_failed(exc):
+            raise r._changed(r.etag, "a different ETag (HTTP 412)") from exc
+        msg = f"{r.fmt}: {r.name}: {self.what}: {type(exc).__name__}: {exc}"
+        cause = exc.__cause__
+        if isinstance(exc, FileNotFoundError) and cause is not None:
+            # fsspec's HTTP filesystem reports any failed HEAD as "not found": say what it was
+            if not isinstance(cause, FileNotFoundError) and getattr(cause, "status", 0) != 404:
+                raise OSError(
+                    errno.EIO, f"{r.fmt}: {r.name}: {self.what}: {type(cause).__name__}: {cause}"
+                ) from exc
+        if isinstance(exc, FileNotFoundError):
+            raise FileNotFoundError(errno.ENOENT, msg, r.name) from exc
+        if isinstance(exc, PermissionError):
+            raise PermissionError(errno.EACCES, msg, r.name) from exc
+        raise OSError(getattr(exc, "errno", None) or errno.EIO, msg) from exc
