@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -54,13 +55,14 @@ from ._v2spec import (
     MIN_FILE,
     VERSION,
     ZSTD_SEEKABLE,
+    DensePlan,
     Manifest,
     ObjectInfo,
     PartInfo,
     ShardInfo,
     check_shard_name,
     check_type_data,
-    parse_manifest,
+    decode_manifest,
     reject,
 )
 from .sparse import SparseTensor, to_result
@@ -208,12 +210,8 @@ def load_manifest(mf: MappedFile, limits: Limits) -> tuple[Manifest | None, tupl
             expected=f"{mhash:016x}",
             got=f"{got:016x}",
         )
-    try:
-        root = _dcbor.decode(raw)
-    except _dcbor.CborReject as exc:
-        raise reject(exc.rule, "manifest", offset=moff + exc.offset, detail=exc.detail) from None
-    man = parse_manifest(
-        root, file_size=size, manifest=(moff, mlen), moff=moff, max_objects=limits.max_objects
+    man = decode_manifest(
+        raw, file_size=size, manifest=(moff, mlen), moff=moff, max_objects=limits.max_objects
     )
     return man, (moff, mlen)
 
@@ -242,6 +240,9 @@ class V2Reader(Mapping[str, Any]):
     generation = "v2"
     _SPARSE = {CSR: "csr", COO: "coo"}
     _ENCODINGS: tuple[str, ...] = (ZSTD_SEEKABLE,)
+    #: Plain dense objects read straight from their plan (a subclass may have none).
+    _plans: Mapping[str, DensePlan] = MappingProxyType({})
+    _base: np.ndarray | None = None
 
     def __init__(
         self,
@@ -275,14 +276,27 @@ class V2Reader(Mapping[str, Any]):
             self._mf.close()
             raise
         self.data_shard = man is None
-        self._root = man.root if man else None
-        self._infos: dict[str, ObjectInfo] = dict(sorted(man.objects.items())) if man else {}
+        self._infos: Mapping[str, ObjectInfo] = man.objects if man else {}
+        self._plans: Mapping[str, DensePlan] = man.objects.plans if man else {}
+        # a memory map's bytes, to build plain dense views from (other sources: _mf.array)
+        self._base = self._mf.buffer() if type(self._mf) is MappedFile else None
         self._tail_start = self._mf.size - FOOTER_SIZE
         self.shards: dict[str, ShardInfo] = (man.shards or {}) if man else {}
         self.attributes: Mapping[str, Any] | None = man.attributes if man else None
 
     # -- Mapping ------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
+        # a plain dense object (digest checked, or not to be) is a view built from its plan
+        plan = self._plans.get(name)
+        if (
+            plan is not None
+            and not self.copy
+            and (plan[5] is None or not self.verify_checksums or (name, "data") in self._verified)
+        ):
+            base = self._base
+            if base is not None and plan[1]:  # bounds checked at open
+                return np.ndarray(plan[4], plan[3], base, plan[0])
+            return self._mf.array(plan[0], plan[3], plan[4], "tensor")
         return self.read(name)
 
     def __iter__(self) -> Iterator[str]:
@@ -319,6 +333,7 @@ class V2Reader(Mapping[str, Any]):
 
     def close(self) -> None:
         """Release the file and any shard files. Views already returned stay valid."""
+        self._base = None
         self._mf.close()
         with self._lock:
             for mf in self._shard_files.values():
@@ -332,6 +347,12 @@ class V2Reader(Mapping[str, Any]):
         self.close()
 
     # -- metadata -----------------------------------------------------------------------------
+    @property
+    def _root(self) -> Any:
+        """The decoded manifest (decoded again on each call: a writer appending needs it)."""
+        moff, mlen = self.manifest_blob
+        return _dcbor.decode(self._mf.bytes(moff, mlen, "manifest")) if mlen else None
+
     def info(self, name: str) -> ObjectInfo:
         """Manifest record of ``name``: shape, layout, parts (dtype, type, blob, shard,
         encoding, decoded length, digest) and attributes."""
