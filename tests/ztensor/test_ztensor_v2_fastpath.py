@@ -194,3 +194,21 @@ def test_pread_small_reads_see_a_shrunk_file(tmp_path):
     mf.close()
     with pytest.raises(ValueError, match="closed"):
         mf.bytes(0, 4)
+
+
+def test_append_syncs_data_twice(tmp_path, monkeypatch):
+    """fsync=True: the blobs and manifest are made durable before the footer switch, then the
+    footer; both with fdatasync (no journal commit for a timestamp alone) where it exists."""
+    path = tmp_path / "a.zt"
+    zt.save(path, {"w": np.arange(4, dtype=np.float32)}, generation=2)
+    calls: list[str] = []
+    real = getattr(os, "fdatasync", os.fsync)
+    monkeypatch.setattr(os, "fdatasync", lambda fd: (calls.append("fdatasync"), real(fd))[1])
+    monkeypatch.setattr(os, "fsync", lambda fd: (calls.append("fsync"), real(fd))[1])
+    zt.append(path, {"x": np.ones(3, np.int8)})
+    assert calls == ["fdatasync", "fdatasync"]
+    calls.clear()
+    zt.append(path, {"y": np.ones(3, np.int8)}, fsync=False)
+    assert calls == []
+    with zt.open(path) as r:
+        assert sorted(r) == ["w", "x", "y"] and r["x"].tolist() == [1, 1, 1]
