@@ -42,6 +42,7 @@ from ..core.mapped import MappedFile
 from ..core.report import ERROR, OK, WARNING, Report
 from ..errors import LimitError, TenfoldError
 from . import _dcbor, _seekable
+from ._readerbase import ZtReader
 from ._v2spec import (
     ALIGN,
     COO,
@@ -216,7 +217,7 @@ def load_manifest(mf: MappedFile, limits: Limits) -> tuple[Manifest | None, tupl
     return man, (moff, mlen)
 
 
-class V2Reader(Mapping[str, Any]):
+class V2Reader(ZtReader, Mapping[str, Any]):
     """Read a zTensor v2 file (``89 5A 54 32 0D 0A 1A 0A``).
 
     Parameters
@@ -238,6 +239,7 @@ class V2Reader(Mapping[str, Any]):
     """
 
     generation = "v2"
+    _label = "tenfold.ztensor.V2Reader"
     _SPARSE = {CSR: "csr", COO: "coo"}
     _ENCODINGS: tuple[str, ...] = (ZSTD_SEEKABLE,)
     #: Plain dense objects read straight from their plan (a subclass may have none).
@@ -261,6 +263,7 @@ class V2Reader(Mapping[str, Any]):
             for k in shards:
                 check_shard_name(k, "shards option")
         self._mf = MappedFile(source, fmt=FMT)
+        self._adopt(self._mf)
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse
@@ -299,52 +302,18 @@ class V2Reader(Mapping[str, Any]):
             return self._mf.array(plan[0], plan[3], plan[4], "tensor")
         return self.read(name)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._infos)
-
-    def __len__(self) -> int:
-        return len(self._infos)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._infos
-
-    def __repr__(self) -> str:
-        where = self._mf.path or "<buffer>"
-        if self.closed:
-            state = "closed"
-        elif self.data_shard:
-            state = "data shard"
-        else:
-            state = f"{len(self)} tensors"
-        return f"<tenfold.ztensor.V2Reader {where!r} {state}>"
+    def _state(self) -> str:
+        return "data shard" if self.data_shard and not self.closed else super()._state()
 
     # -- lifetime -----------------------------------------------------------------------------
-    @property
-    def path(self) -> str | None:
-        return self._mf.path
-
-    @property
-    def size(self) -> int:
-        return self._mf.size
-
-    @property
-    def closed(self) -> bool:
-        return self._mf.closed
-
     def close(self) -> None:
         """Release the file and any shard files. Views already returned stay valid."""
         self._base = None
-        self._mf.close()
+        super().close()
         with self._lock:
             for mf in self._shard_files.values():
                 mf.close()
             self._shard_files.clear()
-
-    def __enter__(self) -> V2Reader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     # -- metadata -----------------------------------------------------------------------------
     @property
@@ -356,14 +325,7 @@ class V2Reader(Mapping[str, Any]):
     def info(self, name: str) -> ObjectInfo:
         """Manifest record of ``name``: shape, layout, parts (dtype, type, blob, shard,
         encoding, decoded length, digest) and attributes."""
-        try:
-            return self._infos[name]
-        except KeyError:
-            raise KeyError(f"zt: no tensor named {name!r}") from None
-
-    def infos(self) -> list[ObjectInfo]:
-        """Every record, in manifest (sorted) order."""
-        return list(self._infos.values())
+        return super().info(name)  # type: ignore[no-any-return]
 
     # -- shards -------------------------------------------------------------------------------
     def shard_path(self, name: str) -> str:
@@ -433,10 +395,6 @@ class V2Reader(Mapping[str, Any]):
         info = self.info(name)
         p = info.main_part if part is None else self._part(info, part)
         return self._file(p).u8(p.offset, p.length, f"object {name!r} part {p.name!r}")
-
-    def stored_bytes(self) -> np.ndarray:
-        """The whole file as a read-only ``uint8`` view."""
-        return self._mf.buffer()
 
     def _part(self, info: ObjectInfo, role: str) -> PartInfo:
         try:
