@@ -8,6 +8,11 @@ or 1); ``zt.zstd-seekable/1`` parts, packed ``f4_e2m1`` and sharded parts are de
 owned arrays. A part with a digest is checked the first time it is read
 (``verify_checksums=False`` skips that).
 
+Opening is cheap for the commonest objects: the ``ztplan`` kernel decodes the manifest and keeps
+a plain dense object (one raw local ``data`` part of a storage type) as a small plan, checked
+against every rule at open; its :class:`ObjectInfo` is built on the first :meth:`info`, and
+``reader[name]`` builds its view straight from the plan (see :func:`_v2spec.decode_manifest`).
+
 What reading an object gives depends on its layout: ``dense`` -> ``np.ndarray``;
 ``zt.sparse_csr/1`` / ``zt.sparse_coo/1`` -> SciPy array or :class:`SparseTensor` (see
 ``sparse``); any other layout (``zt.mx/1``, ``zt.quant_group/1``, unknown ones) ->
