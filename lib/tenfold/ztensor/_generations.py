@@ -15,7 +15,7 @@ import os
 from typing import Any
 
 from ..core.buffers import byte_view
-from ..core.mapped import MappedFile
+from ..core.mapped import MappedFile, open_regular
 from ..core.report import ERROR, Report
 from ..core.source import is_remote, open_file
 from ..errors import FormatError, TenfoldError, TruncatedError, describe
@@ -26,6 +26,22 @@ __all__ = ["generation", "open_any", "verify_any", "inspect_rows", "GENERATIONS"
 GENERATIONS = {MAGIC: "0.1.0", MAGIC_V1: "v1", MAGIC_V2: "v2"}
 
 
+def _pread(path: str | os.PathLike[str], tail: bool) -> bytes:
+    """The first 8 bytes of a regular file, or its last 8 (``b""`` when shorter than 16).
+
+    A FIFO, device or directory is refused without blocking (an ``open`` of a FIFO with no
+    writer would wait forever), see :func:`~tenfold.core.mapped.open_regular`.
+    """
+    fd = open_regular(path, fmt="zt")
+    try:
+        if not tail:
+            return os.pread(fd, 8, 0)
+        size = os.fstat(fd).st_size
+        return os.pread(fd, 8, size - 8) if size >= 16 else b""
+    finally:
+        os.close(fd)
+
+
 def _head(source: Any) -> bytes:
     if isinstance(source, MappedFile):
         if source.defer_head:  # a remote .zt: the tail decides
@@ -33,8 +49,7 @@ def _head(source: Any) -> bytes:
             return tail if tail in (MAGIC_V1, MAGIC_V2) else MAGIC
         return source.bytes(0, min(8, source.size), "magic")
     if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as f:
-            return f.read(8)
+        return _pread(source, tail=False)
     return bytes(byte_view(source)[:8])
 
 
@@ -75,12 +90,7 @@ def _tail(source: Any) -> bytes:
     if isinstance(source, MappedFile):
         return source.bytes(source.size - 8, 8, "footer") if source.size >= 16 else b""
     if isinstance(source, (str, os.PathLike)):
-        with open(source, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() < 16:
-                return b""
-            f.seek(-8, os.SEEK_END)
-            return f.read(8)
+        return _pread(source, tail=True)
     mv = byte_view(source)
     return bytes(mv[-8:]) if mv.nbytes >= 16 else b""
 

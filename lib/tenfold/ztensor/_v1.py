@@ -389,6 +389,7 @@ class V1Reader(V2Reader):
     :class:`~tenfold.ztensor.v2reader.V2Reader` (no shards in v1)."""
 
     generation = "v1"
+    _label = "tenfold.ztensor.V1Reader"
     _SPARSE = {"sparse_csr": "csr", "sparse_coo": "coo"}
     _ENCODINGS = ("zstd",)
 
@@ -409,6 +410,7 @@ class V1Reader(V2Reader):
 
         self._mf = open_file(source, fmt=FMT, mmap=mmap)
         self._mmap = mmap
+        self._adopt(self._mf)
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse
@@ -434,11 +436,6 @@ class V1Reader(V2Reader):
         self._infos = infos
         self.shards = {}
         self.attributes: Mapping[str, Any] | None = attrs
-
-    def __repr__(self) -> str:
-        where = self._mf.path or "<buffer>"
-        state = "closed" if self.closed else f"{len(self)} tensors"
-        return f"<tenfold.ztensor.V1Reader {where!r} {state}>"
 
     def decoded(self, name: str, part: str) -> np.ndarray:
         info = self.info(name)

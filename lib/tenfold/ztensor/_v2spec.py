@@ -21,12 +21,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import ml_dtypes
 import numpy as np
 
+from .. import _kernels
 from ..core.dtypes import BFLOAT16
 from ..errors import (
     FormatError,
@@ -37,6 +38,7 @@ from ..errors import (
     UnsupportedError,
     describe,
 )
+from . import _dcbor
 
 FMT = "zt"
 MAGIC = b"\x89ZT2\r\n\x1a\n"
@@ -390,10 +392,53 @@ def _digest(value: object, what: str) -> str:
 
 @dataclasses.dataclass
 class Manifest:
-    objects: dict[str, ObjectInfo]
+    objects: ObjectTable
     shards: dict[str, ShardInfo] | None
     attributes: Mapping[str, Any] | None
-    root: Any = None  # the decoded manifest
+
+
+def decode_manifest(
+    raw: bytes, *, file_size: int, manifest: tuple[int, int], moff: int, max_objects: int
+) -> Manifest:
+    """Decode the manifest bytes ``raw`` (at ``moff``) and validate them (spec §3.6 items 2-6).
+
+    The commonest objects (plain dense ones) are recognised, checked and recorded by the
+    ``ztplan`` kernel while it decodes; every other object is decoded in full and checked by
+    :func:`_object` and :func:`check_layout`, which name the rule an object breaks.
+    """
+    try:
+        scan = _kernels.load("ztplan").scan_manifest(
+            raw,
+            _dcbor.MAX_DEPTH,
+            file_size - FOOTER_SIZE,
+            ALIGN,
+            MAX_RANK,
+            MAX_NAME_BYTES,
+            DTYPES,
+            DIGESTS,
+        )
+    except _dcbor.CborReject as exc:
+        raise reject(exc.rule, "manifest", offset=moff + exc.offset, detail=exc.detail) from None
+    if scan is None:  # not a map, or no "objects" map: the generic checks say which
+        return parse_manifest(
+            _dcbor.decode(raw),
+            file_size=file_size,
+            manifest=manifest,
+            moff=moff,
+            max_objects=max_objects,
+        )
+    plans, others, rest, in_order, lo, hi = scan
+    disjoint = in_order and (lo < 0 or not manifest[1] or manifest[0] >= hi or sum(manifest) <= lo)
+    return _validate(
+        rest,
+        plans,
+        others,
+        disjoint,
+        file_size=file_size,
+        manifest=manifest,
+        moff=moff,
+        max_objects=max_objects,
+    )
 
 
 def parse_manifest(
@@ -410,7 +455,35 @@ def parse_manifest(
     objects = root["objects"]
     if not isinstance(objects, dict):
         raise reject("schema", where, offset=moff, field="objects", detail="not a map")
-    if len(objects) > max_objects:
+    return _validate(
+        root,
+        {},
+        objects,
+        False,
+        file_size=file_size,
+        manifest=manifest,
+        moff=moff,
+        max_objects=max_objects,
+    )
+
+
+def _validate(
+    root: dict[Any, Any],
+    plans: dict[str, DensePlan],
+    others: dict[Any, Any],
+    disjoint: bool,
+    *,
+    file_size: int,
+    manifest: tuple[int, int],
+    moff: int,
+    max_objects: int,
+) -> Manifest:
+    """The checks after decoding: ``plans`` are objects ``ztplan`` accepted, ``others`` the
+    objects left to check here (in manifest order); ``disjoint`` says that every blob is known
+    not to overlap another (so the overlap check is skipped)."""
+    where = "manifest"
+    count = len(plans) + len(others)
+    if count > max_objects:
         raise reject(
             "schema",
             where,
@@ -418,7 +491,7 @@ def parse_manifest(
             field="objects",
             detail="too many objects",
             expected=f"<= {max_objects}",
-            got=len(objects),
+            got=count,
             cls=LimitError,
         )
     attributes = None
@@ -443,13 +516,51 @@ def parse_manifest(
             if "digest" not in entry:
                 raise reject("schema", w, field="digest", detail="missing")
             shards[name] = ShardInfo(name, size, _digest(entry["digest"], w))
-    out: dict[str, ObjectInfo] = {}
-    for oname, obj in objects.items():
-        out[check_name(oname, "object", "object name")] = _object(oname, obj, shards, file_size)
-    _overlaps(out, manifest, shards)
-    for info in out.values():
+    built: dict[str, ObjectInfo] = {}
+    for oname, obj in others.items():
+        built[check_name(oname, "object", "object name")] = _object(oname, obj, shards, file_size)
+    if not disjoint and _overlapping(plans, built, manifest):
+        _overlaps(ObjectTable(plans, built), manifest, shards)  # raises, naming the culprits
+    for info in built.values():
         check_layout(info)
-    return Manifest(out, shards, attributes, root)
+    return Manifest(ObjectTable(plans, built), shards, attributes)
+
+
+#: What :func:`plan_info` and the reader need of a plain dense object (see ``_kernels.ztplan``):
+#: ``(offset, length, dtype, np_dtype, shape, digest or None)``.
+DensePlan = tuple[int, int, str, np.dtype, tuple[int, ...], str | None]
+
+
+def plan_info(name: str, plan: DensePlan) -> ObjectInfo:
+    """The :class:`ObjectInfo` of a plain dense object accepted by ``ztplan.dense_plans``."""
+    offset, length, dtype, _, shape, digest = plan
+    part = PartInfo("data", dtype, None, offset, length, digest=digest)
+    return ObjectInfo(name, shape, DENSE, {"data": part}, None)
+
+
+class ObjectTable(Mapping[str, ObjectInfo]):
+    """Name -> :class:`ObjectInfo` of a validated manifest, in name order; the records of plain
+    dense objects are built on first access from their :class:`DensePlan` (``plans``)."""
+
+    def __init__(self, plans: dict[str, DensePlan], built: dict[str, ObjectInfo]) -> None:
+        self.plans = plans
+        self._built = built
+        self._names = sorted([*plans, *built]) if built else sorted(plans)
+
+    def __getitem__(self, name: str) -> ObjectInfo:
+        info = self._built.get(name)
+        if info is None:
+            info = self._built[name] = plan_info(name, self.plans[name])
+        return info
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.plans or name in self._built
 
 
 def _object(
@@ -498,7 +609,7 @@ def _part(
     if not isinstance(p, dict):
         raise reject("schema", what, detail="not a map", got=type(p).__name__)
     dtype = p.get("dtype")
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         raise reject(
             "schema",
             what,
@@ -579,7 +690,33 @@ def _part(
     return PartInfo(role, dtype, ltype, offset, length, shard, encoding, decoded, digest)
 
 
-def _overlaps(objects: dict[str, ObjectInfo], manifest: tuple[int, int], shards: object) -> None:
+def _overlapping(
+    plans: dict[str, DensePlan], built: dict[str, ObjectInfo], manifest: tuple[int, int]
+) -> bool:
+    """True when two blobs of one file partly overlap (:func:`_overlaps` then names them)."""
+    groups: dict[str | None, list[tuple[int, int]]] = {None: []}
+    local = groups[None]
+    if manifest[1]:
+        local.append((manifest[0], manifest[0] + manifest[1]))
+    for plan in plans.values():
+        if plan[1]:
+            local.append((plan[0], plan[0] + plan[1]))
+    for o in built.values():
+        for p in o.parts.values():
+            if p.length:
+                groups.setdefault(p.shard, []).append((p.offset, p.offset + p.length))
+    for spans in groups.values():
+        spans.sort()
+        end = start = -1
+        for s, e in spans:
+            if s < end and not (s == start and e == end):
+                return True
+            if e > end:
+                end, start = e, s
+    return False
+
+
+def _overlaps(objects: Mapping[str, ObjectInfo], manifest: tuple[int, int], shards: object) -> None:
     groups: dict[str | None, list[tuple[int, int, str]]] = {None: []}
     if manifest[1]:
         groups[None].append((manifest[0], manifest[0] + manifest[1], "the manifest"))

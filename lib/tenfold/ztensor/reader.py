@@ -15,7 +15,7 @@ a URL or fsspec file is read in range requests (see :mod:`tenfold.core.source`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -23,12 +23,12 @@ import numpy as np
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, align_up
 from ..core.compression import zstd_content_size, zstd_decompress_into
-from ..core.reader import MappedReader
 from ..core.report import Report
 from ..core.slicing import plan
 from ..errors import IntegrityError, describe
 from . import _checksum
 from ._index import Blob, TensorInfo, parse_file_layout, parse_index
+from ._readerbase import ZtReader
 from ._spec import ALIGN, FMT, MAGIC
 from .sparse import SparseTensor, check_coo, check_csr, to_result
 
@@ -37,7 +37,7 @@ __all__ = ["Reader"]
 _MAX_PREAD = 1 << 30
 
 
-class Reader(MappedReader, Mapping[str, Any]):
+class Reader(ZtReader, Mapping[str, Any]):
     """Read a zTensor 0.1.0 file: a ``Mapping[str, array]`` (see :mod:`tenfold.core.reader`).
 
     Parameters
@@ -104,24 +104,6 @@ class Reader(MappedReader, Mapping[str, Any]):
             raise
         self._infos: dict[str, TensorInfo] = {i.name: i for i in infos}
 
-    # -- Mapping ------------------------------------------------------------------------------
-    def __getitem__(self, name: str) -> Any:
-        return self.read(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._infos)
-
-    def __len__(self) -> int:
-        return len(self._infos)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._infos
-
-    def __repr__(self) -> str:
-        where = self._mf.path or "<buffer>"
-        state = "closed" if self.closed else f"{len(self)} tensors"
-        return f"<tenfold.ztensor.Reader {where!r} {state}>"
-
     # -- metadata -----------------------------------------------------------------------------
     @property
     def metadata(self) -> dict[str, Any]:
@@ -131,24 +113,13 @@ class Reader(MappedReader, Mapping[str, Any]):
     def info(self, name: str) -> TensorInfo:
         """Index record of ``name``: dtype, shape, layout, encoding, offset, size, checksum,
         custom keys (``attrs``) and sparse components."""
-        try:
-            return self._infos[name]
-        except KeyError:
-            raise KeyError(f"zt: no tensor named {name!r}") from None
-
-    def infos(self) -> list[TensorInfo]:
-        """Every index record, in file order."""
-        return list(self._infos.values())
+        return super().info(name)  # type: ignore[no-any-return]
 
     # -- data ---------------------------------------------------------------------------------
     def stored(self, name: str) -> np.ndarray:
         """The tensor's (values) blob exactly as stored, as a read-only ``uint8`` view."""
         info = self.info(name)
         return self._mf.u8(info.offset, info.size, f"tensor {name!r}")
-
-    def stored_bytes(self) -> np.ndarray:
-        """The whole file as a read-only ``uint8`` view."""
-        return self._mf.buffer()
 
     def verify(self) -> Report:
         """Check every tensor (checksum, full decode, sparse structure) and the padding."""

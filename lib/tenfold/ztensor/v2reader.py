@@ -8,6 +8,11 @@ or 1); ``zt.zstd-seekable/1`` parts, packed ``f4_e2m1`` and sharded parts are de
 owned arrays. A part with a digest is checked the first time it is read
 (``verify_checksums=False`` skips that).
 
+Opening is cheap for the commonest objects: the ``ztplan`` kernel decodes the manifest and keeps
+a plain dense object (one raw local ``data`` part of a storage type) as a small plan, checked
+against every rule at open; its :class:`ObjectInfo` is built on the first :meth:`info`, and
+``reader[name]`` builds its view straight from the plan (see :func:`_v2spec.decode_manifest`).
+
 What reading an object gives depends on its layout: ``dense`` -> ``np.ndarray``;
 ``zt.sparse_csr/1`` / ``zt.sparse_coo/1`` -> SciPy array or :class:`SparseTensor` (see
 ``sparse``); any other layout (``zt.mx/1``, ``zt.quant_group/1``, unknown ones) ->
@@ -28,6 +33,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Iterator, Mapping
+from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -43,6 +49,7 @@ from ..core.slicing import plan
 from ..core.source import open_file
 from ..errors import LimitError, TenfoldError
 from . import _dcbor, _seekable
+from ._readerbase import ZtReader
 from ._v2spec import (
     ALIGN,
     COO,
@@ -56,13 +63,14 @@ from ._v2spec import (
     MIN_FILE,
     VERSION,
     ZSTD_SEEKABLE,
+    DensePlan,
     Manifest,
     ObjectInfo,
     PartInfo,
     ShardInfo,
     check_shard_name,
     check_type_data,
-    parse_manifest,
+    decode_manifest,
     reject,
 )
 from .sparse import SparseTensor, to_result
@@ -210,17 +218,13 @@ def load_manifest(mf: MappedFile, limits: Limits) -> tuple[Manifest | None, tupl
             expected=f"{mhash:016x}",
             got=f"{got:016x}",
         )
-    try:
-        root = _dcbor.decode(raw)
-    except _dcbor.CborReject as exc:
-        raise reject(exc.rule, "manifest", offset=moff + exc.offset, detail=exc.detail) from None
-    man = parse_manifest(
-        root, file_size=size, manifest=(moff, mlen), moff=moff, max_objects=limits.max_objects
+    man = decode_manifest(
+        raw, file_size=size, manifest=(moff, mlen), moff=moff, max_objects=limits.max_objects
     )
     return man, (moff, mlen)
 
 
-class V2Reader(Mapping[str, Any]):
+class V2Reader(ZtReader, Mapping[str, Any]):
     """Read a zTensor v2 file (``89 5A 54 32 0D 0A 1A 0A``).
 
     Parameters
@@ -245,8 +249,12 @@ class V2Reader(Mapping[str, Any]):
     """
 
     generation = "v2"
+    _label = "tenfold.ztensor.V2Reader"
     _SPARSE = {CSR: "csr", COO: "coo"}
     _ENCODINGS: tuple[str, ...] = (ZSTD_SEEKABLE,)
+    #: Plain dense objects read straight from their plan (a subclass may have none).
+    _plans: Mapping[str, DensePlan] = MappingProxyType({})
+    _base: np.ndarray | None = None
 
     def __init__(
         self,
@@ -267,6 +275,7 @@ class V2Reader(Mapping[str, Any]):
                 check_shard_name(k, "shards option")
         self._mf = open_file(source, fmt=FMT, mmap=mmap)
         self._mmap = mmap
+        self._adopt(self._mf)
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse
@@ -282,74 +291,53 @@ class V2Reader(Mapping[str, Any]):
             self._mf.close()
             raise
         self.data_shard = man is None
-        self._root = man.root if man else None
-        self._infos: dict[str, ObjectInfo] = dict(sorted(man.objects.items())) if man else {}
+        self._infos: Mapping[str, ObjectInfo] = man.objects if man else {}
+        self._plans: Mapping[str, DensePlan] = man.objects.plans if man else {}
+        # a memory map's bytes, to build plain dense views from (other sources: _mf.array)
+        self._base = self._mf.buffer() if type(self._mf) is MappedFile else None
         self._tail_start = self._mf.size - FOOTER_SIZE
         self.shards: dict[str, ShardInfo] = (man.shards or {}) if man else {}
         self.attributes: Mapping[str, Any] | None = man.attributes if man else None
 
     # -- Mapping ------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
+        # a plain dense object (digest checked, or not to be) is a view built from its plan
+        plan = self._plans.get(name)
+        if (
+            plan is not None
+            and not self.copy
+            and (plan[5] is None or not self.verify_checksums or (name, "data") in self._verified)
+        ):
+            base = self._base
+            if base is not None and plan[1]:  # bounds checked at open
+                return np.ndarray(plan[4], plan[3], base, plan[0])
+            return self._mf.array(plan[0], plan[3], plan[4], "tensor")
         return self.read(name)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._infos)
-
-    def __len__(self) -> int:
-        return len(self._infos)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._infos
-
-    def __repr__(self) -> str:
-        where = self._mf.path or "<buffer>"
-        if self.closed:
-            state = "closed"
-        elif self.data_shard:
-            state = "data shard"
-        else:
-            state = f"{len(self)} tensors"
-        return f"<tenfold.ztensor.V2Reader {where!r} {state}>"
+    def _state(self) -> str:
+        return "data shard" if self.data_shard and not self.closed else super()._state()
 
     # -- lifetime -----------------------------------------------------------------------------
-    @property
-    def path(self) -> str | None:
-        return self._mf.path
-
-    @property
-    def size(self) -> int:
-        return self._mf.size
-
-    @property
-    def closed(self) -> bool:
-        return self._mf.closed
-
     def close(self) -> None:
         """Release the file and any shard files. Views already returned stay valid."""
-        self._mf.close()
+        self._base = None
+        super().close()
         with self._lock:
             for mf in self._shard_files.values():
                 mf.close()
             self._shard_files.clear()
 
-    def __enter__(self) -> V2Reader:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     # -- metadata -----------------------------------------------------------------------------
+    @property
+    def _root(self) -> Any:
+        """The decoded manifest (decoded again on each call: a writer appending needs it)."""
+        moff, mlen = self.manifest_blob
+        return _dcbor.decode(self._mf.bytes(moff, mlen, "manifest")) if mlen else None
+
     def info(self, name: str) -> ObjectInfo:
         """Manifest record of ``name``: shape, layout, parts (dtype, type, blob, shard,
         encoding, decoded length, digest) and attributes."""
-        try:
-            return self._infos[name]
-        except KeyError:
-            raise KeyError(f"zt: no tensor named {name!r}") from None
-
-    def infos(self) -> list[ObjectInfo]:
-        """Every record, in manifest (sorted) order."""
-        return list(self._infos.values())
+        return super().info(name)  # type: ignore[no-any-return]
 
     # -- shards -------------------------------------------------------------------------------
     def shard_path(self, name: str) -> str:
@@ -419,10 +407,6 @@ class V2Reader(Mapping[str, Any]):
         info = self.info(name)
         p = info.main_part if part is None else self._part(info, part)
         return self._file(p).u8(p.offset, p.length, f"object {name!r} part {p.name!r}")
-
-    def stored_bytes(self) -> np.ndarray:
-        """The whole file as a read-only ``uint8`` view."""
-        return self._mf.buffer()
 
     def _part(self, info: ObjectInfo, role: str) -> PartInfo:
         try:

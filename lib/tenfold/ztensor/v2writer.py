@@ -48,6 +48,7 @@ from ._v2spec import (
     ZSTD_SEEKABLE,
     check_name,
 )
+from ._writerbase import AtomicFileWriter
 from .sparse import SparseTensor, from_input
 
 __all__ = ["V2Writer", "storage_of", "footer_bytes"]
@@ -116,11 +117,7 @@ def _pack_f4(a: np.ndarray) -> np.ndarray:
     return out
 
 
-class _Abort(Exception):
-    pass
-
-
-class V2Writer:
+class V2Writer(AtomicFileWriter):
     """Write a zTensor v2 file atomically (see the module doc for the exact layout).
 
     Parameters
@@ -178,15 +175,12 @@ class V2Writer:
         self._attributes: dict[str, Any] | None = None
         if attributes is not None:
             self.set_attributes(attributes)
-        self._cm = atomic_write(self.path, fsync=fsync)
-        self._f = self._cm.__enter__()
+        self._open(self.path, fsync)
         self._f.write(MAGIC)
         self._pos = len(MAGIC)
         self._objects: dict[str, dict[str, Any]] = {}
         self._last: str | None = None
         self._blobs: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        self._closed = False
-        self._failed: BaseException | None = None
 
     # -- public -------------------------------------------------------------------------------
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
@@ -290,61 +284,17 @@ class V2Writer:
         self._objects[name] = entry
         self._last = name
 
-    def close(self) -> None:
-        """Write the manifest and footer and move the file into place."""
-        if self._closed:
-            return
-        if self._failed is not None:
-            self.abort()
-            raise ValueError(f"zt: writer failed earlier ({self._failed}); file discarded")
-        self._closed = True
-        try:
-            root: dict[str, Any] = {"objects": self._objects}
-            if self._attributes is not None:
-                root["attributes"] = self._attributes
-            manifest = _dcbor.encode(root)
-            moff = self._pad_to_align()
-            self._f.write(manifest)
-            self._f.write(footer_bytes(moff, len(manifest), xxhash.xxh3_64_intdigest(manifest)))
-        except BaseException as exc:
-            self._cm.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._cm.__exit__(None, None, None)
-
-    def abort(self) -> None:
-        """Discard everything written; ``path`` is left as it was."""
-        if self._closed:
-            return
-        self._closed = True
-        exc = _Abort()
-        try:
-            self._cm.__exit__(_Abort, exc, None)
-        except _Abort:
-            pass
-
-    def __enter__(self) -> V2Writer:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
-            self.abort()
+    def _finish(self) -> None:
+        """The manifest and the footer: the end of a v2 file."""
+        root: dict[str, Any] = {"objects": self._objects}
+        if self._attributes is not None:
+            root["attributes"] = self._attributes
+        manifest = _dcbor.encode(root)
+        moff = self._pad_to_align()
+        self._f.write(manifest)
+        self._f.write(footer_bytes(moff, len(manifest), xxhash.xxh3_64_intdigest(manifest)))
 
     # -- internals ----------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError("zt: writer is closed")
-        if self._failed is not None:
-            raise ValueError(
-                f"zt: writer failed earlier ({type(self._failed).__name__}: {self._failed}); "
-                "nothing more can be added, and close() discards the file"
-            )
-
     def _check_name(self, name: object) -> None:
         try:
             check_name(name, "writer", "object name")
@@ -566,6 +516,14 @@ class V2Writer:
 _ = ml_dtypes  # ml_dtypes registers the float8/float4 NumPy types used above
 
 
+class _ShardWriter(V2Writer):
+    """Writes a data shard: the blobs, then an all-zero footer (no manifest)."""
+
+    def _finish(self) -> None:
+        self._pad_to_align()
+        self._f.write(footer_bytes(0, 0, 0))
+
+
 def save_sharded(
     path: str | os.PathLike[str],
     tensors: Mapping[str, Any],
@@ -610,18 +568,9 @@ def save_sharded(
     for i, group in enumerate(groups, 1):
         label = f"{i:05d}"
         spath = f"{stem}-{label}.zt"
-        w = V2Writer(spath, canonical=False, align=align, fsync=fsync)
-        for name in group:
-            w.add(name, tensors[name])
-        # turn the writer's output into a data shard: blobs, then an all-zero manifest footer
-        w._closed = True
-        try:
-            w._pad_to_align()
-            w._f.write(footer_bytes(0, 0, 0))
-        except BaseException as exc:
-            w._cm.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        w._cm.__exit__(None, None, None)
+        with _ShardWriter(spath, canonical=False, align=align, fsync=fsync) as w:
+            for name in group:
+                w.add(name, tensors[name])
         for name, obj in w._objects.items():
             for part in obj["parts"].values():
                 part["shard"] = label

@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from ..core import cbor
-from ..core.atomic import atomic_write
 from ..core.bounds import padding
 from ..core.buffers import byte_view
 from ..core.checksums import crc32c
@@ -26,6 +25,7 @@ from ..core.prealloc import preallocate
 from ..errors import EncodeError, describe
 from . import _checksum
 from ._spec import ALIGN, DTYPES, FMT, KNOWN_KEYS, MAGIC
+from ._writerbase import AtomicFileWriter
 from .sparse import SparseTensor, from_input
 
 __all__ = ["Writer", "save"]
@@ -34,11 +34,7 @@ _SLICE = 32 << 20  # bytes converted at a time for non-contiguous / big-endian i
 _ZEROS = bytes(ALIGN)
 
 
-class _Abort(Exception):
-    pass
-
-
-class Writer:
+class Writer(AtomicFileWriter):
     """Write a zTensor 0.1.0 file atomically.
 
     Use as a context manager; the file appears under ``path`` only when the block exits
@@ -80,15 +76,11 @@ class Writer:
     def __init__(
         self, path: str | os.PathLike[str], *, fsync: bool = True, generation: int | str = 0
     ) -> None:
-        self.path = os.fspath(path)
-        self._cm = atomic_write(self.path, fsync=fsync)
-        self._f = self._cm.__enter__()
+        self._open(path, fsync)
         self._f.write(MAGIC)
         self._pos = len(MAGIC)
         self._entries: list[dict[str, Any]] = []
         self._names: set[str] = set()
-        self._closed = False
-        self._failed: BaseException | None = None
 
     # -- public -------------------------------------------------------------------------------
     def add(
@@ -245,57 +237,13 @@ class Writer:
         self._entries.append(entry)
         return digest
 
-    def close(self) -> None:
-        """Write the index and move the file into place."""
-        if self._closed:
-            return
-        if self._failed is not None:
-            self.abort()
-            raise ValueError(f"zt: writer failed earlier ({self._failed}); file discarded")
-        self._closed = True
-        try:
-            index = cbor.encode(self._entries, indefinite_maps=True)
-            self._f.write(index)
-            self._f.write(len(index).to_bytes(8, "little"))
-        except BaseException as exc:
-            self._cm.__exit__(type(exc), exc, exc.__traceback__)
-            raise
-        self._cm.__exit__(None, None, None)
-
-    def abort(self) -> None:
-        """Discard everything written; ``path`` is left as it was."""
-        if self._closed:
-            return
-        self._closed = True
-        exc = _Abort()
-        try:
-            self._cm.__exit__(_Abort, exc, None)
-        except _Abort:
-            pass
-
-    def __enter__(self) -> Writer:
-        return self
-
-    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
-
-    def __del__(self) -> None:
-        if not getattr(self, "_closed", True):
-            self.abort()
+    def _finish(self) -> None:
+        """The index and its size: the end of a 0.1.0 file."""
+        index = cbor.encode(self._entries, indefinite_maps=True)
+        self._f.write(index)
+        self._f.write(len(index).to_bytes(8, "little"))
 
     # -- internals ----------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ValueError("zt: writer is closed")
-        if self._failed is not None:
-            raise ValueError(
-                f"zt: writer failed earlier ({type(self._failed).__name__}: {self._failed}); "
-                "nothing more can be added, and close() discards the file"
-            )
-
     def _check_attrs(self, name: str, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
         if not attrs:
             return {}

@@ -1,0 +1,144 @@
+"""Reference twin of ``ztplan.pyx``: decode a zTensor v2 manifest, planning plain dense objects.
+
+:func:`scan_manifest` decodes the manifest (``_ref_dcbor.decode``: it raises exactly what that
+raises) and splits the root map: the ``objects`` map goes to two dicts, ``plans`` for the
+objects of the commonest form, which it checks against every rule the full validation in
+``tenfold.ztensor._v2spec`` applies, and ``others`` (decoded values) for the rest, which that
+validation then checks and names the rule they break; every other root key goes to ``rest``.
+
+The plain dense form: a map with exactly the keys ``layout`` (``"dense"``), ``shape`` (an array of
+at most ``max_rank`` u64) and ``parts`` (a map with exactly one key ``data``, whose value has
+exactly the keys ``dtype`` (a storage type of ``dtypes``), ``blob`` (``[offset, length]``, u64:
+``offset`` a positive multiple of ``align``, ``offset + length <= region``, ``length`` the
+shape's element count times the itemsize) and optionally ``digest`` (``<algorithm>:<lowercase
+hex>``, with ``digests[algorithm]`` hex digits for a known algorithm)); its name is text,
+non-empty, without U+0000, at most ``max_name_bytes`` UTF-8 bytes. Its plan is
+``(offset, length, dtype, dtypes[dtype], shape tuple, digest or None)``.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from . import _ref_dcbor
+from ._cargs import cint, ssize
+
+_DIGEST = re.compile(r"([a-z0-9][a-z0-9._-]*):([0-9a-f]+)\Z")
+_U64 = (1 << 64) - 1
+_MAX_RANK_LIMIT = 64
+_OBJECT_KEYS = frozenset({"shape", "layout", "parts"})
+_PART_KEYS = (frozenset({"dtype", "blob"}), frozenset({"dtype", "blob", "digest"}))
+
+
+def scan_manifest(
+    data: object,
+    max_depth: int,
+    region: int,
+    align: int,
+    max_rank: int,
+    max_name_bytes: int,
+    dtypes: dict[str, Any],
+    digests: dict[str, int],
+) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any], bool, int, int] | None:
+    """Decode a manifest (see the module doc).
+
+    Returns None unless the root is a map holding a map under ``"objects"``; else
+    ``(plans, others, rest, in_order, lo, hi)``: ``in_order`` is True when every object has a
+    plan and their non-empty blobs come in strictly increasing, disjoint order; ``lo``/``hi``
+    are the lowest start and highest end of those blobs (``-1, -1`` when there are none).
+    ``dtypes`` maps a storage type name to an object with an ``itemsize``.
+    """
+    max_depth = cint(max_depth)
+    region, align, max_rank = ssize(region), ssize(align), ssize(max_rank)
+    max_name_bytes = ssize(max_name_bytes)
+    for arg in (dtypes, digests):
+        if type(arg) is not dict:
+            raise TypeError(f"expected dict, got {type(arg).__name__}")
+    if not 1 <= max_depth <= 256:
+        raise ValueError(f"max_depth must be in 1..256, got {max_depth}")
+    if align <= 0:
+        raise ValueError(f"align must be positive, got {align}")
+    if not 0 <= max_rank <= _MAX_RANK_LIMIT or max_name_bytes < 0:
+        raise ValueError(f"max_rank must be in 0..{_MAX_RANK_LIMIT} and max_name_bytes >= 0")
+    root = _ref_dcbor.decode(data, max_depth)
+    if type(root) is not dict or type(root.get("objects")) is not dict:
+        return None
+    plans: dict[Any, Any] = {}
+    others: dict[Any, Any] = {}
+    in_order, lo, hi = True, -1, -1
+    for name, obj in root["objects"].items():
+        plan = _plan(name, obj, region, align, max_rank, max_name_bytes, dtypes, digests)
+        if plan is None:
+            others[name] = obj
+            in_order = False
+            continue
+        plans[name] = plan
+        offset, length = plan[0], plan[1]
+        if length:
+            if offset < hi:
+                in_order = False
+            lo = offset if lo < 0 else min(lo, offset)
+            hi = max(hi, offset + length)
+    rest = {k: v for k, v in root.items() if not (type(k) is str and k == "objects")}
+    return plans, others, rest, in_order, lo, hi
+
+
+def _plan(
+    name: object,
+    obj: object,
+    region: int,
+    align: int,
+    max_rank: int,
+    max_name_bytes: int,
+    dtypes: dict[str, Any],
+    digests: dict[str, int],
+) -> tuple[Any, ...] | None:
+    """The plan of a plain dense object, or None (never raises)."""
+    if type(obj) is not dict or obj.keys() != _OBJECT_KEYS:
+        return None
+    layout, parts, shape = obj["layout"], obj["parts"], obj["shape"]
+    if type(layout) is not str or layout != "dense":
+        return None
+    if type(parts) is not dict or len(parts) != 1:
+        return None
+    p = parts.get("data")
+    if type(p) is not dict or p.keys() not in _PART_KEYS:
+        return None
+    dtype, blob = p["dtype"], p["blob"]
+    if type(dtype) is not str or type(blob) is not list or type(shape) is not list:
+        return None
+    np_dtype = dtypes.get(dtype)
+    if np_dtype is None or len(blob) != 2 or len(shape) > max_rank:
+        return None
+    offset, length = blob
+    if type(offset) is not int or type(length) is not int or length < 0 or offset > _U64:
+        return None
+    if offset % align or offset < align or offset > region or length > region - offset:
+        return None
+    n = 1
+    for d in shape:
+        if type(d) is not int or d < 0 or d > _U64:
+            return None
+        n *= d
+    itemsize = np_dtype.itemsize
+    if type(itemsize) is not int or not 0 <= itemsize <= _U64:
+        return None
+    if n > _U64 or n * itemsize != length:
+        return None
+    digest = p.get("digest")
+    if "digest" in p:
+        m = _DIGEST.match(digest) if type(digest) is str else None
+        if m is None:
+            return None
+        want = digests.get(m.group(1))
+        if want is not None and len(m.group(2)) != want:
+            return None
+    if type(name) is not str or not name or "\x00" in name:
+        return None
+    try:
+        if len(name.encode("utf-8")) > max_name_bytes:
+            return None
+    except UnicodeEncodeError:  # a lone surrogate: not from a decoder, but never accepted
+        return None
+    return (offset, length, dtype, np_dtype, tuple(shape), digest)

@@ -1,0 +1,14 @@
+from typing import Any
+
+from typing_extensions import Buffer
+
+def scan_manifest(
+    data: Buffer,
+    max_depth: int,
+    region: int,
+    align: int,
+    max_rank: int,
+    max_name_bytes: int,
+    dtypes: dict[str, Any],
+    digests: dict[str, int],
+) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any], bool, int, int] | None: ...

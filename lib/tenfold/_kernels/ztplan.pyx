@@ -1,0 +1,336 @@
+# cython: language_level=3
+"""Decode a zTensor v2 manifest with a fast path for plain dense objects (twin: ``_ref_ztplan.py``).
+
+Knows the shape of one kind of object in a zTensor v2 manifest (as ``tarscan`` knows tar
+headers) and nothing of files. ``scan_manifest`` decodes the manifest's deterministic CBOR with
+the ``dcbor`` kernel's C functions (same checks, same ``CborReject`` for the same bytes), except
+that an object of the commonest form (``layout`` "dense", a ``shape``, one raw local ``data``
+part of a storage type, an optional digest, nothing else) is recognised from its bytes, checked
+against every rule the full Python validation applies, and returned as a small plan tuple
+instead of a tree of dicts. Every other object is decoded in full and left to that validation,
+which names the rule it breaks: the fast path only ever accepts.
+
+Manifest numbers are handled as ``uint64_t`` with explicit range and overflow checks; every
+byte is read after a comparison with the bytes left.
+"""
+
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
+from cpython.unicode cimport (
+    PyUnicode_AsUTF8AndSize, PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8,
+)
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
+from libc.stdint cimport uint8_t, uint64_t
+from libc.string cimport memchr, memcmp
+cimport cython
+
+from .dcbor cimport (
+    Ctx, Head, start, read_head, peek_head, check_container, check_key_order, map_key,
+    short_text, decode_item,
+)
+from ._cbortypes import CborReject as _Reject, SYNTAX as _SYNTAX
+
+cdef extern from *:
+    """
+    static inline int tf_mul_u64(unsigned long long a, unsigned long long b,
+                                 unsigned long long* out) {
+        return __builtin_mul_overflow(a, b, out);
+    }
+    """
+    int tf_mul_u64(unsigned long long a, unsigned long long b, unsigned long long* out) noexcept nogil
+
+cdef int MAX_DEPTH_LIMIT = 256
+cdef int MAX_RANK_LIMIT = 64
+# the deepest container of a plain dense object: root 1, objects 2, object 3, parts 4,
+# data 5, blob 6
+cdef int PLAN_DEPTH = 6
+
+
+cdef struct Limits:
+    Py_ssize_t region
+    uint64_t align
+    Py_ssize_t max_rank
+    Py_ssize_t max_name_bytes
+
+
+cdef bint _digest_ok(const uint8_t* s, Py_ssize_t n, dict digests):
+    """``s[:n]`` is ``<[a-z0-9][a-z0-9._-]*>:<[0-9a-f]+>`` (ASCII, so its str is the same
+    characters), with the known algorithms' hex lengths."""
+    cdef Py_ssize_t i, colon = -1, kn
+    cdef const char* ks
+    cdef uint8_t ch
+    for i in range(n):
+        if s[i] == 0x3A:  # ':'
+            colon = i
+            break
+    if colon < 1 or colon == n - 1:
+        return False
+    ch = s[0]
+    if not ((0x61 <= ch <= 0x7A) or (0x30 <= ch <= 0x39)):
+        return False
+    for i in range(1, colon):
+        ch = s[i]
+        if not ((0x61 <= ch <= 0x7A) or (0x30 <= ch <= 0x39) or ch == 0x2E or ch == 0x5F
+                or ch == 0x2D):
+            return False
+    for i in range(colon + 1, n):
+        ch = s[i]
+        if not ((0x61 <= ch <= 0x66) or (0x30 <= ch <= 0x39)):
+            return False
+    for key, want in digests.items():  # a handful of known algorithms
+        if type(key) is not str:
+            continue
+        try:
+            ks = PyUnicode_AsUTF8AndSize(key, &kn)
+        except UnicodeEncodeError:
+            continue
+        if kn == colon and memcmp(ks, s, colon) == 0:
+            return want is None or want == n - colon - 1
+    return True
+
+
+cdef bint _name_ok(object name, Py_ssize_t max_name_bytes):
+    """Text, non-empty, no U+0000, at most ``max_name_bytes`` in UTF-8."""
+    cdef Py_ssize_t n
+    cdef const char* s
+    if type(name) is not str:
+        return False
+    try:
+        s = PyUnicode_AsUTF8AndSize(name, &n)
+    except UnicodeEncodeError:
+        return False
+    return 0 < n <= max_name_bytes and memchr(s, 0, n) == NULL
+
+
+cdef inline bint _ascii(const uint8_t* s, Py_ssize_t n) noexcept:
+    cdef Py_ssize_t i
+    for i in range(n):
+        if s[i] >= 0x80:
+            return False
+    return True
+
+
+cdef inline bint _lit(Ctx* c, Py_ssize_t* p, bytes lit) noexcept:
+    """The bytes at ``p`` are ``lit`` (then step over them)."""
+    cdef Py_ssize_t length = PyBytes_GET_SIZE(lit), i
+    cdef const char* want = PyBytes_AS_STRING(lit)
+    cdef const uint8_t* at = c.d + p[0]
+    if length > c.n - p[0]:
+        return False
+    for i in range(length):
+        if at[i] != <uint8_t>want[i]:
+            return False
+    p[0] += length
+    return True
+
+
+# the fixed bytes of a plain dense object, in canonical key order
+cdef bytes PARTS_DATA = b"\x65parts\xa1\x64data"
+cdef bytes BLOB = b"\x64blob\x82"
+cdef bytes DTYPE = b"\x65dtype"
+cdef bytes DIGEST = b"\x66digest"
+cdef bytes SHAPE = b"\x65shape"
+cdef bytes LAYOUT_DENSE = b"\x66layout\x65dense"
+
+
+cdef inline bint _uint(Ctx* c, Py_ssize_t* p, uint64_t* out) noexcept:
+    cdef Head h
+    if not peek_head(c, p[0], &h) or h.major != 0:
+        return False
+    out[0] = h.arg
+    p[0] = h.next
+    return True
+
+
+cdef inline bint _text_at(Ctx* c, Py_ssize_t* p, Py_ssize_t* start, Py_ssize_t* length) noexcept:
+    cdef Head h
+    if not peek_head(c, p[0], &h) or h.major != 3 or h.arg > <uint64_t>(c.n - h.next):
+        return False
+    start[0] = h.next
+    length[0] = <Py_ssize_t>h.arg
+    p[0] = h.next + <Py_ssize_t>h.arg
+    return True
+
+
+cdef object _plan(Ctx* c, list strings, Py_ssize_t pos, Py_ssize_t* end, object name,
+                  Limits* lim, dict dtypes, dict digests):
+    """The plan of the plain dense object encoded at ``pos``, or None (nothing raised)."""
+    cdef Py_ssize_t p = pos, ts, tl, ds = 0, dl = 0, i, rank
+    cdef Head h
+    cdef bint has_digest, zero = False, overflow = False
+    cdef uint64_t offset, length, dim, numel = 1, itemsize, nbytes
+    cdef uint64_t dims[64]
+    if c.max_depth < PLAN_DEPTH:
+        return None
+    if not (peek_head(c, p, &h) and h.major == 5 and h.arg == 3):
+        return None
+    p = h.next
+    if not (_lit(c, &p, PARTS_DATA) and peek_head(c, p, &h) and h.major == 5
+            and (h.arg == 2 or h.arg == 3)):
+        return None
+    has_digest = h.arg == 3
+    p = h.next
+    if not (_lit(c, &p, BLOB) and _uint(c, &p, &offset) and _uint(c, &p, &length)
+            and _lit(c, &p, DTYPE) and _text_at(c, &p, &ts, &tl)):
+        return None
+    if has_digest and not (_lit(c, &p, DIGEST) and _text_at(c, &p, &ds, &dl)):
+        return None
+    if not (_lit(c, &p, SHAPE) and peek_head(c, p, &h) and h.major == 4):
+        return None
+    if h.arg > <uint64_t>lim.max_rank:  # <= 64, the size of dims
+        return None
+    rank = <Py_ssize_t>h.arg
+    p = h.next
+    for i in range(rank):
+        if not _uint(c, &p, &dim):
+            return None
+        dims[i] = dim
+        if dim == 0:
+            zero = True
+        elif not overflow and tf_mul_u64(numel, dim, &numel):
+            overflow = True
+    if not _lit(c, &p, LAYOUT_DENSE):
+        return None
+    if zero:
+        numel = 0
+    elif overflow:
+        return None  # the element count overflows u64
+    if lim.region < 0 or offset % lim.align or offset < lim.align \
+            or offset > <uint64_t>lim.region or length > <uint64_t>lim.region - offset:
+        return None
+    if tl <= 8 and _ascii(c.d + ts, tl):
+        dtype = short_text(c, strings, ts, tl, ts - 1)  # ASCII: cannot fail
+    else:
+        try:
+            dtype = PyUnicode_DecodeUTF8(<const char*>(c.d + ts), tl, "strict")
+        except UnicodeDecodeError:
+            return None  # not UTF-8: the full decode names it
+    np_dtype = dtypes.get(dtype)
+    if np_dtype is None:
+        return None
+    itemsize_o = np_dtype.itemsize
+    if type(itemsize_o) is not int:
+        return None
+    try:
+        itemsize = itemsize_o
+    except OverflowError:
+        return None
+    if tf_mul_u64(numel, itemsize, &nbytes) or nbytes != length:
+        return None
+    digest = None
+    if has_digest:
+        if not _digest_ok(c.d + ds, dl, digests):
+            return None
+        digest = PyUnicode_DecodeASCII(<const char*>(c.d + ds), dl, NULL)  # checked: ASCII
+    if not _name_ok(name, lim.max_name_bytes):
+        return None
+    end[0] = p
+    cdef object dim_o
+    shape = PyTuple_New(rank)
+    for i in range(rank):
+        dim_o = dims[i]
+        Py_INCREF(dim_o)
+        PyTuple_SET_ITEM(shape, i, dim_o)
+    return (offset, length, dtype, np_dtype, shape, digest)
+
+
+cdef Py_ssize_t _objects(Ctx* c, list strings, Py_ssize_t pos, Limits* lim, dict dtypes,
+                         dict digests, dict plans, dict others, list order) except -1:
+    """Decode the objects map at ``pos`` (depth 2) into ``plans`` and ``others``; ``order``
+    gets ``[in_order, lo, hi]``; return the end of the map."""
+    cdef Head h
+    cdef Py_ssize_t p, kpos, klen, prev_pos = 0, prev_len = 0, i, vend = 0
+    cdef bint in_order = True, any_span = False
+    cdef uint64_t offset, length, lo = 0, hi = 0
+    read_head(c, pos, &h)
+    check_container(c, &h, pos, 2)
+    p = h.next
+    for i in range(<Py_ssize_t>h.arg):
+        kpos = p
+        k = decode_item(c, strings, p, 3, &p)
+        klen = p - kpos
+        if i:
+            check_key_order(c, kpos, klen, prev_pos, prev_len, k)
+        prev_pos = kpos
+        prev_len = klen
+        k = map_key(c, k, kpos, klen)
+        plan = _plan(c, strings, p, &vend, k, lim, dtypes, digests)
+        if plan is None:
+            others[k] = decode_item(c, strings, p, 3, &p)
+            in_order = False
+            continue
+        p = vend
+        plans[k] = plan
+        offset = (<tuple>plan)[0]
+        length = (<tuple>plan)[1]
+        if length:
+            if any_span and offset < hi:
+                in_order = False
+            if not any_span or offset < lo:
+                lo = offset
+            if not any_span or offset + length > hi:
+                hi = offset + length
+            any_span = True
+    order[0] = in_order
+    if any_span:
+        order[1] = lo
+        order[2] = hi
+    return p
+
+
+def scan_manifest(const uint8_t[::1] data, int max_depth, Py_ssize_t region, Py_ssize_t align,
+                  Py_ssize_t max_rank, Py_ssize_t max_name_bytes, dict dtypes not None,
+                  dict digests not None):
+    """Decode a zTensor v2 manifest (see the twin's doc for the contract).
+
+    Raises ``CborReject`` exactly when ``dcbor.decode(data, max_depth)`` does. Returns None
+    unless the root is a map holding a map under ``"objects"``; else
+    ``(plans, others, rest, in_order, lo, hi)``.
+    """
+    if max_depth < 1 or max_depth > MAX_DEPTH_LIMIT:
+        raise ValueError(f"max_depth must be in 1..{MAX_DEPTH_LIMIT}, got {max_depth}")
+    if align <= 0:
+        raise ValueError(f"align must be positive, got {align}")
+    if max_rank < 0 or max_rank > MAX_RANK_LIMIT or max_name_bytes < 0:
+        raise ValueError(f"max_rank must be in 0..{MAX_RANK_LIMIT} and max_name_bytes >= 0")
+    cdef Py_ssize_t n = data.shape[0], p, kpos, klen, prev_pos = 0, prev_len = 0, i, end = 0
+    cdef Ctx c
+    cdef Head h
+    cdef Limits lim
+    cdef dict plans = {}, others = {}, rest = {}
+    cdef list order = [False, -1, -1]
+    cdef bint found = False
+    if n == 0:
+        raise _Reject(_SYNTAX, 0, "empty input")
+    strings = start(&c, &data[0], n, max_depth)
+    lim.region = region
+    lim.align = <uint64_t>align
+    lim.max_rank = max_rank
+    lim.max_name_bytes = max_name_bytes
+    if data[0] >> 5 != 5:  # not a map: decode it all (for the errors), there is no plan
+        decode_item(&c, strings, 0, 1, &end)
+        if end != n:
+            raise _Reject(_SYNTAX, end, f"{n - end} trailing bytes after the item")
+        return None
+    read_head(&c, 0, &h)
+    check_container(&c, &h, 0, 1)
+    p = h.next
+    for i in range(<Py_ssize_t>h.arg):
+        kpos = p
+        k = decode_item(&c, strings, p, 2, &p)
+        klen = p - kpos
+        if i:
+            check_key_order(&c, kpos, klen, prev_pos, prev_len, k)
+        prev_pos = kpos
+        prev_len = klen
+        k = map_key(&c, k, kpos, klen)
+        if type(k) is str and k == "objects" and p < n and c.d[p] >> 5 == 5:
+            found = True
+            p = _objects(&c, strings, p, &lim, dtypes, digests, plans, others, order)
+        else:
+            rest[k] = decode_item(&c, strings, p, 2, &p)
+    if p != n:
+        raise _Reject(_SYNTAX, p, f"{n - p} trailing bytes after the item")
+    if not found:
+        return None
+    return plans, others, rest, order[0], order[1], order[2]
