@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Iterable
 
-from ..errors import FormatError, LimitError, TruncatedError, describe
+from ..errors import FormatError, LimitError, TruncatedError
 
 __all__ = [
     "Limits",
@@ -116,15 +116,13 @@ decode budget of this call; expected <= 40 more (budget 100), got 60
         """Charge ``nbytes``; :class:`LimitError` (and nothing charged) if that is too much."""
         if nbytes > self.total - self.used:
             raise LimitError(
-                describe(
-                    fmt,
-                    what,
-                    offset=offset,
-                    field="decoded bytes",
-                    detail="above the decode budget of this call",
-                    expected=f"<= {self.total - self.used} more (budget {self.total})",
-                    got=nbytes,
-                )
+                fmt=fmt,
+                obj=what,
+                offset=offset,
+                field="decoded bytes",
+                detail="above the decode budget of this call",
+                expected=f"<= {self.total - self.used} more (budget {self.total})",
+                got=nbytes,
             )
         self.used += nbytes
 
@@ -145,31 +143,25 @@ def check_range(
 expected end <= 100, got 128
     """
     if offset < 0 or length < 0:
-        raise FormatError(
-            describe(fmt, what, detail=f"negative offset {offset} or length {length}")
-        )
+        raise FormatError(fmt=fmt, obj=what, detail=f"negative offset {offset} or length {length}")
     if offset < start:
         raise FormatError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                detail="starts before its region",
-                expected=f">= {start}",
-                got=offset,
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset,
+            detail="starts before its region",
+            expected=f">= {start}",
+            got=offset,
         )
     end = offset + length
     if end > size:
         raise TruncatedError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                detail="ends past end of file",
-                expected=f"end <= {size}",
-                got=end,
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset,
+            detail="ends past end of file",
+            expected=f"end <= {size}",
+            got=end,
         )
 
 
@@ -185,15 +177,13 @@ def check_limit(
     """
     if value > limit:
         raise LimitError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field=field,
-                detail="above limit",
-                expected=f"<= {limit}",
-                got=value,
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset,
+            field=field,
+            detail="above limit",
+            expected=f"<= {limit}",
+            got=value,
         )
 
 
@@ -245,43 +235,37 @@ expected int in [0, 2**63), got [0, 9223372036854775808]
     dims = list(shape)
     if len(dims) > limits.max_ndim:
         raise LimitError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field="ndim",
-                detail="above limit",
-                expected=f"<= {limits.max_ndim}",
-                got=len(dims),
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset,
+            field="ndim",
+            detail="above limit",
+            expected=f"<= {limits.max_ndim}",
+            got=len(dims),
         )
     span = max(int(itemsize), 1)
     for d in dims:
         if type(d) is not int or d < 0 or d > MAX_ARRAY_BYTES:
             raise FormatError(
-                describe(
-                    fmt,
-                    what,
-                    offset=offset,
-                    field="shape",
-                    detail="dimension out of range",
-                    expected="int in [0, 2**63)",
-                    got=_short(dims),
-                )
+                fmt=fmt,
+                obj=what,
+                offset=offset,
+                field="shape",
+                detail="dimension out of range",
+                expected="int in [0, 2**63)",
+                got=_short(dims),
             )
         if d:
             span *= d
             if span > MAX_ARRAY_BYTES:
                 raise LimitError(
-                    describe(
-                        fmt,
-                        what,
-                        offset=offset,
-                        field="shape",
-                        detail=f"too large for any array (itemsize {itemsize})",
-                        expected=f"extent <= {MAX_ARRAY_BYTES} bytes",
-                        got=_short(dims),
-                    )
+                    fmt=fmt,
+                    obj=what,
+                    offset=offset,
+                    field="shape",
+                    detail=f"too large for any array (itemsize {itemsize})",
+                    expected=f"extent <= {MAX_ARRAY_BYTES} bytes",
+                    got=_short(dims),
                 )
     return math.prod(dims)  # type: ignore[arg-type]  # every d checked to be an int above
 

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import TruncatedError, describe
+from ..errors import TruncatedError
 
 __all__ = ["record", "view", "unpack_one"]
 
@@ -61,14 +61,12 @@ def view(
     need = count * dtype.itemsize
     if offset < 0 or count < 0 or offset + need > size:
         raise TruncatedError(
-            describe(
-                fmt,
-                what,
-                offset=max(offset, 0),
-                detail="ends past end of file",
-                expected=f"{need} bytes",
-                got=max(size - offset, 0),
-            )
+            fmt=fmt,
+            obj=what,
+            offset=max(offset, 0),
+            detail="ends past end of file",
+            expected=f"{need} bytes",
+            got=max(size - offset, 0),
         )
     return np.frombuffer(buf, dtype=dtype, count=count, offset=offset)  # type: ignore[call-overload]
 

@@ -173,95 +173,89 @@ class Reader(MappedReader, Mapping[str, Any]):
         mf = self._mf
         if mf.size < HEADER_LEN:
             raise TruncatedError(
-                describe(
-                    FMT,
-                    "header",
-                    offset=0,
-                    detail="file too short",
-                    expected=f">= {HEADER_LEN} bytes",
-                    got=mf.size,
-                )
+                fmt=FMT,
+                obj="header",
+                offset=0,
+                detail="file too short",
+                expected=f">= {HEADER_LEN} bytes",
+                got=mf.size,
             )
         hdr = mf.records(HEADER, 1, 0, "header")[0]
         magic = bytes(hdr["magic"].tobytes()).ljust(8, b"\0")
         if magic != MAGIC:
             raise FormatError(
-                describe(
-                    FMT, "header", offset=0, field="magic", expected=repr(MAGIC), got=repr(magic)
-                )
+                fmt=FMT,
+                obj="header",
+                offset=0,
+                field="magic",
+                expected=repr(MAGIC),
+                got=repr(magic),
             )
         header_len = int(hdr["header_len"])
         index_off = int(hdr["index_off"])
         index_len = int(hdr["index_len"])
         if header_len != HEADER_LEN:
             raise FormatError(
-                describe(
-                    FMT, "header", offset=8, field="header_len", expected=HEADER_LEN, got=header_len
-                )
+                fmt=FMT,
+                obj="header",
+                offset=8,
+                field="header_len",
+                expected=HEADER_LEN,
+                got=header_len,
             )
         if index_off < HEADER_LEN:
             raise FormatError(
-                describe(
-                    FMT,
-                    "header",
-                    offset=12,
-                    field="index_off",
-                    detail="before the end of the header (unfinalized file?)",
-                    expected=f">= {HEADER_LEN}",
-                    got=index_off,
-                )
+                fmt=FMT,
+                obj="header",
+                offset=12,
+                field="index_off",
+                detail="before the end of the header (unfinalized file?)",
+                expected=f">= {HEADER_LEN}",
+                got=index_off,
             )
         if index_len > MAX_INDEX_SIZE:
             raise LimitError(
-                describe(
-                    FMT,
-                    "header",
-                    offset=20,
-                    field="index_len",
-                    detail="above MAX_INDEX_SIZE",
-                    expected=f"<= {MAX_INDEX_SIZE}",
-                    got=index_len,
-                )
+                fmt=FMT,
+                obj="header",
+                offset=20,
+                field="index_len",
+                detail="above MAX_INDEX_SIZE",
+                expected=f"<= {MAX_INDEX_SIZE}",
+                got=index_len,
             )
         if index_off + index_len > mf.size:
             raise TruncatedError(
-                describe(
-                    FMT,
-                    "index",
-                    offset=index_off,
-                    detail="ends past end of file",
-                    expected=f"end <= {mf.size}",
-                    got=index_off + index_len,
-                )
+                fmt=FMT,
+                obj="index",
+                offset=index_off,
+                detail="ends past end of file",
+                expected=f"end <= {mf.size}",
+                got=index_off + index_len,
             )
         self.header = {"header_len": header_len, "index_off": index_off, "index_len": index_len}
         raw = mf.u8(index_off, index_len, "index").tobytes()
         index = jsonio.loads(raw, fmt=FMT, what="index", offset=index_off, limit=MAX_INDEX_SIZE)
         if not isinstance(index, dict):
-            raise FormatError(describe(FMT, "index", offset=index_off, detail="not a JSON object"))
+            raise FormatError(fmt=FMT, obj="index", offset=index_off, detail="not a JSON object")
         if index.get("format") != FORMAT_NAME:
             raise FormatError(
-                describe(
-                    FMT,
-                    "index",
-                    offset=index_off,
-                    field="format",
-                    expected=repr(FORMAT_NAME),
-                    got=repr(index.get("format")),
-                )
+                fmt=FMT,
+                obj="index",
+                offset=index_off,
+                field="format",
+                expected=repr(FORMAT_NAME),
+                got=repr(index.get("format")),
             )
         version = index.get("version", "1.0.0")
         if not isinstance(version, str) or version.split(".")[0] != "1":
             raise UnsupportedError(
-                describe(
-                    FMT,
-                    "index",
-                    offset=index_off,
-                    field="version",
-                    detail="unsupported",
-                    expected="1.x",
-                    got=version,
-                )
+                fmt=FMT,
+                obj="index",
+                offset=index_off,
+                field="version",
+                detail="unsupported",
+                expected="1.x",
+                got=version,
             )
         if version not in KNOWN_VERSIONS:
             msg = describe(
@@ -280,21 +274,17 @@ class Reader(MappedReader, Mapping[str, Any]):
         metadata = index.get("metadata", {})
         if not isinstance(metadata, dict):
             raise FormatError(
-                describe(
-                    FMT, "index", offset=index_off, field="metadata", detail="not a JSON object"
-                )
+                fmt=FMT, obj="index", offset=index_off, field="metadata", detail="not a JSON object"
             )
         self.metadata: dict[str, Any] = metadata
         hashes = metadata.get("chunk_hashes", {})
         if not isinstance(hashes, dict):
             raise FormatError(
-                describe(
-                    FMT,
-                    "index",
-                    offset=index_off,
-                    field="metadata.chunk_hashes",
-                    detail="not a JSON object",
-                )
+                fmt=FMT,
+                obj="index",
+                offset=index_off,
+                field="metadata.chunk_hashes",
+                detail="not a JSON object",
             )
         self._chunk_hashes = hashes
         self._parse_chunks(index.get("chunks", []), index_off)
@@ -303,14 +293,14 @@ class Reader(MappedReader, Mapping[str, Any]):
     def _parse_chunks(self, entries: object, index_off: int) -> None:
         if not isinstance(entries, list):
             raise FormatError(
-                describe(FMT, "index", offset=index_off, field="chunks", detail="not a JSON array")
+                fmt=FMT, obj="index", offset=index_off, field="chunks", detail="not a JSON array"
             )
         chunks: list[ChunkInfo] = []
         by_name: dict[str, ChunkInfo] = {}
         for i, e in enumerate(entries):
             where = f"index chunk #{i}"
             if not isinstance(e, dict):
-                raise FormatError(describe(FMT, where, offset=index_off, detail="not an object"))
+                raise FormatError(fmt=FMT, obj=where, offset=index_off, detail="not an object")
             e = dict(e)
             e.setdefault("ecc_algo", "none")
             e.setdefault("ecc_len", 0)
@@ -318,14 +308,17 @@ class Reader(MappedReader, Mapping[str, Any]):
             missing = [k for k in ENTRY_KEYS if k not in e]
             if missing:
                 raise FormatError(
-                    describe(FMT, where, offset=index_off, detail=f"missing keys {missing}")
+                    fmt=FMT, obj=where, offset=index_off, detail=f"missing keys {missing}"
                 )
             for k in ("name", "ctype", "sha256", "ecc_algo"):
                 if not isinstance(e[k], str):
                     raise FormatError(
-                        describe(
-                            FMT, where, offset=index_off, field=k, detail="not a string", got=e[k]
-                        )
+                        fmt=FMT,
+                        obj=where,
+                        offset=index_off,
+                        field=k,
+                        detail="not a string",
+                        got=e[k],
                     )
             for k in (
                 "flags",
@@ -338,57 +331,47 @@ class Reader(MappedReader, Mapping[str, Any]):
             ):
                 if not _is_int(e[k]):
                     raise FormatError(
-                        describe(
-                            FMT,
-                            where,
-                            offset=index_off,
-                            field=k,
-                            detail="not a non-negative integer",
-                            got=e[k],
-                        )
+                        fmt=FMT,
+                        obj=where,
+                        offset=index_off,
+                        field=k,
+                        detail="not a non-negative integer",
+                        got=e[k],
                     )
             name = e["name"]
             if name in by_name:
                 raise FormatError(
-                    describe(
-                        FMT,
-                        f"chunk {name!r}",
-                        offset=index_off,
-                        detail="name appears twice in the index",
-                    )
+                    fmt=FMT,
+                    obj=f"chunk {name!r}",
+                    offset=index_off,
+                    detail="name appears twice in the index",
                 )
             if len(e["ctype"]) != 4 or not e["ctype"].isascii():
                 raise FormatError(
-                    describe(
-                        FMT,
-                        f"chunk {name!r}",
-                        offset=index_off,
-                        field="ctype",
-                        detail="not 4 ASCII characters",
-                        got=e["ctype"],
-                    )
+                    fmt=FMT,
+                    obj=f"chunk {name!r}",
+                    offset=index_off,
+                    field="ctype",
+                    detail="not 4 ASCII characters",
+                    got=e["ctype"],
                 )
             if e["header_len"] != CHUNK_HEADER_LEN:
                 raise FormatError(
-                    describe(
-                        FMT,
-                        f"chunk {name!r}",
-                        offset=index_off,
-                        field="header_len",
-                        expected=CHUNK_HEADER_LEN,
-                        got=e["header_len"],
-                    )
+                    fmt=FMT,
+                    obj=f"chunk {name!r}",
+                    offset=index_off,
+                    field="header_len",
+                    expected=CHUNK_HEADER_LEN,
+                    got=e["header_len"],
                 )
             if _digest.split(e["sha256"]) is None:
                 raise FormatError(
-                    describe(
-                        FMT,
-                        f"chunk {name!r}",
-                        offset=index_off,
-                        field="sha256",
-                        detail="not a SHA-256 digest",
-                        got=e["sha256"],
-                    )
+                    fmt=FMT,
+                    obj=f"chunk {name!r}",
+                    offset=index_off,
+                    field="sha256",
+                    detail="not a SHA-256 digest",
+                    got=e["sha256"],
                 )
             info = ChunkInfo(**{k: e[k] for k in ENTRY_KEYS})
             chunks.append(info)
@@ -416,13 +399,11 @@ class Reader(MappedReader, Mapping[str, Any]):
         if ok is None:
             if self.strict:
                 raise IntegrityError(
-                    describe(
-                        FMT,
-                        where,
-                        offset=off,
-                        field="manifest_hash",
-                        detail="hmac-sha256 digest and no hmac_key given",
-                    )
+                    fmt=FMT,
+                    obj=where,
+                    offset=off,
+                    field="manifest_hash",
+                    detail="hmac-sha256 digest and no hmac_key given",
                 )
             return None
         if not ok:
@@ -506,15 +487,13 @@ class Reader(MappedReader, Mapping[str, Any]):
         mf = self._mf
         if c.offset < HEADER_LEN:
             raise FormatError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    field="offset",
-                    detail="inside the file header",
-                    expected=f">= {HEADER_LEN}",
-                    got=c.offset,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.offset,
+                field="offset",
+                detail="inside the file header",
+                expected=f">= {HEADER_LEN}",
+                got=c.offset,
             )
         mf.check(c.offset, CHUNK_HEADER_LEN, f"{c.what} header")
         rec = mf.records(CHUNK_HEADER, 1, c.offset, f"{c.what} header")[0]
@@ -530,39 +509,33 @@ class Reader(MappedReader, Mapping[str, Any]):
         for field, rel in (("uncomp_len", 8), ("comp_len", 16), ("ecc_len", 28)):
             if src[field] > MAX_CHUNK_SIZE:
                 raise LimitError(
-                    describe(
-                        FMT,
-                        c.what,
-                        offset=c.offset + rel,
-                        field=field,
-                        detail="above MAX_CHUNK_SIZE",
-                        expected=f"<= {MAX_CHUNK_SIZE}",
-                        got=src[field],
-                    )
+                    fmt=FMT,
+                    obj=c.what,
+                    offset=c.offset + rel,
+                    field=field,
+                    detail="above MAX_CHUNK_SIZE",
+                    expected=f"<= {MAX_CHUNK_SIZE}",
+                    got=src[field],
                 )
         end = c.payload_offset + src["comp_len"] + src["ecc_len"]
         if end > mf.size:
             raise TruncatedError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    detail="payload ends past end of file",
-                    expected=f"end <= {mf.size}",
-                    got=end,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.offset,
+                detail="payload ends past end of file",
+                expected=f"end <= {mf.size}",
+                got=end,
             )
         bound, what = self._bound[c.name]
         if end > bound:
             raise FormatError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    detail=f"payload overlaps {what}",
-                    expected=f"end <= {bound}",
-                    got=end,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.offset,
+                detail=f"payload overlaps {what}",
+                expected=f"end <= {bound}",
+                got=end,
             )
         return h
 
@@ -582,43 +555,37 @@ class Reader(MappedReader, Mapping[str, Any]):
         }[field]
         cls = IntegrityError if field == "crc32c" else FormatError
         return cls(
-            describe(
-                FMT,
-                c.what,
-                offset=c.offset + rel,
-                field=f"header {field}",
-                detail="disagrees with the index",
-                expected=getattr(c, field),
-                got=h[field],
-            )
+            fmt=FMT,
+            obj=c.what,
+            offset=c.offset + rel,
+            field=f"header {field}",
+            detail="disagrees with the index",
+            expected=getattr(c, field),
+            got=h[field],
         )
 
     def _nsym(self, c: ChunkInfo) -> int:
         nsym = c.nsym
         if nsym is None:
             raise UnsupportedError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    field="ecc_algo",
-                    detail="unsupported codec",
-                    expected="none | rs(2..254)",
-                    got=c.ecc_algo,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.offset,
+                field="ecc_algo",
+                detail="unsupported codec",
+                expected="none | rs(2..254)",
+                got=c.ecc_algo,
             )
         want = ecc_len_for(c.comp_len, nsym)
         if c.ecc_len != want:
             raise FormatError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    field="ecc_len",
-                    detail=f"inconsistent with {c.ecc_algo}",
-                    expected=want,
-                    got=c.ecc_len,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.offset,
+                field="ecc_len",
+                detail=f"inconsistent with {c.ecc_algo}",
+                expected=want,
+                got=c.ecc_len,
             )
         return nsym
 
@@ -629,39 +596,33 @@ class Reader(MappedReader, Mapping[str, Any]):
         ok = _digest.matches(c.sha256, actual, self._key)
         if ok is None:
             raise IntegrityError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="sha256",
-                    detail="hmac-sha256 digest and no hmac_key given",
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.payload_offset,
+                field="sha256",
+                detail="hmac-sha256 digest and no hmac_key given",
             )
         if not ok:
             cls = UncorrectableError if repaired else IntegrityError
             raise cls(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="sha256",
-                    detail="mismatch" + (" after ECC correction" if repaired else ""),
-                    expected=c.sha256,
-                    got=actual,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.payload_offset,
+                field="sha256",
+                detail="mismatch" + (" after ECC correction" if repaired else ""),
+                expected=c.sha256,
+                got=actual,
             )
         listed = self._chunk_hashes.get(c.name)
         if listed is not None and listed != c.sha256:
             raise IntegrityError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=self.header["index_off"],
-                    field="metadata.chunk_hashes",
-                    detail="disagrees with the chunk's sha256",
-                    expected=c.sha256,
-                    got=listed,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=self.header["index_off"],
+                field="metadata.chunk_hashes",
+                detail="disagrees with the chunk's sha256",
+                expected=c.sha256,
+                got=listed,
             )
 
     def _correct(self, c: ChunkInfo, comp: np.ndarray, nsym: int) -> tuple[np.ndarray, int]:
@@ -676,26 +637,22 @@ class Reader(MappedReader, Mapping[str, Any]):
         if bad:
             first = int(np.flatnonzero(nerr < 0)[0])
             raise UncorrectableError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset + first * k,
-                    detail=f"crc32c mismatch and {bad} of {nblocks} {c.ecc_algo} blocks have more "
-                    f"errors than the code corrects (first: block {first})",
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.payload_offset + first * k,
+                detail=f"crc32c mismatch and {bad} of {nblocks} {c.ecc_algo} blocks have more "
+                f"errors than the code corrects (first: block {first})",
             )
         got = crc32c(data)
         if got != c.crc32c:
             raise UncorrectableError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="crc32c",
-                    detail="mismatch after ECC correction",
-                    expected=c.crc32c,
-                    got=got,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.payload_offset,
+                field="crc32c",
+                detail="mismatch after ECC correction",
+                expected=c.crc32c,
+                got=got,
             )
         data.flags.writeable = False
         return data, int(nerr.sum())
@@ -729,14 +686,12 @@ class Reader(MappedReader, Mapping[str, Any]):
             return ChunkStatus(comp, "ok", header_fixes=tuple(diffs))
         if nsym == 0 or c.comp_len == 0:
             raise IntegrityError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="crc32c",
-                    expected=c.crc32c,
-                    got=crc32c(comp),
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.payload_offset,
+                field="crc32c",
+                expected=c.crc32c,
+                got=crc32c(comp),
             )
         fixed, n = self._correct(c, comp, nsym)
         if verify != "crc":
@@ -749,53 +704,45 @@ class Reader(MappedReader, Mapping[str, Any]):
         if c.flags == FLAG_NONE:
             if c.comp_len != c.uncomp_len:
                 raise FormatError(
-                    describe(
-                        FMT,
-                        c.what,
-                        offset=c.offset,
-                        field="uncomp_len",
-                        detail="uncompressed chunk",
-                        expected=c.comp_len,
-                        got=c.uncomp_len,
-                    )
+                    fmt=FMT,
+                    obj=c.what,
+                    offset=c.offset,
+                    field="uncomp_len",
+                    detail="uncompressed chunk",
+                    expected=c.comp_len,
+                    got=c.uncomp_len,
                 )
             return comp
         if c.flags != FLAG_ZSTD:
             raise UnsupportedError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset + 4,
-                    field="flags",
-                    detail="unknown compression",
-                    expected="0 (none) | 1 (zstd)",
-                    got=c.flags,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.offset + 4,
+                field="flags",
+                detail="unknown compression",
+                expected="0 (none) | 1 (zstd)",
+                got=c.flags,
             )
         if c.uncomp_len > MAX_CHUNK_SIZE:
             raise LimitError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset + 8,
-                    field="uncomp_len",
-                    detail="above MAX_CHUNK_SIZE",
-                    expected=f"<= {MAX_CHUNK_SIZE}",
-                    got=c.uncomp_len,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.offset + 8,
+                field="uncomp_len",
+                detail="above MAX_CHUNK_SIZE",
+                expected=f"<= {MAX_CHUNK_SIZE}",
+                got=c.uncomp_len,
             )
         declared = zstd_content_size(comp)
         if declared is not None and declared != c.uncomp_len:  # refuse before allocating
             raise IntegrityError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="zstd content size",
-                    detail="differs from uncomp_len",
-                    expected=c.uncomp_len,
-                    got=declared,
-                )
+                fmt=FMT,
+                obj=c.what,
+                offset=c.payload_offset,
+                field="zstd content size",
+                detail="differs from uncomp_len",
+                expected=c.uncomp_len,
+                got=declared,
             )
         out = empty(
             c.uncomp_len,
@@ -867,7 +814,7 @@ class Reader(MappedReader, Mapping[str, Any]):
             if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
                 obj = obj["state_dict"]
             if not isinstance(obj, dict):
-                raise FormatError(describe(FMT, c.what, detail="torch payload is not a dict"))
+                raise FormatError(fmt=FMT, obj=c.what, detail="torch payload is not a dict")
             if framework == "torch":
                 return dict(obj)
             return {k: _payloads.torch_to_numpy(v) for k, v in obj.items()}

@@ -24,7 +24,7 @@ from ..core.atomic import atomic_write
 from ..core.checksums import crc32c, sha256_hex
 from ..core.compression import zstd_compress
 from ..core.prealloc import preallocate, start_writeback
-from ..errors import EncodeError, describe
+from ..errors import EncodeError
 from . import _digest, _payloads
 from ._spec import (
     CHUNK_HEADER_LEN,
@@ -65,14 +65,12 @@ def parse_ecc_option(ecc: object) -> int:
         n = None
     if n is None:
         raise EncodeError(
-            describe(
-                FMT,
-                "writer",
-                field="ecc",
-                detail="unsupported",
-                expected="none | low | med | high | rs(2..254)",
-                got=ecc,
-            )
+            fmt=FMT,
+            obj="writer",
+            field="ecc",
+            detail="unsupported",
+            expected="none | low | med | high | rs(2..254)",
+            got=ecc,
         )
     return n
 
@@ -182,40 +180,34 @@ class Writer:
             self._flags = FLAG_ZSTD
         else:
             raise EncodeError(
-                describe(
-                    FMT,
-                    "writer",
-                    field="compress",
-                    detail="unsupported",
-                    expected="zstd | none",
-                    got=compress,
-                )
+                fmt=FMT,
+                obj="writer",
+                field="compress",
+                detail="unsupported",
+                expected="zstd | none",
+                got=compress,
             )
         if digest not in _digest.STYLES:
             raise EncodeError(
-                describe(
-                    FMT,
-                    "writer",
-                    field="digest",
-                    detail="unsupported",
-                    expected=" | ".join(_digest.STYLES),
-                    got=digest,
-                )
+                fmt=FMT,
+                obj="writer",
+                field="digest",
+                detail="unsupported",
+                expected=" | ".join(_digest.STYLES),
+                got=digest,
             )
         self._key = _digest.key_bytes(hmac_key)
         if digest == "hmac-sha256:" and self._key is None:
             raise EncodeError(
-                describe(FMT, "writer", field="digest", detail="hmac-sha256: needs hmac_key")
+                fmt=FMT, obj="writer", field="digest", detail="hmac-sha256: needs hmac_key"
             )
         if isinstance(created_at_unix, bool) or not isinstance(created_at_unix, (int, float)):
             raise EncodeError(
-                describe(
-                    FMT,
-                    "writer",
-                    field="created_at_unix",
-                    detail="not a number",
-                    got=created_at_unix,
-                )
+                fmt=FMT,
+                obj="writer",
+                field="created_at_unix",
+                detail="not a number",
+                got=created_at_unix,
             )
         self.path = os.fspath(path)
         self.level = level
@@ -256,9 +248,9 @@ class Writer:
 
     def _check_open(self) -> None:
         if self._f is None:
-            raise EncodeError(describe(FMT, "writer", detail="not open; use `with Writer(...)`"))
+            raise EncodeError(fmt=FMT, obj="writer", detail="not open; use `with Writer(...)`")
         if self._finalized:
-            raise EncodeError(describe(FMT, "writer", detail="already finalized"))
+            raise EncodeError(fmt=FMT, obj="writer", detail="already finalized")
 
     # -- chunks -----------------------------------------------------------------------------
     def add_chunk(self, name: str, ctype: str, data: Any) -> dict[str, Any]:
@@ -270,31 +262,27 @@ class Writer:
         self._check_open()
         if not isinstance(name, str) or not name:
             raise EncodeError(
-                describe(FMT, "chunk", field="name", detail="not a non-empty str", got=name)
+                fmt=FMT, obj="chunk", field="name", detail="not a non-empty str", got=name
             )
         if name in self._names:
-            raise EncodeError(describe(FMT, f"chunk {name!r}", detail="duplicate chunk name"))
+            raise EncodeError(fmt=FMT, obj=f"chunk {name!r}", detail="duplicate chunk name")
         if not isinstance(ctype, str) or len(ctype) != 4 or not ctype.isascii():
             raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="ctype",
-                    detail="must be 4 ASCII characters",
-                    got=ctype,
-                )
+                fmt=FMT,
+                obj=f"chunk {name!r}",
+                field="ctype",
+                detail="must be 4 ASCII characters",
+                got=ctype,
             )
         raw = _u8view(data)
         if raw.nbytes > MAX_CHUNK_SIZE:
             raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="size",
-                    detail="above MAX_CHUNK_SIZE",
-                    expected=f"<= {MAX_CHUNK_SIZE}",
-                    got=raw.nbytes,
-                )
+                fmt=FMT,
+                obj=f"chunk {name!r}",
+                field="size",
+                detail="above MAX_CHUNK_SIZE",
+                expected=f"<= {MAX_CHUNK_SIZE}",
+                got=raw.nbytes,
             )
         if self._flags == FLAG_ZSTD:
             comp = memoryview(zstd_compress(raw, self.level, threads=self.threads, checksum=False))
@@ -302,14 +290,12 @@ class Writer:
             comp = raw
         if comp.nbytes > MAX_CHUNK_SIZE:
             raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="compressed size",
-                    detail="above MAX_CHUNK_SIZE",
-                    expected=f"<= {MAX_CHUNK_SIZE}",
-                    got=comp.nbytes,
-                )
+                fmt=FMT,
+                obj=f"chunk {name!r}",
+                field="compressed size",
+                detail="above MAX_CHUNK_SIZE",
+                expected=f"<= {MAX_CHUNK_SIZE}",
+                got=comp.nbytes,
             )
         ecc_len = ecc_len_for(comp.nbytes, self.nsym)
         offset = self._f.tell()
@@ -420,30 +406,26 @@ class Writer:
             return self.add_chunk(name, ctype, b"".join(bytes(_u8view(p)) for p in pieces))
         if not isinstance(name, str) or not name:
             raise EncodeError(
-                describe(FMT, "chunk", field="name", detail="not a non-empty str", got=name)
+                fmt=FMT, obj="chunk", field="name", detail="not a non-empty str", got=name
             )
         if name in self._names:
-            raise EncodeError(describe(FMT, f"chunk {name!r}", detail="duplicate chunk name"))
+            raise EncodeError(fmt=FMT, obj=f"chunk {name!r}", detail="duplicate chunk name")
         if not isinstance(ctype, str) or len(ctype) != 4 or not ctype.isascii():
             raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="ctype",
-                    detail="must be 4 ASCII characters",
-                    got=ctype,
-                )
+                fmt=FMT,
+                obj=f"chunk {name!r}",
+                field="ctype",
+                detail="must be 4 ASCII characters",
+                got=ctype,
             )
         if size > MAX_CHUNK_SIZE:
             raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="size",
-                    detail="above MAX_CHUNK_SIZE",
-                    expected=f"<= {MAX_CHUNK_SIZE}",
-                    got=size,
-                )
+                fmt=FMT,
+                obj=f"chunk {name!r}",
+                field="size",
+                detail="above MAX_CHUNK_SIZE",
+                expected=f"<= {MAX_CHUNK_SIZE}",
+                got=size,
             )
         nsym = self.nsym
         ecc_len = ecc_len_for(size, nsym)
@@ -475,7 +457,7 @@ class Writer:
                 carry += bytes(mv[full:])
         if done != size:
             raise EncodeError(
-                describe(FMT, f"chunk {name!r}", field="size", expected=size, got=f">= {done}")
+                fmt=FMT, obj=f"chunk {name!r}", field="size", expected=size, got=f">= {done}"
             )
         if carry:
             parity.append(_parity(memoryview(carry), nsym, nsym, None))
@@ -516,7 +498,7 @@ class Writer:
             src = _digest.manifest_source(md)
         except (TypeError, ValueError) as exc:
             raise EncodeError(
-                describe(FMT, "metadata", detail=f"not JSON-serialisable: {exc}")
+                fmt=FMT, obj="metadata", detail=f"not JSON-serialisable: {exc}"
             ) from exc
         md["manifest_hash"] = _digest.make(sha256_hex(src), self.digest, self._key)
         index = {
@@ -529,14 +511,12 @@ class Writer:
         out = json.dumps(index, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if len(out) > MAX_INDEX_SIZE:
             raise EncodeError(
-                describe(
-                    FMT,
-                    "index",
-                    field="size",
-                    detail="above MAX_INDEX_SIZE",
-                    expected=f"<= {MAX_INDEX_SIZE}",
-                    got=len(out),
-                )
+                fmt=FMT,
+                obj="index",
+                field="size",
+                detail="above MAX_INDEX_SIZE",
+                expected=f"<= {MAX_INDEX_SIZE}",
+                got=len(out),
             )
         return out
 

@@ -26,7 +26,6 @@ from ..errors import (
     TenfoldError,
     TruncatedError,
     UnsupportedError,
-    describe,
 )
 from . import _spec as S
 
@@ -59,14 +58,10 @@ def fail(
     expected: object = None,
     got: object = None,
 ) -> NoReturn:
-    """Raise ``cls`` with tenfold's message form plus ``[rule]``; attach rule/obj/offset."""
-    exc = cls(
-        describe(S.FMT, obj, offset=offset, detail=f"{detail} [{rule}]", expected=expected, got=got)
+    """Raise ``cls`` with tenfold's message form ending in ``[rule]`` (and those attributes)."""
+    raise cls(
+        fmt=S.FMT, obj=obj, offset=offset, detail=detail, expected=expected, got=got, rule=rule
     )
-    exc.rule = rule  # type: ignore[attr-defined]
-    exc.obj = obj  # type: ignore[attr-defined]
-    exc.offset = offset  # type: ignore[attr-defined]
-    raise exc
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ..core.mapped import MappedFile
 from ..core.reader import MappedReader
-from ..errors import FormatError, LimitError, describe
+from ..errors import FormatError, LimitError
 from . import _spec as S
 from ._parse import Tables, fail, parse_ndarray_header, parse_quant, parse_tables
 
@@ -393,15 +393,13 @@ def decode_payload(
     numel = math.prod(shape)
     if numel > limits.max_decoded_bytes:
         raise LimitError(
-            describe(
-                "oinf",
-                obj,
-                offset=off,
-                field="numel",
-                detail="unpacked size above the limit",
-                expected=f"<= {limits.max_decoded_bytes}",
-                got=numel,
-            )
+            fmt="oinf",
+            obj=obj,
+            offset=off,
+            field="numel",
+            detail="unpacked size above the limit",
+            expected=f"<= {limits.max_decoded_bytes}",
+            got=numel,
         )
     src = mf.u8(off, nbytes, obj)
     k = _kernels.load("bitpack")

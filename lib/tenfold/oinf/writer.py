@@ -38,7 +38,7 @@ from .. import _kernels
 from ..core.atomic import atomic_write
 from ..core.dtypes import BFLOAT16, FLOAT8_E5M2
 from ..core.release import release
-from ..errors import EncodeError, describe
+from ..errors import EncodeError
 from . import _spec as S
 from .reader import Bitset
 
@@ -88,7 +88,7 @@ class Uninitialized:
 
 
 def _err(obj: str, detail: str, expected: object = None, got: object = None) -> EncodeError:
-    return EncodeError(describe(S.FMT, obj, detail=detail, expected=expected, got=got))
+    return EncodeError(fmt=S.FMT, obj=obj, detail=detail, expected=expected, got=got)
 
 
 def _check_name(name: object, kind: str) -> str:
