@@ -120,7 +120,11 @@ class TenfoldError(Exception):
         if args:
             first = args[0]
             if len(args) == 1 and isinstance(first, Message):
-                given = {**first.parts, **{k: v for k, v in given.items() if v is not None}}
+                given = {
+                    **given,
+                    **first.parts,
+                    **{k: v for k, v in given.items() if v is not None},
+                }
                 args = (str(first),)
             super().__init__(*args)
         else:

@@ -105,8 +105,11 @@ def detect(path: str | os.PathLike[str]) -> str:
     if info is None:
         known = ", ".join(i.name for i in FORMATS)
         raise FormatError(
-            f"tenfold: {os.fspath(path)}: unknown format; expected the magic of one of "
-            f"{known}, got {head[:8]!r}"
+            fmt="tenfold",
+            obj=os.fspath(path),
+            detail="unknown format",
+            expected=f"the magic of one of {known}",
+            got=head[:8],
         )
     return info.name
 

@@ -89,6 +89,8 @@ def test_describe_carries_parts() -> None:
         36,
         32,
     )
+    assert exc.rule is None and exc.line is None and exc.lines is None and exc.detail is None
+    assert exc.fields() == {**dict.fromkeys(FIELDS), **exc.fields()}
     assert IntegrityError(msg, rule="digest").rule == "digest"
 
 

@@ -73,7 +73,7 @@ def verify_reader(r: Reader) -> Report:
             st = r.load_comp(c.name, tolerate_header=True)
             r.decode(c, st.comp)
         except TenfoldError as exc:
-            rep.add(c.what, ERROR, str(exc), offset=c.offset)
+            rep.add_error(exc, c.what, offset=c.offset)
             continue
         notes = []
         if st.state == "repaired":
@@ -107,7 +107,7 @@ def verify(source: Any, *, hmac_key: str | bytes | None = None, strict: bool = F
             r = Reader(source, strict=strict, hmac_key=hmac_key)
     except TenfoldError as exc:
         rep = Report(FMT, path)
-        rep.add("file", ERROR, str(exc))
+        rep.add_error(exc)
         return rep
     with r:
         return verify_reader(r)

@@ -103,11 +103,6 @@ def _fmt_stats(s: dict[str, Any]) -> str:
     return f"{core} nan={s['nan']} inf={s['inf']}"
 
 
-def _add_exc(report: Report, exc: BaseException) -> None:
-    obj = getattr(exc, "obj", None) or "file"
-    report.add(obj, ERROR, str(exc), offset=getattr(exc, "offset", None))
-
-
 def verify(source: Any, **kw: Any) -> OinfReport:
     """Verify an OINF file (path or buffer); never raises on a damaged file."""
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"
@@ -115,7 +110,7 @@ def verify(source: Any, **kw: Any) -> OinfReport:
     try:
         reader = OinfReader(source, **kw)
     except TenfoldError as exc:
-        _add_exc(report, exc)
+        report.add_error(exc)
         return report
     except OSError as exc:
         report.add("file", ERROR, f"oinf: cannot read: {exc}")
@@ -124,7 +119,7 @@ def verify(source: Any, **kw: Any) -> OinfReport:
         try:
             _verify_open(reader, report)
         except TenfoldError as exc:  # pragma: no cover - the checks below report, not raise
-            _add_exc(report, exc)
+            report.add_error(exc)
         else:  # OINF stores no checksum: the values themselves cannot be checked
             report.unverified.extend(t.name for t in reader.infos() if t.has_data)
     return report
@@ -245,7 +240,7 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
         try:
             value = r._meta_value((key, tag, _flags, nbytes, off, _entry))
         except TenfoldError as exc:
-            _add_exc(rep, exc)
+            rep.add_error(exc)
             continue
         rep.add(obj, OK, f"{S.TAG_NAME[tag]} = {_preview(value)}", offset=off)
 
@@ -279,7 +274,7 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
         try:
             arr = r.tensor(name)
         except TenfoldError as exc:
-            _add_exc(rep, exc)
+            rep.add_error(exc)
             continue
         st = tensor_stats(arr)
         st.update({"dtype": S.TAG_NAME[tag], "shape": list(shape), "bytes": nbytes})

@@ -170,7 +170,7 @@ def verify(
     try:
         idx = Index.open(path)
     except (TenfoldError, OSError) as exc:
-        rep.add("index", ERROR, str(exc))
+        rep.add_error(exc, "index")
         return rep
     with idx:
         rep.summary.update(
@@ -223,7 +223,7 @@ def verify(
             else:
                 rep.add("flags", OK, "contiguous" if contiguous else "interleaved")
         except TenfoldError as exc:
-            rep.add("rows", ERROR, str(exc))
+            rep.add_error(exc, "rows")
             return rep
         if root is None and fold is None:
             root, fold = os.path.dirname(os.path.abspath(path)), Path(path).stem
@@ -236,7 +236,7 @@ def verify(
                 return rep
             stale = stale_shards(idx, root, fold, sample=sample)
         except (TenfoldError, OSError) as exc:
-            rep.add("shards", ERROR, str(exc))
+            rep.add_error(exc, "shards")
             return rep
         for name, why in stale.items():
             rep.add(f"shard {name}", WARNING if "no rows" in why else ERROR, f"stale: {why}")
