@@ -13,14 +13,13 @@ import math
 import os
 from collections.abc import Iterable
 
-from ..errors import FormatError, LimitError, TruncatedError
+from ..errors import FormatError, LimitError
 
 __all__ = [
     "Limits",
     "DEFAULT_LIMITS",
     "Budget",
     "MAX_ARRAY_BYTES",
-    "check_range",
     "check_limit",
     "align_up",
     "checked_numel",
@@ -125,44 +124,6 @@ decode budget of this call; expected <= 40 more (budget 100), got 60
                 got=nbytes,
             )
         self.used += nbytes
-
-
-def check_range(
-    fmt: str, what: str, offset: int, length: int, size: int, *, start: int = 0
-) -> None:
-    """Check that ``[offset, offset + length)`` lies within ``[start, size)``.
-
-    Raises :class:`TruncatedError` when the range runs past ``size`` and :class:`FormatError`
-    when it starts before ``start`` or a field is negative.
-
-    >>> check_range("zt", "tensor 'a'", 64, 16, 100)
-    >>> check_range("zt", "tensor 'a'", 64, 64, 100)
-    Traceback (most recent call last):
-    ...
-    tenfold.errors.TruncatedError: zt: tensor 'a' at offset 0x40: ends past end of file; \
-expected end <= 100, got 128
-    """
-    if offset < 0 or length < 0:
-        raise FormatError(fmt=fmt, obj=what, detail=f"negative offset {offset} or length {length}")
-    if offset < start:
-        raise FormatError(
-            fmt=fmt,
-            obj=what,
-            offset=offset,
-            detail="starts before its region",
-            expected=f">= {start}",
-            got=offset,
-        )
-    end = offset + length
-    if end > size:
-        raise TruncatedError(
-            fmt=fmt,
-            obj=what,
-            offset=offset,
-            detail="ends past end of file",
-            expected=f"end <= {size}",
-            got=end,
-        )
 
 
 def check_limit(

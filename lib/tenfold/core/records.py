@@ -88,11 +88,13 @@ class Record:
         self.name = name
         self.dtype = record(name, fields, itemsize)
         self.size = itemsize
-        dt_fields = self.dtype.fields or {}
+        dt_fields: dict[str, Any] = dict(self.dtype.fields or {})
         order = {np.dtype(f[1]).byteorder for f in fields if np.dtype(f[1]).byteorder in "<>"}
         if len(order) > 1:
             raise AssertionError(f"record {name}: mixed byte orders")
-        code, names, pos = [order.pop() if order else "<"], [], 0
+        code: list[str] = [order.pop() if order else "<"]
+        names: list[str] = []
+        pos = 0
         for fname in self.dtype.names or ():
             fdt, off = dt_fields[fname][:2]
             if off > pos:
@@ -118,7 +120,8 @@ class Record:
 
     def field_size(self, field: str) -> int:
         """Size in bytes of ``field``."""
-        return int((self.dtype.fields or {})[field][0].itemsize)
+        fields: dict[str, Any] = dict(self.dtype.fields or {})
+        return int(fields[field][0].itemsize)
 
     def pack(self, *values: object) -> bytes:
         """The record's bytes from its values, in field order."""

@@ -29,7 +29,7 @@ from ..errors import FormatError, LimitError
 from . import _spec as S
 from ._parse import Tables, fail, parse_ndarray_header, parse_quant, parse_tables
 
-__all__ = ["OinfReader", "TensorInfo", "MetadataInfo", "QuantParams", "Bitset", "open_reader"]
+__all__ = ["OinfReader", "TensorInfo", "MetadataInfo", "QuantParams", "Bitset"]
 
 
 class Bitset:
@@ -436,7 +436,3 @@ def _readonly(arr: np.ndarray) -> np.ndarray:
     if arr.flags.writeable:  # an empty array is a fresh one: keep the read-only contract
         arr.flags.writeable = False
     return arr
-
-
-def open_reader(source: Any, **kw: Any) -> OinfReader:
-    return OinfReader(source, **kw)
