@@ -180,7 +180,7 @@ class Reader(MappedReader, Mapping[str, Any]):
                 expected=f">= {HEADER_LEN} bytes",
                 got=mf.size,
             )
-        hdr = mf.records(HEADER, 1, 0, "header")[0]
+        hdr = mf.records(HEADER.dtype, 1, 0, "header")[0]
         magic = bytes(hdr["magic"].tobytes()).ljust(8, b"\0")
         if magic != MAGIC:
             raise FormatError(
@@ -198,7 +198,7 @@ class Reader(MappedReader, Mapping[str, Any]):
             raise FormatError(
                 fmt=FMT,
                 obj="header",
-                offset=8,
+                offset=HEADER.offset("header_len"),
                 field="header_len",
                 expected=HEADER_LEN,
                 got=header_len,
@@ -207,7 +207,7 @@ class Reader(MappedReader, Mapping[str, Any]):
             raise FormatError(
                 fmt=FMT,
                 obj="header",
-                offset=12,
+                offset=HEADER.offset("index_off"),
                 field="index_off",
                 detail="before the end of the header (unfinalized file?)",
                 expected=f">= {HEADER_LEN}",
@@ -217,7 +217,7 @@ class Reader(MappedReader, Mapping[str, Any]):
             raise LimitError(
                 fmt=FMT,
                 obj="header",
-                offset=20,
+                offset=HEADER.offset("index_len"),
                 field="index_len",
                 detail="above MAX_INDEX_SIZE",
                 expected=f"<= {MAX_INDEX_SIZE}",
@@ -496,7 +496,7 @@ class Reader(MappedReader, Mapping[str, Any]):
                 got=c.offset,
             )
         mf.check(c.offset, CHUNK_HEADER_LEN, f"{c.what} header")
-        rec = mf.records(CHUNK_HEADER, 1, c.offset, f"{c.what} header")[0]
+        rec = mf.records(CHUNK_HEADER.dtype, 1, c.offset, f"{c.what} header")[0]
         h = {
             "ctype": rec["ctype"].tobytes().ljust(4, b"\0").decode("latin-1"),
             "flags": int(rec["flags"]),
@@ -506,12 +506,12 @@ class Reader(MappedReader, Mapping[str, Any]):
             "ecc_len": int(rec["ecc_len"]),
         }
         src: Any = c.__dict__ if tolerate else h
-        for field, rel in (("uncomp_len", 8), ("comp_len", 16), ("ecc_len", 28)):
+        for field in ("uncomp_len", "comp_len", "ecc_len"):
             if src[field] > MAX_CHUNK_SIZE:
                 raise LimitError(
                     fmt=FMT,
                     obj=c.what,
-                    offset=c.offset + rel,
+                    offset=c.offset + CHUNK_HEADER.offset(field),
                     field=field,
                     detail="above MAX_CHUNK_SIZE",
                     expected=f"<= {MAX_CHUNK_SIZE}",
@@ -541,23 +541,14 @@ class Reader(MappedReader, Mapping[str, Any]):
 
     def _check_header(self, c: ChunkInfo, h: dict[str, Any]) -> list[str]:
         """Fields where the binary header disagrees with the index (raise unless asked not to)."""
-        rel = {"ctype": 0, "flags": 4, "uncomp_len": 8, "comp_len": 16, "crc32c": 24, "ecc_len": 28}
-        return [f for f in rel if h[f] != getattr(c, f)]
+        return [f for f in CHUNK_HEADER.names if h[f] != getattr(c, f)]
 
     def _header_error(self, c: ChunkInfo, h: dict[str, Any], field: str) -> Exception:
-        rel = {
-            "ctype": 0,
-            "flags": 4,
-            "uncomp_len": 8,
-            "comp_len": 16,
-            "crc32c": 24,
-            "ecc_len": 28,
-        }[field]
         cls = IntegrityError if field == "crc32c" else FormatError
         return cls(
             fmt=FMT,
             obj=c.what,
-            offset=c.offset + rel,
+            offset=c.offset + CHUNK_HEADER.offset(field),
             field=f"header {field}",
             detail="disagrees with the index",
             expected=getattr(c, field),
@@ -717,7 +708,7 @@ class Reader(MappedReader, Mapping[str, Any]):
             raise UnsupportedError(
                 fmt=FMT,
                 obj=c.what,
-                offset=c.offset + 4,
+                offset=c.offset + CHUNK_HEADER.offset("flags"),
                 field="flags",
                 detail="unknown compression",
                 expected="0 (none) | 1 (zstd)",
@@ -727,7 +718,7 @@ class Reader(MappedReader, Mapping[str, Any]):
             raise LimitError(
                 fmt=FMT,
                 obj=c.what,
-                offset=c.offset + 8,
+                offset=c.offset + CHUNK_HEADER.offset("uncomp_len"),
                 field="uncomp_len",
                 detail="above MAX_CHUNK_SIZE",
                 expected=f"<= {MAX_CHUNK_SIZE}",

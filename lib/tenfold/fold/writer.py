@@ -12,7 +12,6 @@ import concurrent.futures
 import contextlib
 import json
 import os
-import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -27,11 +26,13 @@ from ..core.prealloc import preallocate, start_writeback
 from ..errors import EncodeError
 from . import _digest, _payloads
 from ._spec import (
+    CHUNK_HEADER,
     CHUNK_HEADER_LEN,
     FLAG_NONE,
     FLAG_ZSTD,
     FMT,
     FORMAT_NAME,
+    HEADER,
     HEADER_LEN,
     MAGIC,
     MAX_CHUNK_SIZE,
@@ -230,7 +231,7 @@ class Writer:
         self._f = stack.enter_context(atomic_write(self.path, fsync=self._fsync))
         self._pool = stack.enter_context(parallel.scoped(2, "tenfold-fold-write"))
         self._stack = stack
-        self._f.write(struct.pack(">8sIQQ", MAGIC, HEADER_LEN, 0, 0))
+        self._f.write(HEADER.pack(MAGIC, HEADER_LEN, 0, 0))
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -326,9 +327,7 @@ class Writer:
         return dict(entry)
 
     def _chunk_header(self, ctype: str, uncomp: int, comp: int, crc: int, ecc_len: int) -> bytes:
-        return struct.pack(
-            ">4sIQQII", ctype.encode("ascii"), self._flags, uncomp, comp, crc, ecc_len
-        )
+        return CHUNK_HEADER.pack(ctype.encode("ascii"), self._flags, uncomp, comp, crc, ecc_len)
 
     def _write_large(
         self, ctype: str, uncomp: int, comp: memoryview, ecc_len: int, offset: int
@@ -530,7 +529,7 @@ class Writer:
         index_off = self._f.tell()
         self._f.write(index)
         self._f.seek(0)
-        self._f.write(struct.pack(">8sIQQ", MAGIC, HEADER_LEN, index_off, len(index)))
+        self._f.write(HEADER.pack(MAGIC, HEADER_LEN, index_off, len(index)))
         self._f.seek(0, os.SEEK_END)
         self._finalized = True
 

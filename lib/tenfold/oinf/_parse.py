@@ -20,6 +20,7 @@ import numpy as np
 from .. import _kernels
 from ..core.bounds import DEFAULT_LIMITS, Limits, checked_numel
 from ..core.mapped import MappedFile
+from ..core.records import Record
 from ..errors import (
     FormatError,
     LimitError,
@@ -29,15 +30,22 @@ from ..errors import (
 )
 from . import _spec as S
 
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
-_III = struct.Struct("<III")
-_IIQQ = struct.Struct("<IIQQ")
-_QQ = struct.Struct("<QQ")
-_QQQQ = struct.Struct("<QQQQ")
-_II = struct.Struct("<II")
-_HEADER = struct.Struct(S.HEADER_STRUCT)
-_QUANT = struct.Struct(S.QUANT_STRUCT)
+# The records of _spec as structs (bound once: these run per table entry).
+_U32 = S.STRING_LEN.struct
+_U64 = S.SIZEVAR_VALUE.struct
+_III = S.TENSOR_ENTRY.struct
+_IIQQ = S.METADATA_ENTRY.struct
+_QQ = S.TENSOR_DATA.struct
+_QQQQ = S.TENSOR_DATA_V2.struct
+_BITSET = S.BITSET_HEAD.struct
+_NDARRAY = S.NDARRAY_HEAD.struct
+_HEADER = S.HEADER.struct
+_QUANT = S.QUANT.struct
+_H = S.HEADER.offset
+_TE = S.TENSOR_ENTRY
+_ME = S.METADATA_ENTRY
+_TD = S.TENSOR_DATA_V2
+_Q = S.QUANT.offset
 _DIMS: dict[int, struct.Struct] = {}
 _TENSOR_TAGS = S.TENSOR_TAGS
 _EIGHTHS = np.zeros(max(S.TAG_NAME) + 1, np.float64)
@@ -113,14 +121,22 @@ def parse_header(mf: MappedFile) -> Header:
         fail(FormatError, "magic", "header", 0, "bad magic", S.MAGIC, fields[0])
     h = Header(*fields[1:])
     if h.version not in S.VERSIONS:
-        fail(UnsupportedError, "version", "header", 5, "unsupported version", "1 or 2", h.version)
+        fail(
+            UnsupportedError,
+            "version",
+            "header",
+            _H("version"),
+            "unsupported version",
+            "1 or 2",
+            h.version,
+        )
     if h.file_size != size:
         cls = TruncatedError if h.file_size > size else FormatError
         fail(
             cls,
             "file-size",
             "header",
-            61,
+            _H("file_size"),
             "file_size field does not match the file length",
             size,
             h.file_size,
@@ -133,7 +149,7 @@ def parse_header(mf: MappedFile) -> Header:
                 FormatError,
                 "offsets-ascending",
                 "header",
-                29 + 8 * i,
+                _H(names[i]),
                 f"{names[i]} after {names[i + 1]}",
                 f"<= {offs[i + 1]}",
                 offs[i],
@@ -144,7 +160,7 @@ def parse_header(mf: MappedFile) -> Header:
                 FormatError,
                 "section-aligned",
                 "header",
-                29 + 8 * i,
+                _H(names[i]),
                 f"{names[i]} not 8-aligned",
                 "multiple of 8",
                 offs[i],
@@ -154,7 +170,7 @@ def parse_header(mf: MappedFile) -> Header:
             FormatError,
             "section-bounds",
             "header",
-            29,
+            _H("offset_sizevars"),
             "offset_sizevars overlaps the header",
             f">= {S.HEADER_PADDED}",
             h.offset_sizevars,
@@ -195,7 +211,7 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
             LimitError,
             "limit",
             "header",
-            53,
+            _H("offset_data"),
             "tables larger than the limit",
             f"<= {limits.max_index_bytes}",
             h.offset_data,
@@ -208,7 +224,7 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
         h.offset_sizevars,
         h.offset_metadata,
         S.MIN_SIZEVAR_ENTRY,
-        13,
+        _H("n_sizevars"),
         limits,
     )
     _check_count(
@@ -217,7 +233,7 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
         h.offset_metadata,
         h.offset_tensors,
         S.MIN_METADATA_ENTRY,
-        17,
+        _H("n_metadata"),
         limits,
     )
     _check_count(
@@ -225,8 +241,8 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
         "tensors",
         h.offset_tensors,
         h.offset_data,
-        S.MIN_TENSOR_ENTRY + (16 if v2 else 0),
-        21,
+        S.MIN_TENSOR_ENTRY + (S.TENSOR_DATA_V2.size - S.TENSOR_DATA.size if v2 else 0),
+        _H("n_tensors"),
         limits,
     )
     names: list[bytes] = []
@@ -344,10 +360,15 @@ def _gather(u8: np.ndarray, pos: np.ndarray, nbytes: int, dtype: str) -> np.ndar
     return np.ascontiguousarray(u8[idx]).view(dtype).reshape(-1)
 
 
+def _column(u8: np.ndarray, starts: np.ndarray, rec: Record, field: str) -> np.ndarray:
+    """Field ``field`` of the record ``rec`` at each of the byte positions ``starts``."""
+    return _gather(u8, starts + rec.offset(field), rec.field_size(field), rec.dtype[field].str)
+
+
 def _walk_tensors_slow(blob: bytes, h: Header, limits: Limits) -> None:
     """Walk the tensor table in Python to name the first entry that runs past its table."""
     pos, end = h.offset_tensors, h.offset_data
-    tail_size = 32 if h.version == 2 else 16
+    tail_size = (S.TENSOR_DATA_V2 if h.version == 2 else S.TENSOR_DATA).size
     for i in range(h.n_tensors):
         if pos + 4 > end:
             fail(
@@ -371,7 +392,7 @@ def _walk_tensors_slow(blob: bytes, h: Header, limits: Limits) -> None:
                 pos + 4 + ln,
             )
         q = pos + ((ln + 11) & ~7)
-        if q + 12 > end:
+        if q + _TE.size > end:
             fail(
                 TruncatedError,
                 "table-bounds",
@@ -379,26 +400,26 @@ def _walk_tensors_slow(blob: bytes, h: Header, limits: Limits) -> None:
                 pos,
                 "entry runs past its table",
                 f"end <= {end}",
-                q + 12,
+                q + _TE.size,
             )
-        (nd,) = _U32.unpack_from(blob, q + 4)
+        (nd,) = _U32.unpack_from(blob, q + _TE.offset("ndim"))
         if nd > limits.max_ndim:
             fail(
                 LimitError,
                 "tensor-ndim",
                 f"tensor #{i}",
-                q + 4,
+                q + _TE.offset("ndim"),
                 "ndim above limit",
                 f"<= {limits.max_ndim}",
                 nd,
             )
-        pos = q + 12 + 8 * nd + tail_size
+        pos = q + _TE.size + 8 * nd + tail_size
         if pos > end:
             fail(
                 TruncatedError,
                 "table-bounds",
                 f"tensor #{i}",
-                q + 12,
+                q + _TE.size,
                 "dims run past its table",
                 f"end <= {end}",
                 pos,
@@ -423,9 +444,9 @@ def _tensor_rows(
     u8 = np.frombuffer(blob, np.uint8)
     st = np.array(starts, np.int64)
     q = st + ((np.array(lns, np.int64) + 11) & ~7)
-    tags = _gather(u8, q, 4, "<u4")
-    flags = _gather(u8, q + 8, 4, "<u4")
-    dpos = q + 12
+    tags = _column(u8, q, _TE, "dtype")
+    flags = _column(u8, q, _TE, "flags")
+    dpos = q + _TE.size
     total = int(nd.sum())
     if total:
         first = np.repeat(np.cumsum(nd) - nd, nd)
@@ -434,11 +455,11 @@ def _tensor_rows(
     else:
         flat = []
     tpos = dpos + 8 * nd
-    nbytes = _gather(u8, tpos, 8, "<u8")
-    offs = _gather(u8, tpos + 8, 8, "<u8")
+    nbytes = _column(u8, tpos, S.TENSOR_DATA_V2, "data_nbytes")
+    offs = _column(u8, tpos, S.TENSOR_DATA_V2, "data_offset")
     if v2:
-        qn = _gather(u8, tpos + 16, 8, "<u8")
-        qo = _gather(u8, tpos + 24, 8, "<u8")
+        qn = _column(u8, tpos, S.TENSOR_DATA_V2, "quant_nbytes")
+        qo = _column(u8, tpos, S.TENSOR_DATA_V2, "quant_offset")
     else:
         qn = qo = np.zeros(n, np.uint64)
     shapes: list[tuple[int, ...]]
@@ -579,7 +600,15 @@ def _check_metadata(
     obj = f"metadata {key!r}"
     f0 = S.align8(4 + len(key))  # fields start after the padded key
     if flags != 0:
-        fail(FormatError, "metadata-flags", obj, entry + f0 + 4, "value_flags must be 0", 0, flags)
+        fail(
+            FormatError,
+            "metadata-flags",
+            obj,
+            entry + f0 + _ME.offset("value_flags"),
+            "value_flags must be 0",
+            0,
+            flags,
+        )
     if tag not in S.METADATA_TAGS:
         fail(
             UnsupportedError,
@@ -590,14 +619,14 @@ def _check_metadata(
             "a ValueType tag",
             tag,
         )
-    _payload_bounds(h, obj, entry, f0 + 16, off, nbytes, "value")
+    _payload_bounds(h, obj, entry, f0 + _ME.offset("value_offset"), off, nbytes, "value")
     if tag in S.SCALAR_NBYTES:
         if nbytes != S.SCALAR_NBYTES[tag]:
             fail(
                 FormatError,
                 "metadata-nbytes",
                 obj,
-                entry + f0 + 8,
+                entry + f0 + _ME.offset("value_nbytes"),
                 f"{S.TAG_NAME[tag]} scalar value_nbytes mismatch",
                 S.SCALAR_NBYTES[tag],
                 nbytes,
@@ -612,7 +641,7 @@ def _check_metadata(
                 FormatError,
                 "string-nbytes",
                 obj,
-                entry + f0 + 8,
+                entry + f0 + _ME.offset("value_nbytes"),
                 "STRING value_nbytes is not the padded string size",
                 S.align8(4 + n),
                 nbytes,
@@ -632,7 +661,7 @@ def _check_metadata(
     if tag == S.BITSET:
         if nbytes < 8:
             fail(FormatError, "bitset-nbytes", obj, off, "BITSET payload too small", ">= 8", nbytes)
-        bit_count, byte_count = _II.unpack_from(mf.bytes(off, 8, obj), 0)
+        bit_count, byte_count = _BITSET.unpack_from(mf.bytes(off, 8, obj), 0)
         if byte_count != (bit_count + 7) // 8:
             fail(
                 FormatError,
@@ -648,14 +677,14 @@ def _check_metadata(
                 FormatError,
                 "bitset-nbytes",
                 obj,
-                entry + f0 + 8,
+                entry + f0 + _ME.offset("value_nbytes"),
                 "BITSET value_nbytes is not the padded size",
                 S.align8(8 + byte_count),
                 nbytes,
             )
         return
     # NDARRAY
-    parse_ndarray_header(mf, obj, off, nbytes, entry + f0 + 8, limits)
+    parse_ndarray_header(mf, obj, off, nbytes, entry + f0 + _ME.offset("value_nbytes"), limits)
 
 
 def parse_ndarray_header(
@@ -664,7 +693,7 @@ def parse_ndarray_header(
     """Validate an NDARRAY payload; return (element tag, shape, data offset, data nbytes)."""
     if nbytes < 8:
         fail(FormatError, "ndarray-nbytes", obj, off, "NDARRAY payload too small", ">= 8", nbytes)
-    etag, ndim = _II.unpack_from(mf.bytes(off, 8, obj), 0)
+    etag, ndim = _NDARRAY.unpack_from(mf.bytes(off, 8, obj), 0)
     if etag not in S.NDARRAY_ELEMENT_TAGS:
         fail(
             UnsupportedError,
@@ -719,7 +748,7 @@ def _checked_shape(obj: str, shape: tuple[int, ...], tag: int, offset: int, limi
             S.FMT, obj, shape, limits, itemsize=dt.itemsize if dt else 1, offset=offset
         )
     except TenfoldError as exc:
-        detail = str(exc).split(": ", 2)[-1].split(";")[0]  # e.g. "shape: dimension out of range"
+        detail = f"{exc.field}: {exc.detail}"  # e.g. "shape: dimension out of range"
         fail(
             type(exc),
             "tensor-shape",
@@ -740,7 +769,7 @@ def _check_tensor(
     name, tag, shape, flags, nbytes, off, entry, qn, qo = t
     obj = f"tensor {name!r}"
     f0 = entry + S.align8(4 + len(name))
-    fnb = f0 + 12 + 8 * len(shape)  # data_nbytes field
+    fnb = f0 + _TE.size + 8 * len(shape)  # data_nbytes field
     if tag not in S.TENSOR_TAGS:
         cls = FormatError if tag in S.TAG_NAME else UnsupportedError
         fail(
@@ -752,14 +781,14 @@ def _check_tensor(
             "a numeric, bool, bf16, f8, packed or bitset tag",
             tag,
         )
-    _checked_shape(obj, shape, tag, f0 + 12, limits)
+    _checked_shape(obj, shape, tag, f0 + _TE.size, limits)
     known = S.HAS_DATA | (S.HAS_QUANT if h.version == 2 else 0)
     if h.version == 2 and flags & ~known:
         fail(
             FormatError,
             "tensor-flags",
             obj,
-            f0 + 8,
+            f0 + _TE.offset("flags"),
             "unknown tensor flag bits",
             f"bits within {known:#x}",
             flags,
@@ -776,7 +805,7 @@ def _check_tensor(
                 f"{off}, {nbytes}",
             )
     else:
-        _payload_bounds(h, obj, entry, fnb + 8 - entry, off, nbytes, "data")
+        _payload_bounds(h, obj, entry, fnb + _TD.offset("data_offset") - entry, off, nbytes, "data")
         expected = S.element_nbytes(tag, math.prod(shape))
         if nbytes != expected:
             fail(FormatError, "data-nbytes", obj, fnb, "data_nbytes mismatch", expected, nbytes)
@@ -787,14 +816,16 @@ def _check_tensor(
                     FormatError,
                     "noquant-zero",
                     obj,
-                    fnb + 16,
+                    fnb + _TD.offset("quant_nbytes"),
                     "tensor without quant must have zero quant_offset and quant_nbytes",
                     "0, 0",
                     f"{qo}, {qn}",
                 )
         else:
-            _payload_bounds(h, obj, entry, fnb + 24 - entry, qo, qn, "quant")
-            parse_quant(mf, obj, shape, qo, qn, fnb + 16)
+            _payload_bounds(
+                h, obj, entry, fnb + _TD.offset("quant_offset") - entry, qo, qn, "quant"
+            )
+            parse_quant(mf, obj, shape, qo, qn, fnb + _TD.offset("quant_nbytes"))
 
 
 def parse_quant(
@@ -811,19 +842,43 @@ def parse_quant(
             f">= {S.QUANT_HEADER_SIZE}",
             qn,
         )
-    q = _QUANT.unpack(mf.bytes(qo, S.QUANT_HEADER_SIZE, obj))
+    q = _QUANT.unpack(mf.bytes(qo, S.QUANT.size, obj))
     scheme, smode, zmode, reserved, saxis, scount, zaxis, zcount = q
     if reserved:
-        fail(FormatError, "quant-reserved", obj, qo + 12, "quant reserved must be 0", 0, reserved)
+        fail(
+            FormatError,
+            "quant-reserved",
+            obj,
+            qo + _Q("reserved"),
+            "quant reserved must be 0",
+            0,
+            reserved,
+        )
     if scheme not in (1, 2):
         fail(FormatError, "quant-scheme", obj, qo, "unknown quant scheme", "1 or 2", scheme)
     if smode not in (1, 2):
-        fail(FormatError, "quant-scale-mode", obj, qo + 4, "unknown scale_mode", "1 or 2", smode)
+        fail(
+            FormatError,
+            "quant-scale-mode",
+            obj,
+            qo + _Q("scale_mode"),
+            "unknown scale_mode",
+            "1 or 2",
+            smode,
+        )
     if zmode not in (0, 1, 2):
-        fail(FormatError, "quant-zp-mode", obj, qo + 8, "unknown zp_mode", "0, 1 or 2", zmode)
-    for mode, axis, count, name, base in (
-        (smode, saxis, scount, "scale", 16),
-        (zmode, zaxis, zcount, "zp", 32),
+        fail(
+            FormatError,
+            "quant-zp-mode",
+            obj,
+            qo + _Q("zp_mode"),
+            "unknown zp_mode",
+            "0, 1 or 2",
+            zmode,
+        )
+    for mode, axis, count, name, prefix in (
+        (smode, saxis, scount, "scale", "scale"),
+        (zmode, zaxis, zcount, "zp", "zp"),
     ):
         if mode == 2:
             if axis >= len(shape):
@@ -831,7 +886,7 @@ def parse_quant(
                     FormatError,
                     "quant-axis",
                     obj,
-                    qo + base,
+                    qo + _Q(f"{prefix}_axis"),
                     f"per-channel {name} axis out of range",
                     f"< {len(shape)}",
                     axis,
@@ -844,7 +899,7 @@ def parse_quant(
                 FormatError,
                 "quant-count",
                 obj,
-                qo + base + 8,
+                qo + _Q(f"{prefix}_count"),
                 f"{name}_count mismatch",
                 want,
                 count,

@@ -306,15 +306,16 @@ def _metadata_used(c: _Checker, tag: int, off: int, nbytes: int, obj: str) -> tu
     element rules; and whether the value decodes."""
     mf = c.mf
     if tag == S.STRING:
-        (n,) = struct.unpack("<I", mf.bytes(off, 4, obj))
+        (n,) = S.STRING_LEN.unpack(mf.bytes(off, S.STRING_LEN.size, obj))
         return 4 + n, True
     if tag == S.BITSET:
-        bit_count, byte_count = struct.unpack("<II", mf.bytes(off, 8, obj))
+        bit_count, byte_count = S.BITSET_HEAD.unpack(mf.bytes(off, S.BITSET_HEAD.size, obj))
         c.tail(off + 8, byte_count, bit_count, 1, obj)
         return 8 + byte_count, True
     if tag == S.NDARRAY:
-        etag, ndim = struct.unpack("<II", mf.bytes(off, 8, obj))
-        shape = struct.unpack(f"<{ndim}Q", mf.bytes(off + 8, 8 * ndim, obj)) if ndim else ()
+        etag, ndim = S.NDARRAY_HEAD.unpack(mf.bytes(off, S.NDARRAY_HEAD.size, obj))
+        dims = mf.bytes(off + S.NDARRAY_HEAD.size, 8 * ndim, obj)
+        shape = struct.unpack(f"<{ndim}Q", dims) if ndim else ()
         numel = math.prod(shape)
         dnb = S.element_nbytes(etag, numel)
         ok = c.elements(etag, off + 8 + 8 * ndim, dnb, numel, obj)

@@ -13,7 +13,6 @@ made up for them.
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -345,10 +344,10 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
         mf = self._mf
         obj = f"metadata {key!r}"
         if tag == S.STRING:
-            (n,) = struct.unpack("<I", mf.bytes(off, 4, obj))
+            (n,) = S.STRING_LEN.unpack(mf.bytes(off, S.STRING_LEN.size, obj))
             return mf.bytes(off + 4, n, obj).decode("ascii")
         if tag == S.BITSET:
-            bit_count, byte_count = struct.unpack("<II", mf.bytes(off, 8, obj))
+            bit_count, byte_count = S.BITSET_HEAD.unpack(mf.bytes(off, S.BITSET_HEAD.size, obj))
             return Bitset(bit_count=bit_count, data=mf.bytes(off + 8, byte_count, obj))
         if tag == S.NDARRAY:
             etag, shape, doff, dnb = parse_ndarray_header(mf, obj, off, nbytes, off, self.limits)

@@ -100,7 +100,7 @@ def _check_name(name: object, kind: str) -> str:
 def _string(value: str) -> bytes:
     raw = value.encode("ascii")
     n = 4 + len(raw)
-    return struct.pack("<I", len(raw)) + raw + _PAD[: S.align8(n) - n]
+    return S.STRING_LEN.pack(len(raw)) + raw + _PAD[: S.align8(n) - n]
 
 
 def _resolve_tag(dtype: Any, obj: str) -> int:
@@ -330,7 +330,7 @@ def _smallest_int(lo: int, hi: int) -> int:
 
 
 def _ndarray_payload(arr: np.ndarray, tag: int, obj: str) -> bytes:
-    head = struct.pack(f"<II{arr.ndim}Q", tag, arr.ndim, *arr.shape)
+    head = S.NDARRAY_HEAD.pack(tag, arr.ndim) + struct.pack(f"<{arr.ndim}Q", *arr.shape)
     body = b"".join(bytes(memoryview(c).cast("B")) for c in encode_chunks(arr, tag, obj))
     n = len(head) + len(body)
     return head + body + _PAD[: S.align8(n) - n]
@@ -348,7 +348,7 @@ def _metadata_payload(key: str, value: Any) -> tuple[int, bytes]:
             raise _err(obj, "invalid STRING value", "[A-Za-z0-9._-]+", value)
         return S.STRING, _string(value)
     if isinstance(value, Bitset):
-        head = struct.pack("<II", value.bit_count, len(value.data))
+        head = S.BITSET_HEAD.pack(value.bit_count, len(value.data))
         n = 8 + len(value.data)
         return S.BITSET, head + value.data + _PAD[: S.align8(n) - n]
     if isinstance(value, (int, np.integer)):
@@ -500,9 +500,12 @@ def write(
         for n in order(tensors or {})
     ]
 
-    sv_table = b"".join(_string(n) + struct.pack("<Q", v) for n, v in sv)
-    md_size = sum(S.align8(4 + len(k)) + 24 for k, _, _ in md)
-    t_size = sum(S.align8(4 + len(p.name)) + 12 + 8 * len(p.shape) + 16 for p in plans)
+    sv_table = b"".join(_string(n) + S.SIZEVAR_VALUE.pack(v) for n, v in sv)
+    md_size = sum(S.align8(4 + len(k)) + S.METADATA_ENTRY.size for k, _, _ in md)
+    t_size = sum(
+        S.align8(4 + len(p.name)) + S.TENSOR_ENTRY.size + 8 * len(p.shape) + S.TENSOR_DATA.size
+        for p in plans
+    )
     off_sv = S.HEADER_PADDED
     off_md = S.align8(off_sv + len(sv_table))
     off_t = S.align8(off_md + md_size)
@@ -510,27 +513,20 @@ def write(
     cursor = off_data
     md_parts = []
     for key, tag, payload in md:
-        md_parts.append(_string(key) + struct.pack("<IIQQ", tag, 0, len(payload), cursor))
+        md_parts.append(_string(key) + S.METADATA_ENTRY.pack(tag, 0, len(payload), cursor))
         cursor += S.align8(len(payload))
     t_parts = []
     for p in plans:
         has = p.arr is not None
         t_parts.append(
             _string(p.name)
-            + struct.pack(
-                f"<III{len(p.shape)}QQQ",
-                p.tag,
-                len(p.shape),
-                1 if has else 0,
-                *p.shape,
-                p.nbytes,
-                cursor if has else 0,
-            )
+            + S.TENSOR_ENTRY.pack(p.tag, len(p.shape), S.HAS_DATA if has else 0)
+            + struct.pack(f"<{len(p.shape)}Q", *p.shape)
+            + S.TENSOR_DATA.pack(p.nbytes, cursor if has else 0)
         )
         if has:
             cursor += S.align8(p.nbytes)
-    header = struct.pack(
-        S.HEADER_STRUCT,
+    header = S.HEADER.pack(
         S.MAGIC,
         S.WRITE_VERSION,
         0,

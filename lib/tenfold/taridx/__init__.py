@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.report import ERROR, INFO, OK, WARNING, Report
 from ..errors import EncodeError, TenfoldError, describe
-from ._spec import FMT, HDR_SIZE, ROW_DT
+from ._spec import FMT, HDR_SIZE, HEADER, ROW_DT
 from .build import build, scan_shard, shard_paths, stale_shards
 from .dataset import Dataset, EpochSampler, epoch_order
 from .reader import Index, Samples
@@ -198,7 +198,7 @@ def verify(
                     describe(
                         FMT,
                         "header",
-                        offset=16,
+                        offset=HEADER.offset("n_stems"),
                         field="n_stems",
                         expected=distinct,
                         got=idx.n_stems,
@@ -214,7 +214,7 @@ def verify(
                     describe(
                         FMT,
                         "header",
-                        offset=56,
+                        offset=HEADER.offset("flags"),
                         field="flags bit 0",
                         expected=int(contiguous),
                         got=int(idx.is_contiguous),
