@@ -123,6 +123,18 @@ def _pwrite_all(fd: int, buf: memoryview, offset: int, writeback: bool = False) 
         done = piece
 
 
+def _check_size(name: str, field: str, n: int) -> None:
+    if n > MAX_CHUNK_SIZE:
+        raise EncodeError(
+            fmt=FMT,
+            obj=f"chunk {name!r}",
+            field=field,
+            detail="above MAX_CHUNK_SIZE",
+            expected=f"<= {MAX_CHUNK_SIZE}",
+            got=n,
+        )
+
+
 class Writer:
     """Write a FOLD / MIND file.
 
@@ -254,13 +266,8 @@ class Writer:
             raise EncodeError(fmt=FMT, obj="writer", detail="already finalized")
 
     # -- chunks -----------------------------------------------------------------------------
-    def add_chunk(self, name: str, ctype: str, data: Any) -> dict[str, Any]:
-        """Compress, checksum, protect and write one chunk; return its index entry.
-
-        ``data`` is any buffer (bytes, bytearray, memoryview, contiguous NumPy array). It is
-        written straight to the file (no copy when uncompressed).
-        """
-        self._check_open()
+    def _check_chunk(self, name: object, ctype: object) -> None:
+        """Refuse a chunk name that is empty or taken, or a ctype that is not 4 ASCII chars."""
         if not isinstance(name, str) or not name:
             raise EncodeError(
                 fmt=FMT, obj="chunk", field="name", detail="not a non-empty str", got=name
@@ -275,29 +282,22 @@ class Writer:
                 detail="must be 4 ASCII characters",
                 got=ctype,
             )
+
+    def add_chunk(self, name: str, ctype: str, data: Any) -> dict[str, Any]:
+        """Compress, checksum, protect and write one chunk; return its index entry.
+
+        ``data`` is any buffer (bytes, bytearray, memoryview, contiguous NumPy array). It is
+        written straight to the file (no copy when uncompressed).
+        """
+        self._check_open()
+        self._check_chunk(name, ctype)
         raw = _u8view(data)
-        if raw.nbytes > MAX_CHUNK_SIZE:
-            raise EncodeError(
-                fmt=FMT,
-                obj=f"chunk {name!r}",
-                field="size",
-                detail="above MAX_CHUNK_SIZE",
-                expected=f"<= {MAX_CHUNK_SIZE}",
-                got=raw.nbytes,
-            )
+        _check_size(name, "size", raw.nbytes)
         if self._flags == FLAG_ZSTD:
             comp = memoryview(zstd_compress(raw, self.level, threads=self.threads, checksum=False))
         else:
             comp = raw
-        if comp.nbytes > MAX_CHUNK_SIZE:
-            raise EncodeError(
-                fmt=FMT,
-                obj=f"chunk {name!r}",
-                field="compressed size",
-                detail="above MAX_CHUNK_SIZE",
-                expected=f"<= {MAX_CHUNK_SIZE}",
-                got=comp.nbytes,
-            )
+        _check_size(name, "compressed size", comp.nbytes)
         ecc_len = ecc_len_for(comp.nbytes, self.nsym)
         offset = self._f.tell()
         if comp.nbytes >= _PARALLEL_MIN:
@@ -309,14 +309,28 @@ class Writer:
             self._f.write(comp)
             if parity is not None:
                 self._f.write(memoryview(parity))  # type: ignore[arg-type]
+        return self._add_entry(name, ctype, offset, comp.nbytes, raw.nbytes, crc, sha, ecc_len)
+
+    def _add_entry(
+        self,
+        name: str,
+        ctype: str,
+        offset: int,
+        comp_len: int,
+        uncomp_len: int,
+        crc: int,
+        sha: str,
+        ecc_len: int,
+    ) -> dict[str, Any]:
+        """Record the index entry of a chunk just written (keys in pyfolds' order)."""
         entry = {
             "name": name,
             "ctype": ctype,
             "flags": self._flags,
             "offset": offset,
             "header_len": CHUNK_HEADER_LEN,
-            "comp_len": comp.nbytes,
-            "uncomp_len": raw.nbytes,
+            "comp_len": comp_len,
+            "uncomp_len": uncomp_len,
             "crc32c": crc,
             "sha256": _digest.make(sha, self.digest, self._key),
             "ecc_algo": self.ecc_algo,
@@ -403,29 +417,8 @@ class Writer:
         self._check_open()
         if self._flags == FLAG_ZSTD:
             return self.add_chunk(name, ctype, b"".join(bytes(_u8view(p)) for p in pieces))
-        if not isinstance(name, str) or not name:
-            raise EncodeError(
-                fmt=FMT, obj="chunk", field="name", detail="not a non-empty str", got=name
-            )
-        if name in self._names:
-            raise EncodeError(fmt=FMT, obj=f"chunk {name!r}", detail="duplicate chunk name")
-        if not isinstance(ctype, str) or len(ctype) != 4 or not ctype.isascii():
-            raise EncodeError(
-                fmt=FMT,
-                obj=f"chunk {name!r}",
-                field="ctype",
-                detail="must be 4 ASCII characters",
-                got=ctype,
-            )
-        if size > MAX_CHUNK_SIZE:
-            raise EncodeError(
-                fmt=FMT,
-                obj=f"chunk {name!r}",
-                field="size",
-                detail="above MAX_CHUNK_SIZE",
-                expected=f"<= {MAX_CHUNK_SIZE}",
-                got=size,
-            )
+        self._check_chunk(name, ctype)
+        _check_size(name, "size", size)
         nsym = self.nsym
         ecc_len = ecc_len_for(size, nsym)
         block = 255 - nsym if nsym else 0
@@ -466,22 +459,7 @@ class Writer:
         self._f.seek(offset)
         self._f.write(self._chunk_header(ctype, size, size, crc, ecc_len))
         self._f.seek(end)
-        entry = {
-            "name": name,
-            "ctype": ctype,
-            "flags": self._flags,
-            "offset": offset,
-            "header_len": CHUNK_HEADER_LEN,
-            "comp_len": size,
-            "uncomp_len": size,
-            "crc32c": crc,
-            "sha256": _digest.make(sha.hexdigest(), self.digest, self._key),
-            "ecc_algo": self.ecc_algo,
-            "ecc_len": ecc_len,
-        }
-        self._chunks.append(entry)
-        self._names.add(name)
-        return dict(entry)
+        return self._add_entry(name, ctype, offset, size, size, crc, sha.hexdigest(), ecc_len)
 
     def add_torch(self, name: str, obj: Any, ctype: str = "TSAV") -> dict[str, Any]:
         """A ``torch.save`` chunk (needs torch; read back with ``weights_only=True``)."""
