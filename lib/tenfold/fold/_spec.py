@@ -95,6 +95,8 @@ ENTRY_KEYS = (
     "ecc_algo",
     "ecc_len",
 )
+#: The entry keys whose values are text (the others are integers).
+TEXT_KEYS = ("name", "ctype", "sha256", "ecc_algo")
 
 #: Named protection levels (pyfolds ``ecc_from_protection``).
 PROTECTION = {"off": 0, "none": 0, "0": 0, "low": 16, "med": 32, "high": 64}
