@@ -206,6 +206,16 @@ def _check_count(
 def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
     """Parse and validate the header and the three tables of ``mf``."""
     h = parse_header(mf)
+    _check_counts(h, limits)
+    blob = mf.bytes(0, h.offset_data, "tables")
+    sv, end0 = _parse_sizevars(blob, h)
+    md, end1 = _parse_metadata(mf, blob, h, limits)
+    tensors, end2 = _parse_tensors(mf, blob, h, limits)
+    return Tables(h, sv, md, tensors, (end0, end1, end2))
+
+
+def _check_counts(h: Header, limits: Limits) -> None:
+    """The tables' size and entry counts against the limits and the tables' extents."""
     if h.offset_data > limits.max_index_bytes:
         fail(
             LimitError,
@@ -216,131 +226,108 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
             f"<= {limits.max_index_bytes}",
             h.offset_data,
         )
-    blob = mf.bytes(0, h.offset_data, "tables")
-    v2 = h.version == 2
-    _check_count(
-        h.n_sizevars,
-        "sizevars",
-        h.offset_sizevars,
-        h.offset_metadata,
-        S.MIN_SIZEVAR_ENTRY,
-        _H("n_sizevars"),
-        limits,
-    )
-    _check_count(
-        h.n_metadata,
-        "metadata entries",
-        h.offset_metadata,
-        h.offset_tensors,
-        S.MIN_METADATA_ENTRY,
-        _H("n_metadata"),
-        limits,
-    )
-    _check_count(
-        h.n_tensors,
-        "tensors",
-        h.offset_tensors,
-        h.offset_data,
-        S.MIN_TENSOR_ENTRY + (S.TENSOR_DATA_V2.size - S.TENSOR_DATA.size if v2 else 0),
-        _H("n_tensors"),
-        limits,
-    )
-    names: list[bytes] = []
+    tensor_tail = S.TENSOR_DATA_V2.size - S.TENSOR_DATA.size if h.version == 2 else 0
+    for n, what, start, end, min_entry, field in (
+        (h.n_sizevars, "sizevars", h.offset_sizevars, h.offset_metadata,
+         S.MIN_SIZEVAR_ENTRY, "n_sizevars"),
+        (h.n_metadata, "metadata entries", h.offset_metadata, h.offset_tensors,
+         S.MIN_METADATA_ENTRY, "n_metadata"),
+        (h.n_tensors, "tensors", h.offset_tensors, h.offset_data,
+         S.MIN_TENSOR_ENTRY + tensor_tail, "n_tensors"),
+    ):  # fmt: skip
+        _check_count(n, what, start, end, min_entry, _H(field), limits)
 
-    def string(pos: int, end: int, kind: str, index: int) -> tuple[bytes, int]:
-        if pos + 4 > end:
-            fail(
-                TruncatedError,
-                "table-bounds",
-                f"{kind} #{index}",
-                pos,
-                "name length runs past its table",
-                f"end <= {end}",
-                pos + 4,
-            )
-        (n,) = _U32.unpack_from(blob, pos)
-        stop = pos + 4 + n
-        if stop > end:
-            fail(
-                TruncatedError,
-                "table-bounds",
-                f"{kind} #{index}",
-                pos,
-                "name runs past its table",
-                f"end <= {end}",
-                stop,
-            )
-        padded = pos + ((4 + n + 7) & ~7)
-        return blob[pos + 4 : stop], padded
 
-    # sizevars
-    sizevars: list[tuple[str, int, int]] = []
+def _string(blob: bytes, pos: int, end: int, kind: str, index: int) -> tuple[bytes, int]:
+    """The name string of a table entry at ``pos`` and where the entry's fields start."""
+    if pos + S.STRING_LEN.size > end:
+        fail(
+            TruncatedError,
+            "table-bounds",
+            f"{kind} #{index}",
+            pos,
+            "name length runs past its table",
+            f"end <= {end}",
+            pos + S.STRING_LEN.size,
+        )
+    (n,) = _U32.unpack_from(blob, pos)
+    stop = pos + S.STRING_LEN.size + n
+    if stop > end:
+        fail(
+            TruncatedError,
+            "table-bounds",
+            f"{kind} #{index}",
+            pos,
+            "name runs past its table",
+            f"end <= {end}",
+            stop,
+        )
+    return blob[pos + S.STRING_LEN.size : stop], pos + S.align8(S.STRING_LEN.size + n)
+
+
+def _entry_fits(pos: int, size: int, end: int, obj: str, what: str) -> None:
+    if pos + size > end:
+        fail(TruncatedError, "table-bounds", obj, pos, f"{what} runs past its table",
+             f"end <= {end}", pos + size)  # fmt: skip
+
+
+def _parse_sizevars(blob: bytes, h: Header) -> tuple[list[tuple[str, int, int]], int]:
+    """The sizevar table: (name, value, entry offset) rows, and where the table ends."""
+    rows: list[tuple[bytes, int, int]] = []
     pos, end = h.offset_sizevars, h.offset_metadata
     for i in range(h.n_sizevars):
         entry = pos
-        raw, pos = string(pos, end, "sizevar", i)
-        if pos + 8 > end:
-            fail(
-                TruncatedError,
-                "table-bounds",
-                f"sizevar #{i}",
-                pos,
-                "value runs past its table",
-                f"end <= {end}",
-                pos + 8,
-            )
+        raw, pos = _string(blob, pos, end, "sizevar", i)
+        _entry_fits(pos, S.SIZEVAR_VALUE.size, end, f"sizevar #{i}", "value")
         (value,) = _U64.unpack_from(blob, pos)
-        pos += 8
-        names.append(raw)
-        sizevars.append((raw, value, entry))  # type: ignore[arg-type]
-    ends0 = pos
-    _check_names(names, "sizevar", [e[2] for e in sizevars])
-    sv = [(n.decode("ascii"), v, off) for n, v, off in sizevars]  # type: ignore[attr-defined]
+        pos += S.SIZEVAR_VALUE.size
+        rows.append((raw, value, entry))
+    _check_names([r[0] for r in rows], "sizevar", [r[2] for r in rows])
+    sv = [(n.decode("ascii"), v, off) for n, v, off in rows]
     _check_unique([e[0] for e in sv], "sizevar", [e[2] for e in sv])
+    return sv, pos
 
-    # metadata
-    names = []
-    meta: list[tuple[str, int, int, int, int, int]] = []
+
+def _parse_metadata(
+    mf: MappedFile, blob: bytes, h: Header, limits: Limits
+) -> tuple[list[tuple[str, int, int, int, int, int]], int]:
+    """The metadata table (each entry and its payload checked), and where the table ends."""
+    rows: list[tuple[bytes, int, int, int, int, int]] = []
     pos, end = h.offset_metadata, h.offset_tensors
     for i in range(h.n_metadata):
         entry = pos
-        raw, pos = string(pos, end, "metadata", i)
-        if pos + 24 > end:
-            fail(
-                TruncatedError,
-                "table-bounds",
-                f"metadata #{i}",
-                pos,
-                "entry runs past its table",
-                f"end <= {end}",
-                pos + 24,
-            )
+        raw, pos = _string(blob, pos, end, "metadata", i)
+        _entry_fits(pos, _ME.size, end, f"metadata #{i}", "entry")
         tag, flags, nbytes, off = _IIQQ.unpack_from(blob, pos)
-        names.append(raw)
-        meta.append((raw, tag, flags, nbytes, off, entry))  # type: ignore[arg-type]
-        pos += 24
-    ends1 = pos
-    _check_names(names, "metadata", [e[5] for e in meta])
-    md = [(e[0].decode("ascii"),) + e[1:] for e in meta]  # type: ignore[attr-defined]
+        rows.append((raw, tag, flags, nbytes, off, entry))
+        pos += _ME.size
+    _check_names([r[0] for r in rows], "metadata", [r[5] for r in rows])
+    md = [(r[0].decode("ascii"), *r[1:]) for r in rows]
     _check_unique([e[0] for e in md], "metadata", [e[5] for e in md])
-    for key, tag, flags, nbytes, off, entry in md:  # type: ignore[misc]
+    for key, tag, flags, nbytes, off, entry in md:
         _check_metadata(mf, h, key, tag, flags, nbytes, off, entry, limits)
+    return md, pos  # type: ignore[return-value]
 
-    # tensors: a large model has thousands, so the walk only finds where each entry starts;
-    # the fields are then gathered and checked with NumPy, and the precise error of a bad entry
-    # comes from _check_tensor.
+
+def _parse_tensors(mf: MappedFile, blob: bytes, h: Header, limits: Limits) -> tuple[list, int]:
+    """The tensor table, and where it ends.
+
+    A large model has thousands of tensors, so the walk kernel only finds where each entry
+    starts; the fields are then gathered and checked with NumPy, and the precise error of a
+    bad entry comes from _check_tensor.
+    """
     n = h.n_tensors
     st_arr, ln_arr, nd_arr = (np.empty(n, np.int64) for _ in range(3))
-    done, pos, status = _kernels.load("walk").walk_lp_records(
+    _done, pos, status = _kernels.load("walk").walk_lp_records(
         blob,
         h.offset_tensors,
         h.offset_data,
         n,
         S.ALIGN,
-        12,
-        4,
-        8,
-        32 if v2 else 16,
+        _TE.size,
+        _TE.offset("ndim"),
+        8,  # one u64 dim
+        (_TD if h.version == 2 else S.TENSOR_DATA).size,
         limits.max_ndim,
         st_arr,
         ln_arr,
@@ -349,9 +336,7 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
     if status:
         _walk_tensors_slow(blob, h, limits)  # raises the precise error
     starts, lns, ndims = st_arr.tolist(), ln_arr.tolist(), nd_arr.tolist()
-    ends2 = pos
-    tensors = _tensor_rows(mf, h, blob, starts, lns, ndims, nd_arr, limits)
-    return Tables(h, sv, md, tensors, (ends0, ends1, ends2))  # type: ignore[arg-type]
+    return _tensor_rows(mf, h, blob, starts, lns, ndims, nd_arr, limits), pos
 
 
 def _gather(u8: np.ndarray, pos: np.ndarray, nbytes: int, dtype: str) -> np.ndarray:
