@@ -479,17 +479,8 @@ def write(
     >>> os.path.getsize(p)
     248
     """
-    sv: list[tuple[str, int]] = []
-    for name, value in (sizevars or {}).items():
-        _check_name(name, "sizevar")
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise _err(f"sizevar {name!r}", "not an int", "int in [0, 2**64)", value)
-        if not 0 <= int(value) < 1 << 64:
-            raise _err(f"sizevar {name!r}", "out of range", "int in [0, 2**64)", int(value))
-        sv.append((name, int(value)))
+    sv = _sizevars(sizevars or {}, sort)
     order = sorted if sort else list
-    if sort:
-        sv.sort()
     md: list[tuple[str, int, bytes]] = []
     for key in order(metadata or {}):
         _check_name(key, "metadata")
@@ -499,7 +490,33 @@ def write(
         _plan_tensor(_check_name(n, "tensor"), tensors[n])  # type: ignore[index]
         for n in order(tensors or {})
     ]
+    head = _tables(sv, md, plans)
+    with atomic_write(path) as f:
+        f.write(head)
+        for _, _, payload in md:
+            f.write(payload)
+            f.write(_PAD[: S.align8(len(payload)) - len(payload)])
+        for p in plans:
+            if p.arr is not None:
+                _write_tensor(f, p)
 
+
+def _sizevars(sizevars: Mapping[str, int], sort: bool) -> list[tuple[str, int]]:
+    sv: list[tuple[str, int]] = []
+    for name, value in sizevars.items():
+        _check_name(name, "sizevar")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise _err(f"sizevar {name!r}", "not an int", "int in [0, 2**64)", value)
+        if not 0 <= int(value) < 1 << 64:
+            raise _err(f"sizevar {name!r}", "out of range", "int in [0, 2**64)", int(value))
+        sv.append((name, int(value)))
+    return sorted(sv) if sort else sv
+
+
+def _tables(
+    sv: list[tuple[str, int]], md: list[tuple[str, int, bytes]], plans: list[_TensorPlan]
+) -> bytes:
+    """Header and tables, padded to where the data starts (payloads follow in table order)."""
     sv_table = b"".join(_string(n) + S.SIZEVAR_VALUE.pack(v) for n, v in sv)
     md_size = sum(S.align8(4 + len(k)) + S.METADATA_ENTRY.size for k, _, _ in md)
     t_size = sum(
@@ -526,21 +543,9 @@ def write(
         )
         if has:
             cursor += S.align8(p.nbytes)
-    header = S.HEADER.pack(
-        S.MAGIC,
-        S.WRITE_VERSION,
-        0,
-        len(sv),
-        len(md),
-        len(plans),
-        0,
-        off_sv,
-        off_md,
-        off_t,
-        off_data,
-        cursor,
-    )
-    head = bytearray(header)
+    counts = (len(sv), len(md), len(plans))
+    offsets = (off_sv, off_md, off_t, off_data, cursor)
+    head = bytearray(S.HEADER.pack(S.MAGIC, S.WRITE_VERSION, 0, *counts, 0, *offsets))
     for start, part in (
         (off_sv, sv_table),
         (off_md, b"".join(md_parts)),
@@ -549,21 +554,17 @@ def write(
         head += bytes(start - len(head))
         head += part
     head += bytes(off_data - len(head))
+    return bytes(head)
 
-    with atomic_write(path) as f:
-        f.write(head)
-        for _, _, payload in md:
-            f.write(payload)
-            f.write(_PAD[: S.align8(len(payload)) - len(payload)])
-        for p in plans:
-            if p.arr is None:
-                continue
-            written = 0
-            for chunk in encode_chunks(p.arr, p.tag, f"tensor {p.name!r}"):
-                mv = memoryview(chunk).cast("B")
-                f.write(mv)
-                written += mv.nbytes
-            if written != p.nbytes:  # pragma: no cover - internal consistency
-                raise RuntimeError(f"oinf: tensor {p.name!r}: wrote {written}, planned {p.nbytes}")
-            f.write(_PAD[: S.align8(written) - written])
-            release(p.arr)  # a view of a mapped source: give its pages back
+
+def _write_tensor(f: Any, p: _TensorPlan) -> None:
+    assert p.arr is not None
+    written = 0
+    for chunk in encode_chunks(p.arr, p.tag, f"tensor {p.name!r}"):
+        mv = memoryview(chunk).cast("B")
+        f.write(mv)
+        written += mv.nbytes
+    if written != p.nbytes:  # pragma: no cover - internal consistency
+        raise RuntimeError(f"oinf: tensor {p.name!r}: wrote {written}, planned {p.nbytes}")
+    f.write(_PAD[: S.align8(written) - written])
+    release(p.arr)  # a view of a mapped source: give its pages back
