@@ -193,11 +193,36 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
             "tensors": len(t.tensors),
         }
     )
-    # header
+    _check_layout(c, t)
+    for name, value, entry in t.sizevars:
+        rep.add(f"sizevar {name!r}", OK, f"{name} := {value}", offset=entry)
+
+    regions: list[tuple[int, int, int, str]] = []  # (start, used_end, declared_end, obj)
+    _check_metadata(c, r, rep, regions)
+    _check_tensors(c, r, rep, regions)
+    _check_data_section(c, h, regions)
+
+
+_HF, _HR = S.HEADER.offset("flags"), S.HEADER.offset("reserved")
+
+
+def _check_layout(c: _Checker, t: Any) -> None:
+    """Header fields the reader does not need, padding after names and tables, table order."""
+    h = t.header
     if h.flags:
-        c.err("header-flags", "header", 9, f"header flags must be 0, got {h.flags:#x}")
+        c.err(
+            "header-flags",
+            "header",
+            S.HEADER.offset("flags"),
+            f"header flags must be 0, got {h.flags:#x}",
+        )
     if h.reserved:
-        c.err("header-reserved", "header", 25, f"header reserved must be 0, got {h.reserved}")
+        c.err(
+            "header-reserved",
+            "header",
+            S.HEADER.offset("reserved"),
+            f"header reserved must be 0, got {h.reserved}",
+        )
     c.zeros(S.HEADER_SIZE, S.HEADER_PADDED, "header", "header")
     for kind, entries in (
         ("sizevar", [(e[0], e[2]) for e in t.sizevars]),
@@ -227,10 +252,13 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
                 f"{kind} table not sorted by name (the reference writer sorts)",
                 INFO,
             )
-    for name, value, entry in t.sizevars:
-        rep.add(f"sizevar {name!r}", OK, f"{name} := {value}", offset=entry)
 
-    regions: list[tuple[int, int, int, str]] = []  # (start, used_end, declared_end, obj)
+
+def _check_metadata(
+    c: _Checker, r: OinfReader, rep: OinfReport, regions: list[tuple[int, int, int, str]]
+) -> None:
+    """Each metadata payload's element rules and value; its region for the overlap check."""
+    t = r._t
     for key, tag, _flags, nbytes, off, _entry in t.metadata:
         obj = f"metadata {key!r}"
         used, decodes = _metadata_used(c, tag, off, nbytes, obj)
@@ -244,12 +272,24 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
             continue
         rep.add(obj, OK, f"{S.TAG_NAME[tag]} = {_preview(value)}", offset=off)
 
+
+def _check_tensors(
+    c: _Checker, r: OinfReader, rep: OinfReport, regions: list[tuple[int, int, int, str]]
+) -> None:
+    """Each tensor's flags and elements, with its statistics; its regions for the overlap check."""
+    t = r._t
+    h = t.header
     for e in t.tensors:
         name, tag, shape, flags, nbytes, off, entry, qn, qo = e
         obj = f"tensor {name!r}"
         f0 = entry + S.align8(4 + len(name))
         if h.version == 1 and flags & ~S.HAS_DATA:
-            c.err("tensor-flags", obj, f0 + 8, f"unknown tensor flag bits {flags:#x}")
+            c.err(
+                "tensor-flags",
+                obj,
+                f0 + S.TENSOR_ENTRY.offset("flags"),
+                f"unknown tensor flag bits {flags:#x}",
+            )
         if tag == S.BITSET:
             c.err(
                 "bitset-tensor",
@@ -281,7 +321,9 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
         rep.stats[name] = st
         rep.add(obj, OK, f"{desc} {nbytes} bytes {_fmt_stats(st)}", offset=off)
 
-    # overlaps and padding in the data section
+
+def _check_data_section(c: _Checker, h: Any, regions: list[tuple[int, int, int, str]]) -> None:
+    """Payloads must not overlap, and every byte between them must be zero."""
     regions.sort()
     cursor = h.offset_data
     prev_end, prev_obj = h.offset_data, "data section start"
