@@ -37,7 +37,6 @@ _III = S.TENSOR_ENTRY.struct
 _IIQQ = S.METADATA_ENTRY.struct
 _QQ = S.TENSOR_DATA.struct
 _QQQQ = S.TENSOR_DATA_V2.struct
-_BITSET = S.BITSET_HEAD.struct
 _NDARRAY = S.NDARRAY_HEAD.struct
 _HEADER = S.HEADER.struct
 _QUANT = S.QUANT.struct
@@ -617,59 +616,67 @@ def _check_metadata(
                 nbytes,
             )
         return
+    nbytes_field = entry + f0 + _ME.offset("value_nbytes")
     if tag == S.STRING:
-        if nbytes < 4:
-            fail(FormatError, "string-nbytes", obj, off, "STRING payload too small", ">= 4", nbytes)
-        (n,) = _U32.unpack_from(mf.bytes(off, 4, obj), 0)
-        if S.align8(4 + n) != nbytes:
-            fail(
-                FormatError,
-                "string-nbytes",
-                obj,
-                entry + f0 + _ME.offset("value_nbytes"),
-                "STRING value_nbytes is not the padded string size",
-                S.align8(4 + n),
-                nbytes,
-            )
-        raw = mf.bytes(off + 4, n, obj)
-        if not S.NAME_RE.fullmatch(raw):
-            fail(
-                FormatError,
-                "name-charset",
-                obj,
-                off,
-                f"invalid STRING value {raw!r}",
-                "[A-Za-z0-9._-]+",
-                raw.decode("latin-1"),
-            )
-        return
-    if tag == S.BITSET:
-        if nbytes < 8:
-            fail(FormatError, "bitset-nbytes", obj, off, "BITSET payload too small", ">= 8", nbytes)
-        bit_count, byte_count = _BITSET.unpack_from(mf.bytes(off, 8, obj), 0)
-        if byte_count != (bit_count + 7) // 8:
-            fail(
-                FormatError,
-                "bitset-byte-count",
-                obj,
-                off + 4,
-                "BITSET byte_count mismatch",
-                (bit_count + 7) // 8,
-                byte_count,
-            )
-        if S.align8(8 + byte_count) != nbytes:
-            fail(
-                FormatError,
-                "bitset-nbytes",
-                obj,
-                entry + f0 + _ME.offset("value_nbytes"),
-                "BITSET value_nbytes is not the padded size",
-                S.align8(8 + byte_count),
-                nbytes,
-            )
-        return
-    # NDARRAY
-    parse_ndarray_header(mf, obj, off, nbytes, entry + f0 + _ME.offset("value_nbytes"), limits)
+        _check_string_value(mf, obj, off, nbytes, nbytes_field)
+    elif tag == S.BITSET:
+        _check_bitset_value(mf, obj, off, nbytes, nbytes_field)
+    else:  # NDARRAY
+        parse_ndarray_header(mf, obj, off, nbytes, nbytes_field, limits)
+
+
+def _check_string_value(mf: MappedFile, obj: str, off: int, nbytes: int, nbytes_field: int) -> None:
+    if nbytes < S.STRING_LEN.size:
+        fail(FormatError, "string-nbytes", obj, off, "STRING payload too small", ">= 4", nbytes)
+    (n,) = S.STRING_LEN.unpack(mf.bytes(off, S.STRING_LEN.size, obj))
+    if S.align8(S.STRING_LEN.size + n) != nbytes:
+        fail(
+            FormatError,
+            "string-nbytes",
+            obj,
+            nbytes_field,
+            "STRING value_nbytes is not the padded string size",
+            S.align8(S.STRING_LEN.size + n),
+            nbytes,
+        )
+    raw = mf.bytes(off + S.STRING_LEN.size, n, obj)
+    if not S.NAME_RE.fullmatch(raw):
+        fail(
+            FormatError,
+            "name-charset",
+            obj,
+            off,
+            f"invalid STRING value {raw!r}",
+            "[A-Za-z0-9._-]+",
+            raw.decode("latin-1"),
+        )
+
+
+def _check_bitset_value(mf: MappedFile, obj: str, off: int, nbytes: int, nbytes_field: int) -> None:
+    head = S.BITSET_HEAD.size
+    if nbytes < head:
+        fail(FormatError, "bitset-nbytes", obj, off, "BITSET payload too small", ">= 8", nbytes)
+    bit_count, byte_count = S.BITSET_HEAD.unpack(mf.bytes(off, head, obj))
+    if byte_count != (bit_count + 7) // 8:
+        fail(
+            FormatError,
+            "bitset-byte-count",
+            obj,
+            off + S.BITSET_HEAD.offset("byte_count"),
+            "BITSET byte_count mismatch",
+            (bit_count + 7) // 8,
+            byte_count,
+        )
+    if S.align8(head + byte_count) != nbytes:
+        fail(
+            FormatError,
+            "bitset-nbytes",
+            obj,
+            nbytes_field,
+            "BITSET value_nbytes is not the padded size",
+            S.align8(head + byte_count),
+            nbytes,
+        )
 
 
 def parse_ndarray_header(
