@@ -245,77 +245,68 @@ def parse_chunks(
     chunks: list[ChunkInfo] = []
     by_name: dict[str, ChunkInfo] = {}
     for i, e in enumerate(entries):
-        where = f"index chunk #{i}"
-        if not isinstance(e, dict):
-            raise FormatError(fmt=FMT, obj=where, offset=index_off, detail="not an object")
-        e = dict(e)
-        e.setdefault("ecc_algo", "none")
-        e.setdefault("ecc_len", 0)
-        e.setdefault("header_len", CHUNK_HEADER_LEN)
-        missing = [k for k in ENTRY_KEYS if k not in e]
-        if missing:
-            raise FormatError(
-                fmt=FMT, obj=where, offset=index_off, detail=f"missing keys {missing}"
-            )
-        for k in TEXT_KEYS:
-            if not isinstance(e[k], str):
-                raise FormatError(
-                    fmt=FMT,
-                    obj=where,
-                    offset=index_off,
-                    field=k,
-                    detail="not a string",
-                    got=e[k],
-                )
-        for k in ENTRY_KEYS:
-            if k not in TEXT_KEYS and not _is_int(e[k]):
-                raise FormatError(
-                    fmt=FMT,
-                    obj=where,
-                    offset=index_off,
-                    field=k,
-                    detail="not a non-negative integer",
-                    got=e[k],
-                )
-        name = e["name"]
-        if name in by_name:
-            raise FormatError(
-                fmt=FMT,
-                obj=f"chunk {name!r}",
-                offset=index_off,
-                detail="name appears twice in the index",
-            )
-        if len(e["ctype"]) != 4 or not e["ctype"].isascii():
-            raise FormatError(
-                fmt=FMT,
-                obj=f"chunk {name!r}",
-                offset=index_off,
-                field="ctype",
-                detail="not 4 ASCII characters",
-                got=e["ctype"],
-            )
-        if e["header_len"] != CHUNK_HEADER_LEN:
-            raise FormatError(
-                fmt=FMT,
-                obj=f"chunk {name!r}",
-                offset=index_off,
-                field="header_len",
-                expected=CHUNK_HEADER_LEN,
-                got=e["header_len"],
-            )
-        if _digest.split(e["sha256"]) is None:
-            raise FormatError(
-                fmt=FMT,
-                obj=f"chunk {name!r}",
-                offset=index_off,
-                field="sha256",
-                detail="not a SHA-256 digest",
-                got=e["sha256"],
-            )
-        info = ChunkInfo(**{k: e[k] for k in ENTRY_KEYS})
+        info = _entry(e, f"index chunk #{i}", index_off, by_name)
         chunks.append(info)
-        by_name[name] = info
-    # where each chunk must end: the start of the next chunk in the file, or the index
+        by_name[info.name] = info
+    return chunks, by_name, _bounds(chunks, index_off)
+
+
+def _entry(e: object, where: str, index_off: int, seen: dict[str, ChunkInfo]) -> ChunkInfo:
+    """One index entry, its keys and value types checked (defaults as pyfolds reads them)."""
+    if not isinstance(e, dict):
+        raise FormatError(fmt=FMT, obj=where, offset=index_off, detail="not an object")
+    e = {"ecc_algo": "none", "ecc_len": 0, "header_len": CHUNK_HEADER_LEN, **e}
+    missing = [k for k in ENTRY_KEYS if k not in e]
+    if missing:
+        raise FormatError(fmt=FMT, obj=where, offset=index_off, detail=f"missing keys {missing}")
+    for k in (*TEXT_KEYS, *(k for k in ENTRY_KEYS if k not in TEXT_KEYS)):
+        text = k in TEXT_KEYS
+        if not (isinstance(e[k], str) if text else _is_int(e[k])):
+            raise FormatError(
+                fmt=FMT,
+                obj=where,
+                offset=index_off,
+                field=k,
+                detail="not a string" if text else "not a non-negative integer",
+                got=e[k],
+            )
+    what = f"chunk {e['name']!r}"
+    if e["name"] in seen:
+        raise FormatError(
+            fmt=FMT, obj=what, offset=index_off, detail="name appears twice in the index"
+        )
+    if len(e["ctype"]) != 4 or not e["ctype"].isascii():
+        raise FormatError(
+            fmt=FMT,
+            obj=what,
+            offset=index_off,
+            field="ctype",
+            detail="not 4 ASCII characters",
+            got=e["ctype"],
+        )
+    if e["header_len"] != CHUNK_HEADER_LEN:
+        raise FormatError(
+            fmt=FMT,
+            obj=what,
+            offset=index_off,
+            field="header_len",
+            expected=CHUNK_HEADER_LEN,
+            got=e["header_len"],
+        )
+    if _digest.split(e["sha256"]) is None:
+        raise FormatError(
+            fmt=FMT,
+            obj=what,
+            offset=index_off,
+            field="sha256",
+            detail="not a SHA-256 digest",
+            got=e["sha256"],
+        )
+    return ChunkInfo(**{k: e[k] for k in ENTRY_KEYS})
+
+
+def _bounds(chunks: list[ChunkInfo], index_off: int) -> dict[str, tuple[int, str]]:
+    """Where each chunk must end: the start of the next chunk in the file, or the index."""
     starts = sorted({c.offset for c in chunks})
     bound: dict[str, tuple[int, str]] = {}
     for c in chunks:
@@ -324,7 +315,7 @@ def parse_chunks(
             bound[c.name] = (starts[i], "the next chunk")
         else:
             bound[c.name] = (index_off, "the index")
-    return chunks, by_name, bound
+    return bound
 
 
 def check_manifest(
