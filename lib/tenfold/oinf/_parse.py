@@ -820,6 +820,14 @@ def _check_tensor(
             parse_quant(mf, obj, shape, qo, qn, fnb + _TD.offset("quant_nbytes"))
 
 
+#: The enumerated fields of the quantization header: (field, allowed, rule, expected).
+_QUANT_ENUMS = (
+    ("scheme", (1, 2), "quant-scheme", "1 or 2"),
+    ("scale_mode", (1, 2), "quant-scale-mode", "1 or 2"),
+    ("zp_mode", (0, 1, 2), "quant-zp-mode", "0, 1 or 2"),
+)
+
+
 def parse_quant(
     mf: MappedFile, obj: str, shape: tuple[int, ...], qo: int, qn: int, qn_field: int
 ) -> tuple[int, ...]:
@@ -846,39 +854,19 @@ def parse_quant(
             0,
             reserved,
         )
-    if scheme not in (1, 2):
-        fail(FormatError, "quant-scheme", obj, qo, "unknown quant scheme", "1 or 2", scheme)
-    if smode not in (1, 2):
-        fail(
-            FormatError,
-            "quant-scale-mode",
-            obj,
-            qo + _Q("scale_mode"),
-            "unknown scale_mode",
-            "1 or 2",
-            smode,
-        )
-    if zmode not in (0, 1, 2):
-        fail(
-            FormatError,
-            "quant-zp-mode",
-            obj,
-            qo + _Q("zp_mode"),
-            "unknown zp_mode",
-            "0, 1 or 2",
-            zmode,
-        )
-    for mode, axis, count, name, prefix in (
-        (smode, saxis, scount, "scale", "scale"),
-        (zmode, zaxis, zcount, "zp", "zp"),
-    ):
+    fields = dict(zip(S.QUANT.names, q, strict=True))
+    for field, allowed, rule, expected in _QUANT_ENUMS:
+        if fields[field] not in allowed:
+            what = "quant scheme" if field == "scheme" else field
+            fail(FormatError, rule, obj, qo + _Q(field), f"unknown {what}", expected, fields[field])
+    for mode, axis, count, name in ((smode, saxis, scount, "scale"), (zmode, zaxis, zcount, "zp")):
         if mode == 2:
             if axis >= len(shape):
                 fail(
                     FormatError,
                     "quant-axis",
                     obj,
-                    qo + _Q(f"{prefix}_axis"),
+                    qo + _Q(f"{name}_axis"),
                     f"per-channel {name} axis out of range",
                     f"< {len(shape)}",
                     axis,
@@ -891,7 +879,7 @@ def parse_quant(
                 FormatError,
                 "quant-count",
                 obj,
-                qo + _Q(f"{prefix}_count"),
+                qo + _Q(f"{name}_count"),
                 f"{name}_count mismatch",
                 want,
                 count,
