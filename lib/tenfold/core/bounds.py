@@ -127,7 +127,14 @@ decode budget of this call; expected <= 40 more (budget 100), got 60
 
 
 def check_limit(
-    fmt: str, what: str, value: int, limit: int, *, field: str = "size", offset: int | None = None
+    fmt: str,
+    what: str,
+    value: int,
+    limit: int,
+    *,
+    field: str = "size",
+    offset: int | None = None,
+    detail: str = "above limit",
 ) -> None:
     """Raise :class:`LimitError` when ``value`` exceeds ``limit``.
 
@@ -142,7 +149,7 @@ def check_limit(
             obj=what,
             offset=offset,
             field=field,
-            detail="above limit",
+            detail=detail,
             expected=f"<= {limit}",
             got=value,
         )
@@ -194,16 +201,7 @@ def checked_numel(
 expected int in [0, 2**63), got [0, 9223372036854775808]
     """
     dims = list(shape)
-    if len(dims) > limits.max_ndim:
-        raise LimitError(
-            fmt=fmt,
-            obj=what,
-            offset=offset,
-            field="ndim",
-            detail="above limit",
-            expected=f"<= {limits.max_ndim}",
-            got=len(dims),
-        )
+    check_limit(fmt, what, len(dims), limits.max_ndim, field="ndim", offset=offset)
     span = max(int(itemsize), 1)
     for d in dims:
         if type(d) is not int or d < 0 or d > MAX_ARRAY_BYTES:

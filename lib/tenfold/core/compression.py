@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import zstandard
 
-from ..errors import FormatError, IntegrityError, LimitError
+from ..errors import FormatError, IntegrityError
 from .alloc import empty
+from .bounds import check_limit
 from .buffers import byte_view
 
 __all__ = [
@@ -125,16 +126,7 @@ def zstd_decompress(
     offset: int = 0,
 ) -> np.ndarray:
     """Decode into a fresh ``uint8`` array of ``expected`` bytes (bounded by ``limit``)."""
-    if expected > limit:
-        raise LimitError(
-            fmt=fmt,
-            obj=what,
-            offset=offset,
-            field="decoded size",
-            detail="above limit",
-            expected=f"<= {limit}",
-            got=expected,
-        )
+    check_limit(fmt, what, expected, limit, field="decoded size", offset=offset)
     out = empty(expected, np.uint8, fmt=fmt, what=what, offset=offset)
     zstd_decompress_into(src, out, fmt=fmt, what=what, offset=offset)
     return out

@@ -19,14 +19,13 @@ import numpy as np
 from .. import _kernels
 from ..core import parallel
 from ..core.alloc import empty
-from ..core.bounds import Budget, Limits
+from ..core.bounds import Budget, Limits, check_limit
 from ..core.checksums import crc32c, sha256_hex
 from ..core.compression import zstd_content_size, zstd_decompress_into
 from ..core.mapped import MappedFile
 from ..errors import (
     FormatError,
     IntegrityError,
-    LimitError,
     TruncatedError,
     UncorrectableError,
     UnsupportedError,
@@ -46,6 +45,7 @@ from ._spec import (
 
 __all__ = ["ChunkStatus", "ChunkReading"]
 
+_ABOVE_CHUNK = "above MAX_CHUNK_SIZE"
 #: Chunks at least this large are hashed in a worker thread while the CRC runs here.
 _PARALLEL_MIN = 4 << 20
 
@@ -102,16 +102,15 @@ class ChunkReading:
         }
         src: Any = c.__dict__ if tolerate else h
         for field in ("uncomp_len", "comp_len", "ecc_len"):
-            if src[field] > MAX_CHUNK_SIZE:
-                raise LimitError(
-                    fmt=FMT,
-                    obj=c.what,
-                    offset=c.offset + CHUNK_HEADER.offset(field),
-                    field=field,
-                    detail="above MAX_CHUNK_SIZE",
-                    expected=f"<= {MAX_CHUNK_SIZE}",
-                    got=src[field],
-                )
+            check_limit(
+                FMT,
+                c.what,
+                src[field],
+                MAX_CHUNK_SIZE,
+                field=field,
+                offset=c.offset + CHUNK_HEADER.offset(field),
+                detail=_ABOVE_CHUNK,
+            )
         end = c.payload_offset + src["comp_len"] + src["ecc_len"]
         if end > mf.size:
             raise TruncatedError(
@@ -309,16 +308,15 @@ class ChunkReading:
                 expected="0 (none) | 1 (zstd)",
                 got=c.flags,
             )
-        if c.uncomp_len > MAX_CHUNK_SIZE:
-            raise LimitError(
-                fmt=FMT,
-                obj=c.what,
-                offset=c.offset + CHUNK_HEADER.offset("uncomp_len"),
-                field="uncomp_len",
-                detail="above MAX_CHUNK_SIZE",
-                expected=f"<= {MAX_CHUNK_SIZE}",
-                got=c.uncomp_len,
-            )
+        check_limit(
+            FMT,
+            c.what,
+            c.uncomp_len,
+            MAX_CHUNK_SIZE,
+            field="uncomp_len",
+            offset=c.offset + CHUNK_HEADER.offset("uncomp_len"),
+            detail=_ABOVE_CHUNK,
+        )
         declared = zstd_content_size(comp)
         if declared is not None and declared != c.uncomp_len:  # refuse before allocating
             raise IntegrityError(

@@ -12,12 +12,12 @@ import warnings
 from typing import Any
 
 from ..core import jsonio
+from ..core.bounds import check_limit
 from ..core.checksums import sha256_hex
 from ..core.mapped import MappedFile
 from ..errors import (
     FormatError,
     IntegrityError,
-    LimitError,
     TruncatedError,
     UnsupportedError,
     describe,
@@ -151,16 +151,15 @@ def parse_header(mf: MappedFile) -> dict[str, int]:
             expected=f">= {HEADER_LEN}",
             got=index_off,
         )
-    if index_len > MAX_INDEX_SIZE:
-        raise LimitError(
-            fmt=FMT,
-            obj="header",
-            offset=HEADER.offset("index_len"),
-            field="index_len",
-            detail="above MAX_INDEX_SIZE",
-            expected=f"<= {MAX_INDEX_SIZE}",
-            got=index_len,
-        )
+    check_limit(
+        FMT,
+        "header",
+        index_len,
+        MAX_INDEX_SIZE,
+        field="index_len",
+        offset=HEADER.offset("index_len"),
+        detail="above MAX_INDEX_SIZE",
+    )
     if index_off + index_len > mf.size:
         raise TruncatedError(
             fmt=FMT,

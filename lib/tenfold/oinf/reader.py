@@ -21,10 +21,10 @@ import numpy as np
 from .. import _kernels
 from ..core.alloc import copy as alloc_copy
 from ..core.alloc import empty
-from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
+from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, check_limit
 from ..core.mapped import MappedFile
 from ..core.reader import MappedReader
-from ..errors import FormatError, LimitError
+from ..errors import FormatError
 from . import _spec as S
 from ._parse import Tables, fail, parse_ndarray_header, parse_quant, parse_tables
 
@@ -390,16 +390,15 @@ def decode_payload(
         return _readonly(mf.array(off, "u1", shape, obj))
     bits = S.PACKED_BITS[tag]
     numel = math.prod(shape)
-    if numel > limits.max_decoded_bytes:
-        raise LimitError(
-            fmt="oinf",
-            obj=obj,
-            offset=off,
-            field="numel",
-            detail="unpacked size above the limit",
-            expected=f"<= {limits.max_decoded_bytes}",
-            got=numel,
-        )
+    check_limit(
+        S.FMT,
+        obj,
+        numel,
+        limits.max_decoded_bytes,
+        field="numel",
+        offset=off,
+        detail="unpacked size above the limit",
+    )
     src = mf.u8(off, nbytes, obj)
     k = _kernels.load("bitpack")
     out = empty(
