@@ -203,26 +203,13 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
     _check_data_section(c, h, regions)
 
 
-_HF, _HR = S.HEADER.offset("flags"), S.HEADER.offset("reserved")
-
-
 def _check_layout(c: _Checker, t: Any) -> None:
     """Header fields the reader does not need, padding after names and tables, table order."""
     h = t.header
-    if h.flags:
-        c.err(
-            "header-flags",
-            "header",
-            S.HEADER.offset("flags"),
-            f"header flags must be 0, got {h.flags:#x}",
-        )
-    if h.reserved:
-        c.err(
-            "header-reserved",
-            "header",
-            S.HEADER.offset("reserved"),
-            f"header reserved must be 0, got {h.reserved}",
-        )
+    for field, value in (("flags", f"{h.flags:#x}"), ("reserved", str(h.reserved))):
+        if getattr(h, field):
+            rule, at = f"header-{field}", S.HEADER.offset(field)
+            c.err(rule, "header", at, f"header {field} must be 0, got {value}")
     c.zeros(S.HEADER_SIZE, S.HEADER_PADDED, "header", "header")
     for kind, entries in (
         ("sizevar", [(e[0], e[2]) for e in t.sizevars]),
