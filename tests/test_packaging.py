@@ -153,3 +153,19 @@ def test_every_integration_has_its_extra():
 
     named = {_import_name(r) for reqs in extras.values() for r in reqs}
     assert set(EXTRAS) <= named
+
+
+def test_version_is_single_sourced(capsys: pytest.CaptureFixture[str]) -> None:
+    """pyproject.toml names no version of its own: setuptools reads ``tenfold.__version__``."""
+    import tenfold
+    from tenfold.cli import main
+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        conf = tomllib.load(f)
+    assert "version" not in conf["project"] and "version" in conf["project"]["dynamic"]
+    assert conf["tool"]["setuptools"]["dynamic"]["version"] == {"attr": "tenfold.__version__"}
+    assert re.fullmatch(r"\d+\.\d+\.\d+", tenfold.__version__)
+    with pytest.raises(SystemExit) as info:
+        main(["--version"])
+    assert info.value.code == 0
+    assert capsys.readouterr().out == f"tenfold {tenfold.__version__}\n"

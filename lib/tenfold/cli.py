@@ -452,9 +452,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _error(message: object) -> None:
-    text = str(message)
-    if text.startswith("tenfold: "):  # library messages may carry the prefix already
-        text = text[len("tenfold: ") :]
+    if isinstance(message, TenfoldError) and message.fmt == "tenfold":
+        text = str(message.evolve(fmt=None))  # the prefix is printed below
+    else:
+        text = str(message)
+        if text.startswith("tenfold: "):  # messages built as text may carry the prefix already
+            text = text[len("tenfold: ") :]
     print(f"tenfold: error: {text}", file=sys.stderr)
 
 

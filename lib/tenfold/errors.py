@@ -14,10 +14,27 @@ keeps working::
       EncodeError(TenfoldError, ValueError)      a writer was given what the format cannot hold
 
 Messages follow one form: ``"<format>: <object> at offset 0x1f8: <field> mismatch; expected
-36, got 32"`` (lower case, no final period). :func:`describe` builds them.
+36, got 32"`` (lower case, no final period), with the rule, where a format names one, at the end
+in brackets. The parts are also attributes of the exception, so code that handles an error reads
+them instead of parsing the message::
+
+    >>> exc = FormatError(fmt="oinf", obj="tensor 'w1'", offset=0x1F8, field="data_nbytes",
+    ...                   expected=36, got=32)
+    >>> str(exc)
+    "oinf: tensor 'w1' at offset 0x1f8: data_nbytes mismatch; expected 36, got 32"
+    >>> exc.obj, exc.offset, exc.expected, exc.got
+    ("tensor 'w1'", 504, 36, 32)
+
+``fmt``, ``obj``, ``field``, ``offset``, ``expected``, ``got``, ``detail``, ``rule``, ``line`` and
+``lines`` are keyword-only and default to None. A message given positionally is kept as written
+(the form older code uses), with the attributes it came with when it was built by
+:func:`describe`. The exceptions pickle and copy with their attributes (they cross process
+boundaries in DataLoader workers).
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 __all__ = [
     "TenfoldError",
@@ -29,11 +46,98 @@ __all__ = [
     "UncorrectableError",
     "EncodeError",
     "describe",
+    "Message",
+    "FIELDS",
 ]
+
+#: The structured parts every :class:`TenfoldError` carries (None where they do not apply).
+FIELDS = ("fmt", "obj", "field", "offset", "expected", "got", "detail", "rule", "line", "lines")
+
+
+class Message(str):
+    """A message built by :func:`describe`: the text, with its parts as attributes.
+
+    Passing one to an exception class gives the exception those attributes, which is how the
+    ``raise FormatError(describe(...))`` form carries them.
+    """
+
+    __slots__ = ("parts",)
+    parts: dict[str, Any]
+
+    def __new__(cls, text: str, parts: dict[str, Any]) -> Message:
+        self = super().__new__(cls, text)
+        self.parts = parts
+        return self
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (Message, (str(self), self.parts))
 
 
 class TenfoldError(Exception):
-    """Base class of every tenfold error."""
+    """Base class of every tenfold error; see the module docstring for the attributes."""
+
+    fmt: str | None
+    obj: str | None
+    field: str | None
+    offset: int | None
+    expected: Any
+    got: Any
+    detail: str | None
+    rule: str | None
+    line: int | None
+    lines: tuple[int, int] | None
+
+    def __init__(
+        self,
+        *args: object,
+        fmt: str | None = None,
+        obj: str | None = None,
+        field: str | None = None,
+        offset: int | None = None,
+        expected: object = None,
+        got: object = None,
+        detail: str | None = None,
+        rule: str | None = None,
+        line: int | None = None,
+        lines: tuple[int, int] | None = None,
+    ) -> None:
+        given = {
+            "fmt": fmt,
+            "obj": obj,
+            "field": field,
+            "offset": offset,
+            "expected": expected,
+            "got": got,
+            "detail": detail,
+            "rule": rule,
+            "line": line,
+            "lines": lines,
+        }
+        if line is not None and lines is None:
+            given["lines"] = (line, line)
+        elif lines is not None and line is None:
+            given["line"] = lines[0]
+        if args:
+            first = args[0]
+            if len(args) == 1 and isinstance(first, Message):
+                given = {
+                    **given,
+                    **first.parts,
+                    **{k: v for k, v in given.items() if v is not None},
+                }
+                args = (str(first),)
+            super().__init__(*args)
+        else:
+            super().__init__(_render(given))
+        self.__dict__.update(given)
+
+    def fields(self) -> dict[str, Any]:
+        """The structured parts as a dict (every name in :data:`FIELDS`)."""
+        return {k: getattr(self, k, None) for k in FIELDS}
+
+    def evolve(self, **changes: Any) -> TenfoldError:
+        """A new exception of the same class with some parts changed and the message rebuilt."""
+        return type(self)(**{**self.fields(), **changes})
 
 
 class FormatError(TenfoldError, ValueError):
@@ -73,25 +177,50 @@ def describe(
     expected: object = None,
     got: object = None,
     detail: str | None = None,
-) -> str:
-    """Build a message in tenfold's form.
+) -> Message:
+    """Build a message in tenfold's form (a ``str`` that also carries its parts).
 
     >>> describe("zt", "tensor 'w'", offset=0x40, field="size", expected=36, got=32)
     "zt: tensor 'w' at offset 0x40: size mismatch; expected 36, got 32"
     >>> describe("zt", "index", detail="not a CBOR array")
     'zt: index: not a CBOR array'
     """
-    head = f"{fmt}: {what}"
+    parts = {
+        "fmt": fmt,
+        "obj": what,
+        "field": field,
+        "offset": offset,
+        "expected": expected,
+        "got": got,
+        "detail": detail,
+    }
+    return Message(_render(parts), parts)
+
+
+def _render(p: dict[str, Any]) -> str:
+    obj = p.get("obj")
+    lines = p.get("lines")
+    if obj is None and lines is not None:
+        first, last = lines
+        obj = f"line {first}" if last == first else f"lines {first}-{last}"
+    fmt = p.get("fmt")
+    head = ": ".join(str(x) for x in (fmt, obj) if x is not None)
+    offset = p.get("offset")
     if offset is not None:
         head += f" at offset {offset:#x}"
-    parts = []
+    field, detail = p.get("field"), p.get("detail")
+    tail = None
     if field is not None:
-        parts.append(f"{field} mismatch" if detail is None else f"{field}: {detail}")
+        tail = f"{field} mismatch" if detail is None else f"{field}: {detail}"
     elif detail is not None:
-        parts.append(detail)
-    msg = head + (": " + parts[0] if parts else "")
+        tail = detail
+    msg = head if tail is None else (f"{head}: {tail}" if head else tail)
+    expected, got = p.get("expected"), p.get("got")
     if expected is not None or got is not None:
         msg += f"; expected {_show(expected)}, got {_show(got)}"
+    rule = p.get("rule")
+    if rule is not None:
+        msg += f" [{rule}]"
     return msg
 
 

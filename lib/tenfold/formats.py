@@ -19,6 +19,7 @@ from .errors import FormatError, UnsupportedError
 __all__ = [
     "FormatInfo",
     "FORMATS",
+    "MAGICS",
     "detect_bytes",
     "detect",
     "by_suffix",
@@ -39,33 +40,49 @@ class FormatInfo:
         return importlib.import_module(self.module)
 
 
+#: The magic bytes each format's files start with: the one definition (each format's ``_spec``
+#: takes its ``MAGIC`` from here, so that recognising a file needs no format module).
+MAGICS: dict[str, tuple[bytes, ...]] = {
+    "ztensor": (b"ZTEN0001", b"ZTEN1000", b"\x89ZT2\r\n\x1a\n"),
+    "oinf": (b"OINF\0",),
+    "fold": (b"FOLDv1\0\0",),
+    "wtxt": (b"WTXT ", b"WTXT-DELTA "),
+    "taridx": (b"TARIDX\0\0",),
+}
+
+
+def _starts(name: str) -> Callable[[bytes], bool]:
+    magics = MAGICS[name]
+    return lambda head: head.startswith(magics)
+
+
 FORMATS: list[FormatInfo] = [
     FormatInfo(
         "ztensor",
         (".zt",),
-        lambda head: head[:8] in (b"ZTEN0001", b"ZTEN1000", b"\x89ZT2\r\n\x1a\n"),
+        _starts("ztensor"),
         "tenfold.ztensor",
         "zTensor 0.1.0",
     ),
-    FormatInfo("oinf", (".oinf",), lambda head: head[:5] == b"OINF\0", "tenfold.oinf", "OINF"),
+    FormatInfo("oinf", (".oinf",), _starts("oinf"), "tenfold.oinf", "OINF"),
     FormatInfo(
         "fold",
         (".fold", ".mind"),
-        lambda head: head[:8] == b"FOLDv1\0\0",
+        _starts("fold"),
         "tenfold.fold",
         "FOLD / MIND",
     ),
     FormatInfo(
         "wtxt",
         (".wtxt",),
-        lambda head: head.startswith((b"WTXT ", b"WTXT-DELTA ")),
+        _starts("wtxt"),
         "tenfold.wtxt",
         "WTXT/Chunks v1.1",
     ),
     FormatInfo(
         "taridx",
         (".taridx",),
-        lambda head: head[:8] == b"TARIDX\0\0",
+        _starts("taridx"),
         "tenfold.taridx",
         "TARIDX tar-shard index",
     ),
@@ -134,8 +151,11 @@ def detect(path: str | os.PathLike[str]) -> str:
     if info is None:
         known = ", ".join(i.name for i in FORMATS)
         raise FormatError(
-            f"tenfold: {os.fspath(path)}: unknown format; expected the magic of one of "
-            f"{known}, got {head[:8]!r}"
+            fmt="tenfold",
+            obj=os.fspath(path),
+            detail="unknown format",
+            expected=f"the magic of one of {known}",
+            got=head[:8],
         )
     return info.name
 

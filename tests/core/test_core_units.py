@@ -12,7 +12,6 @@ from tenfold.core import (
     Limits,
     MappedFile,
     atomic_write,
-    check_range,
     checked_numel,
     progress,
     record,
@@ -79,11 +78,6 @@ def test_atomic_write_keeps_previous_file(tmp_path):
 
 
 def test_bounds():
-    check_range("t", "x", 0, 10, 10)
-    with pytest.raises(TruncatedError):
-        check_range("t", "x", 2**64, 2**64, 10)
-    with pytest.raises(FormatError, match="starts before"):
-        check_range("t", "x", 4, 1, 10, start=8)
     assert checked_numel("t", "x", [0, 2**40]) == 0
     with pytest.raises(LimitError):
         checked_numel("t", "x", [1] * 5, Limits(max_ndim=4))

@@ -247,6 +247,7 @@ def test_staleness(tmp_path):
         stale = tx.stale_shards(idx, tmp_path, "t")
         assert list(stale) == ["t_0001.tar"] and "member size mismatch" in stale["t_0001.tar"]
         assert "size 90)" in stale["t_0001.tar"]
+        assert not stale["t_0001.tar"].startswith("taridx:")  # the caller names the format
         _tar(tmp_path / "t_0001.tar", [(f"s1.{e}", b"v" * 101) for e in ("a", "b", "c")])
         assert "after the last indexed" in tx.stale_shards(idx, tmp_path, "t")["t_0001.tar"]
         (tmp_path / "t_0002.tar").write_bytes(b"")

@@ -2,7 +2,7 @@
 writes, the dtype registry and progress bars. Nothing here knows a format."""
 
 from .atomic import atomic_write
-from .bounds import DEFAULT_LIMITS, Limits, align_up, check_range, checked_numel, padding
+from .bounds import DEFAULT_LIMITS, Limits, align_up, checked_numel, padding
 from .checksums import crc32c, sha256, sha256_hex, xxh64, xxh64_hex
 from .compression import zstd_compress, zstd_decompress, zstd_decompress_into
 from .dtypes import BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E5M2, canonical, registry
@@ -16,7 +16,6 @@ __all__ = [
     "DEFAULT_LIMITS",
     "Limits",
     "align_up",
-    "check_range",
     "checked_numel",
     "padding",
     "crc32c",

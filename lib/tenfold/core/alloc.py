@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import LimitError, describe
+from ..errors import LimitError
 from .bounds import Budget, checked_numel
 
 __all__ = ["empty", "copy", "nbytes_of"]
@@ -47,15 +47,13 @@ def empty(
         if budget is not None:
             budget.used -= n
         raise LimitError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field="allocation",
-                detail=f"cannot allocate ({type(exc).__name__})",
-                expected="memory available",
-                got=f"{n} bytes",
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset,
+            field="allocation",
+            detail=f"cannot allocate ({type(exc).__name__})",
+            expected="memory available",
+            got=f"{n} bytes",
         ) from None
 
 

@@ -13,14 +13,13 @@ import math
 import os
 from collections.abc import Iterable
 
-from ..errors import FormatError, LimitError, TruncatedError, describe
+from ..errors import FormatError, LimitError
 
 __all__ = [
     "Limits",
     "DEFAULT_LIMITS",
     "Budget",
     "MAX_ARRAY_BYTES",
-    "check_range",
     "check_limit",
     "align_up",
     "checked_numel",
@@ -116,65 +115,26 @@ decode budget of this call; expected <= 40 more (budget 100), got 60
         """Charge ``nbytes``; :class:`LimitError` (and nothing charged) if that is too much."""
         if nbytes > self.total - self.used:
             raise LimitError(
-                describe(
-                    fmt,
-                    what,
-                    offset=offset,
-                    field="decoded bytes",
-                    detail="above the decode budget of this call",
-                    expected=f"<= {self.total - self.used} more (budget {self.total})",
-                    got=nbytes,
-                )
+                fmt=fmt,
+                obj=what,
+                offset=offset,
+                field="decoded bytes",
+                detail="above the decode budget of this call",
+                expected=f"<= {self.total - self.used} more (budget {self.total})",
+                got=nbytes,
             )
         self.used += nbytes
 
 
-def check_range(
-    fmt: str, what: str, offset: int, length: int, size: int, *, start: int = 0
-) -> None:
-    """Check that ``[offset, offset + length)`` lies within ``[start, size)``.
-
-    Raises :class:`TruncatedError` when the range runs past ``size`` and :class:`FormatError`
-    when it starts before ``start`` or a field is negative.
-
-    >>> check_range("zt", "tensor 'a'", 64, 16, 100)
-    >>> check_range("zt", "tensor 'a'", 64, 64, 100)
-    Traceback (most recent call last):
-    ...
-    tenfold.errors.TruncatedError: zt: tensor 'a' at offset 0x40: ends past end of file; \
-expected end <= 100, got 128
-    """
-    if offset < 0 or length < 0:
-        raise FormatError(
-            describe(fmt, what, detail=f"negative offset {offset} or length {length}")
-        )
-    if offset < start:
-        raise FormatError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                detail="starts before its region",
-                expected=f">= {start}",
-                got=offset,
-            )
-        )
-    end = offset + length
-    if end > size:
-        raise TruncatedError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                detail="ends past end of file",
-                expected=f"end <= {size}",
-                got=end,
-            )
-        )
-
-
 def check_limit(
-    fmt: str, what: str, value: int, limit: int, *, field: str = "size", offset: int | None = None
+    fmt: str,
+    what: str,
+    value: int,
+    limit: int,
+    *,
+    field: str = "size",
+    offset: int | None = None,
+    detail: str = "above limit",
 ) -> None:
     """Raise :class:`LimitError` when ``value`` exceeds ``limit``.
 
@@ -185,15 +145,13 @@ def check_limit(
     """
     if value > limit:
         raise LimitError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field=field,
-                detail="above limit",
-                expected=f"<= {limit}",
-                got=value,
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset,
+            field=field,
+            detail=detail,
+            expected=f"<= {limit}",
+            got=value,
         )
 
 
@@ -243,45 +201,30 @@ def checked_numel(
 expected int in [0, 2**63), got [0, 9223372036854775808]
     """
     dims = list(shape)
-    if len(dims) > limits.max_ndim:
-        raise LimitError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field="ndim",
-                detail="above limit",
-                expected=f"<= {limits.max_ndim}",
-                got=len(dims),
-            )
-        )
+    check_limit(fmt, what, len(dims), limits.max_ndim, field="ndim", offset=offset)
     span = max(int(itemsize), 1)
     for d in dims:
         if type(d) is not int or d < 0 or d > MAX_ARRAY_BYTES:
             raise FormatError(
-                describe(
-                    fmt,
-                    what,
-                    offset=offset,
-                    field="shape",
-                    detail="dimension out of range",
-                    expected="int in [0, 2**63)",
-                    got=_short(dims),
-                )
+                fmt=fmt,
+                obj=what,
+                offset=offset,
+                field="shape",
+                detail="dimension out of range",
+                expected="int in [0, 2**63)",
+                got=_short(dims),
             )
         if d:
             span *= d
             if span > MAX_ARRAY_BYTES:
                 raise LimitError(
-                    describe(
-                        fmt,
-                        what,
-                        offset=offset,
-                        field="shape",
-                        detail=f"too large for any array (itemsize {itemsize})",
-                        expected=f"extent <= {MAX_ARRAY_BYTES} bytes",
-                        got=_short(dims),
-                    )
+                    fmt=fmt,
+                    obj=what,
+                    offset=offset,
+                    field="shape",
+                    detail=f"too large for any array (itemsize {itemsize})",
+                    expected=f"extent <= {MAX_ARRAY_BYTES} bytes",
+                    got=_short(dims),
                 )
     return math.prod(dims)  # type: ignore[arg-type]  # every d checked to be an int above
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import cbor2
 
-from ..errors import FormatError, describe
+from ..errors import FormatError
 from .bounds import check_limit
 
 __all__ = ["encode", "decode"]
@@ -97,21 +97,17 @@ def decode(data: object, *, fmt: str, what: str, offset: int, limit: int) -> Any
         end = stream.tell()
     except RecursionError:
         raise FormatError(
-            describe(fmt, what, offset=offset, detail="CBOR nested too deeply")
+            fmt=fmt, obj=what, offset=offset, detail="CBOR nested too deeply"
         ) from None
     except Exception as exc:  # cbor2 raises several classes, all meaning "not valid CBOR"
-        raise FormatError(
-            describe(fmt, what, offset=offset, detail=f"invalid CBOR: {exc}")
-        ) from None
+        raise FormatError(fmt=fmt, obj=what, offset=offset, detail=f"invalid CBOR: {exc}") from None
     if end != len(raw):
         raise FormatError(
-            describe(
-                fmt,
-                what,
-                offset=offset + end,
-                detail="trailing bytes after CBOR item",
-                expected=len(raw),
-                got=end,
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset + end,
+            detail="trailing bytes after CBOR item",
+            expected=len(raw),
+            got=end,
         )
     return obj

@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import zstandard
 
-from ..errors import FormatError, IntegrityError, LimitError, describe
+from ..errors import FormatError, IntegrityError
 from .alloc import empty
+from .bounds import check_limit
 from .buffers import byte_view
 
 __all__ = [
@@ -68,27 +69,28 @@ def zstd_decompress_into(
     src_mv = byte_view(src)
     if src_mv.nbytes < 4 or bytes(src_mv[:4]) != ZSTD_MAGIC:
         raise FormatError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field="zstd magic",
-                detail="not a zstd frame",
-                expected=ZSTD_MAGIC.hex(),
-                got=bytes(src_mv[:4]).hex(),
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset,
+            field="zstd magic",
+            detail="not a zstd frame",
+            expected=ZSTD_MAGIC.hex(),
+            got=bytes(src_mv[:4]).hex(),
         )
     try:
         declared = zstandard.frame_content_size(src_mv)
     except zstandard.ZstdError as exc:
         raise FormatError(
-            describe(fmt, what, offset=offset, detail=f"bad zstd frame header: {exc}")
+            fmt=fmt, obj=what, offset=offset, detail=f"bad zstd frame header: {exc}"
         ) from None
     if declared >= 0 and declared != expected:
         raise IntegrityError(
-            describe(
-                fmt, what, offset=offset, field="zstd content size", expected=expected, got=declared
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset,
+            field="zstd content size",
+            expected=expected,
+            got=declared,
         )
     try:
         reader = zstandard.ZstdDecompressor().stream_reader(src_mv, read_across_frames=True)
@@ -101,18 +103,16 @@ def zstd_decompress_into(
         extra = reader.read(1) if got == expected else b""
     except zstandard.ZstdError as exc:
         raise IntegrityError(
-            describe(fmt, what, offset=offset, detail=f"corrupt zstd data: {exc}")
+            fmt=fmt, obj=what, offset=offset, detail=f"corrupt zstd data: {exc}"
         ) from None
     if got != expected or extra:
         raise IntegrityError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field="decoded size",
-                expected=expected,
-                got=f"more than {expected}" if extra else got,
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset,
+            field="decoded size",
+            expected=expected,
+            got=f"more than {expected}" if extra else got,
         )
 
 
@@ -126,18 +126,7 @@ def zstd_decompress(
     offset: int = 0,
 ) -> np.ndarray:
     """Decode into a fresh ``uint8`` array of ``expected`` bytes (bounded by ``limit``)."""
-    if expected > limit:
-        raise LimitError(
-            describe(
-                fmt,
-                what,
-                offset=offset,
-                field="decoded size",
-                detail="above limit",
-                expected=f"<= {limit}",
-                got=expected,
-            )
-        )
+    check_limit(fmt, what, expected, limit, field="decoded size", offset=offset)
     out = empty(expected, np.uint8, fmt=fmt, what=what, offset=offset)
     zstd_decompress_into(src, out, fmt=fmt, what=what, offset=offset)
     return out

@@ -13,7 +13,7 @@ from collections.abc import Hashable
 import ml_dtypes
 import numpy as np
 
-from ..errors import EncodeError, UnsupportedError, describe
+from ..errors import EncodeError, UnsupportedError
 
 __all__ = [
     "DTypeRegistry",
@@ -114,15 +114,13 @@ class DTypeRegistry:
             return self._fwd[fmt][tag]
         except KeyError:
             raise UnsupportedError(
-                describe(
-                    fmt,
-                    what,
-                    offset=offset,
-                    field="dtype",
-                    detail="unknown",
-                    expected=" | ".join(map(str, self._fwd.get(fmt, {}))),
-                    got=tag,
-                )
+                fmt=fmt,
+                obj=what,
+                offset=offset,
+                field="dtype",
+                detail="unknown",
+                expected=" | ".join(map(str, self._fwd.get(fmt, {}))),
+                got=tag,
             ) from None
 
     def to_numpy(
@@ -136,14 +134,12 @@ class DTypeRegistry:
             return self._rev[fmt][name]
         except (KeyError, UnsupportedError, TypeError):
             raise EncodeError(
-                describe(
-                    fmt,
-                    what,
-                    field="dtype",
-                    detail="cannot be stored",
-                    expected=" | ".join(self._rev.get(fmt, {})),
-                    got=_dtype_str(dtype),
-                )
+                fmt=fmt,
+                obj=what,
+                field="dtype",
+                detail="cannot be stored",
+                expected=" | ".join(self._rev.get(fmt, {})),
+                got=_dtype_str(dtype),
             ) from None
 
 

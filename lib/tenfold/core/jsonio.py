@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from ..errors import FormatError, describe
+from ..errors import FormatError
 from .bounds import check_limit
 
 __all__ = ["loads"]
@@ -41,15 +41,14 @@ def loads(
         return json.loads(text)
     except RecursionError:
         raise FormatError(
-            describe(fmt, what, offset=offset, detail="invalid JSON: nested too deeply")
+            fmt=fmt, obj=what, offset=offset, detail="invalid JSON: nested too deeply"
         ) from None
     except UnicodeDecodeError as exc:
         raise FormatError(
-            describe(
-                fmt, what, offset=offset + exc.start, detail=f"invalid UTF-8 in JSON: {exc.reason}"
-            )
+            fmt=fmt,
+            obj=what,
+            offset=offset + exc.start,
+            detail=f"invalid UTF-8 in JSON: {exc.reason}",
         ) from None
     except ValueError as exc:  # JSONDecodeError, and int() past the digit limit
-        raise FormatError(
-            describe(fmt, what, offset=offset, detail=f"invalid JSON: {exc}")
-        ) from None
+        raise FormatError(fmt=fmt, obj=what, offset=offset, detail=f"invalid JSON: {exc}") from None

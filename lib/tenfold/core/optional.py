@@ -45,7 +45,8 @@ class MissingDependencyError(UnsupportedError, ImportError):
     command prints its message on one line and exits with status 2.
     """
 
-    def __init__(self, message: str, *, module: str, extra: str) -> None:
+    def __init__(self, message: str, *, module: str = "", extra: str = "") -> None:
+        # The keywords have defaults so that unpickling (cls(message), then the state) works.
         UnsupportedError.__init__(self, message)
         self.name = module  # ImportError's attribute: the module that is missing
         self.extra = extra

@@ -60,6 +60,24 @@ class Report:
     def add(self, obj: str, status: str, message: str = "", *, offset: int | None = None) -> None:
         self.findings.append(Finding(obj, status, message, offset))
 
+    def add_error(
+        self, exc: BaseException, obj: str | None = None, *, offset: int | None = None
+    ) -> None:
+        """An error row for ``exc``, read from its attributes (a :class:`TenfoldError`'s
+        ``obj`` and ``offset``) where ``obj`` and ``offset`` are not given.
+
+        >>> from tenfold.errors import FormatError
+        >>> r = Report("fold", "a.fold")
+        >>> r.add_error(FormatError(fmt="fold", obj="header", offset=0, detail="bad magic"))
+        >>> r.errors[0].format()
+        'ERROR    header @ 0x0: fold: header at offset 0x0: bad magic'
+        """
+        if obj is None:
+            obj = getattr(exc, "obj", None) or "file"
+        if offset is None:
+            offset = getattr(exc, "offset", None)
+        self.add(obj, ERROR, str(exc), offset=offset)
+
     @property
     def errors(self) -> list[Finding]:
         return [f for f in self.findings if f.status == ERROR]

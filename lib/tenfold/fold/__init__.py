@@ -65,7 +65,9 @@ def load(
             else [c.name for c in r.chunks if c.ctype in _TENSOR_CTYPES]
         )
         if chunk is None and not names:
-            raise UnsupportedError(f"fold: {source}: no tensor chunk (STEN or NPZ0) to load")
+            raise UnsupportedError(
+                fmt="fold", obj=str(source), detail="no tensor chunk (STEN or NPZ0) to load"
+            )
         out: dict[str, np.ndarray] = {}
         budget = r.limits.budget()  # one for the whole call
         for name in names:

@@ -19,7 +19,7 @@ import numpy as np
 from ..capabilities import check_dtype
 from ..core import jsonio
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
-from ..errors import EncodeError, FormatError, describe
+from ..errors import EncodeError, FormatError
 from ..interop import npz as _npz
 from ..interop import safetensors as _st
 from ._spec import FMT, MAX_CHUNK_SIZE
@@ -33,7 +33,7 @@ def json_bytes(obj: Any) -> bytes:
         return json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
     except (TypeError, ValueError) as exc:
         raise EncodeError(
-            describe(FMT, "json payload", detail=f"not JSON-serialisable: {exc}")
+            fmt=FMT, obj="json payload", detail=f"not JSON-serialisable: {exc}"
         ) from exc
 
 
@@ -53,11 +53,11 @@ def npz_bytes(arrays: Mapping[str, Any], *, compressed: bool = False) -> bytes:
     with zipfile.ZipFile(buf, "w", compression=method) as zf:
         for name, value in arrays.items():
             if not isinstance(name, str) or not name:
-                raise EncodeError(describe(FMT, "npz array", detail=f"bad name {name!r}"))
+                raise EncodeError(fmt=FMT, obj="npz array", detail=f"bad name {name!r}")
             arr = np.asanyarray(value)
             if arr.dtype.hasobject:
                 raise EncodeError(
-                    describe(FMT, f"npz array {name!r}", detail="object arrays need pickle")
+                    fmt=FMT, obj=f"npz array {name!r}", detail="object arrays need pickle"
                 )
             check_dtype("npz", name, arr.dtype, prefix=FMT, what="a NPZ0 (npz) chunk")
             info = zipfile.ZipInfo(name + ".npy", date_time=_ZIP_DATE)
@@ -154,4 +154,4 @@ def torch_load(buf: Any, what: str) -> Any:
             io.BytesIO(memoryview(buf).tobytes()), map_location="cpu", weights_only=True
         )
     except Exception as exc:  # noqa: BLE001 - torch raises many kinds; all mean "refused"
-        raise FormatError(describe(FMT, what, detail=f"torch payload refused: {exc}")) from exc
+        raise FormatError(fmt=FMT, obj=what, detail=f"torch payload refused: {exc}") from exc

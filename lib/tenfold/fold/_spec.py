@@ -2,13 +2,26 @@
 
 All binary fields are big-endian::
 
-    offset 0   header (28 bytes)      magic "FOLDv1\\0\\0" | u32 header_len = 28
-                                      | u64 index_off | u64 index_len
-    offset 28  chunks, back to back   each: chunk header (32 bytes) | comp[comp_len] | ecc[ecc_len]
+    offset 0   header (28 bytes)      HEADER
+    offset 28  chunks, back to back   each: chunk header (32 bytes, CHUNK_HEADER)
+                                      | comp[comp_len] | ecc[ecc_len]
     index_off  index                  UTF-8 JSON, index_len bytes, the last thing in the file
 
-    chunk header: 4s ctype | u32 flags (0 none, 1 zstd) | u64 uncomp_len | u64 comp_len
-                  | u32 crc32c (CRC-32C of comp) | u32 ecc_len
+Header (28 bytes, HEADER)::
+
+    0   magic       8s  b"FOLDv1\\0\\0"
+    8   header_len  u4  28
+    12  index_off   u8  where the index starts (0 while a writer is still open)
+    20  index_len   u8  length of the index
+
+Chunk header (32 bytes, CHUNK_HEADER)::
+
+    0   ctype       4s  chunk type, 4 ASCII characters (``STEN``, ``NPZ0``, ``JSON`` ...)
+    4   flags       u4  0 none, 1 zstd
+    8   uncomp_len  u8  length of the data before compression
+    16  comp_len    u8  length of ``comp``
+    24  crc32c      u4  CRC-32C of ``comp``
+    28  ecc_len     u4  length of the parity after ``comp``
 
 The index is ``{"format": "fold", "version": "1.2.0", "created_at_unix": float, "metadata":
 {..., "chunk_hashes": {name: digest}, "manifest_hash": digest}, "chunks": [entry, ...]}`` with
@@ -28,22 +41,21 @@ from __future__ import annotations
 
 import re
 
-import numpy as np
-
-from ..core.records import record
+from ..core.records import Record
+from ..formats import MAGICS
 
 FMT = "fold"
 
-MAGIC = b"FOLDv1\x00\x00"
+(MAGIC,) = MAGICS["fold"]
 HEADER_LEN = 28
 CHUNK_HEADER_LEN = 32
 
-HEADER = record(
+HEADER = Record(
     "fold header",
     [("magic", "S8"), ("header_len", ">u4"), ("index_off", ">u8"), ("index_len", ">u8")],
     HEADER_LEN,
 )
-CHUNK_HEADER = record(
+CHUNK_HEADER = Record(
     "fold chunk header",
     [
         ("ctype", "S4"),
@@ -83,6 +95,8 @@ ENTRY_KEYS = (
     "ecc_algo",
     "ecc_len",
 )
+#: The entry keys whose values are text (the others are integers).
+TEXT_KEYS = ("name", "ctype", "sha256", "ecc_algo")
 
 #: Named protection levels (pyfolds ``ecc_from_protection``).
 PROTECTION = {"off": 0, "none": 0, "0": 0, "low": 16, "med": 32, "high": 64}
@@ -119,5 +133,4 @@ def ecc_len_for(comp_len: int, nsym: int) -> int:
     return -(-comp_len // k) * nsym
 
 
-assert HEADER.itemsize == 28 and CHUNK_HEADER.itemsize == 32
-assert np.dtype(HEADER["index_off"]).byteorder == ">"
+assert HEADER.struct.format == ">8sIQQ" and CHUNK_HEADER.struct.format == ">4sIQQII"

@@ -1,112 +1,32 @@
-"""Read FOLD / MIND files: header, JSON index, chunks with CRC-32C, SHA-256 and RS repair.
+"""Read FOLD / MIND files: the :class:`Reader` (a ``Mapping`` of chunk name to decoded chunk).
 
-A chunk is read in the order docs/formats/fold.md says: CRC-32C of the stored bytes first; when it
-holds, the chunk is good and its ECC is not decoded (clean reads run at checksum speed and the
-wrong multi-block parity pyfolds 1.0.2 wrote is never used). Only on a mismatch are the blocks
-corrected with Reed-Solomon, after which CRC-32C and SHA-256 are checked again, so a correction
-beyond capacity is reported, never returned.
+The header and the JSON index are parsed by :mod:`tenfold.fold._index`; each chunk goes through
+the pipeline of :mod:`tenfold.fold._chunks` (binary header, CRC-32C, Reed-Solomon correction only
+on a mismatch, SHA-256, decompression). ``ChunkInfo``, ``ChunkStatus``, ``FoldWarning`` and
+``strict_or_warn`` stay importable from here.
 """
 
 from __future__ import annotations
 
-import bisect
-import concurrent.futures
-import dataclasses
-import warnings
 from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
 
-from .. import _kernels
-from ..core import jsonio, parallel
-from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
-from ..core.checksums import crc32c, sha256_hex
-from ..core.compression import zstd_content_size, zstd_decompress_into
 from ..core.reader import MappedReader, TensorInfo
 from ..errors import (
     FormatError,
-    IntegrityError,
-    LimitError,
-    TruncatedError,
-    UncorrectableError,
-    UnsupportedError,
-    describe,
 )
-from . import _digest, _payloads
+from . import _digest, _index, _payloads
+from ._chunks import ChunkReading, ChunkStatus
+from ._index import ChunkInfo, FoldWarning, strict_or_warn
 from ._spec import (
-    CHUNK_HEADER,
-    CHUNK_HEADER_LEN,
-    ENTRY_KEYS,
-    FLAG_NONE,
-    FLAG_ZSTD,
     FMT,
-    FORMAT_NAME,
-    HEADER,
-    HEADER_LEN,
-    KNOWN_VERSIONS,
-    MAGIC,
-    MAX_CHUNK_SIZE,
-    MAX_INDEX_SIZE,
     MIND_CHUNKS,
-    ecc_len_for,
-    parse_ecc_algo,
 )
 
-__all__ = ["Reader", "ChunkInfo", "FoldWarning"]
-
-
-class FoldWarning(UserWarning):
-    """A FOLD file is readable but something about it deserves attention (non-strict mode)."""
-
-
-@dataclasses.dataclass(frozen=True)
-class ChunkInfo:
-    """One chunk as the index describes it."""
-
-    name: str
-    ctype: str
-    flags: int
-    offset: int
-    header_len: int
-    comp_len: int
-    uncomp_len: int
-    crc32c: int
-    sha256: str
-    ecc_algo: str
-    ecc_len: int
-
-    @property
-    def nsym(self) -> int | None:
-        """RS parity symbols per block (0 without ECC, None for an unknown codec)."""
-        return parse_ecc_algo(self.ecc_algo)
-
-    @property
-    def compression(self) -> str:
-        return {FLAG_NONE: "none", FLAG_ZSTD: "zstd"}.get(self.flags, f"flags={self.flags}")
-
-    @property
-    def payload_offset(self) -> int:
-        return self.offset + CHUNK_HEADER_LEN
-
-    @property
-    def what(self) -> str:
-        return f"chunk {self.name!r}"
-
-
-@dataclasses.dataclass
-class ChunkStatus:
-    """Outcome of loading one chunk's stored bytes (used by verify and repair)."""
-
-    comp: np.ndarray  # verified (or, with verify=False, unverified) stored bytes
-    state: str  # "ok", "repaired", "unverified"
-    corrected: int = 0  # bytes fixed by RS
-    header_fixes: tuple[str, ...] = ()
-
-
-def _is_int(v: object) -> bool:
-    return type(v) is int and v >= 0
+__all__ = ["Reader", "ChunkInfo", "ChunkStatus", "FoldWarning", "strict_or_warn"]
 
 
 #: Chunk types whose value (``reader[name]``) is a ``dict`` of arrays.
@@ -115,7 +35,7 @@ TENSOR_CTYPES = ("STEN", "NPZ0", "TSAV")
 JSON_CTYPES = ("JSON",)
 
 
-class Reader(MappedReader, Mapping[str, Any]):
+class Reader(ChunkReading, MappedReader, Mapping[str, Any]):
     """A FOLD / MIND file opened for reading: a ``Mapping`` of chunk name to decoded chunk.
 
     ``reader[name]`` decodes by chunk type: ``JSON`` gives the JSON value; ``STEN``, ``NPZ0``
@@ -172,278 +92,18 @@ class Reader(MappedReader, Mapping[str, Any]):
             self.close()
             raise
 
-    # -- header and index -------------------------------------------------------------------
     def _parse(self) -> None:
-        mf = self._mf
-        if mf.size < HEADER_LEN:
-            raise TruncatedError(
-                describe(
-                    FMT,
-                    "header",
-                    offset=0,
-                    detail="file too short",
-                    expected=f">= {HEADER_LEN} bytes",
-                    got=mf.size,
-                )
-            )
-        hdr = mf.records(HEADER, 1, 0, "header")[0]
-        magic = bytes(hdr["magic"].tobytes()).ljust(8, b"\0")
-        if magic != MAGIC:
-            raise FormatError(
-                describe(
-                    FMT, "header", offset=0, field="magic", expected=repr(MAGIC), got=repr(magic)
-                )
-            )
-        header_len = int(hdr["header_len"])
-        index_off = int(hdr["index_off"])
-        index_len = int(hdr["index_len"])
-        if header_len != HEADER_LEN:
-            raise FormatError(
-                describe(
-                    FMT, "header", offset=8, field="header_len", expected=HEADER_LEN, got=header_len
-                )
-            )
-        if index_off < HEADER_LEN:
-            raise FormatError(
-                describe(
-                    FMT,
-                    "header",
-                    offset=12,
-                    field="index_off",
-                    detail="before the end of the header (unfinalized file?)",
-                    expected=f">= {HEADER_LEN}",
-                    got=index_off,
-                )
-            )
-        if index_len > MAX_INDEX_SIZE:
-            raise LimitError(
-                describe(
-                    FMT,
-                    "header",
-                    offset=20,
-                    field="index_len",
-                    detail="above MAX_INDEX_SIZE",
-                    expected=f"<= {MAX_INDEX_SIZE}",
-                    got=index_len,
-                )
-            )
-        if index_off + index_len > mf.size:
-            raise TruncatedError(
-                describe(
-                    FMT,
-                    "index",
-                    offset=index_off,
-                    detail="ends past end of file",
-                    expected=f"end <= {mf.size}",
-                    got=index_off + index_len,
-                )
-            )
-        self.header = {"header_len": header_len, "index_off": index_off, "index_len": index_len}
-        raw = mf.u8(index_off, index_len, "index").tobytes()
-        index = jsonio.loads(raw, fmt=FMT, what="index", offset=index_off, limit=MAX_INDEX_SIZE)
-        if not isinstance(index, dict):
-            raise FormatError(describe(FMT, "index", offset=index_off, detail="not a JSON object"))
-        if index.get("format") != FORMAT_NAME:
-            raise FormatError(
-                describe(
-                    FMT,
-                    "index",
-                    offset=index_off,
-                    field="format",
-                    expected=repr(FORMAT_NAME),
-                    got=repr(index.get("format")),
-                )
-            )
-        version = index.get("version", "1.0.0")
-        if not isinstance(version, str) or version.split(".")[0] != "1":
-            raise UnsupportedError(
-                describe(
-                    FMT,
-                    "index",
-                    offset=index_off,
-                    field="version",
-                    detail="unsupported",
-                    expected="1.x",
-                    got=version,
-                )
-            )
-        if version not in KNOWN_VERSIONS:
-            msg = describe(
-                FMT,
-                "index",
-                offset=index_off,
-                field="version",
-                detail="newer than this reader knows",
-                expected=" | ".join(KNOWN_VERSIONS),
-                got=version,
-            )
-            strict_or_warn(self.strict, msg, UnsupportedError)
-        self.index: dict[str, Any] = index
-        self.version: str = version
-        self.created_at_unix = index.get("created_at_unix")
-        metadata = index.get("metadata", {})
-        if not isinstance(metadata, dict):
-            raise FormatError(
-                describe(
-                    FMT, "index", offset=index_off, field="metadata", detail="not a JSON object"
-                )
-            )
-        self.metadata: dict[str, Any] = metadata
-        hashes = metadata.get("chunk_hashes", {})
-        if not isinstance(hashes, dict):
-            raise FormatError(
-                describe(
-                    FMT,
-                    "index",
-                    offset=index_off,
-                    field="metadata.chunk_hashes",
-                    detail="not a JSON object",
-                )
-            )
-        self._chunk_hashes = hashes
-        self._parse_chunks(index.get("chunks", []), index_off)
-        self.manifest_ok = self._check_manifest()
-
-    def _parse_chunks(self, entries: object, index_off: int) -> None:
-        if not isinstance(entries, list):
-            raise FormatError(
-                describe(FMT, "index", offset=index_off, field="chunks", detail="not a JSON array")
-            )
-        chunks: list[ChunkInfo] = []
-        by_name: dict[str, ChunkInfo] = {}
-        for i, e in enumerate(entries):
-            where = f"index chunk #{i}"
-            if not isinstance(e, dict):
-                raise FormatError(describe(FMT, where, offset=index_off, detail="not an object"))
-            e = dict(e)
-            e.setdefault("ecc_algo", "none")
-            e.setdefault("ecc_len", 0)
-            e.setdefault("header_len", CHUNK_HEADER_LEN)
-            missing = [k for k in ENTRY_KEYS if k not in e]
-            if missing:
-                raise FormatError(
-                    describe(FMT, where, offset=index_off, detail=f"missing keys {missing}")
-                )
-            for k in ("name", "ctype", "sha256", "ecc_algo"):
-                if not isinstance(e[k], str):
-                    raise FormatError(
-                        describe(
-                            FMT, where, offset=index_off, field=k, detail="not a string", got=e[k]
-                        )
-                    )
-            for k in (
-                "flags",
-                "offset",
-                "header_len",
-                "comp_len",
-                "uncomp_len",
-                "crc32c",
-                "ecc_len",
-            ):
-                if not _is_int(e[k]):
-                    raise FormatError(
-                        describe(
-                            FMT,
-                            where,
-                            offset=index_off,
-                            field=k,
-                            detail="not a non-negative integer",
-                            got=e[k],
-                        )
-                    )
-            name = e["name"]
-            if name in by_name:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        f"chunk {name!r}",
-                        offset=index_off,
-                        detail="name appears twice in the index",
-                    )
-                )
-            if len(e["ctype"]) != 4 or not e["ctype"].isascii():
-                raise FormatError(
-                    describe(
-                        FMT,
-                        f"chunk {name!r}",
-                        offset=index_off,
-                        field="ctype",
-                        detail="not 4 ASCII characters",
-                        got=e["ctype"],
-                    )
-                )
-            if e["header_len"] != CHUNK_HEADER_LEN:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        f"chunk {name!r}",
-                        offset=index_off,
-                        field="header_len",
-                        expected=CHUNK_HEADER_LEN,
-                        got=e["header_len"],
-                    )
-                )
-            if _digest.split(e["sha256"]) is None:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        f"chunk {name!r}",
-                        offset=index_off,
-                        field="sha256",
-                        detail="not a SHA-256 digest",
-                        got=e["sha256"],
-                    )
-                )
-            info = ChunkInfo(**{k: e[k] for k in ENTRY_KEYS})
-            chunks.append(info)
-            by_name[name] = info
-        self.chunks: list[ChunkInfo] = chunks
-        self._by_name = by_name
-        # where each chunk must end: the start of the next chunk in the file, or the index
-        starts = sorted({c.offset for c in chunks})
-        self._bound: dict[str, tuple[int, str]] = {}
-        for c in chunks:
-            i = bisect.bisect_right(starts, c.offset)
-            if i < len(starts) and starts[i] < index_off:  # starts is sorted: O(log n) per chunk
-                self._bound[c.name] = (starts[i], "the next chunk")
-            else:
-                self._bound[c.name] = (index_off, "the index")
-
-    def _check_manifest(self) -> bool | None:
-        stored = self.metadata.get("manifest_hash")
-        if stored is None:
-            return None
-        where = "index metadata"
-        off = self.header["index_off"]
-        actual = sha256_hex(_digest.manifest_source(self.metadata))
-        ok = _digest.matches(stored, actual, self._key) if isinstance(stored, str) else False
-        if ok is None:
-            if self.strict:
-                raise IntegrityError(
-                    describe(
-                        FMT,
-                        where,
-                        offset=off,
-                        field="manifest_hash",
-                        detail="hmac-sha256 digest and no hmac_key given",
-                    )
-                )
-            return None
-        if not ok:
-            parts = _digest.split(stored) if isinstance(stored, str) else None
-            if parts is not None and (parts[0] != "hmac-sha256:" or self._key is not None):
-                actual = _digest.make(actual, parts[0], self._key)
-            msg = describe(
-                FMT,
-                where,
-                offset=off,
-                field="manifest_hash",
-                detail="metadata does not match its hash",
-                expected=stored,
-                got=actual,
-            )
-            strict_or_warn(self.strict, msg, IntegrityError)
-        return ok
+        p = _index.parse(self._mf, strict=self.strict, key=self._key)
+        self.header: dict[str, int] = p.header
+        self.index: dict[str, Any] = p.index
+        self.version: str = p.version
+        self.created_at_unix = p.index.get("created_at_unix")
+        self.metadata: dict[str, Any] = p.metadata
+        self._chunk_hashes = p.chunk_hashes
+        self.chunks: list[ChunkInfo] = p.chunks
+        self._by_name = p.by_name
+        self._bound = p.bound
+        self.manifest_ok = p.manifest_ok
 
     # -- chunk table ------------------------------------------------------------------------
     @property
@@ -500,319 +160,7 @@ class Reader(MappedReader, Mapping[str, Any]):
         """True when the file has a chunk named ``ai_graph`` or ``ai_vectors`` (a ``.mind``)."""
         return any(n in self._by_name for n in MIND_CHUNKS)
 
-    # -- chunk reading ----------------------------------------------------------------------
-    def _header_fields(self, c: ChunkInfo, tolerate: bool = False) -> dict[str, Any]:
-        """Validate the chunk's binary header against limits, the file and the index.
-
-        With ``tolerate`` the limits and extents are checked on the index's values instead
-        (the header is then only compared with the index, by the caller).
-        """
-        mf = self._mf
-        if c.offset < HEADER_LEN:
-            raise FormatError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    field="offset",
-                    detail="inside the file header",
-                    expected=f">= {HEADER_LEN}",
-                    got=c.offset,
-                )
-            )
-        mf.check(c.offset, CHUNK_HEADER_LEN, f"{c.what} header")
-        rec = mf.records(CHUNK_HEADER, 1, c.offset, f"{c.what} header")[0]
-        h = {
-            "ctype": rec["ctype"].tobytes().ljust(4, b"\0").decode("latin-1"),
-            "flags": int(rec["flags"]),
-            "uncomp_len": int(rec["uncomp_len"]),
-            "comp_len": int(rec["comp_len"]),
-            "crc32c": int(rec["crc32c"]),
-            "ecc_len": int(rec["ecc_len"]),
-        }
-        src: Any = c.__dict__ if tolerate else h
-        for field, rel in (("uncomp_len", 8), ("comp_len", 16), ("ecc_len", 28)):
-            if src[field] > MAX_CHUNK_SIZE:
-                raise LimitError(
-                    describe(
-                        FMT,
-                        c.what,
-                        offset=c.offset + rel,
-                        field=field,
-                        detail="above MAX_CHUNK_SIZE",
-                        expected=f"<= {MAX_CHUNK_SIZE}",
-                        got=src[field],
-                    )
-                )
-        end = c.payload_offset + src["comp_len"] + src["ecc_len"]
-        if end > mf.size:
-            raise TruncatedError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    detail="payload ends past end of file",
-                    expected=f"end <= {mf.size}",
-                    got=end,
-                )
-            )
-        bound, what = self._bound[c.name]
-        if end > bound:
-            raise FormatError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    detail=f"payload overlaps {what}",
-                    expected=f"end <= {bound}",
-                    got=end,
-                )
-            )
-        return h
-
-    def _check_header(self, c: ChunkInfo, h: dict[str, Any]) -> list[str]:
-        """Fields where the binary header disagrees with the index (raise unless asked not to)."""
-        rel = {"ctype": 0, "flags": 4, "uncomp_len": 8, "comp_len": 16, "crc32c": 24, "ecc_len": 28}
-        return [f for f in rel if h[f] != getattr(c, f)]
-
-    def _header_error(self, c: ChunkInfo, h: dict[str, Any], field: str) -> Exception:
-        rel = {
-            "ctype": 0,
-            "flags": 4,
-            "uncomp_len": 8,
-            "comp_len": 16,
-            "crc32c": 24,
-            "ecc_len": 28,
-        }[field]
-        cls = IntegrityError if field == "crc32c" else FormatError
-        return cls(
-            describe(
-                FMT,
-                c.what,
-                offset=c.offset + rel,
-                field=f"header {field}",
-                detail="disagrees with the index",
-                expected=getattr(c, field),
-                got=h[field],
-            )
-        )
-
-    def _nsym(self, c: ChunkInfo) -> int:
-        nsym = c.nsym
-        if nsym is None:
-            raise UnsupportedError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    field="ecc_algo",
-                    detail="unsupported codec",
-                    expected="none | rs(2..254)",
-                    got=c.ecc_algo,
-                )
-            )
-        want = ecc_len_for(c.comp_len, nsym)
-        if c.ecc_len != want:
-            raise FormatError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset,
-                    field="ecc_len",
-                    detail=f"inconsistent with {c.ecc_algo}",
-                    expected=want,
-                    got=c.ecc_len,
-                )
-            )
-        return nsym
-
-    def _check_digest(
-        self, c: ChunkInfo, comp: np.ndarray, repaired: bool, sha: Any = None
-    ) -> None:
-        actual = sha.result() if sha is not None else sha256_hex(comp)
-        ok = _digest.matches(c.sha256, actual, self._key)
-        if ok is None:
-            raise IntegrityError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="sha256",
-                    detail="hmac-sha256 digest and no hmac_key given",
-                )
-            )
-        if not ok:
-            cls = UncorrectableError if repaired else IntegrityError
-            raise cls(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="sha256",
-                    detail="mismatch" + (" after ECC correction" if repaired else ""),
-                    expected=c.sha256,
-                    got=actual,
-                )
-            )
-        listed = self._chunk_hashes.get(c.name)
-        if listed is not None and listed != c.sha256:
-            raise IntegrityError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=self.header["index_off"],
-                    field="metadata.chunk_hashes",
-                    detail="disagrees with the chunk's sha256",
-                    expected=c.sha256,
-                    got=listed,
-                )
-            )
-
-    def _correct(self, c: ChunkInfo, comp: np.ndarray, nsym: int) -> tuple[np.ndarray, int]:
-        """RS-correct a copy of the stored bytes; UncorrectableError when it cannot."""
-        ecc = self._mf.u8(c.payload_offset + c.comp_len, c.ecc_len, f"{c.what} ecc")
-        data = comp.copy()
-        parity = ecc.copy()
-        k = 255 - nsym
-        nblocks = c.ecc_len // nsym
-        nerr = np.zeros(nblocks, np.int32)
-        bad = _kernels.load("rs").decode_blocks(data, parity, nsym, nerr)
-        if bad:
-            first = int(np.flatnonzero(nerr < 0)[0])
-            raise UncorrectableError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset + first * k,
-                    detail=f"crc32c mismatch and {bad} of {nblocks} {c.ecc_algo} blocks have more "
-                    f"errors than the code corrects (first: block {first})",
-                )
-            )
-        got = crc32c(data)
-        if got != c.crc32c:
-            raise UncorrectableError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="crc32c",
-                    detail="mismatch after ECC correction",
-                    expected=c.crc32c,
-                    got=got,
-                )
-            )
-        data.flags.writeable = False
-        return data, int(nerr.sum())
-
-    def load_comp(
-        self, name: str, verify: bool | str = True, *, tolerate_header: bool = False
-    ) -> ChunkStatus:
-        """The stored (compressed) bytes of chunk ``name``, verified and repaired in memory.
-
-        With ``tolerate_header`` a binary header that disagrees with the index is reported in
-        :attr:`ChunkStatus.header_fixes` instead of raising: the index's values are used, and
-        the payload must still verify against the index's CRC-32C and SHA-256 (used by verify
-        and repair).
-        """
-        c = self.chunk(name)
-        tolerate = bool(tolerate_header and verify)
-        h = self._header_fields(c, tolerate)
-        nsym = self._nsym(c)
-        diffs = self._check_header(c, h)
-        if diffs and not tolerate:
-            layout = [f for f in diffs if f in ("comp_len", "ecc_len")]
-            raise self._header_error(c, h, (layout or diffs)[0])
-        comp = self._mf.u8(c.payload_offset, c.comp_len, c.what)
-        if not verify:
-            return ChunkStatus(comp, "unverified")
-        # SHA-256 of a large chunk runs in a second thread while CRC-32C runs here
-        sha = _sha_async(comp) if verify != "crc" and comp.size >= _PARALLEL_MIN else None
-        if crc32c(comp) == c.crc32c:
-            if verify != "crc":
-                self._check_digest(c, comp, repaired=False, sha=sha)
-            return ChunkStatus(comp, "ok", header_fixes=tuple(diffs))
-        if nsym == 0 or c.comp_len == 0:
-            raise IntegrityError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="crc32c",
-                    expected=c.crc32c,
-                    got=crc32c(comp),
-                )
-            )
-        fixed, n = self._correct(c, comp, nsym)
-        if verify != "crc":
-            self._check_digest(c, fixed, repaired=True)
-        return ChunkStatus(fixed, "repaired", n, header_fixes=tuple(diffs))
-
-    def decode(self, c: ChunkInfo, comp: np.ndarray, budget: Budget | None = None) -> np.ndarray:
-        """Decompress verified stored bytes into the chunk's payload (read-only uint8); the
-        output is charged to ``budget`` (default: a fresh one from ``limits``)."""
-        if c.flags == FLAG_NONE:
-            if c.comp_len != c.uncomp_len:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        c.what,
-                        offset=c.offset,
-                        field="uncomp_len",
-                        detail="uncompressed chunk",
-                        expected=c.comp_len,
-                        got=c.uncomp_len,
-                    )
-                )
-            return comp
-        if c.flags != FLAG_ZSTD:
-            raise UnsupportedError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset + 4,
-                    field="flags",
-                    detail="unknown compression",
-                    expected="0 (none) | 1 (zstd)",
-                    got=c.flags,
-                )
-            )
-        if c.uncomp_len > MAX_CHUNK_SIZE:
-            raise LimitError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.offset + 8,
-                    field="uncomp_len",
-                    detail="above MAX_CHUNK_SIZE",
-                    expected=f"<= {MAX_CHUNK_SIZE}",
-                    got=c.uncomp_len,
-                )
-            )
-        declared = zstd_content_size(comp)
-        if declared is not None and declared != c.uncomp_len:  # refuse before allocating
-            raise IntegrityError(
-                describe(
-                    FMT,
-                    c.what,
-                    offset=c.payload_offset,
-                    field="zstd content size",
-                    detail="differs from uncomp_len",
-                    expected=c.uncomp_len,
-                    got=declared,
-                )
-            )
-        out = empty(
-            c.uncomp_len,
-            np.uint8,
-            fmt=FMT,
-            what=c.what,
-            offset=c.payload_offset,
-            budget=self.limits.budget() if budget is None else budget,
-        )
-        zstd_decompress_into(comp, out, fmt=FMT, what=c.what, offset=c.payload_offset)
-        out.flags.writeable = False
-        return out
-
+    # -- reading ----------------------------------------------------------------------------
     def read(
         self, name: str, verify: bool | str = True, *, budget: Budget | None = None
     ) -> np.ndarray:
@@ -871,7 +219,7 @@ class Reader(MappedReader, Mapping[str, Any]):
             if isinstance(obj, dict) and isinstance(obj.get("state_dict"), dict):
                 obj = obj["state_dict"]
             if not isinstance(obj, dict):
-                raise FormatError(describe(FMT, c.what, detail="torch payload is not a dict"))
+                raise FormatError(fmt=FMT, obj=c.what, detail="torch payload is not a dict")
             if framework == "torch":
                 return dict(obj)
             return {k: _payloads.torch_to_numpy(v) for k, v in obj.items()}
@@ -890,22 +238,3 @@ class Reader(MappedReader, Mapping[str, Any]):
         from .verify import verify_reader
 
         return verify_reader(self)
-
-
-_PARALLEL_MIN = 4 << 20
-
-
-def _sha_async(buf: np.ndarray) -> concurrent.futures.Future:
-    """SHA-256 hex of ``buf`` computed in a worker thread (hashlib releases the GIL).
-
-    The pool is :func:`tenfold.core.parallel.shared`, which a forked child recreates.
-    """
-    return parallel.submit(sha256_hex, buf)
-
-
-def strict_or_warn(strict: bool, msg: str, cls: type[Exception]) -> bool:
-    """Raise ``cls(msg)`` in strict mode, else emit a :class:`FoldWarning`."""
-    if strict:
-        raise cls(msg)
-    warnings.warn(msg, FoldWarning, stacklevel=4)
-    return True

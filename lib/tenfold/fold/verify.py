@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import struct
 import warnings
 from typing import Any
 
@@ -22,7 +21,7 @@ from .. import _kernels
 from ..core.atomic import atomic_write
 from ..core.report import ERROR, INFO, OK, REPAIRED, WARNING, Report
 from ..errors import TenfoldError
-from ._spec import FMT
+from ._spec import CHUNK_HEADER, FMT
 from .reader import ChunkInfo, FoldWarning, Reader
 
 __all__ = ["verify", "verify_reader", "repair"]
@@ -73,7 +72,7 @@ def verify_reader(r: Reader) -> Report:
             st = r.load_comp(c.name, tolerate_header=True)
             r.decode(c, st.comp)
         except TenfoldError as exc:
-            rep.add(c.what, ERROR, str(exc), offset=c.offset)
+            rep.add_error(exc, c.what, offset=c.offset)
             continue
         notes = []
         if st.state == "repaired":
@@ -107,7 +106,7 @@ def verify(source: Any, *, hmac_key: str | bytes | None = None, strict: bool = F
             r = Reader(source, strict=strict, hmac_key=hmac_key)
     except TenfoldError as exc:
         rep = Report(FMT, path)
-        rep.add("file", ERROR, str(exc))
+        rep.add_error(exc)
         return rep
     with r:
         return verify_reader(r)
@@ -149,8 +148,7 @@ def repair(src: Any, dst: Any, *, hmac_key: str | bytes | None = None) -> Report
                 patches.append(
                     (
                         c.offset,
-                        struct.pack(
-                            ">4sIQQII",
+                        CHUNK_HEADER.pack(
                             c.ctype.encode("latin-1"),
                             c.flags,
                             c.uncomp_len,

@@ -12,7 +12,6 @@ import concurrent.futures
 import contextlib
 import json
 import os
-import struct
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -24,14 +23,16 @@ from ..core.atomic import atomic_write
 from ..core.checksums import crc32c, sha256_hex
 from ..core.compression import zstd_compress
 from ..core.prealloc import preallocate, start_writeback
-from ..errors import EncodeError, describe
+from ..errors import EncodeError
 from . import _digest, _payloads
 from ._spec import (
+    CHUNK_HEADER,
     CHUNK_HEADER_LEN,
     FLAG_NONE,
     FLAG_ZSTD,
     FMT,
     FORMAT_NAME,
+    HEADER,
     HEADER_LEN,
     MAGIC,
     MAX_CHUNK_SIZE,
@@ -65,14 +66,12 @@ def parse_ecc_option(ecc: object) -> int:
         n = None
     if n is None:
         raise EncodeError(
-            describe(
-                FMT,
-                "writer",
-                field="ecc",
-                detail="unsupported",
-                expected="none | low | med | high | rs(2..254)",
-                got=ecc,
-            )
+            fmt=FMT,
+            obj="writer",
+            field="ecc",
+            detail="unsupported",
+            expected="none | low | med | high | rs(2..254)",
+            got=ecc,
         )
     return n
 
@@ -122,6 +121,18 @@ def _pwrite_all(fd: int, buf: memoryview, offset: int, writeback: bool = False) 
         if writeback:
             start_writeback(fd, offset + done, piece - done)
         done = piece
+
+
+def _check_size(name: str, field: str, n: int) -> None:
+    if n > MAX_CHUNK_SIZE:
+        raise EncodeError(
+            fmt=FMT,
+            obj=f"chunk {name!r}",
+            field=field,
+            detail="above MAX_CHUNK_SIZE",
+            expected=f"<= {MAX_CHUNK_SIZE}",
+            got=n,
+        )
 
 
 class Writer:
@@ -182,40 +193,34 @@ class Writer:
             self._flags = FLAG_ZSTD
         else:
             raise EncodeError(
-                describe(
-                    FMT,
-                    "writer",
-                    field="compress",
-                    detail="unsupported",
-                    expected="zstd | none",
-                    got=compress,
-                )
+                fmt=FMT,
+                obj="writer",
+                field="compress",
+                detail="unsupported",
+                expected="zstd | none",
+                got=compress,
             )
         if digest not in _digest.STYLES:
             raise EncodeError(
-                describe(
-                    FMT,
-                    "writer",
-                    field="digest",
-                    detail="unsupported",
-                    expected=" | ".join(_digest.STYLES),
-                    got=digest,
-                )
+                fmt=FMT,
+                obj="writer",
+                field="digest",
+                detail="unsupported",
+                expected=" | ".join(_digest.STYLES),
+                got=digest,
             )
         self._key = _digest.key_bytes(hmac_key)
         if digest == "hmac-sha256:" and self._key is None:
             raise EncodeError(
-                describe(FMT, "writer", field="digest", detail="hmac-sha256: needs hmac_key")
+                fmt=FMT, obj="writer", field="digest", detail="hmac-sha256: needs hmac_key"
             )
         if isinstance(created_at_unix, bool) or not isinstance(created_at_unix, (int, float)):
             raise EncodeError(
-                describe(
-                    FMT,
-                    "writer",
-                    field="created_at_unix",
-                    detail="not a number",
-                    got=created_at_unix,
-                )
+                fmt=FMT,
+                obj="writer",
+                field="created_at_unix",
+                detail="not a number",
+                got=created_at_unix,
             )
         self.path = os.fspath(path)
         self.level = level
@@ -238,7 +243,7 @@ class Writer:
         self._f = stack.enter_context(atomic_write(self.path, fsync=self._fsync))
         self._pool = stack.enter_context(parallel.scoped(2, "tenfold-fold-write"))
         self._stack = stack
-        self._f.write(struct.pack(">8sIQQ", MAGIC, HEADER_LEN, 0, 0))
+        self._f.write(HEADER.pack(MAGIC, HEADER_LEN, 0, 0))
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
@@ -256,11 +261,28 @@ class Writer:
 
     def _check_open(self) -> None:
         if self._f is None:
-            raise EncodeError(describe(FMT, "writer", detail="not open; use `with Writer(...)`"))
+            raise EncodeError(fmt=FMT, obj="writer", detail="not open; use `with Writer(...)`")
         if self._finalized:
-            raise EncodeError(describe(FMT, "writer", detail="already finalized"))
+            raise EncodeError(fmt=FMT, obj="writer", detail="already finalized")
 
     # -- chunks -----------------------------------------------------------------------------
+    def _check_chunk(self, name: object, ctype: object) -> None:
+        """Refuse a chunk name that is empty or taken, or a ctype that is not 4 ASCII chars."""
+        if not isinstance(name, str) or not name:
+            raise EncodeError(
+                fmt=FMT, obj="chunk", field="name", detail="not a non-empty str", got=name
+            )
+        if name in self._names:
+            raise EncodeError(fmt=FMT, obj=f"chunk {name!r}", detail="duplicate chunk name")
+        if not isinstance(ctype, str) or len(ctype) != 4 or not ctype.isascii():
+            raise EncodeError(
+                fmt=FMT,
+                obj=f"chunk {name!r}",
+                field="ctype",
+                detail="must be 4 ASCII characters",
+                got=ctype,
+            )
+
     def add_chunk(self, name: str, ctype: str, data: Any) -> dict[str, Any]:
         """Compress, checksum, protect and write one chunk; return its index entry.
 
@@ -268,49 +290,14 @@ class Writer:
         written straight to the file (no copy when uncompressed).
         """
         self._check_open()
-        if not isinstance(name, str) or not name:
-            raise EncodeError(
-                describe(FMT, "chunk", field="name", detail="not a non-empty str", got=name)
-            )
-        if name in self._names:
-            raise EncodeError(describe(FMT, f"chunk {name!r}", detail="duplicate chunk name"))
-        if not isinstance(ctype, str) or len(ctype) != 4 or not ctype.isascii():
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="ctype",
-                    detail="must be 4 ASCII characters",
-                    got=ctype,
-                )
-            )
+        self._check_chunk(name, ctype)
         raw = _u8view(data)
-        if raw.nbytes > MAX_CHUNK_SIZE:
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="size",
-                    detail="above MAX_CHUNK_SIZE",
-                    expected=f"<= {MAX_CHUNK_SIZE}",
-                    got=raw.nbytes,
-                )
-            )
+        _check_size(name, "size", raw.nbytes)
         if self._flags == FLAG_ZSTD:
             comp = memoryview(zstd_compress(raw, self.level, threads=self.threads, checksum=False))
         else:
             comp = raw
-        if comp.nbytes > MAX_CHUNK_SIZE:
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="compressed size",
-                    detail="above MAX_CHUNK_SIZE",
-                    expected=f"<= {MAX_CHUNK_SIZE}",
-                    got=comp.nbytes,
-                )
-            )
+        _check_size(name, "compressed size", comp.nbytes)
         ecc_len = ecc_len_for(comp.nbytes, self.nsym)
         offset = self._f.tell()
         if comp.nbytes >= _PARALLEL_MIN:
@@ -322,14 +309,28 @@ class Writer:
             self._f.write(comp)
             if parity is not None:
                 self._f.write(memoryview(parity))  # type: ignore[arg-type]
+        return self._add_entry(name, ctype, offset, comp.nbytes, raw.nbytes, crc, sha, ecc_len)
+
+    def _add_entry(
+        self,
+        name: str,
+        ctype: str,
+        offset: int,
+        comp_len: int,
+        uncomp_len: int,
+        crc: int,
+        sha: str,
+        ecc_len: int,
+    ) -> dict[str, Any]:
+        """Record the index entry of a chunk just written (keys in pyfolds' order)."""
         entry = {
             "name": name,
             "ctype": ctype,
             "flags": self._flags,
             "offset": offset,
             "header_len": CHUNK_HEADER_LEN,
-            "comp_len": comp.nbytes,
-            "uncomp_len": raw.nbytes,
+            "comp_len": comp_len,
+            "uncomp_len": uncomp_len,
             "crc32c": crc,
             "sha256": _digest.make(sha, self.digest, self._key),
             "ecc_algo": self.ecc_algo,
@@ -340,9 +341,7 @@ class Writer:
         return dict(entry)
 
     def _chunk_header(self, ctype: str, uncomp: int, comp: int, crc: int, ecc_len: int) -> bytes:
-        return struct.pack(
-            ">4sIQQII", ctype.encode("ascii"), self._flags, uncomp, comp, crc, ecc_len
-        )
+        return CHUNK_HEADER.pack(ctype.encode("ascii"), self._flags, uncomp, comp, crc, ecc_len)
 
     def _write_large(
         self, ctype: str, uncomp: int, comp: memoryview, ecc_len: int, offset: int
@@ -418,33 +417,8 @@ class Writer:
         self._check_open()
         if self._flags == FLAG_ZSTD:
             return self.add_chunk(name, ctype, b"".join(bytes(_u8view(p)) for p in pieces))
-        if not isinstance(name, str) or not name:
-            raise EncodeError(
-                describe(FMT, "chunk", field="name", detail="not a non-empty str", got=name)
-            )
-        if name in self._names:
-            raise EncodeError(describe(FMT, f"chunk {name!r}", detail="duplicate chunk name"))
-        if not isinstance(ctype, str) or len(ctype) != 4 or not ctype.isascii():
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="ctype",
-                    detail="must be 4 ASCII characters",
-                    got=ctype,
-                )
-            )
-        if size > MAX_CHUNK_SIZE:
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"chunk {name!r}",
-                    field="size",
-                    detail="above MAX_CHUNK_SIZE",
-                    expected=f"<= {MAX_CHUNK_SIZE}",
-                    got=size,
-                )
-            )
+        self._check_chunk(name, ctype)
+        _check_size(name, "size", size)
         nsym = self.nsym
         ecc_len = ecc_len_for(size, nsym)
         block = 255 - nsym if nsym else 0
@@ -475,7 +449,7 @@ class Writer:
                 carry += bytes(mv[full:])
         if done != size:
             raise EncodeError(
-                describe(FMT, f"chunk {name!r}", field="size", expected=size, got=f">= {done}")
+                fmt=FMT, obj=f"chunk {name!r}", field="size", expected=size, got=f">= {done}"
             )
         if carry:
             parity.append(_parity(memoryview(carry), nsym, nsym, None))
@@ -485,22 +459,7 @@ class Writer:
         self._f.seek(offset)
         self._f.write(self._chunk_header(ctype, size, size, crc, ecc_len))
         self._f.seek(end)
-        entry = {
-            "name": name,
-            "ctype": ctype,
-            "flags": self._flags,
-            "offset": offset,
-            "header_len": CHUNK_HEADER_LEN,
-            "comp_len": size,
-            "uncomp_len": size,
-            "crc32c": crc,
-            "sha256": _digest.make(sha.hexdigest(), self.digest, self._key),
-            "ecc_algo": self.ecc_algo,
-            "ecc_len": ecc_len,
-        }
-        self._chunks.append(entry)
-        self._names.add(name)
-        return dict(entry)
+        return self._add_entry(name, ctype, offset, size, size, crc, sha.hexdigest(), ecc_len)
 
     def add_torch(self, name: str, obj: Any, ctype: str = "TSAV") -> dict[str, Any]:
         """A ``torch.save`` chunk (needs torch; read back with ``weights_only=True``)."""
@@ -516,7 +475,7 @@ class Writer:
             src = _digest.manifest_source(md)
         except (TypeError, ValueError) as exc:
             raise EncodeError(
-                describe(FMT, "metadata", detail=f"not JSON-serialisable: {exc}")
+                fmt=FMT, obj="metadata", detail=f"not JSON-serialisable: {exc}"
             ) from exc
         md["manifest_hash"] = _digest.make(sha256_hex(src), self.digest, self._key)
         index = {
@@ -529,14 +488,12 @@ class Writer:
         out = json.dumps(index, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         if len(out) > MAX_INDEX_SIZE:
             raise EncodeError(
-                describe(
-                    FMT,
-                    "index",
-                    field="size",
-                    detail="above MAX_INDEX_SIZE",
-                    expected=f"<= {MAX_INDEX_SIZE}",
-                    got=len(out),
-                )
+                fmt=FMT,
+                obj="index",
+                field="size",
+                detail="above MAX_INDEX_SIZE",
+                expected=f"<= {MAX_INDEX_SIZE}",
+                got=len(out),
             )
         return out
 
@@ -550,7 +507,7 @@ class Writer:
         index_off = self._f.tell()
         self._f.write(index)
         self._f.seek(0)
-        self._f.write(struct.pack(">8sIQQ", MAGIC, HEADER_LEN, index_off, len(index)))
+        self._f.write(HEADER.pack(MAGIC, HEADER_LEN, index_off, len(index)))
         self._f.seek(0, os.SEEK_END)
         self._finalized = True
 

@@ -20,25 +20,31 @@ import numpy as np
 from .. import _kernels
 from ..core.bounds import DEFAULT_LIMITS, Limits, checked_numel
 from ..core.mapped import MappedFile
+from ..core.records import Record
 from ..errors import (
     FormatError,
     LimitError,
     TenfoldError,
     TruncatedError,
     UnsupportedError,
-    describe,
 )
 from . import _spec as S
 
-_U32 = struct.Struct("<I")
-_U64 = struct.Struct("<Q")
-_III = struct.Struct("<III")
-_IIQQ = struct.Struct("<IIQQ")
-_QQ = struct.Struct("<QQ")
-_QQQQ = struct.Struct("<QQQQ")
-_II = struct.Struct("<II")
-_HEADER = struct.Struct(S.HEADER_STRUCT)
-_QUANT = struct.Struct(S.QUANT_STRUCT)
+# The records of _spec as structs (bound once: these run per table entry).
+_U32 = S.STRING_LEN.struct
+_U64 = S.SIZEVAR_VALUE.struct
+_III = S.TENSOR_ENTRY.struct
+_IIQQ = S.METADATA_ENTRY.struct
+_QQ = S.TENSOR_DATA.struct
+_QQQQ = S.TENSOR_DATA_V2.struct
+_NDARRAY = S.NDARRAY_HEAD.struct
+_HEADER = S.HEADER.struct
+_QUANT = S.QUANT.struct
+_H = S.HEADER.offset
+_TE = S.TENSOR_ENTRY
+_ME = S.METADATA_ENTRY
+_TD = S.TENSOR_DATA_V2
+_Q = S.QUANT.offset
 _DIMS: dict[int, struct.Struct] = {}
 _TENSOR_TAGS = S.TENSOR_TAGS
 _EIGHTHS = np.zeros(max(S.TAG_NAME) + 1, np.float64)
@@ -59,14 +65,10 @@ def fail(
     expected: object = None,
     got: object = None,
 ) -> NoReturn:
-    """Raise ``cls`` with tenfold's message form plus ``[rule]``; attach rule/obj/offset."""
-    exc = cls(
-        describe(S.FMT, obj, offset=offset, detail=f"{detail} [{rule}]", expected=expected, got=got)
+    """Raise ``cls`` with tenfold's message form ending in ``[rule]`` (and those attributes)."""
+    raise cls(
+        fmt=S.FMT, obj=obj, offset=offset, detail=detail, expected=expected, got=got, rule=rule
     )
-    exc.rule = rule  # type: ignore[attr-defined]
-    exc.obj = obj  # type: ignore[attr-defined]
-    exc.offset = offset  # type: ignore[attr-defined]
-    raise exc
 
 
 @dataclasses.dataclass(frozen=True)
@@ -118,14 +120,22 @@ def parse_header(mf: MappedFile) -> Header:
         fail(FormatError, "magic", "header", 0, "bad magic", S.MAGIC, fields[0])
     h = Header(*fields[1:])
     if h.version not in S.VERSIONS:
-        fail(UnsupportedError, "version", "header", 5, "unsupported version", "1 or 2", h.version)
+        fail(
+            UnsupportedError,
+            "version",
+            "header",
+            _H("version"),
+            "unsupported version",
+            "1 or 2",
+            h.version,
+        )
     if h.file_size != size:
         cls = TruncatedError if h.file_size > size else FormatError
         fail(
             cls,
             "file-size",
             "header",
-            61,
+            _H("file_size"),
             "file_size field does not match the file length",
             size,
             h.file_size,
@@ -138,7 +148,7 @@ def parse_header(mf: MappedFile) -> Header:
                 FormatError,
                 "offsets-ascending",
                 "header",
-                29 + 8 * i,
+                _H(names[i]),
                 f"{names[i]} after {names[i + 1]}",
                 f"<= {offs[i + 1]}",
                 offs[i],
@@ -149,7 +159,7 @@ def parse_header(mf: MappedFile) -> Header:
                 FormatError,
                 "section-aligned",
                 "header",
-                29 + 8 * i,
+                _H(names[i]),
                 f"{names[i]} not 8-aligned",
                 "multiple of 8",
                 offs[i],
@@ -159,7 +169,7 @@ def parse_header(mf: MappedFile) -> Header:
             FormatError,
             "section-bounds",
             "header",
-            29,
+            _H("offset_sizevars"),
             "offset_sizevars overlaps the header",
             f">= {S.HEADER_PADDED}",
             h.offset_sizevars,
@@ -195,141 +205,128 @@ def _check_count(
 def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
     """Parse and validate the header and the three tables of ``mf``."""
     h = parse_header(mf)
+    _check_counts(h, limits)
+    blob = mf.bytes(0, h.offset_data, "tables")
+    sv, end0 = _parse_sizevars(blob, h)
+    md, end1 = _parse_metadata(mf, blob, h, limits)
+    tensors, end2 = _parse_tensors(mf, blob, h, limits)
+    return Tables(h, sv, md, tensors, (end0, end1, end2))
+
+
+def _check_counts(h: Header, limits: Limits) -> None:
+    """The tables' size and entry counts against the limits and the tables' extents."""
     if h.offset_data > limits.max_index_bytes:
         fail(
             LimitError,
             "limit",
             "header",
-            53,
+            _H("offset_data"),
             "tables larger than the limit",
             f"<= {limits.max_index_bytes}",
             h.offset_data,
         )
-    blob = mf.bytes(0, h.offset_data, "tables")
-    v2 = h.version == 2
-    _check_count(
-        h.n_sizevars,
-        "sizevars",
-        h.offset_sizevars,
-        h.offset_metadata,
-        S.MIN_SIZEVAR_ENTRY,
-        13,
-        limits,
-    )
-    _check_count(
-        h.n_metadata,
-        "metadata entries",
-        h.offset_metadata,
-        h.offset_tensors,
-        S.MIN_METADATA_ENTRY,
-        17,
-        limits,
-    )
-    _check_count(
-        h.n_tensors,
-        "tensors",
-        h.offset_tensors,
-        h.offset_data,
-        S.MIN_TENSOR_ENTRY + (16 if v2 else 0),
-        21,
-        limits,
-    )
-    names: list[bytes] = []
+    tensor_tail = S.TENSOR_DATA_V2.size - S.TENSOR_DATA.size if h.version == 2 else 0
+    for n, what, start, end, min_entry, field in (
+        (h.n_sizevars, "sizevars", h.offset_sizevars, h.offset_metadata,
+         S.MIN_SIZEVAR_ENTRY, "n_sizevars"),
+        (h.n_metadata, "metadata entries", h.offset_metadata, h.offset_tensors,
+         S.MIN_METADATA_ENTRY, "n_metadata"),
+        (h.n_tensors, "tensors", h.offset_tensors, h.offset_data,
+         S.MIN_TENSOR_ENTRY + tensor_tail, "n_tensors"),
+    ):  # fmt: skip
+        _check_count(n, what, start, end, min_entry, _H(field), limits)
 
-    def string(pos: int, end: int, kind: str, index: int) -> tuple[bytes, int]:
-        if pos + 4 > end:
-            fail(
-                TruncatedError,
-                "table-bounds",
-                f"{kind} #{index}",
-                pos,
-                "name length runs past its table",
-                f"end <= {end}",
-                pos + 4,
-            )
-        (n,) = _U32.unpack_from(blob, pos)
-        stop = pos + 4 + n
-        if stop > end:
-            fail(
-                TruncatedError,
-                "table-bounds",
-                f"{kind} #{index}",
-                pos,
-                "name runs past its table",
-                f"end <= {end}",
-                stop,
-            )
-        padded = pos + ((4 + n + 7) & ~7)
-        return blob[pos + 4 : stop], padded
 
-    # sizevars
-    sizevars: list[tuple[str, int, int]] = []
+def _string(blob: bytes, pos: int, end: int, kind: str, index: int) -> tuple[bytes, int]:
+    """The name string of a table entry at ``pos`` and where the entry's fields start."""
+    if pos + S.STRING_LEN.size > end:
+        fail(
+            TruncatedError,
+            "table-bounds",
+            f"{kind} #{index}",
+            pos,
+            "name length runs past its table",
+            f"end <= {end}",
+            pos + S.STRING_LEN.size,
+        )
+    (n,) = _U32.unpack_from(blob, pos)
+    stop = pos + S.STRING_LEN.size + n
+    if stop > end:
+        fail(
+            TruncatedError,
+            "table-bounds",
+            f"{kind} #{index}",
+            pos,
+            "name runs past its table",
+            f"end <= {end}",
+            stop,
+        )
+    return blob[pos + S.STRING_LEN.size : stop], pos + S.align8(S.STRING_LEN.size + n)
+
+
+def _entry_fits(pos: int, size: int, end: int, obj: str, what: str) -> None:
+    if pos + size > end:
+        fail(TruncatedError, "table-bounds", obj, pos, f"{what} runs past its table",
+             f"end <= {end}", pos + size)  # fmt: skip
+
+
+def _parse_sizevars(blob: bytes, h: Header) -> tuple[list[tuple[str, int, int]], int]:
+    """The sizevar table: (name, value, entry offset) rows, and where the table ends."""
+    rows: list[tuple[bytes, int, int]] = []
     pos, end = h.offset_sizevars, h.offset_metadata
     for i in range(h.n_sizevars):
         entry = pos
-        raw, pos = string(pos, end, "sizevar", i)
-        if pos + 8 > end:
-            fail(
-                TruncatedError,
-                "table-bounds",
-                f"sizevar #{i}",
-                pos,
-                "value runs past its table",
-                f"end <= {end}",
-                pos + 8,
-            )
+        raw, pos = _string(blob, pos, end, "sizevar", i)
+        _entry_fits(pos, S.SIZEVAR_VALUE.size, end, f"sizevar #{i}", "value")
         (value,) = _U64.unpack_from(blob, pos)
-        pos += 8
-        names.append(raw)
-        sizevars.append((raw, value, entry))  # type: ignore[arg-type]
-    ends0 = pos
-    _check_names(names, "sizevar", [e[2] for e in sizevars])
-    sv = [(n.decode("ascii"), v, off) for n, v, off in sizevars]  # type: ignore[attr-defined]
+        pos += S.SIZEVAR_VALUE.size
+        rows.append((raw, value, entry))
+    _check_names([r[0] for r in rows], "sizevar", [r[2] for r in rows])
+    sv = [(n.decode("ascii"), v, off) for n, v, off in rows]
     _check_unique([e[0] for e in sv], "sizevar", [e[2] for e in sv])
+    return sv, pos
 
-    # metadata
-    names = []
-    meta: list[tuple[str, int, int, int, int, int]] = []
+
+def _parse_metadata(
+    mf: MappedFile, blob: bytes, h: Header, limits: Limits
+) -> tuple[list[tuple[str, int, int, int, int, int]], int]:
+    """The metadata table (each entry and its payload checked), and where the table ends."""
+    rows: list[tuple[bytes, int, int, int, int, int]] = []
     pos, end = h.offset_metadata, h.offset_tensors
     for i in range(h.n_metadata):
         entry = pos
-        raw, pos = string(pos, end, "metadata", i)
-        if pos + 24 > end:
-            fail(
-                TruncatedError,
-                "table-bounds",
-                f"metadata #{i}",
-                pos,
-                "entry runs past its table",
-                f"end <= {end}",
-                pos + 24,
-            )
+        raw, pos = _string(blob, pos, end, "metadata", i)
+        _entry_fits(pos, _ME.size, end, f"metadata #{i}", "entry")
         tag, flags, nbytes, off = _IIQQ.unpack_from(blob, pos)
-        names.append(raw)
-        meta.append((raw, tag, flags, nbytes, off, entry))  # type: ignore[arg-type]
-        pos += 24
-    ends1 = pos
-    _check_names(names, "metadata", [e[5] for e in meta])
-    md = [(e[0].decode("ascii"),) + e[1:] for e in meta]  # type: ignore[attr-defined]
+        rows.append((raw, tag, flags, nbytes, off, entry))
+        pos += _ME.size
+    _check_names([r[0] for r in rows], "metadata", [r[5] for r in rows])
+    md = [(r[0].decode("ascii"), *r[1:]) for r in rows]
     _check_unique([e[0] for e in md], "metadata", [e[5] for e in md])
-    for key, tag, flags, nbytes, off, entry in md:  # type: ignore[misc]
+    for key, tag, flags, nbytes, off, entry in md:
         _check_metadata(mf, h, key, tag, flags, nbytes, off, entry, limits)
+    return md, pos  # type: ignore[return-value]
 
-    # tensors: a large model has thousands, so the walk only finds where each entry starts;
-    # the fields are then gathered and checked with NumPy, and the precise error of a bad entry
-    # comes from _check_tensor.
+
+def _parse_tensors(mf: MappedFile, blob: bytes, h: Header, limits: Limits) -> tuple[list, int]:
+    """The tensor table, and where it ends.
+
+    A large model has thousands of tensors, so the walk kernel only finds where each entry
+    starts; the fields are then gathered and checked with NumPy, and the precise error of a
+    bad entry comes from _check_tensor.
+    """
     n = h.n_tensors
     st_arr, ln_arr, nd_arr = (np.empty(n, np.int64) for _ in range(3))
-    done, pos, status = _kernels.load("walk").walk_lp_records(
+    _done, pos, status = _kernels.load("walk").walk_lp_records(
         blob,
         h.offset_tensors,
         h.offset_data,
         n,
         S.ALIGN,
-        12,
-        4,
-        8,
-        32 if v2 else 16,
+        _TE.size,
+        _TE.offset("ndim"),
+        8,  # one u64 dim
+        (_TD if h.version == 2 else S.TENSOR_DATA).size,
         limits.max_ndim,
         st_arr,
         ln_arr,
@@ -338,9 +335,7 @@ def parse_tables(mf: MappedFile, limits: Limits = DEFAULT_LIMITS) -> Tables:
     if status:
         _walk_tensors_slow(blob, h, limits)  # raises the precise error
     starts, lns, ndims = st_arr.tolist(), ln_arr.tolist(), nd_arr.tolist()
-    ends2 = pos
-    tensors = _tensor_rows(mf, h, blob, starts, lns, ndims, nd_arr, limits)
-    return Tables(h, sv, md, tensors, (ends0, ends1, ends2))  # type: ignore[arg-type]
+    return _tensor_rows(mf, h, blob, starts, lns, ndims, nd_arr, limits), pos
 
 
 def _gather(u8: np.ndarray, pos: np.ndarray, nbytes: int, dtype: str) -> np.ndarray:
@@ -349,10 +344,15 @@ def _gather(u8: np.ndarray, pos: np.ndarray, nbytes: int, dtype: str) -> np.ndar
     return np.ascontiguousarray(u8[idx]).view(dtype).reshape(-1)
 
 
+def _column(u8: np.ndarray, starts: np.ndarray, rec: Record, field: str) -> np.ndarray:
+    """Field ``field`` of the record ``rec`` at each of the byte positions ``starts``."""
+    return _gather(u8, starts + rec.offset(field), rec.field_size(field), rec.dtype[field].str)
+
+
 def _walk_tensors_slow(blob: bytes, h: Header, limits: Limits) -> None:
     """Walk the tensor table in Python to name the first entry that runs past its table."""
     pos, end = h.offset_tensors, h.offset_data
-    tail_size = 32 if h.version == 2 else 16
+    tail_size = (S.TENSOR_DATA_V2 if h.version == 2 else S.TENSOR_DATA).size
     for i in range(h.n_tensors):
         if pos + 4 > end:
             fail(
@@ -376,7 +376,7 @@ def _walk_tensors_slow(blob: bytes, h: Header, limits: Limits) -> None:
                 pos + 4 + ln,
             )
         q = pos + ((ln + 11) & ~7)
-        if q + 12 > end:
+        if q + _TE.size > end:
             fail(
                 TruncatedError,
                 "table-bounds",
@@ -384,26 +384,26 @@ def _walk_tensors_slow(blob: bytes, h: Header, limits: Limits) -> None:
                 pos,
                 "entry runs past its table",
                 f"end <= {end}",
-                q + 12,
+                q + _TE.size,
             )
-        (nd,) = _U32.unpack_from(blob, q + 4)
+        (nd,) = _U32.unpack_from(blob, q + _TE.offset("ndim"))
         if nd > limits.max_ndim:
             fail(
                 LimitError,
                 "tensor-ndim",
                 f"tensor #{i}",
-                q + 4,
+                q + _TE.offset("ndim"),
                 "ndim above limit",
                 f"<= {limits.max_ndim}",
                 nd,
             )
-        pos = q + 12 + 8 * nd + tail_size
+        pos = q + _TE.size + 8 * nd + tail_size
         if pos > end:
             fail(
                 TruncatedError,
                 "table-bounds",
                 f"tensor #{i}",
-                q + 12,
+                q + _TE.size,
                 "dims run past its table",
                 f"end <= {end}",
                 pos,
@@ -428,9 +428,9 @@ def _tensor_rows(
     u8 = np.frombuffer(blob, np.uint8)
     st = np.array(starts, np.int64)
     q = st + ((np.array(lns, np.int64) + 11) & ~7)
-    tags = _gather(u8, q, 4, "<u4")
-    flags = _gather(u8, q + 8, 4, "<u4")
-    dpos = q + 12
+    tags = _column(u8, q, _TE, "dtype")
+    flags = _column(u8, q, _TE, "flags")
+    dpos = q + _TE.size
     total = int(nd.sum())
     if total:
         first = np.repeat(np.cumsum(nd) - nd, nd)
@@ -439,11 +439,11 @@ def _tensor_rows(
     else:
         flat = []
     tpos = dpos + 8 * nd
-    nbytes = _gather(u8, tpos, 8, "<u8")
-    offs = _gather(u8, tpos + 8, 8, "<u8")
+    nbytes = _column(u8, tpos, S.TENSOR_DATA_V2, "data_nbytes")
+    offs = _column(u8, tpos, S.TENSOR_DATA_V2, "data_offset")
     if v2:
-        qn = _gather(u8, tpos + 16, 8, "<u8")
-        qo = _gather(u8, tpos + 24, 8, "<u8")
+        qn = _column(u8, tpos, S.TENSOR_DATA_V2, "quant_nbytes")
+        qo = _column(u8, tpos, S.TENSOR_DATA_V2, "quant_offset")
     else:
         qn = qo = np.zeros(n, np.uint64)
     shapes: list[tuple[int, ...]]
@@ -584,7 +584,15 @@ def _check_metadata(
     obj = f"metadata {key!r}"
     f0 = S.align8(4 + len(key))  # fields start after the padded key
     if flags != 0:
-        fail(FormatError, "metadata-flags", obj, entry + f0 + 4, "value_flags must be 0", 0, flags)
+        fail(
+            FormatError,
+            "metadata-flags",
+            obj,
+            entry + f0 + _ME.offset("value_flags"),
+            "value_flags must be 0",
+            0,
+            flags,
+        )
     if tag not in S.METADATA_TAGS:
         fail(
             UnsupportedError,
@@ -595,72 +603,80 @@ def _check_metadata(
             "a ValueType tag",
             tag,
         )
-    _payload_bounds(h, obj, entry, f0 + 16, off, nbytes, "value")
+    _payload_bounds(h, obj, entry, f0 + _ME.offset("value_offset"), off, nbytes, "value")
     if tag in S.SCALAR_NBYTES:
         if nbytes != S.SCALAR_NBYTES[tag]:
             fail(
                 FormatError,
                 "metadata-nbytes",
                 obj,
-                entry + f0 + 8,
+                entry + f0 + _ME.offset("value_nbytes"),
                 f"{S.TAG_NAME[tag]} scalar value_nbytes mismatch",
                 S.SCALAR_NBYTES[tag],
                 nbytes,
             )
         return
+    nbytes_field = entry + f0 + _ME.offset("value_nbytes")
     if tag == S.STRING:
-        if nbytes < 4:
-            fail(FormatError, "string-nbytes", obj, off, "STRING payload too small", ">= 4", nbytes)
-        (n,) = _U32.unpack_from(mf.bytes(off, 4, obj), 0)
-        if S.align8(4 + n) != nbytes:
-            fail(
-                FormatError,
-                "string-nbytes",
-                obj,
-                entry + f0 + 8,
-                "STRING value_nbytes is not the padded string size",
-                S.align8(4 + n),
-                nbytes,
-            )
-        raw = mf.bytes(off + 4, n, obj)
-        if not S.NAME_RE.fullmatch(raw):
-            fail(
-                FormatError,
-                "name-charset",
-                obj,
-                off,
-                f"invalid STRING value {raw!r}",
-                "[A-Za-z0-9._-]+",
-                raw.decode("latin-1"),
-            )
-        return
-    if tag == S.BITSET:
-        if nbytes < 8:
-            fail(FormatError, "bitset-nbytes", obj, off, "BITSET payload too small", ">= 8", nbytes)
-        bit_count, byte_count = _II.unpack_from(mf.bytes(off, 8, obj), 0)
-        if byte_count != (bit_count + 7) // 8:
-            fail(
-                FormatError,
-                "bitset-byte-count",
-                obj,
-                off + 4,
-                "BITSET byte_count mismatch",
-                (bit_count + 7) // 8,
-                byte_count,
-            )
-        if S.align8(8 + byte_count) != nbytes:
-            fail(
-                FormatError,
-                "bitset-nbytes",
-                obj,
-                entry + f0 + 8,
-                "BITSET value_nbytes is not the padded size",
-                S.align8(8 + byte_count),
-                nbytes,
-            )
-        return
-    # NDARRAY
-    parse_ndarray_header(mf, obj, off, nbytes, entry + f0 + 8, limits)
+        _check_string_value(mf, obj, off, nbytes, nbytes_field)
+    elif tag == S.BITSET:
+        _check_bitset_value(mf, obj, off, nbytes, nbytes_field)
+    else:  # NDARRAY
+        parse_ndarray_header(mf, obj, off, nbytes, nbytes_field, limits)
+
+
+def _check_string_value(mf: MappedFile, obj: str, off: int, nbytes: int, nbytes_field: int) -> None:
+    if nbytes < S.STRING_LEN.size:
+        fail(FormatError, "string-nbytes", obj, off, "STRING payload too small", ">= 4", nbytes)
+    (n,) = S.STRING_LEN.unpack(mf.bytes(off, S.STRING_LEN.size, obj))
+    if S.align8(S.STRING_LEN.size + n) != nbytes:
+        fail(
+            FormatError,
+            "string-nbytes",
+            obj,
+            nbytes_field,
+            "STRING value_nbytes is not the padded string size",
+            S.align8(S.STRING_LEN.size + n),
+            nbytes,
+        )
+    raw = mf.bytes(off + S.STRING_LEN.size, n, obj)
+    if not S.NAME_RE.fullmatch(raw):
+        fail(
+            FormatError,
+            "name-charset",
+            obj,
+            off,
+            f"invalid STRING value {raw!r}",
+            "[A-Za-z0-9._-]+",
+            raw.decode("latin-1"),
+        )
+
+
+def _check_bitset_value(mf: MappedFile, obj: str, off: int, nbytes: int, nbytes_field: int) -> None:
+    head = S.BITSET_HEAD.size
+    if nbytes < head:
+        fail(FormatError, "bitset-nbytes", obj, off, "BITSET payload too small", ">= 8", nbytes)
+    bit_count, byte_count = S.BITSET_HEAD.unpack(mf.bytes(off, head, obj))
+    if byte_count != (bit_count + 7) // 8:
+        fail(
+            FormatError,
+            "bitset-byte-count",
+            obj,
+            off + S.BITSET_HEAD.offset("byte_count"),
+            "BITSET byte_count mismatch",
+            (bit_count + 7) // 8,
+            byte_count,
+        )
+    if S.align8(head + byte_count) != nbytes:
+        fail(
+            FormatError,
+            "bitset-nbytes",
+            obj,
+            nbytes_field,
+            "BITSET value_nbytes is not the padded size",
+            S.align8(head + byte_count),
+            nbytes,
+        )
 
 
 def parse_ndarray_header(
@@ -669,7 +685,7 @@ def parse_ndarray_header(
     """Validate an NDARRAY payload; return (element tag, shape, data offset, data nbytes)."""
     if nbytes < 8:
         fail(FormatError, "ndarray-nbytes", obj, off, "NDARRAY payload too small", ">= 8", nbytes)
-    etag, ndim = _II.unpack_from(mf.bytes(off, 8, obj), 0)
+    etag, ndim = _NDARRAY.unpack_from(mf.bytes(off, 8, obj), 0)
     if etag not in S.NDARRAY_ELEMENT_TAGS:
         fail(
             UnsupportedError,
@@ -724,7 +740,7 @@ def _checked_shape(obj: str, shape: tuple[int, ...], tag: int, offset: int, limi
             S.FMT, obj, shape, limits, itemsize=dt.itemsize if dt else 1, offset=offset
         )
     except TenfoldError as exc:
-        detail = str(exc).split(": ", 2)[-1].split(";")[0]  # e.g. "shape: dimension out of range"
+        detail = f"{exc.field}: {exc.detail}"  # e.g. "shape: dimension out of range"
         fail(
             type(exc),
             "tensor-shape",
@@ -745,7 +761,7 @@ def _check_tensor(
     name, tag, shape, flags, nbytes, off, entry, qn, qo = t
     obj = f"tensor {name!r}"
     f0 = entry + S.align8(4 + len(name))
-    fnb = f0 + 12 + 8 * len(shape)  # data_nbytes field
+    fnb = f0 + _TE.size + 8 * len(shape)  # data_nbytes field
     if tag not in S.TENSOR_TAGS:
         cls = FormatError if tag in S.TAG_NAME else UnsupportedError
         fail(
@@ -757,14 +773,14 @@ def _check_tensor(
             "a numeric, bool, bf16, f8, packed or bitset tag",
             tag,
         )
-    _checked_shape(obj, shape, tag, f0 + 12, limits)
+    _checked_shape(obj, shape, tag, f0 + _TE.size, limits)
     known = S.HAS_DATA | (S.HAS_QUANT if h.version == 2 else 0)
     if h.version == 2 and flags & ~known:
         fail(
             FormatError,
             "tensor-flags",
             obj,
-            f0 + 8,
+            f0 + _TE.offset("flags"),
             "unknown tensor flag bits",
             f"bits within {known:#x}",
             flags,
@@ -781,7 +797,7 @@ def _check_tensor(
                 f"{off}, {nbytes}",
             )
     else:
-        _payload_bounds(h, obj, entry, fnb + 8 - entry, off, nbytes, "data")
+        _payload_bounds(h, obj, entry, fnb + _TD.offset("data_offset") - entry, off, nbytes, "data")
         expected = S.element_nbytes(tag, math.prod(shape))
         if nbytes != expected:
             fail(FormatError, "data-nbytes", obj, fnb, "data_nbytes mismatch", expected, nbytes)
@@ -792,14 +808,24 @@ def _check_tensor(
                     FormatError,
                     "noquant-zero",
                     obj,
-                    fnb + 16,
+                    fnb + _TD.offset("quant_nbytes"),
                     "tensor without quant must have zero quant_offset and quant_nbytes",
                     "0, 0",
                     f"{qo}, {qn}",
                 )
         else:
-            _payload_bounds(h, obj, entry, fnb + 24 - entry, qo, qn, "quant")
-            parse_quant(mf, obj, shape, qo, qn, fnb + 16)
+            _payload_bounds(
+                h, obj, entry, fnb + _TD.offset("quant_offset") - entry, qo, qn, "quant"
+            )
+            parse_quant(mf, obj, shape, qo, qn, fnb + _TD.offset("quant_nbytes"))
+
+
+#: The enumerated fields of the quantization header: (field, allowed, rule, expected).
+_QUANT_ENUMS = (
+    ("scheme", (1, 2), "quant-scheme", "1 or 2"),
+    ("scale_mode", (1, 2), "quant-scale-mode", "1 or 2"),
+    ("zp_mode", (0, 1, 2), "quant-zp-mode", "0, 1 or 2"),
+)
 
 
 def parse_quant(
@@ -816,27 +842,31 @@ def parse_quant(
             f">= {S.QUANT_HEADER_SIZE}",
             qn,
         )
-    q = _QUANT.unpack(mf.bytes(qo, S.QUANT_HEADER_SIZE, obj))
+    q = _QUANT.unpack(mf.bytes(qo, S.QUANT.size, obj))
     scheme, smode, zmode, reserved, saxis, scount, zaxis, zcount = q
     if reserved:
-        fail(FormatError, "quant-reserved", obj, qo + 12, "quant reserved must be 0", 0, reserved)
-    if scheme not in (1, 2):
-        fail(FormatError, "quant-scheme", obj, qo, "unknown quant scheme", "1 or 2", scheme)
-    if smode not in (1, 2):
-        fail(FormatError, "quant-scale-mode", obj, qo + 4, "unknown scale_mode", "1 or 2", smode)
-    if zmode not in (0, 1, 2):
-        fail(FormatError, "quant-zp-mode", obj, qo + 8, "unknown zp_mode", "0, 1 or 2", zmode)
-    for mode, axis, count, name, base in (
-        (smode, saxis, scount, "scale", 16),
-        (zmode, zaxis, zcount, "zp", 32),
-    ):
+        fail(
+            FormatError,
+            "quant-reserved",
+            obj,
+            qo + _Q("reserved"),
+            "quant reserved must be 0",
+            0,
+            reserved,
+        )
+    fields = dict(zip(S.QUANT.names, q, strict=True))
+    for field, allowed, rule, expected in _QUANT_ENUMS:
+        if fields[field] not in allowed:
+            what = "quant scheme" if field == "scheme" else field
+            fail(FormatError, rule, obj, qo + _Q(field), f"unknown {what}", expected, fields[field])
+    for mode, axis, count, name in ((smode, saxis, scount, "scale"), (zmode, zaxis, zcount, "zp")):
         if mode == 2:
             if axis >= len(shape):
                 fail(
                     FormatError,
                     "quant-axis",
                     obj,
-                    qo + base,
+                    qo + _Q(f"{name}_axis"),
                     f"per-channel {name} axis out of range",
                     f"< {len(shape)}",
                     axis,
@@ -849,7 +879,7 @@ def parse_quant(
                 FormatError,
                 "quant-count",
                 obj,
-                qo + base + 8,
+                qo + _Q(f"{name}_count"),
                 f"{name}_count mismatch",
                 want,
                 count,

@@ -3,30 +3,69 @@
 All integers are little-endian. Every section and every payload starts at a multiple of 8 and
 is followed by zero bytes up to the next multiple of 8::
 
-    offset 0   header, 69 bytes (struct '<5sIIIIIIQQQQQ'), then 3 zero bytes (72)
-                 magic[5]  b"OINF\\0"
-                 u32       version            1 (openinfer-oinf 0.1.1) or 2 (quantization)
-                 u32       flags              0
-                 u32       n_sizevars, n_metadata, n_tensors
-                 u32       reserved           0
-                 u64       offset_sizevars    72
-                 u64       offset_metadata, offset_tensors, offset_data  (ascending, 8-aligned)
-                 u64       file_size          the file's length
-    string     u32 length, ASCII bytes matching [A-Za-z0-9._-]+, zero padding to a multiple of 8
-               counted from the string's own start
-    sizevar    string name, u64 value
-    metadata   string key, u32 value_type, u32 value_flags (0), u64 value_nbytes, u64 value_offset
-    tensor     string name, u32 dtype, u32 ndim, u32 flags (bit 0 HAS_DATA; v2 bit 1 HAS_QUANT),
-               u64 dims[ndim], u64 data_nbytes, u64 data_offset
-               (v2 adds u64 quant_nbytes, u64 quant_offset). Tensor entries are NOT padded:
-               each takes 8*ceil((4+len)/8) + 12 + 8*ndim + 16 (v2: + 32) bytes, so fields can
-               sit at 4 mod 8.
+    offset 0   header, 69 bytes (HEADER), then 3 zero bytes (72)
+    string     u32 length (STRING_LEN), ASCII bytes matching [A-Za-z0-9._-]+, zero padding to a
+               multiple of 8 counted from the string's own start
+    sizevar    string name, u64 value (SIZEVAR_VALUE)
+    metadata   string key, then METADATA_ENTRY
+    tensor     string name, then TENSOR_ENTRY, u64 dims[ndim], then TENSOR_DATA (v2:
+               TENSOR_DATA_V2). Tensor entries are NOT padded: each takes 8*ceil((4+len)/8) + 12
+               + 8*ndim + 16 (v2: + 32) bytes, so fields can sit at 4 mod 8.
     data       all metadata payloads then all tensor payloads, in table order, 8-aligned.
+
+Header (69 bytes, HEADER)::
+
+    0   magic            5s  b"OINF\\0"
+    5   version          u4  1 (openinfer-oinf 0.1.1) or 2 (quantization)
+    9   flags            u4  0
+    13  n_sizevars       u4  entries of the sizevar table
+    17  n_metadata       u4  entries of the metadata table
+    21  n_tensors        u4  entries of the tensor table
+    25  reserved         u4  0
+    29  offset_sizevars  u8  72
+    37  offset_metadata  u8  ascending, 8-aligned
+    45  offset_tensors   u8  ascending, 8-aligned
+    53  offset_data      u8  ascending, 8-aligned
+    61  file_size        u8  the file's length
+
+String length (4 bytes, STRING_LEN)::
+
+    0   length  u4  bytes of the name that follow
+
+Sizevar value after the name (8 bytes, SIZEVAR_VALUE)::
+
+    0   value  u8  the size variable's value
+
+Metadata entry after the key (24 bytes, METADATA_ENTRY)::
+
+    0   value_type    u4  a ValueType tag
+    4   value_flags   u4  0
+    8   value_nbytes  u8  payload size
+    16  value_offset  u8  payload offset
+
+Tensor entry after the name (12 bytes, TENSOR_ENTRY)::
+
+    0   dtype  u4  a ValueType tag
+    4   ndim   u4  number of u64 dims that follow
+    8   flags  u4  bit 0 HAS_DATA; v2 bit 1 HAS_QUANT
+
+Tensor entry after the dims, version 1 (16 bytes, TENSOR_DATA)::
+
+    0   data_nbytes   u8  payload size
+    8   data_offset   u8  payload offset
+
+Tensor entry after the dims, version 2 (32 bytes, TENSOR_DATA_V2)::
+
+    0   data_nbytes   u8  payload size
+    8   data_offset   u8  payload offset
+    16  quant_nbytes  u8  v2: quantization block size (padded)
+    24  quant_offset  u8  v2: quantization block offset
 
 Metadata payloads: scalars are their raw little-endian bytes (``value_nbytes`` exact: 1, 2, 4
 or 8; packed scalar types take 1 byte); STRING is a string as above (``value_nbytes`` = padded
-length); BITSET is ``u32 bit_count, u32 byte_count`` + bytes (LSB-first), padded; NDARRAY is
-``u32 element_type, u32 ndim, u64 dims[ndim]`` + data encoded as tensor data, padded.
+length); BITSET is BITSET_HEAD (``u32 bit_count, u32 byte_count``) + bytes (LSB-first),
+padded; NDARRAY is NDARRAY_HEAD (``u32 element_type, u32 ndim``), ``u64 dims[ndim]`` + data
+encoded as tensor data, padded.
 
 Tensor payloads: row-major; byte-aligned types as little-endian elements (BOOL one byte 0/1,
 BF16 the upper half of a float32, F8 = float8 E5M2); packed types (I4 I2 I1 U4 U2 U1 T2 T1)
@@ -34,10 +73,29 @@ LSB-first, element i at bit i*bits, ``data_nbytes = ceil(numel*bits/8)``, unused
 T2 is two's complement in 2 bits (0b10 invalid); T1 stores -1 as 0 and +1 as 1.
 HAS_DATA=0: ``data_nbytes = data_offset = 0``.
 
-Version 2 quantization payload (HAS_QUANT): ``<IIIIQQQQ`` scheme (1 symmetric, 2 asymmetric),
-scale_mode (1 per-tensor, 2 per-channel), zp_mode (0 none, 1 per-tensor, 2 per-channel),
-reserved (0), scale_axis, scale_count, zp_axis, zp_count; then scale_count f32 scales and
-zp_count i32 zero points, padded to 8 (``quant_nbytes`` is the padded size).
+BITSET payload head (8 bytes, BITSET_HEAD)::
+
+    0   bit_count   u4  number of bits
+    4   byte_count  u4  bytes of bits that follow
+
+NDARRAY payload head (8 bytes, NDARRAY_HEAD)::
+
+    0   element_type  u4  a tensor ValueType tag
+    4   ndim          u4  number of u64 dims that follow
+
+Version 2 quantization payload (HAS_QUANT): QUANT, then scale_count f32 scales and zp_count
+i32 zero points, padded to 8 (``quant_nbytes`` is the padded size).
+
+Quantization header (48 bytes, QUANT)::
+
+    0   scheme       u4  1 symmetric, 2 asymmetric
+    4   scale_mode   u4  1 per-tensor, 2 per-channel
+    8   zp_mode      u4  0 none, 1 per-tensor, 2 per-channel
+    12  reserved     u4  0
+    16  scale_axis   u8  axis of per-channel scales
+    24  scale_count  u8  number of f32 scales
+    32  zp_axis      u8  axis of per-channel zero points
+    40  zp_count     u8  number of i32 zero points
 """
 
 from __future__ import annotations
@@ -47,17 +105,18 @@ import re
 import numpy as np
 
 from ..core.dtypes import BFLOAT16, FLOAT8_E5M2
-from ..core.records import record
+from ..core.records import Record
+from ..formats import MAGICS
 
 FMT = "oinf"
-MAGIC = b"OINF\x00"
+(MAGIC,) = MAGICS["oinf"]
 VERSIONS = (1, 2)
 WRITE_VERSION = 1
 HEADER_SIZE = 69
 HEADER_PADDED = 72
 ALIGN = 8
 
-HEADER = record(
+HEADER = Record(
     "oinf header",
     [
         ("magic", "S5"),
@@ -75,9 +134,8 @@ HEADER = record(
     ],
     HEADER_SIZE,
 )
-HEADER_STRUCT = "<5sIIIIIIQQQQQ"
 
-QUANT = record(
+QUANT = Record(
     "oinf quant header",
     [
         ("scheme", "<u4"),
@@ -91,8 +149,36 @@ QUANT = record(
     ],
     48,
 )
-QUANT_STRUCT = "<IIIIQQQQ"
 QUANT_HEADER_SIZE = 48
+
+STRING_LEN = Record("oinf string length", [("length", "<u4")], 4)
+SIZEVAR_VALUE = Record("oinf sizevar value", [("value", "<u8")], 8)
+METADATA_ENTRY = Record(
+    "oinf metadata entry",
+    [
+        ("value_type", "<u4"),
+        ("value_flags", "<u4"),
+        ("value_nbytes", "<u8"),
+        ("value_offset", "<u8"),
+    ],
+    24,
+)
+TENSOR_ENTRY = Record(
+    "oinf tensor entry", [("dtype", "<u4"), ("ndim", "<u4"), ("flags", "<u4")], 12
+)
+TENSOR_DATA = Record("oinf tensor data", [("data_nbytes", "<u8"), ("data_offset", "<u8")], 16)
+TENSOR_DATA_V2 = Record(
+    "oinf tensor data v2",
+    [
+        ("data_nbytes", "<u8"),
+        ("data_offset", "<u8"),
+        ("quant_nbytes", "<u8"),
+        ("quant_offset", "<u8"),
+    ],
+    32,
+)
+BITSET_HEAD = Record("oinf bitset head", [("bit_count", "<u4"), ("byte_count", "<u4")], 8)
+NDARRAY_HEAD = Record("oinf ndarray head", [("element_type", "<u4"), ("ndim", "<u4")], 8)
 
 HAS_DATA = 1
 HAS_QUANT = 2
@@ -202,9 +288,9 @@ NAME_RE = re.compile(rb"[A-Za-z0-9._-]+")
 NAME_RE_STR = re.compile(r"[A-Za-z0-9._-]+")
 
 #: Smallest encoded sizes, used to bound entry counts by table sizes before parsing.
-MIN_SIZEVAR_ENTRY = 8 + 8
-MIN_METADATA_ENTRY = 8 + 24
-MIN_TENSOR_ENTRY = 8 + 12 + 16
+MIN_SIZEVAR_ENTRY = 8 + SIZEVAR_VALUE.size
+MIN_METADATA_ENTRY = 8 + METADATA_ENTRY.size
+MIN_TENSOR_ENTRY = 8 + TENSOR_ENTRY.size + TENSOR_DATA.size
 
 
 def align8(n: int) -> int:

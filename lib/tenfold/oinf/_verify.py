@@ -103,11 +103,6 @@ def _fmt_stats(s: dict[str, Any]) -> str:
     return f"{core} nan={s['nan']} inf={s['inf']}"
 
 
-def _add_exc(report: Report, exc: BaseException) -> None:
-    obj = getattr(exc, "obj", None) or "file"
-    report.add(obj, ERROR, str(exc), offset=getattr(exc, "offset", None))
-
-
 def verify(source: Any, **kw: Any) -> OinfReport:
     """Verify an OINF file (path or buffer); never raises on a damaged file."""
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"
@@ -115,7 +110,7 @@ def verify(source: Any, **kw: Any) -> OinfReport:
     try:
         reader = OinfReader(source, **kw)
     except TenfoldError as exc:
-        _add_exc(report, exc)
+        report.add_error(exc)
         return report
     except OSError as exc:
         report.add("file", ERROR, f"oinf: cannot read: {exc}")
@@ -124,7 +119,7 @@ def verify(source: Any, **kw: Any) -> OinfReport:
         try:
             _verify_open(reader, report)
         except TenfoldError as exc:  # pragma: no cover - the checks below report, not raise
-            _add_exc(report, exc)
+            report.add_error(exc)
         else:  # OINF stores no checksum: the values themselves cannot be checked
             report.unverified.extend(t.name for t in reader.infos() if t.has_data)
     return report
@@ -198,11 +193,23 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
             "tensors": len(t.tensors),
         }
     )
-    # header
-    if h.flags:
-        c.err("header-flags", "header", 9, f"header flags must be 0, got {h.flags:#x}")
-    if h.reserved:
-        c.err("header-reserved", "header", 25, f"header reserved must be 0, got {h.reserved}")
+    _check_layout(c, t)
+    for name, value, entry in t.sizevars:
+        rep.add(f"sizevar {name!r}", OK, f"{name} := {value}", offset=entry)
+
+    regions: list[tuple[int, int, int, str]] = []  # (start, used_end, declared_end, obj)
+    _check_metadata(c, r, rep, regions)
+    _check_tensors(c, r, rep, regions)
+    _check_data_section(c, h, regions)
+
+
+def _check_layout(c: _Checker, t: Any) -> None:
+    """Header fields the reader does not need, padding after names and tables, table order."""
+    h = t.header
+    for field, value in (("flags", f"{h.flags:#x}"), ("reserved", str(h.reserved))):
+        if getattr(h, field):
+            rule, at = f"header-{field}", S.HEADER.offset(field)
+            c.err(rule, "header", at, f"header {field} must be 0, got {value}")
     c.zeros(S.HEADER_SIZE, S.HEADER_PADDED, "header", "header")
     for kind, entries in (
         ("sizevar", [(e[0], e[2]) for e in t.sizevars]),
@@ -232,10 +239,13 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
                 f"{kind} table not sorted by name (the reference writer sorts)",
                 INFO,
             )
-    for name, value, entry in t.sizevars:
-        rep.add(f"sizevar {name!r}", OK, f"{name} := {value}", offset=entry)
 
-    regions: list[tuple[int, int, int, str]] = []  # (start, used_end, declared_end, obj)
+
+def _check_metadata(
+    c: _Checker, r: OinfReader, rep: OinfReport, regions: list[tuple[int, int, int, str]]
+) -> None:
+    """Each metadata payload's element rules and value; its region for the overlap check."""
+    t = r._t
     for key, tag, _flags, nbytes, off, _entry in t.metadata:
         obj = f"metadata {key!r}"
         used, decodes = _metadata_used(c, tag, off, nbytes, obj)
@@ -245,16 +255,28 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
         try:
             value = r._meta_value((key, tag, _flags, nbytes, off, _entry))
         except TenfoldError as exc:
-            _add_exc(rep, exc)
+            rep.add_error(exc)
             continue
         rep.add(obj, OK, f"{S.TAG_NAME[tag]} = {_preview(value)}", offset=off)
 
+
+def _check_tensors(
+    c: _Checker, r: OinfReader, rep: OinfReport, regions: list[tuple[int, int, int, str]]
+) -> None:
+    """Each tensor's flags and elements, with its statistics; its regions for the overlap check."""
+    t = r._t
+    h = t.header
     for e in t.tensors:
         name, tag, shape, flags, nbytes, off, entry, qn, qo = e
         obj = f"tensor {name!r}"
         f0 = entry + S.align8(4 + len(name))
         if h.version == 1 and flags & ~S.HAS_DATA:
-            c.err("tensor-flags", obj, f0 + 8, f"unknown tensor flag bits {flags:#x}")
+            c.err(
+                "tensor-flags",
+                obj,
+                f0 + S.TENSOR_ENTRY.offset("flags"),
+                f"unknown tensor flag bits {flags:#x}",
+            )
         if tag == S.BITSET:
             c.err(
                 "bitset-tensor",
@@ -279,14 +301,16 @@ def _verify_open(r: OinfReader, rep: OinfReport) -> None:
         try:
             arr = r.tensor(name)
         except TenfoldError as exc:
-            _add_exc(rep, exc)
+            rep.add_error(exc)
             continue
         st = tensor_stats(arr)
         st.update({"dtype": S.TAG_NAME[tag], "shape": list(shape), "bytes": nbytes})
         rep.stats[name] = st
         rep.add(obj, OK, f"{desc} {nbytes} bytes {_fmt_stats(st)}", offset=off)
 
-    # overlaps and padding in the data section
+
+def _check_data_section(c: _Checker, h: Any, regions: list[tuple[int, int, int, str]]) -> None:
+    """Payloads must not overlap, and every byte between them must be zero."""
     regions.sort()
     cursor = h.offset_data
     prev_end, prev_obj = h.offset_data, "data section start"
@@ -311,15 +335,16 @@ def _metadata_used(c: _Checker, tag: int, off: int, nbytes: int, obj: str) -> tu
     element rules; and whether the value decodes."""
     mf = c.mf
     if tag == S.STRING:
-        (n,) = struct.unpack("<I", mf.bytes(off, 4, obj))
+        (n,) = S.STRING_LEN.unpack(mf.bytes(off, S.STRING_LEN.size, obj))
         return 4 + n, True
     if tag == S.BITSET:
-        bit_count, byte_count = struct.unpack("<II", mf.bytes(off, 8, obj))
+        bit_count, byte_count = S.BITSET_HEAD.unpack(mf.bytes(off, S.BITSET_HEAD.size, obj))
         c.tail(off + 8, byte_count, bit_count, 1, obj)
         return 8 + byte_count, True
     if tag == S.NDARRAY:
-        etag, ndim = struct.unpack("<II", mf.bytes(off, 8, obj))
-        shape = struct.unpack(f"<{ndim}Q", mf.bytes(off + 8, 8 * ndim, obj)) if ndim else ()
+        etag, ndim = S.NDARRAY_HEAD.unpack(mf.bytes(off, S.NDARRAY_HEAD.size, obj))
+        dims = mf.bytes(off + S.NDARRAY_HEAD.size, 8 * ndim, obj)
+        shape = struct.unpack(f"<{ndim}Q", dims) if ndim else ()
         numel = math.prod(shape)
         dnb = S.element_nbytes(etag, numel)
         ok = c.elements(etag, off + 8 + 8 * ndim, dnb, numel, obj)

@@ -13,7 +13,6 @@ made up for them.
 from __future__ import annotations
 
 import math
-import struct
 from collections.abc import Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -22,14 +21,14 @@ import numpy as np
 from .. import _kernels
 from ..core.alloc import copy as alloc_copy
 from ..core.alloc import empty
-from ..core.bounds import DEFAULT_LIMITS, Budget, Limits
+from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, check_limit
 from ..core.mapped import MappedFile
 from ..core.reader import MappedReader
-from ..errors import FormatError, LimitError, describe
+from ..errors import FormatError
 from . import _spec as S
 from ._parse import Tables, fail, parse_ndarray_header, parse_quant, parse_tables
 
-__all__ = ["OinfReader", "TensorInfo", "MetadataInfo", "QuantParams", "Bitset", "open_reader"]
+__all__ = ["OinfReader", "TensorInfo", "MetadataInfo", "QuantParams", "Bitset"]
 
 
 class Bitset:
@@ -371,10 +370,10 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
         mf = self._mf
         obj = f"metadata {key!r}"
         if tag == S.STRING:
-            (n,) = struct.unpack("<I", mf.bytes(off, 4, obj))
+            (n,) = S.STRING_LEN.unpack(mf.bytes(off, S.STRING_LEN.size, obj))
             return mf.bytes(off + 4, n, obj).decode("ascii")
         if tag == S.BITSET:
-            bit_count, byte_count = struct.unpack("<II", mf.bytes(off, 8, obj))
+            bit_count, byte_count = S.BITSET_HEAD.unpack(mf.bytes(off, S.BITSET_HEAD.size, obj))
             return Bitset(bit_count=bit_count, data=mf.bytes(off + 8, byte_count, obj))
         if tag == S.NDARRAY:
             etag, shape, doff, dnb = parse_ndarray_header(mf, obj, off, nbytes, off, self.limits)
@@ -417,18 +416,15 @@ def decode_payload(
         return _readonly(mf.array(off, "u1", shape, obj))
     bits = S.PACKED_BITS[tag]
     numel = math.prod(shape)
-    if numel > limits.max_decoded_bytes:
-        raise LimitError(
-            describe(
-                "oinf",
-                obj,
-                offset=off,
-                field="numel",
-                detail="unpacked size above the limit",
-                expected=f"<= {limits.max_decoded_bytes}",
-                got=numel,
-            )
-        )
+    check_limit(
+        S.FMT,
+        obj,
+        numel,
+        limits.max_decoded_bytes,
+        field="numel",
+        offset=off,
+        detail="unpacked size above the limit",
+    )
     src = mf.u8(off, nbytes, obj)
     k = _kernels.load("bitpack")
     out = empty(
@@ -464,7 +460,3 @@ def _readonly(arr: np.ndarray) -> np.ndarray:
     if arr.flags.writeable:  # an empty array is a fresh one: keep the read-only contract
         arr.flags.writeable = False
     return arr
-
-
-def open_reader(source: Any, **kw: Any) -> OinfReader:
-    return OinfReader(source, **kw)

@@ -38,7 +38,7 @@ from .. import _kernels
 from ..core.atomic import atomic_write
 from ..core.dtypes import BFLOAT16, FLOAT8_E5M2
 from ..core.release import release
-from ..errors import EncodeError, describe
+from ..errors import EncodeError
 from . import _spec as S
 from .reader import Bitset
 
@@ -88,7 +88,7 @@ class Uninitialized:
 
 
 def _err(obj: str, detail: str, expected: object = None, got: object = None) -> EncodeError:
-    return EncodeError(describe(S.FMT, obj, detail=detail, expected=expected, got=got))
+    return EncodeError(fmt=S.FMT, obj=obj, detail=detail, expected=expected, got=got)
 
 
 def _check_name(name: object, kind: str) -> str:
@@ -100,7 +100,7 @@ def _check_name(name: object, kind: str) -> str:
 def _string(value: str) -> bytes:
     raw = value.encode("ascii")
     n = 4 + len(raw)
-    return struct.pack("<I", len(raw)) + raw + _PAD[: S.align8(n) - n]
+    return S.STRING_LEN.pack(len(raw)) + raw + _PAD[: S.align8(n) - n]
 
 
 def _resolve_tag(dtype: Any, obj: str) -> int:
@@ -330,7 +330,7 @@ def _smallest_int(lo: int, hi: int) -> int:
 
 
 def _ndarray_payload(arr: np.ndarray, tag: int, obj: str) -> bytes:
-    head = struct.pack(f"<II{arr.ndim}Q", tag, arr.ndim, *arr.shape)
+    head = S.NDARRAY_HEAD.pack(tag, arr.ndim) + struct.pack(f"<{arr.ndim}Q", *arr.shape)
     body = b"".join(bytes(memoryview(c).cast("B")) for c in encode_chunks(arr, tag, obj))
     n = len(head) + len(body)
     return head + body + _PAD[: S.align8(n) - n]
@@ -348,7 +348,7 @@ def _metadata_payload(key: str, value: Any) -> tuple[int, bytes]:
             raise _err(obj, "invalid STRING value", "[A-Za-z0-9._-]+", value)
         return S.STRING, _string(value)
     if isinstance(value, Bitset):
-        head = struct.pack("<II", value.bit_count, len(value.data))
+        head = S.BITSET_HEAD.pack(value.bit_count, len(value.data))
         n = 8 + len(value.data)
         return S.BITSET, head + value.data + _PAD[: S.align8(n) - n]
     if isinstance(value, (int, np.integer)):
@@ -479,17 +479,8 @@ def write(
     >>> os.path.getsize(p)
     248
     """
-    sv: list[tuple[str, int]] = []
-    for name, value in (sizevars or {}).items():
-        _check_name(name, "sizevar")
-        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
-            raise _err(f"sizevar {name!r}", "not an int", "int in [0, 2**64)", value)
-        if not 0 <= int(value) < 1 << 64:
-            raise _err(f"sizevar {name!r}", "out of range", "int in [0, 2**64)", int(value))
-        sv.append((name, int(value)))
+    sv = _sizevars(sizevars or {}, sort)
     order = sorted if sort else list
-    if sort:
-        sv.sort()
     md: list[tuple[str, int, bytes]] = []
     for key in order(metadata or {}):
         _check_name(key, "metadata")
@@ -499,10 +490,39 @@ def write(
         _plan_tensor(_check_name(n, "tensor"), tensors[n])  # type: ignore[index]
         for n in order(tensors or {})
     ]
+    head = _tables(sv, md, plans)
+    with atomic_write(path) as f:
+        f.write(head)
+        for _, _, payload in md:
+            f.write(payload)
+            f.write(_PAD[: S.align8(len(payload)) - len(payload)])
+        for p in plans:
+            if p.arr is not None:
+                _write_tensor(f, p)
 
-    sv_table = b"".join(_string(n) + struct.pack("<Q", v) for n, v in sv)
-    md_size = sum(S.align8(4 + len(k)) + 24 for k, _, _ in md)
-    t_size = sum(S.align8(4 + len(p.name)) + 12 + 8 * len(p.shape) + 16 for p in plans)
+
+def _sizevars(sizevars: Mapping[str, int], sort: bool) -> list[tuple[str, int]]:
+    sv: list[tuple[str, int]] = []
+    for name, value in sizevars.items():
+        _check_name(name, "sizevar")
+        if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+            raise _err(f"sizevar {name!r}", "not an int", "int in [0, 2**64)", value)
+        if not 0 <= int(value) < 1 << 64:
+            raise _err(f"sizevar {name!r}", "out of range", "int in [0, 2**64)", int(value))
+        sv.append((name, int(value)))
+    return sorted(sv) if sort else sv
+
+
+def _tables(
+    sv: list[tuple[str, int]], md: list[tuple[str, int, bytes]], plans: list[_TensorPlan]
+) -> bytes:
+    """Header and tables, padded to where the data starts (payloads follow in table order)."""
+    sv_table = b"".join(_string(n) + S.SIZEVAR_VALUE.pack(v) for n, v in sv)
+    md_size = sum(S.align8(4 + len(k)) + S.METADATA_ENTRY.size for k, _, _ in md)
+    t_size = sum(
+        S.align8(4 + len(p.name)) + S.TENSOR_ENTRY.size + 8 * len(p.shape) + S.TENSOR_DATA.size
+        for p in plans
+    )
     off_sv = S.HEADER_PADDED
     off_md = S.align8(off_sv + len(sv_table))
     off_t = S.align8(off_md + md_size)
@@ -510,41 +530,22 @@ def write(
     cursor = off_data
     md_parts = []
     for key, tag, payload in md:
-        md_parts.append(_string(key) + struct.pack("<IIQQ", tag, 0, len(payload), cursor))
+        md_parts.append(_string(key) + S.METADATA_ENTRY.pack(tag, 0, len(payload), cursor))
         cursor += S.align8(len(payload))
     t_parts = []
     for p in plans:
         has = p.arr is not None
         t_parts.append(
             _string(p.name)
-            + struct.pack(
-                f"<III{len(p.shape)}QQQ",
-                p.tag,
-                len(p.shape),
-                1 if has else 0,
-                *p.shape,
-                p.nbytes,
-                cursor if has else 0,
-            )
+            + S.TENSOR_ENTRY.pack(p.tag, len(p.shape), S.HAS_DATA if has else 0)
+            + struct.pack(f"<{len(p.shape)}Q", *p.shape)
+            + S.TENSOR_DATA.pack(p.nbytes, cursor if has else 0)
         )
         if has:
             cursor += S.align8(p.nbytes)
-    header = struct.pack(
-        S.HEADER_STRUCT,
-        S.MAGIC,
-        S.WRITE_VERSION,
-        0,
-        len(sv),
-        len(md),
-        len(plans),
-        0,
-        off_sv,
-        off_md,
-        off_t,
-        off_data,
-        cursor,
-    )
-    head = bytearray(header)
+    counts = (len(sv), len(md), len(plans))
+    offsets = (off_sv, off_md, off_t, off_data, cursor)
+    head = bytearray(S.HEADER.pack(S.MAGIC, S.WRITE_VERSION, 0, *counts, 0, *offsets))
     for start, part in (
         (off_sv, sv_table),
         (off_md, b"".join(md_parts)),
@@ -553,21 +554,17 @@ def write(
         head += bytes(start - len(head))
         head += part
     head += bytes(off_data - len(head))
+    return bytes(head)
 
-    with atomic_write(path) as f:
-        f.write(head)
-        for _, _, payload in md:
-            f.write(payload)
-            f.write(_PAD[: S.align8(len(payload)) - len(payload)])
-        for p in plans:
-            if p.arr is None:
-                continue
-            written = 0
-            for chunk in encode_chunks(p.arr, p.tag, f"tensor {p.name!r}"):
-                mv = memoryview(chunk).cast("B")
-                f.write(mv)
-                written += mv.nbytes
-            if written != p.nbytes:  # pragma: no cover - internal consistency
-                raise RuntimeError(f"oinf: tensor {p.name!r}: wrote {written}, planned {p.nbytes}")
-            f.write(_PAD[: S.align8(written) - written])
-            release(p.arr)  # a view of a mapped source: give its pages back
+
+def _write_tensor(f: Any, p: _TensorPlan) -> None:
+    assert p.arr is not None
+    written = 0
+    for chunk in encode_chunks(p.arr, p.tag, f"tensor {p.name!r}"):
+        mv = memoryview(chunk).cast("B")
+        f.write(mv)
+        written += mv.nbytes
+    if written != p.nbytes:  # pragma: no cover - internal consistency
+        raise RuntimeError(f"oinf: tensor {p.name!r}: wrote {written}, planned {p.nbytes}")
+    f.write(_PAD[: S.align8(written) - written])
+    release(p.arr)  # a view of a mapped source: give its pages back

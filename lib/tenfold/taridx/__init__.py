@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core.report import ERROR, INFO, OK, WARNING, Report
 from ..errors import EncodeError, TenfoldError, describe
-from ._spec import FMT, HDR_SIZE, ROW_DT
+from ._spec import FMT, HDR_SIZE, HEADER, ROW_DT
 from .build import build, scan_shard, shard_paths, stale_shards
 from .dataset import Dataset, EpochSampler, epoch_order
 from .export import export_dali, export_wids
@@ -177,7 +177,7 @@ def verify(
     try:
         idx = Index.open(path)
     except (TenfoldError, OSError) as exc:
-        rep.add("index", ERROR, str(exc))
+        rep.add_error(exc, "index")
         return rep
     with idx:
         rep.summary.update(
@@ -205,7 +205,7 @@ def verify(
                     describe(
                         FMT,
                         "header",
-                        offset=16,
+                        offset=HEADER.offset("n_stems"),
                         field="n_stems",
                         expected=distinct,
                         got=idx.n_stems,
@@ -221,7 +221,7 @@ def verify(
                     describe(
                         FMT,
                         "header",
-                        offset=56,
+                        offset=HEADER.offset("flags"),
                         field="flags bit 0",
                         expected=int(contiguous),
                         got=int(idx.is_contiguous),
@@ -230,7 +230,7 @@ def verify(
             else:
                 rep.add("flags", OK, "contiguous" if contiguous else "interleaved")
         except TenfoldError as exc:
-            rep.add("rows", ERROR, str(exc))
+            rep.add_error(exc, "rows")
             return rep
         if root is None and fold is None:
             root, fold = os.path.dirname(os.path.abspath(path)), Path(path).stem
@@ -243,7 +243,7 @@ def verify(
                 return rep
             stale = stale_shards(idx, root, fold, sample=sample)
         except (TenfoldError, OSError) as exc:
-            rep.add("shards", ERROR, str(exc))
+            rep.add_error(exc, "shards")
             return rep
         for name, why in stale.items():
             rep.add(f"shard {name}", WARNING if "no rows" in why else ERROR, f"stale: {why}")

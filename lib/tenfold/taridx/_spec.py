@@ -1,12 +1,12 @@
 """TARIDX byte layout (version 1.0), little-endian throughout, no padding anywhere::
 
     offset        size          content
-    0             64            header (HEADER_DT)
+    0             64            header (HEADER)
     64            ext_bytes     extension block: names in id order joined by b"\\n" (UTF-8)
     off_crash     crash_bytes   crash-stem block: stems of crash ids 1..n_crash joined by b"\\n"
-    off_arr       32 * n_rows   rows (ROW_DT), to end of file; off_arr is usually unaligned
+    off_arr       32 * n_rows   rows (ROW), to end of file; off_arr is usually unaligned
 
-Header (64 bytes, struct ``<8sHHHHQQIIQQB7x``)::
+Header (64 bytes, HEADER; struct ``<8sHHHHQQIIQQB7x``)::
 
     0   magic     8s   b"TARIDX\\0\\0"
     8   major     u2   1 (anything else is refused)
@@ -22,7 +22,7 @@ Header (64 bytes, struct ``<8sHHHHQQIIQQB7x``)::
     56  flags     u1   bit 0: rows contiguous by (keyhash, crashid)
     57  reserved  7x   ignored
 
-Row (32 bytes)::
+Row (32 bytes, ROW)::
 
     0   fid      u2  shard id = position of the shard in string-sorted order
     2   offset   u8  byte offset of the member's own ustar header block; payload at offset+512
@@ -34,12 +34,11 @@ Row (32 bytes)::
 
 from __future__ import annotations
 
-import numpy as np
-
-from ..core.records import record
+from ..core.records import Record
+from ..formats import MAGICS
 
 FMT = "taridx"
-MAGIC = b"TARIDX\0\0"
+(MAGIC,) = MAGICS["taridx"]
 MAJOR = 1
 MINOR = 0
 HDR_SIZE = 64
@@ -48,7 +47,7 @@ FLAG_CONTIGUOUS = 0x01
 #: Tar blocks.
 BLOCK = 512
 
-HEADER_DT = record(
+HEADER = Record(
     "taridx header",
     [
         ("magic", "S8"),
@@ -68,7 +67,7 @@ HEADER_DT = record(
     HDR_SIZE,
 )
 
-ROW_DT = record(
+ROW = Record(
     "taridx row",
     [
         ("fid", "<u2"),
@@ -81,5 +80,6 @@ ROW_DT = record(
     REC_SIZE,
 )
 
-assert HEADER_DT.itemsize == HDR_SIZE and ROW_DT.itemsize == REC_SIZE
-assert np.dtype(HEADER_DT).fields["flags"][1] == 56  # type: ignore[index]
+#: The records as structured dtypes (zero-copy views of the header and the rows).
+HEADER_DT = HEADER.dtype
+ROW_DT = ROW.dtype

@@ -426,7 +426,8 @@ def _stale_rows(
             picks = np.union1d(picks, [int(np.argmax(ends))])
         err = _first_bad(index, rows[picks], buf)
         if err is not None:
-            return type(err), str(err).removeprefix(f"{FMT}: ")
+            # the reason without the format prefix (the caller names the shard and the format)
+            return type(err), str(err.evolve(fmt=None) if err.fmt == FMT else err)
         found = _indexable_after(buf, -(-last // BLOCK) * BLOCK)
         if found is not None:
             return IntegrityError, f"{found[1]} at offset {found[0]:#x} after the last indexed one"

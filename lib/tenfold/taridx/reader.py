@@ -387,7 +387,7 @@ class Index(MappedReader, Mapping[str, dict]):
 
     # -- parsing ------------------------------------------------------------------------------
     def _err(self, cls: type[FormatError], what: str, **kw: Any) -> FormatError:
-        return cls(describe(FMT, f"{self.name}: {what}", **kw))
+        return cls(fmt=FMT, obj=f"{self.name}: {what}", **kw)
 
     def _parse(self) -> None:
         mf = self._mf

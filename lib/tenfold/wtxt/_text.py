@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import FormatError, LimitError, TruncatedError, describe
+from ..errors import FormatError, LimitError, TenfoldError, TruncatedError
 from ._spec import AUDIT_KEY_RE, FMT, MAX_LINE, QUOTED, TOKEN, mview
 
 _PRINTABLE = re.compile(rb"[\x20-\x7e]*")
@@ -16,7 +16,7 @@ _FIELD_RES: dict[str, re.Pattern[str]] = {}
 
 
 def err(
-    cls: type[Exception],
+    cls: type[TenfoldError],
     lineno: int,
     offset: int | None,
     detail: str,
@@ -25,22 +25,22 @@ def err(
     expected: object = None,
     got: object = None,
     last_line: int | None = None,
-) -> Exception:
+) -> TenfoldError:
     """An exception of ``cls`` whose message names the line (1-based) and its byte offset.
 
     With ``last_line`` the message names the range ``lines <lineno>-<last_line>``. The
     exception carries the place as attributes: ``line`` (the first line) and ``lines``
     (``(first, last)``), so callers need not parse the message.
     """
-    where = (
-        f"line {lineno}"
-        if last_line is None or last_line == lineno
-        else f"lines {lineno}-{last_line}"
+    return cls(
+        fmt=FMT,
+        lines=(lineno, lineno if last_line is None else last_line),
+        offset=offset,
+        field=field,
+        detail=detail,
+        expected=expected,
+        got=got,
     )
-    exc = cls(
-        describe(FMT, where, offset=offset, field=field, detail=detail, expected=expected, got=got)
-    )
-    return at_lines(exc, lineno, last_line)
 
 
 def at_lines(exc: Exception, first: int, last: int | None = None) -> Exception:

@@ -34,6 +34,7 @@ from ..errors import (
     FormatError,
     IntegrityError,
     LimitError,
+    TenfoldError,
     TruncatedError,
     UnsupportedError,
     describe,
@@ -627,11 +628,16 @@ def _chunk(
                     expected=declared,
                     got=computed,
                 )
-                if not collect:
-                    raise exc
-                ch.damage, ch.damage_line = str(exc), lineno
+                _damaged(ch, exc, collect)
                 break
     return ch
+
+
+def _damaged(ch: ChunkInfo, exc: TenfoldError, collect: bool) -> None:
+    """Raise ``exc``, or (collecting) record it as the chunk's damage at the line it names."""
+    if not collect:
+        raise exc
+    ch.damage, ch.damage_line = str(exc), exc.line
 
 
 def _decode_chunk(
@@ -668,9 +674,7 @@ def _decode_chunk(
             expected=want - S.WIDTH * (ch.lines - 1),
             got=w,
         )
-        if not collect:
-            raise exc
-        ch.damage, ch.damage_line = str(exc), last
+        _damaged(ch, exc, collect)
         return
     # the kernel has checked the alphabet and the padding; validate=True is pybase64's fast path
     raw = pybase64.b64decode(S.mview(scratch)[:n], validate=True)
@@ -684,9 +688,7 @@ def _decode_chunk(
             expected=ch.crc32c,
             got=crc,
         )
-        if not collect:
-            raise exc
-        ch.damage, ch.damage_line = str(exc), ch.lineno
+        _damaged(ch, exc, collect)
         return
     sha = hashlib.sha256(raw).hexdigest()
     if sha != ch.sha256:
@@ -698,9 +700,7 @@ def _decode_chunk(
             expected=ch.sha256,
             got=sha,
         )
-        if not collect:
-            raise exc
-        ch.damage, ch.damage_line = str(exc), ch.lineno
+        _damaged(ch, exc, collect)
         return
     S.mview(buf)[ch.off : ch.off + ch.length] = raw
 

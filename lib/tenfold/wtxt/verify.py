@@ -64,7 +64,7 @@ def verify(
             p = parse(data, collect=True, hmac_keys=keys, workers=workers)
         except TenfoldError as exc:
             report.summary["authentication"] = "none: the file does not parse"
-            report.add("structure", ERROR, str(exc))
+            report.add_error(exc, "structure")
             try:
                 rec = _recover_data(data)
             except TenfoldError as exc2:  # pragma: no cover - recovery is tolerant

@@ -26,7 +26,7 @@ from ..core.atomic import atomic_write
 from ..core.checksums import crc32c
 from ..core.dtypes import registry
 from ..core.release import release
-from ..errors import EncodeError, describe
+from ..errors import EncodeError
 from . import _spec as S
 from .reader import keyid_of
 
@@ -34,7 +34,7 @@ __all__ = ["write", "save", "Prepared", "prepare_arrays", "private_key"]
 
 
 def _bad(what: str, detail: str, **kw: Any) -> EncodeError:
-    return EncodeError(describe(S.FMT, what, detail=detail, **kw))
+    return EncodeError(fmt=S.FMT, obj=what, detail=detail, **kw)
 
 
 @dataclasses.dataclass

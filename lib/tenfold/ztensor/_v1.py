@@ -35,7 +35,7 @@ from ..core.compression import zstd_decompress_into
 from ..core.mapped import MappedFile
 from ..core.report import Report
 from ..core.source import open_file
-from ..errors import FormatError, LimitError, TruncatedError, UnsupportedError, describe
+from ..errors import FormatError, LimitError, TruncatedError, UnsupportedError
 from . import _checksum
 from ._v2spec import (
     COO,
@@ -82,7 +82,7 @@ def layout_of(size: int, tail: bytes) -> str:
 
 
 def _err(cls: type, what: str, **kw: Any) -> Exception:
-    return cls(describe(FMT, what, **kw))
+    return cls(fmt=FMT, obj=what, **kw)
 
 
 def _storage(name: object, what: str) -> tuple[str, str | None]:
@@ -372,8 +372,10 @@ def _object(name: str, obj: object, start: int, limits: Limits) -> ObjectInfo:
     info = ObjectInfo(name, tuple(shape), v2_layout, parts, attributes, generation="v1")
     try:
         check_layout(info)
-    except FormatError as exc:  # v2's rule names do not apply to v1; keep the message
-        raise FormatError(str(exc).replace(" [", " (v1) [", 1)) from None
+    except FormatError as exc:  # v2's rule names do not apply to v1: say the object is v1
+        if exc.obj is None:
+            raise
+        raise FormatError(**{**exc.fields(), "obj": f"{exc.obj} (v1)"}) from None
     return dataclasses.replace(info, layout=fmt)
 
 

@@ -36,7 +36,6 @@ from ..errors import (
     TenfoldError,
     TruncatedError,
     UnsupportedError,
-    describe,
 )
 from . import _dcbor
 
@@ -96,10 +95,16 @@ def reject(
     cls: type[TenfoldError] | None = None,
 ) -> TenfoldError:
     """The exception for a broken ``rule`` (raise it); its message ends with ``[rule]``."""
-    msg = describe(FMT, what, offset=offset, field=field, detail=detail, expected=expected, got=got)
-    exc = (cls or _CLASS[rule])(f"{msg} [{rule}]")
-    exc.rule = rule  # type: ignore[attr-defined]
-    return exc
+    return (cls or _CLASS[rule])(
+        fmt=FMT,
+        obj=what,
+        offset=offset,
+        field=field,
+        detail=detail,
+        expected=expected,
+        got=got,
+        rule=rule,
+    )
 
 
 # -- type system ------------------------------------------------------------------------------

@@ -1,0 +1,139 @@
+"""Each ``_spec.py`` byte table (docstring) agrees with the record the code packs and unpacks.
+
+A table is a heading ``<what> (<N> bytes, <RECORD>...)::`` followed by rows ``<offset> <name>
+<type> <comment>`` with types ``u1``..``u8``, ``i1``..``i8``, ``<n>s`` (bytes) and ``<n>x``
+(reserved). Every :class:`~tenfold.core.records.Record` of the module must have one, and the
+magic a table shows must be the module's ``MAGIC`` (which the format registry defines).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+from types import ModuleType
+
+import numpy as np
+import pytest
+
+import tenfold.fold._spec as fold_spec
+import tenfold.oinf._spec as oinf_spec
+import tenfold.taridx._spec as taridx_spec
+from tenfold.core.records import Record
+from tenfold.formats import FORMATS, MAGICS
+
+SPECS = {"oinf": (oinf_spec, "<"), "fold": (fold_spec, ">"), "taridx": (taridx_spec, "<")}
+HEADING = re.compile(r"^(?P<what>\S.*)\((?P<size>\d+) bytes, (?P<record>[A-Z][A-Z0-9_]*)\b.*\)::$")
+ROW = re.compile(
+    r"^\s+(?P<off>\d+)\s+(?P<name>[a-z_0-9]+)\s+(?P<type>[0-9]*[a-z][0-9]*)\b(?P<rest>.*)$"
+)
+
+
+def tables(module: ModuleType) -> dict[str, tuple[int, list[tuple[int, str, str, str]]]]:
+    """Record name -> (size, rows) for every byte table of the module's docstring."""
+    out: dict[str, tuple[int, list[tuple[int, str, str, str]]]] = {}
+    lines = (module.__doc__ or "").splitlines()
+    i = 0
+    while i < len(lines):
+        m = HEADING.match(lines[i])
+        i += 1
+        if not m:
+            continue
+        rows = []
+        while i < len(lines) and not lines[i].strip():
+            i += 1
+        while i < len(lines) and lines[i].strip():
+            r = ROW.match(lines[i])
+            assert r, f"{module.__name__}: not a table row: {lines[i]!r}"
+            rows.append((int(r["off"]), r["name"], r["type"], r["rest"].strip()))
+            i += 1
+        assert m["record"] not in out, m["record"]
+        out[m["record"]] = (int(m["size"]), rows)
+    return out
+
+
+def _records(module: ModuleType) -> dict[str, Record]:
+    return {k: v for k, v in vars(module).items() if isinstance(v, Record)}
+
+
+def _dtype(typ: str, order: str) -> np.dtype:
+    if m := re.fullmatch(r"(\d+)s", typ):
+        return np.dtype(f"S{m[1]}")
+    if m := re.fullmatch(r"(\d+)x", typ):
+        return np.dtype(f"V{m[1]}")
+    kind, size = typ[0], int(typ[1:])
+    return np.dtype(f"{order if size > 1 else '|'}{kind}{size}")
+
+
+def check_tables(module: ModuleType, order: str) -> None:
+    """Assert that the module's byte tables and its records agree, field by field."""
+    found = tables(module)
+    records = _records(module)
+    assert records, module.__name__
+    assert set(found) == set(records), (sorted(found), sorted(records))
+    for name, (size, rows) in found.items():
+        rec = records[name]
+        assert rec.size == size, name
+        fields = rec.dtype.fields or {}
+        table_names = [r[1] for r in rows]
+        assert table_names == list(rec.dtype.names or ()), (name, table_names)
+        for off, field, typ, _ in rows:
+            fdt, foff = fields[field][:2]
+            assert foff == rec.offset(field) == off, (name, field, off, foff)
+            assert fdt == _dtype(typ, order), (name, field, typ, fdt)
+        last_off, last, _, _ = rows[-1]
+        assert last_off + rec.field_size(last) == size, (name, "table does not end the record")
+        # the struct and the dtype read the same values from the same bytes
+        values = tuple(
+            b"x" * fields[n][0].itemsize if fields[n][0].kind == "S" else 1 for n in rec.names
+        )
+        raw = rec.pack(*values)
+        assert len(raw) == size and rec.unpack(raw) == values
+        view = np.frombuffer(raw, rec.dtype)[0]
+        assert tuple(view[n].item() for n in rec.names) == values
+
+
+@pytest.mark.parametrize("fmt", sorted(SPECS))
+def test_every_record_has_a_table_that_matches(fmt: str) -> None:
+    check_tables(*SPECS[fmt])
+
+
+@pytest.mark.parametrize("fmt", sorted(SPECS))
+def test_magic_defined_once(fmt: str) -> None:
+    module, _ = SPECS[fmt]
+    assert (module.MAGIC,) == MAGICS[fmt]
+    (info,) = [f for f in FORMATS if f.name == fmt]
+    assert info.sniff(module.MAGIC + bytes(64)) and not info.sniff(bytes(64))
+    found = tables(module)
+    shown = [
+        rest
+        for rows in (r for _, r in found.values())
+        for off, name, _, rest in rows
+        if name == "magic"
+    ]
+    assert shown, fmt
+    literal = re.match(r'b"[^"]*"', shown[0])
+    assert literal and ast.literal_eval(literal[0].replace("\\\\", "\\")) == module.MAGIC
+    src = Path(module.__file__ or "").read_text(encoding="utf-8")
+    code = src.split('"""', 2)[2]  # the module body after its docstring
+    assert repr(module.MAGIC)[2:-1] not in code, f"{fmt}: magic bytes spelled in _spec again"
+
+
+@pytest.mark.parametrize(
+    "table",
+    [
+        "    0   a  u4  x\n    5   b  u4  y\n",  # wrong offset
+        "    0   a  u4  x\n    4   b  u2  y\n",  # wrong type
+        "    0   a  u4  x\n    4   c  u4  y\n",  # wrong name
+        "    0   a  u4  x\n",  # a field missing
+    ],
+)
+def test_a_wrong_table_is_caught(table: str) -> None:
+    """The checker is not vacuous: a table that disagrees with its record fails it."""
+    fake = ModuleType("fake")
+    fake.__doc__ = f"Head (8 bytes, HEAD)::\n\n{table}"
+    fake.HEAD = Record("head", [("a", "<u4"), ("b", "<u4")], 8)  # type: ignore[attr-defined]
+    with pytest.raises(AssertionError):
+        check_tables(fake, "<")
+    fake.__doc__ = "Head (8 bytes, HEAD)::\n\n    0   a  u4  x\n    4   b  u4  y\n"
+    check_tables(fake, "<")
