@@ -32,6 +32,7 @@ and npz sources are decoded whole, and writing ``.fold`` builds its ``STEN`` chu
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -307,6 +308,35 @@ def _fold_sten_source(path: Any, c: Any, md: dict[str, Any]) -> Source:
     return _dict_source("fold", tensors, metadata=md, close=mf.close, raw=raw, path=path)
 
 
+def _wtxt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+    """The arrays of a WTXT file, each decoded (and checked again) only when asked for: the
+    reader checks every chunk, hash and signature when it opens the file but keeps no
+    decoded bytes. Encoded names (``tenfold_names``) are decoded as :func:`wtxt.load` does."""
+    from . import wtxt
+    from .wtxt import _spec as WS
+    from .wtxt import names as _names
+
+    f = wtxt.open(path, limits=limits)
+    try:
+        encoded = _names.CAP_ITEM in f.cap
+        plan: dict[str, tuple[str, np.dtype, tuple[int, ...]]] = {}
+        for a in f.arrays:
+            name, scalar = _names.decode(a.name) if encoded else (a.name, False)
+            shape = () if scalar and math.prod(a.shape) == 1 else tuple(a.shape)
+            plan[name] = (a.name, np.dtype(WS.DTYPES[a.dtype]), shape)
+    except BaseException:
+        f.close()
+        raise
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        return plan[n][1], plan[n][2]
+
+    def get(n: str) -> np.ndarray:
+        return f.read(plan[n][0]).reshape(plan[n][2])
+
+    return Source("wtxt", list(plan), spec, get, close=f.close)
+
+
 def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     """Arrays of an ``.npz``, through the hardened loader (sizes checked against the zip
     directory before anything is allocated, every array charged to one decode budget)."""
@@ -332,9 +362,7 @@ def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
         if info.name == "fold":
             return _fold_source(path, limits)
         if info.name == "wtxt":
-            from . import wtxt
-
-            return _dict_source("wtxt", wtxt.load(path, limits=limits))
+            return _wtxt_source(path, limits)
         if info.name == "safetensors":  # should the format table learn to sniff them
             return _safetensors_source(path)
         if info.name == "npz":

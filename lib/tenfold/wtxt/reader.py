@@ -29,6 +29,7 @@ from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.checksums import crc32c, xxh64_hex
 from ..core.mapped import MappedFile
 from ..core.reader import MappedReader, TensorInfo
+from ..core.release import release
 from ..core.report import ERROR, INFO, OK
 from ..errors import (
     FormatError,
@@ -73,6 +74,8 @@ class ChunkInfo:
     offset: int
     damage: str | None = None
     damage_line: int | None = None
+    #: offset of the chunk's first base64 line (just after the ``ch`` line)
+    text: int = 0
 
 
 @dataclasses.dataclass
@@ -95,6 +98,9 @@ class ArrayInfo:
     hmac_state: str = "unauthenticated"  # "authenticated", "unauthenticated", "unchecked", "bad"
     offset: int = 0
     end_lineno: int = 0  # the ``endarr`` line
+    #: decodes the array again from the text (set by :class:`WtxtFile`, which keeps no
+    #: decoded bytes: every access decodes and re-checks one array)
+    loader: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     def where(self) -> str:
         """``array 'name' (lines <arr>-<endarr>)``: the object and the lines it spans."""
@@ -105,9 +111,13 @@ class ArrayInfo:
         return any(c.damage for c in self.chunks)
 
     def raw_bytes(self) -> np.ndarray:
-        """The decoded little-endian bytes (uint8); set for every array ``parse`` returns."""
-        assert self.raw is not None
-        return self.raw
+        """The decoded little-endian bytes (uint8): kept by ``parse(keep=True)``, else
+        decoded afresh (and checked again) on every call."""
+        if self.raw is not None:
+            return self.raw
+        assert self.loader is not None, "parse(keep=False) without a loader"
+        out: np.ndarray = self.loader(self)
+        return out
 
     def array(self) -> np.ndarray:
         return self.raw_bytes().view(S.DTYPES[self.dtype]).reshape(self.shape)
@@ -223,6 +233,44 @@ def _update(hashers: list[Any], view: np.ndarray) -> None:
         h.update(mv)
 
 
+def _update_bytes(hashers: list[Any], raw: bytes) -> None:
+    for h in hashers:
+        h.update(raw)
+
+
+class _Xor:
+    """``fastxor`` of one array fed in chunks of any length (``xor_u64_le`` of the whole
+    array: little-endian u64 words, the last one zero-padded)."""
+
+    def __init__(self, scan: Any) -> None:
+        self.scan = scan
+        self.acc = 0
+        self.tail = b""
+
+    def feed(self, raw: bytes) -> None:
+        mv = memoryview(raw)
+        if self.tail:
+            k = 8 - len(self.tail)
+            head = self.tail + bytes(mv[:k])
+            mv = mv[k:]
+            if len(head) < 8:
+                self.tail = head
+                return
+            self.acc = self.scan.xor_u64_le(head, self.acc)
+        n = len(mv) - len(mv) % 8
+        if n:
+            self.acc = self.scan.xor_u64_le(mv[:n], self.acc)
+        self.tail = bytes(mv[n:])
+
+    def end(self, acc: int) -> int:
+        """The file's running ``fastxor`` ``acc`` with this array folded in; resets."""
+        if self.tail:
+            self.acc = self.scan.xor_u64_le(self.tail, self.acc)
+        out = acc ^ self.acc
+        self.acc, self.tail = 0, b""
+        return out
+
+
 def parse(
     data: np.ndarray,
     *,
@@ -230,6 +278,7 @@ def parse(
     hmac_keys: Iterable[bytes] = (),
     limits: Limits = DEFAULT_LIMITS,
     workers: int = 1,
+    keep: bool = True,
 ) -> Parsed:
     """Parse and check a whole WTXT text held in ``data`` (a read-only uint8 array).
 
@@ -237,6 +286,11 @@ def parse(
     damage (parity, CRC-32C, SHA-256, base64) raises as well unless ``collect`` is true, in
     which case it is recorded in :attr:`ChunkInfo.damage` and parsing continues by count.
     Array hashes are computed, not compared: see :func:`check`.
+
+    ``keep=False`` keeps no decoded bytes: each chunk is decoded, checked and fed to the
+    array and file digests, then dropped, and the text pages already parsed are given back
+    (:func:`~tenfold.core.release.release`), so parsing needs about one chunk of memory
+    whatever the file size; :func:`decode_array` decodes an array again on demand.
     """
     kern = _kern()
     keys = [bytes(k) for k in hmac_keys]
@@ -318,6 +372,8 @@ def parse(
     scratch = np.empty(0, np.uint8)
     fastxor = 0
     scan = _kernels.load("scan")
+    xor = _Xor(scan)
+    released = 0
     total_chunks = 0
     try:
         while True:
@@ -434,7 +490,7 @@ def parse(
                 [],
                 offset=off,
             )
-            buf = np.zeros(nbytes, np.uint8)
+            buf = np.zeros(nbytes, np.uint8) if keep else None
             arr_sha = hashlib.sha256()
             macs = []
             if a["hmac"] != S.ZERO64 and keys:
@@ -454,13 +510,22 @@ def parse(
                     collect,
                 )
                 info.chunks.append(ch)
+                got = None
                 if ch.length:
                     n = ch.lines * S.WIDTH
                     if scratch.size < n:
                         scratch = np.empty(n, np.uint8)
                     if ch.damage is None:
-                        _decode_chunk(cur, kern, data, ch, scratch, buf, collect)
-                if ch.off + ch.length - span_start >= _SPAN or ix == nchunks - 1:
+                        got = _decode_chunk(cur, kern, data, ch, scratch, buf, collect)
+                if buf is None:  # keep=False: digest this chunk now, keep nothing
+                    if got is None:  # damaged (collect): zeros, as keep=True's buffer holds
+                        got = bytes(ch.length)
+                    hashes.submit(_update_bytes, group, got)
+                    xor.feed(got)
+                    if cur.pos - released >= _SPAN:
+                        release(data[released : cur.pos])
+                        released = cur.pos
+                elif ch.off + ch.length - span_start >= _SPAN or ix == nchunks - 1:
                     end = ch.off + ch.length
                     hashes.submit(_update, group, buf[span_start:end])
                     span_start = end
@@ -492,7 +557,10 @@ def parse(
             hashes.wait()
             info.raw = buf
             info.computed_sha256 = arr_sha.hexdigest()
-            fastxor = scan.xor_u64_le(buf, fastxor)
+            if buf is not None:
+                fastxor = scan.xor_u64_le(buf, fastxor)
+            else:
+                fastxor = xor.end(fastxor)
             if a["hmac"] == S.ZERO64:
                 info.hmac_state = "unauthenticated"
             elif not keys:
@@ -612,6 +680,7 @@ def _chunk(
             FormatError, lineno, pos, "ch 'lines' mismatch", expected=S.b64_lines(clen), got=lines
         )
     ch = ChunkInfo(cix, coff, clen, g_sha.decode(), g_crc.decode(), lines, lineno, pos)
+    ch.text = cur.pos
     if clen == 0:
         # an empty chunk has no base64 lines to decode, but its digests are checked all the same
         for what, declared, computed in (
@@ -640,9 +709,11 @@ def _decode_chunk(
     data: np.ndarray,
     ch: ChunkInfo,
     scratch: np.ndarray,
-    buf: np.ndarray,
+    buf: np.ndarray | None,
     collect: bool,
-) -> None:
+) -> bytes | None:
+    """Decode and check one chunk's base64 lines at ``cur``; its bytes go to ``buf`` (when
+    given) and are returned. None: damage recorded in ``ch`` (only with ``collect``)."""
     status, line, p = kern.unframe_lines(cur.mv[cur.pos :], ch.lines, scratch, S.WIDTH)
     if status != 0:
         exc = _kernel_error(status, data[cur.pos :], p, ch.lineno + 1, line, cur.pos)
@@ -652,7 +723,7 @@ def _decode_chunk(
         ch.damage_line = ch.lineno + 1 + line
         if not cur.skip_lines(ch.lines):
             raise err(TruncatedError, cur.lineno, cur.pos, "file ends inside a chunk")
-        return
+        return None
     cur.pos += p
     cur.lineno += ch.lines
     n = p - 3 * ch.lines
@@ -671,7 +742,7 @@ def _decode_chunk(
         if not collect:
             raise exc
         ch.damage, ch.damage_line = str(exc), last
-        return
+        return None
     # the kernel has checked the alphabet and the padding; validate=True is pybase64's fast path
     raw = pybase64.b64decode(S.mview(scratch)[:n], validate=True)
     crc = f"{_crc32c.crc32c(raw) if n <= _CRC_DIRECT else crc32c(raw):08x}"
@@ -687,7 +758,7 @@ def _decode_chunk(
         if not collect:
             raise exc
         ch.damage, ch.damage_line = str(exc), ch.lineno
-        return
+        return None
     sha = hashlib.sha256(raw).hexdigest()
     if sha != ch.sha256:
         exc = err(
@@ -701,8 +772,61 @@ def _decode_chunk(
         if not collect:
             raise exc
         ch.damage, ch.damage_line = str(exc), ch.lineno
-        return
-    S.mview(buf)[ch.off : ch.off + ch.length] = raw
+        return None
+    if buf is not None:
+        S.mview(buf)[ch.off : ch.off + ch.length] = raw
+    return raw
+
+
+def decode_array(data: np.ndarray, a: ArrayInfo) -> np.ndarray:
+    """Array ``a``'s bytes decoded again from ``data``, the text ``parse`` indexed it in.
+
+    Every check of the first pass runs again (line widths, alphabet, parity, canonical
+    padding, chunk CRC-32C and SHA-256), and the array's SHA-256 must equal the one the file
+    declares (the value ``parse`` verified, and which the HMAC and the root cover): bytes
+    that changed after the file was opened raise :class:`IntegrityError`. The text pages
+    are given back as they are decoded; the result is a new owned array.
+    """
+    kern = _kern()
+    buf = np.empty(a.nbytes, np.uint8)
+    cur = Cursor(data)
+    scratch = np.empty(0, np.uint8)
+    sha = hashlib.sha256()
+    released = -1
+    for ch in a.chunks:
+        if not ch.length:
+            continue
+        n = ch.lines * S.WIDTH
+        if scratch.size < n:
+            scratch = np.empty(n, np.uint8)
+        cur.pos, cur.lineno = ch.text, ch.lineno + 1
+        if released < 0:
+            released = ch.text
+        raw = _decode_chunk(cur, kern, data, ch, scratch, buf, False)
+        assert raw is not None  # collect=False raises on damage
+        sha.update(raw)
+        if cur.pos - released >= _SPAN:
+            release(data[released : cur.pos])
+            released = cur.pos
+    if released >= 0:
+        release(data[released : cur.pos])
+    got = sha.hexdigest()
+    if got != a.sha256:
+        raise at_lines(
+            IntegrityError(
+                describe(
+                    S.FMT,
+                    a.where(),
+                    offset=a.offset,
+                    detail="sha256 mismatch (the file changed after it was opened)",
+                    expected=a.sha256,
+                    got=got,
+                )
+            ),
+            a.lineno,
+            a.end_lineno,
+        )
+    return buf
 
 
 # -- checks after parsing -------------------------------------------------------------------
@@ -772,8 +896,11 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
     """An open, fully verified WTXT file: a ``Mapping`` of array name to array.
 
     Attributes: ``meta``, ``cap``, ``root``, ``audit`` and ``arrays`` (the parsed
-    :class:`ArrayInfo` rows). Every array is decoded and checked when the file is opened;
-    ``reader[name]`` is an owned array.
+    :class:`ArrayInfo` rows). Opening checks everything the file carries (every chunk, the
+    array hashes and HMACs, the root and the signature) in one pass that keeps no decoded
+    bytes; ``reader[name]`` then decodes that one array again, re-checks its chunks and its
+    SHA-256 against the verified value, and returns it as a new owned array. Memory: about
+    one array, not the file.
     """
 
     def __init__(
@@ -793,7 +920,9 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         try:
             keys = self._hmac_keys
             pubs = self._public_keys
-            self.parsed = parse(self._mf.buffer(), hmac_keys=keys, limits=limits, workers=workers)
+            self.parsed = parse(
+                self._mf.buffer(), hmac_keys=keys, limits=limits, workers=workers, keep=False
+            )
             if wsum is None and self._mf.path is not None:
                 wsum = wsum_path(self._mf.path)
             self.wsum = _read_wsum(wsum) if self.parsed.pending else None
@@ -807,6 +936,9 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         self.audit = self.parsed.audit
         self.arrays = self.parsed.arrays
         self._by_name = {a.name: a for a in self.arrays}
+        data = self.parsed.data
+        for a in self.arrays:
+            a.loader = lambda info, data=data: decode_array(data, info)
 
     # -- the Mapping face (tenfold.core.reader) -----------------------------------------------
     def __iter__(self) -> Iterator[str]:
@@ -825,7 +957,7 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
             raise KeyError(f"wtxt: no array named {name!r}") from None
 
     def read(self, name: str) -> np.ndarray:
-        """Array ``name`` (decoded and checked when the file was opened)."""
+        """Array ``name``, decoded and checked again (a new owned array on every call)."""
         return self._array_info(name).array()
 
     def info(self, name: str) -> TensorInfo:
