@@ -99,6 +99,8 @@ class Source:
         self._fd: int | None = None
         self._buf: memoryview | None = None
         self._close = close
+        #: a decode budget for sources that decode (npz): set, every array is charged to it
+        self.budget: Any = None
 
     def raw(self, name: str) -> tuple[int, int, str | None] | None:
         """``(file offset, nbytes, stored checksum)`` when the tensor's bytes in the source
@@ -338,11 +340,39 @@ def _wtxt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
 
 
 def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
-    """Arrays of an ``.npz``, through the hardened loader (sizes checked against the zip
-    directory before anything is allocated, every array charged to one decode budget)."""
-    from .interop import read_npz
+    """Arrays of an ``.npz``, one member at a time through the hardened parser
+    (:class:`tenfold.interop.npz.Archive`: the zip directory and every ``.npy`` header are
+    checked when the source opens, before anything is written). A stored member is a view of
+    the file map (its CRC-32 checked; the writers give its pages back), a deflated one is
+    decompressed alone into an array charged to a fresh decode budget. :func:`read_any` sets
+    ``budget``: then every array is an owned copy charged to that one budget."""
+    from .core.mapped import MappedFile
+    from .interop.npz import Archive
 
-    return _dict_source("npz", read_npz(path, limits=limits))
+    mf = MappedFile(path, fmt="npz")
+    try:
+        a = Archive(mf.buffer(), what=os.fspath(path), limits=limits)
+        members = {n: a.member(n) for n in a.members}
+    except BaseException:
+        mf.close()
+        raise
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        m = members[n]
+        assert m.dtype is not None
+        return np.dtype(m.dtype), m.shape
+
+    def get(n: str) -> np.ndarray:
+        if src.budget is not None:
+            return a.read(n, src.budget)
+        return a.read(n, copy=False)
+
+    def close() -> None:
+        a.close()
+        mf.close()
+
+    src = Source("npz", list(members), spec, get, close=close)
+    return src
 
 
 def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> Source:
@@ -384,6 +414,7 @@ def read_any(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -
     """Tensors of ``path`` as owned arrays (at most ``limits.decode_budget`` bytes of them)."""
     budget = limits.budget()
     with open_source(path, limits=limits) as src:
+        src.budget = budget
         return {n: np.array(_dense(src.get(n), n, budget)) for n in src.names}
 
 
