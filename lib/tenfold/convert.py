@@ -671,9 +671,11 @@ def _write(
             from . import oinf
 
             tensors: dict[str, Any] = {}
-            for n in names:
-                v = _dense(s.get(n), n)
-                tensors[n] = oinf.Tensor(v, s.oinf_types[n]) if n in s.oinf_types else v
+            for n in names:  # packed OINF types come from OINF sources: views of their map
+                if n in s.oinf_types:
+                    tensors[n] = oinf.Tensor(_dense(s.get(n), n), s.oinf_types[n])
+                else:
+                    tensors[n] = _Lazy(s, n, bar)
             for n, (dtype, shape) in s.uninitialized.items():
                 tensors[n] = oinf.Uninitialized(dtype, shape)
             oinf.write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
@@ -681,19 +683,17 @@ def _write(
         if fmt == "fold":
             from . import fold
 
-            lazy = {n: _Lazy(s, n) for n in names}
+            lazy = {n: _Lazy(s, n, bar) for n in names}
             fold.save(dst, lazy, metadata=md, compress=compress, level=level,  # type: ignore[arg-type]
                       threads=threads, fsync=fsync)  # fmt: skip
-            bar.update(total)
             return
-        tensors = {n: _dense(s.get(n), n) for n in names}
         if fmt == "wtxt":
             from . import wtxt
 
-            wtxt.save(dst, tensors, fsync=fsync)
-        else:  # pragma: no cover - _target only returns the names above
-            raise UnsupportedError(f"tenfold: no writer for {fmt}")
-        bar.update(total)
+            # the writer reads each array twice (digests for the root line, then the text)
+            wtxt.save(dst, {n: _Lazy(s, n, bar, 0.5) for n in names}, fsync=fsync)
+            return
+        raise UnsupportedError(f"tenfold: no writer for {fmt}")  # pragma: no cover
 
 
 def _check_source_sum(s: Source, name: str, stored: str | None, got: str | None) -> None:
@@ -711,14 +711,19 @@ def _check_source_sum(s: Source, name: str, stored: str | None, got: str | None)
 
 
 class _Lazy:
-    """A source tensor fetched only when a writer asks for it (``np.asarray``)."""
+    """A source tensor fetched only when a writer asks for it (``np.asarray``); each fetch
+    credits ``share`` of its bytes to the progress bar ``bar`` (a writer that reads every
+    tensor twice, like WTXT's hash-then-write, passes ``share=0.5``)."""
 
-    def __init__(self, s: Source, name: str) -> None:
-        self.s, self.name = s, name
+    def __init__(self, s: Source, name: str, bar: Any = None, share: float = 1.0) -> None:
+        self.s, self.name, self.bar, self.share = s, name, bar, share
         self.dtype, self.shape = s.spec(name)
+        self.ndim = len(self.shape)
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = np.asarray(_dense(self.s.get(self.name), self.name))
+        if self.bar is not None:
+            self.bar.update(int(a.nbytes * self.share))
         return a if dtype is None else a.astype(dtype)
 
 

@@ -26,6 +26,7 @@ from ..core.alloc import empty
 from ..core.atomic import atomic_write
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, checked_numel
 from ..core.mapped import open_regular
+from ..core.release import release
 from ..errors import (
     EncodeError,
     FormatError,
@@ -43,6 +44,8 @@ FMT = "npz"
 #: deflate cannot expand by more than about 1032:1 (258-byte matches coded in 2 bits)
 _DEFLATE_MAX_RATIO = 1032
 _PIECE = 16 << 20
+#: map pages already consumed are given back every this many bytes
+_RELEASE = 4 << 20
 # what zipfile, zlib and numpy's header parser raise on a damaged archive
 _ARCHIVE_ERRORS = (
     zipfile.BadZipFile,
@@ -402,10 +405,130 @@ class Archive:
         m = self.member(name)
         if not m.stored:
             return None
+        return self._payload_offset(m) + m.header_len
+
+    def _payload_offset(self, m: Member) -> int:
+        """Where the member's (stored or deflated) bytes start, from its local header."""
         zi = m.info
         local = self._local_header(m)
         n, extra = int.from_bytes(local[26:28], "little"), int.from_bytes(local[28:30], "little")
-        return zi.header_offset + 30 + n + extra + m.header_len
+        if self._u8 is not None:  # zipfile makes this check on its own read path
+            raw = bytes(self._u8[zi.header_offset + 30 : zi.header_offset + 30 + n])
+            name = raw.decode("utf-8" if zi.flag_bits & 0x800 else "cp437", "replace")
+            if name != zi.orig_filename:
+                raise FormatError(
+                    describe(
+                        self.fmt,
+                        m.where,
+                        offset=zi.header_offset,
+                        field="local header name",
+                        detail="differs from the zip directory's",
+                        expected=repr(zi.orig_filename),
+                        got=repr(name),
+                    )  # fmt: skip
+                )
+        return zi.header_offset + 30 + n + extra
+
+    def _from_map(self, m: Member, out: memoryview) -> None:
+        """Member ``m``'s array bytes into ``out``, straight from the archive's map: stored
+        bytes copied, deflated ones inflated with zlib in 1 MiB steps (no copy of the member,
+        no zipfile buffers), the CRC-32 of the whole member (``.npy`` header included)
+        checked, and the map pages read given back as they are consumed."""
+        assert self._u8 is not None
+        zi, u8 = m.info, self._u8
+        start = self._payload_offset(m)
+        end = start + zi.compress_size
+        if end > u8.size:
+            raise TruncatedError(
+                describe(
+                    self.fmt,
+                    m.where,
+                    offset=zi.header_offset,
+                    detail="member ends past the archive",
+                    expected=f"<= {u8.size}",
+                    got=end,
+                )  # fmt: skip
+            )
+        total, hlen = zi.file_size, m.header_len
+        crc, done = 0, 0  # done: decompressed bytes so far (header included)
+        released = start
+
+        def put(data: Any) -> None:
+            nonlocal crc, done
+            k = len(data)
+            if done + k > total:
+                raise FormatError(
+                    describe(
+                        self.fmt,
+                        m.where,
+                        offset=zi.header_offset,
+                        field="size",
+                        detail="member inflates past its declared size",
+                        expected=total,
+                        got=f"> {total}",
+                    )  # fmt: skip
+                )
+            crc = zlib.crc32(data, crc)
+            lo = max(done, hlen)
+            if done + k > lo:
+                out[lo - hlen : done + k - hlen] = data[lo - done :]
+            done += k
+
+        step = 1 << 20
+        if m.stored:
+            for pos in range(start, end, step):
+                put(u8[pos : min(pos + step, end)].data)
+                if pos - released >= _RELEASE:
+                    release(u8[released:pos])
+                    released = pos
+        else:
+            d = zlib.decompressobj(-15)
+            pos = start
+            pending: Any = b""
+            while not d.eof:
+                if not pending:
+                    if pos >= end:
+                        break
+                    pending = u8[pos : min(pos + step, end)].data
+                    pos += len(pending)
+                put(d.decompress(pending, step))
+                pending = d.unconsumed_tail
+                if pos - released >= _RELEASE:
+                    release(u8[released:pos])
+                    released = pos
+            if not d.eof:
+                raise FormatError(
+                    describe(
+                        self.fmt,
+                        m.where,
+                        offset=zi.header_offset,
+                        detail="deflate stream ends early",
+                    )  # fmt: skip
+                )
+        release(u8[released:end])
+        if done != total:
+            raise FormatError(
+                describe(
+                    self.fmt,
+                    m.where,
+                    offset=zi.header_offset,
+                    field="data size",
+                    detail="member ends early",
+                    expected=total,
+                    got=done,
+                )  # fmt: skip
+            )
+        if crc != zi.CRC:
+            raise IntegrityError(
+                describe(
+                    self.fmt,
+                    m.where,
+                    offset=zi.header_offset,
+                    detail=f"Bad CRC-32 for file {zi.filename!r}",
+                    expected=f"{zi.CRC:08x}",
+                    got=f"{crc:08x}",
+                )  # fmt: skip
+            )
 
     def _local_header(self, m: Member) -> bytes:
         off = m.info.header_offset
@@ -468,6 +591,18 @@ class Archive:
             return view.reshape(m.shape, order="F" if m.fortran else "C")  # type: ignore[call-overload,no-any-return]
         if budget is None:
             budget = self.limits.budget()
+        if self._u8 is not None:
+            count = int(np.prod(m.shape, dtype=np.int64)) if m.shape else 1
+            arr = empty(count, m.dtype, fmt=self.fmt, what=m.where, offset=zi.header_offset,
+                        budget=budget)  # fmt: skip
+            mv = memoryview(arr.view(np.uint8)) if nbytes else memoryview(bytearray())  # type: ignore[arg-type]
+            try:
+                self._from_map(m, mv)
+            except TenfoldError:
+                raise
+            except _ARCHIVE_ERRORS as exc:
+                raise self._guard(m, exc) from None
+            return arr.reshape(m.shape, order="F" if m.fortran else "C")  # type: ignore[call-overload,no-any-return]
         try:
             with self._zip.open(zi) as f:
                 f.read(m.header_len)  # checked by member(); numpy caps a header's size
