@@ -620,6 +620,7 @@ def _write(
                           attrs=attrs)  # fmt: skip
                     bar.update(getattr(v, "nbytes", 0))
                     release(v)
+                    del v  # before the next tensor is read: one decoded tensor at a time
             return
         if fmt == "safetensors":
             from .core.atomic import atomic_write
@@ -656,6 +657,7 @@ def _write(
                     f.write(byte_view(stored(specs[n][0], v)))
                     bar.update(v.nbytes)
                     release(v)
+                    del v  # before the next tensor is read: one decoded tensor at a time
             return
         if fmt == "npz":
             from .interop.npz import write_npz
@@ -719,11 +721,14 @@ class _Lazy:
         self.s, self.name, self.bar, self.share = s, name, bar, share
         self.dtype, self.shape = s.spec(name)
         self.ndim = len(self.shape)
+        self._left = math.prod(self.shape) * self.dtype.itemsize  # bytes not yet credited
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = np.asarray(_dense(self.s.get(self.name), self.name))
         if self.bar is not None:
-            self.bar.update(int(a.nbytes * self.share))
+            credit = min(self._left, math.ceil(a.nbytes * self.share))
+            self._left -= credit
+            self.bar.update(credit)
         return a if dtype is None else a.astype(dtype)
 
 

@@ -471,7 +471,7 @@ class Archive:
             crc = zlib.crc32(data, crc)
             lo = max(done, hlen)
             if done + k > lo:
-                out[lo - hlen : done + k - hlen] = data[lo - done :]
+                out[lo - hlen : done + k - hlen] = memoryview(data)[lo - done :]
             done += k
 
         step = 1 << 20
@@ -716,3 +716,4 @@ def write_npz(
                     np.lib.format.write_array(member, a, allow_pickle=False)
                 if done is not None:
                     done(a)
+                del a  # before the next array is fetched: one at a time

@@ -588,8 +588,9 @@ def write(
                 mv = memoryview(chunk).cast("B")
                 f.write(mv)
                 written += mv.nbytes
+                del mv
             if written != p.nbytes:  # pragma: no cover - internal consistency
                 raise RuntimeError(f"oinf: tensor {p.name!r}: wrote {written}, planned {p.nbytes}")
             f.write(_PAD[: S.align8(written) - written])
             release(arr)  # a view of a mapped source: give its pages back
-            del arr
+            chunk = arr = None  # hold nothing of this tensor while the next is fetched
