@@ -260,3 +260,19 @@ def test_wtxt_source_names_are_decoded(tmp_path):
     back = tenfold.load(tmp_path / "o.safetensors")
     assert set(back) == set(m) and back["scalar"].shape == ()
     assert os.path.getsize(tmp_path / "o.safetensors") > 0
+
+
+def test_write_npz_large_arrays_match_numpy_bytes(tmp_path):
+    # large C-contiguous arrays are written in slices of themselves, not through NumPy's
+    # 16 MiB copy buffer; the member bytes stay exactly np.savez's
+    arrays = {
+        "c": np.arange(3 << 18, dtype=np.float32).reshape(-1, 256),
+        "be": np.arange(1 << 18, dtype=">i8"),
+        "f": np.asfortranarray(np.ones((700, 500), np.float64)),
+    }
+    ours, theirs = tmp_path / "o.npz", tmp_path / "t.npz"
+    write_npz(ours, arrays)
+    np.savez(theirs, **arrays)
+    with zipfile.ZipFile(ours) as a, zipfile.ZipFile(theirs) as b:
+        for n in arrays:
+            assert a.read(n + ".npy") == b.read(n + ".npy")
