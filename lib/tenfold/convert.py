@@ -24,10 +24,12 @@ Rules
   no per-tensor checksum. ``checksum=None`` keeps zTensor output byte-identical to ztensor
   0.1.4.
 
-Memory: tensors are read one at a time from memory-mapped sources (zTensor, OINF,
-safetensors), written and released (:mod:`tenfold.core.release`), so a conversion into
-``.zt`` or ``.safetensors`` needs about the largest tensor, not the file. FOLD chunks, WTXT
-and npz sources are decoded whole, and writing ``.fold`` builds its ``STEN`` chunk in memory.
+Memory: tensors are read one at a time (views of memory-mapped zTensor, OINF, safetensors
+and stored npz sources; WTXT arrays and deflated npz members decoded alone), written and
+released (:mod:`tenfold.core.release`), and every writer takes one tensor at a time, so a
+conversion needs about the largest tensor, not the file. Exceptions: compressed FOLD chunks
+(compressed or decompressed whole) and the signature of a ``sign_all`` WTXT source (over all
+its bytes).
 """
 
 from __future__ import annotations
@@ -540,6 +542,12 @@ def convert(
     """Copy every tensor (and the metadata) of ``src`` into a new file ``dst``; return how
     many tensors. See the module docstring for the rules.
 
+    ``threads``: ``.fold``: zstd workers per chunk; ``.zt`` with ``compress="zstd"``: zstd
+    workers per tensor (0, the default, writes the single-threaded frames pyfolds and
+    ztensor 0.1.4 write; -1: one per CPU); ``.wtxt``: 2 or more (or -1) hashes each array
+    on a second thread while the text is written (two tensors in memory). Other targets copy
+    raw bytes at memory speed and ignore it.
+
     ``zt_generation`` chooses the zTensor generation of a ``.zt`` destination: ``0``/``"0.1.0"``
     (the default) or ``2``/``"v2"`` (canonical v2, written by :func:`tenfold.ztensor.save`).
     """
@@ -604,7 +612,7 @@ def _write(
         if fmt == "ztensor":
             from .ztensor import Writer
 
-            with Writer(dst, fsync=fsync) as w:
+            with Writer(dst, fsync=fsync, threads=threads) as w:
                 for i, n in enumerate(names):
                     attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
                     raw = s.raw(n) if compress is None else None
@@ -692,8 +700,10 @@ def _write(
         if fmt == "wtxt":
             from . import wtxt
 
-            # the writer reads each array twice (digests for the root line, then the text)
-            wtxt.save(dst, {n: _Lazy(s, n, bar, 0.5) for n in names}, fsync=fsync)
+            # the writer reads each array twice (digests for the root line, then the text);
+            # threads >= 2 runs the two passes side by side (two tensors in memory)
+            wtxt.save(dst, {n: _Lazy(s, n, bar, 0.5) for n in names}, fsync=fsync,
+                      workers=2 if threads >= 2 or threads < 0 else 1)  # fmt: skip
             return
         raise UnsupportedError(f"tenfold: no writer for {fmt}")  # pragma: no cover
 

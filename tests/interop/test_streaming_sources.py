@@ -276,3 +276,27 @@ def test_write_npz_large_arrays_match_numpy_bytes(tmp_path):
     with zipfile.ZipFile(ours) as a, zipfile.ZipFile(theirs) as b:
         for n in arrays:
             assert a.read(n + ".npy") == b.read(n + ".npy")
+
+
+def test_threads_reach_the_zt_zstd_compressor_and_keep_wtxt_bytes(tmp_path, monkeypatch):
+    # --threads only reached the FOLD writer
+    from tenfold.ztensor import writer as ztw
+
+    seen: list[int] = []
+    real = ztw.zstd_compress
+
+    def spy(data, level=3, *, threads=0, checksum=True):
+        seen.append(threads)
+        return real(data, level, threads=threads, checksum=checksum)
+
+    monkeypatch.setattr(ztw, "zstd_compress", spy)
+    m = {f"t{i}": np.arange(50000, dtype=np.int32) * i for i in range(3)}
+    src = tmp_path / "m.safetensors"
+    tenfold.save(src, m)
+    convert(src, tmp_path / "o.zt", compress="zstd", threads=2)
+    assert seen == [2, 2, 2]
+    back = tenfold.load(tmp_path / "o.zt")
+    assert all(np.array_equal(back[k], v) for k, v in m.items())
+    convert(src, tmp_path / "one.wtxt")
+    convert(src, tmp_path / "two.wtxt", threads=2)
+    assert (tmp_path / "one.wtxt").read_bytes() == (tmp_path / "two.wtxt").read_bytes()
