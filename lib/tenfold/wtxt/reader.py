@@ -194,12 +194,17 @@ class Parsed:
     root_offset: int = 0
     sign_lineno: int | None = None
 
-    def message(self, sign_all: bool) -> bytes:
+    def message(self, sign_all: bool) -> bytes | bytearray:
         """The bytes a signature covers."""
         if sign_all:
             assert self.sign_span is not None
             a, b = self.sign_span
-            return self.data[:a].tobytes() + self.data[b:].tobytes()
+            # one copy of the file's bytes (Ed25519 takes its message in one piece), not three
+            out = bytearray(a + self.data.size - b)
+            out[:a] = S.mview(self.data[:a])
+            out[a:] = S.mview(self.data[b:])
+            release(self.data[b:])  # the map's pages: the copy holds them now
+            return out
         return self.data[: self.root_end].tobytes()
 
 
@@ -898,7 +903,9 @@ def _raw_public(public_key: Any) -> bytes:
     return raw
 
 
-def check_signature(sig_b64: str, keyid: str, message: bytes, public_keys: Iterable[Any]) -> str:
+def check_signature(
+    sig_b64: str, keyid: str, message: bytes | bytearray, public_keys: Iterable[Any]
+) -> str:
     """``"verified"``, ``"no key"`` (no public key with this keyid) or ``"bad"`` (also for a
     signature that is not canonical base64 of 64 bytes)."""
     from cryptography.exceptions import InvalidSignature
