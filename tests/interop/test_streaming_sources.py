@@ -300,3 +300,22 @@ def test_threads_reach_the_zt_zstd_compressor_and_keep_wtxt_bytes(tmp_path, monk
     convert(src, tmp_path / "one.wtxt")
     convert(src, tmp_path / "two.wtxt", threads=2)
     assert (tmp_path / "one.wtxt").read_bytes() == (tmp_path / "two.wtxt").read_bytes()
+
+
+@pytest.mark.parametrize("op", ["verify", "inspect"])
+def test_wtxt_verify_and_inspect_keep_no_arrays(sources, op):
+    # both decoded the whole file into memory (parse kept every array)
+    _, paths = sources
+    fn = wtxt.verify if op == "verify" else wtxt.inspect
+    tracemalloc.start()
+    try:
+        out = fn(paths["wtxt"])
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * MiB, f"{op}: traced peak {peak / MiB:.1f} MiB"
+    if op == "verify":
+        assert out.ok
+    else:
+        arrays = [r for r in out if not r["name"].startswith(("  ", "("))]
+        assert len(arrays) == N and all("MISMATCH" not in r["checksum"] for r in arrays)

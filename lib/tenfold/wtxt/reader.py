@@ -1349,7 +1349,7 @@ def inspect(source: Any) -> list[dict]:
             from .delta import inspect_delta
 
             return inspect_delta(mf.buffer())
-        p = parse(mf.buffer(), collect=True)
+        p = parse(mf.buffer(), collect=True, keep=False)
     finally:
         mf.close()
     rows: list[dict] = []
