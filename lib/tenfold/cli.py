@@ -412,7 +412,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="compress tensors (.zt per tensor, .fold per chunk, .npz deflate); default none",
     )
     p.add_argument(
-        "--threads", type=int, default=0, help="zstd worker threads for .fold (0 = one thread)"
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="worker threads, per format: .fold zstd workers per chunk; .zt with --compress "
+        "zstd: zstd workers per tensor; .wtxt: N >= 2 hashes on a second thread while the "
+        "text is written (2 tensors in memory); -1 = one per CPU; ignored by .safetensors, "
+        ".oinf and .npz (raw copies at memory speed; deflate is single-threaded). Default 0: "
+        "one thread, the same bytes as pyfolds / ztensor 0.1.4",
     )
     p.add_argument(
         "--no-metadata",

@@ -24,14 +24,17 @@ Rules
   no per-tensor checksum. ``checksum=None`` keeps zTensor output byte-identical to ztensor
   0.1.4.
 
-Memory: tensors are read one at a time from memory-mapped sources (zTensor, OINF,
-safetensors), written and released (:mod:`tenfold.core.release`), so a conversion into
-``.zt`` or ``.safetensors`` needs about the largest tensor, not the file. FOLD chunks, WTXT
-and npz sources are decoded whole, and writing ``.fold`` builds its ``STEN`` chunk in memory.
+Memory: tensors are read one at a time (views of memory-mapped zTensor, OINF, safetensors
+and stored npz sources; WTXT arrays and deflated npz members decoded alone), written and
+released (:mod:`tenfold.core.release`), and every writer takes one tensor at a time, so a
+conversion needs about the largest tensor, not the file. Exceptions: compressed FOLD chunks
+(compressed or decompressed whole) and the signature of a ``sign_all`` WTXT source (over all
+its bytes).
 """
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -98,6 +101,8 @@ class Source:
         self._fd: int | None = None
         self._buf: memoryview | None = None
         self._close = close
+        #: a decode budget for sources that decode (npz): set, every array is charged to it
+        self.budget: Any = None
 
     def raw(self, name: str) -> tuple[int, int, str | None] | None:
         """``(file offset, nbytes, stored checksum)`` when the tensor's bytes in the source
@@ -307,12 +312,69 @@ def _fold_sten_source(path: Any, c: Any, md: dict[str, Any]) -> Source:
     return _dict_source("fold", tensors, metadata=md, close=mf.close, raw=raw, path=path)
 
 
-def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
-    """Arrays of an ``.npz``, through the hardened loader (sizes checked against the zip
-    directory before anything is allocated, every array charged to one decode budget)."""
-    from .interop import read_npz
+def _wtxt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+    """The arrays of a WTXT file, each decoded (and checked again) only when asked for: the
+    reader checks every chunk, hash and signature when it opens the file but keeps no
+    decoded bytes. Encoded names (``tenfold_names``) are decoded as :func:`wtxt.load` does."""
+    from . import wtxt
+    from .wtxt import _spec as WS
+    from .wtxt import names as _names
 
-    return _dict_source("npz", read_npz(path, limits=limits))
+    f = wtxt.open(path, limits=limits)
+    try:
+        encoded = _names.CAP_ITEM in f.cap
+        plan: dict[str, tuple[str, np.dtype, tuple[int, ...]]] = {}
+        for a in f.arrays:
+            name, scalar = _names.decode(a.name) if encoded else (a.name, False)
+            shape = () if scalar and math.prod(a.shape) == 1 else tuple(a.shape)
+            plan[name] = (a.name, np.dtype(WS.DTYPES[a.dtype]), shape)
+    except BaseException:
+        f.close()
+        raise
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        return plan[n][1], plan[n][2]
+
+    def get(n: str) -> np.ndarray:
+        return f.read(plan[n][0]).reshape(plan[n][2])
+
+    return Source("wtxt", list(plan), spec, get, close=f.close)
+
+
+def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+    """Arrays of an ``.npz``, one member at a time through the hardened parser
+    (:class:`tenfold.interop.npz.Archive`: the zip directory and every ``.npy`` header are
+    checked when the source opens, before anything is written). A stored member is a view of
+    the file map (its CRC-32 checked; the writers give its pages back), a deflated one is
+    decompressed alone into an array charged to a fresh decode budget. :func:`read_any` sets
+    ``budget``: then every array is an owned copy charged to that one budget."""
+    from .core.mapped import MappedFile
+    from .interop.npz import Archive
+
+    mf = MappedFile(path, fmt="npz")
+    try:
+        a = Archive(mf.buffer(), what=os.fspath(path), limits=limits)
+        members = {n: a.member(n) for n in a.members}
+    except BaseException:
+        mf.close()
+        raise
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        m = members[n]
+        assert m.dtype is not None
+        return np.dtype(m.dtype), m.shape
+
+    def get(n: str) -> np.ndarray:
+        if src.budget is not None:
+            return a.read(n, src.budget)
+        return a.read(n, copy=False)
+
+    def close() -> None:
+        a.close()
+        mf.close()
+
+    src = Source("npz", list(members), spec, get, close=close)
+    return src
 
 
 def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> Source:
@@ -339,9 +401,7 @@ def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
         if info.name == "fold":
             return _fold_source(path, limits)
         if info.name == "wtxt":
-            from . import wtxt
-
-            return _dict_source("wtxt", wtxt.load(path, limits=limits))
+            return _wtxt_source(path, limits)
         if info.name == "safetensors":  # should the format table learn to sniff them
             return _safetensors_source(path)
         if info.name == "npz":
@@ -363,6 +423,7 @@ def read_any(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -
     """Tensors of ``path`` as owned arrays (at most ``limits.decode_budget`` bytes of them)."""
     budget = limits.budget()
     with open_source(path, limits=limits) as src:
+        src.budget = budget
         return {n: np.array(_dense(src.get(n), n, budget)) for n in src.names}
 
 
@@ -489,6 +550,12 @@ def convert(
     """Copy every tensor (and the metadata) of ``src`` into a new file ``dst``; return how
     many tensors. See the module docstring for the rules.
 
+    ``threads``: ``.fold``: zstd workers per chunk; ``.zt`` with ``compress="zstd"``: zstd
+    workers per tensor (0, the default, writes the single-threaded frames pyfolds and
+    ztensor 0.1.4 write; -1: one per CPU); ``.wtxt``: 2 or more (or -1) hashes each array
+    on a second thread while the text is written (two tensors in memory). Other targets copy
+    raw bytes at memory speed and ignore it.
+
     ``zt_generation`` chooses the zTensor generation of a ``.zt`` destination: ``0``/``"0.1.0"``
     (the default) or ``2``/``"v2"`` (canonical v2, written by :func:`tenfold.ztensor.save`).
 
@@ -568,7 +635,7 @@ def _write(
         if fmt == "ztensor":
             from .ztensor import Writer
 
-            with Writer(dst, fsync=fsync) as w:
+            with Writer(dst, fsync=fsync, threads=threads) as w:
                 for i, n in enumerate(names):
                     attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
                     raw = s.raw(n) if compress is None else None
@@ -584,6 +651,7 @@ def _write(
                           attrs=attrs)  # fmt: skip
                     bar.update(getattr(v, "nbytes", 0))
                     release(v)
+                    del v  # before the next tensor is read: one decoded tensor at a time
             return
         if fmt == "safetensors":
             from .core.atomic import atomic_write
@@ -620,6 +688,7 @@ def _write(
                     f.write(byte_view(stored(specs[n][0], v)))
                     bar.update(v.nbytes)
                     release(v)
+                    del v  # before the next tensor is read: one decoded tensor at a time
             return
         if fmt == "npz":
             from .interop.npz import write_npz
@@ -635,9 +704,11 @@ def _write(
             from . import oinf
 
             tensors: dict[str, Any] = {}
-            for n in names:
-                v = _dense(s.get(n), n)
-                tensors[n] = oinf.Tensor(v, s.oinf_types[n]) if n in s.oinf_types else v
+            for n in names:  # packed OINF types come from OINF sources: views of their map
+                if n in s.oinf_types:
+                    tensors[n] = oinf.Tensor(_dense(s.get(n), n), s.oinf_types[n])
+                else:
+                    tensors[n] = _Lazy(s, n, bar)
             for n, (dtype, shape) in s.uninitialized.items():
                 tensors[n] = oinf.Uninitialized(dtype, shape)
             oinf.write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
@@ -645,19 +716,19 @@ def _write(
         if fmt == "fold":
             from . import fold
 
-            lazy = {n: _Lazy(s, n) for n in names}
+            lazy = {n: _Lazy(s, n, bar) for n in names}
             fold.save(dst, lazy, metadata=md, compress=compress, level=level,  # type: ignore[arg-type]
                       threads=threads, fsync=fsync)  # fmt: skip
-            bar.update(total)
             return
-        tensors = {n: _dense(s.get(n), n) for n in names}
         if fmt == "wtxt":
             from . import wtxt
 
-            wtxt.save(dst, tensors, fsync=fsync)
-        else:  # pragma: no cover - _target only returns the names above
-            raise UnsupportedError(f"tenfold: no writer for {fmt}")
-        bar.update(total)
+            # the writer reads each array twice (digests for the root line, then the text);
+            # threads >= 2 runs the two passes side by side (two tensors in memory)
+            wtxt.save(dst, {n: _Lazy(s, n, bar, 0.5) for n in names}, fsync=fsync,
+                      workers=2 if threads >= 2 or threads < 0 else 1)  # fmt: skip
+            return
+        raise UnsupportedError(f"tenfold: no writer for {fmt}")  # pragma: no cover
 
 
 def _check_source_sum(s: Source, name: str, stored: str | None, got: str | None) -> None:
@@ -675,14 +746,22 @@ def _check_source_sum(s: Source, name: str, stored: str | None, got: str | None)
 
 
 class _Lazy:
-    """A source tensor fetched only when a writer asks for it (``np.asarray``)."""
+    """A source tensor fetched only when a writer asks for it (``np.asarray``); each fetch
+    credits ``share`` of its bytes to the progress bar ``bar`` (a writer that reads every
+    tensor twice, like WTXT's hash-then-write, passes ``share=0.5``)."""
 
-    def __init__(self, s: Source, name: str) -> None:
-        self.s, self.name = s, name
+    def __init__(self, s: Source, name: str, bar: Any = None, share: float = 1.0) -> None:
+        self.s, self.name, self.bar, self.share = s, name, bar, share
         self.dtype, self.shape = s.spec(name)
+        self.ndim = len(self.shape)
+        self._left = math.prod(self.shape) * self.dtype.itemsize  # bytes not yet credited
 
     def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
         a = np.asarray(_dense(self.s.get(self.name), self.name))
+        if self.bar is not None:
+            credit = min(self._left, math.ceil(a.nbytes * self.share))
+            self._left -= credit
+            self.bar.update(credit)
         return a if dtype is None else a.astype(dtype)
 
 

@@ -23,6 +23,7 @@ Readers compare by identity (``Mapping.__eq__`` would read every value of both f
 from __future__ import annotations
 
 import dataclasses
+import os
 import warnings
 import weakref
 from collections.abc import Iterator, Mapping
@@ -30,7 +31,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from .mapped import MappedFile
 
-__all__ = ["TensorInfo", "TensorReader", "MappedReader", "INFO_FIELDS"]
+__all__ = ["TensorInfo", "TensorReader", "MappedReader", "INFO_FIELDS", "verify_file"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -194,3 +195,22 @@ class MappedReader:
             return self[name]
         except KeyError:
             return default
+
+
+def verify_file(fmt: str, opener: Any, source: Any, **kw: Any) -> Any:
+    """``opener(source, **kw).verify()``, closed after; a file that cannot be opened at all
+    (a tenfold error or an OS error) gives a report with one ``file`` error row instead of
+    raising. The module-level ``verify`` of readers whose ``verify()`` method does the
+    checking."""
+    from ..errors import TenfoldError
+    from .report import ERROR, Report
+
+    path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"
+    try:
+        r = opener(source, **kw)
+    except (TenfoldError, OSError) as exc:
+        report = Report(fmt, path)
+        report.add("file", ERROR, str(exc))
+        return report
+    with r:
+        return r.verify()

@@ -645,6 +645,10 @@ def pieces(
             arr = np.asarray(tensors[n])
             yield byte_view(stored(specs[n][0], arr))
             release(arr)
+            del arr
+            # an empty piece: the consumer drops its view of this tensor before the next
+            # one is fetched, so only one tensor is ever held
+            yield memoryview(b"")
 
     return size, gen()
 

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ..core.bounds import DEFAULT_LIMITS, Limits
-from ..core.reader import MappedReader, TensorInfo
+from ..core.reader import MappedReader, TensorInfo, verify_file
 from ..core.report import ERROR, OK, Report
 from ..core.slicing import plan
 from ..errors import TenfoldError
@@ -242,15 +242,8 @@ def inspect(source: Any) -> list[dict]:
 
 def verify(source: Any, **kw: Any) -> Report:
     """Check every layout rule and every tensor's range; never raises on a damaged file."""
-    path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"
-    try:
-        r = Reader(source, **kw)
-    except (TenfoldError, OSError) as exc:
-        report = Report(FMT, path)
-        report.add("file", ERROR, str(exc))
-        return report
-    with r:
-        return r.verify()
+    out: Report = verify_file(FMT, Reader, source, **kw)
+    return out
 
 
 def demo(directory: pathlib.Path) -> pathlib.Path:

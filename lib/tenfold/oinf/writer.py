@@ -232,7 +232,7 @@ def encode_chunks(arr: np.ndarray, tag: int, obj: str) -> Iterator[Any]:
 class _TensorPlan:
     __slots__ = ("name", "tag", "shape", "arr", "nbytes")
 
-    def __init__(self, name: str, tag: int, shape: tuple[int, ...], arr: np.ndarray | None):
+    def __init__(self, name: str, tag: int, shape: tuple[int, ...], arr: Any):
         self.name = name
         self.tag = tag
         self.shape = shape
@@ -288,6 +288,11 @@ def _plan_tensor(name: str, value: Any) -> _TensorPlan:
     else:
         if value is None:
             raise _err(obj, "no data; use Uninitialized(dtype, shape) for a tensor without data")
+        if _deferred(value):
+            # fetched only when its bytes are written: planned from its dtype and shape
+            _as_array(np.empty(0, np.dtype(value.dtype)), obj)
+            tag = _infer_tag(np.empty(0, np.dtype(value.dtype)), obj)
+            return _TensorPlan(name, tag, _shape(value.shape, obj), value)
         arr = _as_array(value, obj)
         tag = _infer_tag(arr, obj)
     if tag == S.BITSET:
@@ -302,6 +307,17 @@ def _plan_tensor(name: str, value: Any) -> _TensorPlan:
             obj, "not a tensor dtype", "a numeric, bool, bf16, f8 or packed type", S.TAG_NAME[tag]
         )
     return _TensorPlan(name, tag, tuple(int(d) for d in arr.shape), arr)
+
+
+def _deferred(value: Any) -> bool:
+    """An array-like that is not an array yet but says its dtype and shape (e.g. a tensor a
+    conversion reads from its source only when it is written)."""
+    return (
+        not isinstance(value, np.ndarray)
+        and hasattr(value, "__array__")
+        and hasattr(value, "dtype")
+        and hasattr(value, "shape")
+    )
 
 
 def _infer_tag(arr: np.ndarray, obj: str) -> int:
@@ -559,12 +575,18 @@ def _tables(
 
 def _write_tensor(f: Any, p: _TensorPlan) -> None:
     assert p.arr is not None
+    arr = p.arr
+    if _deferred(arr):  # fetched only now, so that one source tensor is alive at a time
+        arr = _as_array(arr, f"tensor {p.name!r}")
+        if tuple(arr.shape) != p.shape:
+            raise _err(f"tensor {p.name!r}", "shape changed", p.shape, tuple(arr.shape))
     written = 0
-    for chunk in encode_chunks(p.arr, p.tag, f"tensor {p.name!r}"):
+    for chunk in encode_chunks(arr, p.tag, f"tensor {p.name!r}"):
         mv = memoryview(chunk).cast("B")
         f.write(mv)
         written += mv.nbytes
+        del mv
     if written != p.nbytes:  # pragma: no cover - internal consistency
         raise RuntimeError(f"oinf: tensor {p.name!r}: wrote {written}, planned {p.nbytes}")
     f.write(_PAD[: S.align8(written) - written])
-    release(p.arr)  # a view of a mapped source: give its pages back
+    release(arr)  # a view of a mapped source: give its pages back

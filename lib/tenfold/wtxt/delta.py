@@ -263,8 +263,8 @@ def make_delta(
             f = dict(t.split("=", 1) for t in line.split(" ")[1:])
             changed = [
                 c.ix
-                for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.raw.size, it.clen), strict=True)
-                if hashlib.sha256(S.mview(it.raw)[off : off + ln]).hexdigest() != c.sha256
+                for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.size, it.clen), strict=True)
+                if hashlib.sha256(S.mview(it.data())[off : off + ln]).hexdigest() != c.sha256
             ]
             if not changed and (f["sha256"], f["hmac"], f["salt"]) == (b.sha256, b.hmac, b.salt):
                 continue
@@ -281,8 +281,8 @@ def make_delta(
                 f"arr name={it.name} sha256={f['sha256']} hmac={f['hmac']} "
                 f"salt={f['salt']}\n".encode()
             )
-            mv = S.mview(it.raw)
-            layout = S.chunk_layout(it.raw.size, it.clen)
+            mv = S.mview(it.data())
+            layout = S.chunk_layout(it.size, it.clen)
             for ix in changed:
                 off, ln = layout[ix]
                 out.write(enc.block(ix, off, mv[off : off + ln]))

@@ -10,14 +10,15 @@ arrive, optionally on a second thread.
 
 from __future__ import annotations
 
+import array
 import concurrent.futures
 import dataclasses
 import hashlib
 import hmac as _hmac
 import math
 import os
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any, overload
 
 import crc32c as _crc32c
 import numpy as np
@@ -29,6 +30,7 @@ from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.checksums import crc32c, xxh64_hex
 from ..core.mapped import MappedFile
 from ..core.reader import MappedReader, TensorInfo
+from ..core.release import release
 from ..core.report import ERROR, INFO, OK
 from ..errors import (
     FormatError,
@@ -74,6 +76,56 @@ class ChunkInfo:
     offset: int
     damage: str | None = None
     damage_line: int | None = None
+    #: offset of the chunk's first base64 line (just after the ``ch`` line)
+    text: int = 0
+
+
+class _Chunks(Sequence[ChunkInfo]):
+    """The chunk rows of one array, stored compactly (about 60 bytes a chunk instead of
+    about 550 for :class:`ChunkInfo` objects: a 20 GB file has 600 000 chunks) and rebuilt as
+    :class:`ChunkInfo` on access. Used by ``parse(keep=False)`` without ``collect`` (no
+    chunk can be damaged then: damage raises)."""
+
+    def __init__(self, clen: int, nbytes: int) -> None:
+        self.clen, self.nbytes = clen, nbytes
+        self.sha = bytearray()
+        self.crc = array.array("I")
+        self.pos = array.array("q")  # per chunk: lineno, offset, text
+
+    def append(self, ch: ChunkInfo) -> None:
+        self.sha += bytes.fromhex(ch.sha256)
+        self.crc.append(int(ch.crc32c, 16))
+        self.pos.extend((ch.lineno, ch.offset, ch.text))
+
+    def __len__(self) -> int:
+        return len(self.crc)
+
+    @overload
+    def __getitem__(self, i: int) -> ChunkInfo: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[ChunkInfo]: ...
+    def __getitem__(self, i: int | slice) -> ChunkInfo | list[ChunkInfo]:
+        if isinstance(i, slice):
+            return [self[k] for k in range(*i.indices(len(self)))]
+        n = len(self)
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError(i)
+        off = i * self.clen
+        length = min(self.clen, self.nbytes - off) if self.nbytes else 0
+        lineno, offset, text = self.pos[3 * i : 3 * i + 3]
+        return ChunkInfo(
+            i,
+            off,
+            length,
+            self.sha[32 * i : 32 * i + 32].hex(),
+            f"{self.crc[i]:08x}",
+            S.b64_lines(length),
+            lineno,
+            offset,
+            text=text,
+        )
 
 
 @dataclasses.dataclass
@@ -90,12 +142,15 @@ class ArrayInfo:
     line: str
     lineno: int
     idx: dict[str, str] | None
-    chunks: list[ChunkInfo]
+    chunks: list[ChunkInfo] | _Chunks
     raw: np.ndarray | None = None
     computed_sha256: str = ""
     hmac_state: str = "unauthenticated"  # "authenticated", "unauthenticated", "unchecked", "bad"
     offset: int = 0
     end_lineno: int = 0  # the ``endarr`` line
+    #: decodes the array again from the text (set by :class:`WtxtFile`, which keeps no
+    #: decoded bytes: every access decodes and re-checks one array)
+    loader: Any = dataclasses.field(default=None, repr=False, compare=False)
 
     def where(self) -> str:
         """``array 'name' (lines <arr>-<endarr>)``: the object and the lines it spans."""
@@ -106,9 +161,13 @@ class ArrayInfo:
         return any(c.damage for c in self.chunks)
 
     def raw_bytes(self) -> np.ndarray:
-        """The decoded little-endian bytes (uint8); set for every array ``parse`` returns."""
-        assert self.raw is not None
-        return self.raw
+        """The decoded little-endian bytes (uint8): kept by ``parse(keep=True)``, else
+        decoded afresh (and checked again) on every call."""
+        if self.raw is not None:
+            return self.raw
+        assert self.loader is not None, "parse(keep=False) without a loader"
+        out: np.ndarray = self.loader(self)
+        return out
 
     def array(self) -> np.ndarray:
         return self.raw_bytes().view(S.DTYPES[self.dtype]).reshape(self.shape)
@@ -136,12 +195,17 @@ class Parsed:
     root_offset: int = 0
     sign_lineno: int | None = None
 
-    def message(self, sign_all: bool) -> bytes:
+    def message(self, sign_all: bool) -> bytes | bytearray:
         """The bytes a signature covers."""
         if sign_all:
             assert self.sign_span is not None
             a, b = self.sign_span
-            return self.data[:a].tobytes() + self.data[b:].tobytes()
+            # one copy of the file's bytes (Ed25519 takes its message in one piece), not three
+            out = bytearray(a + self.data.size - b)
+            out[:a] = S.mview(self.data[:a])
+            out[a:] = S.mview(self.data[b:])
+            release(self.data[b:])  # the map's pages: the copy holds them now
+            return out
         return self.data[: self.root_end].tobytes()
 
 
@@ -224,6 +288,44 @@ def _update(hashers: list[Any], view: np.ndarray) -> None:
         h.update(mv)
 
 
+def _update_bytes(hashers: list[Any], raw: bytes) -> None:
+    for h in hashers:
+        h.update(raw)
+
+
+class _Xor:
+    """``fastxor`` of one array fed in chunks of any length (``xor_u64_le`` of the whole
+    array: little-endian u64 words, the last one zero-padded)."""
+
+    def __init__(self, scan: Any) -> None:
+        self.scan = scan
+        self.acc = 0
+        self.tail = b""
+
+    def feed(self, raw: bytes) -> None:
+        mv = memoryview(raw)
+        if self.tail:
+            k = 8 - len(self.tail)
+            head = self.tail + bytes(mv[:k])
+            mv = mv[k:]
+            if len(head) < 8:
+                self.tail = head
+                return
+            self.acc = self.scan.xor_u64_le(head, self.acc)
+        n = len(mv) - len(mv) % 8
+        if n:
+            self.acc = self.scan.xor_u64_le(mv[:n], self.acc)
+        self.tail = bytes(mv[n:])
+
+    def end(self, acc: int) -> int:
+        """The file's running ``fastxor`` ``acc`` with this array folded in; resets."""
+        if self.tail:
+            self.acc = self.scan.xor_u64_le(self.tail, self.acc)
+        out = acc ^ self.acc
+        self.acc, self.tail = 0, b""
+        return out
+
+
 def parse(
     data: np.ndarray,
     *,
@@ -231,6 +333,7 @@ def parse(
     hmac_keys: Iterable[bytes] = (),
     limits: Limits = DEFAULT_LIMITS,
     workers: int = 1,
+    keep: bool = True,
 ) -> Parsed:
     """Parse and check a whole WTXT text held in ``data`` (a read-only uint8 array).
 
@@ -238,6 +341,11 @@ def parse(
     damage (parity, CRC-32C, SHA-256, base64) raises as well unless ``collect`` is true, in
     which case it is recorded in :attr:`ChunkInfo.damage` and parsing continues by count.
     Array hashes are computed, not compared: see :func:`check`.
+
+    ``keep=False`` keeps no decoded bytes: each chunk is decoded, checked and fed to the
+    array and file digests, then dropped, and the text pages already parsed are given back
+    (:func:`~tenfold.core.release.release`), so parsing needs about one chunk of memory
+    whatever the file size; :func:`decode_array` decodes an array again on demand.
     """
     kern = _kern()
     keys = [bytes(k) for k in hmac_keys]
@@ -319,6 +427,8 @@ def parse(
     scratch = np.empty(0, np.uint8)
     fastxor = 0
     scan = _kernels.load("scan")
+    xor = _Xor(scan)
+    released = 0
     total_chunks = 0
     try:
         while True:
@@ -432,10 +542,10 @@ def parse(
                 arr_text,
                 ln,
                 idx,
-                [],
+                [] if keep or collect else _Chunks(clen, nbytes),
                 offset=off,
             )
-            buf = np.zeros(nbytes, np.uint8)
+            buf = np.zeros(nbytes, np.uint8) if keep else None
             arr_sha = hashlib.sha256()
             macs = []
             if a["hmac"] != S.ZERO64 and keys:
@@ -455,13 +565,22 @@ def parse(
                     collect,
                 )
                 info.chunks.append(ch)
+                got = None
                 if ch.length:
                     n = ch.lines * S.WIDTH
                     if scratch.size < n:
                         scratch = np.empty(n, np.uint8)
                     if ch.damage is None:
-                        _decode_chunk(cur, kern, data, ch, scratch, buf, collect)
-                if ch.off + ch.length - span_start >= _SPAN or ix == nchunks - 1:
+                        got = _decode_chunk(cur, kern, data, ch, scratch, buf, collect)
+                if buf is None:  # keep=False: digest this chunk now, keep nothing
+                    if got is None:  # damaged (collect): zeros, as keep=True's buffer holds
+                        got = bytes(ch.length)
+                    hashes.submit(_update_bytes, group, got)
+                    xor.feed(got)
+                    if cur.pos - released >= _SPAN:
+                        release(data[released : cur.pos])
+                        released = cur.pos
+                elif ch.off + ch.length - span_start >= _SPAN or ix == nchunks - 1:
                     end = ch.off + ch.length
                     hashes.submit(_update, group, buf[span_start:end])
                     span_start = end
@@ -493,7 +612,10 @@ def parse(
             hashes.wait()
             info.raw = buf
             info.computed_sha256 = arr_sha.hexdigest()
-            fastxor = scan.xor_u64_le(buf, fastxor)
+            if buf is not None:
+                fastxor = scan.xor_u64_le(buf, fastxor)
+            else:
+                fastxor = xor.end(fastxor)
             if a["hmac"] == S.ZERO64:
                 info.hmac_state = "unauthenticated"
             elif not keys:
@@ -613,6 +735,7 @@ def _chunk(
             FormatError, lineno, pos, "ch 'lines' mismatch", expected=S.b64_lines(clen), got=lines
         )
     ch = ChunkInfo(cix, coff, clen, g_sha.decode(), g_crc.decode(), lines, lineno, pos)
+    ch.text = cur.pos
     if clen == 0:
         # an empty chunk has no base64 lines to decode, but its digests are checked all the same
         for what, declared, computed in (
@@ -646,9 +769,11 @@ def _decode_chunk(
     data: np.ndarray,
     ch: ChunkInfo,
     scratch: np.ndarray,
-    buf: np.ndarray,
+    buf: np.ndarray | None,
     collect: bool,
-) -> None:
+) -> bytes | None:
+    """Decode and check one chunk's base64 lines at ``cur``; its bytes go to ``buf`` (when
+    given) and are returned. None: damage recorded in ``ch`` (only with ``collect``)."""
     status, line, p = kern.unframe_lines(cur.mv[cur.pos :], ch.lines, scratch, S.WIDTH)
     if status != 0:
         exc = _kernel_error(status, data[cur.pos :], p, ch.lineno + 1, line, cur.pos)
@@ -658,7 +783,7 @@ def _decode_chunk(
         ch.damage_line = ch.lineno + 1 + line
         if not cur.skip_lines(ch.lines):
             raise err(TruncatedError, cur.lineno, cur.pos, "file ends inside a chunk")
-        return
+        return None
     cur.pos += p
     cur.lineno += ch.lines
     n = p - 3 * ch.lines
@@ -675,7 +800,7 @@ def _decode_chunk(
             got=w,
         )
         _damaged(ch, exc, collect)
-        return
+        return None
     # the kernel has checked the alphabet and the padding; validate=True is pybase64's fast path
     raw = pybase64.b64decode(S.mview(scratch)[:n], validate=True)
     crc = f"{_crc32c.crc32c(raw) if n <= _CRC_DIRECT else crc32c(raw):08x}"
@@ -689,7 +814,7 @@ def _decode_chunk(
             got=crc,
         )
         _damaged(ch, exc, collect)
-        return
+        return None
     sha = hashlib.sha256(raw).hexdigest()
     if sha != ch.sha256:
         exc = err(
@@ -701,8 +826,61 @@ def _decode_chunk(
             got=sha,
         )
         _damaged(ch, exc, collect)
-        return
-    S.mview(buf)[ch.off : ch.off + ch.length] = raw
+        return None
+    if buf is not None:
+        S.mview(buf)[ch.off : ch.off + ch.length] = raw
+    return raw
+
+
+def decode_array(data: np.ndarray, a: ArrayInfo) -> np.ndarray:
+    """Array ``a``'s bytes decoded again from ``data``, the text ``parse`` indexed it in.
+
+    Every check of the first pass runs again (line widths, alphabet, parity, canonical
+    padding, chunk CRC-32C and SHA-256), and the array's SHA-256 must equal the one the file
+    declares (the value ``parse`` verified, and which the HMAC and the root cover): bytes
+    that changed after the file was opened raise :class:`IntegrityError`. The text pages
+    are given back as they are decoded; the result is a new owned array.
+    """
+    kern = _kern()
+    buf = np.empty(a.nbytes, np.uint8)
+    cur = Cursor(data)
+    scratch = np.empty(0, np.uint8)
+    sha = hashlib.sha256()
+    released = -1
+    for ch in a.chunks:
+        if not ch.length:
+            continue
+        n = ch.lines * S.WIDTH
+        if scratch.size < n:
+            scratch = np.empty(n, np.uint8)
+        cur.pos, cur.lineno = ch.text, ch.lineno + 1
+        if released < 0:
+            released = ch.text
+        raw = _decode_chunk(cur, kern, data, ch, scratch, buf, False)
+        assert raw is not None  # collect=False raises on damage
+        sha.update(raw)
+        if cur.pos - released >= _SPAN:
+            release(data[released : cur.pos])
+            released = cur.pos
+    if released >= 0:
+        release(data[released : cur.pos])
+    got = sha.hexdigest()
+    if got != a.sha256:
+        raise at_lines(
+            IntegrityError(
+                describe(
+                    S.FMT,
+                    a.where(),
+                    offset=a.offset,
+                    detail="sha256 mismatch (the file changed after it was opened)",
+                    expected=a.sha256,
+                    got=got,
+                )
+            ),
+            a.lineno,
+            a.end_lineno,
+        )
+    return buf
 
 
 # -- checks after parsing -------------------------------------------------------------------
@@ -725,7 +903,9 @@ def _raw_public(public_key: Any) -> bytes:
     return raw
 
 
-def check_signature(sig_b64: str, keyid: str, message: bytes, public_keys: Iterable[Any]) -> str:
+def check_signature(
+    sig_b64: str, keyid: str, message: bytes | bytearray, public_keys: Iterable[Any]
+) -> str:
     """``"verified"``, ``"no key"`` (no public key with this keyid) or ``"bad"`` (also for a
     signature that is not canonical base64 of 64 bytes)."""
     from cryptography.exceptions import InvalidSignature
@@ -772,9 +952,12 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
     """An open, fully verified WTXT file: a ``Mapping`` of array name to array.
 
     Attributes: ``meta``, ``cap``, ``root``, ``audit`` and ``arrays`` (the parsed
-    :class:`ArrayInfo` rows). Every array is decoded and checked when the file is opened;
-    ``reader[name]`` is an owned array. ``mmap=False`` reads a local file with ``pread`` into
-    owned memory; a URL or fsspec file is fetched whole (a text format parsed in full).
+    :class:`ArrayInfo` rows). Opening checks everything the file carries (every chunk, the
+    array hashes and HMACs, the root and the signature) in one pass that keeps no decoded
+    bytes; ``reader[name]`` then decodes that one array again, re-checks its chunks and its
+    SHA-256 against the verified value, and returns it as a new owned array. Memory: about
+    one array, not the file. ``mmap=False`` reads a local file with ``pread`` into owned
+    memory; a URL or fsspec file is fetched whole (a text format parsed in full).
     """
 
     def __init__(
@@ -796,7 +979,9 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         try:
             keys = self._hmac_keys
             pubs = self._public_keys
-            self.parsed = parse(self._mf.buffer(), hmac_keys=keys, limits=limits, workers=workers)
+            self.parsed = parse(
+                self._mf.buffer(), hmac_keys=keys, limits=limits, workers=workers, keep=False
+            )
             if wsum is None and self._mf.path is not None and not self._mf.remote:
                 wsum = wsum_path(self._mf.path)
             self.wsum = _read_wsum(wsum) if self.parsed.pending else None
@@ -810,6 +995,9 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         self.audit = self.parsed.audit
         self.arrays = self.parsed.arrays
         self._by_name = {a.name: a for a in self.arrays}
+        data = self.parsed.data
+        for a in self.arrays:
+            a.loader = lambda info, data=data: decode_array(data, info)
 
     # -- the Mapping face (tenfold.core.reader) -----------------------------------------------
     def __iter__(self) -> Iterator[str]:
@@ -828,8 +1016,9 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
             raise KeyError(f"wtxt: no array named {name!r}") from None
 
     def read(self, name: str, index: Any = None) -> np.ndarray:
-        """Array ``name`` (decoded and checked when the file was opened), or its basic slice
-        ``index`` (of the decoded array: base64 text cannot be read in row ranges)."""
+        """Array ``name``, decoded and checked again (a new owned array on every call), or
+        its basic slice ``index`` (of the decoded array: base64 text cannot be read in row
+        ranges)."""
         a = self._array_info(name).array()
         if index is None:
             return a
@@ -1171,7 +1360,7 @@ def inspect(source: Any) -> list[dict]:
             from .delta import inspect_delta
 
             return inspect_delta(mf.buffer())
-        p = parse(mf.buffer(), collect=True)
+        p = parse(mf.buffer(), collect=True, keep=False)
     finally:
         mf.close()
     rows: list[dict] = []

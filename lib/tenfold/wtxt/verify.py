@@ -61,7 +61,7 @@ def verify(
 
             return verify_delta(data, report, keys_given=bool(keys or pubs))
         try:
-            p = parse(data, collect=True, hmac_keys=keys, workers=workers)
+            p = parse(data, collect=True, hmac_keys=keys, workers=workers, keep=False)
         except TenfoldError as exc:
             report.summary["authentication"] = "none: the file does not parse"
             report.add_error(exc, "structure")

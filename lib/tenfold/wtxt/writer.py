@@ -12,6 +12,7 @@ import dataclasses
 import datetime
 import hashlib
 import hmac as _hmac
+import math
 import os
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -44,13 +45,31 @@ class Prepared:
     name: str
     tag: str
     shape: tuple[int, ...]
-    raw: np.ndarray  # uint8, C-contiguous
+    raw: np.ndarray | None  # uint8, C-contiguous (None: fetched from ``lazy`` on each pass)
     salt: str
     rpc: int | None
+    lazy: Any = None
+    nbytes: int = 0
 
     @property
     def clen(self) -> int:
         return S.chunk_length(self.shape, S.DTYPES[self.tag].itemsize, self.rpc)
+
+    @property
+    def size(self) -> int:
+        return self.raw.size if self.raw is not None else self.nbytes
+
+    def data(self) -> np.ndarray:
+        """The raw little-endian bytes; a deferred array is fetched (and checked) now, once
+        per writing pass, so only one array is held at a time."""
+        if self.raw is not None:
+            return self.raw
+        a = np.asarray(self.lazy)
+        shape = tuple(int(d) for d in a.shape) or (1,)
+        if shape != self.shape or S.DTYPES[self.tag].itemsize * a.size != self.nbytes:
+            raise _bad(f"array {self.name!r}", "changed while it was written", got=a.shape)
+        out: np.ndarray = np.ascontiguousarray(a, dtype=S.DTYPES[self.tag]).reshape(-1)
+        return out.view(np.uint8)
 
 
 def _token(name: str, value: Any) -> str:
@@ -113,13 +132,12 @@ def prepare_arrays(
     for name in sorted(arrays, key=lambda n: str(n).encode("utf-8", "surrogateescape")):
         if not isinstance(name, str) or not S.NAME_RE.fullmatch(name):
             raise _bad(f"array {name!r}", "name must match [A-Za-z0-9_]+")
-        a = np.asarray(arrays[name])
-        try:
-            tag = str(registry.to_tag(S.FMT, a.dtype, what=f"array {name!r}"))
-        except EncodeError:
-            raise
-        shape = tuple(int(d) for d in a.shape) or (1,)
-        le = np.ascontiguousarray(a, dtype=S.DTYPES[tag]).reshape(-1)
+        value = arrays[name]
+        deferred = _deferred(value)
+        a = np.empty(0, np.dtype(value.dtype)) if deferred else np.asarray(value)
+        tag = str(registry.to_tag(S.FMT, a.dtype, what=f"array {name!r}"))
+        shape = tuple(int(d) for d in (value.shape if deferred else a.shape)) or (1,)
+        le = None if deferred else np.ascontiguousarray(a, dtype=S.DTYPES[tag]).reshape(-1)
         rpc = rows_per_chunk.get(name) if isinstance(rows_per_chunk, Mapping) else rows_per_chunk
         if rpc is not None and (
             isinstance(rpc, bool) or not isinstance(rpc, (int, np.integer)) or rpc < 1
@@ -130,12 +148,25 @@ def prepare_arrays(
                 name,
                 tag,
                 shape,
-                le.view(np.uint8),
+                None if le is None else le.view(np.uint8),
                 _salt_hex(salt, name, gen),
                 None if rpc is None else int(rpc),
+                value if deferred else None,
+                math.prod(shape) * S.DTYPES[tag].itemsize,
             )
         )
     return out
+
+
+def _deferred(value: Any) -> bool:
+    """An array-like that says its dtype and shape and is fetched only when written (e.g. a
+    tensor ``convert`` reads from its source on demand)."""
+    return (
+        not isinstance(value, np.ndarray)
+        and hasattr(value, "__array__")
+        and hasattr(value, "dtype")
+        and hasattr(value, "shape")
+    )
 
 
 def private_key(key: Any) -> Any:
@@ -190,7 +221,8 @@ def _digests(
     h_all = hashlib.sha256()
     fx = 0
     for it in items:
-        mv = S.mview(it.raw)
+        raw = it.data()
+        mv = S.mview(raw)
         sha = hashlib.sha256(mv).hexdigest()
         if hmacs is not None and it.name in hmacs:
             mac = hmacs[it.name]
@@ -200,12 +232,14 @@ def _digests(
             mac = m.hexdigest()
         else:
             mac = S.ZERO64
-        line = S.arr_line(it.name, it.tag, it.shape, it.raw.size, sha, mac, it.salt)
+        line = S.arr_line(it.name, it.tag, it.shape, raw.size, sha, mac, it.salt)
         lines.append(line)
         h_all.update(line.encode())
         h_all.update(mv)
-        fx = scan.xor_u64_le(it.raw, fx)
-        release(it.raw)  # a view of a mapped source: give its pages back (read again later)
+        fx = scan.xor_u64_le(raw, fx)
+        del mv
+        release(raw)  # a view of a mapped source: give its pages back (read again later)
+        del raw
     return lines, h_all.hexdigest(), fx
 
 
@@ -313,8 +347,10 @@ def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
         if it.rpc is not None:
             rs = S.row_size(it.shape, S.DTYPES[it.tag].itemsize)
             head += f"idx rows_per_chunk={it.rpc} row_size={rs} row_blocking=on\n"
-        pos += enc.write_chunks(f, S.mview(it.raw), it.clen, head.encode(), b"endarr\n")
-        release(it.raw)
+        raw = it.data()
+        pos += enc.write_chunks(f, S.mview(raw), it.clen, head.encode(), b"endarr\n")
+        release(raw)
+        del raw
     return offsets
 
 
@@ -412,7 +448,7 @@ def write(
             with parallel.scoped(1, "wtxt-w") as pool:
                 fut = pool.submit(_digests, items, hmac_key, _hmacs)
                 placeholder = [
-                    S.arr_line(it.name, it.tag, it.shape, it.raw.size, S.ZERO64, S.ZERO64, it.salt)
+                    S.arr_line(it.name, it.tag, it.shape, it.size, S.ZERO64, S.ZERO64, it.salt)
                     for it in items
                 ]
                 head0 = _header(meta, cap, root_of(S.ZERO64, 0), _PLACEHOLDER_SIGN if key else None)

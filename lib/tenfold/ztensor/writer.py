@@ -74,9 +74,17 @@ class Writer(AtomicFileWriter):
         return super().__new__(cls)
 
     def __init__(
-        self, path: str | os.PathLike[str], *, fsync: bool = True, generation: int | str = 0
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        generation: int | str = 0,
+        threads: int = 0,
     ) -> None:
         self._open(path, fsync)
+        #: zstd worker threads per tensor (``encoding="zstd"``); 0 = single-threaded, the
+        #: frames ztensor 0.1.4 writes; more: other (equally valid) frames, made faster
+        self.threads = threads
         self._f.write(MAGIC)
         self._pos = len(MAGIC)
         self._entries: list[dict[str, Any]] = []
@@ -296,7 +304,7 @@ class Writer(AtomicFileWriter):
         """Write ``a`` (any layout/byte order) as little-endian bytes; return offset, size, sum."""
         offset = self._align()
         if encoding == "zstd":
-            data = zstd_compress(_le_contiguous(a), level)
+            data = zstd_compress(_le_contiguous(a), level, threads=self.threads)
             self._f.write(data)
             size = len(data)
             digest = _checksum.compute(algo, data) if algo else None
