@@ -424,7 +424,16 @@ def read_any(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -
     budget = limits.budget()
     with open_source(path, limits=limits) as src:
         src.budget = budget
-        return {n: np.array(_dense(src.get(n), n, budget)) for n in src.names}
+        return {n: _owned(_dense(src.get(n), n, budget)) for n in src.names}
+
+
+def _owned(v: Any) -> np.ndarray:
+    """An owned copy of ``v``; a zero-itemsize array (``|V0``: no bytes, any number of
+    elements) is made, not copied: NumPy would copy it element by element."""
+    a = np.asarray(v)
+    if a.dtype.itemsize == 0:
+        return np.empty(a.shape, a.dtype)
+    return np.array(a)
 
 
 def _dense(v: Any, name: str = "", budget: Any = None) -> Any:
