@@ -169,4 +169,12 @@ def save(
         options["checksum"] = checksum
     elif name == "oinf" and checksum is not _DEFAULT and checksum is not None:
         raise EncodeError(f"oinf: checksum {checksum!r}: OINF has no per-tensor checksum field")
+    if name in ("npz", "wtxt") and "metadata" in options:
+        if options["metadata"]:
+            key = next(iter(options["metadata"]))
+            raise EncodeError(
+                f"{name}: metadata {key!r}: {name} has no file metadata; use .safetensors, .zt, "
+                ".oinf or .fold to keep it"
+            )
+        del options["metadata"]
     mod.save(path, tensors, **options)

@@ -95,7 +95,9 @@ def check_output(path: str, *, suffix: bool = False) -> None:
     if suffix and not _known_suffix(path):
         from .formats import FORMATS
 
-        known = " ".join([s for i in FORMATS for s in i.suffixes] + [".npz", ".safetensors"])
+        known = " ".join(
+            dict.fromkeys([s for i in FORMATS for s in i.suffixes] + [".npz", ".safetensors"])
+        )
         raise UsageError(
             f"{path}: unknown suffix {os.path.splitext(path)[1]!r}; expected one of {known}"
         )

@@ -413,9 +413,10 @@ def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
         return _npz_source(path, limits)
     if suffix == ".safetensors":
         return _safetensors_source(path)
-    known = ", ".join(s for i in FORMATS for s in i.suffixes)
+    known = ", ".join(dict.fromkeys([s for i in FORMATS for s in i.suffixes] + [".safetensors"]))
     raise UnsupportedError(
-        f"tenfold: {os.fspath(path)}: cannot read; expected {known}, .npz or .safetensors"
+        f"tenfold: {os.fspath(path)}: cannot read: not a format tenfold knows by its content "
+        f"(tensor formats: {known})"
     )
 
 

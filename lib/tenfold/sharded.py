@@ -501,6 +501,8 @@ def verify(path: str | os.PathLike[str], **options: Any) -> Any:
             if extra:
                 report.add(f"shard {file!r}", WARNING, "holds tensors the index does not name: "
                            + ", ".join(map(repr, extra[:10])))  # fmt: skip
+            if sub.repairable is not None and report.repairable is None:
+                report.repairable = sub.repairable
             if sub.ok:
                 report.add(f"shard {file!r}", OK)
         want = r.metadata.get("total_size")

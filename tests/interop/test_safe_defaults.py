@@ -76,6 +76,10 @@ def test_fold_verify_exits_1_when_ecc_was_needed(tmp_path, capsys):
     assert main(["verify", str(p)]) == 1
     last = capsys.readouterr().out.splitlines()[-1]
     assert last.startswith("REPAIRABLE:") and "repairable: run `tenfold repair" in last
+    # the Python answer agrees with the CLI: not ok (a byte needed ECC), but intact
+    with fold.Reader(p) as r:
+        rep = r.verify()
+    assert not rep.ok and rep.intact and rep.repairable and rep.exit_code == 1
     assert main(["repair", str(p), "--in-place", "-q"]) == 0
     capsys.readouterr()
     assert main(["verify", str(p)]) == 0

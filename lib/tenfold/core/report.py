@@ -87,12 +87,18 @@ class Report:
         return [f for f in self.findings if f.status == WARNING]
 
     @property
-    def ok(self) -> bool:
+    def intact(self) -> bool:
+        """No error: every object reads back right (perhaps only through error correction)."""
         return not self.errors
 
     @property
+    def ok(self) -> bool:
+        """No error and nothing that needed repair: the file is as it was written."""
+        return not self.errors and self.repairable is None
+
+    @property
     def exit_code(self) -> int:
-        return 0 if self.ok and self.repairable is None else 1
+        return 0 if self.ok else 1
 
     def format(self, *, verbose: bool = True) -> str:
         lines = [f"{self.fmt}: {self.path}"]
@@ -106,7 +112,7 @@ class Report:
             more = f" and {len(self.unverified) - 8} more" if len(self.unverified) > 8 else ""
             lines.append(f"  unverified: no checksum: {shown}{more}")
         n_err, n_warn = len(self.errors), len(self.warnings)
-        if not self.ok:
+        if not self.intact:
             verdict = "DAMAGED"
         elif self.repairable is not None:
             verdict = "REPAIRABLE"
@@ -115,7 +121,7 @@ class Report:
         text = f"{verdict}: {len(self.findings)} checked, {n_err} errors, {n_warn} warnings"
         if self.unverified:
             text += f", {len(self.unverified)} unverified (no checksum)"
-        if self.ok and self.repairable is not None:
+        if self.intact and self.repairable is not None:
             text += f"; repairable: run `{self.repairable}`"
         lines.append(text)
         return "\n".join(lines)

@@ -217,6 +217,20 @@ class Archive:
 
     def _check_directory(self) -> dict[str, Member]:
         infos = self._zip.infolist()
+        # zipfile reads as many central-directory entries as fit before the end record and
+        # ignores the record's own count: a damaged entry would silently drop a member
+        end = zipfile._EndRecData(self._f)  # type: ignore[attr-defined]
+        if end is not None and end[zipfile._ECD_ENTRIES_TOTAL] != len(infos):  # type: ignore[attr-defined]
+            raise FormatError(
+                describe(
+                    self.fmt,
+                    f"{self.what} zip directory",
+                    field="entries",
+                    detail="the end record's entry count disagrees with the entries found",
+                    expected=end[zipfile._ECD_ENTRIES_TOTAL],  # type: ignore[attr-defined]
+                    got=len(infos),
+                )
+            )
         if len(infos) > self.limits.max_objects:
             raise LimitError(
                 describe(

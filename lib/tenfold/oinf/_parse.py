@@ -136,9 +136,9 @@ def parse_header(mf: MappedFile) -> Header:
             "file-size",
             "header",
             _H("file_size"),
-            "file_size field does not match the file length",
-            size,
+            "file length differs from the header's file_size field",
             h.file_size,
+            size,
         )
     offs = [h.offset_sizevars, h.offset_metadata, h.offset_tensors, h.offset_data, h.file_size]
     names = ["offset_sizevars", "offset_metadata", "offset_tensors", "offset_data", "file_size"]

@@ -299,6 +299,11 @@ class V2Reader(ZtReader, Mapping[str, Any]):
         self.shards: dict[str, ShardInfo] = (man.shards or {}) if man else {}
         self.attributes: Mapping[str, Any] | None = man.attributes if man else None
 
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """File-level metadata: the manifest's file attributes (``{}`` when it has none)."""
+        return dict(self.attributes or {})
+
     # -- Mapping ------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
         # a plain dense object (digest checked, or not to be) is a view built from its plan

@@ -515,13 +515,20 @@ def save(
     checksum: str | None = None,
     fsync: bool = True,
     generation: int | str = 0,
+    metadata: Mapping[str, Any] | None = None,
     **v2_options: Any,
 ) -> None:
     """Write ``tensors`` (name -> array) to ``path`` atomically, in mapping order.
 
+    ``metadata`` (file metadata, like safetensors' ``__metadata__``): zTensor 0.1.0 has no
+    file-level map, so it goes into the first tensor's attributes under ``__metadata__``
+    (where ``tenfold convert`` puts it and reads it back); in v2 it becomes the file
+    attributes. Metadata with no tensor to carry it is refused.
+
     ``generation=2`` writes zTensor v2 instead (names sorted, canonical form unless
     ``canonical=False``; ``encoding="zstd"`` means ``zt.zstd-seekable/1``; ``checksum`` does
-    not apply, every v2 part has an xxh3 digest).
+    not apply, every v2 part has an xxh3 digest). ``canonical``, ``align`` and
+    ``attributes`` are v2 options; any other keyword is a ``TypeError``.
     """
     if not isinstance(tensors, Mapping):
         raise EncodeError(
@@ -533,15 +540,47 @@ def save(
                 got=type(tensors).__name__,
             )
         )
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise EncodeError(
+            describe(
+                FMT, "save", field="metadata", expected="a mapping", got=type(metadata).__name__
+            )
+        )
     if generation in (2, "2", "v2"):
         from .v2writer import V2Writer
 
+        if metadata:
+            if v2_options.get("attributes") is not None:
+                raise EncodeError(
+                    describe(
+                        FMT,
+                        "save",
+                        field="metadata",
+                        detail="give metadata or attributes, not both",
+                    )
+                )
+            v2_options["attributes"] = dict(metadata)
         if encoding != "raw":
             v2_options.setdefault("canonical", False)
         with V2Writer(path, fsync=fsync, **v2_options) as w2:
             for name in sorted(tensors, key=lambda n: n.encode()):
                 w2.add(name, tensors[name], encoding=None if encoding == "raw" else encoding)
         return
+    if v2_options:
+        raise TypeError(
+            f"ztensor.save() got unexpected keyword arguments: {', '.join(sorted(v2_options))} "
+            "(canonical, align and attributes are zTensor v2 options: pass generation=2)"
+        )
+    if metadata and not tensors:
+        raise EncodeError(
+            describe(
+                FMT,
+                "save",
+                field="metadata",
+                detail="zTensor 0.1.0 keeps file metadata on the first tensor and there is none",
+            )
+        )
     with Writer(path, fsync=fsync) as w:
-        for name, value in tensors.items():
-            w.add(name, value, encoding=encoding, level=level, checksum=checksum)
+        for i, (name, value) in enumerate(tensors.items()):
+            attrs = {"__metadata__": dict(metadata)} if i == 0 and metadata else None
+            w.add(name, value, encoding=encoding, level=level, checksum=checksum, attrs=attrs)
