@@ -361,7 +361,7 @@ def parse(
                 raise err(FormatError, 1, bad[0], bad[1])
         if first.startswith(b"WTXT-DELTA"):
             raise err(FormatError, 1, 0, "this is a DELTA file; apply it with apply_delta")
-        if first.startswith(b"WTXT ") and first[5:].isdigit():
+        if first.startswith(S.PREFIX) and first[len(S.PREFIX) :].isdigit():
             raise err(
                 UnsupportedError,
                 1,
