@@ -119,6 +119,57 @@ def test_magic_defined_once(fmt: str) -> None:
     assert repr(module.MAGIC)[2:-1] not in code, f"{fmt}: magic bytes spelled in _spec again"
 
 
+def test_ztensor_magics_come_from_the_registry() -> None:
+    import tenfold.ztensor._spec as zt_spec
+    import tenfold.ztensor._v1 as zt_v1
+    import tenfold.ztensor._v2spec as zt_v2spec
+
+    assert (zt_spec.MAGIC, zt_spec.MAGIC_V1, zt_spec.MAGIC_V2) == MAGICS["ztensor"]
+    assert zt_v1.MAGIC_V1 is MAGICS["ztensor"][1]
+    assert zt_v2spec.MAGIC is MAGICS["ztensor"][2]
+
+
+def magic_literals(path: Path, magics: set[bytes]) -> list[str]:
+    """Where the file's code (not its docstrings) spells one of ``magics`` as a bytes literal."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    docs = {
+        id(node.body[0].value)
+        for node in ast.walk(tree)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
+        and node.body
+        and isinstance(node.body[0], ast.Expr)
+        and isinstance(node.body[0].value, ast.Constant)
+    }
+    return [
+        f"{path}:{node.lineno}: {node.value!r}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant)
+        and isinstance(node.value, bytes)
+        and node.value in magics
+        and id(node) not in docs
+    ]
+
+
+def test_magic_bytes_spelled_only_in_the_registry() -> None:
+    magics = {m for ms in MAGICS.values() for m in ms}
+    root = Path(oinf_spec.__file__ or "").parents[1]
+    found = [
+        hit
+        for path in sorted(root.rglob("*.py"))
+        if path != root / "formats.py"
+        for hit in magic_literals(path, magics)
+    ]
+    assert not found, found
+
+
+def test_magic_literal_finder_finds_one(tmp_path: Path) -> None:
+    src = tmp_path / "m.py"
+    src.write_text('"""Doc."""\nMAGIC = b"ZTEN1000"\n', encoding="utf-8")
+    assert len(magic_literals(src, {b"ZTEN1000"})) == 1
+    src.write_text('"""Doc."""\nMAGIC = b"ZTEN10" + b"00"\n', encoding="utf-8")
+    assert magic_literals(src, {b"ZTEN1000"}) == []
+
+
 @pytest.mark.parametrize(
     "table",
     [

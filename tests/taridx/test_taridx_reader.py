@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import tenfold.taridx as tx
 from tenfold.core.checksums import xxh64
 from tenfold.errors import FormatError, TenfoldError, TruncatedError, UnsupportedError
-from tenfold.taridx._spec import HEADER_DT, ROW_DT
+from tenfold.taridx._spec import HEADER, HEADER_DT, ROW_DT
 
 
 def _vectors(conformance):
@@ -198,6 +198,29 @@ def _patch(data: bytearray, fmt: str, offset: int, value: int) -> bytes:
 def test_lying_header_fields(fmt, offset, value, cls, match):
     with pytest.raises(cls, match=match):
         tx.Index.from_buffer(_patch(_good(), fmt, offset, value))
+
+
+@pytest.mark.parametrize(
+    "field, value, cls",
+    [
+        ("magic", b"XARIDX\0\0", FormatError),
+        ("major", 2, UnsupportedError),
+        ("rec_size", 33, FormatError),
+        ("hdr_size", 65, FormatError),
+        ("n_stems", 9, FormatError),
+        ("off_crash", 63, FormatError),
+        ("off_arr", 2**64 - 1, FormatError),
+    ],
+)
+def test_header_errors_carry_the_record_offset(field, value, cls):
+    # the offset an error names is the field's offset in the HEADER record, not a literal
+    data = _good()
+    size = HEADER.field_size(field)
+    code = "<8s" if field == "magic" else "<" + {2: "H", 4: "I", 8: "Q"}[size]
+    struct.pack_into(code, data, HEADER.offset(field), value)
+    with pytest.raises(cls) as info:
+        tx.Index.from_buffer(bytes(data))
+    assert info.value.field == field and info.value.offset == HEADER.offset(field)
 
 
 def test_newer_minor_accepted():

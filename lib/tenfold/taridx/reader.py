@@ -27,6 +27,7 @@ from ._spec import (
     FLAG_CONTIGUOUS,
     FMT,
     HDR_SIZE,
+    HEADER,
     HEADER_DT,
     MAGIC,
     MAJOR,
@@ -403,23 +404,29 @@ class Index(MappedReader, Mapping[str, dict]):
             )
         hdr = mf.records(HEADER_DT, 1, 0, "header")
         h = hdr[0]
-        magic = mf.bytes(0, 8, "magic")
+        magic = mf.bytes(HEADER.offset("magic"), HEADER.field_size("magic"), "magic")
         if magic != MAGIC:
             raise self._err(
-                FormatError, "header", offset=0, field="magic", expected=MAGIC, got=magic
+                FormatError,
+                "header",
+                offset=HEADER.offset("magic"),
+                field="magic",
+                expected=MAGIC,
+                got=magic,
             )
         major, minor = int(h["major"]), int(h["minor"])
         if major != MAJOR:
             raise self._err(
                 UnsupportedError,
                 "header",
-                offset=8,
+                offset=HEADER.offset("major"),
                 field="major",
                 detail="unsupported version",
                 expected=MAJOR,
                 got=major,
             )
-        for field, off, want in (("rec_size", 12, REC_SIZE), ("hdr_size", 14, HDR_SIZE)):
+        for field, want in (("rec_size", REC_SIZE), ("hdr_size", HDR_SIZE)):
+            off = HEADER.offset(field)
             if int(h[field]) != want:
                 raise self._err(
                     FormatError, "header", offset=off, field=field, expected=want, got=int(h[field])
@@ -430,7 +437,7 @@ class Index(MappedReader, Mapping[str, dict]):
             raise self._err(
                 FormatError,
                 "header",
-                offset=40,
+                offset=HEADER.offset("off_crash"),
                 field="off_crash",
                 expected=f"{HDR_SIZE} <= off_crash <= {size}",
                 got=off_crash,
@@ -439,7 +446,7 @@ class Index(MappedReader, Mapping[str, dict]):
             raise self._err(
                 FormatError,
                 "header",
-                offset=48,
+                offset=HEADER.offset("off_arr"),
                 field="off_arr",
                 expected=f"{off_crash} <= off_arr <= {size}",
                 got=off_arr,
@@ -457,7 +464,12 @@ class Index(MappedReader, Mapping[str, dict]):
                 got=region,
             )
         check_limit(
-            FMT, f"{self.name}: rows", n_rows, self.limits.max_objects, field="n_rows", offset=24
+            FMT,
+            f"{self.name}: rows",
+            n_rows,
+            self.limits.max_objects,
+            field="n_rows",
+            offset=HEADER.offset("n_rows"),
         )
         check_limit(
             FMT,
@@ -472,7 +484,7 @@ class Index(MappedReader, Mapping[str, dict]):
             raise self._err(
                 FormatError,
                 "header",
-                offset=16,
+                offset=HEADER.offset("n_stems"),
                 field="n_stems",
                 expected=f"<= n_rows ({n_rows})",
                 got=n_stems,
@@ -481,7 +493,7 @@ class Index(MappedReader, Mapping[str, dict]):
             raise self._err(
                 FormatError,
                 "header",
-                offset=16,
+                offset=HEADER.offset("n_stems"),
                 field="n_stems",
                 expected="> 0" if n_rows else 0,
                 got=n_stems,

@@ -14,9 +14,9 @@ import numpy as np
 
 from .armor import armor_decrypt, armor_encrypt
 from .delta import apply_delta, make_delta
-from .reader import WtxtFile, inspect, keyid_of, open, read
+from .reader import WtxtFile, keyid_of, open, read
 from .stream import finalize_wsum
-from .verify import Damage, Recovery, recover, verify
+from .verify import Damage, Recovery, inspect, recover, verify
 from .writer import save, write
 
 __all__ = [

@@ -37,13 +37,16 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from ..core.dtypes import registry
+from ..formats import MAGICS
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 FMT = "wtxt"
-MAGIC = b"WTXT 1\n"
-DELTA_MAGIC = b"WTXT-DELTA 2 "
+#: What a WTXT and a WTXT-DELTA file start with (:data:`formats.MAGICS`), then the version.
+PREFIX, DELTA_PREFIX = MAGICS["wtxt"]
+MAGIC = PREFIX + b"1\n"
+DELTA_MAGIC = DELTA_PREFIX + b"2 "
 WIDTH = 76
 DEFAULT_CHUNK = 32768
 ZERO64 = "0" * 64

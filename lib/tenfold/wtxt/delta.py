@@ -38,8 +38,8 @@ from ..errors import (
 )
 from . import _spec as S
 from ._text import Cursor, at_lines, err, fields
-from .reader import ChunkInfo, WtxtFile, _check_ts, _chunk, _decode_chunk
-from .writer import ChunkEncoder, _digests, make_meta, prepare_arrays, write
+from .reader import ChunkInfo, WtxtFile, check_ts, chunk_header, decode_chunk
+from .writer import ChunkEncoder, array_digests, make_meta, prepare_arrays, write
 
 __all__ = ["make_delta", "apply_delta", "parse_delta", "Delta"]
 
@@ -96,7 +96,7 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
     if raw is not None and raw.startswith(b"meta "):
         text, ln, off = cur.line()
         meta = fields(text, "meta", S.META_FIELDS, ln, off)
-        _check_ts(meta["ts"], ln, off)
+        check_ts(meta["ts"], ln, off)
     raw = cur.peek_raw()
     if raw is not None and raw.startswith(b"root "):
         text, ln, off = cur.line()
@@ -161,7 +161,7 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
                 boff, blen = bc.off, bc.length
             else:
                 boff, blen = int(m.group(2)), int(m.group(3))
-            ch = _chunk(cur, kern, data, ix, boff, blen, False)
+            ch = chunk_header(cur, kern, data, ix, boff, blen, False)
             if 4 * -(-ch.length // 3) > cur.size - cur.pos:  # before allocating for it
                 raise err(
                     TruncatedError,
@@ -176,7 +176,7 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
                 if scratch.size < ch.lines * S.WIDTH:
                     scratch = np.empty(ch.lines * S.WIDTH, np.uint8)
                 ch_rel = dataclasses.replace(ch, off=0)
-                _decode_chunk(cur, kern, data, ch_rel, scratch, buf, False)
+                decode_chunk(cur, kern, data, ch_rel, scratch, buf, False)
             t, el, eo = cur.line("endch")
             if t != "endch":
                 raise err(
@@ -251,7 +251,9 @@ def make_delta(
                         got=f"{it.tag} {it.shape}",
                     )
                 )
-        lines, all_hex, fx = _digests(items, None if hmac_key is None else bytes(hmac_key), None)
+        lines, all_hex, fx = array_digests(
+            items, None if hmac_key is None else bytes(hmac_key), None
+        )
         prev = base.root["merkle_this"]
         root = S.root_line(
             all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"]), fx
@@ -387,7 +389,7 @@ def apply_delta(
         audit_text = _audit_text(base)
         if d.root is not None:
             items = prepare_arrays(arrays, meta["gen"], salts, rpc)
-            _, all_hex, fx = _digests(items, None, hmacs)
+            _, all_hex, fx = array_digests(items, None, hmacs)
             this = S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"])
             got = {
                 "sha256_all": all_hex,

@@ -27,8 +27,7 @@ import pybase64
 from .. import _kernels
 from ..core import parallel
 from ..core.bounds import DEFAULT_LIMITS, Limits
-from ..core.checksums import crc32c, xxh64_hex
-from ..core.mapped import MappedFile
+from ..core.checksums import crc32c
 from ..core.reader import MappedReader, TensorInfo
 from ..core.release import release
 from ..core.report import ERROR, INFO, OK
@@ -42,6 +41,8 @@ from ..errors import (
     describe,
 )
 from . import _spec as S
+from ._crypto import check_signature, read_wsum, wsum_path, wsum_signature_state
+from ._crypto import keyid_of as keyid_of  # noqa: F401  (public here since before _crypto)
 from ._text import Cursor, at_lines, audit_fields, char_problem, err, fields
 
 __all__ = [
@@ -49,14 +50,12 @@ __all__ = [
     "open",
     "read",
     "load",
-    "inspect",
     "ChunkInfo",
     "ArrayInfo",
     "Parsed",
     "parse",
 ]
 
-_open = open
 _SPAN = 4 << 20
 _CRC_DIRECT = 64 << 20
 _ENDCH = b"endch\n"
@@ -225,7 +224,7 @@ _KERR = {
 }
 
 
-def _kernel_error(
+def kernel_error(
     status: int, text: np.ndarray, pos: int, first_line: int, line: int, base: int
 ) -> Exception:
     cls, what = _KERR.get(status, (FormatError, f"base64 line: status {status}"))
@@ -361,7 +360,7 @@ def parse(
                 raise err(FormatError, 1, bad[0], bad[1])
         if first.startswith(b"WTXT-DELTA"):
             raise err(FormatError, 1, 0, "this is a DELTA file; apply it with apply_delta")
-        if first.startswith(b"WTXT ") and first[5:].isdigit():
+        if first.startswith(S.PREFIX) and first[len(S.PREFIX) :].isdigit():
             raise err(
                 UnsupportedError,
                 1,
@@ -381,7 +380,7 @@ def parse(
     cur.line()
     text, ln, off = cur.line("meta")
     meta = fields(text, "meta", S.META_FIELDS, ln, off)
-    _check_ts(meta["ts"], ln, off)
+    check_ts(meta["ts"], ln, off)
     text, ln, off = cur.line("cap")
     cap = fields(text, "cap", S.CAP_FIELDS, ln, off)["ext"].split(",")
     if len(set(cap)) != len(cap):
@@ -555,7 +554,7 @@ def parse(
             group = [arr_sha, hashes.all, *macs]
             span_start = 0
             for ix in range(nchunks):
-                ch = _chunk(
+                ch = chunk_header(
                     cur,
                     kern,
                     data,
@@ -571,7 +570,7 @@ def parse(
                     if scratch.size < n:
                         scratch = np.empty(n, np.uint8)
                     if ch.damage is None:
-                        got = _decode_chunk(cur, kern, data, ch, scratch, buf, collect)
+                        got = decode_chunk(cur, kern, data, ch, scratch, buf, collect)
                 if buf is None:  # keep=False: digest this chunk now, keep nothing
                     if got is None:  # damaged (collect): zeros, as keep=True's buffer holds
                         got = bytes(ch.length)
@@ -674,7 +673,7 @@ def parse(
     )
 
 
-def _check_ts(ts: str, ln: int, off: int) -> None:
+def check_ts(ts: str, ln: int, off: int) -> None:
     import datetime
 
     try:
@@ -690,7 +689,7 @@ def _check_ts(ts: str, ln: int, off: int) -> None:
         ) from None
 
 
-def _chunk(
+def chunk_header(
     cur: Cursor, kern: Any, data: np.ndarray, ix: int, off: int, length: int, collect: bool
 ) -> ChunkInfo:
     lineno, pos = cur.lineno, cur.pos
@@ -763,7 +762,7 @@ def _damaged(ch: ChunkInfo, exc: TenfoldError, collect: bool) -> None:
     ch.damage, ch.damage_line = str(exc), exc.line
 
 
-def _decode_chunk(
+def decode_chunk(
     cur: Cursor,
     kern: Any,
     data: np.ndarray,
@@ -776,7 +775,7 @@ def _decode_chunk(
     given) and are returned. None: damage recorded in ``ch`` (only with ``collect``)."""
     status, line, p = kern.unframe_lines(cur.mv[cur.pos :], ch.lines, scratch, S.WIDTH)
     if status != 0:
-        exc = _kernel_error(status, data[cur.pos :], p, ch.lineno + 1, line, cur.pos)
+        exc = kernel_error(status, data[cur.pos :], p, ch.lineno + 1, line, cur.pos)
         if not collect or status == 1:
             raise exc
         ch.damage = str(exc)
@@ -856,7 +855,7 @@ def decode_array(data: np.ndarray, a: ArrayInfo) -> np.ndarray:
         cur.pos, cur.lineno = ch.text, ch.lineno + 1
         if released < 0:
             released = ch.text
-        raw = _decode_chunk(cur, kern, data, ch, scratch, buf, False)
+        raw = decode_chunk(cur, kern, data, ch, scratch, buf, False)
         assert raw is not None  # collect=False raises on damage
         sha.update(raw)
         if cur.pos - released >= _SPAN:
@@ -886,66 +885,11 @@ def decode_array(data: np.ndarray, a: ArrayInfo) -> np.ndarray:
 # -- checks after parsing -------------------------------------------------------------------
 
 
-def keyid_of(public_key: Any) -> str:
-    """``xxh64(raw 32-byte public key, seed 0)`` as 16 hex digits."""
-    return xxh64_hex(_raw_public(public_key))
-
-
-def _raw_public(public_key: Any) -> bytes:
-    if isinstance(public_key, (bytes, bytearray, memoryview)):
-        raw = bytes(public_key)
-    else:
-        from cryptography.hazmat.primitives import serialization
-
-        raw = public_key.public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-    if len(raw) != 32:
-        raise ValueError(f"wtxt: an Ed25519 public key has 32 bytes, got {len(raw)}")
-    return raw
-
-
-def check_signature(
-    sig_b64: str, keyid: str, message: bytes | bytearray, public_keys: Iterable[Any]
-) -> str:
-    """``"verified"``, ``"no key"`` (no public key with this keyid) or ``"bad"`` (also for a
-    signature that is not canonical base64 of 64 bytes)."""
-    from cryptography.exceptions import InvalidSignature
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
-
-    for k in public_keys:
-        raw = _raw_public(k)
-        if xxh64_hex(raw) != keyid:
-            continue
-        sig = S.b64_canonical(sig_b64)
-        if sig is None or len(sig) != 64:
-            return "bad"
-        try:
-            Ed25519PublicKey.from_public_bytes(raw).verify(sig, message)
-        except InvalidSignature:
-            return "bad"
-        return "verified"
-    return "no key"
-
-
 def root_values(p: Parsed, wsum: Mapping[str, str] | None) -> dict[str, str] | None:
     """The root the file (or its WSUM sidecar, for a pending root) claims."""
     if not p.pending:
         return p.root
     return dict(wsum) if wsum is not None else None
-
-
-def wsum_path(path: str | os.PathLike[str]) -> str:
-    return os.fspath(path) + ".wsum"
-
-
-def _read_wsum(path: str | os.PathLike[str] | None) -> dict[str, str] | None:
-    if path is None or not os.path.isfile(path):
-        return None
-    from .stream import parse_wsum
-
-    with _open(path, "rb") as f:
-        out = parse_wsum(f.read(1 << 16))
-    out["_path"] = os.fspath(path)
-    return out
 
 
 class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
@@ -984,7 +928,7 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
             )
             if wsum is None and self._mf.path is not None and not self._mf.remote:
                 wsum = wsum_path(self._mf.path)
-            self.wsum = _read_wsum(wsum) if self.parsed.pending else None
+            self.wsum = read_wsum(wsum) if self.parsed.pending else None
             _enforce(self.parsed, self.wsum, keys, pubs, allow_pending)
         except BaseException:
             self.close()
@@ -1244,8 +1188,6 @@ def _signature_checks(
                     rl,
                 )
             ]
-        from .stream import wsum_signature_state
-
         obj = f"wsum signature ({_wsum_name(wsum)} line 1)"
         state, keyid, line = wsum_signature_state(wsum, pubs), wsum.get("keyid", ""), rl
         covers = "the WSUM line before ' sign='"
@@ -1349,88 +1291,3 @@ def read(
 def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
     """``read`` (arrays are always freshly decoded, hence owned and writable)."""
     return read(source, **kw)
-
-
-def inspect(source: Any) -> list[dict]:
-    """One row per array (and per chunk) with authentication state; never verifies keys."""
-    mf = MappedFile(source, fmt=S.FMT)
-    try:
-        head = mf.buffer()[:16].tobytes()
-        if head.startswith(b"WTXT-DELTA"):
-            from .delta import inspect_delta
-
-            return inspect_delta(mf.buffer())
-        p = parse(mf.buffer(), collect=True, keep=False)
-    finally:
-        mf.close()
-    rows: list[dict] = []
-    for a in p.arrays:
-        auth = {"unauthenticated": "unauthenticated", "unchecked": "hmac (no key)"}.get(
-            a.hmac_state, a.hmac_state
-        )
-        rows.append(
-            {
-                "name": a.name,
-                "dtype": str(S.DTYPES[a.dtype]),
-                "shape": a.shape,
-                "bytes": a.nbytes,
-                "encoding": "base64/76+parity",
-                "layout": (
-                    f"{len(a.chunks)} chunks, rows_per_chunk={a.idx['rows_per_chunk']}"
-                    if a.idx and a.idx["row_blocking"] == "on"
-                    else f"{len(a.chunks)} chunks"
-                ),
-                "checksum": "sha256 "
-                + a.sha256[:16]
-                + ("" if a.computed_sha256 == a.sha256 else " MISMATCH"),
-                "auth": auth,
-                "line": a.lineno,
-            }
-        )
-        for c in a.chunks:
-            rows.append(
-                {
-                    "name": f"  {a.name}[{c.ix:06d}]",
-                    "dtype": "-",
-                    "shape": "-",
-                    "bytes": c.length,
-                    "encoding": f"{c.lines} lines",
-                    "layout": f"off={c.off}",
-                    "checksum": f"crc32c {c.crc32c}",
-                    "auth": "damaged" if c.damage else "ok",
-                    "line": c.lineno,
-                }
-            )
-    sig = "unsigned" if p.sign is None else f"signed keyid={p.sign['keyid']}"
-    rows.append(
-        {
-            "name": "(root)",
-            "dtype": "-",
-            "shape": "-",
-            "bytes": p.size,
-            "encoding": "-",
-            "layout": f"gen={p.meta['gen']} ts={p.meta['ts']}",
-            "checksum": "pending (WSUM)"
-            if p.pending
-            else f"sha256_all {p.root['sha256_all'][:16]}"
-            if p.root
-            else "-",
-            "auth": sig,
-            "line": 4,
-        }
-    )
-    if p.audit is not None:
-        rows.append(
-            {
-                "name": "(audit)",
-                "dtype": "-",
-                "shape": "-",
-                "bytes": "-",
-                "encoding": "-",
-                "layout": " ".join(f"{k}={v}" for k, v in p.audit.items()),
-                "checksum": "-",
-                "auth": "unauthenticated",
-                "line": p.audit_lineno,
-            }
-        )
-    return rows

@@ -8,8 +8,8 @@ from typing import Any
 from ..core.atomic import atomic_write
 from ..errors import FormatError, describe
 from . import _spec as S
+from ._crypto import private_key, sign_line
 from .reader import WtxtFile
-from .writer import _sign_line, private_key
 
 __all__ = ["sign_file", "load_private_key", "load_public_key"]
 
@@ -50,7 +50,7 @@ def sign_file(
     head = b"\n".join(lines)
     body = data[p.sign_span[1] :] if p.sign_span else data[root_end:]
     msg = head + body if sign_all else head
-    new = head + _sign_line(key, msg).encode() + b"\n" + body
+    new = head + sign_line(key, msg).encode() + b"\n" + body
     with atomic_write(out if out is not None else path) as fh:
         fh.write(new)
 

@@ -19,19 +19,19 @@ from ..core.mapped import MappedFile
 from ..core.report import ERROR, OK, Report
 from ..errors import TenfoldError
 from . import _spec as S
+from ._crypto import read_wsum
 from ._text import fields
 from .reader import (
     Check,
     Parsed,
-    _kernel_error,
-    _read_wsum,
     array_checks,
     file_checks,
+    kernel_error,
     parse,
     wsum_path,
 )
 
-__all__ = ["verify", "recover", "Recovery", "Damage"]
+__all__ = ["verify", "recover", "inspect", "Recovery", "Damage"]
 
 
 def verify(
@@ -80,7 +80,7 @@ def verify(
         side = None
         if p.pending:
             try:
-                side = _read_wsum(wsum)
+                side = read_wsum(wsum)
             except TenfoldError as exc:
                 report.add(
                     f"wsum ({os.path.basename(os.fspath(wsum or ''))} line 1)", ERROR, str(exc)
@@ -293,7 +293,7 @@ def _recover_data(data: np.ndarray) -> Recovery:
                 scratch = np.zeros(nl * S.WIDTH, np.uint8)
                 st, bad, pos = kern.unframe_lines(text, nl, scratch, S.WIDTH)
                 if st:
-                    kexc = _kernel_error(
+                    kexc = kernel_error(
                         st, np.frombuffer(text, np.uint8), pos, ch_ln + 1, bad, starts[ch_ln]
                     )
                     reason = str(kexc)
@@ -336,3 +336,88 @@ def _recover_data(data: np.ndarray) -> Recovery:
         if i < n and lines[i] == b"endarr":
             i += 1
     return Recovery(arrays, partial, damage)
+
+
+def inspect(source: Any) -> list[dict]:
+    """One row per array (and per chunk) with authentication state; never verifies keys."""
+    mf = MappedFile(source, fmt=S.FMT)
+    try:
+        head = mf.buffer()[:16].tobytes()
+        if head.startswith(b"WTXT-DELTA"):
+            from .delta import inspect_delta
+
+            return inspect_delta(mf.buffer())
+        p = parse(mf.buffer(), collect=True, keep=False)
+    finally:
+        mf.close()
+    rows: list[dict] = []
+    for a in p.arrays:
+        auth = {"unauthenticated": "unauthenticated", "unchecked": "hmac (no key)"}.get(
+            a.hmac_state, a.hmac_state
+        )
+        rows.append(
+            {
+                "name": a.name,
+                "dtype": str(S.DTYPES[a.dtype]),
+                "shape": a.shape,
+                "bytes": a.nbytes,
+                "encoding": "base64/76+parity",
+                "layout": (
+                    f"{len(a.chunks)} chunks, rows_per_chunk={a.idx['rows_per_chunk']}"
+                    if a.idx and a.idx["row_blocking"] == "on"
+                    else f"{len(a.chunks)} chunks"
+                ),
+                "checksum": "sha256 "
+                + a.sha256[:16]
+                + ("" if a.computed_sha256 == a.sha256 else " MISMATCH"),
+                "auth": auth,
+                "line": a.lineno,
+            }
+        )
+        for c in a.chunks:
+            rows.append(
+                {
+                    "name": f"  {a.name}[{c.ix:06d}]",
+                    "dtype": "-",
+                    "shape": "-",
+                    "bytes": c.length,
+                    "encoding": f"{c.lines} lines",
+                    "layout": f"off={c.off}",
+                    "checksum": f"crc32c {c.crc32c}",
+                    "auth": "damaged" if c.damage else "ok",
+                    "line": c.lineno,
+                }
+            )
+    sig = "unsigned" if p.sign is None else f"signed keyid={p.sign['keyid']}"
+    rows.append(
+        {
+            "name": "(root)",
+            "dtype": "-",
+            "shape": "-",
+            "bytes": p.size,
+            "encoding": "-",
+            "layout": f"gen={p.meta['gen']} ts={p.meta['ts']}",
+            "checksum": "pending (WSUM)"
+            if p.pending
+            else f"sha256_all {p.root['sha256_all'][:16]}"
+            if p.root
+            else "-",
+            "auth": sig,
+            "line": 4,
+        }
+    )
+    if p.audit is not None:
+        rows.append(
+            {
+                "name": "(audit)",
+                "dtype": "-",
+                "shape": "-",
+                "bytes": "-",
+                "encoding": "-",
+                "layout": " ".join(f"{k}={v}" for k, v in p.audit.items()),
+                "checksum": "-",
+                "auth": "unauthenticated",
+                "line": p.audit_lineno,
+            }
+        )
+    return rows

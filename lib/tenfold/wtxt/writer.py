@@ -29,7 +29,7 @@ from ..core.dtypes import registry
 from ..core.release import release
 from ..errors import EncodeError
 from . import _spec as S
-from .reader import keyid_of
+from ._crypto import prev_hex, private_key, sign_line
 
 __all__ = ["write", "save", "Prepared", "prepare_arrays", "private_key"]
 
@@ -169,32 +169,6 @@ def _deferred(value: Any) -> bool:
     )
 
 
-def private_key(key: Any) -> Any:
-    """An ``Ed25519PrivateKey`` from itself or its 32-byte seed."""
-    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
-
-    if isinstance(key, (bytes, bytearray, memoryview)):
-        if len(key) != 32:
-            raise _bad("signing_key", "an Ed25519 seed has 32 bytes", got=len(key))
-        return Ed25519PrivateKey.from_private_bytes(bytes(key))
-    if not isinstance(key, Ed25519PrivateKey):
-        raise _bad("signing_key", "expected Ed25519PrivateKey or 32 bytes", got=type(key).__name__)
-    return key
-
-
-def _prev_hex(merkle_prev: Any) -> str:
-    if merkle_prev is None:
-        return S.ZERO64
-    if isinstance(merkle_prev, str):
-        if len(merkle_prev) == 64 and all(c in "0123456789abcdef" for c in merkle_prev):
-            return merkle_prev
-        raise _bad("merkle_prev", "must be 64 lowercase hex digits or 32 bytes", got=merkle_prev)
-    b = bytes(merkle_prev)
-    if len(b) != 32:
-        raise _bad("merkle_prev", "must be 32 bytes", got=len(b))
-    return b.hex()
-
-
 def audit_line(audit: Mapping[str, Any]) -> str:
     """``audit k=v ...`` in the caller's key order; values quoted when not a token."""
     parts = []
@@ -212,7 +186,7 @@ def audit_line(audit: Mapping[str, Any]) -> str:
     return "audit " + " ".join(parts)
 
 
-def _digests(
+def array_digests(
     items: list[Prepared], hmac_key: bytes | None, hmacs: Mapping[str, str] | None
 ) -> tuple[list[str], str, int]:
     """Array lines, ``sha256_all`` and ``fastxor`` (three SHA-256 passes when keyed)."""
@@ -261,11 +235,6 @@ def _header(meta: dict, cap: list[str], root: str, sign: str | None) -> bytes:
     if sign is not None:
         text += sign + "\n"
     return text.encode("ascii")
-
-
-def _sign_line(key: Any, message: bytes) -> str:
-    sig = key.sign(message)
-    return f"sign ed25519={pybase64.b64encode(sig).decode()} keyid={keyid_of(key.public_key())}"
 
 
 _PLACEHOLDER_SIGN = "sign ed25519=" + "A" * 86 + "== keyid=" + "0" * 16
@@ -421,7 +390,7 @@ def write(
         raise _bad("sign_all", "needs a signing_key")
     if root_pending and key is not None:
         raise _bad("signing_key", "a root_pending file is signed through its WSUM sidecar")
-    prev = _prev_hex(merkle_prev)
+    prev = prev_hex(merkle_prev)
     if isinstance(audit, str):
         from ._text import audit_fields
 
@@ -446,7 +415,7 @@ def write(
     with atomic_write(path, fsync=fsync) as f:
         if workers > 1 and not sign_all:
             with parallel.scoped(1, "wtxt-w") as pool:
-                fut = pool.submit(_digests, items, hmac_key, _hmacs)
+                fut = pool.submit(array_digests, items, hmac_key, _hmacs)
                 placeholder = [
                     S.arr_line(it.name, it.tag, it.shape, it.size, S.ZERO64, S.ZERO64, it.salt)
                     for it in items
@@ -461,13 +430,13 @@ def write(
                 f.write(line.encode())
             head = _header(meta, cap, root_of(all_hex, fx), None)
             if key is not None:
-                head = _header(meta, cap, root_of(all_hex, fx), _sign_line(key, head))
+                head = _header(meta, cap, root_of(all_hex, fx), sign_line(key, head))
             assert len(head) == len(head0)
             f.seek(0)
             f.write(head)
             f.seek(0, os.SEEK_END)
             return
-        lines, all_hex, fx = _digests(items, hmac_key, _hmacs)
+        lines, all_hex, fx = array_digests(items, hmac_key, _hmacs)
         head = _header(meta, cap, root_of(all_hex, fx), None)
         if key is None:
             f.write(head)
@@ -475,7 +444,7 @@ def write(
             f.write(tail.encode())
             return
         if not sign_all:
-            f.write(_header(meta, cap, root_of(all_hex, fx), _sign_line(key, head)))
+            f.write(_header(meta, cap, root_of(all_hex, fx), sign_line(key, head)))
             _write_body(f, items, lines)
             f.write(tail.encode())
             return
@@ -485,7 +454,7 @@ def write(
         _write_body(sink, items, lines)
         sink.write(tail.encode())
         body = sink.getbuffer()
-        sign = _sign_line(key, head + bytes(body))
+        sign = sign_line(key, head + bytes(body))
         f.write(_header(meta, cap, root_of(all_hex, fx), sign))
         f.write(body)
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..core.buffers import byte_view
 from ..core.mapped import MappedFile, open_regular
-from ..core.report import ERROR, Report
+from ..core.report import Report
 from ..core.source import is_remote, open_file
 from ..errors import FormatError, TenfoldError, TruncatedError, describe
 from ._spec import MAGIC, MAGIC_V1, MAGIC_V2
@@ -148,7 +148,7 @@ def verify_any(source: Any, **options: Any) -> Report:
     except TenfoldError as exc:
         report = Report("zt", path)
         report.summary["generation"] = gen
-        report.add("file", ERROR, str(exc))
+        report.add_error(exc)
         return report
     with reader:
         return reader.verify()

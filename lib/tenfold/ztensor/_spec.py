@@ -29,11 +29,11 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.dtypes import registry
+from ..formats import MAGICS
 
 FMT = "zt"
-MAGIC = b"ZTEN0001"
-MAGIC_V1 = b"ZTEN1000"
-MAGIC_V2 = b"\x89ZT2\r\n\x1a\n"
+#: The three generations' magic bytes (0.1.0, v1.x, v2), defined once in :data:`formats.MAGICS`.
+MAGIC, MAGIC_V1, MAGIC_V2 = MAGICS["ztensor"]
 ALIGN = 64
 FOOTER = np.dtype("<u8")
 EMPTY_FILE = MAGIC + b"\x80" + (1).to_bytes(8, "little")

@@ -37,6 +37,7 @@ from ..core.report import Report
 from ..core.source import open_file
 from ..errors import FormatError, LimitError, TruncatedError, UnsupportedError
 from . import _checksum
+from ._spec import MAGIC_V1
 from ._v2spec import (
     COO,
     CSR,
@@ -54,7 +55,6 @@ from .v2reader import V2Reader, check_v2
 __all__ = ["V1Reader", "MAGIC_V1", "layout_of"]
 
 FMT = "zt"
-MAGIC_V1 = b"ZTEN1000"
 ALIGN = 64
 MAX_MANIFEST = 1 << 30
 

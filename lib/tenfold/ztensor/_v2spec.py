@@ -38,9 +38,10 @@ from ..errors import (
     UnsupportedError,
 )
 from . import _dcbor
+from ._spec import MAGIC_V2
 
 FMT = "zt"
-MAGIC = b"\x89ZT2\r\n\x1a\n"
+MAGIC = MAGIC_V2
 FOOTER_SIZE = 40
 MIN_FILE = 8 + FOOTER_SIZE
 VERSION = 2

@@ -752,7 +752,7 @@ def check_v2(reader: V2Reader, report: Report) -> Report:
                 offset=info.offset,
             )
         except TenfoldError as exc:
-            report.add(obj, ERROR, str(exc), offset=info.offset)
+            report.add_error(exc, obj, offset=info.offset)
     for name in reader.shards:
         try:
             mf = reader._shard(name)
@@ -761,7 +761,7 @@ def check_v2(reader: V2Reader, report: Report) -> Report:
         except FileNotFoundError as exc:
             report.add(f"shard {name!r}", ERROR, f"not found: {exc.filename}")
         except TenfoldError as exc:
-            report.add(f"shard {name!r}", ERROR, str(exc))
+            report.add_error(exc, f"shard {name!r}")
     _padding(reader, report)
     return report
 

@@ -6,7 +6,7 @@ import os
 from typing import Any
 
 from .._kernels import load as _load_kernel
-from ..core.report import ERROR, OK, WARNING, Report
+from ..core.report import OK, WARNING, Report
 from ..errors import TenfoldError
 from ._spec import FMT
 from .reader import Reader
@@ -29,7 +29,7 @@ def verify(source: Any, **options: Any) -> Report:
     try:
         reader = Reader(source, verify_checksums=True, sparse="raw", **options)
     except TenfoldError as exc:
-        report.add("file", ERROR, str(exc))
+        report.add_error(exc)
         return report
     with reader:
         check_reader(reader, report)
@@ -57,7 +57,7 @@ def check_reader(reader: Reader, report: Report) -> Report:
                 offset=info.offset,
             )
         except TenfoldError as exc:
-            report.add(obj, ERROR, str(exc), offset=info.offset)
+            report.add_error(exc, obj, offset=info.offset)
         covered.append((info.offset, info.offset + info.size))
         covered += [(b.offset, b.offset + b.size) for b in info.components.values()]
     covered.append((reader.index_start, reader.size))
