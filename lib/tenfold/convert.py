@@ -383,7 +383,8 @@ def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
     """A :class:`Source` for ``path`` (format detected by content, then by suffix).
 
     ``path`` may be an fsspec URL (:func:`tenfold.open`'s): convert copies every tensor, so
-    the object is fetched whole, in one request, into memory (no local copy is written)."""
+    the object is fetched whole into memory (one range request after its head; no local copy
+    is written)."""
     from .core.mapped import open_regular
     from .core.source import is_remote
     from .formats import SNIFF_BYTES
