@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dtypes import canonical, numpy_dtype
-from ..errors import FormatError, UnsupportedError
+from ..errors import FormatError, TenfoldError, UnsupportedError
 
 __all__ = ["safe_open", "Slice", "Tensors", "normalize_index", "FRAMEWORKS", "dtype_tag"]
 
@@ -154,7 +154,13 @@ class Tensors:
             self._chunks = chunks
             self.names = []
             # uncompressed STEN chunks: their tables from the header alone (slices read rows)
-            self._sten = {c: t for c in chunks if (t := reader.sten_entries(c)) is not None}
+            for c in chunks:
+                try:
+                    table = reader.sten_entries(c)
+                except TenfoldError:  # a damaged header: the checked (repairing) read decides
+                    table = None
+                if table is not None:
+                    self._sten[c] = table
             for c in chunks:
                 for k in self._sten[c] if c in self._sten else self._chunk(c):
                     key = k if len(chunks) == 1 else f"{c}/{k}"
