@@ -259,7 +259,8 @@ def _fold_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
         sten = [c for c in r.chunks if c.ctype in ("STEN", "NPZ0")]
         extras = [f"chunk {c.name!r} ({c.ctype})" for c in r.chunks if c not in sten]
         streamable = len(sten) == 1 and sten[0].ctype == "STEN" and sten[0].compression == "none"
-        if streamable and _fold_chunk_intact(path, r, sten[0]):
+        local = isinstance(path, (str, os.PathLike))  # a fetched buffer has no raw copies
+        if streamable and local and _fold_chunk_intact(path, r, sten[0]):
             src = _fold_sten_source(path, sten[0], md)
             src.extras = extras
             return src
@@ -341,7 +342,7 @@ def _wtxt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     return Source("wtxt", list(plan), spec, get, close=f.close)
 
 
-def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = None) -> Source:
     """Arrays of an ``.npz``, one member at a time through the hardened parser
     (:class:`tenfold.interop.npz.Archive`: the zip directory and every ``.npy`` header are
     checked when the source opens, before anything is written). A stored member is a view of
@@ -353,7 +354,8 @@ def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
 
     mf = MappedFile(path, fmt="npz")
     try:
-        a = Archive(mf.buffer(), what=os.fspath(path), limits=limits)
+        what = label if label is not None else os.fspath(path)
+        a = Archive(mf.buffer(), what=what, limits=limits)
         members = {n: a.member(n) for n in a.members}
     except BaseException:
         mf.close()
@@ -378,14 +380,51 @@ def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
 
 
 def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS) -> Source:
-    """A :class:`Source` for ``path`` (format detected by content, then by suffix)."""
-    from .core.mapped import open_regular
-    from .formats import FORMATS, SNIFF_BYTES, detect_bytes
+    """A :class:`Source` for ``path`` (format detected by content, then by suffix).
 
+    ``path`` may be an fsspec URL (:func:`tenfold.open`'s): convert copies every tensor, so
+    the object is fetched whole into memory (one range request after its head; no local copy
+    is written)."""
+    from .core.mapped import open_regular
+    from .core.source import is_remote
+    from .formats import SNIFF_BYTES
+
+    if is_remote(path):
+        return _remote_source(path, limits)
     with os.fdopen(open_regular(path), "rb") as f:  # a FIFO is refused, never blocks
         head = f.read(SNIFF_BYTES)
+    return _source_for(path, head, limits)
+
+
+def _remote_source(url: Any, limits: Limits) -> Source:
+    from .formats import SNIFF_BYTES, open_remote
+
+    name, mf = open_remote(url, tail_first=False)
+    try:
+        data = mf.u8(0, mf.size, "the whole object")
+    finally:
+        mf.close()
+    if name not in _BUFFER_SOURCES:
+        raise UnsupportedError(
+            f"tenfold: {mf.path}: {name} is not a tensor format (convert reads a remote "
+            f"{', '.join(_BUFFER_SOURCES)} file)"
+        )
+    src = _source_for(data, data[:SNIFF_BYTES].tobytes(), limits, label=str(mf.path))
+    src._path = None  # no raw pread copies from a buffer: every tensor goes through get()
+    return src
+
+
+#: The formats whose :class:`Source` reads from a buffer as well as from a path.
+_BUFFER_SOURCES = ("ztensor", "oinf", "fold", "wtxt", "safetensors", "npz")
+
+
+def _source_for(path: Any, head: bytes, limits: Limits, label: str | None = None) -> Source:
+    from .formats import FORMATS, detect_bytes
+
+    if label is None:
+        label = os.fspath(path)
     info = detect_bytes(head)
-    suffix = _suffix(path)
+    suffix = _suffix(label)
     if info is None:
         from .sharded import sniff
 
@@ -405,17 +444,15 @@ def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
         if info.name == "safetensors":  # should the format table learn to sniff them
             return _safetensors_source(path)
         if info.name == "npz":
-            return _npz_source(path, limits)
-        raise UnsupportedError(
-            f"tenfold: {os.fspath(path)}: {info.description} is not a tensor format"
-        )
+            return _npz_source(path, limits, label)
+        raise UnsupportedError(f"tenfold: {label}: {info.description} is not a tensor format")
     if suffix == ".npz" or head[:4] == b"PK\x03\x04":
         return _npz_source(path, limits)
     if suffix == ".safetensors":
         return _safetensors_source(path)
     known = ", ".join(dict.fromkeys([s for i in FORMATS for s in i.suffixes] + [".safetensors"]))
     raise UnsupportedError(
-        f"tenfold: {os.fspath(path)}: cannot read: not a format tenfold knows by its content "
+        f"tenfold: {label}: cannot read: not a format tenfold knows by its content "
         f"(tensor formats: {known})"
     )
 

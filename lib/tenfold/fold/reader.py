@@ -85,6 +85,7 @@ class Reader(ChunkReading, MappedReader, Mapping[str, Any]):
         self.strict = strict
         self.limits = limits
         self._key = _digest.key_bytes(hmac_key)
+        self._sten: dict[str, dict[str, tuple[str, tuple[int, ...], int, int]]] = {}
         self._map(source, FMT, mmap=mmap)
         try:
             self._parse()
@@ -232,6 +233,90 @@ class Reader(ChunkReading, MappedReader, Mapping[str, Any]):
         if framework == "torch":
             return {k: _payloads.numpy_to_torch(v) for k, v in tensors.items()}
         return tensors
+
+    def sten_entries(self, name: str) -> dict[str, tuple[str, tuple[int, ...], int, int]] | None:
+        """The tensor table of chunk ``name`` when it is an uncompressed ``STEN`` chunk, read
+        from its safetensors header alone (no payload, no digest check): tensor name ->
+        ``(dtype tag, shape, begin, end)``, ``begin``/``end`` being offsets in the file. None
+        for any other chunk. The header is checked as a safetensors file's is."""
+        c = self.chunk(name)
+        if c.ctype != "STEN" or c.compression != "none":
+            return None
+        table = self._sten.get(name)
+        if table is not None:
+            return table
+        from ..interop.safetensors import header_length, parse_header
+
+        base, size, what = c.payload_offset, c.comp_len, c.what
+        first8 = self._mf.u8(base, min(8, size), what)
+        limit = self.limits.max_index_bytes
+        n = header_length(first8, size, fmt=FMT, what=what, offset=base, limit=limit)
+        entries, _meta = parse_header(
+            self._mf.bytes(base + 8, n, what),
+            size - 8 - n,
+            fmt=FMT,
+            what=what,
+            offset=base,
+            limits=self.limits,
+        )
+        start = base + 8 + n
+        table = {k: (e[0], tuple(e[1]), start + e[2], start + e[3]) for k, e in entries.items()}
+        self._sten[name] = table
+        return table
+
+    def read_tensor(
+        self, chunk: str, name: str, index: Any = None, *, verify: bool = True
+    ) -> np.ndarray:
+        """Tensor ``name`` of the tensor chunk ``chunk`` (``STEN``, ``NPZ0`` or ``TSAV``), or
+        the basic slice ``index`` of it (ints, slices with steps, ``...``; see
+        :mod:`tenfold.core.slicing`).
+
+        With ``verify`` (default) the chunk is read whole and checked (and repaired) as
+        :meth:`read` does, then indexed. With ``verify=False`` a tensor of an uncompressed
+        ``STEN`` chunk is read straight from the file: only the rows the slice touches (a
+        read-only view of the map locally, one range request remotely). The chunk's CRC-32C
+        and SHA-256 cover the whole chunk, so such a read checks neither (as zTensor's slice
+        reads check no tensor checksum). Other chunks are decoded whole either way.
+        """
+        from ..core.slicing import plan
+
+        what = f"chunk {chunk!r} tensor {name!r}"
+        table = None if verify else self.sten_entries(chunk)
+        if table is None:
+            c = self.chunk(chunk)
+            if c.ctype not in TENSOR_CTYPES:
+                raise TypeError(f"{FMT}: chunk {chunk!r} is {c.ctype}, not a tensor chunk")
+            arrays = self.read_state_dict(chunk, verify)
+            if name not in arrays:
+                raise KeyError(f"{FMT}: chunk {chunk!r} has no tensor {name!r}")
+            arr = np.asarray(arrays[name])
+            return arr if index is None else plan(FMT, what, arr.shape, index).apply(arr)
+        if name not in table:
+            raise KeyError(f"{FMT}: chunk {chunk!r} has no tensor {name!r}")
+        from ..interop.safetensors import DTYPES, PACKED_BITS, tensor_of
+
+        entry = table[name]
+        tag, shape, begin, end = entry
+        if tag in PACKED_BITS or not shape or index is None:
+            whole = tensor_of(
+                self._mf.u8(begin, end - begin, what),
+                entry,
+                copy=False,
+                fmt=FMT,
+                where=what,
+                offset=begin,
+                budget=self.limits.budget(),
+            )
+            return whole if index is None else plan(FMT, what, shape, index).apply(whole)
+        p = plan(FMT, what, shape, index)
+        dt = DTYPES[tag]
+        row = dt.itemsize
+        for d in shape[1:]:
+            row *= d
+        rows = self._mf.array(begin + p.lo * row, dt, (p.hi - p.lo, *shape[1:]), what)
+        if rows.flags.writeable:  # an empty array is a fresh one: keep the read-only rule
+            rows.flags.writeable = False
+        return np.asarray(p.finish(rows))
 
     def verify(self) -> Any:
         """Per-chunk report (ok, repaired, damaged); see :func:`tenfold.fold.verify`."""

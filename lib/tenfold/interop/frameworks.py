@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dtypes import canonical, numpy_dtype
-from ..errors import FormatError, UnsupportedError
+from ..errors import FormatError, TenfoldError, UnsupportedError
 
 __all__ = ["safe_open", "Slice", "Tensors", "normalize_index", "FRAMEWORKS", "dtype_tag"]
 
@@ -140,6 +140,7 @@ class Tensors:
         self._lock = threading.Lock()
         self._fold: dict[str, dict[str, np.ndarray]] = {}
         self._fold_names: dict[str, tuple[str, str]] = {}
+        self._sten: dict[str, dict[str, tuple[str, tuple[int, ...], int, int]]] = {}
         if fmt == "taridx":
             raise UnsupportedError(
                 "tenfold: a TARIDX index holds tar samples, not tensors; use tenfold.taridx.Dataset"
@@ -152,8 +153,16 @@ class Tensors:
                 )
             self._chunks = chunks
             self.names = []
+            # uncompressed STEN chunks: their tables from the header alone (slices read rows)
             for c in chunks:
-                for k in self._chunk(c):
+                try:
+                    table = reader.sten_entries(c)
+                except TenfoldError:  # a damaged header: the checked (repairing) read decides
+                    table = None
+                if table is not None:
+                    self._sten[c] = table
+            for c in chunks:
+                for k in self._sten[c] if c in self._sten else self._chunk(c):
                     key = k if len(chunks) == 1 else f"{c}/{k}"
                     self._fold_names[key] = (c, k)
                     self.names.append(key)
@@ -198,7 +207,15 @@ class Tensors:
         """The dtype and shape ``array(name)`` has, without decoding it where the format's
         index says them."""
         self.check(name)
-        if self.fmt != "fold" and not self._alias:
+        if self.fmt == "fold":
+            c, k = self._fold_names[name]
+            if c in self._sten and c not in self._fold:
+                from .safetensors import DTYPES, PACKED_BITS
+
+                tag, shape = self._sten[c][k][:2]
+                if tag not in PACKED_BITS:
+                    return np.dtype(DTYPES[tag]), tuple(int(d) for d in shape)
+        elif not self._alias:
             info = self.reader.info(name)
             dt = _info_dtype(info)
             if dt is not None:
@@ -261,6 +278,11 @@ class Tensors:
         if self._read_index and self.fmt != "fold" and not self._alias:
             self.check(name)
             return np.asarray(_dense(self.reader.read(name, index), name))
+        if self.fmt == "fold":
+            self.check(name)
+            c, k = self._fold_names[name]
+            if c in self._sten and c not in self._fold:  # rows only, as zTensor's slices
+                return self.reader.read_tensor(c, k, index, verify=False)  # type: ignore[no-any-return]
         return np.asarray(self.array(name)[index])
 
     def close(self) -> None:

@@ -105,12 +105,49 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             raise KeyError(f"npz: no array named {name!r}")
         return self._archive().member(name)
 
-    def read(self, name: str, *, copy: bool = True) -> np.ndarray:
+    def read(self, name: str, index: Any = None, *, copy: bool = True) -> np.ndarray:
         """Array ``name``: an owned array charged to a fresh decode budget (the member's
         CRC-32 is checked), or with ``copy=False`` a stored member as a read-only view of
-        the map."""
-        self._member(name)
-        return self._archive().read(name, copy=copy)
+        the map.
+
+        With ``index`` (a basic slice: ints, slices with steps, ``...``; see
+        :mod:`tenfold.core.slicing`) a stored, C-ordered member is read for the rows the slice
+        touches only; the zip CRC-32 covers the whole member, so such a read does not check it
+        (as zTensor's slice reads check no tensor checksum). A deflated or Fortran-ordered
+        member is read whole (CRC-32 checked), then sliced.
+        """
+        m = self._member(name)
+        if index is None:
+            return self._archive().read(name, copy=copy)
+        from ..core.slicing import plan
+
+        assert m.dtype is not None
+        what = f"array {name!r}"
+        p = plan(FMT, what, m.shape, index)
+        dt = m.dtype
+        row = dt.itemsize
+        for d in m.shape[1:]:
+            row *= d
+        start = self._npz.data_offset(name)
+        nbytes = m.info.file_size - m.header_len
+        if (
+            start is None  # deflated
+            or m.fortran
+            or not m.shape
+            or dt.hasobject
+            or row == 0
+            or nbytes != row * m.shape[0]  # not what the header says: the whole read reports it
+        ):
+            whole = p.apply(self._archive().read(name, copy=copy))
+            return np.array(whole) if copy else np.asarray(whole)  # copy: not the whole alive
+        rows = self._mf.array(start + p.lo * row, dt, (p.hi - p.lo, *m.shape[1:]), what)
+        out = p.finish(rows)
+        if copy or not isinstance(out, np.ndarray):
+            self.limits.budget().take(out.nbytes, FMT, what, offset=start)
+            return np.array(out)
+        if out.flags.writeable:  # an empty array is a fresh one: keep the read-only rule
+            out.flags.writeable = False
+        return out
 
     def info(self, name: str) -> TensorInfo:
         m = self._member(name)

@@ -22,6 +22,7 @@ from .. import _kernels
 from ..core.bounds import DEFAULT_LIMITS, Limits, check_limit
 from ..core.mapped import MappedFile
 from ..core.reader import MappedReader, TensorInfo
+from ..core.source import open_file
 from ..errors import FormatError, IntegrityError, TruncatedError, UnsupportedError, describe
 from ._spec import (
     FLAG_CONTIGUOUS,
@@ -194,6 +195,7 @@ class Index(MappedReader, Mapping[str, dict]):
         fold: str | None = None,
         verify_headers: bool = True,
         limits: Limits = DEFAULT_LIMITS,
+        mmap: bool = True,
     ) -> Index:
         """Open and check the index at ``path`` (``validate=True`` also checks every row now).
 
@@ -202,8 +204,10 @@ class Index(MappedReader, Mapping[str, dict]):
         (``index[key]``, :meth:`read`) check the tar header in front of each payload, as
         ``Dataset(verify_headers=...)``. ``limits``: the index's row count must be within
         ``max_objects`` and its name blocks within ``max_index_bytes`` (``LimitError``).
+        ``mmap=False`` reads the index with ``pread`` into owned memory instead of mapping it
+        (as every tensor reader's option; the row columns are then views of that memory).
         """
-        mf = MappedFile(path, fmt=FMT)
+        mf = open_file(path, fmt=FMT, mmap=mmap)
         try:
             return cls(
                 mf,
