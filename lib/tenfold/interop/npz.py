@@ -521,28 +521,35 @@ class Archive:
                 )
         release(u8[released:end])
         if done != total:
-            raise FormatError(
-                describe(
-                    self.fmt,
-                    m.where,
-                    offset=zi.header_offset,
-                    field="data size",
-                    detail="member ends early",
-                    expected=total,
-                    got=done,
-                )  # fmt: skip
-            )
+            raise self._ends_early(m, total, done)
         if crc != zi.CRC:
-            raise IntegrityError(
-                describe(
-                    self.fmt,
-                    m.where,
-                    offset=zi.header_offset,
-                    detail=f"Bad CRC-32 for file {zi.filename!r}",
-                    expected=f"{zi.CRC:08x}",
-                    got=f"{crc:08x}",
-                )  # fmt: skip
+            raise self._bad_crc(m, crc)
+
+    def _bad_crc(self, m: Member, crc: int) -> IntegrityError:
+        zi = m.info
+        return IntegrityError(
+            describe(
+                self.fmt,
+                m.where,
+                offset=zi.header_offset,
+                detail=f"Bad CRC-32 for file {zi.filename!r}",
+                expected=f"{zi.CRC:08x}",
+                got=f"{crc:08x}",
             )
+        )
+
+    def _ends_early(self, m: Member, expected: int, got: int) -> FormatError:
+        return FormatError(
+            describe(
+                self.fmt,
+                m.where,
+                offset=m.info.header_offset,
+                field="data size",
+                detail="member ends early",
+                expected=expected,
+                got=got,
+            )
+        )
 
     def _local_header(self, m: Member) -> bytes:
         off = m.info.header_offset
@@ -591,16 +598,7 @@ class Archive:
                 )
             crc = zlib.crc32(self._u8[hstart : start + nbytes].data)
             if crc != zi.CRC:
-                raise IntegrityError(
-                    describe(
-                        self.fmt,
-                        m.where,
-                        offset=zi.header_offset,
-                        detail=f"Bad CRC-32 for file {zi.filename!r}",
-                        expected=f"{zi.CRC:08x}",
-                        got=f"{crc:08x}",
-                    )
-                )
+                raise self._bad_crc(m, crc)
             view = self._u8[start : start + nbytes].view(m.dtype)
             return view.reshape(m.shape, order="F" if m.fortran else "C")  # type: ignore[call-overload,no-any-return]
         if budget is None:
@@ -633,17 +631,7 @@ class Archive:
                         break
                     got += k
                 if got != nbytes:
-                    raise FormatError(
-                        describe(
-                            self.fmt,
-                            m.where,
-                            offset=zi.header_offset,
-                            field="data size",
-                            detail="member ends early",
-                            expected=nbytes,
-                            got=got,
-                        )  # fmt: skip
-                    )
+                    raise self._ends_early(m, nbytes, got)
                 f.read(1)  # reach the end: zipfile checks the CRC-32 there
         except TenfoldError:
             raise
