@@ -251,3 +251,24 @@ def test_armor_without_pyrage(tmp_path, monkeypatch):
     with pytest.raises(UnsupportedError, match="pyrage"):
         wtxt.armor_decrypt(p, tmp_path / "b.wtxt", ["AGE-SECRET-KEY-1"])
     assert not (tmp_path / "a.age").exists()
+
+
+def test_delta_and_apply_keep_encoded_names(tmp_path, capsys):
+    # a new-user trial: `tenfold delta` refused every state dict tenfold.save wrote with dotted
+    # or 0-d names ("name must match [A-Za-z0-9_]+"), and apply dropped the name encoding
+    import numpy as np
+
+    import tenfold
+    from tenfold.cli import main
+
+    a = {"layer.0.w": np.arange(12, dtype=np.float32).reshape(3, 4), "c": np.int64(5)}
+    b = {"layer.0.w": a["layer.0.w"] * 2, "c": np.int64(7)}
+    tenfold.save(tmp_path / "a.wtxt", a)
+    tenfold.save(tmp_path / "b.wtxt", b)
+    d, out = tmp_path / "d.wtxt", tmp_path / "out.wtxt"
+    assert main(["delta", str(tmp_path / "a.wtxt"), str(tmp_path / "b.wtxt"), str(d)]) == 0
+    assert main(["apply", str(tmp_path / "a.wtxt"), str(d), str(out)]) == 0
+    got = tenfold.load(out)
+    assert sorted(got) == ["c", "layer.0.w"]
+    for k, v in b.items():
+        assert got[k].shape == np.shape(v) and np.array_equal(got[k], v)

@@ -37,6 +37,7 @@ from ..errors import (
     describe,
 )
 from . import _spec as S
+from . import names as _names
 from ._text import Cursor, at_lines, err, fields
 from .reader import ChunkInfo, WtxtFile, check_ts, chunk_header, decode_chunk
 from .writer import ChunkEncoder, array_digests, make_meta, prepare_arrays, write
@@ -189,6 +190,18 @@ def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
     return Delta(head["base_sha256_all"], meta, root, arrays, root_ln)
 
 
+def _stored_names(
+    arrays: Mapping[str, Any], cap: Any, base: Mapping[str, Any]
+) -> Mapping[str, Any]:
+    """``arrays`` under the names the base stores them by: a base written with tenfold's
+    reversible name encoding (cap item ``tenfold_names``: dotted, slashed or 0-d names, as
+    ``tenfold.save`` writes any state dict) gets the same encoding; names that already are
+    the stored ones are kept."""
+    if _names.CAP_ITEM not in (cap or ()) or all(n in base for n in arrays):
+        return arrays
+    return {_names.encode(n, np.ndim(v) == 0): v for n, v in arrays.items()}
+
+
 def make_delta(
     base_path: str | os.PathLike[str],
     arrays: Mapping[str, Any],
@@ -227,8 +240,9 @@ def make_delta(
             bm["cuda"],
         )
         rpc = {a.name: _rpc(a) for a in base.arrays}
-        items = prepare_arrays(arrays, meta["gen"], salt, rpc)
         binfo = {a.name: a for a in base.arrays}
+        arrays = _stored_names(arrays, base.cap, binfo)
+        items = prepare_arrays(arrays, meta["gen"], salt, rpc)
         if [it.name for it in items] != list(binfo):
             raise EncodeError(
                 describe(
@@ -424,6 +438,8 @@ def apply_delta(
             salt=salts,
             signing_key=signing_key,
             sign_all=sign_all,
+            # the base's name encoding is a property of its names, which a delta keeps
+            cap_extra=[c for c in base.cap if c == _names.CAP_ITEM],
             merkle_prev=prev,
             audit=audit_text,
             _hmacs=hmacs,
