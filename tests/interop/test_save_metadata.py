@@ -23,6 +23,13 @@ def test_metadata_is_kept(tmp_path, suffix):
         assert {k: s.metadata[k] for k in MD} == MD
 
 
+def test_zt_reader_metadata_shows_it(tmp_path):
+    p = tmp_path / "m.zt"
+    tenfold.save(p, T, metadata=MD)
+    with tenfold.open(p) as r:
+        assert r.metadata == {**MD, "version": "0.1.0"}
+
+
 def test_zt_v2_metadata_is_the_file_attributes(tmp_path):
     p = tmp_path / "m.zt"
     tenfold.save(p, T, metadata=MD, generation=2)

@@ -107,7 +107,13 @@ class Reader(ZtReader, Mapping[str, Any]):
     # -- metadata -----------------------------------------------------------------------------
     @property
     def metadata(self) -> dict[str, Any]:
-        """File-level metadata: zTensor 0.1.0 has none beyond its version (``{"version": ...}``)."""
+        """File-level metadata: ``{"version": "0.1.0"}`` plus the user metadata that
+        ``tenfold.save(..., metadata=)`` and ``convert`` keep in the first tensor's
+        ``__metadata__`` map (zTensor 0.1.0 has no file-level map; the version wins a clash)."""
+        for i in self._infos.values():
+            md = i.attrs.get("__metadata__")
+            if isinstance(md, dict):
+                return {**md, "version": "0.1.0"}
         return {"version": "0.1.0"}
 
     def info(self, name: str) -> TensorInfo:
