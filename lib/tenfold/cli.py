@@ -279,12 +279,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
         }
         print(json.dumps(doc, indent=1))
         return 0
-    total = sum(r["bytes"] for r in objects if isinstance(r.get("bytes"), int))
+    # rows with a "part" (WTXT's chunks and root) describe pieces of an object already
+    # counted: listed, not counted again
+    whole = [r for r in objects if not r.get("part")]
+    total = sum(r["bytes"] for r in whole if isinstance(r.get("bytes"), int))
     shown = (lambda n: f"{n} bytes") if args.bytes else _human
-    print(f"{args.file}: {fmt}, {len(objects)} objects, {shown(total)} of data, file {shown(size)}")
+    print(f"{args.file}: {fmt}, {len(whole)} objects, {shown(total)} of data, file {shown(size)}")
     table = []
     for r in objects:
         r = dict(r)
+        if r.pop("part", None) == "chunk":
+            r["name"] = "  " + str(r["name"])
         r["shape"] = _shape_text(r.get("shape"))
         if isinstance(r.get("bytes"), int):
             r["bytes"] = r["bytes"] if args.bytes else _human(r["bytes"])
@@ -440,7 +445,9 @@ def build_parser() -> argparse.ArgumentParser:
         "their own section.",
         epilog="--json prints one object: {schema: 'tenfold.inspect/1', file, format, size "
         "(bytes), objects: [{name, dtype, shape (list of ints or a string), bytes (int), "
-        "encoding, layout, checksum, and format-specific keys}], metadata: [{name, dtype, "
+        "encoding, layout, checksum, and format-specific keys; part ('chunk' or 'file') on "
+        "rows that describe a piece of an object, not counted in the summary}], "
+        "metadata: [{name, dtype, "
         "layout ('metadata' or 'sizevar'), ...}]}",
     )
     p.add_argument("file", help="any file tenfold reads (format detected from its content)")

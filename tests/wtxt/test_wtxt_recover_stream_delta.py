@@ -272,3 +272,27 @@ def test_delta_and_apply_keep_encoded_names(tmp_path, capsys):
     assert sorted(got) == ["c", "layer.0.w"]
     for k, v in b.items():
         assert got[k].shape == np.shape(v) and np.array_equal(got[k], v)
+
+
+def test_inspect_counts_arrays_not_their_chunks(tmp_path, capsys):
+    # a new-user trial: one 8 MiB array was shown as "258 objects, 27.1 MiB of data" (chunk
+    # and root rows were counted as objects)
+    import json
+
+    import numpy as np
+
+    import tenfold
+    from tenfold.cli import main
+
+    p = tmp_path / "w.wtxt"
+    tenfold.save(p, {"w": np.zeros(1 << 20, np.float32), "b": np.ones(3, np.int32)})
+    assert main(["inspect", str(p)]) == 0
+    head = capsys.readouterr().out.splitlines()[0]
+    assert ", 2 objects, 4.0 MiB of data," in head, head
+    assert main(["inspect", "--json", str(p)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    chunks = [o for o in doc["objects"] if o.get("part") == "chunk"]
+    assert chunks and all(o["name"] == o["name"].strip() for o in chunks)
+    assert [o["name"] for o in doc["objects"] if not o.get("part")] == ["b", "w"] or [
+        o["name"] for o in doc["objects"] if not o.get("part")
+    ] == ["w", "b"]

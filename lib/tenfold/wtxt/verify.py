@@ -377,7 +377,8 @@ def inspect(source: Any) -> list[dict]:
         for c in a.chunks:
             rows.append(
                 {
-                    "name": f"  {a.name}[{c.ix:06d}]",
+                    "name": f"{a.name}[{c.ix:06d}]",
+                    "part": "chunk",
                     "dtype": "-",
                     "shape": "-",
                     "bytes": c.length,
@@ -392,6 +393,7 @@ def inspect(source: Any) -> list[dict]:
     rows.append(
         {
             "name": "(root)",
+            "part": "file",
             "dtype": "-",
             "shape": "-",
             "bytes": p.size,
