@@ -559,6 +559,20 @@ def _error(message: object) -> None:
     print(f"tenfold: error: {text}", file=sys.stderr)
 
 
+def _naming_file(exc: TenfoldError, file: object) -> object:
+    """``exc``'s message, led by the command's input file when it does not name it already
+    (so that errors from a loop over many files say which one)."""
+    if not isinstance(file, (str, os.PathLike)):
+        return exc
+    name = os.fsdecode(file)
+    text = str(exc)
+    if name in text or os.path.basename(name) in text:
+        return exc
+    if text.startswith("tenfold: "):
+        text = text[len("tenfold: ") :]
+    return f"{name}: {text}"
+
+
 def _os_error(exc: OSError) -> str:
     if isinstance(exc.strerror, str) and exc.strerror.startswith("tenfold: "):
         return exc.strerror[len("tenfold: ") :]  # a remote read's error: names the URL
@@ -578,7 +592,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(exc)
         return 2
     except TenfoldError as exc:
-        _error(exc)
+        _error(_naming_file(exc, getattr(args, "file", None)))
         return 1
     except ImportError as exc:  # an optional package imported without core.optional.require
         _error(f"this needs the package {exc.name or exc}, which is not installed")
