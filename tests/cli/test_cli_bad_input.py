@@ -232,3 +232,15 @@ def test_every_command_works_without_any_optional_dependency(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "Traceback" not in proc.stderr
+
+
+def test_errors_name_the_input_file(tmp_path, capsys):
+    # the message of a damaged index named the format and offset but not the file, which is
+    # what a user checking many files needs first
+    p = tmp_path / "half.zt"
+    tenfold.save(p, {"a": np.arange(1000, dtype=np.float32)})
+    data = p.read_bytes()
+    p.write_bytes(data[: len(data) // 2])
+    assert main(["inspect", str(p)]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith(f"tenfold: error: {p}: "), err
