@@ -258,10 +258,18 @@ def test_cli_export_both_and_one(tmp_path):
     assert (out / "f_0000.idx").read_text().startswith("v1.1 3\n")
     r = run_cli(str(tmp_path), "--fold", "f", "--wids", str(tmp_path / "w.json"))
     assert r.returncode == 0 and (tmp_path / "w.json").exists()
-    r = run_cli(str(tmp_path), "--fold", "f", "--dali", str(tmp_path / "missing"))
+    # a missing DALI folder is made when its parent exists (like an output file), not otherwise
+    r = run_cli(str(tmp_path), "--fold", "f", "--dali", str(tmp_path / "new"))
+    assert r.returncode == 0 and sorted(p.name for p in (tmp_path / "new").iterdir()) == [
+        "f_0000.idx",
+        "f_0001.idx",
+    ]
+    r = run_cli(str(tmp_path), "--fold", "f", "--dali", str(tmp_path / "missing" / "deeper"))
     assert r.returncode == 2 and "no such directory" in r.stderr
+    # no index yet: the error says how to make it
     r = run_cli(str(tmp_path), "--fold", "nope")
     assert r.returncode == 2 and "nope.taridx" in r.stderr
+    assert "tenfold index build" in r.stderr
 
 
 def test_assemble_matches_python_formatting():

@@ -101,6 +101,18 @@ def cmd_export(args: argparse.Namespace) -> int:
     wids = args.wids if args.wids else None
     if both or args.wids == "":
         wids = os.path.join(args.root, f"{args.fold}.wids.json")
+    index = args.index or os.path.join(args.root, f"{args.fold}.taridx")
+    if "://" not in index and not os.path.exists(index):
+        raise UsageError(
+            f"{index}: no such index; build it first: "
+            f"tenfold index build {args.root} --fold {args.fold}"
+        )
+    if (
+        dali is not None
+        and not os.path.exists(dali)
+        and os.path.isdir(os.path.dirname(os.path.abspath(dali)))
+    ):
+        os.mkdir(dali)  # the DALI index folder, like an output file: made when its parent exists
     if dali is not None:
         check_dir(dali)
     if wids is not None and os.path.isdir(wids):
