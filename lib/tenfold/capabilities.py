@@ -36,7 +36,15 @@ import numpy as np
 from .core.dtypes import canonical
 from .errors import EncodeError
 
-__all__ = ["TARGETS", "HOLDS", "target_of", "holders", "check_dtype", "check_tensors"]
+__all__ = [
+    "TARGETS",
+    "HOLDS",
+    "target_of",
+    "holders",
+    "check_dtype",
+    "check_tensors",
+    "check_all",
+]
 
 _NATIVE = frozenset(
     "float64 float32 float16 int64 int32 int16 int8 uint64 uint32 uint16 uint8 bool".split()
@@ -122,8 +130,39 @@ def _is_dtype(dtype: Any) -> bool:
 
 def check_tensors(fmt: str, tensors: Mapping[str, Any]) -> None:
     """:func:`check_dtype` for every tensor (dtype read without converting the data)."""
+    specs = []
     for name, value in tensors.items():
         dt = getattr(value, "dtype", None)
         if dt is None:
             dt = np.asarray(value).dtype
-        check_dtype(fmt, name, dt)
+        specs.append((name, dt))
+    check_all(fmt, specs)
+
+
+def check_all(fmt: str, specs: Any) -> None:
+    """:func:`check_dtype` for every ``(tensor, dtype)``; one :class:`EncodeError` that names
+    the first refusal in full and lists the others (so that one run says everything to fix).
+
+    >>> import numpy as np
+    >>> try:
+    ...     check_all("npz", [("a", np.dtype("f4")), ("b", np.dtype("V0")), ("c", np.dtype("V0"))])
+    ... except Exception as e:
+    ...     print(str(e).split("; ")[1])
+    no format tenfold writes can (also refused: 'c' |V0)
+    """
+    first: EncodeError | None = None
+    others: list[str] = []
+    for name, dt in specs:
+        try:
+            check_dtype(fmt, name, dt)
+        except EncodeError as exc:
+            if first is None:
+                first = exc
+            else:
+                others.append(f"{name!r} {_dtype_name(dt) or np.dtype(dt)}")
+    if first is None:
+        return
+    if not others:
+        raise first
+    more = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
+    raise EncodeError(f"{first} (also refused: {more})") from None

@@ -41,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from .capabilities import NOT_TENSOR_FORMATS, TARGETS, check_dtype, target_of
+from .capabilities import NOT_TENSOR_FORMATS, TARGETS, check_all, target_of
 from .core.bounds import DEFAULT_LIMITS, Limits
 from .errors import EncodeError, UnsupportedError
 
@@ -561,9 +561,7 @@ def plan_metadata(fmt: str, src: Source) -> dict[str, Any]:
 
 
 def _check_all(fmt: str, src: Source) -> None:
-    for n in src.names:
-        dt, _ = src.spec(n)
-        check_dtype(fmt, n, dt)
+    check_all(fmt, ((n, src.spec(n)[0]) for n in src.names))
     if src.uninitialized and fmt != "oinf":
         n = next(iter(src.uninitialized))
         raise EncodeError(

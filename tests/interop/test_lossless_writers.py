@@ -60,3 +60,12 @@ def test_fold_sten_keeps_0d(tmp_path):
         w.add_state_dict("torch_state", sd)
         w.finalize()
     assert fold.load(tmp_path / "n.fold")["num_batches_tracked"].shape == ()
+
+
+def test_one_refusal_names_every_tensor_the_target_cannot_hold(tmp_path):
+    # a new-user trial: converting to WTXT named only the first refused tensor, so each fix
+    # took another run
+    t = {"a": np.ones(2, np.float16), "b": np.ones(2, bool), "c": np.ones(2, np.float32)}
+    with pytest.raises(EncodeError, match=r"tensor 'a' has dtype float16.*also refused: 'b' bool"):
+        tenfold.save(tmp_path / "x.wtxt", t)
+    assert not (tmp_path / "x.wtxt").exists()
