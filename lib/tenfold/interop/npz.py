@@ -224,7 +224,8 @@ class Archive:
             raise FormatError(
                 describe(
                     self.fmt,
-                    f"{self.what} zip directory",
+                    f"{self.what} zip end record",
+                    offset=end[zipfile._ECD_LOCATION],  # type: ignore[attr-defined]
                     field="entries",
                     detail="the end record's entry count disagrees with the entries found",
                     expected=end[zipfile._ECD_ENTRIES_TOTAL],  # type: ignore[attr-defined]
