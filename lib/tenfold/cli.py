@@ -235,49 +235,9 @@ def _json_value(v: object) -> object:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    import json
-
-    from .formats import detect, module_for
-
-    url = _is_url(args.file)
-    if url:
-        fmt, source, size = _open_url(args.file)
-        try:
-            rows = module_for(fmt).inspect(source)
-        finally:
-            _close(source)
-    else:
-        fmt = detect(args.file)
-        rows = module_for(fmt).inspect(args.file)
-        size = os.path.getsize(args.file)
-    objects = [r for r in rows if r.get("layout") not in _META_LAYOUTS]
-    meta = [r for r in rows if r.get("layout") in _META_LAYOUTS]
-    if not meta and fmt in ("ztensor", "fold"):
-        from .convert import open_source
-
-        if url:
-            values = _url_metadata(args.file, fmt)
-        else:
-            with open_source(args.file) as src:
-                values = dict(src.metadata)
-        for k, v in values.items():
-            text = repr(v)
-            meta.append({"name": k, "dtype": type(v).__name__, "layout": "metadata",
-                         "value": text if len(text) <= 60 else text[:57] + "..."})  # fmt: skip
+    fmt, size, objects, meta = _inspect_rows(args.file)
     if args.json:
-        doc = {
-            "schema": "tenfold.inspect/1",
-            "file": os.fspath(args.file),
-            "format": fmt,
-            "size": size,
-            "objects": [
-                {k: _json_value(v) for k, v in r.items()}
-                | {"shape": _json_value(_dims_or(r.get("shape")))}
-                for r in objects
-            ],
-            "metadata": [{k: _json_value(v) for k, v in r.items()} for r in meta],
-        }
-        print(json.dumps(doc, indent=1))
+        _print_inspect_json(args.file, fmt, size, objects, meta)
         return 0
     # rows with a "part" (WTXT's chunks and root) describe pieces of an object already
     # counted: listed, not counted again
@@ -299,19 +259,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if table:
         print(_table(table, cols))
     if meta and fmt == "oinf":
-        from .oinf import OinfReader
-
-        source = _open_url(args.file)[1] if url else args.file
-        try:
-            with OinfReader(source) as r:
-                values = dict(r.metadata)
-        finally:
-            _close(source)
-        for r in meta:
-            if r.get("layout") == "metadata" and r["name"] in values:
-                v = values[r["name"]]
-                text = repr(v) if not hasattr(v, "tolist") else repr(v.tolist())
-                r["value"] = text if len(text) <= 60 else text[:57] + "..."
+        _oinf_meta_values(args.file, meta)
     if meta:
         print("\nmetadata and size variables:")
         for r in meta:
@@ -319,6 +267,75 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             value = r.get("encoding") if r.get("layout") == "sizevar" else r.get("value", "")
             print(f"  {r['name']} ({kind})" + (f" = {value}" if value not in ("", None) else ""))
     return 0
+
+
+def _inspect_rows(file: str) -> tuple[str, int, list[dict[str, Any]], list[dict[str, Any]]]:
+    """``(format, file size, object rows, metadata rows)`` of a path or URL."""
+    from .formats import detect, module_for
+
+    url = _is_url(file)
+    if url:
+        fmt, source, size = _open_url(file)
+        try:
+            rows = module_for(fmt).inspect(source)
+        finally:
+            _close(source)
+    else:
+        fmt = detect(file)
+        rows = module_for(fmt).inspect(file)
+        size = os.path.getsize(file)
+    objects = [r for r in rows if r.get("layout") not in _META_LAYOUTS]
+    meta = [r for r in rows if r.get("layout") in _META_LAYOUTS]
+    if not meta and fmt in ("ztensor", "fold"):
+        from .convert import open_source
+
+        if url:
+            values = _url_metadata(file, fmt)
+        else:
+            with open_source(file) as src:
+                values = dict(src.metadata)
+        for k, v in values.items():
+            text = repr(v)
+            meta.append({"name": k, "dtype": type(v).__name__, "layout": "metadata",
+                         "value": text if len(text) <= 60 else text[:57] + "..."})  # fmt: skip
+    return fmt, size, objects, meta
+
+
+def _print_inspect_json(
+    file: str, fmt: str, size: int, objects: list[dict[str, Any]], meta: list[dict[str, Any]]
+) -> None:
+    import json
+
+    doc = {
+        "schema": "tenfold.inspect/1",
+        "file": os.fspath(file),
+        "format": fmt,
+        "size": size,
+        "objects": [
+            {k: _json_value(v) for k, v in r.items()}
+            | {"shape": _json_value(_dims_or(r.get("shape")))}
+            for r in objects
+        ],
+        "metadata": [{k: _json_value(v) for k, v in r.items()} for r in meta],
+    }
+    print(json.dumps(doc, indent=1))
+
+
+def _oinf_meta_values(file: str, meta: list[dict[str, Any]]) -> None:
+    """Fill the ``value`` of OINF metadata rows from the typed values the reader decodes."""
+    from .oinf import OinfReader
+
+    source = _open_url(file)[1] if _is_url(file) else file
+    try:
+        with OinfReader(source) as r:
+            values = dict(r.metadata)
+    finally:
+        _close(source)
+    for r in meta:
+        if r.get("layout") == "metadata" and r["name"] in values:
+            v = values[r["name"]]
+            text = repr(v) if not hasattr(v, "tolist") else repr(v.tolist())
+            r["value"] = text if len(text) <= 60 else text[:57] + "..."
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
@@ -436,7 +453,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tenfold", description="Read, write and verify tensor containers.")
     parser.add_argument("--version", action="version", version=f"tenfold {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    _add_inspect(sub)
+    _add_verify(sub)
+    _add_convert(sub)
+    _add_demo(sub)
+    _add_format_commands(sub)
+    return parser
 
+
+def _add_inspect(sub: Any) -> None:
     p = sub.add_parser(
         "inspect",
         help="list a file's tensors / chunks / arrays",
@@ -455,6 +480,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="machine-readable output (see below)")
     p.set_defaults(func=cmd_inspect, inputs=("file",))
 
+
+def _add_verify(sub: Any) -> None:
     p = sub.add_parser("verify", help="check structure and checksums (exit 0 ok, 1 damaged)")
     p.add_argument("file", help="any file tenfold reads (format detected from its content)")
     p.add_argument(
@@ -462,6 +489,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_verify, inputs=("file",))
 
+
+def _add_convert(sub: Any) -> None:
     import textwrap
 
     from .capabilities import TARGETS
@@ -532,10 +561,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_convert, inputs=("src",), suffixed=("dst",))
 
+
+def _add_demo(sub: Any) -> None:
     p = sub.add_parser("demo", help="write, inspect and verify a sample of every format")
     p.add_argument("dir", nargs="?", help="where to write the samples (default: a temp dir)")
     p.set_defaults(func=cmd_demo)
 
+
+def _add_format_commands(sub: Any) -> None:
+    """Each format's own commands (``tenfold.<format>._cli.register``)."""
     from .formats import FORMATS
 
     for info in FORMATS:
@@ -546,7 +580,6 @@ def build_parser() -> argparse.ArgumentParser:
                 continue  # this format adds no commands (or is not installed)
             raise
         mod.register(sub)
-    return parser
 
 
 def _error(message: object) -> None:

@@ -668,112 +668,134 @@ def _write(
     show: bool | None,
 ) -> None:
     from .core.progress import ByteProgress
-    from .core.release import release
 
-    names = s.names
     total = 0
-    for n in names:
+    for n in s.names:
         dt, shape = s.spec(n)
         total += int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     bar = ByteProgress(total, desc=os.path.basename(os.fspath(dst)), show=show)
     with bar:
         if fmt == "ztensor":
-            from .ztensor import Writer
-
-            with Writer(dst, fsync=fsync, threads=threads) as w:
-                for i, n in enumerate(names):
-                    attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
-                    raw = s.raw(n) if compress is None else None
-                    if raw is not None and (raw[2] is None or raw[2].split(":")[0] == checksum):
-                        dt, shape = s.spec(n)
-                        got = w.add_raw(n, dt, shape, s.blocks(raw[0], raw[1]),
-                                        checksum=checksum, attrs=attrs)  # fmt: skip
-                        _check_source_sum(s, n, raw[2], got)
-                        bar.update(raw[1])
-                        continue
-                    v = s.get(n)
-                    w.add(n, v, checksum=checksum, encoding=compress or "raw", level=level,
-                          attrs=attrs)  # fmt: skip
-                    bar.update(getattr(v, "nbytes", 0))
-                    release(v)
-                    del v  # before the next tensor is read: one decoded tensor at a time
-            return
-        if fmt == "safetensors":
-            from .core.atomic import atomic_write
-            from .core.buffers import byte_view
-            from .core.checksums import crc32c
-            from .core.prealloc import preallocate
-            from .interop.safetensors import header, stored, tag_of
-
-            specs = {}
-            for n in names:
-                dt, shape = s.spec(n)
-                specs[n] = (tag_of(n, dt), shape)
-            head, order = header(specs, md if md else None)
-            with atomic_write(dst, fsync=fsync) as f:
-                f.write(head)
-                f.flush()
-                preallocate(f.fileno(), len(head), total)  # one extent for the data
-                for n in order:
-                    raw = s.raw(n)
-                    if (
-                        raw is not None
-                        and specs[n][0] != "F4"
-                        and (raw[2] is None or raw[2].startswith("crc32c:"))
-                    ):
-                        crc = 0
-                        for block in s.blocks(raw[0], raw[1]):
-                            f.write(block)
-                            if raw[2] is not None:
-                                crc = crc32c(block, crc)
-                        _check_source_sum(s, n, raw[2], f"{crc:08x}")
-                        bar.update(raw[1])
-                        continue
-                    v = np.asarray(_dense(s.get(n), n))
-                    f.write(byte_view(stored(specs[n][0], v)))
-                    bar.update(v.nbytes)
-                    release(v)
-                    del v  # before the next tensor is read: one decoded tensor at a time
-            return
-        if fmt == "npz":
+            _write_ztensor(dst, s, md, bar, checksum=checksum, compress=compress, level=level,
+                           threads=threads, fsync=fsync)  # fmt: skip
+        elif fmt == "safetensors":
+            _write_safetensors(dst, s, md, bar, total, fsync=fsync)
+        elif fmt == "npz":
+            from .core.release import release
             from .interop.npz import write_npz
 
             def done(a: np.ndarray) -> None:
                 bar.update(a.nbytes)
                 release(a)
 
-            lazy = {n: _Lazy(s, n) for n in names}
+            lazy = {n: _Lazy(s, n) for n in s.names}
             write_npz(dst, lazy, compressed=compress is not None, fsync=fsync, done=done)  # type: ignore[arg-type]
-            return
-        if fmt == "oinf":
-            from . import oinf
-
-            tensors: dict[str, Any] = {}
-            for n in names:  # packed OINF types come from OINF sources: views of their map
-                if n in s.oinf_types:
-                    tensors[n] = oinf.Tensor(_dense(s.get(n), n), s.oinf_types[n])
-                else:
-                    tensors[n] = _Lazy(s, n, bar)
-            for n, (dtype, shape) in s.uninitialized.items():
-                tensors[n] = oinf.Uninitialized(dtype, shape)
-            oinf.write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
-            return
-        if fmt == "fold":
+        elif fmt == "oinf":
+            _write_oinf(dst, s, md, bar)
+        elif fmt == "fold":
             from . import fold
 
-            lazy = {n: _Lazy(s, n, bar) for n in names}
+            lazy = {n: _Lazy(s, n, bar) for n in s.names}
             fold.save(dst, lazy, metadata=md, compress=compress, level=level,  # type: ignore[arg-type]
                       threads=threads, fsync=fsync)  # fmt: skip
-            return
-        if fmt == "wtxt":
+        elif fmt == "wtxt":
             from . import wtxt
 
             # the writer reads each array twice (digests for the root line, then the text);
             # threads >= 2 runs the two passes side by side (two tensors in memory)
-            wtxt.save(dst, {n: _Lazy(s, n, bar, 0.5) for n in names}, fsync=fsync,
+            wtxt.save(dst, {n: _Lazy(s, n, bar, 0.5) for n in s.names}, fsync=fsync,
                       workers=2 if threads >= 2 or threads < 0 else 1)  # fmt: skip
-            return
-        raise UnsupportedError(f"tenfold: no writer for {fmt}")  # pragma: no cover
+        else:  # pragma: no cover
+            raise UnsupportedError(f"tenfold: no writer for {fmt}")
+
+
+def _write_ztensor(
+    dst: Any,
+    s: Source,
+    md: dict[str, Any],
+    bar: Any,
+    *,
+    checksum: str | None,
+    compress: str | None,
+    level: int,
+    threads: int,
+    fsync: bool,
+) -> None:
+    from .core.release import release
+    from .ztensor import Writer
+
+    with Writer(dst, fsync=fsync, threads=threads) as w:
+        for i, n in enumerate(s.names):
+            attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
+            raw = s.raw(n) if compress is None else None
+            if raw is not None and (raw[2] is None or raw[2].split(":")[0] == checksum):
+                dt, shape = s.spec(n)
+                got = w.add_raw(n, dt, shape, s.blocks(raw[0], raw[1]),
+                                checksum=checksum, attrs=attrs)  # fmt: skip
+                _check_source_sum(s, n, raw[2], got)
+                bar.update(raw[1])
+                continue
+            v = s.get(n)
+            w.add(n, v, checksum=checksum, encoding=compress or "raw", level=level,
+                  attrs=attrs)  # fmt: skip
+            bar.update(getattr(v, "nbytes", 0))
+            release(v)
+            del v  # before the next tensor is read: one decoded tensor at a time
+
+
+def _write_safetensors(
+    dst: Any, s: Source, md: dict[str, Any], bar: Any, total: int, *, fsync: bool
+) -> None:
+    from .core.atomic import atomic_write
+    from .core.buffers import byte_view
+    from .core.checksums import crc32c
+    from .core.prealloc import preallocate
+    from .core.release import release
+    from .interop.safetensors import header, stored, tag_of
+
+    specs = {}
+    for n in s.names:
+        dt, shape = s.spec(n)
+        specs[n] = (tag_of(n, dt), shape)
+    head, order = header(specs, md if md else None)
+    with atomic_write(dst, fsync=fsync) as f:
+        f.write(head)
+        f.flush()
+        preallocate(f.fileno(), len(head), total)  # one extent for the data
+        for n in order:
+            raw = s.raw(n)
+            if (
+                raw is not None
+                and specs[n][0] != "F4"
+                and (raw[2] is None or raw[2].startswith("crc32c:"))
+            ):
+                crc = 0
+                for block in s.blocks(raw[0], raw[1]):
+                    f.write(block)
+                    if raw[2] is not None:
+                        crc = crc32c(block, crc)
+                _check_source_sum(s, n, raw[2], f"{crc:08x}")
+                bar.update(raw[1])
+                continue
+            v = np.asarray(_dense(s.get(n), n))
+            f.write(byte_view(stored(specs[n][0], v)))
+            bar.update(v.nbytes)
+            release(v)
+            del v  # before the next tensor is read: one decoded tensor at a time
+
+
+def _write_oinf(dst: Any, s: Source, md: dict[str, Any], bar: Any) -> None:
+    from . import oinf
+
+    tensors: dict[str, Any] = {}
+    for n in s.names:  # packed OINF types come from OINF sources: views of their map
+        if n in s.oinf_types:
+            tensors[n] = oinf.Tensor(_dense(s.get(n), n), s.oinf_types[n])
+        else:
+            tensors[n] = _Lazy(s, n, bar)
+    for n, (dtype, shape) in s.uninitialized.items():
+        tensors[n] = oinf.Uninitialized(dtype, shape)
+    oinf.write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
 
 
 def _check_source_sum(s: Source, name: str, stored: str | None, got: str | None) -> None:
