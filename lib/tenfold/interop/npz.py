@@ -16,7 +16,7 @@ import os
 import struct
 import zipfile
 import zlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -466,10 +466,7 @@ class Archive:
             )
         total, hlen = zi.file_size, m.header_len
         crc, done = 0, 0  # done: decompressed bytes so far (header included)
-        released = start
-
-        def put(data: Any) -> None:
-            nonlocal crc, done
+        for data in self._pieces(m, u8, start, end):
             k = len(data)
             if done + k > total:
                 raise FormatError(
@@ -488,11 +485,19 @@ class Archive:
             if done + k > lo:
                 out[lo - hlen : done + k - hlen] = memoryview(data)[lo - done :]
             done += k
+        if done != total:
+            raise self._ends_early(m, total, done)
+        if crc != zi.CRC:
+            raise self._bad_crc(m, crc)
 
+    def _pieces(self, m: Member, u8: np.ndarray, start: int, end: int) -> Iterator[Any]:
+        """Member ``m``'s bytes (archive range ``[start, end)``), stored or inflated, in
+        pieces of at most 1 MiB; the map pages read are given back as they are consumed."""
         step = 1 << 20
+        released = start
         if m.stored:
             for pos in range(start, end, step):
-                put(u8[pos : min(pos + step, end)].data)
+                yield u8[pos : min(pos + step, end)].data
                 if pos - released >= _RELEASE:
                     release(u8[released:pos])
                     released = pos
@@ -506,7 +511,7 @@ class Archive:
                         break
                     pending = u8[pos : min(pos + step, end)].data
                     pos += len(pending)
-                put(d.decompress(pending, step))
+                yield d.decompress(pending, step)
                 pending = d.unconsumed_tail
                 if pos - released >= _RELEASE:
                     release(u8[released:pos])
@@ -516,15 +521,11 @@ class Archive:
                     describe(
                         self.fmt,
                         m.where,
-                        offset=zi.header_offset,
+                        offset=m.info.header_offset,
                         detail="deflate stream ends early",
                     )  # fmt: skip
                 )
         release(u8[released:end])
-        if done != total:
-            raise self._ends_early(m, total, done)
-        if crc != zi.CRC:
-            raise self._bad_crc(m, crc)
 
     def _bad_crc(self, m: Member, crc: int) -> IntegrityError:
         zi = m.info

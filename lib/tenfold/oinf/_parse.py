@@ -446,36 +446,8 @@ def _tensor_rows(
         qo = _column(u8, tpos, S.TENSOR_DATA_V2, "quant_offset")
     else:
         qn = qo = np.zeros(n, np.uint64)
-    shapes: list[tuple[int, ...]]
-    if int(nd.min()) == int(nd.max()):  # one rank for every tensor: split at C speed
-        d0 = int(nd[0])
-        shapes = list(zip(*[iter(flat)] * d0, strict=True)) if d0 else [()] * n
-    else:
-        it = iter(flat)
-        shapes = [tuple(itertools.islice(it, d)) for d in ndims]
-    if total:
-        mat = np.ones((n, int(nd.max())), np.float64)
-        mat[np.repeat(np.arange(n), nd), np.arange(total) - first] = flat
-        numel = mat.prod(axis=1)
-        # a zero dimension hides the others: NumPy still needs their product to fit in intp
-        extent = np.where(mat == 0, 1.0, mat).prod(axis=1)
-    else:
-        numel = extent = np.ones(n, np.float64)
-    # element sizes in eighths of a byte (packed types: bits; others: 8 * itemsize); 0 = invalid
-    tag_ok = (tags < len(_EIGHTHS)) & np.isin(tags, list(_TENSOR_TAGS))
-    eighths = np.where(tag_ok, _EIGHTHS[np.minimum(tags, len(_EIGHTHS) - 1)], 0)
-    expected = np.ceil(numel * eighths / 8)
-    has = (flags & 1).astype(bool)
-    fs, od = h.file_size, h.offset_data
-    nb_f, off_f = nbytes.astype(np.float64), offs.astype(np.float64)
-    bad = ~tag_ok | (numel >= 2.0**52) | (extent >= 2.0**52)
-    bad |= has & (
-        (expected != nb_f) | (offs % 8 != 0) | (off_f < od) | (nb_f > fs) | (off_f + nb_f > fs)
-    )
-    bad |= ~has & ((nbytes != 0) | (offs != 0))
-    if v2:
-        bad |= (flags & ~np.uint32(S.HAS_DATA | S.HAS_QUANT)) != 0
-        bad |= (qn != 0) | (qo != 0)
+    shapes, numel, extent = _shapes(flat, nd, ndims)
+    bad = _suspect_rows(h, tags, flags, nbytes, offs, qn, qo, numel, extent)
     raws = [blob[s + 4 : s + 4 + ln] for s, ln in zip(starts, lns, strict=True)]
     cols = (
         tags.tolist(),
@@ -495,6 +467,62 @@ def _tensor_rows(
     tnames = b"\n".join(raws).decode("ascii").split("\n")
     _check_unique(tnames, "tensor", starts)
     return list(zip(tnames, *cols, strict=True))
+
+
+def _shapes(
+    flat: list[int], nd: np.ndarray, ndims: list[int]
+) -> tuple[list[tuple[int, ...]], np.ndarray, np.ndarray]:
+    """Each tensor's shape from the flat dims, its element count and the product of its
+    nonzero dims (float64: a value at or above 2**52 is refused by the caller)."""
+    n, total = len(nd), len(flat)
+    shapes: list[tuple[int, ...]]
+    if int(nd.min()) == int(nd.max()):  # one rank for every tensor: split at C speed
+        d0 = int(nd[0])
+        shapes = list(zip(*[iter(flat)] * d0, strict=True)) if d0 else [()] * n
+    else:
+        it = iter(flat)
+        shapes = [tuple(itertools.islice(it, d)) for d in ndims]
+    if total:
+        first = np.repeat(np.cumsum(nd) - nd, nd)
+        mat = np.ones((n, int(nd.max())), np.float64)
+        mat[np.repeat(np.arange(n), nd), np.arange(total) - first] = flat
+        numel = mat.prod(axis=1)
+        # a zero dimension hides the others: NumPy still needs their product to fit in intp
+        extent = np.where(mat == 0, 1.0, mat).prod(axis=1)
+    else:
+        numel = extent = np.ones(n, np.float64)
+    return shapes, numel, extent
+
+
+def _suspect_rows(
+    h: Header,
+    tags: np.ndarray,
+    flags: np.ndarray,
+    nbytes: np.ndarray,
+    offs: np.ndarray,
+    qn: np.ndarray,
+    qo: np.ndarray,
+    numel: np.ndarray,
+    extent: np.ndarray,
+) -> np.ndarray:
+    """A mask of the table rows that fail a vectorized check (each is then checked alone for
+    its precise error)."""
+    # element sizes in eighths of a byte (packed types: bits; others: 8 * itemsize); 0 = invalid
+    tag_ok = (tags < len(_EIGHTHS)) & np.isin(tags, list(_TENSOR_TAGS))
+    eighths = np.where(tag_ok, _EIGHTHS[np.minimum(tags, len(_EIGHTHS) - 1)], 0)
+    expected = np.ceil(numel * eighths / 8)
+    has = (flags & 1).astype(bool)
+    fs, od = h.file_size, h.offset_data
+    nb_f, off_f = nbytes.astype(np.float64), offs.astype(np.float64)
+    bad = ~tag_ok | (numel >= 2.0**52) | (extent >= 2.0**52)
+    bad |= has & (
+        (expected != nb_f) | (offs % 8 != 0) | (off_f < od) | (nb_f > fs) | (off_f + nb_f > fs)
+    )
+    bad |= ~has & ((nbytes != 0) | (offs != 0))
+    if h.version == 2:
+        bad |= (flags & ~np.uint32(S.HAS_DATA | S.HAS_QUANT)) != 0
+        bad |= (qn != 0) | (qo != 0)
+    return bad
 
 
 def _check_names(names: list[bytes], kind: str, entries: list[int]) -> None:
