@@ -110,30 +110,39 @@ def _item(data: bytes, pos: int, depth: int, max_depth: int) -> tuple[Any, int]:
             out.append(v)
         return out, p
     if major == 5:
-        if depth > max_depth:
-            raise CborReject(DEPTH, pos, f"nested deeper than {max_depth} levels")
-        if arg > (len(data) - p) // 2:
-            raise CborReject(SYNTAX, pos, f"map of {arg} pairs runs past the end")
-        result: dict[Any, Any] = {}
-        prev = b""
-        for i in range(arg):
-            kpos = p
-            k, p = _item(data, p, depth + 1, max_depth)
-            raw_key = data[kpos:p]
-            if i:
-                if raw_key == prev:
-                    raise CborReject(DUPLICATE, kpos, f"duplicate map key {k!r}"[:120])
-                if raw_key < prev:
-                    raise CborReject(DETERMINISM, kpos, f"map key {k!r} out of order"[:120])
-            prev = raw_key
-            if type(k) is not str:
-                k = Key(k, raw_key)
-            v, p = _item(data, p, depth + 1, max_depth)
-            result[k] = v
-        return result, p
+        return _map(data, pos, arg, p, depth, max_depth)
     if major == 6:
         raise CborReject(SYNTAX, pos, f"tag {arg} (tags are not allowed)")
-    # major 7: simple values and floats
+    return _simple(data, pos, info, arg, p)
+
+
+def _map(data: bytes, pos: int, arg: int, p: int, depth: int, max_depth: int) -> tuple[Any, int]:
+    """The map of ``arg`` pairs whose head is at ``pos`` and whose first key is at ``p``."""
+    if depth > max_depth:
+        raise CborReject(DEPTH, pos, f"nested deeper than {max_depth} levels")
+    if arg > (len(data) - p) // 2:
+        raise CborReject(SYNTAX, pos, f"map of {arg} pairs runs past the end")
+    result: dict[Any, Any] = {}
+    prev = b""
+    for i in range(arg):
+        kpos = p
+        k, p = _item(data, p, depth + 1, max_depth)
+        raw_key = data[kpos:p]
+        if i:
+            if raw_key == prev:
+                raise CborReject(DUPLICATE, kpos, f"duplicate map key {k!r}"[:120])
+            if raw_key < prev:
+                raise CborReject(DETERMINISM, kpos, f"map key {k!r} out of order"[:120])
+        prev = raw_key
+        if type(k) is not str:
+            k = Key(k, raw_key)
+        v, p = _item(data, p, depth + 1, max_depth)
+        result[k] = v
+    return result, p
+
+
+def _simple(data: bytes, pos: int, info: int, arg: int, p: int) -> tuple[Any, int]:
+    """Major type 7 (head at ``pos``, ending at ``p``): false, true, null and floats."""
     if info < 24:
         if info == 20:
             return False, p
@@ -145,6 +154,7 @@ def _item(data: bytes, pos: int, depth: int, max_depth: int) -> tuple[Any, int]:
     if info == 24:
         raise CborReject(SYNTAX, pos, f"simple value {arg} is not allowed")
     raw = data[pos + 1 : p]
+    value: float
     if info == 25:
         value = _HALF.unpack(raw)[0]
         if math.isnan(value) and raw != b"\x7e\x00":

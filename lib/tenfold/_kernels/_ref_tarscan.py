@@ -77,6 +77,61 @@ def _pax(data: bytes, base: int) -> tuple[int, int, int] | None:
     return path_off, path_len, size
 
 
+class _Extended:
+    """What extended headers say about the members after them: pax ``x`` and GNU ``L``/``K``
+    the next member only (``pending`` until it comes), pax ``g`` every later member."""
+
+    __slots__ = ("local_path", "local_size", "glob_path", "glob_size", "pending")
+
+    def __init__(self) -> None:
+        self.local_path: tuple[int, int] | None = None
+        self.local_size = -1
+        self.glob_path: tuple[int, int] | None = None
+        self.glob_size = -1
+        self.pending = False
+
+    def take(self, t: int, data: bytes, data_off: int) -> bool:
+        """Record the extended header of type ``t`` whose payload is ``data`` (at archive
+        offset ``data_off``); False for a bad pax record."""
+        if t in (0x78, 0x67):
+            got = _pax(data, data_off)
+            if got is None:
+                return False
+            p_off, p_len, p_size = got
+            if t == 0x78:
+                if p_off >= 0:
+                    self.local_path = (p_off, p_len)
+                if p_size >= 0:
+                    self.local_size = p_size
+                self.pending = True
+            else:
+                if p_off >= 0:
+                    self.glob_path = (p_off, p_len)
+                if p_size >= 0:
+                    self.glob_size = p_size
+        else:
+            if t == 0x4C:
+                self.local_path = (data_off, len(data.split(b"\0", 1)[0]))
+            self.pending = True
+        return True
+
+    def size(self, sz: int) -> int:
+        if self.local_size >= 0:
+            return self.local_size
+        return self.glob_size if self.glob_size >= 0 else sz
+
+    def path(self) -> tuple[int, int] | None:
+        return self.local_path if self.local_path is not None else self.glob_path
+
+    def member_done(self) -> None:
+        self.local_path, self.local_size, self.pending = None, -1, False
+
+    def end(self, pos: int) -> tuple[int, int]:
+        """``(code, where)`` of a walk that ends at ``pos``: an extended header with no member
+        after it is an error."""
+        return (E_DANGLING_EXTENDED, pos) if self.pending else (E_OK, 0)
+
+
 def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typeflag, lanes=0):
     """Walk the headers of the tar archive in ``buf``; fill the outputs; ``(count, code, where)``.
 
@@ -94,21 +149,15 @@ def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typefla
         raise ValueError(f"lanes must be >= 0, got {lanes}")
     a = np.frombuffer(b, np.uint8) if n else np.zeros(0, np.uint8)
     pos = count = 0
-    local_path: tuple[int, int] | None = None
-    local_size = -1
-    glob_path: tuple[int, int] | None = None
-    glob_size = -1
-    pending = False
+    ext = _Extended()
     while True:
-        if pos >= n:
-            return count, (E_DANGLING_EXTENDED if pending else E_OK), (pos if pending else 0)
         if pos + 512 > n:
             if a[pos:].any():
                 return count, E_TRUNCATED_HEADER, pos
-            return count, (E_DANGLING_EXTENDED if pending else E_OK), (pos if pending else 0)
+            return (count, *ext.end(pos))
         h = bytes(b[pos : pos + 512])
         if not any(h):
-            return count, (E_DANGLING_EXTENDED if pending else E_OK), (pos if pending else 0)
+            return (count, *ext.end(pos))
         if not _checksum_ok(h):
             return count, E_CHECKSUM, pos
         sz = _number(h[124:136])
@@ -118,50 +167,16 @@ def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typefla
         if t in (0x78, 0x67, 0x4C, 0x4B):  # x g L K
             if pos + 512 + sz > n:
                 return count, E_PAYLOAD_PAST_END, pos
-            data = bytes(b[pos + 512 : pos + 512 + sz])
-            if t in (0x78, 0x67):
-                got = _pax(data, pos + 512)
-                if got is None:
-                    return count, E_PAX, pos
-                p_off, p_len, p_size = got
-                if t == 0x78:
-                    if p_off >= 0:
-                        local_path = (p_off, p_len)
-                    if p_size >= 0:
-                        local_size = p_size
-                    pending = True
-                else:
-                    if p_off >= 0:
-                        glob_path = (p_off, p_len)
-                    if p_size >= 0:
-                        glob_size = p_size
-            else:
-                if t == 0x4C:
-                    local_path = (pos + 512, len(data.split(b"\0", 1)[0]))
-                pending = True
+            if not ext.take(t, bytes(b[pos + 512 : pos + 512 + sz]), pos + 512):
+                return count, E_PAX, pos
             pos += 512 + -(-sz // 512) * 512
             continue
         if t == 0x53:
             return count, E_SPARSE, pos
-        if local_size >= 0:
-            sz = local_size
-        elif glob_size >= 0:
-            sz = glob_size
-        hdr_off[count] = pos
-        size[count] = sz
-        typeflag[count] = t
-        path = local_path if local_path is not None else glob_path
-        if path is not None:
-            name_off[count], name_len[count] = path
-            prefix_off[count], prefix_len[count] = 0, 0
-        else:
-            name_off[count] = pos
-            name_len[count] = len(h[:100].split(b"\0", 1)[0])
-            prefix_off[count] = pos + 345
-            ustar = h[257:263] == b"ustar\0"
-            prefix_len[count] = len(h[345:500].split(b"\0", 1)[0]) if ustar else 0
+        sz = ext.size(sz)
+        _record(outs, count, pos, h, sz, t, ext.path())
         count += 1
-        local_path, local_size, pending = None, -1, False
+        ext.member_done()
         if 0x31 <= t <= 0x36:
             nblocks = 0
         else:
@@ -169,6 +184,23 @@ def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typefla
                 return count, E_PAYLOAD_PAST_END, pos
             nblocks = -(-sz // 512)
         pos += 512 + nblocks * 512
+
+
+def _record(outs, count, pos, h, sz, t, path) -> None:
+    """Fill row ``count`` of the outputs for the member whose header ``h`` is at ``pos``."""
+    hdr_off, size, prefix_off, prefix_len, name_off, name_len, typeflag = outs
+    hdr_off[count] = pos
+    size[count] = sz
+    typeflag[count] = t
+    if path is not None:
+        name_off[count], name_len[count] = path
+        prefix_off[count], prefix_len[count] = 0, 0
+    else:
+        name_off[count] = pos
+        name_len[count] = len(h[:100].split(b"\0", 1)[0])
+        prefix_off[count] = pos + 345
+        ustar = h[257:263] == b"ustar\0"
+        prefix_len[count] = len(h[345:500].split(b"\0", 1)[0]) if ustar else 0
 
 
 # -- checking that a header block names the member a row claims ------------------------------
