@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -58,3 +61,21 @@ def conformance() -> Path:
     if not (CONFORMANCE / "README.md").is_file():
         raise RuntimeError(f"conformance vectors not found at {CONFORMANCE}")
     return CONFORMANCE
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _suite_tempdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """Every ``tempfile`` directory of the run (the docs' ``tempfile.mkdtemp()`` examples,
+    ``tenfold demo`` without a directory, subprocesses through ``TMPDIR``) goes into one
+    directory under pytest's own base, removed when the session ends: the suite leaves nothing
+    of its own in the system's temporary directory."""
+    base = tmp_path_factory.getbasetemp()  # pytest's base stays where pytest puts it
+    d = Path(tempfile.mkdtemp(prefix="tempfile-", dir=base))
+    mp = pytest.MonkeyPatch()
+    mp.setattr(tempfile, "tempdir", str(d))
+    mp.setenv("TMPDIR", str(d))
+    try:
+        yield d
+    finally:
+        mp.undo()
+        shutil.rmtree(d, ignore_errors=True)

@@ -238,7 +238,7 @@ def test_bad_magic():
 @pytest.mark.parametrize(
     "field, offset, value, match", [("extid", 18, 2, "extid"), ("crashid", 20, 1, "crashid")]
 )
-def test_row_ids_out_of_range(field, offset, value, match):
+def test_row_ids_out_of_range(field, offset, value, match, tmp_path):
     data = _good()
     off_arr = struct.unpack_from("<Q", data, 48)[0]
     struct.pack_into("<H" if field == "extid" else "<I", data, off_arr + 32 + offset, value)
@@ -249,14 +249,11 @@ def test_row_ids_out_of_range(field, offset, value, match):
         idx.lookup(["a"])
     with pytest.raises(FormatError, match=match):
         tx.Index.from_buffer(bytes(data), validate=True)
-    assert not tx.verify(_write_tmp(bytes(data))).ok
+    assert not tx.verify(_write_tmp(bytes(data), tmp_path)).ok
 
 
-def _write_tmp(data: bytes):
-    import tempfile
-    from pathlib import Path
-
-    p = Path(tempfile.mkdtemp()) / "x.taridx"
+def _write_tmp(data: bytes, tmp_path):
+    p = tmp_path / "x.taridx"
     p.write_bytes(data)
     return p
 

@@ -17,6 +17,7 @@ LIMITS = Limits(max_decoded_bytes=1 << 24, max_index_bytes=1 << 20)
 
 def _seed_file() -> bytes:
     import os
+    import shutil
     import tempfile
 
     from tenfold.ztensor.sparse import SparseTensor
@@ -47,6 +48,7 @@ def _seed_file() -> bytes:
         )
     with open(p, "rb") as f:
         data = f.read()
+    shutil.rmtree(d)  # made at import time, before any tmp_path exists
     return data
 
 

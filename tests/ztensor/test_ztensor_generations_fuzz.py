@@ -5,6 +5,7 @@ tenfold.errors exceptions, never a crash, a hang or an allocation past the limit
 from __future__ import annotations
 
 import os
+import shutil
 import struct
 import tempfile
 from pathlib import Path
@@ -29,7 +30,8 @@ V1_SPARSE = (
 
 
 def _v2_seed() -> bytes:
-    p = os.path.join(tempfile.mkdtemp(), "seed.zt")
+    d = tempfile.mkdtemp()  # made at import time, before any tmp_path exists
+    p = os.path.join(d, "seed.zt")
     with zt.Writer(p, generation=2, canonical=False, align=4096, fsync=False) as w:
         w.add("a", np.arange(12, dtype=np.float32).reshape(3, 4))
         w.add("b", np.arange(50, dtype=np.int16), encoding="zstd")
@@ -63,7 +65,9 @@ def _v2_seed() -> bytes:
         )
         w.set_attributes({"k": [1, 2.5, None, {"x": b"y"}]})
     with open(p, "rb") as f:
-        return f.read()
+        data = f.read()
+    shutil.rmtree(d)
+    return data
 
 
 V2_SEED = _v2_seed()
