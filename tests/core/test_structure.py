@@ -1,8 +1,13 @@
-"""Structure gates: no function in ``lib/tenfold`` runs over 80 lines.
+"""Structure gates: no function in ``lib/tenfold`` runs over 80 lines; no import cycles.
 
 Functions other helpers are still splitting are listed in ``ALLOWED`` with their length today:
 such a function may not grow, and once it is split (or gone) its entry must be removed, so the
 list only shrinks.
+
+Imports are read from the source (``ast``), function-level ones included: a module that imports
+another inside a function still depends on it. ``ALLOWED_IMPORTS`` lists the edges that close a
+cycle today (all function-level); without them the graph must have no cycle, and each must still
+exist and stay inside functions, so this list only shrinks too.
 """
 
 from __future__ import annotations
@@ -81,3 +86,132 @@ def test_allowed_long_functions_only_shrink():
     assert not grown, f"listed long functions grew (now, listed): {grown}"
     done = sorted(k for k in ALLOWED if LENGTHS.get(k, 0) <= MAX_LINES)
     assert not done, f"split or gone: remove them from ALLOWED in {__file__}: {done}"
+
+
+#: "importer -> imported" edges that close an import cycle today, each a function-level import.
+ALLOWED_IMPORTS = {
+    # the front door dispatches down to sharded checkpoints and back
+    "tenfold.formats -> tenfold.sharded": "detect() sniffs a sharded index",
+    "tenfold.convert -> tenfold.sharded": "convert() reads / writes shards",
+    "tenfold.sharded -> tenfold": "save() / shard() use tenfold.save and tenfold.open",
+    "tenfold.interop.frameworks -> tenfold.jax": "the jax converter, loaded when asked for",
+    # formats other helpers own (issue 11: wtxt split, taridx)
+    "tenfold.wtxt.reader -> tenfold.wtxt.verify": "WtxtFile.verify()",
+    "tenfold.taridx.reader -> tenfold.taridx": "Index.verify()",
+    "tenfold.taridx.reader -> tenfold.taridx.build": "Index.stems()",
+    "tenfold.taridx.reader -> tenfold.taridx.dataset": "Index shards dataset",
+}
+
+
+def _import_graph() -> dict[str, dict[str, set[str]]]:
+    """``{module: {imported module: {"top" | "function"}}}`` over the package's sources."""
+    mods: dict[str, tuple[Path, bool]] = {}
+    for path in ROOT.rglob("*.py"):
+        parts = list(path.relative_to(ROOT.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        mods[".".join(parts[:-1] if is_pkg else parts)] = (path, is_pkg)
+    graph: dict[str, dict[str, set[str]]] = {m: {} for m in mods}
+    for mod, (path, is_pkg) in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        in_function = {
+            id(n)
+            for f in ast.walk(tree)
+            if isinstance(f, (ast.FunctionDef, ast.AsyncFunctionDef))
+            for n in ast.walk(f)
+        }
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    base = base[: len(base) - node.level + 1]
+                    pkg = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    pkg = node.module or ""
+                # "from pkg import name": the submodule pkg.name when there is one, else pkg
+                targets = [
+                    f"{pkg}.{a.name}" if f"{pkg}.{a.name}" in mods else pkg for a in node.names
+                ]
+            else:
+                continue
+            where = "function" if id(node) in in_function else "top"
+            for t in targets:
+                if t in mods and t != mod:
+                    graph[mod].setdefault(t, set()).add(where)
+    return graph
+
+
+GRAPH = _import_graph()
+
+
+def _a_cycle(edges: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of the directed graph ``edges`` (as a list of modules), or None."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(v: str) -> list[str] | None:
+        state[v] = 1
+        path.append(v)
+        for w in sorted(edges[v]):
+            if state.get(w) == 1:
+                return path[path.index(w) :] + [w]
+            if w not in state and (found := visit(w)):
+                return found
+        path.pop()
+        state[v] = 2
+        return None
+
+    for v in sorted(edges):
+        if v not in state and (found := visit(v)):
+            return found
+    return None
+
+
+def test_the_import_graph_sees_function_level_imports():
+    assert GRAPH["tenfold.convert"]["tenfold.fold"] == {"function"}
+    assert "top" in GRAPH["tenfold.fold.verify"]["tenfold.fold.reader"]
+    assert _a_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+
+
+def test_no_import_cycles_outside_the_allow_list():
+    allowed = {tuple(k.split(" -> ")) for k in ALLOWED_IMPORTS}
+    edges = {m: {t for t in ts if (m, t) not in allowed} for m, ts in GRAPH.items()}
+    cycle = _a_cycle(edges)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_allowed_import_edges_only_shrink():
+    for key in ALLOWED_IMPORTS:
+        a, b = key.split(" -> ")
+        assert b in GRAPH[a], f"{key} is gone: remove it from ALLOWED_IMPORTS in {__file__}"
+        assert GRAPH[a][b] == {"function"}, f"{key} is now a top-level import: a real cycle"
+    allowed = {tuple(k.split(" -> ")) for k in ALLOWED_IMPORTS}
+    for key in ALLOWED_IMPORTS:
+        a, b = key.split(" -> ")
+        edges = {m: {t for t in ts if (m, t) not in allowed} for m, ts in GRAPH.items()}
+        edges[a].add(b)
+        assert _a_cycle(edges), f"{key} closes no cycle any more: remove it from ALLOWED_IMPORTS"
+
+
+def test_readers_do_not_import_their_verifiers():
+    # the verifier takes the reader; the package __init__ joins them (use_verifier)
+    for reader, verifier in (
+        ("tenfold.fold.reader", "tenfold.fold.verify"),
+        ("tenfold.oinf.reader", "tenfold.oinf._verify"),
+        ("tenfold.ztensor.reader", "tenfold.ztensor.verify"),
+    ):
+        assert verifier not in GRAPH[reader]
+        assert reader in GRAPH[verifier]
+
+
+def test_joined_verifiers_run(tmp_path):
+    import tenfold.fold
+    import tenfold.oinf
+    import tenfold.ztensor
+
+    for mod in (tenfold.fold, tenfold.oinf, tenfold.ztensor):
+        path = mod.demo(tmp_path)
+        with mod.open(path) as r:
+            report = r.verify()
+        assert report.ok and report.exit_code == 0, (mod.__name__, report.format())

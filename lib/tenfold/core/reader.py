@@ -26,8 +26,8 @@ import dataclasses
 import os
 import warnings
 import weakref
-from collections.abc import Iterator, Mapping
-from typing import Any, Protocol, runtime_checkable
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, ClassVar, Protocol, runtime_checkable
 
 from .mapped import MappedFile
 
@@ -117,6 +117,22 @@ class MappedReader:
     fmt: str = "tenfold"
     _mf: MappedFile
     _finalizer: Any
+    #: ``verifier(reader) -> Report`` joined by :meth:`use_verifier` (a staticmethod)
+    _verifier: ClassVar[Any] = None
+
+    @classmethod
+    def use_verifier(cls, verifier: Callable[[Any], Any]) -> None:
+        """Make ``verifier(reader) -> Report`` this class's :meth:`verify`. The format package's
+        ``__init__`` joins the two, so that a reader module never imports its verify module
+        (which imports the reader)."""
+        cls._verifier = staticmethod(verifier)
+
+    def verify(self) -> Any:
+        """A :class:`~tenfold.core.report.Report` of every check the format has (see the
+        format's ``verify`` function); it never raises on a damaged file."""
+        if self._verifier is None:
+            raise NotImplementedError(f"{type(self).__name__}: no verifier joined")
+        return self._verifier(self)
 
     def _map(self, source: Any, fmt: str | None = None, *, mmap: bool = True) -> MappedFile:
         """Open ``source`` (path, buffer, fsspec URL or file, or an opened

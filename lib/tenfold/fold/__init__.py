@@ -22,8 +22,10 @@ from ..core import alloc
 from ..errors import UnsupportedError
 from ._spec import MAX_CHUNK_SIZE, MAX_INDEX_SIZE
 from .reader import ChunkInfo, FoldWarning, Reader
-from .verify import repair, verify
+from .verify import repair, verify, verify_reader
 from .writer import Writer
+
+Reader.use_verifier(verify_reader)  # Reader.verify(), without reader.py importing verify.py
 
 __all__ = [
     "Reader",

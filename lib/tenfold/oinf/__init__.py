@@ -20,8 +20,11 @@ from typing import Any
 import numpy as np
 
 from ..core.report import Report
+from ._verify import verify_reader
 from .reader import Bitset, MetadataInfo, OinfReader, QuantParams, TensorInfo
 from .writer import Scalar, Tensor, Uninitialized, write
+
+OinfReader.use_verifier(verify_reader)  # OinfReader.verify(), without reader.py importing _verify
 
 __all__ = [
     "open",

@@ -103,6 +103,14 @@ def _fmt_stats(s: dict[str, Any]) -> str:
     return f"{core} nan={s['nan']} inf={s['inf']}"
 
 
+def verify_reader(reader: OinfReader) -> OinfReport:
+    """Check every OINF rule on the file an open reader has (``OinfReader.verify()``): the
+    file again from its path, or its buffer, with the reader's limits."""
+    mf = reader._mf
+    local = mf.path is not None and not mf.remote
+    return verify(mf.path if local else mf.buffer(), limits=reader.limits)
+
+
 def verify(source: Any, **kw: Any) -> OinfReport:
     """Verify an OINF file (path or buffer); never raises on a damaged file."""
     path = os.fspath(source) if isinstance(source, (str, os.PathLike)) else "<buffer>"

@@ -305,12 +305,8 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
         result = pl.finish(rows)
         return np.array(result) if copy or not isinstance(result, np.ndarray) else result
 
-    def verify(self) -> Any:
-        """Check every OINF rule on this file; see :func:`tenfold.oinf.verify`."""
-        from ._verify import verify as _verify
-
-        local = self._mf.path is not None and not self._mf.remote
-        return _verify(self._mf.path if local else self._mf.buffer(), limits=self.limits)
+    # verify(): every OINF rule on this file, oinf._verify.verify_reader, joined in the package
+    # __init__ (MappedReader.use_verifier)
 
     def tensor(
         self, name: str, *, packed: bool = False, copy: bool = False, budget: Budget | None = None

@@ -32,6 +32,8 @@ from .v2reader import PartsObject, V2Reader
 from .v2writer import V2Writer, save_sharded
 from .writer import Writer, save
 
+Reader.use_verifier(_verify_module.verify_reader)  # Reader.verify(); reader.py never imports it
+
 __all__ = [
     "Reader",
     "V1Reader",

@@ -23,7 +23,6 @@ import numpy as np
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Budget, Limits, align_up
 from ..core.compression import zstd_content_size, zstd_decompress_into
-from ..core.report import Report
 from ..core.slicing import plan
 from ..errors import IntegrityError, describe
 from . import _checksum
@@ -127,12 +126,8 @@ class Reader(ZtReader, Mapping[str, Any]):
         info = self.info(name)
         return self._mf.u8(info.offset, info.size, f"tensor {name!r}")
 
-    def verify(self) -> Report:
-        """Check every tensor (checksum, full decode, sparse structure) and the padding."""
-        from .verify import check_reader
-
-        report = Report(FMT, self._mf.path or "<buffer>")
-        return check_reader(self, report)
+    # verify(): every tensor (checksum, full decode, sparse structure) and the padding,
+    # ztensor.verify.verify_reader, joined in the package __init__ (MappedReader.use_verifier)
 
     def read(
         self,

@@ -36,6 +36,12 @@ def verify(source: Any, **options: Any) -> Report:
     return report
 
 
+def verify_reader(reader: Reader) -> Report:
+    """``Reader.verify()``: every tensor (checksum, full decode, sparse structure) and the
+    padding of an open reader."""
+    return check_reader(reader, Report(FMT, reader.path or "<buffer>"))
+
+
 def check_reader(reader: Reader, report: Report) -> Report:
     """Run every content check on an open reader, adding findings to ``report``."""
     reader._verified.clear()  # check every sum again, even ones already checked
