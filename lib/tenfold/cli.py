@@ -365,10 +365,12 @@ def _human(n: int) -> str:
     return f"{n} B"  # pragma: no cover
 
 
-def _compress_arg(text: str) -> tuple[str, int]:
+def _compress_arg(text: str) -> tuple[str | None, int]:
+    if text == "none":
+        return None, 3
     algo, _, level = text.partition(":")
     if algo != "zstd":
-        raise argparse.ArgumentTypeError(f"expected zstd or zstd:LEVEL, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected zstd, zstd:LEVEL or none, got {text!r}")
     try:
         lv = int(level) if level else 3
     except ValueError:
@@ -393,11 +395,14 @@ def cmd_convert(args: argparse.Namespace) -> int:
     from .convert import convert
 
     start = time.monotonic()
-    algo, level = args.compress if args.compress else (None, 3)
+    from .convert import KEEP
+
+    algo, level = args.compress if args.compress else (KEEP, 3)
+    checksum = KEEP if args.checksum is None else args.checksum
     n = convert(
         args.src,
         args.dst,
-        checksum=None if args.checksum == "none" else args.checksum,
+        checksum=None if checksum == "none" else checksum,
         compress=algo,
         level=level,
         threads=args.threads,
@@ -521,14 +526,15 @@ def _add_convert(sub: Any) -> None:
     p.add_argument(
         "--checksum",
         choices=("none", "crc32c", "sha256"),
-        default="crc32c",
-        help="per-tensor checksum where the format has one (.zt); default crc32c",
+        help="per-tensor checksum where the format has one (.zt); default: a .zt source's own "
+        "(per tensor), else crc32c",
     )
     p.add_argument(
         "--compress",
         type=_compress_arg,
-        metavar="zstd[:LEVEL]",
-        help="compress tensors (.zt per tensor, .fold per chunk, .npz deflate); default none",
+        metavar="zstd[:LEVEL]|none",
+        help="compress tensors (.zt per tensor, .fold per chunk, .npz deflate); default: as "
+        "the source when it has DST's format (.zt per tensor), else none",
     )
     p.add_argument(
         "--threads",

@@ -19,10 +19,16 @@ Rules
 * OINF packed types (i4, t2, ...) become their unpacked int8/uint8 values elsewhere (exact
   values); OINF tensors without data exist only in OINF. Sparse zTensor tensors are densified
   for formats with no sparse layout.
-* ``checksum`` (default ``"crc32c"``) is the per-tensor checksum of targets that have one
-  (zTensor); FOLD and WTXT always checksum every chunk, and OINF, safetensors and npz have
-  no per-tensor checksum. ``checksum=None`` keeps zTensor output byte-identical to ztensor
-  0.1.4.
+* ``checksum`` is the per-tensor checksum of targets that have one (zTensor); FOLD and WTXT
+  always checksum every chunk, and OINF, safetensors and npz have no per-tensor checksum.
+  ``checksum=None`` keeps zTensor output byte-identical to ztensor 0.1.4. ``compress``
+  compresses (zTensor per tensor, FOLD per chunk, npz members with deflate).
+* A conversion within one format is faithful by default (``checksum="keep"``,
+  ``compress="keep"``): zTensor 0.1.0 -> zTensor keeps each tensor's encoding (raw or zstd)
+  and checksum (none, crc32c or sha256), FOLD -> FOLD keeps zstd chunks when the source's
+  tensor chunks are compressed, npz -> npz keeps deflate when its members are deflated.
+  Between formats ``"keep"`` means ``crc32c`` and no compression. An explicit value applies
+  to every tensor.
 
 Memory: tensors are read one at a time (views of memory-mapped zTensor, OINF, safetensors
 and stored npz sources; WTXT arrays and deflated npz members decoded alone), written and
@@ -47,6 +53,8 @@ from .errors import EncodeError, UnsupportedError
 
 __all__ = ["convert", "read_any", "write_any", "open_source", "Source"]
 
+#: ``checksum`` / ``compress`` value: what the source has (same format), else the default.
+KEEP = "keep"
 #: The zTensor custom key that carries file metadata (on the first tensor).
 ZT_METADATA_KEY = "__metadata__"
 _FOLD_INTERNAL = ("chunk_hashes", "manifest_hash")
@@ -103,6 +111,11 @@ class Source:
         self._close = close
         #: a decode budget for sources that decode (npz): set, every array is charged to it
         self.budget: Any = None
+        #: ``stored(name) -> (encoding, checksum algorithm or None)`` of a zTensor 0.1.0
+        #: source's tensor: what a faithful zTensor -> zTensor conversion keeps
+        self.stored: Callable[[str], tuple[str, str | None]] | None = None
+        #: the source's tensors are compressed (FOLD zstd chunks, deflated npz members)
+        self.compressed = False
 
     def raw(self, name: str) -> tuple[int, int, str | None] | None:
         """``(file offset, nbytes, stored checksum)`` when the tensor's bytes in the source
@@ -182,8 +195,10 @@ def _zt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
             return None
         return i.offset, i.size, (f"{i.checksum_algo}:{i.checksum_hex}" if i.checksum else None)
 
-    return Source("ztensor", list(infos), spec, lambda n: r.read(n, copy=False), metadata=md,
-                  close=r.close, raw=raw, path=path)  # fmt: skip
+    src = Source("ztensor", list(infos), spec, lambda n: r.read(n, copy=False), metadata=md,
+                 close=r.close, raw=raw, path=path)  # fmt: skip
+    src.stored = lambda n: (infos[n].encoding, infos[n].checksum_algo)
+    return src
 
 
 def _oinf_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
@@ -258,13 +273,16 @@ def _fold_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
         md = {k: v for k, v in r.metadata.items() if k not in _FOLD_INTERNAL}
         sten = [c for c in r.chunks if c.ctype in ("STEN", "NPZ0")]
         extras = [f"chunk {c.name!r} ({c.ctype})" for c in r.chunks if c not in sten]
+        compressed = any(c.compression != "none" for c in sten)
         streamable = len(sten) == 1 and sten[0].ctype == "STEN" and sten[0].compression == "none"
         local = isinstance(path, (str, os.PathLike))  # a fetched buffer has no raw copies
         if streamable and local and _fold_chunk_intact(path, r, sten[0]):
             src = _fold_sten_source(path, sten[0], md)
             src.extras = extras
             return src
-    return _dict_source("fold", fold.load(path, limits=limits), metadata=md, extras=extras)
+    src = _dict_source("fold", fold.load(path, limits=limits), metadata=md, extras=extras)
+    src.compressed = compressed
+    return src
 
 
 def _fold_chunk_intact(path: Any, r: Any, c: Any) -> bool:
@@ -376,6 +394,7 @@ def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = 
         mf.close()
 
     src = Source("npz", list(members), spec, get, close=close)
+    src.compressed = any(not m.stored for m in members.values())
     return src
 
 
@@ -582,8 +601,8 @@ def convert(
     src: str | os.PathLike[str],
     dst: str | os.PathLike[str],
     *,
-    checksum: str | None = "crc32c",
-    compress: str | None = None,
+    checksum: str | None = KEEP,
+    compress: str | None = KEEP,
     level: int = 3,
     threads: int = 0,
     metadata: bool = True,
@@ -625,10 +644,12 @@ def convert(
             tensors = read_any(src)
         ztensor.save(dst, tensors, generation=zt_generation)
         return len(tensors)
-    if compress not in (None, "zstd"):
-        raise EncodeError(f"convert: compress must be None or 'zstd', got {compress!r}")
-    if checksum not in (None, "crc32c", "sha256"):
-        raise EncodeError(f"convert: checksum must be None, 'crc32c' or 'sha256', got {checksum!r}")
+    if compress not in (None, "zstd", KEEP):
+        raise EncodeError(f"convert: compress must be None, 'zstd' or 'keep', got {compress!r}")
+    if checksum not in (None, "crc32c", "sha256", KEEP):
+        raise EncodeError(
+            f"convert: checksum must be None, 'crc32c', 'sha256' or 'keep', got {checksum!r}"
+        )
     with open_source(src) as s:
         if s.refuse:
             raise EncodeError(f"{fmt}: {s.refuse[0]}, which tenfold cannot write to any format yet")
@@ -642,6 +663,7 @@ def convert(
         md = plan_metadata(fmt, s) if metadata else {}
         if not metadata:
             s.sizevars = {}
+        checksum, compress = _faithful(fmt, s, checksum, compress)
         if max_shard_size is not None:
             from .sharded import write_source
 
@@ -652,6 +674,20 @@ def convert(
         _write(fmt, dst, s, md, checksum=checksum, compress=compress, level=level,
                threads=threads, fsync=fsync, show=progress)  # fmt: skip
         return len(s.names)
+
+
+def _faithful(
+    fmt: str, s: Source, checksum: str | None, compress: str | None
+) -> tuple[str | None, str | None]:
+    """Resolve ``"keep"``: what the source has when it is of the target's format (a zTensor
+    source's per-tensor choices stay ``"keep"`` for :func:`_write_ztensor`), else crc32c and
+    no compression."""
+    per_tensor = fmt == s.fmt == "ztensor" and s.stored is not None
+    if checksum == KEEP and not per_tensor:
+        checksum = "crc32c"
+    if compress == KEEP and not per_tensor:
+        compress = "zstd" if fmt == s.fmt and s.compressed else None
+    return checksum, compress
 
 
 def _write(
@@ -727,16 +763,22 @@ def _write_ztensor(
     with Writer(dst, fsync=fsync, threads=threads) as w:
         for i, n in enumerate(s.names):
             attrs = {ZT_METADATA_KEY: md} if i == 0 and md else None
-            raw = s.raw(n) if compress is None else None
-            if raw is not None and (raw[2] is None or raw[2].split(":")[0] == checksum):
+            ck, enc = checksum, compress
+            if KEEP in (ck, enc):  # a zTensor source: this tensor's own choices
+                assert s.stored is not None
+                kept_enc, kept_ck = s.stored(n)
+                ck = kept_ck if ck == KEEP else ck
+                enc = (None if kept_enc == "raw" else kept_enc) if enc == KEEP else enc
+            raw = s.raw(n) if enc is None else None
+            if raw is not None and (raw[2] is None or raw[2].split(":")[0] == ck):
                 dt, shape = s.spec(n)
                 got = w.add_raw(n, dt, shape, s.blocks(raw[0], raw[1]),
-                                checksum=checksum, attrs=attrs)  # fmt: skip
+                                checksum=ck, attrs=attrs)  # fmt: skip
                 _check_source_sum(s, n, raw[2], got)
                 bar.update(raw[1])
                 continue
             v = s.get(n)
-            w.add(n, v, checksum=checksum, encoding=compress or "raw", level=level,
+            w.add(n, v, checksum=ck, encoding=enc or "raw", level=level,
                   attrs=attrs)  # fmt: skip
             bar.update(getattr(v, "nbytes", 0))
             release(v)
