@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -63,19 +61,13 @@ def conformance() -> Path:
     return CONFORMANCE
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _suite_tempdir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
-    """Every ``tempfile`` directory of the run (the docs' ``tempfile.mkdtemp()`` examples,
-    ``tenfold demo`` without a directory, subprocesses through ``TMPDIR``) goes into one
-    directory under pytest's own base, removed when the session ends: the suite leaves nothing
-    of its own in the system's temporary directory."""
-    base = tmp_path_factory.getbasetemp()  # pytest's base stays where pytest puts it
-    d = Path(tempfile.mkdtemp(prefix="tempfile-", dir=base))
-    mp = pytest.MonkeyPatch()
-    mp.setattr(tempfile, "tempdir", str(d))
-    mp.setenv("TMPDIR", str(d))
-    try:
-        yield d
-    finally:
-        mp.undo()
-        shutil.rmtree(d, ignore_errors=True)
+@pytest.fixture
+def tempdir_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """``tempfile`` (and ``TMPDIR`` for subprocesses) point at the test's ``tmp_path``.
+
+    The docs' examples make directories with ``tempfile.mkdtemp()`` and leave them (that keeps
+    the examples short); run under this fixture they land in pytest's directory, not in the
+    system's temporary directory, where CI piled up thousands of ``tmpXXXX``."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    return tmp_path

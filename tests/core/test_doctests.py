@@ -40,7 +40,7 @@ def test_discovery_finds_the_format_packages():
 
 
 @pytest.mark.parametrize("name", MODULES)
-def test_doctests(name):
+def test_doctests(name, tempdir_in_tmp_path):  # their tempfile.mkdtemp() dirs go to tmp_path
     # Every module imports on a base install (optional integrations import lazily).
     mod = importlib.import_module(name)
     finder = doctest.DocTestFinder(exclude_empty=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import io
 import os
+import shutil
 import sys
 import tarfile
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -178,7 +180,10 @@ def ray_cluster():
         import ray.data  # noqa: F401
     except ImportError:
         pytest.skip('ray is not installed (pip install "tenfold[ray]")')
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    # ray's session files (sockets: the path must stay short) in a directory removed after
+    temp = tempfile.mkdtemp(prefix="ray-")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False,
+             _temp_dir=temp)  # fmt: skip
     ctx = ray.data.DataContext.get_current()
     ctx.enable_progress_bars = False
     ctx.print_on_execution_start = False
@@ -186,6 +191,7 @@ def ray_cluster():
         yield ray
     finally:
         ray.shutdown()
+        shutil.rmtree(temp, ignore_errors=True)
 
 
 def by_key(rows: list[dict]) -> dict[str, dict]:

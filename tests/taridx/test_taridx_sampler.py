@@ -214,6 +214,7 @@ def _free_port() -> int:
 
 def _torchrun(script, args, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
+    env["TMPDIR"] = str(tmp_path)  # torchrun's torchelastic_* directories, removed with it
     env["PYTHONPATH"] = os.pathsep.join([str(Path(tx.__file__).parents[2])] + sys.path)
     cmd = [
         sys.executable,
