@@ -15,7 +15,6 @@ new arrays, with ``merkle_prev`` = the base's ``merkle_this``; the old signature
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac as _hmac
 import os
@@ -24,170 +23,28 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kernels
 from ..core.atomic import atomic_write
 from ..core.mapped import MappedFile
-from ..core.report import ERROR, OK, Report
 from ..errors import (
     EncodeError,
     FormatError,
     IntegrityError,
-    TenfoldError,
-    TruncatedError,
     describe,
 )
 from . import _spec as S
 from . import names as _names
-from ._text import Cursor, at_lines, err, fields
-from .reader import ChunkInfo, WtxtFile, check_ts, chunk_header, decode_chunk
+from ._text import Cursor, at_lines
+from .delta_parse import Delta, DeltaArray, parse_delta
+from .reader import WtxtFile
 from .writer import ChunkEncoder, array_digests, make_meta, prepare_arrays, write
 
-__all__ = ["make_delta", "apply_delta", "parse_delta", "Delta"]
-
-
-@dataclasses.dataclass
-class DeltaArray:
-    name: str
-    sha256: str
-    hmac: str
-    salt: str
-    lineno: int
-    chunks: list[tuple[ChunkInfo, bytes]]
-    end_lineno: int = 0
-
-    def where(self) -> str:
-        last = self.end_lineno if self.end_lineno > self.lineno else self.lineno
-        span = f"line {self.lineno}" if last == self.lineno else f"lines {self.lineno}-{last}"
-        return f"delta array {self.name!r} ({span})"
-
-
-@dataclasses.dataclass
-class Delta:
-    base_sha256_all: str
-    meta: dict[str, str] | None
-    root: dict[str, str] | None
-    arrays: list[DeltaArray]
-    root_lineno: int = 0
+__all__ = ["make_delta", "apply_delta", "parse_delta", "Delta", "DeltaArray"]
 
 
 def _rpc(info: Any) -> int | None:
     return (
         int(info.idx["rows_per_chunk"]) if info.idx and info.idx["row_blocking"] == "on" else None
     )
-
-
-def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
-    """Parse a DELTA v2 text strictly. With ``base``, chunk positions are checked against it."""
-    kern = _kernels.load("b64lines")
-    cur = Cursor(data)
-    text, ln, off = cur.line("'WTXT-DELTA 2 ...'")
-    if not text.startswith("WTXT-DELTA 2 "):
-        raise err(
-            FormatError,
-            ln,
-            off,
-            "bad delta magic",
-            expected="'WTXT-DELTA 2 ...'",
-            got=repr(text[:20]),
-        )
-    head = fields("D " + text[13:], "D", (("base_sha256_all", S.HEX64),), ln, off)
-    meta = root = None
-    root_ln = 0
-    raw = cur.peek_raw()
-    if raw is not None and raw.startswith(b"meta "):
-        text, ln, off = cur.line()
-        meta = fields(text, "meta", S.META_FIELDS, ln, off)
-        check_ts(meta["ts"], ln, off)
-    raw = cur.peek_raw()
-    if raw is not None and raw.startswith(b"root "):
-        text, ln, off = cur.line()
-        root = fields(text, "root", S.ROOT_FIELDS, ln, off)
-        root_ln = ln
-    arrays: list[DeltaArray] = []
-    base_arrays = {a.name: a for a in base.arrays} if base is not None else {}
-    scratch = np.empty(0, np.uint8)
-    while True:
-        text, ln, off = cur.line("'arr' or 'enddelta'")
-        if text == "enddelta":
-            break
-        a = fields(text, "arr", S.DARR_FIELDS, ln, off)
-        if arrays and a["name"].encode() <= arrays[-1].name.encode():
-            raise err(
-                FormatError,
-                ln,
-                off,
-                "delta array name order or duplicate",
-                expected=f"after {arrays[-1].name!r}",
-                got=a["name"],
-            )
-        binfo = base_arrays.get(a["name"])
-        if base is not None and binfo is None:
-            raise err(FormatError, ln, off, f"array {a['name']!r} is not in the base")
-        da = DeltaArray(a["name"], a["sha256"], a["hmac"], a["salt"], ln, [])
-        last = -1
-        while True:
-            raw = cur.peek_raw()
-            if raw is None:
-                raise err(TruncatedError, cur.lineno, cur.pos, "file ends; expected 'endarr'")
-            if raw == b"endarr":
-                da.end_lineno = cur.line()[1]
-                break
-            m = S.CH_RE.fullmatch(raw)
-            if m is None:
-                t, cl, co = cur.line("ch")
-                fields(t, "ch", S.CH_FIELDS, cl, co)
-                raise err(FormatError, cl, co, "unexpected line")  # pragma: no cover
-            ix = int(m.group(1))
-            if ix <= last:
-                raise err(
-                    FormatError,
-                    cur.lineno,
-                    cur.pos,
-                    "delta chunks must be in increasing ix order",
-                    expected=f"> {last:06d}",
-                    got=f"{ix:06d}",
-                )
-            last = ix
-            if binfo is not None:
-                if ix >= len(binfo.chunks):
-                    raise err(
-                        FormatError,
-                        cur.lineno,
-                        cur.pos,
-                        "chunk ix beyond the base array",
-                        expected=f"< {len(binfo.chunks):06d}",
-                        got=f"{ix:06d}",
-                    )
-                bc = binfo.chunks[ix]
-                boff, blen = bc.off, bc.length
-            else:
-                boff, blen = int(m.group(2)), int(m.group(3))
-            ch = chunk_header(cur, kern, data, ix, boff, blen, False)
-            if 4 * -(-ch.length // 3) > cur.size - cur.pos:  # before allocating for it
-                raise err(
-                    TruncatedError,
-                    cur.lineno,
-                    cur.pos,
-                    "ch 'len' larger than the rest of the file can hold",
-                    expected=f"<= {(cur.size - cur.pos) * 3 // 4}",
-                    got=ch.length,
-                )
-            buf = np.zeros(ch.length, np.uint8)
-            if ch.length:
-                if scratch.size < ch.lines * S.WIDTH:
-                    scratch = np.empty(ch.lines * S.WIDTH, np.uint8)
-                ch_rel = dataclasses.replace(ch, off=0)
-                decode_chunk(cur, kern, data, ch_rel, scratch, buf, False)
-            t, el, eo = cur.line("endch")
-            if t != "endch":
-                raise err(
-                    FormatError, el, eo, "expected 'endch'", expected="endch", got=repr(t[:40])
-                )
-            da.chunks.append((ch, buf.tobytes()))
-        arrays.append(da)
-    if not cur.at_end():
-        raise err(FormatError, cur.lineno, cur.pos, "data after 'enddelta'")
-    return Delta(head["base_sha256_all"], meta, root, arrays, root_ln)
 
 
 def _stored_names(
@@ -453,66 +310,3 @@ def _audit_text(base: WtxtFile) -> str | None:
     cur = Cursor(p.data)
     cur.skip_lines(p.audit_lineno - 1)
     return cur.line()[0]
-
-
-def inspect_delta(data: np.ndarray) -> list[dict]:
-    """Rows for ``tenfold inspect`` on a delta file."""
-    d = parse_delta(data)
-    rows = [
-        {
-            "name": "(delta)",
-            "dtype": "-",
-            "shape": "-",
-            "bytes": int(data.size),
-            "encoding": "-",
-            "layout": f"base {d.base_sha256_all[:16]}",
-            "checksum": "-",
-        }
-    ]
-    for a in d.arrays:
-        rows.append(
-            {
-                "name": a.name,
-                "dtype": "-",
-                "shape": "-",
-                "bytes": sum(c.length for c, _ in a.chunks),
-                "encoding": "base64/76+parity",
-                "layout": "chunks " + ",".join(f"{c.ix:06d}" for c, _ in a.chunks),
-                "checksum": "sha256 " + a.sha256[:16],
-            }
-        )
-    return rows
-
-
-def verify_delta(data: np.ndarray, report: Report, *, keys_given: bool = False) -> Report:
-    """Check a delta on its own (structure, parity, chunk CRC/SHA); the base is not needed.
-
-    A delta's HMACs cover the new arrays, which only exist once it is applied to its base, and
-    a delta is not signed: nothing in it can be authenticated on its own. When keys were given
-    (authentication asked for) that is an error row; apply the delta with ``apply_delta``.
-    """
-    report.summary["authentication"] = (
-        "none: a delta is authenticated only when applied "
-        "to its base (apply_delta with hmac_key, then verify the result)"
-    )
-    if keys_given:
-        report.add(
-            "delta (line 1)",
-            ERROR,
-            "keys were given, but a delta cannot be "
-            "authenticated on its own: apply it to its base and verify the result",
-        )
-    try:
-        d = parse_delta(data)
-    except TenfoldError as exc:
-        report.add("delta", ERROR, str(exc))
-        return report
-    report.summary["base_sha256_all"] = d.base_sha256_all
-    for a in d.arrays:
-        for c, _ in a.chunks:
-            report.add(
-                f"delta array {a.name!r} chunk {c.ix:06d} (line {c.lineno})",
-                OK,
-                "parity, crc32c, sha256" if c.length else "crc32c, sha256 (empty chunk)",
-            )
-    return report

@@ -1,0 +1,279 @@
+"""The chunk codec: one chunk's base64 lines checked and decoded (line framing, parity, alphabet
+and padding in the ``b64lines`` kernel; CRC-32C and SHA-256 of the decoded bytes), an array
+decoded again from the text, and the array-level digests fed chunk by chunk."""
+
+from __future__ import annotations
+
+import concurrent.futures
+import hashlib
+from typing import Any
+
+import crc32c as _crc32c
+import numpy as np
+import pybase64
+
+from .. import _kernels
+from ..core import parallel
+from ..core.checksums import crc32c
+from ..core.release import release
+from ..errors import FormatError, IntegrityError, TenfoldError, TruncatedError, describe
+from . import _spec as S
+from ._text import Cursor, at_lines, err
+from .records import ArrayInfo, ChunkInfo
+
+__all__ = [
+    "RELEASE_SPAN",
+    "KERNEL_ERRORS",
+    "kernel_error",
+    "damaged",
+    "decode_chunk",
+    "decode_array",
+    "ArrayDigests",
+    "FastXor",
+    "update_view",
+    "update_bytes",
+]
+
+#: Text pages already decoded are given back to the OS every this many bytes.
+RELEASE_SPAN = 4 << 20
+#: crc32c.crc32c is called directly on chunks up to this size (larger: the sliced helper).
+_CRC_DIRECT = 64 << 20
+
+KERNEL_ERRORS = {
+    1: (TruncatedError, "file ends inside the chunk's base64 lines"),
+    2: (FormatError, "base64 line width"),
+    3: (FormatError, "base64 line: character not in the base64 alphabet"),
+    4: (FormatError, "base64 line: missing ' <parity>' after the text"),
+    5: (FormatError, "base64 line: parity is not one lowercase hex digit"),
+    6: (FormatError, "base64 line: parity nibble mismatch"),
+    7: (FormatError, "base64 line: must end with LF right after the parity digit"),
+    8: (FormatError, "base64 line: non-canonical padding bits"),
+}
+
+
+def kernel_error(
+    status: int, text: np.ndarray, pos: int, first_line: int, line: int, base: int
+) -> Exception:
+    cls, what = KERNEL_ERRORS.get(status, (FormatError, f"base64 line: status {status}"))
+    if status in (3, 7) and pos < text.size:
+        b = int(text[pos])
+        if b == 13:
+            what += " (carriage return)"
+        elif b == 9:
+            what += " (tab)"
+        elif b == 32:
+            what += " (trailing or extra space)"
+        elif b >= 0x80:
+            what += f" (non-ASCII byte 0x{b:02x})"
+        elif status == 3:
+            what += f" ({chr(b)!r})"
+    if status == 6:
+        # recompute for the message: the nibble the line's characters give
+        start = int(text[:pos].tobytes().rfind(b"\n")) + 1
+        x = 0
+        for c in text[start : pos - 1].tobytes():
+            x ^= c
+        return err(
+            cls,
+            first_line + line,
+            base + pos,
+            what,
+            expected=f"'{x & 15:x}'",
+            got=f"'{chr(int(text[pos]))}'",
+        )
+    return err(cls, first_line + line, base + pos, what)
+
+
+def damaged(ch: ChunkInfo, exc: TenfoldError, collect: bool) -> None:
+    """Raise ``exc``, or (collecting) record it as the chunk's damage at the line it names."""
+    if not collect:
+        raise exc
+    ch.damage, ch.damage_line = str(exc), exc.line
+
+
+def decode_chunk(
+    cur: Cursor,
+    kern: Any,
+    data: np.ndarray,
+    ch: ChunkInfo,
+    scratch: np.ndarray,
+    buf: np.ndarray | None,
+    collect: bool,
+) -> bytes | None:
+    """Decode and check one chunk's base64 lines at ``cur``; its bytes go to ``buf`` (when
+    given) and are returned. None: damage recorded in ``ch`` (only with ``collect``)."""
+    status, line, p = kern.unframe_lines(cur.mv[cur.pos :], ch.lines, scratch, S.WIDTH)
+    if status != 0:
+        exc = kernel_error(status, data[cur.pos :], p, ch.lineno + 1, line, cur.pos)
+        if not collect or status == 1:
+            raise exc
+        ch.damage = str(exc)
+        ch.damage_line = ch.lineno + 1 + line
+        if not cur.skip_lines(ch.lines):
+            raise err(TruncatedError, cur.lineno, cur.pos, "file ends inside a chunk")
+        return None
+    cur.pos += p
+    cur.lineno += ch.lines
+    n = p - 3 * ch.lines
+    want = 4 * -(-ch.length // 3)
+    if n != want:
+        last = ch.lineno + ch.lines
+        w = n - S.WIDTH * (ch.lines - 1)
+        exc = err(
+            FormatError,
+            last,
+            cur.pos - w - 3,
+            "base64 line width (last line of the chunk)",
+            expected=want - S.WIDTH * (ch.lines - 1),
+            got=w,
+        )
+        damaged(ch, exc, collect)
+        return None
+    # the kernel has checked the alphabet and the padding; validate=True is pybase64's fast path
+    raw = pybase64.b64decode(S.mview(scratch)[:n], validate=True)
+    crc = f"{_crc32c.crc32c(raw) if n <= _CRC_DIRECT else crc32c(raw):08x}"
+    if crc != ch.crc32c:
+        exc = err(
+            IntegrityError,
+            ch.lineno,
+            ch.offset,
+            "chunk crc32c mismatch",
+            expected=ch.crc32c,
+            got=crc,
+        )
+        damaged(ch, exc, collect)
+        return None
+    sha = hashlib.sha256(raw).hexdigest()
+    if sha != ch.sha256:
+        exc = err(
+            IntegrityError,
+            ch.lineno,
+            ch.offset,
+            "chunk sha256 mismatch",
+            expected=ch.sha256,
+            got=sha,
+        )
+        damaged(ch, exc, collect)
+        return None
+    if buf is not None:
+        S.mview(buf)[ch.off : ch.off + ch.length] = raw
+    return raw
+
+
+def decode_array(data: np.ndarray, a: ArrayInfo) -> np.ndarray:
+    """Array ``a``'s bytes decoded again from ``data``, the text ``parse`` indexed it in.
+
+    Every check of the first pass runs again (line widths, alphabet, parity, canonical
+    padding, chunk CRC-32C and SHA-256), and the array's SHA-256 must equal the one the file
+    declares (the value ``parse`` verified, and which the HMAC and the root cover): bytes
+    that changed after the file was opened raise :class:`IntegrityError`. The text pages
+    are given back as they are decoded; the result is a new owned array.
+    """
+    kern = _kernels.load("b64lines")
+    buf = np.empty(a.nbytes, np.uint8)
+    cur = Cursor(data)
+    scratch = np.empty(0, np.uint8)
+    sha = hashlib.sha256()
+    released = -1
+    for ch in a.chunks:
+        if not ch.length:
+            continue
+        n = ch.lines * S.WIDTH
+        if scratch.size < n:
+            scratch = np.empty(n, np.uint8)
+        cur.pos, cur.lineno = ch.text, ch.lineno + 1
+        if released < 0:
+            released = ch.text
+        raw = decode_chunk(cur, kern, data, ch, scratch, buf, False)
+        assert raw is not None  # collect=False raises on damage
+        sha.update(raw)
+        if cur.pos - released >= RELEASE_SPAN:
+            release(data[released : cur.pos])
+            released = cur.pos
+    if released >= 0:
+        release(data[released : cur.pos])
+    got = sha.hexdigest()
+    if got != a.sha256:
+        raise at_lines(
+            IntegrityError(
+                describe(
+                    S.FMT,
+                    a.where(),
+                    offset=a.offset,
+                    detail="sha256 mismatch (the file changed after it was opened)",
+                    expected=a.sha256,
+                    got=got,
+                )
+            ),
+            a.lineno,
+            a.end_lineno,
+        )
+    return buf
+
+
+class ArrayDigests:
+    """Array-level digests fed in order (inline, or on one worker thread)."""
+
+    def __init__(self, workers: int) -> None:
+        self.pool = parallel.Pool(1, "wtxt-hash") if workers > 1 else None
+        self.futures: list[concurrent.futures.Future[None]] = []
+        self.all = hashlib.sha256()
+
+    def submit(self, fn: Any, *args: Any) -> None:
+        if self.pool is None:
+            fn(*args)
+        else:
+            self.futures.append(self.pool.submit(fn, *args))
+
+    def wait(self) -> None:
+        for f in self.futures:
+            f.result()
+        self.futures.clear()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+
+
+def update_view(hashers: list[Any], view: np.ndarray) -> None:
+    mv = S.mview(view)
+    for h in hashers:
+        h.update(mv)
+
+
+def update_bytes(hashers: list[Any], raw: bytes) -> None:
+    for h in hashers:
+        h.update(raw)
+
+
+class FastXor:
+    """``fastxor`` of one array fed in chunks of any length (``xor_u64_le`` of the whole
+    array: little-endian u64 words, the last one zero-padded)."""
+
+    def __init__(self, scan: Any) -> None:
+        self.scan = scan
+        self.acc = 0
+        self.tail = b""
+
+    def feed(self, raw: bytes) -> None:
+        mv = memoryview(raw)
+        if self.tail:
+            k = 8 - len(self.tail)
+            head = self.tail + bytes(mv[:k])
+            mv = mv[k:]
+            if len(head) < 8:
+                self.tail = head
+                return
+            self.acc = self.scan.xor_u64_le(head, self.acc)
+        n = len(mv) - len(mv) % 8
+        if n:
+            self.acc = self.scan.xor_u64_le(mv[:n], self.acc)
+        self.tail = bytes(mv[n:])
+
+    def end(self, acc: int) -> int:
+        """The file's running ``fastxor`` ``acc`` with this array folded in; resets."""
+        if self.tail:
+            self.acc = self.scan.xor_u64_le(self.tail, self.acc)
+        out = acc ^ self.acc
+        self.acc, self.tail = 0, b""
+        return out
