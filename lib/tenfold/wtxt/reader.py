@@ -16,10 +16,13 @@ import numpy as np
 
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.reader import MappedReader, TensorInfo
+from ..errors import FormatError
 from . import _spec as S
+from . import names
 from ._crypto import check_signature as check_signature  # noqa: F401  (public here before)
 from ._crypto import keyid_of as keyid_of  # noqa: F401  (public here since before _crypto)
 from ._crypto import read_wsum, wsum_path
+from ._text import err
 from .checks import enforce, root_values
 from .codec import decode_array
 from .parse import parse
@@ -47,6 +50,12 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
     SHA-256 against the verified value, and returns it as a new owned array. Memory: about
     one array, not the file. ``mmap=False`` reads a local file with ``pread`` into owned
     memory; a URL or fsspec file is fetched whole (a text format parsed in full).
+
+    Keys are the tensor names: a file written with tenfold's reversible name encoding (cap
+    item ``tenfold_names``, :mod:`tenfold.wtxt.names`) has its stored names decoded and its
+    0-d arrays given shape ``()`` again, as :func:`tenfold.load` does. ``raw_names=True``
+    keys the arrays by the names the file stores instead (what a reader that does not know
+    the convention sees); :meth:`stored_name` maps a key to its stored name either way.
     """
 
     def __init__(
@@ -60,6 +69,7 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         limits: Limits = DEFAULT_LIMITS,
         workers: int = 1,
         mmap: bool = True,
+        raw_names: bool = False,
     ) -> None:
         # A text format parsed (and checked) whole at open: a remote file is fetched whole.
         self._map(source, S.FMT, mmap=mmap)
@@ -75,6 +85,8 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
                 wsum = wsum_path(self._mf.path)
             self.wsum = read_wsum(wsum) if self.parsed.pending else None
             enforce(self.parsed, self.wsum, keys, pubs, allow_pending)
+            decode = not raw_names and names.CAP_ITEM in self.parsed.cap
+            self._by_name, self._scalars = _keys(self.parsed.arrays, decode)
         except BaseException:
             self.close()
             raise
@@ -83,7 +95,6 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         self.root = root_values(self.parsed, self.wsum)
         self.audit = self.parsed.audit
         self.arrays = self.parsed.arrays
-        self._by_name = {a.name: a for a in self.arrays}
         data = self.parsed.data
         for a in self.arrays:
             a.loader = lambda info, data=data: decode_array(data, info)
@@ -109,6 +120,8 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         its basic slice ``index`` (of the decoded array: base64 text cannot be read in row
         ranges)."""
         a = self._array_info(name).array()
+        if name in self._scalars:
+            a = a.reshape(())
         if index is None:
             return a
         from ..core.slicing import plan
@@ -122,9 +135,9 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         """
         a = self._array_info(name)
         return TensorInfo(
-            name=a.name,
+            name=name,
             dtype=a.dtype,
-            shape=a.shape,
+            shape=() if name in self._scalars else a.shape,
             byte_range=None,
             encoding="base64",
             checksum=f"sha256:{a.sha256}",
@@ -134,6 +147,7 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
                 "chunks": len(a.chunks),
                 "hmac_state": a.hmac_state,
                 "idx": a.idx,
+                "stored_name": a.name,
             },
         )
 
@@ -151,8 +165,32 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         src = self._mf.path if local else self._mf.buffer()
         return _verify(src, hmac_keys=self._hmac_keys, public_keys=self._public_keys)
 
+    def stored_name(self, name: str) -> str:
+        """The name array ``name`` is stored under in the file (its ``arr`` line)."""
+        return self._array_info(name).name
+
     def to_dict(self) -> dict[str, np.ndarray]:
-        return {a.name: a.array() for a in self.arrays}
+        """Every array, decoded and checked again, by key."""
+        return {name: self.read(name) for name in self._by_name}
+
+
+def _keys(arrays: list[ArrayInfo], decode: bool) -> tuple[dict[str, ArrayInfo], set[str]]:
+    """The arrays by key, and the keys of 0-d arrays: with ``decode``, the stored names
+    decoded (:func:`.names.decode`; a malformed one is a FormatError naming its line)."""
+    if not decode:
+        return {a.name: a for a in arrays}, set()
+    by_name: dict[str, ArrayInfo] = {}
+    scalars: set[str] = set()
+    for a in arrays:
+        try:
+            name, scalar = names.decode(a.name)
+        except FormatError as exc:
+            detail = str(exc).removeprefix(f"{S.FMT}: ")
+            raise err(FormatError, a.lineno, a.offset, detail) from None
+        by_name[name] = a
+        if scalar and a.nbytes == S.DTYPES[a.dtype].itemsize:
+            scalars.add(name)
+    return by_name, scalars
 
 
 def open(source: Any, **kw: Any) -> WtxtFile:  # noqa: A001 - format API name
@@ -169,7 +207,8 @@ def read(
     ``merkle_this`` are always checked. Passing ``hmac_keys`` requires every array to be
     authenticated by one of them; passing ``public_keys`` requires a valid Ed25519 signature
     from one of them. A ``root_pending`` file needs its ``.wsum`` sidecar (``wsum=`` to name
-    it, ``allow_pending=True`` to read without the root check).
+    it, ``allow_pending=True`` to read without the root check). Keys are the tensor names
+    (encoded names decoded; ``raw_names=True``: as stored), see :class:`WtxtFile`.
 
     Raises
     ------
