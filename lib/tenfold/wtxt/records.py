@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import array
 import dataclasses
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, overload
 
 import numpy as np
@@ -14,7 +14,14 @@ import numpy as np
 from ..core.release import release
 from . import _spec as S
 
-__all__ = ["ChunkInfo", "ChunkTable", "ArrayInfo", "Parsed", "span"]
+__all__ = ["ChunkInfo", "ChunkTable", "ArrayInfo", "Parsed", "chunk_spans", "span"]
+
+
+def chunk_spans(chunks: Sequence[ChunkInfo]) -> Iterator[tuple[int, int, int, bytes]]:
+    """``(off, len, text offset, SHA-256 digest)`` of each chunk (:meth:`ChunkTable.spans`)."""
+    if isinstance(chunks, ChunkTable):
+        return chunks.spans()
+    return ((c.off, c.length, c.text, bytes.fromhex(c.sha256)) for c in chunks)
 
 
 def span(first: int, last: int) -> str:
@@ -59,6 +66,15 @@ class ChunkTable(Sequence[ChunkInfo]):
 
     def __len__(self) -> int:
         return len(self.crc)
+
+    def spans(self) -> Iterator[tuple[int, int, int, bytes]]:
+        """``(off, len, text offset, SHA-256 digest)`` of every chunk, without building
+        :class:`ChunkInfo` rows (the re-read's loop)."""
+        sha, pos, clen, nbytes = self.sha, self.pos, self.clen, self.nbytes
+        for i in range(len(self.crc)):
+            off = i * clen
+            length = min(clen, nbytes - off) if nbytes else 0
+            yield off, length, pos[3 * i + 2], bytes(sha[32 * i : 32 * i + 32])
 
     @overload
     def __getitem__(self, i: int) -> ChunkInfo: ...
