@@ -36,7 +36,7 @@ from . import names as _names
 from ._text import Cursor, at_lines
 from .delta_parse import Delta, DeltaArray, parse_delta
 from .reader import WtxtFile
-from .writer import ChunkEncoder, array_digests, make_meta, prepare_arrays, write
+from .writer import ChunkEncoder, Prepared, array_digests, make_meta, prepare_arrays, write
 
 __all__ = ["make_delta", "apply_delta", "parse_delta", "Delta", "DeltaArray"]
 
@@ -79,14 +79,7 @@ def make_delta(
     new snapshot would use. The target ``meta`` and ``root`` lines are always written.
     """
     with WtxtFile(base_path, hmac_keys=base_hmac_keys) as base:
-        if base.root is None:
-            raise FormatError(
-                describe(
-                    S.FMT,
-                    f"base root_pending (line {base.parsed.root_lineno})",
-                    detail="root pending: finalize it first",
-                )
-            )
+        base_root = _finalized_root(base)
         bm = base.meta
         meta = make_meta(
             bm["schema"],
@@ -96,59 +89,19 @@ def make_delta(
             bm["host"],
             bm["cuda"],
         )
-        rpc = {a.name: _rpc(a) for a in base.arrays}
-        binfo = {a.name: a for a in base.arrays}
-        arrays = _stored_names(arrays, base.cap, binfo)
-        items = prepare_arrays(arrays, meta["gen"], salt, rpc)
-        if [it.name for it in items] != list(binfo):
-            raise EncodeError(
-                describe(
-                    S.FMT,
-                    "delta",
-                    detail="arrays must have the base's names",
-                    expected=list(binfo),
-                    got=[it.name for it in items],
-                )
-            )
-        for it in items:
-            b = binfo[it.name]
-            if it.tag != b.dtype or it.shape != b.shape:
-                raise EncodeError(
-                    describe(
-                        S.FMT,
-                        f"array {it.name!r}",
-                        detail="a delta cannot change dtype or shape",
-                        expected=f"{b.dtype} {b.shape}",
-                        got=f"{it.tag} {it.shape}",
-                    )
-                )
+        items = _like_base(base, arrays, meta["gen"], salt)
         lines, all_hex, fx = array_digests(
             items, None if hmac_key is None else bytes(hmac_key), None
         )
-        prev = base.root["merkle_this"]
+        prev = base_root["merkle_this"]
         root = S.root_line(
             all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"]), fx
         )
-        blocks = []
-        nchunks = 0
-        for it, line in zip(items, lines, strict=True):
-            b = binfo[it.name]
-            f = dict(t.split("=", 1) for t in line.split(" ")[1:])
-            changed = [
-                c.ix
-                for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.size, it.clen), strict=True)
-                if hashlib.sha256(S.mview(it.data())[off : off + ln]).hexdigest() != c.sha256
-            ]
-            if not changed and (f["sha256"], f["hmac"], f["salt"]) == (b.sha256, b.hmac, b.salt):
-                continue
-            blocks.append((it, f, changed))
-            nchunks += len(changed)
-        base_all = base.root["sha256_all"]
-    enc = ChunkEncoder()
+        blocks = _changed(base, items, lines)
+    head = f"WTXT-DELTA 2 base_sha256_all={base_root['sha256_all']}\n{S.meta_line(meta)}\n{root}\n"
     with atomic_write(delta_path) as out:
-        out.write(
-            f"WTXT-DELTA 2 base_sha256_all={base_all}\n{S.meta_line(meta)}\n{root}\n".encode()
-        )
+        out.write(head.encode())
+        enc = ChunkEncoder()
         for it, f, changed in blocks:
             out.write(
                 f"arr name={it.name} sha256={f['sha256']} hmac={f['hmac']} "
@@ -161,7 +114,71 @@ def make_delta(
                 out.write(enc.block(ix, off, mv[off : off + ln]))
             out.write(b"endarr\n")
         out.write(b"enddelta\n")
-    return nchunks
+    return sum(len(changed) for _, _, changed in blocks)
+
+
+def _finalized_root(base: WtxtFile) -> dict[str, str]:
+    """The base's root; a ``root_pending`` base (no root yet) is refused."""
+    if base.root is None:
+        raise FormatError(
+            describe(
+                S.FMT,
+                f"base root_pending (line {base.parsed.root_lineno})",
+                detail="root pending: finalize it first",
+            )
+        )
+    return base.root
+
+
+def _like_base(base: WtxtFile, arrays: Mapping[str, Any], gen: str, salt: Any) -> list[Prepared]:
+    """``arrays`` laid out for writing, refused unless they have the base's names (as stored),
+    dtypes and shapes."""
+    binfo = {a.name: a for a in base.arrays}
+    arrays = _stored_names(arrays, base.cap, binfo)
+    items = prepare_arrays(arrays, gen, salt, {a.name: _rpc(a) for a in base.arrays})
+    if [it.name for it in items] != list(binfo):
+        raise EncodeError(
+            describe(
+                S.FMT,
+                "delta",
+                detail="arrays must have the base's names",
+                expected=list(binfo),
+                got=[it.name for it in items],
+            )
+        )
+    for it in items:
+        b = binfo[it.name]
+        if it.tag != b.dtype or it.shape != b.shape:
+            raise EncodeError(
+                describe(
+                    S.FMT,
+                    f"array {it.name!r}",
+                    detail="a delta cannot change dtype or shape",
+                    expected=f"{b.dtype} {b.shape}",
+                    got=f"{it.tag} {it.shape}",
+                )
+            )
+    return items
+
+
+def _changed(
+    base: WtxtFile, items: list[Prepared], lines: list[str]
+) -> list[tuple[Prepared, dict[str, str], list[int]]]:
+    """Per array that differs from the base: its new ``arr`` fields and the indices of the
+    chunks whose SHA-256 changed."""
+    binfo = {a.name: a for a in base.arrays}
+    blocks = []
+    for it, line in zip(items, lines, strict=True):
+        b = binfo[it.name]
+        f = dict(t.split("=", 1) for t in line.split(" ")[1:])
+        changed = [
+            c.ix
+            for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.size, it.clen), strict=True)
+            if hashlib.sha256(S.mview(it.data())[off : off + ln]).hexdigest() != c.sha256
+        ]
+        if changed or (f["sha256"], f["hmac"], f["salt"]) != (b.sha256, b.hmac, b.salt):
+            blocks.append((it, f, changed))
+    return blocks
 
 
 def apply_delta(
@@ -185,16 +202,9 @@ def apply_delta(
         WtxtFile(base_path, hmac_keys=base_hmac_keys) as base,
         MappedFile(delta_path, fmt=S.FMT) as dm,
     ):
-        if base.root is None:
-            raise FormatError(
-                describe(
-                    S.FMT,
-                    f"base root_pending (line {base.parsed.root_lineno})",
-                    detail="root pending: finalize it first",
-                )
-            )
+        base_root = _finalized_root(base)
         d = parse_delta(dm.buffer(), base)
-        if d.base_sha256_all != base.root["sha256_all"]:
+        if d.base_sha256_all != base_root["sha256_all"]:
             raise at_lines(
                 IntegrityError(
                     describe(
@@ -202,86 +212,27 @@ def apply_delta(
                         "delta line 1",
                         field="base_sha256_all",
                         detail=f"not the base's root (line {base.parsed.root_lineno} of the base)",
-                        expected=base.root["sha256_all"],
+                        expected=base_root["sha256_all"],
                         got=d.base_sha256_all,
                     )
                 ),
                 1,
             )
-        new = {a.name: a.raw_bytes().copy() for a in base.arrays}
         info = {a.name: a for a in base.arrays}
+        new = {a.name: a.raw_bytes().copy() for a in base.arrays}
         salts = {a.name: a.salt for a in base.arrays}
         hmacs = {a.name: a.hmac for a in base.arrays}
         for da in d.arrays:
-            buf = new[da.name]
-            for ch, raw in da.chunks:
-                buf[ch.off : ch.off + ch.length] = np.frombuffer(raw, np.uint8)
-            sha = hashlib.sha256(S.mview(buf)).hexdigest()
-            last = da.end_lineno
-            if sha != da.sha256:
-                raise at_lines(
-                    IntegrityError(
-                        describe(S.FMT, da.where(), field="sha256", expected=da.sha256, got=sha)
-                    ),
-                    da.lineno,
-                    last,
-                )
-            if hmac_key is not None:
-                # a key given makes authentication mandatory (read's policy): zero is refused
-                if da.hmac == S.ZERO64:
-                    raise at_lines(
-                        IntegrityError(
-                            describe(
-                                S.FMT,
-                                da.where(),
-                                field="hmac",
-                                detail="unauthenticated (hmac is zero) but an hmac key was given",
-                            )
-                        ),
-                        da.lineno,
-                        last,
-                    )
-                m = _hmac.new(bytes(hmac_key), bytes.fromhex(da.salt) + buf.tobytes(), "sha256")
-                if not _hmac.compare_digest(m.hexdigest(), da.hmac):
-                    raise at_lines(
-                        IntegrityError(
-                            describe(
-                                S.FMT, da.where(), field="hmac", detail="does not authenticate"
-                            )
-                        ),
-                        da.lineno,
-                        last,
-                    )
+            _patch(new[da.name], da, hmac_key)
             salts[da.name], hmacs[da.name] = da.salt, da.hmac
         meta = d.meta if d.meta is not None else base.meta
         arrays = {n: new[n].view(S.DTYPES[info[n].dtype]).reshape(info[n].shape) for n in new}
         rpc = {n: _rpc(info[n]) for n in new}
-        prev = base.root["merkle_this"]
-        audit_text = _audit_text(base)
+        prev = base_root["merkle_this"]
         if d.root is not None:
-            items = prepare_arrays(arrays, meta["gen"], salts, rpc)
-            _, all_hex, fx = array_digests(items, None, hmacs)
-            this = S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"])
-            got = {
-                "sha256_all": all_hex,
-                "merkle_prev": prev,
-                "merkle_this": this,
-                "fastxor": f"{fx:016x}",
-            }
-            for k, v in got.items():
-                if d.root[k] != v:
-                    raise at_lines(
-                        IntegrityError(
-                            describe(
-                                S.FMT,
-                                f"delta target root (line {d.root_lineno})",
-                                field=k,
-                                expected=d.root[k],
-                                got=v,
-                            )
-                        ),
-                        d.root_lineno,
-                    )
+            _check_target_root(
+                d, prepare_arrays(arrays, meta["gen"], salts, rpc), hmacs, meta, prev
+            )
         write(
             out_path,
             arrays,
@@ -298,9 +249,66 @@ def apply_delta(
             # the base's name encoding is a property of its names, which a delta keeps
             cap_extra=[c for c in base.cap if c == _names.CAP_ITEM],
             merkle_prev=prev,
-            audit=audit_text,
+            audit=_audit_text(base),
             _hmacs=hmacs,
         )
+
+
+def _patch(buf: np.ndarray, da: DeltaArray, hmac_key: bytes | None) -> None:
+    """Write a delta array's chunks into the base array's bytes ``buf``; check the array's
+    SHA-256, and its HMAC when ``hmac_key`` is given (then mandatory, as ``read`` has it)."""
+    for ch, raw in da.chunks:
+        buf[ch.off : ch.off + ch.length] = np.frombuffer(raw, np.uint8)
+    sha = hashlib.sha256(S.mview(buf)).hexdigest()
+    first, last = da.lineno, da.end_lineno
+    if sha != da.sha256:
+        raise at_lines(
+            IntegrityError(
+                describe(S.FMT, da.where(), field="sha256", expected=da.sha256, got=sha)
+            ),
+            first,
+            last,
+        )
+    if hmac_key is None:
+        return
+    if da.hmac == S.ZERO64:
+        detail = "unauthenticated (hmac is zero) but an hmac key was given"
+        raise at_lines(
+            IntegrityError(describe(S.FMT, da.where(), field="hmac", detail=detail)), first, last
+        )
+    m = _hmac.new(bytes(hmac_key), bytes.fromhex(da.salt) + buf.tobytes(), "sha256")
+    if not _hmac.compare_digest(m.hexdigest(), da.hmac):
+        raise at_lines(
+            IntegrityError(
+                describe(S.FMT, da.where(), field="hmac", detail="does not authenticate")
+            ),
+            first,
+            last,
+        )
+
+
+def _check_target_root(
+    d: Delta, items: list[Prepared], hmacs: dict[str, str], meta: Mapping[str, str], prev: str
+) -> None:
+    """The delta's target ``root`` line against the root of the patched arrays."""
+    assert d.root is not None
+    _, all_hex, fx = array_digests(items, None, hmacs)
+    this = S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"])
+    got = {"sha256_all": all_hex, "merkle_prev": prev, "merkle_this": this, "fastxor": f"{fx:016x}"}
+    for k, v in got.items():
+        if d.root[k] != v:
+            raise at_lines(
+                IntegrityError(
+                    describe(
+                        S.FMT,
+                        f"delta target root (line {d.root_lineno})",
+                        field=k,
+                        expected=d.root[k],
+                        got=v,
+                    )
+                ),
+                d.root_lineno,
+            )
 
 
 def _audit_text(base: WtxtFile) -> str | None:

@@ -72,124 +72,163 @@ def recover(source: Any) -> Recovery:
 
 
 def recover_data(data: np.ndarray) -> Recovery:
-    kern = _kernels.load("b64lines")
-    blob = data.tobytes()
-    lines = blob.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    starts = [0]
-    for ln in lines[:-1]:
-        starts.append(starts[-1] + len(ln) + 1)
-    arrays: dict[str, np.ndarray] = {}
-    partial: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    damage: list[Damage] = []
-    i = 0
-    n = len(lines)
-    while i < n:
-        if not lines[i].startswith(b"arr "):
-            i += 1
-            continue
+    """:func:`recover` on a text already in memory (``data``, uint8)."""
+    return _Recoverer(data.tobytes()).run()
+
+
+_CHUNK_END = (b"endch", b"ch ", b"arr ", b"endarr", b"endwtxt")
+_ARRAY_END = (b"arr ", b"endarr", b"endwtxt", b"audit")
+
+
+@dataclasses.dataclass
+class _Array:
+    """An array being recovered: its ``arr`` fields, bytes so far and which chunks were good."""
+
+    name: str
+    line: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
+    sha256: str
+    buf: np.ndarray
+    mask: np.ndarray
+    layout: list[tuple[int, int]] = dataclasses.field(default_factory=list)
+    good: set[int] = dataclasses.field(default_factory=set)
+
+
+class _Recoverer:
+    """One tolerant pass over the lines of a WTXT text, by delimiters rather than counts."""
+
+    def __init__(self, blob: bytes) -> None:
+        self.kern = _kernels.load("b64lines")
+        self.size = len(blob)
+        self.lines = blob.split(b"\n")
+        if self.lines and self.lines[-1] == b"":
+            self.lines.pop()
+        self.starts = [0]
+        for ln in self.lines[:-1]:
+            self.starts.append(self.starts[-1] + len(ln) + 1)
+        self.arrays: dict[str, np.ndarray] = {}
+        self.partial: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.damage: list[Damage] = []
+
+    def run(self) -> Recovery:
+        i, n = 0, len(self.lines)
+        while i < n:
+            i = self._array(i) if self.lines[i].startswith(b"arr ") else i + 1
+        return Recovery(self.arrays, self.partial, self.damage)
+
+    def _fields(self, i: int, tag: str, spec: Any) -> dict[str, str]:
+        return fields(self.lines[i].decode("ascii"), tag, spec, i + 1, self.starts[i])
+
+    def _array(self, i: int) -> int:
+        """The array whose ``arr`` line is line ``i`` (0-based); returns the next line."""
         try:
-            a = fields(lines[i].decode("ascii"), "arr", S.ARR_FIELDS, i + 1, starts[i])
+            a = self._fields(i, "arr", S.ARR_FIELDS)
         except (TenfoldError, UnicodeDecodeError) as exc:
-            damage.append(Damage(None, None, i + 1, i + 1, f"arr line unreadable: {exc}"))
-            i += 1
-            continue
-        name, arr_ln = a["name"], i + 1
-        dt = S.DTYPES[a["dtype"]]
+            self.damage.append(Damage(None, None, i + 1, i + 1, f"arr line unreadable: {exc}"))
+            return i + 1
+        name, dt = a["name"], S.DTYPES[a["dtype"]]
         shape = tuple(int(d) for d in a["shape"].split(","))
         nbytes = int(a["bytes"])
-        if nbytes != int(np.prod(shape, dtype=object)) * dt.itemsize or nbytes > len(blob):
-            damage.append(Damage(name, None, arr_ln, arr_ln, "arr 'bytes' inconsistent"))
-            i += 1
-            continue
-        buf = np.zeros(nbytes, np.uint8)
-        mask = np.zeros(nbytes, bool)
-        i += 1
-        rpc = None
-        if i < n and lines[i].startswith(b"idx "):
-            try:
-                idx = fields(lines[i].decode("ascii"), "idx", S.IDX_FIELDS, i + 1, starts[i])
-                if idx["row_blocking"] == "on":
-                    rpc = int(idx["rows_per_chunk"])
-            except (TenfoldError, UnicodeDecodeError) as exc:
-                damage.append(Damage(name, None, i + 1, i + 1, f"idx line unreadable: {exc}"))
-            i += 1
+        if nbytes != int(np.prod(shape, dtype=object)) * dt.itemsize or nbytes > self.size:
+            self.damage.append(Damage(name, None, i + 1, i + 1, "arr 'bytes' inconsistent"))
+            return i + 1
+        arr = _Array(
+            name, i + 1, dt, shape, a["sha256"], np.zeros(nbytes, np.uint8), np.zeros(nbytes, bool)
+        )
+        i, rpc = self._idx(i + 1, name)
         clen = S.chunk_length(shape, dt.itemsize, rpc)
-        expected = S.chunk_layout(nbytes, clen) if clen else [(0, 0)]
-        good: set[int] = set()
-        while i < n and not lines[i].startswith((b"arr ", b"endarr", b"endwtxt", b"audit")):
-            if not lines[i].startswith(b"ch "):
-                damage.append(Damage(name, None, i + 1, i + 1, "stray line outside a chunk"))
+        arr.layout = S.chunk_layout(nbytes, clen) if clen else [(0, 0)]
+        n = len(self.lines)
+        while i < n and not self.lines[i].startswith(_ARRAY_END):
+            if self.lines[i].startswith(b"ch "):
+                i = self._chunk(i, arr)
+            else:
+                self.damage.append(Damage(name, None, i + 1, i + 1, "stray line outside a chunk"))
                 i += 1
-                continue
-            ch_ln = i + 1
-            m = S.CH_RE.fullmatch(lines[i])
-            j = i + 1
-            while j < n and not lines[j].startswith(
-                (b"endch", b"ch ", b"arr ", b"endarr", b"endwtxt")
-            ):
-                j += 1
-            body = lines[i + 1 : j]
-            end_ln = j + 1 if j < n and lines[j] == b"endch" else j
-            if m is None:
-                damage.append(Damage(name, None, ch_ln, end_ln, "ch line unreadable"))
-                i = j + 1 if j < n and lines[j] == b"endch" else j
-                continue
-            ix, off, ln_, nl = (int(m.group(1)), int(m.group(2)), int(m.group(3)), int(m.group(6)))
-            reason = None
-            if ix >= len(expected) or expected[ix] != (off, ln_):
-                reason = "ch ix/off/len do not fit the array's chunk layout"
-            elif nl != S.b64_lines(ln_) or len(body) != nl:
-                reason = f"expected {S.b64_lines(ln_)} base64 lines, found {len(body)}"
-            elif j >= n or lines[j] != b"endch":
-                reason = "missing endch"
-            raw = b""
-            if reason is None and nl:
-                text = b"\n".join(body) + b"\n"
-                scratch = np.zeros(nl * S.WIDTH, np.uint8)
-                st, bad, pos = kern.unframe_lines(text, nl, scratch, S.WIDTH)
-                if st:
-                    kexc = kernel_error(
-                        st, np.frombuffer(text, np.uint8), pos, ch_ln + 1, bad, starts[ch_ln]
-                    )
-                    reason = str(kexc)
-                    damage.append(Damage(name, ix, ch_ln + 1 + bad, ch_ln + 1 + bad, reason))
-                    reason = ""
-                else:
-                    raw = pybase64.b64decode(S.mview(scratch)[: pos - 3 * nl])
-            if reason is None:
-                if f"{crc32c(raw):08x}" != m.group(5).decode():
-                    reason = "crc32c mismatch"
-                elif hashlib.sha256(raw).hexdigest() != m.group(4).decode():
-                    reason = "sha256 mismatch"
-            if reason is None:
-                buf[off : off + ln_] = np.frombuffer(raw, np.uint8)
-                mask[off : off + ln_] = True
-                good.add(ix)
-            elif reason:
-                damage.append(Damage(name, ix, ch_ln, end_ln, reason))
-            i = j + 1 if j < n and lines[j] == b"endch" else j
-        missing = [k for k in range(len(expected)) if k not in good]
-        seen = {d.chunk for d in damage if d.array == name}
+        self._finish(arr)
+        return i + 1 if i < n and self.lines[i] == b"endarr" else i
+
+    def _idx(self, i: int, name: str) -> tuple[int, int | None]:
+        """The optional ``idx`` line at ``i``: the next line and ``rows_per_chunk`` (or None)."""
+        if i >= len(self.lines) or not self.lines[i].startswith(b"idx "):
+            return i, None
+        try:
+            idx = self._fields(i, "idx", S.IDX_FIELDS)
+        except (TenfoldError, UnicodeDecodeError) as exc:
+            self.damage.append(Damage(name, None, i + 1, i + 1, f"idx line unreadable: {exc}"))
+            return i + 1, None
+        return i + 1, int(idx["rows_per_chunk"]) if idx["row_blocking"] == "on" else None
+
+    def _chunk(self, i: int, arr: _Array) -> int:
+        """The chunk whose ``ch`` line is line ``i``, up to the next delimiter; its bytes go
+        into ``arr`` when intact. Returns the line after it."""
+        lines, n = self.lines, len(self.lines)
+        j = i + 1
+        while j < n and not lines[j].startswith(_CHUNK_END):
+            j += 1
+        closed = j < n and lines[j] == b"endch"
+        end_ln = j + 1 if closed else j
+        m = S.CH_RE.fullmatch(lines[i])
+        if m is None:
+            self.damage.append(Damage(arr.name, None, i + 1, end_ln, "ch line unreadable"))
+            return j + 1 if closed else j
+        ix, off, length, nl = (int(m.group(k)) for k in (1, 2, 3, 6))
+        body = lines[i + 1 : j]
+        reason = None
+        if ix >= len(arr.layout) or arr.layout[ix] != (off, length):
+            reason = "ch ix/off/len do not fit the array's chunk layout"
+        elif nl != S.b64_lines(length) or len(body) != nl:
+            reason = f"expected {S.b64_lines(length)} base64 lines, found {len(body)}"
+        elif not closed:
+            reason = "missing endch"
+        raw = self._decode(i, arr.name, ix, body) if reason is None and nl else b""
+        if raw is None:  # the framing damage is recorded, naming its line
+            return j + 1 if closed else j
+        if reason is None:
+            if f"{crc32c(raw):08x}" != m.group(5).decode():
+                reason = "crc32c mismatch"
+            elif hashlib.sha256(raw).hexdigest() != m.group(4).decode():
+                reason = "sha256 mismatch"
+        if reason is None:
+            arr.buf[off : off + length] = np.frombuffer(raw, np.uint8)
+            arr.mask[off : off + length] = True
+            arr.good.add(ix)
+        else:
+            self.damage.append(Damage(arr.name, ix, i + 1, end_ln, reason))
+        return j + 1 if closed else j
+
+    def _decode(self, i: int, name: str, ix: int, body: list[bytes]) -> bytes | None:
+        """The bytes of a chunk's base64 lines; None (damage recorded) if they are damaged."""
+        nl = len(body)
+        text = b"\n".join(body) + b"\n"
+        scratch = np.zeros(nl * S.WIDTH, np.uint8)
+        st, bad, pos = self.kern.unframe_lines(text, nl, scratch, S.WIDTH)
+        if st:
+            t = np.frombuffer(text, np.uint8)
+            kexc = kernel_error(st, t, pos, i + 2, bad, self.starts[i + 1])
+            self.damage.append(Damage(name, ix, i + 2 + bad, i + 2 + bad, str(kexc)))
+            return None
+        return pybase64.b64decode(S.mview(scratch)[: pos - 3 * nl])
+
+    def _finish(self, arr: _Array) -> None:
+        """File the array as intact or partial, with the chunks it lacks as damage."""
+        name, line = arr.name, arr.line
+        missing = [k for k in range(len(arr.layout)) if k not in arr.good]
+        seen = {d.chunk for d in self.damage if d.array == name}
         for k in missing:
             if k not in seen:
-                damage.append(Damage(name, k, arr_ln, arr_ln, "chunk missing"))
-        intact = not missing and hashlib.sha256(S.mview(buf)).hexdigest() == a["sha256"]
+                self.damage.append(Damage(name, k, line, line, "chunk missing"))
+        intact = not missing and hashlib.sha256(S.mview(arr.buf)).hexdigest() == arr.sha256
         try:  # a shape NumPy cannot make (a dim of 2**63 beside a 0) is damage, not a crash
-            checked_numel("wtxt", f"array {name!r}", shape, itemsize=dt.itemsize)
-            shape_ok = True
+            checked_numel("wtxt", f"array {name!r}", arr.shape, itemsize=arr.dtype.itemsize)
         except TenfoldError as exc:
-            damage.append(Damage(name, None, arr_ln, arr_ln, f"bad shape: {exc}"))
-            shape_ok = False
-        if not shape_ok:
-            pass
-        elif intact:
-            arrays[name] = buf.view(dt).reshape(shape)
-        else:
-            if not missing:
-                damage.append(Damage(name, None, arr_ln, arr_ln, "array sha256 mismatch"))
-            partial[name] = (buf.view(dt).reshape(shape), mask)
-        if i < n and lines[i] == b"endarr":
-            i += 1
-    return Recovery(arrays, partial, damage)
+            self.damage.append(Damage(name, None, line, line, f"bad shape: {exc}"))
+            return
+        values = arr.buf.view(arr.dtype).reshape(arr.shape)
+        if intact:
+            self.arrays[name] = values
+            return
+        if not missing:
+            self.damage.append(Damage(name, None, line, line, "array sha256 mismatch"))
+        self.partial[name] = (values, arr.mask)

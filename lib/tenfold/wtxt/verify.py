@@ -18,7 +18,7 @@ from ._crypto import read_wsum, wsum_path
 from .checks import Check, array_checks, file_checks
 from .delta_parse import parse_delta
 from .parse import parse
-from .records import Parsed
+from .records import ArrayInfo, ChunkInfo, Parsed
 from .recover import Damage, Recovery, recover, recover_data
 
 __all__ = ["verify", "recover", "inspect", "Recovery", "Damage"]
@@ -163,62 +163,9 @@ def inspect(source: Any) -> list[dict]:
         mf.close()
     rows: list[dict] = []
     for a in p.arrays:
-        auth = {"unauthenticated": "unauthenticated", "unchecked": "hmac (no key)"}.get(
-            a.hmac_state, a.hmac_state
-        )
-        rows.append(
-            {
-                "name": a.name,
-                "dtype": str(S.DTYPES[a.dtype]),
-                "shape": a.shape,
-                "bytes": a.nbytes,
-                "encoding": "base64/76+parity",
-                "layout": (
-                    f"{len(a.chunks)} chunks, rows_per_chunk={a.idx['rows_per_chunk']}"
-                    if a.idx and a.idx["row_blocking"] == "on"
-                    else f"{len(a.chunks)} chunks"
-                ),
-                "checksum": "sha256 "
-                + a.sha256[:16]
-                + ("" if a.computed_sha256 == a.sha256 else " MISMATCH"),
-                "auth": auth,
-                "line": a.lineno,
-            }
-        )
-        for c in a.chunks:
-            rows.append(
-                {
-                    "name": f"{a.name}[{c.ix:06d}]",
-                    "part": "chunk",
-                    "dtype": "-",
-                    "shape": "-",
-                    "bytes": c.length,
-                    "encoding": f"{c.lines} lines",
-                    "layout": f"off={c.off}",
-                    "checksum": f"crc32c {c.crc32c}",
-                    "auth": "damaged" if c.damage else "ok",
-                    "line": c.lineno,
-                }
-            )
-    sig = "unsigned" if p.sign is None else f"signed keyid={p.sign['keyid']}"
-    rows.append(
-        {
-            "name": "(root)",
-            "part": "file",
-            "dtype": "-",
-            "shape": "-",
-            "bytes": p.size,
-            "encoding": "-",
-            "layout": f"gen={p.meta['gen']} ts={p.meta['ts']}",
-            "checksum": "pending (WSUM)"
-            if p.pending
-            else f"sha256_all {p.root['sha256_all'][:16]}"
-            if p.root
-            else "-",
-            "auth": sig,
-            "line": 4,
-        }
-    )
+        rows.append(_array_row(a))
+        rows += [_chunk_row(a, c) for c in a.chunks]
+    rows.append(_root_row(p))
     if p.audit is not None:
         rows.append(
             {
@@ -234,6 +181,64 @@ def inspect(source: Any) -> list[dict]:
             }
         )
     return rows
+
+
+def _array_row(a: ArrayInfo) -> dict:
+    mismatch = "" if a.computed_sha256 == a.sha256 else " MISMATCH"
+    auth = {"unauthenticated": "unauthenticated", "unchecked": "hmac (no key)"}.get(
+        a.hmac_state, a.hmac_state
+    )
+    return {
+        "name": a.name,
+        "dtype": str(S.DTYPES[a.dtype]),
+        "shape": a.shape,
+        "bytes": a.nbytes,
+        "encoding": "base64/76+parity",
+        "layout": (
+            f"{len(a.chunks)} chunks, rows_per_chunk={a.idx['rows_per_chunk']}"
+            if a.idx and a.idx["row_blocking"] == "on"
+            else f"{len(a.chunks)} chunks"
+        ),
+        "checksum": f"sha256 {a.sha256[:16]}{mismatch}",
+        "auth": auth,
+        "line": a.lineno,
+    }
+
+
+def _chunk_row(a: ArrayInfo, c: ChunkInfo) -> dict:
+    return {
+        "name": f"{a.name}[{c.ix:06d}]",
+        "part": "chunk",
+        "dtype": "-",
+        "shape": "-",
+        "bytes": c.length,
+        "encoding": f"{c.lines} lines",
+        "layout": f"off={c.off}",
+        "checksum": f"crc32c {c.crc32c}",
+        "auth": "damaged" if c.damage else "ok",
+        "line": c.lineno,
+    }
+
+
+def _root_row(p: Parsed) -> dict:
+    if p.pending:
+        checksum = "pending (WSUM)"
+    elif p.root:
+        checksum = f"sha256_all {p.root['sha256_all'][:16]}"
+    else:
+        checksum = "-"
+    return {
+        "name": "(root)",
+        "part": "file",
+        "dtype": "-",
+        "shape": "-",
+        "bytes": p.size,
+        "encoding": "-",
+        "layout": f"gen={p.meta['gen']} ts={p.meta['ts']}",
+        "checksum": checksum,
+        "auth": "unsigned" if p.sign is None else f"signed keyid={p.sign['keyid']}",
+        "line": 4,
+    }
 
 
 def inspect_delta(data: np.ndarray) -> list[dict]:
