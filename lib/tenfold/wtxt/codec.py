@@ -1,6 +1,7 @@
-"""The chunk codec: one chunk's base64 lines checked and decoded (line framing, parity, alphabet
-and padding in the ``b64lines`` kernel; CRC-32C and SHA-256 of the decoded bytes), an array
-decoded again from the text, and the array-level digests fed chunk by chunk."""
+"""The chunk codec: a chunk encoded to its ``ch`` line and framed base64 lines
+(:class:`ChunkEncoder`); a chunk's base64 lines checked and decoded (line framing, parity,
+alphabet and padding in the ``b64lines`` kernel; CRC-32C and SHA-256 of the decoded bytes); an
+array decoded again from the text; the array-level digests fed chunk by chunk."""
 
 from __future__ import annotations
 
@@ -28,6 +29,8 @@ __all__ = [
     "damaged",
     "decode_chunk",
     "decode_array",
+    "ChunkEncoder",
+    "ENDCH",
     "ArrayDigests",
     "FastXor",
     "update_view",
@@ -38,6 +41,8 @@ __all__ = [
 RELEASE_SPAN = 4 << 20
 #: crc32c.crc32c is called directly on chunks up to this size (larger: the sliced helper).
 _CRC_DIRECT = 64 << 20
+#: The line that closes a chunk.
+ENDCH = b"endch\n"
 
 KERNEL_ERRORS = {
     1: (TruncatedError, "file ends inside the chunk's base64 lines"),
@@ -49,6 +54,68 @@ KERNEL_ERRORS = {
     7: (FormatError, "base64 line: must end with LF right after the parity digit"),
     8: (FormatError, "base64 line: non-canonical padding bits"),
 }
+
+
+#: Text is assembled in a buffer of about this size and written with one call per batch.
+_BATCH = 1 << 20
+
+
+class ChunkEncoder:
+    """Encodes chunks to their ``ch`` line, framed base64 lines and ``endch`` (reused buffer)."""
+
+    def __init__(self) -> None:
+        self.kern = _kernels.load("b64lines")
+        self.buf = np.empty(0, np.uint8)
+
+    def _room(self, pos: int, need: int) -> None:
+        if pos + need > self.buf.size:
+            grown = np.empty(max(pos + need, _BATCH + (_BATCH >> 2)), np.uint8)
+            grown[:pos] = self.buf[:pos]
+            self.buf = grown
+
+    def put(self, pos: int, ix: int, off: int, raw: memoryview) -> int:
+        """Append chunk ``ix`` (raw bytes ``raw`` at array offset ``off``) to the buffer at
+        ``pos``; returns the new end."""
+        ln = raw.nbytes
+        crc = _crc32c.crc32c(raw) if ln <= _CRC_DIRECT else crc32c(raw)
+        head = (
+            f"ch ix={ix:06d} off={off:012d} len={ln} "
+            f"sha256={hashlib.sha256(raw).hexdigest()} crc32c={crc:08x} b64=on width=76 "
+            f"lines={S.b64_lines(ln)}\n"
+        ).encode()
+        b64 = pybase64.b64encode(raw)
+        n = len(b64)
+        self._room(pos, len(head) + n + 3 * (-(-n // S.WIDTH)) + len(ENDCH))
+        end: int = self.kern.frame_block(head, b64, ENDCH, self.buf, pos, S.WIDTH)
+        return end
+
+    def block(self, ix: int, off: int, raw: memoryview) -> bytes:
+        """One chunk's complete text."""
+        n = self.put(0, ix, off, raw)
+        return self.buf[:n].tobytes()
+
+    def write_chunks(
+        self, f: Any, raw: memoryview, clen: int, prefix: bytes = b"", suffix: bytes = b""
+    ) -> int:
+        """Write ``prefix``, every chunk of ``raw`` (chunk length ``clen``) and ``suffix`` to
+        ``f`` in batches of about ``_BATCH`` bytes; returns the number of bytes written."""
+        self._room(0, _BATCH + len(prefix) + len(suffix))
+        buf = self.buf
+        buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
+        pos = len(prefix)
+        written = 0
+        size = raw.nbytes
+        for ix, (off, ln) in enumerate(S.chunk_layout(size, clen)):
+            pos = self.put(pos, ix, off, raw[off : off + ln])
+            if pos >= _BATCH:
+                written += f.write(S.mview(self.buf)[:pos])
+                pos = 0
+        self._room(pos, len(suffix))
+        self.buf[pos : pos + len(suffix)] = np.frombuffer(suffix, np.uint8)
+        pos += len(suffix)
+        if pos:
+            written += f.write(S.mview(self.buf)[:pos])
+        return written
 
 
 def kernel_error(

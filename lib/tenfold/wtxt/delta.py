@@ -34,9 +34,10 @@ from ..errors import (
 from . import _spec as S
 from . import names as _names
 from ._text import Cursor, at_lines
+from .codec import ChunkEncoder
 from .delta_parse import Delta, DeltaArray, parse_delta
 from .reader import WtxtFile
-from .writer import ChunkEncoder, Prepared, array_digests, make_meta, prepare_arrays, write
+from .writer import Prepared, array_digests, make_meta, prepare_arrays, write
 
 __all__ = ["make_delta", "apply_delta", "parse_delta", "Delta", "DeltaArray"]
 

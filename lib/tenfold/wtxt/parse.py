@@ -26,6 +26,7 @@ from . import _spec as S
 from ._crypto import array_macs, hmac_state
 from ._text import Cursor, audit_fields, char_problem, err, fields
 from .codec import (
+    ENDCH,
     RELEASE_SPAN,
     ArrayDigests,
     FastXor,
@@ -37,8 +38,6 @@ from .codec import (
 from .records import ArrayInfo, ChunkInfo, ChunkTable, Parsed
 
 __all__ = ["parse", "check_ts", "chunk_header"]
-
-_ENDCH = b"endch\n"
 
 
 def parse(
@@ -438,7 +437,7 @@ class _Parser:
 
     def _endch(self, ch: ChunkInfo) -> None:
         cur = self.cur
-        if cur.mv[cur.pos : cur.pos + 6] == _ENDCH:
+        if cur.mv[cur.pos : cur.pos + 6] == ENDCH:
             cur.pos += 6
             cur.lineno += 1
             return

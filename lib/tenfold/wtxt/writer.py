@@ -17,19 +17,17 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import crc32c as _crc32c
 import numpy as np
-import pybase64
 
 from .. import _kernels
 from ..core import parallel
 from ..core.atomic import atomic_write
-from ..core.checksums import crc32c
 from ..core.dtypes import registry
 from ..core.release import release
 from ..errors import EncodeError
 from . import _spec as S
 from ._crypto import prev_hex, private_key, sign_line
+from .codec import ChunkEncoder
 
 __all__ = ["write", "save", "Prepared", "prepare_arrays", "private_key"]
 
@@ -238,71 +236,6 @@ def _header(meta: dict, cap: list[str], root: str, sign: str | None) -> bytes:
 
 
 _PLACEHOLDER_SIGN = "sign ed25519=" + "A" * 86 + "== keyid=" + "0" * 16
-
-
-_ENDCH = b"endch\n"
-#: Text is assembled in a buffer of about this size and written with one call per batch.
-_BATCH = 1 << 20
-#: crc32c.crc32c is called directly on chunks up to this size (larger: the sliced helper).
-_CRC_DIRECT = 64 << 20
-
-
-class ChunkEncoder:
-    """Encodes chunks to their ``ch`` line, framed base64 lines and ``endch`` (reused buffer)."""
-
-    def __init__(self) -> None:
-        self.kern = _kernels.load("b64lines")
-        self.buf = np.empty(0, np.uint8)
-
-    def _room(self, pos: int, need: int) -> None:
-        if pos + need > self.buf.size:
-            grown = np.empty(max(pos + need, _BATCH + (_BATCH >> 2)), np.uint8)
-            grown[:pos] = self.buf[:pos]
-            self.buf = grown
-
-    def put(self, pos: int, ix: int, off: int, raw: memoryview) -> int:
-        """Append chunk ``ix`` (raw bytes ``raw`` at array offset ``off``) to the buffer at
-        ``pos``; returns the new end."""
-        ln = raw.nbytes
-        crc = _crc32c.crc32c(raw) if ln <= _CRC_DIRECT else crc32c(raw)
-        head = (
-            f"ch ix={ix:06d} off={off:012d} len={ln} "
-            f"sha256={hashlib.sha256(raw).hexdigest()} crc32c={crc:08x} b64=on width=76 "
-            f"lines={S.b64_lines(ln)}\n"
-        ).encode()
-        b64 = pybase64.b64encode(raw)
-        n = len(b64)
-        self._room(pos, len(head) + n + 3 * (-(-n // S.WIDTH)) + len(_ENDCH))
-        end: int = self.kern.frame_block(head, b64, _ENDCH, self.buf, pos, S.WIDTH)
-        return end
-
-    def block(self, ix: int, off: int, raw: memoryview) -> bytes:
-        """One chunk's complete text."""
-        n = self.put(0, ix, off, raw)
-        return self.buf[:n].tobytes()
-
-    def write_chunks(
-        self, f: Any, raw: memoryview, clen: int, prefix: bytes = b"", suffix: bytes = b""
-    ) -> int:
-        """Write ``prefix``, every chunk of ``raw`` (chunk length ``clen``) and ``suffix`` to
-        ``f`` in batches of about ``_BATCH`` bytes; returns the number of bytes written."""
-        self._room(0, _BATCH + len(prefix) + len(suffix))
-        buf = self.buf
-        buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
-        pos = len(prefix)
-        written = 0
-        size = raw.nbytes
-        for ix, (off, ln) in enumerate(S.chunk_layout(size, clen)):
-            pos = self.put(pos, ix, off, raw[off : off + ln])
-            if pos >= _BATCH:
-                written += f.write(S.mview(self.buf)[:pos])
-                pos = 0
-        self._room(pos, len(suffix))
-        self.buf[pos : pos + len(suffix)] = np.frombuffer(suffix, np.uint8)
-        pos += len(suffix)
-        if pos:
-            written += f.write(S.mview(self.buf)[:pos])
-        return written
 
 
 def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
