@@ -54,12 +54,12 @@ def parse(
     Structural violations raise :class:`FormatError` (or a subclass) naming the line. Chunk
     damage (parity, CRC-32C, SHA-256, base64) raises as well unless ``collect`` is true, in
     which case it is recorded in :attr:`ChunkInfo.damage` and parsing continues by count.
-    Array hashes are computed, not compared: see :func:`check`.
+    Array hashes are computed, not compared: see :mod:`.checks`.
 
     ``keep=False`` keeps no decoded bytes: each chunk is decoded, checked and fed to the
     array and file digests, then dropped, and the text pages already parsed are given back
     (:func:`~tenfold.core.release.release`), so parsing needs about one chunk of memory
-    whatever the file size; :func:`decode_array` decodes an array again on demand.
+    whatever the file size; :func:`.codec.decode_array` decodes an array again on demand.
     """
     parser = _Parser(data, collect, [bytes(k) for k in hmac_keys], limits, keep)
     return parser.run(workers)
@@ -204,13 +204,11 @@ class _Parser:
     def __init__(
         self, data: np.ndarray, collect: bool, keys: list[bytes], limits: Limits, keep: bool
     ) -> None:
-        self.data, self.collect, self.keys, self.limits, self.keep = (
-            data,
-            collect,
-            keys,
-            limits,
-            keep,
-        )
+        self.data = data
+        self.collect = collect  # record chunk damage and go on (verify, inspect)
+        self.keys = keys
+        self.limits = limits
+        self.keep = keep  # keep the decoded bytes (else digest each chunk and drop it)
         self.cur = Cursor(data)
         self.kern = _kernels.load("b64lines")
         self.scan = _kernels.load("scan")
