@@ -128,3 +128,16 @@ def test_names_are_not_decoded_without_the_cap_item(tmp_path):
     tenfold.wtxt.write(p, {"_Zlayer_dw": np.ones(2)}, schema="s", gen=0,
                        ts="1970-01-01T00:00:00Z", build="b")  # fmt: skip
     assert list(tenfold.load(p)) == ["_Zlayer_dw"]
+
+
+def test_sharded_wtxt_with_encoded_names_opens(tmp_path):
+    """The index names the tensors; the shards store them encoded: opening the index looked
+    them up by the shards' (then encoded) keys and refused every shard."""
+    sd = {f"layer{i}.weight": np.full((64, 64), i, np.float32) for i in range(4)}
+    sd["bn.n"] = np.array(3, np.int64)
+    p = tmp_path / "m.wtxt"
+    tenfold.save(p, sd, max_shard_size=40000)
+    assert (tmp_path / "m-00002-of-00002.wtxt").exists()
+    with tenfold.open(tmp_path / "m.wtxt.index.json") as f:
+        assert sorted(f) == sorted(sd)
+        assert f["layer3.weight"][0, 0] == 3 and f["bn.n"].shape == ()
