@@ -142,3 +142,28 @@ def test_module_imports_alone_in_a_fresh_interpreter(name):
     )
     assert out.returncode == 0, out.stderr
     assert f"tenfold.wtxt.{name}" in out.stdout.split()
+
+
+#: Longest function (def line through its last line, docstring included) the package keeps.
+MAX_FUNCTION_LINES = 80
+
+
+def long_functions(pkg: Path, limit: int) -> list[str]:
+    out = []
+    for p in sorted(pkg.glob("*.py")):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                n = (node.end_lineno or node.lineno) - node.lineno + 1
+                if n > limit:
+                    out.append(f"{p.name}:{node.lineno} {node.name} ({n} lines)")
+    return out
+
+
+def test_no_function_over_the_limit():
+    assert long_functions(PKG, MAX_FUNCTION_LINES) == []
+
+
+def test_long_function_finder_finds_one(tmp_path):
+    body = "".join(f"    x{i} = {i}\n" for i in range(5))
+    (tmp_path / "m.py").write_text(f"def f():\n{body}\n\ndef g():\n    pass\n", encoding="utf-8")
+    assert long_functions(tmp_path, 5) == ["m.py:1 f (6 lines)"]
