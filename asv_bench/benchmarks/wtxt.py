@@ -39,6 +39,29 @@ class WtxtSuite:
         return os.path.getsize(self.path) / self.a.nbytes
 
 
+class WtxtRereadSuite:
+    """``reader[name]`` after the verifying open: the second decode ``convert`` makes."""
+
+    params = [[8 << 20]]
+    param_names = ["nbytes"]
+
+    def setup(self, nbytes):
+        a = np.random.default_rng(0).standard_normal(nbytes // 4).astype(np.float32)
+        self.dir = tempfile.mkdtemp()
+        path = os.path.join(self.dir, "a.wtxt")
+        wtxt.write(path, {"x": a}, fsync=False, **META)
+        self.f = wtxt.open(path)
+
+    def teardown(self, nbytes):
+        self.f.close()
+        for f in os.listdir(self.dir):
+            os.unlink(os.path.join(self.dir, f))
+        os.rmdir(self.dir)
+
+    def time_reread(self, nbytes):
+        self.f["x"]
+
+
 class B64LinesSuite:
     params = [["compiled", "reference"]]
     param_names = ["impl"]

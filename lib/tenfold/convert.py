@@ -334,30 +334,25 @@ def _fold_sten_source(path: Any, c: Any, md: dict[str, Any]) -> Source:
 def _wtxt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     """The arrays of a WTXT file, each decoded (and checked again) only when asked for: the
     reader checks every chunk, hash and signature when it opens the file but keeps no
-    decoded bytes. Encoded names (``tenfold_names``) are decoded as :func:`wtxt.load` does."""
+    decoded bytes. Its keys are the tensor names (``tenfold_names`` decoded, as
+    :func:`wtxt.load` does)."""
     from . import wtxt
     from .wtxt import _spec as WS
-    from .wtxt import names as _names
 
     f = wtxt.open(path, limits=limits)
     try:
-        encoded = _names.CAP_ITEM in f.cap
-        plan: dict[str, tuple[str, np.dtype, tuple[int, ...]]] = {}
-        for a in f.arrays:
-            name, scalar = _names.decode(a.name) if encoded else (a.name, False)
-            shape = () if scalar and math.prod(a.shape) == 1 else tuple(a.shape)
-            plan[name] = (a.name, np.dtype(WS.DTYPES[a.dtype]), shape)
+        plan: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
+        for n in f:
+            info = f.info(n)
+            plan[n] = (np.dtype(WS.DTYPES[info.dtype]), tuple(info.shape))
     except BaseException:
         f.close()
         raise
 
     def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
-        return plan[n][1], plan[n][2]
+        return plan[n]
 
-    def get(n: str) -> np.ndarray:
-        return f.read(plan[n][0]).reshape(plan[n][2])
-
-    return Source("wtxt", list(plan), spec, get, close=f.close)
+    return Source("wtxt", list(plan), spec, f.read, close=f.close)
 
 
 def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = None) -> Source:

@@ -112,7 +112,7 @@ def test_wtxt_bytes_changed_after_open_are_refused_on_read(tmp_path):
     with wtxt.open(a) as f:
         with open(a, "r+b") as fh:  # rewritten in place: the map sees the new bytes
             fh.write(b.read_bytes())
-        with pytest.raises(IntegrityError, match=r"wtxt: line \d+.*crc32c mismatch"):
+        with pytest.raises(IntegrityError, match=r"wtxt: line \d+.*sha256 mismatch"):
             f["w"]
 
 

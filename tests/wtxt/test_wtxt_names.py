@@ -66,9 +66,52 @@ def test_state_dict_round_trips_through_wtxt(tmp_path):
         assert back[k].shape == v.shape and back[k].dtype == v.dtype
         assert back[k].tobytes() == v.tobytes()
     # what a plain WTXT reader sees: valid names, the scalar as shape (1,)
-    with tenfold.wtxt.open(p) as f:
+    with tenfold.wtxt.open(p, raw_names=True) as f:
         assert f["_Zbn1_dnum__batches__tracked_S"].shape == (1,)
+        assert f.stored_name("_Zbn1_dnum__batches__tracked_S") == "_Zbn1_dnum__batches__tracked_S"
     assert tenfold.wtxt.verify(p).ok
+
+
+def test_open_keys_are_the_decoded_names(tmp_path):
+    """tenfold.open / wtxt.open / wtxt.read key a tenfold_names file by the tensor names, as
+    load and safe_open do (a new-user trial found open() handing out the encoded names)."""
+    sd = {
+        "features.0.weight": np.arange(12, dtype=np.float32).reshape(3, 4),
+        "bn1.num_batches_tracked": np.array(17, np.int64),
+        "_Zodd": np.ones(2, np.int8),  # a name that looks encoded is itself encoded
+        "plain_name": np.ones(2, np.int32),
+    }
+    p = tmp_path / "sd.wtxt"
+    tenfold.save(p, sd)
+    with tenfold.open(p) as f:
+        assert sorted(f) == sorted(sd)
+        assert "_Zfeatures_d0_dweight" not in f
+        assert f["bn1.num_batches_tracked"].shape == ()
+        assert int(f["bn1.num_batches_tracked"]) == 17
+        info = f.info("bn1.num_batches_tracked")
+        assert info.name == "bn1.num_batches_tracked" and info.shape == ()
+        assert info.extras["stored_name"] == "_Zbn1_dnum__batches__tracked_S"
+        assert f.stored_name("features.0.weight") == "_Zfeatures_d0_dweight"
+        assert f.read("features.0.weight", (slice(1, 2),)).tolist() == [[4, 5, 6, 7]]
+        assert f["_Zodd"].tolist() == [1, 1]
+    assert sorted(tenfold.wtxt.read(p)) == sorted(sd)
+    assert sorted(tenfold.wtxt.read(p, raw_names=True)) == sorted(
+        names.encode(k, np.ndim(v) == 0) for k, v in sd.items()
+    )
+    with tenfold.safe_open(p, "np") as g:
+        assert sorted(g.keys()) == sorted(sd)
+        assert g.get_tensor("bn1.num_batches_tracked").shape == ()
+        assert g.get_slice("features.0.weight")[1:2].tolist() == [[4, 5, 6, 7]]
+
+
+def test_a_malformed_encoded_name_names_its_line(tmp_path):
+    p = tmp_path / "bad.wtxt"
+    tenfold.wtxt.write(p, {"_Zx_q": np.ones(2)}, schema="s", gen=0, ts="1970-01-01T00:00:00Z",
+                       build="b", cap_extra=[names.CAP_ITEM])  # fmt: skip
+    with pytest.raises(tenfold.FormatError, match=r"line 5 .*'_Zx_q'.*unknown escape"):
+        tenfold.open(p)
+    with tenfold.wtxt.open(p, raw_names=True) as f:
+        assert list(f) == ["_Zx_q"]
 
 
 def test_plain_names_write_the_same_bytes_as_before(tmp_path):
@@ -85,3 +128,16 @@ def test_names_are_not_decoded_without_the_cap_item(tmp_path):
     tenfold.wtxt.write(p, {"_Zlayer_dw": np.ones(2)}, schema="s", gen=0,
                        ts="1970-01-01T00:00:00Z", build="b")  # fmt: skip
     assert list(tenfold.load(p)) == ["_Zlayer_dw"]
+
+
+def test_sharded_wtxt_with_encoded_names_opens(tmp_path):
+    """The index names the tensors; the shards store them encoded: opening the index looked
+    them up by the shards' (then encoded) keys and refused every shard."""
+    sd = {f"layer{i}.weight": np.full((64, 64), i, np.float32) for i in range(4)}
+    sd["bn.n"] = np.array(3, np.int64)
+    p = tmp_path / "m.wtxt"
+    tenfold.save(p, sd, max_shard_size=40000)
+    assert (tmp_path / "m-00002-of-00002.wtxt").exists()
+    with tenfold.open(tmp_path / "m.wtxt.index.json") as f:
+        assert sorted(f) == sorted(sd)
+        assert f["layer3.weight"][0, 0] == 3 and f["bn.n"].shape == ()

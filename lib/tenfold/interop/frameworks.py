@@ -168,15 +168,6 @@ class Tensors:
                     self.names.append(key)
         else:
             self.names = list(reader.keys())
-        #: public name -> (stored name, 0-d): WTXT stores some names encoded (tenfold.wtxt.names)
-        self._alias: dict[str, tuple[str, bool]] = {}
-        if fmt == "wtxt":
-            from ..wtxt import names as wnames
-
-            if wnames.CAP_ITEM in getattr(reader, "cap", ()):
-                for stored in self.names:
-                    self._alias[wnames.decode(stored)[0]] = (stored, wnames.decode(stored)[1])
-                self.names = list(self._alias)
         self._read_index = _takes_index(reader)
 
     def _chunk(self, chunk: str) -> dict[str, np.ndarray]:
@@ -197,8 +188,8 @@ class Tensors:
         return out
 
     def check(self, name: str) -> None:
-        if self.fmt == "fold" or self._alias:
-            if name not in self._fold_names and name not in self._alias:
+        if self.fmt == "fold":
+            if name not in self._fold_names:
                 raise KeyError(f"{self.fmt}: no tensor named {name!r}")
         elif name not in self.reader:
             raise KeyError(f"{self.fmt}: no tensor named {name!r}")
@@ -215,7 +206,7 @@ class Tensors:
                 tag, shape = self._sten[c][k][:2]
                 if tag not in PACKED_BITS:
                     return np.dtype(DTYPES[tag]), tuple(int(d) for d in shape)
-        elif not self._alias:
+        else:
             info = self.reader.info(name)
             dt = _info_dtype(info)
             if dt is not None:
@@ -229,10 +220,6 @@ class Tensors:
         if self.fmt == "fold":
             c, k = self._fold_names[name]
             return self._chunk(c)[k]
-        if self._alias:
-            stored, scalar = self._alias[name]
-            a = _dense(self.reader[stored], name)
-            return a.reshape(()) if scalar and a.size == 1 else a
         return _dense(self.reader[name], name)
 
     def span(self, name: str) -> tuple[int, np.dtype, tuple[int, ...]] | None:
@@ -275,7 +262,7 @@ class Tensors:
     def sliced(self, name: str, index: tuple[Any, ...]) -> np.ndarray:
         """``array(name)[index]`` (``index`` from :func:`normalize_index`); a reader that
         reads slices itself (``read(name, index)``) is asked to."""
-        if self._read_index and self.fmt != "fold" and not self._alias:
+        if self._read_index and self.fmt != "fold":
             self.check(name)
             return np.asarray(_dense(self.reader.read(name, index), name))
         if self.fmt == "fold":

@@ -48,17 +48,8 @@ def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
     cap item ``tenfold_names``: their stored names are decoded back and 0-d arrays get shape
     ``()`` again (:mod:`tenfold.wtxt.names`). Arrays are always freshly decoded (owned).
     """
-    from . import names as _names
-
     with WtxtFile(source, **kw) as f:
-        out = f.to_dict()
-        if _names.CAP_ITEM not in f.cap:
-            return out
-    back: dict[str, np.ndarray] = {}
-    for stored, arr in out.items():
-        name, scalar = _names.decode(stored)
-        back[name] = arr.reshape(()) if scalar and arr.size == 1 else arr
-    return back
+        return f.to_dict()
 
 
 def demo(directory: pathlib.Path) -> pathlib.Path:

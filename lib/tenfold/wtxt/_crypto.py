@@ -1,4 +1,4 @@
-"""Ed25519 signatures and the WSUM sidecar, shared by the reader, the writer, streaming
+"""Array HMACs, Ed25519 signatures and the WSUM sidecar, shared by the reader, the writer, streaming
 finalization and re-signing: key ids, signature lines and their checks, private keys from seeds,
 ``merkle_prev`` values, and the one-line ``<file>.wsum`` (see :mod:`.stream`).
 
@@ -8,6 +8,7 @@ has to import another for its crypto.
 
 from __future__ import annotations
 
+import hmac as _hmac
 import os
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -20,6 +21,8 @@ from . import _spec as S
 from ._text import char_problem, err, fields
 
 __all__ = [
+    "array_macs",
+    "hmac_state",
     "keyid_of",
     "raw_public",
     "check_signature",
@@ -35,6 +38,25 @@ __all__ = [
 
 def _bad_key(what: str, detail: str, **kw: Any) -> EncodeError:
     return EncodeError(fmt=S.FMT, obj=what, detail=detail, **kw)
+
+
+def array_macs(keys: list[bytes], salt_hex: str) -> list[Any]:
+    """One running HMAC-SHA256 per key, each already fed the array's 8 salt bytes (the
+    array's raw bytes follow: ``HMAC(key, salt || raw)``)."""
+    salt = bytes.fromhex(salt_hex)
+    return [_hmac.new(k, salt, "sha256") for k in keys]
+
+
+def hmac_state(declared: str, macs: list[Any], keys: list[bytes]) -> str:
+    """``unauthenticated`` (the ``hmac`` field is zero), ``unchecked`` (no key given),
+    ``authenticated`` (one key's HMAC matches, compared in constant time) or ``bad``."""
+    if declared == S.ZERO64:
+        return "unauthenticated"
+    if not keys:
+        return "unchecked"
+    mac = bytes.fromhex(declared)
+    ok = any(_hmac.compare_digest(m.digest(), mac) for m in macs)
+    return "authenticated" if ok else "bad"
 
 
 def keyid_of(public_key: Any) -> str:

@@ -15,7 +15,6 @@ new arrays, with ``merkle_prev`` = the base's ``merkle_this``; the old signature
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import hmac as _hmac
 import os
@@ -24,170 +23,29 @@ from typing import Any
 
 import numpy as np
 
-from .. import _kernels
 from ..core.atomic import atomic_write
 from ..core.mapped import MappedFile
-from ..core.report import ERROR, OK, Report
 from ..errors import (
     EncodeError,
     FormatError,
     IntegrityError,
-    TenfoldError,
-    TruncatedError,
     describe,
 )
 from . import _spec as S
 from . import names as _names
-from ._text import Cursor, at_lines, err, fields
-from .reader import ChunkInfo, WtxtFile, check_ts, chunk_header, decode_chunk
-from .writer import ChunkEncoder, array_digests, make_meta, prepare_arrays, write
+from ._text import Cursor, at_lines
+from .codec import ChunkEncoder
+from .delta_parse import Delta, DeltaArray, parse_delta
+from .reader import WtxtFile
+from .writer import Prepared, array_digests, make_meta, prepare_arrays, write
 
-__all__ = ["make_delta", "apply_delta", "parse_delta", "Delta"]
-
-
-@dataclasses.dataclass
-class DeltaArray:
-    name: str
-    sha256: str
-    hmac: str
-    salt: str
-    lineno: int
-    chunks: list[tuple[ChunkInfo, bytes]]
-    end_lineno: int = 0
-
-    def where(self) -> str:
-        last = self.end_lineno if self.end_lineno > self.lineno else self.lineno
-        span = f"line {self.lineno}" if last == self.lineno else f"lines {self.lineno}-{last}"
-        return f"delta array {self.name!r} ({span})"
-
-
-@dataclasses.dataclass
-class Delta:
-    base_sha256_all: str
-    meta: dict[str, str] | None
-    root: dict[str, str] | None
-    arrays: list[DeltaArray]
-    root_lineno: int = 0
+__all__ = ["make_delta", "apply_delta", "parse_delta", "Delta", "DeltaArray"]
 
 
 def _rpc(info: Any) -> int | None:
     return (
         int(info.idx["rows_per_chunk"]) if info.idx and info.idx["row_blocking"] == "on" else None
     )
-
-
-def parse_delta(data: np.ndarray, base: WtxtFile | None = None) -> Delta:
-    """Parse a DELTA v2 text strictly. With ``base``, chunk positions are checked against it."""
-    kern = _kernels.load("b64lines")
-    cur = Cursor(data)
-    text, ln, off = cur.line("'WTXT-DELTA 2 ...'")
-    if not text.startswith("WTXT-DELTA 2 "):
-        raise err(
-            FormatError,
-            ln,
-            off,
-            "bad delta magic",
-            expected="'WTXT-DELTA 2 ...'",
-            got=repr(text[:20]),
-        )
-    head = fields("D " + text[13:], "D", (("base_sha256_all", S.HEX64),), ln, off)
-    meta = root = None
-    root_ln = 0
-    raw = cur.peek_raw()
-    if raw is not None and raw.startswith(b"meta "):
-        text, ln, off = cur.line()
-        meta = fields(text, "meta", S.META_FIELDS, ln, off)
-        check_ts(meta["ts"], ln, off)
-    raw = cur.peek_raw()
-    if raw is not None and raw.startswith(b"root "):
-        text, ln, off = cur.line()
-        root = fields(text, "root", S.ROOT_FIELDS, ln, off)
-        root_ln = ln
-    arrays: list[DeltaArray] = []
-    base_arrays = {a.name: a for a in base.arrays} if base is not None else {}
-    scratch = np.empty(0, np.uint8)
-    while True:
-        text, ln, off = cur.line("'arr' or 'enddelta'")
-        if text == "enddelta":
-            break
-        a = fields(text, "arr", S.DARR_FIELDS, ln, off)
-        if arrays and a["name"].encode() <= arrays[-1].name.encode():
-            raise err(
-                FormatError,
-                ln,
-                off,
-                "delta array name order or duplicate",
-                expected=f"after {arrays[-1].name!r}",
-                got=a["name"],
-            )
-        binfo = base_arrays.get(a["name"])
-        if base is not None and binfo is None:
-            raise err(FormatError, ln, off, f"array {a['name']!r} is not in the base")
-        da = DeltaArray(a["name"], a["sha256"], a["hmac"], a["salt"], ln, [])
-        last = -1
-        while True:
-            raw = cur.peek_raw()
-            if raw is None:
-                raise err(TruncatedError, cur.lineno, cur.pos, "file ends; expected 'endarr'")
-            if raw == b"endarr":
-                da.end_lineno = cur.line()[1]
-                break
-            m = S.CH_RE.fullmatch(raw)
-            if m is None:
-                t, cl, co = cur.line("ch")
-                fields(t, "ch", S.CH_FIELDS, cl, co)
-                raise err(FormatError, cl, co, "unexpected line")  # pragma: no cover
-            ix = int(m.group(1))
-            if ix <= last:
-                raise err(
-                    FormatError,
-                    cur.lineno,
-                    cur.pos,
-                    "delta chunks must be in increasing ix order",
-                    expected=f"> {last:06d}",
-                    got=f"{ix:06d}",
-                )
-            last = ix
-            if binfo is not None:
-                if ix >= len(binfo.chunks):
-                    raise err(
-                        FormatError,
-                        cur.lineno,
-                        cur.pos,
-                        "chunk ix beyond the base array",
-                        expected=f"< {len(binfo.chunks):06d}",
-                        got=f"{ix:06d}",
-                    )
-                bc = binfo.chunks[ix]
-                boff, blen = bc.off, bc.length
-            else:
-                boff, blen = int(m.group(2)), int(m.group(3))
-            ch = chunk_header(cur, kern, data, ix, boff, blen, False)
-            if 4 * -(-ch.length // 3) > cur.size - cur.pos:  # before allocating for it
-                raise err(
-                    TruncatedError,
-                    cur.lineno,
-                    cur.pos,
-                    "ch 'len' larger than the rest of the file can hold",
-                    expected=f"<= {(cur.size - cur.pos) * 3 // 4}",
-                    got=ch.length,
-                )
-            buf = np.zeros(ch.length, np.uint8)
-            if ch.length:
-                if scratch.size < ch.lines * S.WIDTH:
-                    scratch = np.empty(ch.lines * S.WIDTH, np.uint8)
-                ch_rel = dataclasses.replace(ch, off=0)
-                decode_chunk(cur, kern, data, ch_rel, scratch, buf, False)
-            t, el, eo = cur.line("endch")
-            if t != "endch":
-                raise err(
-                    FormatError, el, eo, "expected 'endch'", expected="endch", got=repr(t[:40])
-                )
-            da.chunks.append((ch, buf.tobytes()))
-        arrays.append(da)
-    if not cur.at_end():
-        raise err(FormatError, cur.lineno, cur.pos, "data after 'enddelta'")
-    return Delta(head["base_sha256_all"], meta, root, arrays, root_ln)
 
 
 def _stored_names(
@@ -222,14 +80,7 @@ def make_delta(
     new snapshot would use. The target ``meta`` and ``root`` lines are always written.
     """
     with WtxtFile(base_path, hmac_keys=base_hmac_keys) as base:
-        if base.root is None:
-            raise FormatError(
-                describe(
-                    S.FMT,
-                    f"base root_pending (line {base.parsed.root_lineno})",
-                    detail="root pending: finalize it first",
-                )
-            )
+        base_root = _finalized_root(base)
         bm = base.meta
         meta = make_meta(
             bm["schema"],
@@ -239,59 +90,19 @@ def make_delta(
             bm["host"],
             bm["cuda"],
         )
-        rpc = {a.name: _rpc(a) for a in base.arrays}
-        binfo = {a.name: a for a in base.arrays}
-        arrays = _stored_names(arrays, base.cap, binfo)
-        items = prepare_arrays(arrays, meta["gen"], salt, rpc)
-        if [it.name for it in items] != list(binfo):
-            raise EncodeError(
-                describe(
-                    S.FMT,
-                    "delta",
-                    detail="arrays must have the base's names",
-                    expected=list(binfo),
-                    got=[it.name for it in items],
-                )
-            )
-        for it in items:
-            b = binfo[it.name]
-            if it.tag != b.dtype or it.shape != b.shape:
-                raise EncodeError(
-                    describe(
-                        S.FMT,
-                        f"array {it.name!r}",
-                        detail="a delta cannot change dtype or shape",
-                        expected=f"{b.dtype} {b.shape}",
-                        got=f"{it.tag} {it.shape}",
-                    )
-                )
+        items = _like_base(base, arrays, meta["gen"], salt)
         lines, all_hex, fx = array_digests(
             items, None if hmac_key is None else bytes(hmac_key), None
         )
-        prev = base.root["merkle_this"]
+        prev = base_root["merkle_this"]
         root = S.root_line(
             all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"]), fx
         )
-        blocks = []
-        nchunks = 0
-        for it, line in zip(items, lines, strict=True):
-            b = binfo[it.name]
-            f = dict(t.split("=", 1) for t in line.split(" ")[1:])
-            changed = [
-                c.ix
-                for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.size, it.clen), strict=True)
-                if hashlib.sha256(S.mview(it.data())[off : off + ln]).hexdigest() != c.sha256
-            ]
-            if not changed and (f["sha256"], f["hmac"], f["salt"]) == (b.sha256, b.hmac, b.salt):
-                continue
-            blocks.append((it, f, changed))
-            nchunks += len(changed)
-        base_all = base.root["sha256_all"]
-    enc = ChunkEncoder()
+        blocks = _changed(base, items, lines)
+    head = f"WTXT-DELTA 2 base_sha256_all={base_root['sha256_all']}\n{S.meta_line(meta)}\n{root}\n"
     with atomic_write(delta_path) as out:
-        out.write(
-            f"WTXT-DELTA 2 base_sha256_all={base_all}\n{S.meta_line(meta)}\n{root}\n".encode()
-        )
+        out.write(head.encode())
+        enc = ChunkEncoder()
         for it, f, changed in blocks:
             out.write(
                 f"arr name={it.name} sha256={f['sha256']} hmac={f['hmac']} "
@@ -304,7 +115,71 @@ def make_delta(
                 out.write(enc.block(ix, off, mv[off : off + ln]))
             out.write(b"endarr\n")
         out.write(b"enddelta\n")
-    return nchunks
+    return sum(len(changed) for _, _, changed in blocks)
+
+
+def _finalized_root(base: WtxtFile) -> dict[str, str]:
+    """The base's root; a ``root_pending`` base (no root yet) is refused."""
+    if base.root is None:
+        raise FormatError(
+            describe(
+                S.FMT,
+                f"base root_pending (line {base.parsed.root_lineno})",
+                detail="root pending: finalize it first",
+            )
+        )
+    return base.root
+
+
+def _like_base(base: WtxtFile, arrays: Mapping[str, Any], gen: str, salt: Any) -> list[Prepared]:
+    """``arrays`` laid out for writing, refused unless they have the base's names (as stored),
+    dtypes and shapes."""
+    binfo = {a.name: a for a in base.arrays}
+    arrays = _stored_names(arrays, base.cap, binfo)
+    items = prepare_arrays(arrays, gen, salt, {a.name: _rpc(a) for a in base.arrays})
+    if [it.name for it in items] != list(binfo):
+        raise EncodeError(
+            describe(
+                S.FMT,
+                "delta",
+                detail="arrays must have the base's names",
+                expected=list(binfo),
+                got=[it.name for it in items],
+            )
+        )
+    for it in items:
+        b = binfo[it.name]
+        if it.tag != b.dtype or it.shape != b.shape:
+            raise EncodeError(
+                describe(
+                    S.FMT,
+                    f"array {it.name!r}",
+                    detail="a delta cannot change dtype or shape",
+                    expected=f"{b.dtype} {b.shape}",
+                    got=f"{it.tag} {it.shape}",
+                )
+            )
+    return items
+
+
+def _changed(
+    base: WtxtFile, items: list[Prepared], lines: list[str]
+) -> list[tuple[Prepared, dict[str, str], list[int]]]:
+    """Per array that differs from the base: its new ``arr`` fields and the indices of the
+    chunks whose SHA-256 changed."""
+    binfo = {a.name: a for a in base.arrays}
+    blocks = []
+    for it, line in zip(items, lines, strict=True):
+        b = binfo[it.name]
+        f = dict(t.split("=", 1) for t in line.split(" ")[1:])
+        changed = [
+            c.ix
+            for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.size, it.clen), strict=True)
+            if hashlib.sha256(S.mview(it.data())[off : off + ln]).hexdigest() != c.sha256
+        ]
+        if changed or (f["sha256"], f["hmac"], f["salt"]) != (b.sha256, b.hmac, b.salt):
+            blocks.append((it, f, changed))
+    return blocks
 
 
 def apply_delta(
@@ -328,16 +203,9 @@ def apply_delta(
         WtxtFile(base_path, hmac_keys=base_hmac_keys) as base,
         MappedFile(delta_path, fmt=S.FMT) as dm,
     ):
-        if base.root is None:
-            raise FormatError(
-                describe(
-                    S.FMT,
-                    f"base root_pending (line {base.parsed.root_lineno})",
-                    detail="root pending: finalize it first",
-                )
-            )
+        base_root = _finalized_root(base)
         d = parse_delta(dm.buffer(), base)
-        if d.base_sha256_all != base.root["sha256_all"]:
+        if d.base_sha256_all != base_root["sha256_all"]:
             raise at_lines(
                 IntegrityError(
                     describe(
@@ -345,86 +213,27 @@ def apply_delta(
                         "delta line 1",
                         field="base_sha256_all",
                         detail=f"not the base's root (line {base.parsed.root_lineno} of the base)",
-                        expected=base.root["sha256_all"],
+                        expected=base_root["sha256_all"],
                         got=d.base_sha256_all,
                     )
                 ),
                 1,
             )
-        new = {a.name: a.raw_bytes().copy() for a in base.arrays}
         info = {a.name: a for a in base.arrays}
+        new = {a.name: a.raw_bytes().copy() for a in base.arrays}
         salts = {a.name: a.salt for a in base.arrays}
         hmacs = {a.name: a.hmac for a in base.arrays}
         for da in d.arrays:
-            buf = new[da.name]
-            for ch, raw in da.chunks:
-                buf[ch.off : ch.off + ch.length] = np.frombuffer(raw, np.uint8)
-            sha = hashlib.sha256(S.mview(buf)).hexdigest()
-            last = da.end_lineno
-            if sha != da.sha256:
-                raise at_lines(
-                    IntegrityError(
-                        describe(S.FMT, da.where(), field="sha256", expected=da.sha256, got=sha)
-                    ),
-                    da.lineno,
-                    last,
-                )
-            if hmac_key is not None:
-                # a key given makes authentication mandatory (read's policy): zero is refused
-                if da.hmac == S.ZERO64:
-                    raise at_lines(
-                        IntegrityError(
-                            describe(
-                                S.FMT,
-                                da.where(),
-                                field="hmac",
-                                detail="unauthenticated (hmac is zero) but an hmac key was given",
-                            )
-                        ),
-                        da.lineno,
-                        last,
-                    )
-                m = _hmac.new(bytes(hmac_key), bytes.fromhex(da.salt) + buf.tobytes(), "sha256")
-                if not _hmac.compare_digest(m.hexdigest(), da.hmac):
-                    raise at_lines(
-                        IntegrityError(
-                            describe(
-                                S.FMT, da.where(), field="hmac", detail="does not authenticate"
-                            )
-                        ),
-                        da.lineno,
-                        last,
-                    )
+            _patch(new[da.name], da, hmac_key)
             salts[da.name], hmacs[da.name] = da.salt, da.hmac
         meta = d.meta if d.meta is not None else base.meta
         arrays = {n: new[n].view(S.DTYPES[info[n].dtype]).reshape(info[n].shape) for n in new}
         rpc = {n: _rpc(info[n]) for n in new}
-        prev = base.root["merkle_this"]
-        audit_text = _audit_text(base)
+        prev = base_root["merkle_this"]
         if d.root is not None:
-            items = prepare_arrays(arrays, meta["gen"], salts, rpc)
-            _, all_hex, fx = array_digests(items, None, hmacs)
-            this = S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"])
-            got = {
-                "sha256_all": all_hex,
-                "merkle_prev": prev,
-                "merkle_this": this,
-                "fastxor": f"{fx:016x}",
-            }
-            for k, v in got.items():
-                if d.root[k] != v:
-                    raise at_lines(
-                        IntegrityError(
-                            describe(
-                                S.FMT,
-                                f"delta target root (line {d.root_lineno})",
-                                field=k,
-                                expected=d.root[k],
-                                got=v,
-                            )
-                        ),
-                        d.root_lineno,
-                    )
+            _check_target_root(
+                d, prepare_arrays(arrays, meta["gen"], salts, rpc), hmacs, meta, prev
+            )
         write(
             out_path,
             arrays,
@@ -441,9 +250,66 @@ def apply_delta(
             # the base's name encoding is a property of its names, which a delta keeps
             cap_extra=[c for c in base.cap if c == _names.CAP_ITEM],
             merkle_prev=prev,
-            audit=audit_text,
+            audit=_audit_text(base),
             _hmacs=hmacs,
         )
+
+
+def _patch(buf: np.ndarray, da: DeltaArray, hmac_key: bytes | None) -> None:
+    """Write a delta array's chunks into the base array's bytes ``buf``; check the array's
+    SHA-256, and its HMAC when ``hmac_key`` is given (then mandatory, as ``read`` has it)."""
+    for ch, raw in da.chunks:
+        buf[ch.off : ch.off + ch.length] = np.frombuffer(raw, np.uint8)
+    sha = hashlib.sha256(S.mview(buf)).hexdigest()
+    first, last = da.lineno, da.end_lineno
+    if sha != da.sha256:
+        raise at_lines(
+            IntegrityError(
+                describe(S.FMT, da.where(), field="sha256", expected=da.sha256, got=sha)
+            ),
+            first,
+            last,
+        )
+    if hmac_key is None:
+        return
+    if da.hmac == S.ZERO64:
+        detail = "unauthenticated (hmac is zero) but an hmac key was given"
+        raise at_lines(
+            IntegrityError(describe(S.FMT, da.where(), field="hmac", detail=detail)), first, last
+        )
+    m = _hmac.new(bytes(hmac_key), bytes.fromhex(da.salt) + buf.tobytes(), "sha256")
+    if not _hmac.compare_digest(m.hexdigest(), da.hmac):
+        raise at_lines(
+            IntegrityError(
+                describe(S.FMT, da.where(), field="hmac", detail="does not authenticate")
+            ),
+            first,
+            last,
+        )
+
+
+def _check_target_root(
+    d: Delta, items: list[Prepared], hmacs: dict[str, str], meta: Mapping[str, str], prev: str
+) -> None:
+    """The delta's target ``root`` line against the root of the patched arrays."""
+    assert d.root is not None
+    _, all_hex, fx = array_digests(items, None, hmacs)
+    this = S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"])
+    got = {"sha256_all": all_hex, "merkle_prev": prev, "merkle_this": this, "fastxor": f"{fx:016x}"}
+    for k, v in got.items():
+        if d.root[k] != v:
+            raise at_lines(
+                IntegrityError(
+                    describe(
+                        S.FMT,
+                        f"delta target root (line {d.root_lineno})",
+                        field=k,
+                        expected=d.root[k],
+                        got=v,
+                    )
+                ),
+                d.root_lineno,
+            )
 
 
 def _audit_text(base: WtxtFile) -> str | None:
@@ -453,66 +319,3 @@ def _audit_text(base: WtxtFile) -> str | None:
     cur = Cursor(p.data)
     cur.skip_lines(p.audit_lineno - 1)
     return cur.line()[0]
-
-
-def inspect_delta(data: np.ndarray) -> list[dict]:
-    """Rows for ``tenfold inspect`` on a delta file."""
-    d = parse_delta(data)
-    rows = [
-        {
-            "name": "(delta)",
-            "dtype": "-",
-            "shape": "-",
-            "bytes": int(data.size),
-            "encoding": "-",
-            "layout": f"base {d.base_sha256_all[:16]}",
-            "checksum": "-",
-        }
-    ]
-    for a in d.arrays:
-        rows.append(
-            {
-                "name": a.name,
-                "dtype": "-",
-                "shape": "-",
-                "bytes": sum(c.length for c, _ in a.chunks),
-                "encoding": "base64/76+parity",
-                "layout": "chunks " + ",".join(f"{c.ix:06d}" for c, _ in a.chunks),
-                "checksum": "sha256 " + a.sha256[:16],
-            }
-        )
-    return rows
-
-
-def verify_delta(data: np.ndarray, report: Report, *, keys_given: bool = False) -> Report:
-    """Check a delta on its own (structure, parity, chunk CRC/SHA); the base is not needed.
-
-    A delta's HMACs cover the new arrays, which only exist once it is applied to its base, and
-    a delta is not signed: nothing in it can be authenticated on its own. When keys were given
-    (authentication asked for) that is an error row; apply the delta with ``apply_delta``.
-    """
-    report.summary["authentication"] = (
-        "none: a delta is authenticated only when applied "
-        "to its base (apply_delta with hmac_key, then verify the result)"
-    )
-    if keys_given:
-        report.add(
-            "delta (line 1)",
-            ERROR,
-            "keys were given, but a delta cannot be "
-            "authenticated on its own: apply it to its base and verify the result",
-        )
-    try:
-        d = parse_delta(data)
-    except TenfoldError as exc:
-        report.add("delta", ERROR, str(exc))
-        return report
-    report.summary["base_sha256_all"] = d.base_sha256_all
-    for a in d.arrays:
-        for c, _ in a.chunks:
-            report.add(
-                f"delta array {a.name!r} chunk {c.ix:06d} (line {c.lineno})",
-                OK,
-                "parity, crc32c, sha256" if c.length else "crc32c, sha256 (empty chunk)",
-            )
-    return report

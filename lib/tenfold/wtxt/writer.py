@@ -17,19 +17,17 @@ import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-import crc32c as _crc32c
 import numpy as np
-import pybase64
 
 from .. import _kernels
 from ..core import parallel
 from ..core.atomic import atomic_write
-from ..core.checksums import crc32c
 from ..core.dtypes import registry
 from ..core.release import release
 from ..errors import EncodeError
 from . import _spec as S
 from ._crypto import prev_hex, private_key, sign_line
+from .codec import ChunkEncoder
 
 __all__ = ["write", "save", "Prepared", "prepare_arrays", "private_key"]
 
@@ -240,71 +238,6 @@ def _header(meta: dict, cap: list[str], root: str, sign: str | None) -> bytes:
 _PLACEHOLDER_SIGN = "sign ed25519=" + "A" * 86 + "== keyid=" + "0" * 16
 
 
-_ENDCH = b"endch\n"
-#: Text is assembled in a buffer of about this size and written with one call per batch.
-_BATCH = 1 << 20
-#: crc32c.crc32c is called directly on chunks up to this size (larger: the sliced helper).
-_CRC_DIRECT = 64 << 20
-
-
-class ChunkEncoder:
-    """Encodes chunks to their ``ch`` line, framed base64 lines and ``endch`` (reused buffer)."""
-
-    def __init__(self) -> None:
-        self.kern = _kernels.load("b64lines")
-        self.buf = np.empty(0, np.uint8)
-
-    def _room(self, pos: int, need: int) -> None:
-        if pos + need > self.buf.size:
-            grown = np.empty(max(pos + need, _BATCH + (_BATCH >> 2)), np.uint8)
-            grown[:pos] = self.buf[:pos]
-            self.buf = grown
-
-    def put(self, pos: int, ix: int, off: int, raw: memoryview) -> int:
-        """Append chunk ``ix`` (raw bytes ``raw`` at array offset ``off``) to the buffer at
-        ``pos``; returns the new end."""
-        ln = raw.nbytes
-        crc = _crc32c.crc32c(raw) if ln <= _CRC_DIRECT else crc32c(raw)
-        head = (
-            f"ch ix={ix:06d} off={off:012d} len={ln} "
-            f"sha256={hashlib.sha256(raw).hexdigest()} crc32c={crc:08x} b64=on width=76 "
-            f"lines={S.b64_lines(ln)}\n"
-        ).encode()
-        b64 = pybase64.b64encode(raw)
-        n = len(b64)
-        self._room(pos, len(head) + n + 3 * (-(-n // S.WIDTH)) + len(_ENDCH))
-        end: int = self.kern.frame_block(head, b64, _ENDCH, self.buf, pos, S.WIDTH)
-        return end
-
-    def block(self, ix: int, off: int, raw: memoryview) -> bytes:
-        """One chunk's complete text."""
-        n = self.put(0, ix, off, raw)
-        return self.buf[:n].tobytes()
-
-    def write_chunks(
-        self, f: Any, raw: memoryview, clen: int, prefix: bytes = b"", suffix: bytes = b""
-    ) -> int:
-        """Write ``prefix``, every chunk of ``raw`` (chunk length ``clen``) and ``suffix`` to
-        ``f`` in batches of about ``_BATCH`` bytes; returns the number of bytes written."""
-        self._room(0, _BATCH + len(prefix) + len(suffix))
-        buf = self.buf
-        buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
-        pos = len(prefix)
-        written = 0
-        size = raw.nbytes
-        for ix, (off, ln) in enumerate(S.chunk_layout(size, clen)):
-            pos = self.put(pos, ix, off, raw[off : off + ln])
-            if pos >= _BATCH:
-                written += f.write(S.mview(self.buf)[:pos])
-                pos = 0
-        self._room(pos, len(suffix))
-        self.buf[pos : pos + len(suffix)] = np.frombuffer(suffix, np.uint8)
-        pos += len(suffix)
-        if pos:
-            written += f.write(S.mview(self.buf)[:pos])
-        return written
-
-
 def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
     """Write every array block; returns the offsets of the ``arr`` lines within the body."""
     enc = ChunkEncoder()
@@ -385,12 +318,31 @@ def write(
     items = prepare_arrays(arrays, meta["gen"], salt, rows_per_chunk)
     if hmac_key is not None:
         hmac_key = bytes(hmac_key)
+    key = _signing_key(signing_key, sign_all, root_pending)
+    keyed = hmac_key is not None or bool(_hmacs and any(v != S.ZERO64 for v in _hmacs.values()))
+    cap = cap_items(items, keyed, sign_all, root_pending) + [c for c in cap_extra]
+    head = _Head(meta, cap, prev_hex(merkle_prev), root_pending, key)
+    tail = _tail(audit)
+    with atomic_write(path, fsync=fsync) as f:
+        if workers > 1 and not sign_all:
+            _write_overlapped(f, head, items, tail, hmac_key, _hmacs)
+            return
+        lines, all_hex, fx = array_digests(items, hmac_key, _hmacs)
+        _write_in_order(f, head.final(all_hex, fx, sign_all), items, lines, tail)
+
+
+def _signing_key(signing_key: Any, sign_all: bool, root_pending: bool) -> Any:
+    """The Ed25519 private key (or None), refused where the options cannot use it."""
     key = private_key(signing_key) if signing_key is not None else None
     if sign_all and key is None:
         raise _bad("sign_all", "needs a signing_key")
     if root_pending and key is not None:
         raise _bad("signing_key", "a root_pending file is signed through its WSUM sidecar")
-    prev = prev_hex(merkle_prev)
+    return key
+
+
+def _tail(audit: Mapping[str, Any] | str | None) -> bytes:
+    """The optional ``audit`` line (pairs, or an exact line that is checked) and ``endwtxt``."""
     if isinstance(audit, str):
         from ._text import audit_fields
 
@@ -401,62 +353,97 @@ def write(
         aline: str | None = audit
     else:
         aline = audit_line(audit) if audit is not None else None
-    tail = (aline + "\n" if aline is not None else "") + "endwtxt\n"
-    keyed = hmac_key is not None or bool(_hmacs and any(v != S.ZERO64 for v in _hmacs.values()))
-    cap = cap_items(items, keyed, sign_all, root_pending) + [c for c in cap_extra]
+    return ((aline + "\n" if aline is not None else "") + "endwtxt\n").encode()
 
-    def root_of(all_hex: str, fx: int) -> str:
-        if root_pending:
+
+@dataclasses.dataclass
+class _Head:
+    """What the header lines are made of, once the arrays' digests are known."""
+
+    meta: dict
+    cap: list[str]
+    prev: str
+    pending: bool
+    key: Any
+
+    def root(self, all_hex: str, fx: int) -> str:
+        if self.pending:
             return S.PENDING_LINE
-        return S.root_line(
-            all_hex, prev, S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"]), fx
-        )
+        m = self.meta
+        this = S.merkle(self.prev, all_hex, m["ts"], m["gen"], m["build"])
+        return S.root_line(all_hex, self.prev, this, fx)
 
-    with atomic_write(path, fsync=fsync) as f:
-        if workers > 1 and not sign_all:
-            with parallel.scoped(1, "wtxt-w") as pool:
-                fut = pool.submit(array_digests, items, hmac_key, _hmacs)
-                placeholder = [
-                    S.arr_line(it.name, it.tag, it.shape, it.size, S.ZERO64, S.ZERO64, it.salt)
-                    for it in items
-                ]
-                head0 = _header(meta, cap, root_of(S.ZERO64, 0), _PLACEHOLDER_SIGN if key else None)
-                f.write(head0)
-                offsets = _write_body(f, items, placeholder)
-                f.write(tail.encode())
-                lines, all_hex, fx = fut.result()
-            for off, line in zip(offsets, lines, strict=True):
-                f.seek(len(head0) + off)
-                f.write(line.encode())
-            head = _header(meta, cap, root_of(all_hex, fx), None)
-            if key is not None:
-                head = _header(meta, cap, root_of(all_hex, fx), sign_line(key, head))
-            assert len(head) == len(head0)
-            f.seek(0)
-            f.write(head)
-            f.seek(0, os.SEEK_END)
-            return
-        lines, all_hex, fx = array_digests(items, hmac_key, _hmacs)
-        head = _header(meta, cap, root_of(all_hex, fx), None)
-        if key is None:
-            f.write(head)
-            _write_body(f, items, lines)
-            f.write(tail.encode())
-            return
-        if not sign_all:
-            f.write(_header(meta, cap, root_of(all_hex, fx), sign_line(key, head)))
-            _write_body(f, items, lines)
-            f.write(tail.encode())
-            return
-        import io
+    def lines(self, all_hex: str, fx: int, sign: str | None = None) -> bytes:
+        return _header(self.meta, self.cap, self.root(all_hex, fx), sign)
 
-        sink = io.BytesIO()
-        _write_body(sink, items, lines)
-        sink.write(tail.encode())
-        body = sink.getbuffer()
-        sign = sign_line(key, head + bytes(body))
-        f.write(_header(meta, cap, root_of(all_hex, fx), sign))
-        f.write(body)
+    def final(self, all_hex: str, fx: int, sign_all: bool = False) -> _Final:
+        """The header, signed over itself now (or, ``sign_all``, later over the whole text)."""
+        head = self.lines(all_hex, fx)
+        if self.key is None or sign_all:
+            return _Final(head, self, all_hex, fx, sign_all)
+        return _Final(self.lines(all_hex, fx, sign_line(self.key, head)), self, all_hex, fx)
+
+
+@dataclasses.dataclass
+class _Final:
+    head: bytes
+    parts: _Head
+    all_hex: str
+    fx: int
+    sign_all: bool = False
+
+
+def _write_in_order(
+    f: Any, fin: _Final, items: list[Prepared], lines: list[str], tail: bytes
+) -> None:
+    """Header, arrays, trailer, in file order (the digests are known). ``sign_all``: the
+    body is assembled in memory first, as the signature in the header covers it."""
+    if not fin.sign_all:
+        f.write(fin.head)
+        _write_body(f, items, lines)
+        f.write(tail)
+        return
+    import io
+
+    sink = io.BytesIO()
+    _write_body(sink, items, lines)
+    sink.write(tail)
+    body = sink.getbuffer()
+    sign = sign_line(fin.parts.key, fin.head + bytes(body))
+    f.write(fin.parts.lines(fin.all_hex, fin.fx, sign))
+    f.write(body)
+
+
+def _write_overlapped(
+    f: Any,
+    head: _Head,
+    items: list[Prepared],
+    tail: bytes,
+    hmac_key: bytes | None,
+    hmacs: Mapping[str, str] | None,
+) -> None:
+    """workers > 1: hash the arrays on a second thread while their text is written with
+    placeholder digests of the same length; then seek back and write the real ``arr`` lines
+    and header (same bytes as the sequential path)."""
+    with parallel.scoped(1, "wtxt-w") as pool:
+        fut = pool.submit(array_digests, items, hmac_key, hmacs)
+        placeholder = [
+            S.arr_line(it.name, it.tag, it.shape, it.size, S.ZERO64, S.ZERO64, it.salt)
+            for it in items
+        ]
+        head0 = head.lines(S.ZERO64, 0, _PLACEHOLDER_SIGN if head.key else None)
+        f.write(head0)
+        offsets = _write_body(f, items, placeholder)
+        f.write(tail)
+        lines, all_hex, fx = fut.result()
+    for off, line in zip(offsets, lines, strict=True):
+        f.seek(len(head0) + off)
+        f.write(line.encode())
+    final = head.final(all_hex, fx).head
+    assert len(final) == len(head0)
+    f.seek(0)
+    f.write(final)
+    f.seek(0, os.SEEK_END)
 
 
 def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:
