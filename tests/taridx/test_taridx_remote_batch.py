@@ -90,7 +90,7 @@ def test_s3_batches_count_requests(s3, tmp_path):
     truth = _truth(tmp_path)
     fs = _s3fs(opts)
     _upload(fs, tmp_path, "tfx")
-    ds = tx.Dataset("s3://tfx", "t", storage_options=opts, cache_bytes=0)
+    ds = tx.Dataset("s3://tfx", "t", storage_options=opts, cache_bytes=0, calibrate=False)
     stems = tx.Dataset(tmp_path, "t").index.stems()
     n = len(ds)
     assert n == 120 and ds.shards == ["t_0000.tar", "t_0001.tar"]
@@ -109,13 +109,17 @@ def test_s3_batches_count_requests(s3, tmp_path):
         ds[i]
     assert len(_gets(log)) == 16
     # no merging across holes: at least one request per sample
-    tight = tx.Dataset("s3://tfx", "t", storage_options=opts, max_gap=0, cache_bytes=0)
+    tight = tx.Dataset(
+        "s3://tfx", "t", storage_options=opts, max_gap=0, cache_bytes=0, calibrate=False
+    )
     log.clear()
     _check_all(tight, truth, stems, batch)
     rows = [_span(r[2]) for r in _gets(log)]
     assert len(rows) >= 64
     # ranges bounded by max_range: every Range header asks for at most that many bytes
-    short = tx.Dataset("s3://tfx", "t", storage_options=opts, max_range=8192, cache_bytes=0)
+    short = tx.Dataset(
+        "s3://tfx", "t", storage_options=opts, max_range=8192, cache_bytes=0, calibrate=False
+    )
     log.clear()
     _check_all(short, truth, stems, batch)
     spans = [_span(r[2]) for r in _gets(log)]
@@ -123,7 +127,14 @@ def test_s3_batches_count_requests(s3, tmp_path):
     # a byte budget per batch between the two: the smallest holes are read first, so the
     # batch stays within it and needs fewer requests than reading no hole at all
     budget = (sum(rows) + sum(wide)) // 2
-    lean = tx.Dataset("s3://tfx", "t", storage_options=opts, max_batch_bytes=budget, cache_bytes=0)
+    lean = tx.Dataset(
+        "s3://tfx",
+        "t",
+        storage_options=opts,
+        max_batch_bytes=budget,
+        cache_bytes=0,
+        calibrate=False,
+    )
     log.clear()
     _check_all(lean, truth, stems, batch)
     lean_spans = [_span(r[2]) for r in _gets(log)]
@@ -131,6 +142,30 @@ def test_s3_batches_count_requests(s3, tmp_path):
     assert 2 < len(lean_spans) < len(rows) // 2
     for d in (ds, tight, short, lean):
         d.close()
+
+
+def test_s3_link_model_calibrated_from_calls(s3, tmp_path):
+    """By default the link model is refitted to each ``cat_ranges`` call (the request counts
+    then depend on the server's speed: only the samples and the model are checked here)."""
+    opts, log = s3
+    _small_fold(tmp_path)
+    truth = _truth(tmp_path)
+    stems = tx.Dataset(tmp_path, "t").index.stems()
+    _upload(_s3fs(opts), tmp_path, "tfk")
+    ds = tx.Dataset("s3://tfk", "t", storage_options=opts, cache_bytes=0)
+    fixed = tx.Dataset("s3://tfk", "t", storage_options=opts, cache_bytes=0, calibrate=False)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        batch = rng.choice(len(ds), 40, replace=False).tolist()
+        _check_all(ds, truth, stems, batch)
+        _check_all(fixed, truth, stems, batch)
+        for i in batch[:4]:
+            ds[i]
+    assert ds.link.observations == 3 + 12 and fixed.link.observations == 0
+    assert (ds.link.per_request, ds.link.bandwidth) != (0.010, 100e6)
+    assert (fixed.link.per_request, fixed.link.bandwidth) == (0.010, 100e6)
+    ds.close()
+    fixed.close()
 
 
 def _span(header):
@@ -148,7 +183,7 @@ def test_s3_small_shards_cached_whole(s3, tmp_path):
     fs = _s3fs(opts)
     _upload(fs, tmp_path, "tfc")
     sizes = {f.name: f.stat().st_size for f in tmp_path.glob("t_*.tar")}
-    ds = tx.Dataset("s3://tfc", "t", storage_options=opts, max_range=16384)
+    ds = tx.Dataset("s3://tfc", "t", storage_options=opts, max_range=16384, calibrate=False)
     n = len(ds)
     log.clear()
     _check_all(ds, truth, stems, list(range(0, n, 2)))
@@ -180,7 +215,9 @@ def test_s3_locality_blocked_epoch(s3, tmp_path):
     stems = tx.Dataset(tmp_path, "t").index.stems()
     fs = _s3fs(opts)
     _upload(fs, tmp_path, "tfl")
-    ds = tx.Dataset("s3://tfl", "t", storage_options=opts, max_gap=16 << 10, cache_bytes=0)
+    ds = tx.Dataset(
+        "s3://tfl", "t", storage_options=opts, max_gap=16 << 10, cache_bytes=0, calibrate=False
+    )
     n = len(ds)
     counts = {}
     for block in (16, 1):
@@ -199,7 +236,7 @@ def test_s3_shard_missing_mid_epoch(s3, tmp_path):
     _small_fold(tmp_path)
     fs = _s3fs(opts)
     _upload(fs, tmp_path, "tfy")
-    ds = tx.Dataset("s3://tfy", "t", storage_options=opts, cache_bytes=0)
+    ds = tx.Dataset("s3://tfy", "t", storage_options=opts, cache_bytes=0, calibrate=False)
     ds.__getitems__(list(range(len(ds))))  # both shards read once
     fs.rm("tfy/t_0001.tar")
     ds.__getitems__([0, 1])  # shard 0 still reads
@@ -305,7 +342,9 @@ def test_http_batches_count_requests(tmp_path):
     t.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        ds = tx.Dataset(url, "t", shards=["t_0000.tar", "t_0001.tar"], cache_bytes=0)
+        ds = tx.Dataset(
+            url, "t", shards=["t_0000.tar", "t_0001.tar"], cache_bytes=0, calibrate=False
+        )
         n = len(ds)
         batch = np.random.default_rng(1).choice(n, 48, replace=False).tolist()
         _Counting.log.clear()
@@ -339,7 +378,7 @@ def test_s3_etag_compared_on_later_opens(s3, tmp_path):
     _small_fold(tmp_path, per=4)
     fs = _s3fs(opts)
     _upload(fs, tmp_path, "tfe")
-    ds = tx.Dataset("s3://tfe", "t", storage_options=opts, cache_bytes=0)
+    ds = tx.Dataset("s3://tfe", "t", storage_options=opts, cache_bytes=0, calibrate=False)
     assert set(ds.etags) == {"t_0000.tar", "t_0001.tar"}
     old = ds.etags["t_0001.tar"]
     n = len(ds)

@@ -1,11 +1,11 @@
-"""TARIDX: an index over the tar shards of a dataset fold, and random access to its samples.
+"""TARIDX: an index over the tar shards of a dataset split, and random access to its samples.
 
 * :class:`Index` reads a ``.taridx`` (zero-copy rows, vectorised :meth:`Index.lookup`);
-* :func:`build` scans the shards ``<fold>_<id>.tar`` and writes ``<fold>.taridx``;
+* :func:`build` scans the shards ``<split>_<id>.tar`` and writes ``<split>.taridx``;
 * :func:`stale_shards` says which shards changed since the index was built;
 * :class:`Dataset` serves samples by position or stem, locally or through fsspec;
 * :class:`EpochSampler` / :func:`epoch_order` give shuffled, sharded orders per epoch;
-* :func:`read_ray` reads a fold as a Ray Dataset (read tasks planned from the index);
+* :func:`read_ray` reads a split as a Ray Dataset (read tasks planned from the index);
 * :func:`export_dali` / :func:`export_wids` write DALI and wids indexes from it.
 
 The byte layout is in :mod:`tenfold.taridx._spec`.
@@ -25,6 +25,7 @@ import numpy as np
 from ..core.report import ERROR, INFO, OK, WARNING, Report
 from ..errors import EncodeError, TenfoldError, describe
 from ._spec import FMT, HDR_SIZE, HEADER, ROW_DT
+from ._split import optional_split
 from .build import build, scan_shard, shard_paths, stale_shards
 from .dataset import Dataset, EpochSampler, epoch_order
 from .export import export_dali, export_wids
@@ -167,11 +168,13 @@ def verify(
     source: str | os.PathLike[str],
     *,
     root: str | os.PathLike[str] | None = None,
-    fold: str | None = None,
+    split: str | None = None,
     sample: int = 8,
+    fold: str | None = None,
 ) -> Report:
     """Check structure, every row, ``n_stems`` and the flag exactly, and (when the shards sit
     beside the index, or ``root`` is given) that no shard changed. Never raises on bad input."""
+    split = optional_split(split, fold, "verify")
     path = os.fspath(source)
     rep = Report(FMT, path)
     try:
@@ -232,28 +235,28 @@ def verify(
         except TenfoldError as exc:
             rep.add_error(exc, "rows")
             return rep
-        if root is None and fold is None:
-            root, fold = os.path.dirname(os.path.abspath(path)), Path(path).stem
-        elif fold is None:
-            fold = Path(path).stem
+        if root is None and split is None:
+            root, split = os.path.dirname(os.path.abspath(path)), Path(path).stem
+        elif split is None:
+            split = Path(path).stem
         assert root is not None
         try:
-            if not shard_paths(root, fold):
-                rep.add("shards", INFO, f"no shards {fold}_<id>.tar beside the index; not checked")
+            if not shard_paths(root, split):
+                rep.add("shards", INFO, f"no shards {split}_<id>.tar beside the index; not checked")
                 return rep
-            stale = stale_shards(idx, root, fold, sample=sample)
+            stale = stale_shards(idx, root, split, sample=sample)
         except (TenfoldError, OSError) as exc:
             rep.add_error(exc, "shards")
             return rep
         for name, why in stale.items():
             rep.add(f"shard {name}", WARNING if "no rows" in why else ERROR, f"stale: {why}")
         if not stale:
-            rep.add("shards", OK, f"{len(shard_paths(root, fold))} shards match the index")
+            rep.add("shards", OK, f"{len(shard_paths(root, split))} shards match the index")
     return rep
 
 
 def demo(directory: Path) -> Path:
-    """Write a small fold (2 ustar shards x 3 samples x {jpg, cls}) and its index."""
+    """Write a small split (2 ustar shards x 3 samples x {jpg, cls}) and its index."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(6)

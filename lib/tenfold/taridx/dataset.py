@@ -1,6 +1,6 @@
-"""Random access to the samples of a fold: :class:`Dataset` and :class:`EpochSampler`.
+"""Random access to the samples of a split: :class:`Dataset` and :class:`EpochSampler`.
 
-``Dataset(root, fold)`` opens ``<root>/<fold>.taridx`` and serves ``ds[i]`` (sample ``i`` in
+``Dataset(root, split)`` opens ``<root>/<split>.taridx`` and serves ``ds[i]`` (sample ``i`` in
 order of its first row) and ``ds.get(stem)`` as ``{extension: buffer}``. Local shards are
 memory-mapped lazily, at most ``max_open`` at once per process (least recently used closed
 first), and each buffer is a read-only ``memoryview`` of the map (zero copy; it keeps the map
@@ -22,6 +22,7 @@ import operator
 import os
 import re
 import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -36,6 +37,7 @@ from ..errors import IntegrityError, TruncatedError, describe
 from ._members import member_problem
 from ._remote import LinkModel, info_etag, info_mtime_ns, missing_shard, plan_ranges
 from ._spec import BLOCK, FMT
+from ._split import required_split
 from .build import shard_paths, stale_shard
 from .reader import Index
 from .sampler import EpochSampler, epoch_order, index_fingerprint
@@ -60,20 +62,22 @@ def _is_url(root: str) -> bool:
 
 
 class Dataset:
-    """The samples of fold ``fold`` under ``root``.
+    """The samples of split ``split`` under ``root``.
 
     Parameters
     ----------
     root
-        Directory (or fsspec URL) holding the shards ``<fold>_<id>.tar``.
-    fold
-        Fold name.
+        Directory (or fsspec URL) holding the shards ``<split>_<id>.tar``.
+    split
+        Split name (``fold=`` is its old name, deprecated).
     extensions
         Only these extensions are returned (default: all of the sample's).
     decoders
         ``{extension: callable(buffer) -> value}`` applied to those extensions.
     index
-        Index path or URL (default ``<root>/<fold>.taridx``).
+        Index path or URL (default ``<root>/<split>.taridx``), or the index file's bytes
+        (then shards are checked by their headers only: there is no index time to compare
+        their modification times with).
     shards
         Shard file names in fid order (default: listed from ``root``).
     max_open
@@ -123,11 +127,12 @@ class Dataset:
     def __init__(
         self,
         root: str | os.PathLike[str],
-        fold: str,
+        split: str | None = None,
         extensions: Sequence[str] | None = None,
         decoders: Mapping[str, Callable[[Any], Any]] | None = None,
         *,
-        index: str | os.PathLike[str] | None = None,
+        fold: str | None = None,
+        index: str | os.PathLike[str] | bytes | None = None,
         shards: Sequence[str] | None = None,
         max_open: int = 32,
         storage_options: Mapping[str, Any] | None = None,
@@ -142,11 +147,19 @@ class Dataset:
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.root = os.fspath(root).rstrip("/") if _is_url(os.fspath(root)) else os.fspath(root)
-        self.fold = fold
+        split = self.split = required_split(split, fold, "Dataset")
         self.extensions = None if extensions is None else [e.lower() for e in extensions]
         self.decoders = dict(decoders or {})
         self.remote = _is_url(self.root)
-        self.index_path = os.fspath(index) if index is not None else self._join(f"{fold}.taridx")
+        #: the index file's bytes, when given as bytes (then ``index_path`` is ``"<buffer>"``)
+        self.index_bytes = (
+            bytes(index) if isinstance(index, (bytes, bytearray, memoryview)) else None
+        )
+        self.index_path: str = self._join(f"{split}.taridx")
+        if self.index_bytes is not None:
+            self.index_path = "<buffer>"
+        elif isinstance(index, (str, os.PathLike)):
+            self.index_path = os.fspath(index)
         self.max_open = max(1, int(max_open))
         self.storage_options = dict(storage_options or {})
         self.verify_headers = bool(verify_headers)
@@ -171,7 +184,7 @@ class Dataset:
             raise TruncatedError(
                 describe(
                     FMT,
-                    f"fold {fold!r} under {self.root}",
+                    f"split {split!r} under {self.root}",
                     detail="shards missing",
                     expected=f"> {int(idx.rows['fid'].max())} shards",
                     got=len(self.shards),
@@ -235,9 +248,9 @@ class Dataset:
 
     def _list_shards(self) -> list[str]:
         if not self.remote:
-            return [p.name for p in shard_paths(self.root, self.fold)]
+            return [p.name for p in shard_paths(self.root, self.split)]
         fs = self._filesystem()
-        pat = re.compile(re.escape(self.fold) + r"_[0-9]+\.tar")
+        pat = re.compile(re.escape(self.split) + r"_[0-9]+\.tar")
         found: dict[str, dict[str, Any]] = {}
         for p in fs.ls(self.root, detail=True):
             info = p if isinstance(p, Mapping) else {"name": p}
@@ -254,7 +267,9 @@ class Dataset:
     def _index(self) -> Index:
         self._check_pid()
         if self._idx is None:
-            if _is_url(self.index_path):
+            if self.index_bytes is not None:
+                idx = Index.from_buffer(self.index_bytes, limits=self.limits)
+            elif _is_url(self.index_path):
                 fsspec = require("fsspec", extra="remote", what="taridx: a remote index")
                 fs, path = fsspec.core.url_to_fs(self.index_path, **self.storage_options)
                 idx = Index.from_buffer(fs.cat_file(path), limits=self.limits)
@@ -283,12 +298,11 @@ class Dataset:
             self._ext_b = [e.encode("utf-8") for e in idx.ext]
             ts = _kernels.load("tarscan")
             self._check = ts.check_member if self.verify_headers else None
+            local_index = self.index_bytes is None and not _is_url(self.index_path)
             self._index_mtime = (
-                None
-                if self.remote or _is_url(self.index_path)
-                else os.stat(self.index_path).st_mtime_ns
+                os.stat(self.index_path).st_mtime_ns if local_index and not self.remote else None
             )
-            if self.remote and not _is_url(self.index_path):
+            if self.remote and local_index:
                 self._remote_index_mtime = os.stat(self.index_path).st_mtime_ns
             want = self.extensions
             self._wanted = [want is None or e in want for e in idx.ext]
@@ -306,14 +320,14 @@ class Dataset:
         return self._idx
 
     def fingerprint(self) -> str:
-        """A digest of the fold's index file (what :class:`EpochSampler` states are tied to)."""
+        """A digest of the split's index file (what :class:`EpochSampler` states are tied to)."""
         if self._fp is None:
             self._fp = index_fingerprint(self._index()._mf.buffer())
         return self._fp
 
     @property
     def index(self) -> Index:
-        """The fold's :class:`Index` (opened in this process on first use)."""
+        """The split's :class:`Index` (opened in this process on first use)."""
         return self._index()
 
     # -- shards -------------------------------------------------------------------------------
@@ -357,6 +371,14 @@ class Dataset:
         if err is not None:
             raise type(err)(f"{err}; rebuild the index (tenfold index build)")
         self._checked[fid] = key
+
+    @property
+    def fold(self) -> str:
+        """Deprecated: the split name, now ``split``."""
+        warnings.warn(
+            "taridx: Dataset.fold is deprecated; use Dataset.split", DeprecationWarning, 2
+        )
+        return self.split
 
     @property
     def open_shards(self) -> int:
@@ -403,7 +425,7 @@ class Dataset:
         if i < 0:
             i += n
         if not 0 <= i < n:
-            raise IndexError(f"sample {i} out of range for a fold of {n}")
+            raise IndexError(f"sample {i} out of range for a split of {n}")
         if self.remote:
             return self._batch(np.array([i], np.int64))[0]
         names, wanted = self._ext_names, self._wanted
@@ -483,7 +505,7 @@ class Dataset:
             idx[idx < 0] += n
             bad = np.flatnonzero((idx < 0) | (idx >= n))
             if bad.size:
-                raise IndexError(f"sample {int(idx[bad[0]])} out of range for a fold of {n}")
+                raise IndexError(f"sample {int(idx[bad[0]])} out of range for a split of {n}")
         return self._batch(idx)
 
     def _batch(self, idx: np.ndarray) -> list[dict[str, Any]]:
@@ -783,7 +805,7 @@ class Dataset:
             raise err
 
     def get(self, stem: str, default: Any = None) -> Any:
-        """The sample named ``stem``, or ``default`` when the fold has none (as ``dict.get``)."""
+        """The sample named ``stem``, or ``default`` when the split has none (as ``dict.get``)."""
         i = int(self._index().lookup([stem])[0])
         if i < 0:
             return default
@@ -798,4 +820,4 @@ class Dataset:
             yield self[i]
 
     def __repr__(self) -> str:
-        return f"<taridx.Dataset {self.root!r} fold={self.fold!r} samples={self._len}>"
+        return f"<taridx.Dataset {self.root!r} split={self.split!r} samples={self._len}>"

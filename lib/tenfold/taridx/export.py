@@ -17,7 +17,7 @@ name holding whitespace (the format splits on it), a basename without a dot (no 
 and a shard with no sample (DALI refuses a count of 0). ``version="v1.1"`` writes the three
 fields without the name (DALI reads both; names with whitespace are then fine).
 
-**wids** (``wids.ShardListDataset("<fold>.wids.json")``): a shard list
+**wids** (``wids.ShardListDataset("<split>.wids.json")``): a shard list
 ``{"__kind__": "wids-shard-index-v1", "wids_version": 1, "name": ..., "shardlist": [{"url",
 "nsamples", "filesize"}, ...]}``. ``nsamples`` counts samples as wids does when it opens the
 shard: runs of consecutive regular members (typeflag ``0`` or NUL) whose ustar ``name`` field
@@ -46,6 +46,7 @@ from ..core.mapped import MappedFile
 from ..errors import IntegrityError, TenfoldError, UnsupportedError, describe
 from ._members import split_name
 from ._spec import BLOCK, FMT
+from ._split import required_split
 from .build import shard_paths
 from .reader import Index
 
@@ -113,23 +114,23 @@ class ShardMembers:
 
 
 def _open_index(
-    root: str | os.PathLike[str], fold: str, index: str | os.PathLike[str] | None
+    root: str | os.PathLike[str], split: str, index: str | os.PathLike[str] | None
 ) -> tuple[Index, list[Path]]:
     if "://" in os.fspath(root) and not os.fspath(root).startswith("file://"):
         raise UnsupportedError(
             describe(FMT, os.fspath(root), detail="export reads member headers: local shards only")
         )
-    path = os.fspath(index) if index is not None else os.path.join(root, f"{fold}.taridx")
+    path = os.fspath(index) if index is not None else os.path.join(root, f"{split}.taridx")
     idx = Index.open(path)
     try:
         idx.validate_rows()
-        shards = shard_paths(root, fold)
+        shards = shard_paths(root, split)
         top = int(idx.column("fid").max()) if idx.n_rows else -1
         if top >= len(shards):
             raise IntegrityError(
                 describe(
                     FMT,
-                    f"fold {fold!r} under {os.fspath(root)}",
+                    f"split {split!r} under {os.fspath(root)}",
                     detail="shards missing",
                     expected=f"> {top} shards",
                     got=len(shards),
@@ -394,9 +395,9 @@ def wids_count(m: ShardMembers) -> int:
 
 
 def _members(
-    root: str | os.PathLike[str], fold: str, index: str | os.PathLike[str] | None
+    root: str | os.PathLike[str], split: str, index: str | os.PathLike[str] | None
 ) -> tuple[list[Path], list[ShardMembers]]:
-    idx, shards = _open_index(root, fold, index)
+    idx, shards = _open_index(root, split, index)
     with idx:
         return shards, [shard_members(idx, f, p) for f, p in enumerate(shards)]
 
@@ -444,43 +445,48 @@ def _write_wids(
 
 def export_dali(
     root: str | os.PathLike[str],
-    fold: str,
+    split: str | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     *,
+    fold: str | None = None,
     index: str | os.PathLike[str] | None = None,
     version: str = "v1.2",
     fsync: bool = True,
 ) -> list[Path]:
     """Write DALI's index file ``<shard stem>.idx`` of every shard into ``out_dir`` (default:
     beside the shards). Returns the paths in shard order (pass them as ``index_paths``)."""
+    split = required_split(split, fold, "export_dali")
     if version not in DALI_VERSIONS:
         raise ValueError(f"version must be one of {DALI_VERSIONS}, got {version!r}")
-    shards, members = _members(root, fold, index)
+    shards, members = _members(root, split, index)
     texts = [dali_index(m, version) for m in members]  # every shard checked before writing
     return _write_dali(shards, texts, out_dir if out_dir is not None else root, fsync)
 
 
 def export_wids(
     root: str | os.PathLike[str],
-    fold: str,
+    split: str | None = None,
     out: str | os.PathLike[str] | None = None,
     *,
+    fold: str | None = None,
     index: str | os.PathLike[str] | None = None,
     name: str | None = None,
     url_prefix: str | None = None,
     fsync: bool = True,
 ) -> Path:
-    """Write the wids shard list of the fold to ``out`` (default ``ROOT/<fold>.wids.json``)."""
-    shards, members = _members(root, fold, index)
-    dest = out if out is not None else Path(root) / f"{fold}.wids.json"
+    """Write the wids shard list of the split to ``out`` (default ``ROOT/<split>.wids.json``)."""
+    split = required_split(split, fold, "export_wids")
+    shards, members = _members(root, split, index)
+    dest = out if out is not None else Path(root) / f"{split}.wids.json"
     counts = [wids_count(m) for m in members]
-    return _write_wids(shards, counts, dest, name or fold, url_prefix, fsync)
+    return _write_wids(shards, counts, dest, name or split, url_prefix, fsync)
 
 
 def export(
     root: str | os.PathLike[str],
-    fold: str,
+    split: str | None = None,
     *,
+    fold: str | None = None,
     index: str | os.PathLike[str] | None = None,
     dali: str | os.PathLike[str] | None = None,
     wids: str | os.PathLike[str] | None = None,
@@ -491,15 +497,16 @@ def export(
 ) -> tuple[list[Path], Path | None]:
     """Both exports from one pass over the shards' headers: DALI files into directory
     ``dali`` and the wids list to ``wids`` (either ``None``: not written)."""
+    split = required_split(split, fold, "export")
     if version not in DALI_VERSIONS:
         raise ValueError(f"version must be one of {DALI_VERSIONS}, got {version!r}")
-    shards, members = _members(root, fold, index)
+    shards, members = _members(root, split, index)
     # every shard checked for both formats before anything is written
     texts = [dali_index(m, version) for m in members] if dali is not None else []
     counts = [wids_count(m) for m in members] if wids is not None else []
     paths = _write_dali(shards, texts, dali, fsync) if dali is not None else []
     doc = (
-        _write_wids(shards, counts, wids, name or fold, url_prefix, fsync)
+        _write_wids(shards, counts, wids, name or split, url_prefix, fsync)
         if wids is not None
         else None
     )

@@ -1,4 +1,4 @@
-"""Ray Data over a TARIDX fold: :func:`read_ray`.
+"""Ray Data over a TARIDX split: :func:`read_ray`.
 
 The read is planned from the index, without opening a shard: the samples (all of them, or the
 stems asked for) are cut into contiguous runs of sample order, one per read task, balanced by
@@ -30,6 +30,7 @@ from ..core.optional import require
 from ..errors import IntegrityError, describe
 from ._members import name_at, split_name
 from ._spec import BLOCK, FMT
+from ._split import required_split
 from .dataset import Dataset
 
 __all__ = ["read_ray", "plan", "Plan", "datasource_class"]
@@ -75,9 +76,9 @@ class Plan:
 def _dataset_args(ds: Dataset) -> dict[str, Any]:
     return {
         "root": ds.root,
-        "fold": ds.fold,
+        "split": ds.split,
         "extensions": ds.extensions,
-        "index": ds.index_path,
+        "index": ds.index_path if ds.index_bytes is None else ds.index_bytes,
         "shards": list(ds.shards),
         "storage_options": dict(ds.storage_options),
         "verify_headers": ds.verify_headers,
@@ -107,7 +108,7 @@ def plan(
             raise KeyError(
                 describe(
                     FMT,
-                    f"fold {ds.fold!r}",
+                    f"split {ds.split!r}",
                     detail=f"{missing.size} of the {len(keys)} keys asked for are not in the "
                     f"index, e.g. {shown}",
                 )
@@ -133,7 +134,7 @@ def plan(
     k = max(1, min(int(parallelism), m)) if m else 0
     if k:
         # cut where the running payload passes j/k of the total (by bytes), and never leave a
-        # task empty (by rows): a fold of equal-sized samples is cut into equal counts
+        # task empty (by rows): a split of equal-sized samples is cut into equal counts
         target = total[-1] * np.arange(1, k) / k
         cuts = np.searchsorted(total, target, side="left")  # total[cut] >= target
         below = np.maximum(cuts - 1, 0)
@@ -183,7 +184,7 @@ _OPEN: dict[tuple[Any, ...], Dataset] = {}
 def _cache_key(args: Mapping[str, Any]) -> tuple[Any, ...]:
     return (
         args["root"],
-        args["fold"],
+        args["split"],
         None if args["extensions"] is None else tuple(args["extensions"]),
         args["index"],
         tuple(args["shards"]),
@@ -201,7 +202,7 @@ def _open(args: Mapping[str, Any]) -> Dataset:
             _OPEN.pop(next(iter(_OPEN))).close()
         ds = _OPEN[key] = Dataset(
             args["root"],
-            args["fold"],
+            args["split"],
             args["extensions"],
             index=args["index"],
             shards=args["shards"],
@@ -517,9 +518,10 @@ def _read_remote(ds: Dataset, samples: np.ndarray, url: bool) -> Iterator[Any]:
 
 def read_ray(
     root: str | os.PathLike[str],
-    fold: str,
+    split: str | None = None,
     extensions: Sequence[str] | None = None,
     *,
+    fold: str | None = None,
     keys: Sequence[str] | None = None,
     index: str | os.PathLike[str] | None = None,
     shards: Sequence[str] | None = None,
@@ -530,20 +532,22 @@ def read_ray(
     parallelism: int = -1,
     **read_args: Any,
 ) -> Any:
-    """A ``ray.data.Dataset`` of the samples of fold ``fold`` under ``root`` (path or URL).
+    """A ``ray.data.Dataset`` of the samples of split ``split`` under ``root`` (path or URL).
 
     ``extensions``, ``index``, ``shards``, ``storage_options`` and ``verify_headers`` are as
-    for :class:`~tenfold.taridx.Dataset`. ``keys`` reads only those stems, in that order (a
-    stem not in the index is a ``KeyError`` naming how many are missing).
+    for :class:`~tenfold.taridx.Dataset` (``fold=``: the old name of ``split``, deprecated).
+    ``keys`` reads only those stems, in that order (a stem not in the index is a ``KeyError``
+    naming how many are missing).
     ``override_num_blocks`` (or the older ``parallelism``) sets the number of read tasks;
     other keyword arguments (``concurrency``, ``ray_remote_args``, ``num_cpus`` ...) go to
     ``ray.data.read_datasource``. Columns: ``__key__``, ``__url__`` (unless
     ``include_url=False``) and one binary column per extension.
     """
+    split = required_split(split, fold, "read_ray")
     ray_data = require("ray.data", extra="ray", what="taridx: read_ray")
     source = datasource_class()(
         root,
-        fold,
+        split,
         extensions,
         keys=keys,
         index=index,
@@ -583,9 +587,10 @@ def datasource_class() -> type:
         def __init__(
             self,
             root: str | os.PathLike[str],
-            fold: str,
+            split: str | None = None,
             extensions: Sequence[str] | None = None,
             *,
+            fold: str | None = None,
             keys: Sequence[str] | None = None,
             index: str | os.PathLike[str] | None = None,
             shards: Sequence[str] | None = None,
@@ -594,9 +599,10 @@ def datasource_class() -> type:
             include_url: bool = True,
         ) -> None:
             super().__init__()
+            split = required_split(split, fold, "TaridxDatasource")
             self._ds = Dataset(
                 root,
-                fold,
+                split,
                 extensions,
                 index=index,
                 shards=shards,
@@ -608,7 +614,7 @@ def datasource_class() -> type:
             self._total: int | None = None
 
         def get_name(self) -> str:
-            return f"Taridx({self._ds.fold})"
+            return f"Taridx({self._ds.split})"
 
         def estimate_inmemory_data_size(self) -> int | None:
             if self._total is None:
