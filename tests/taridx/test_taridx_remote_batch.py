@@ -201,8 +201,16 @@ def test_s3_small_shards_cached_whole(s3, tmp_path):
     _check_all(small, truth, stems, list(range(n)))
     _check_all(small, truth, stems, list(range(n)))
     assert len(_gets(log)) == 4
+    # room for one shard only: a batch over both keeps one and reads the other by ranges
+    one = tx.Dataset(
+        "s3://tfc", "t", storage_options=opts, cache_bytes=max(sizes.values()), calibrate=False
+    )
+    for _ in range(2):
+        _check_all(one, truth, stems, list(range(n)))
+    assert len(one._cache) == 1
     ds.close()
     small.close()
+    one.close()
 
 
 def test_s3_locality_blocked_epoch(s3, tmp_path):

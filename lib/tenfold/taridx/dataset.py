@@ -521,7 +521,7 @@ class Dataset:
         if not keep.all():
             rowids, owner, cols = rowids[keep], owner[keep], cols[keep]
         if self.remote:
-            views = self._remote_rows(rowids, cols)
+            views = self._remote_rows(rowids, cols, idx, owner)
         else:
             views = self._local_rows(rowids, cols, idx, owner)
         out: list[dict[str, Any]] = [{} for _ in range(idx.size)]
@@ -548,7 +548,7 @@ class Dataset:
             mv = self._mvs[fid]
             if mv is None:
                 mv = self._shard(fid)
-            else:
+            elif fid in self._open:  # (else a remote shard held in memory)
                 self._open.move_to_end(fid)
                 self._last = (fid, mv)
             if check and self._rc.batch(mv, np.ascontiguousarray(rowids[grp]), fid) >= 0:
@@ -574,10 +574,11 @@ class Dataset:
             cols[:, 2], lo, hi, max_gap=gap, max_range=rng, budget=self.max_batch_bytes
         )
 
-    def _remote_rows(self, rowids: np.ndarray, cols: np.ndarray) -> list[Any]:
-        check = self._check is not None
-        lo = cols[:, 0] - (BLOCK if check else 0)  # from the header (checked with its payload)
-        hi = cols[:, 0] + cols[:, 1]
+    def _remote_rows(
+        self, rowids: np.ndarray, cols: np.ndarray, idx: np.ndarray, owner: np.ndarray
+    ) -> list[Any]:
+        """Rows of remote shards: fetched by planned ranges (one ``cat_ranges``), or, for
+        shards held in memory (``cache_bytes``), read as local shards are."""
         views: list[Any] = [None] * rowids.size
         if not rowids.size:
             return views
@@ -585,51 +586,86 @@ class Dataset:
         urls = {f: self._join(self.shards[f]) for f in np.unique(fids).tolist()}
         for fid, url in urls.items():
             self._remote_open(fid, url)
-        far = ~np.isin(fids, np.fromiter(self._cache, np.int64, len(self._cache)))
-        run, r_fid, r_lo, r_hi = self._plan(cols[far], lo[far], hi[far])
+        held = np.isin(fids, np.fromiter(self._cache, np.int64, len(self._cache)))
+        # rows of shards in memory first (a fetch below may drop one of them from the cache),
+        # then the others; rows of a shard the fetch kept whole are read from memory too
+        self._held_rows(np.flatnonzero(held), rowids, cols, idx, owner, views)
+        far = np.flatnonzero(~held)
+        if far.size:
+            self._fetch_rows(rowids[far], cols[far], urls, far, views)
+            self._held_rows(
+                far[[views[k] is None for k in far.tolist()]], rowids, cols, idx, owner, views
+            )
+        return views
+
+    def _held_rows(
+        self,
+        sel: np.ndarray,
+        rowids: np.ndarray,
+        cols: np.ndarray,
+        idx: np.ndarray,
+        owner: np.ndarray,
+        views: list[Any],
+    ) -> None:
+        if sel.size:
+            got = self._local_rows(rowids[sel], cols[sel], idx, owner[sel])
+            for k, v in zip(sel.tolist(), got, strict=True):
+                views[k] = v
+
+    def _fetch_rows(
+        self,
+        rowids: np.ndarray,
+        cols: np.ndarray,
+        urls: Mapping[int, str],
+        where: np.ndarray,
+        views: list[Any],
+    ) -> None:
+        """Plan and fetch rows ``rowids`` (their views go to ``views[where[k]]``); a shard the
+        plan reads at least half of is fetched whole and kept instead (its rows left out)."""
+        check = self._check is not None
+        lo = cols[:, 0] - (BLOCK if check else 0)  # from the header (checked with its payload)
+        hi = cols[:, 0] + cols[:, 1]
+        run, r_fid, r_lo, r_hi = self._plan(cols, lo, hi)
         whole = self._to_cache(r_fid, r_lo, r_hi)
         keep = ~np.isin(r_fid, whole)
-        req = np.cumsum(keep) - 1  # request of each kept run
         paths = [urls[f] for f in r_fid[keep].tolist()]
         starts, ends = r_lo[keep].tolist(), r_hi[keep].tolist()
         chunk = max(1, self.link.max_range if self.max_range is None else self.max_range)
+        spans = []
         for fid in whole.tolist():  # a shard read whole: in chunks, concurrently
             size = self._seen[fid][0]
+            spans.append((fid, len(paths), len(range(0, size, chunk))))
             for a in range(0, size, chunk):
                 paths.append(urls[fid])
                 starts.append(a)
                 ends.append(min(size, a + chunk))
         blobs = self._fetch(paths, starts, ends)
-        k0 = int(keep.sum())
-        for fid in whole.tolist():
-            n_chunks = len(range(0, self._seen[fid][0], chunk))
-            self._cache_put(fid, b"".join(blobs[k0 : k0 + n_chunks]))
-            k0 += n_chunks
+        for fid, k0, n_chunks in spans:
+            part = blobs[k0 : k0 + n_chunks]
+            self._cache_put(fid, part[0] if n_chunks == 1 else b"".join(part))
         # a request mostly of holes: its payloads are copied out, so the batch does not keep
         # the whole range alive (memory stays about the rows' own bytes)
-        used = np.bincount(run, weights=(hi - lo)[far], minlength=r_lo.size)
+        used = np.bincount(run, weights=hi - lo, minlength=r_lo.size)
         copy = (used * 2 < (r_hi - r_lo)).tolist()
-        run_of = np.full(rowids.size, -1, np.int64)
-        run_of[far] = run
-        exts = self._ext_b
-        keepl, reql = keep.tolist(), req.tolist()
+        req = (np.cumsum(keep) - 1).tolist()  # request of each kept run
+        keepl, exts = keep.tolist(), self._ext_b
         datas = [memoryview(b) for b in blobs]
-        for k, r in enumerate(run_of.tolist()):
+        for k, r in enumerate(run.tolist()):
+            if not keepl[r]:
+                continue  # its shard is now in memory
+            q = req[r]
+            data, start0 = datas[q], starts[q]
             start, size, fid, extid = cols[k].tolist()
-            if r < 0 or not keepl[r]:
-                data, start0, cp, url = self._cache[fid], 0, False, urls[fid]
-            else:
-                q = reql[r]
-                data, start0, cp, url = datas[q], starts[q], copy[r], paths[q]
             a = start - start0
             if a + size > len(data):
                 raise self._past_end(fid, start - BLOCK, size, start0 + len(data))
             keyhash = int(self._kh[rowids[k]])
             if check and self._check(data, a - BLOCK, size, keyhash, exts[extid]):
-                self._verify_remote(url, data, start0, fid, start - BLOCK, size, keyhash, extid)
+                self._verify_remote(
+                    paths[q], data, start0, fid, start - BLOCK, size, keyhash, extid
+                )
             v = data[a : a + size]
-            views[k] = memoryview(v.tobytes()) if cp else v
-        return views
+            views[int(where[k])] = memoryview(v.tobytes()) if copy[r] else v
 
     def _fetch(self, paths: list[str], starts: list[int], ends: list[int]) -> list[Any]:
         """One ``cat_ranges`` call; its time feeds the link model."""
@@ -654,18 +690,21 @@ class Dataset:
             return np.zeros(0, np.int64)
         fids, inv = np.unique(r_fid, return_inverse=True)
         planned = np.bincount(inv, weights=r_hi - r_lo)
-        out = []
+        out, total = [], 0
         for fid, b in zip(fids.tolist(), planned.tolist(), strict=True):
             size = self._seen[fid][0]
-            if 0 < size <= self.cache_bytes and 2 * b >= size:
+            # the shards of one batch fit together: none evicts another before it is read
+            if 0 < size and total + size <= self.cache_bytes and 2 * b >= size:
                 out.append(fid)
+                total += size
         return np.array(out, np.int64)
 
     def _cache_put(self, fid: int, blob: bytes) -> None:
         while self._cache and self._cache_nbytes + len(blob) > self.cache_bytes:
-            _, old = self._cache.popitem(last=False)
+            old_fid, old = self._cache.popitem(last=False)
             self._cache_nbytes -= len(old)
-        self._cache[fid] = memoryview(blob)
+            self._mvs[old_fid] = None
+        self._cache[fid] = self._mvs[fid] = memoryview(blob)
         self._cache_nbytes += len(blob)
 
     def _remote_open(self, fid: int, url: str) -> None:
