@@ -31,6 +31,9 @@ def test_split_keyword_everywhere(split, tmp_path):
         assert tx.stale_shards(idx, split, split="t") == {}
         assert len(idx) == 6
     assert tx.verify(split / "t.taridx", root=split, split="t").ok
+    # split without root: the shards beside the index (this crashed on an assert before)
+    rep = tx.verify(split / "t.taridx", split="t")
+    assert rep.ok and "2 shards match the index" in str(rep.findings)
     assert tx.build(split, split="t", out=tmp_path / "again.taridx", show_progress=False)
     assert tx.export_wids(split, split="t").exists()
     truth = _truth(split)

@@ -195,64 +195,72 @@ def verify(
         try:
             idx.validate_rows()
             rep.add("rows", OK, f"{idx.n_rows} rows, ids in range")
-            kh, cid = np.asarray(idx.rows["keyhash"]), np.asarray(idx.rows["crashid"])
-            from .writer import count_runs
-
-            perm = np.lexsort((cid, kh))
-            distinct = count_runs(kh[perm], cid[perm])
-            runs = count_runs(kh, cid)
-            if distinct != idx.n_stems:
-                rep.add(
-                    "n_stems",
-                    ERROR,
-                    describe(
-                        FMT,
-                        "header",
-                        offset=HEADER.offset("n_stems"),
-                        field="n_stems",
-                        expected=distinct,
-                        got=idx.n_stems,
-                    ),
-                )
-            else:
-                rep.add("n_stems", OK, str(distinct))
-            contiguous = runs == distinct
-            if contiguous != idx.is_contiguous:
-                rep.add(
-                    "flags",
-                    ERROR,
-                    describe(
-                        FMT,
-                        "header",
-                        offset=HEADER.offset("flags"),
-                        field="flags bit 0",
-                        expected=int(contiguous),
-                        got=int(idx.is_contiguous),
-                    ),
-                )
-            else:
-                rep.add("flags", OK, "contiguous" if contiguous else "interleaved")
+            _verify_counts(idx, rep)
         except TenfoldError as exc:
             rep.add_error(exc, "rows")
             return rep
-        if root is None and split is None:
-            root, split = os.path.dirname(os.path.abspath(path)), Path(path).stem
-        elif split is None:
-            split = Path(path).stem
-        assert root is not None
-        try:
-            if not shard_paths(root, split):
-                rep.add("shards", INFO, f"no shards {split}_<id>.tar beside the index; not checked")
-                return rep
-            stale = stale_shards(idx, root, split, sample=sample)
-        except (TenfoldError, OSError) as exc:
-            rep.add_error(exc, "shards")
-            return rep
-        for name, why in stale.items():
-            rep.add(f"shard {name}", WARNING if "no rows" in why else ERROR, f"stale: {why}")
-        if not stale:
-            rep.add("shards", OK, f"{len(shard_paths(root, split))} shards match the index")
+        root = os.path.dirname(os.path.abspath(path)) if root is None else root
+        _verify_shards(idx, rep, root, Path(path).stem if split is None else split, sample)
     return rep
+
+
+def _verify_counts(idx: Index, rep: Report) -> None:
+    """``n_stems`` and the contiguity flag against what the rows say."""
+    kh, cid = np.asarray(idx.rows["keyhash"]), np.asarray(idx.rows["crashid"])
+    from .writer import count_runs
+
+    perm = np.lexsort((cid, kh))
+    distinct = count_runs(kh[perm], cid[perm])
+    runs = count_runs(kh, cid)
+    if distinct != idx.n_stems:
+        rep.add(
+            "n_stems",
+            ERROR,
+            describe(
+                FMT,
+                "header",
+                offset=HEADER.offset("n_stems"),
+                field="n_stems",
+                expected=distinct,
+                got=idx.n_stems,
+            ),
+        )
+    else:
+        rep.add("n_stems", OK, str(distinct))
+    contiguous = runs == distinct
+    if contiguous != idx.is_contiguous:
+        rep.add(
+            "flags",
+            ERROR,
+            describe(
+                FMT,
+                "header",
+                offset=HEADER.offset("flags"),
+                field="flags bit 0",
+                expected=int(contiguous),
+                got=int(idx.is_contiguous),
+            ),
+        )
+    else:
+        rep.add("flags", OK, "contiguous" if contiguous else "interleaved")
+
+
+def _verify_shards(
+    idx: Index, rep: Report, root: str | os.PathLike[str], split: str, sample: int
+) -> None:
+    """The shards of ``split`` under ``root`` against the index (when there are any)."""
+    try:
+        if not shard_paths(root, split):
+            rep.add("shards", INFO, f"no shards {split}_<id>.tar beside the index; not checked")
+            return
+        stale = stale_shards(idx, root, split, sample=sample)
+    except (TenfoldError, OSError) as exc:
+        rep.add_error(exc, "shards")
+        return
+    for name, why in stale.items():
+        rep.add(f"shard {name}", WARNING if "no rows" in why else ERROR, f"stale: {why}")
+    if not stale:
+        rep.add("shards", OK, f"{len(shard_paths(root, split))} shards match the index")
 
 
 def demo(directory: Path) -> Path:

@@ -23,6 +23,7 @@ import dataclasses
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -42,6 +43,9 @@ from ._members import bad_name, member_problem
 from ._spec import BLOCK, FLAG_CONTIGUOUS, FMT, ROW_DT
 from ._split import required_split
 from .writer import count_runs, write_rows
+
+if TYPE_CHECKING:  # build needs no reader at run time (the reader imports build)
+    from .reader import Index
 
 __all__ = [
     "shard_paths",
@@ -404,13 +408,10 @@ def _indexable_after(buf: np.ndarray, start: int) -> tuple[int, str] | None:
 
 
 def _stale_rows(
-    index: object, rows: np.ndarray, path: Path, sample: int, deep: bool
+    index: Index, rows: np.ndarray, path: Path, sample: int, deep: bool
 ) -> tuple[type[TenfoldError], str] | None:
     """Why shard ``path`` no longer matches its ``rows`` (a structured subset), or ``None``:
     ``(error class, reason)``."""
-    from .reader import Index
-
-    assert isinstance(index, Index)
     fsize = path.stat().st_size
     with MappedFile(path, fmt=FMT) as mf:
         buf = mf.buffer()
@@ -443,13 +444,10 @@ def _stale_rows(
     return None
 
 
-def _first_bad(index: object, rows: np.ndarray, buf: np.ndarray) -> TenfoldError | None:
+def _first_bad(index: Index, rows: np.ndarray, buf: np.ndarray) -> TenfoldError | None:
     """The error of the first of ``rows`` (one shard's, in ``buf``) whose header does not name
     its member, checksum included; one kernel pass (``RowCheck``), Python only for the rows it
     flags (errors, non-ASCII names)."""
-    from .reader import Index
-
-    assert isinstance(index, Index)
     m = len(rows)
     if not m:
         return None
@@ -490,7 +488,7 @@ def _changed_after(path: Path, index_mtime: int | None) -> bool:
     return max(st.st_mtime_ns, st.st_ctime_ns) > index_mtime
 
 
-def _index_mtime(index: object) -> int | None:
+def _index_mtime(index: Index) -> int | None:
     p = getattr(index, "path", None)
     try:
         return os.stat(p).st_mtime_ns if p is not None else None
@@ -499,7 +497,7 @@ def _index_mtime(index: object) -> int | None:
 
 
 def stale_shard(
-    index: object,
+    index: Index,
     fid: int,
     path: str | os.PathLike[str],
     *,
@@ -513,9 +511,6 @@ def stale_shard(
     See :func:`stale_shards`; ``deep=None`` checks every row when the shard's mtime or ctime is
     newer than the index file, ``True`` always, ``False`` never (sampled rows only).
     """
-    from .reader import Index
-
-    assert isinstance(index, Index)
     index.validate_rows()
     path = Path(path)
     rows = (
@@ -533,7 +528,7 @@ def stale_shard(
 
 
 def stale_shards(
-    index: object,
+    index: Index,
     root: str | os.PathLike[str],
     split: str | None = None,
     *,
@@ -550,9 +545,6 @@ def stale_shards(
     last indexed one. A swapped, renamed-over or rewritten shard is reported. ``{}`` means up
     to date.
     """
-    from .reader import Index
-
-    assert isinstance(index, Index)
     split = required_split(split, fold, "stale_shards")
     index.validate_rows()  # offsets and sizes bounded: the int64 arithmetic below is exact
     paths = shard_paths(root, split)

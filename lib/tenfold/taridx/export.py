@@ -47,6 +47,7 @@ from ..errors import IntegrityError, TenfoldError, UnsupportedError, describe
 from ._members import split_name
 from ._spec import BLOCK, FMT
 from ._split import required_split
+from .build import _members as scan
 from .build import shard_paths
 from .reader import Index
 
@@ -158,9 +159,6 @@ def _changed(name: str, offset: int, what: str, **kw: Any) -> IntegrityError:
 def shard_members(idx: Index, fid: int, path: str | os.PathLike[str]) -> ShardMembers:
     """The indexed members of shard ``fid`` (at ``path``) in file order, their names read
     from the shard's headers (one scan) and checked against the rows."""
-    from .build import _members as scan
-
-    sh = _kernels.load("strhash")
     fids = idx.column("fid")
     sel = np.flatnonzero(fids == fid)
     off = idx.column("offset")[sel].astype(np.int64)
@@ -169,7 +167,6 @@ def shard_members(idx: Index, fid: int, path: str | os.PathLike[str]) -> ShardMe
     size = idx.column("size")[sel].astype(np.int64)
     keyhash = idx.column("keyhash")[sel]
     name = os.path.basename(os.fspath(path))
-    n = sel.size
     with MappedFile(path, fmt=FMT) as mf:
         buf = mf.buffer()
         try:
@@ -179,70 +176,107 @@ def shard_members(idx: Index, fid: int, path: str | os.PathLike[str]) -> ShardMe
                 f"{exc} (shard changed since the index was built?); rebuild the index "
                 "(tenfold index build)"
             ) from None
-        pos = np.searchsorted(h_off, off)
-        found = pos < h_off.size
-        found[found] = h_off[pos[found]] == off[found]
-        if not found.all():
-            j = int(np.argmin(found))
-            raise _changed(name, int(off[j]), "no member header where the index has a row")
-        got_size = h_size[pos]
-        bad = np.flatnonzero(got_size != size)
-        if bad.size:
-            j = int(bad[0])
+        pos = _rows_in_scan(name, off, size, h_off, h_size)
+        n_off, n_len, p_off, p_len = n_off[pos], n_len[pos], p_off[pos], p_len[pos]
+        tflag = h_t[pos].astype(np.int64)
+        _check_names(buf, name, off, keyhash, n_off, n_len)
+        arena, start, length, ustar = _names(buf, off, n_off, n_len, p_off, p_len)
+    return ShardMembers(name, off, size, tflag, arena, start, length, ustar)
+
+
+def _rows_in_scan(
+    name: str, off: np.ndarray, size: np.ndarray, h_off: np.ndarray, h_size: np.ndarray
+) -> np.ndarray:
+    """Position in the scan of each row's member; every row must find its header, with the
+    row's size."""
+    pos = np.searchsorted(h_off, off)
+    found = pos < h_off.size
+    found[found] = h_off[pos[found]] == off[found]
+    if not found.all():
+        j = int(np.argmin(found))
+        raise _changed(name, int(off[j]), "no member header where the index has a row")
+    got_size = h_size[pos]
+    bad = np.flatnonzero(got_size != size)
+    if bad.size:
+        j = int(bad[0])
+        raise _changed(
+            name,
+            int(off[j]),
+            "member size differs",
+            field="size",
+            expected=int(size[j]),
+            got=int(got_size[j]),
+        )
+    return pos
+
+
+def _check_names(
+    buf: np.ndarray,
+    name: str,
+    off: np.ndarray,
+    keyhash: np.ndarray,
+    n_off: np.ndarray,
+    n_len: np.ndarray,
+) -> None:
+    """Each member's name must be the one the index hashed (its stem's xxh64)."""
+    import xxhash
+
+    sh = _kernels.load("strhash")
+    n = off.size
+    big = buf if buf.size else np.zeros(1, np.uint8)
+    st_off, st_len, ex_off, ex_len = (np.empty(n, np.int64) for _ in range(4))
+    ascii = np.empty(n, np.uint8)
+    sh.split_basenames(big, n_off, n_len, st_off, st_len, ex_off, ex_len, ascii)
+    got = np.empty(n, np.uint64)
+    sh.hash_ranges(big, st_off, st_len, 0, got)
+    for j in np.flatnonzero((got != keyhash) | (ascii == 0)).tolist():
+        full = buf[n_off[j] : n_off[j] + n_len[j]].tobytes()
+        stem, _ext = split_name(full)
+        if xxhash.xxh64_intdigest(stem) != int(keyhash[j]):
             raise _changed(
                 name,
                 int(off[j]),
-                "member size differs",
-                field="size",
-                expected=int(size[j]),
-                got=int(got_size[j]),
+                "member name does not hash to the row's keyhash",
+                expected=f"{int(keyhash[j]):016x}",
+                got=repr(full.decode("utf-8", "replace")),
             )
-        n_off, n_len, p_off, p_len = n_off[pos], n_len[pos], p_off[pos], p_len[pos]
-        tflag = h_t[pos].astype(np.int64)
-        big = buf if buf.size else np.zeros(1, np.uint8)
-        # each name must be the one the index hashed
-        st_off, st_len, ex_off, ex_len = (np.empty(n, np.int64) for _ in range(4))
-        ascii = np.empty(n, np.uint8)
-        sh.split_basenames(big, n_off, n_len, st_off, st_len, ex_off, ex_len, ascii)
-        got = np.empty(n, np.uint64)
-        sh.hash_ranges(big, st_off, st_len, 0, got)
-        import xxhash
 
-        for j in np.flatnonzero((got != keyhash) | (ascii == 0)).tolist():
-            full = buf[n_off[j] : n_off[j] + n_len[j]].tobytes()
-            stem, _ext = split_name(full)
-            if xxhash.xxh64_intdigest(stem) != int(keyhash[j]):
-                raise _changed(
-                    name,
-                    int(off[j]),
-                    "member name does not hash to the row's keyhash",
-                    expected=f"{int(keyhash[j]):016x}",
-                    got=repr(full.decode("utf-8", "replace")),
-                )
-        length = n_len.copy()
-        start = np.zeros(n, np.int64)
-        arena = np.empty(int(n_len.sum()), np.uint8)
-        if n:
-            np.cumsum(n_len[:-1], out=start[1:])
-            sh.gather(big, n_off, n_len, arena)
-        from_hdr = n_off == off
-        ustar: dict[int, bytes] = {}
-        prefixed = np.flatnonzero(from_hdr & (p_len > 0))
-        for j in np.flatnonzero(~from_hdr).tolist():  # named by extended headers
-            o = int(off[j])
-            ustar[j] = buf[o : o + 100].tobytes().split(b"\0", 1)[0]
-        if prefixed.size:  # a ustar prefix is part of the name: rebuild the arena
-            names = [
-                arena[a : a + k].tobytes()
-                for a, k in zip(start.tolist(), length.tolist(), strict=True)
-            ]
-            for j in prefixed.tolist():
-                ustar[j] = names[j]
-                names[j] = buf[p_off[j] : p_off[j] + p_len[j]].tobytes() + b"/" + names[j]
-            length = np.fromiter(map(len, names), np.int64, n)
-            start[1:] = np.cumsum(length[:-1])
-            arena = np.frombuffer(b"".join(names), np.uint8)
-    return ShardMembers(name, off, size, tflag, arena, start, length, ustar)
+
+def _names(
+    buf: np.ndarray,
+    off: np.ndarray,
+    n_off: np.ndarray,
+    n_len: np.ndarray,
+    p_off: np.ndarray,
+    p_len: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, bytes]]:
+    """The members' full names as one arena ``(arena, start, length)``, and the ustar name
+    field of members whose name is longer (extended header or ustar prefix)."""
+    n = off.size
+    big = buf if buf.size else np.zeros(1, np.uint8)
+    length = n_len.copy()
+    start = np.zeros(n, np.int64)
+    arena = np.empty(int(n_len.sum()), np.uint8)
+    if n:
+        np.cumsum(n_len[:-1], out=start[1:])
+        _kernels.load("strhash").gather(big, n_off, n_len, arena)
+    from_hdr = n_off == off
+    ustar: dict[int, bytes] = {}
+    prefixed = np.flatnonzero(from_hdr & (p_len > 0))
+    for j in np.flatnonzero(~from_hdr).tolist():  # named by extended headers
+        o = int(off[j])
+        ustar[j] = buf[o : o + 100].tobytes().split(b"\0", 1)[0]
+    if prefixed.size:  # a ustar prefix is part of the name: rebuild the arena
+        names = [
+            arena[a : a + k].tobytes() for a, k in zip(start.tolist(), length.tolist(), strict=True)
+        ]
+        for j in prefixed.tolist():
+            ustar[j] = names[j]
+            names[j] = buf[p_off[j] : p_off[j] + p_len[j]].tobytes() + b"/" + names[j]
+        length = np.fromiter(map(len, names), np.int64, n)
+        start[1:] = np.cumsum(length[:-1])
+        arena = np.frombuffer(b"".join(names), np.uint8)
+    return arena, start, length, ustar
 
 
 def _refuse(m: ShardMembers, j: int, why: str) -> UnsupportedError:

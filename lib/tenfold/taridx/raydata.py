@@ -85,6 +85,47 @@ def _dataset_args(ds: Dataset) -> dict[str, Any]:
     }
 
 
+def _samples_of(ds: Dataset, keys: Sequence[str] | None) -> np.ndarray:
+    """Sample numbers to read: all, or those of ``keys`` in order (``KeyError`` if any is
+    missing)."""
+    idx = ds.index
+    if keys is None:
+        return np.arange(len(idx.samples), dtype=np.int64)
+    keys = list(keys)
+    samples = idx.lookup(keys)
+    missing = np.flatnonzero(samples < 0)
+    if missing.size:
+        shown = [keys[i] for i in missing[:5].tolist()]
+        raise KeyError(
+            describe(
+                FMT,
+                f"split {ds.split!r}",
+                detail=f"{missing.size} of the {len(keys)} keys asked for are not in the "
+                f"index, e.g. {shown}",
+            )
+        )
+    return samples
+
+
+def _cut(total: np.ndarray, parallelism: int) -> np.ndarray:
+    """Task bounds over samples whose running payload is ``total`` (``m + 1`` values): at
+    most ``parallelism`` runs of about equal bytes, none empty."""
+    m = total.size - 1
+    k = max(1, min(int(parallelism), m)) if m else 0
+    if not k:
+        return np.zeros(1, np.int64)
+    # cut where the running payload passes j/k of the total (by bytes), and never leave a
+    # task empty (by rows): a split of equal-sized samples is cut into equal counts
+    target = total[-1] * np.arange(1, k) / k
+    cuts = np.searchsorted(total, target, side="left")  # total[cut] >= target
+    below = np.maximum(cuts - 1, 0)
+    cuts = np.where(target - total[below] < total[np.minimum(cuts, m)] - target, below, cuts)
+    cuts = np.maximum(cuts, np.arange(1, k))
+    cuts = np.minimum(cuts, m - k + np.arange(1, k))
+    cuts = np.maximum.accumulate(cuts)
+    return np.concatenate([[0], cuts, [m]]).astype(np.int64)
+
+
 def plan(
     ds: Dataset,
     parallelism: int,
@@ -97,54 +138,22 @@ def plan(
     idx = ds.index
     s = idx.samples
     n = len(s)
-    if keys is None:
-        samples = np.arange(n, dtype=np.int64)
-    else:
-        keys = list(keys)
-        samples = idx.lookup(keys)
-        missing = np.flatnonzero(samples < 0)
-        if missing.size:
-            shown = [keys[i] for i in missing[:5].tolist()]
-            raise KeyError(
-                describe(
-                    FMT,
-                    f"split {ds.split!r}",
-                    detail=f"{missing.size} of the {len(keys)} keys asked for are not in the "
-                    f"index, e.g. {shown}",
-                )
-            )
+    samples = _samples_of(ds, keys)
     ext_names = idx.ext
     want = np.array(
         [ds.extensions is None or e in ds.extensions for e in ext_names] or [False], bool
     )
     rows = idx.rows if s.order is None else idx.rows[s.order]  # rows in sample order
     extid = np.asarray(rows["extid"]).astype(np.int64)
-    size = np.asarray(rows["size"]).astype(np.int64)
-    fid = np.asarray(rows["fid"]).astype(np.int64)
-    size = np.where(want[extid], size, 0)
+    size = np.where(want[extid], np.asarray(rows["size"]).astype(np.int64), 0)
     # payload bytes of each sample: sums over each sample's run of rows
     csum = np.zeros(size.size + 1, np.int64)
     np.cumsum(size, out=csum[1:])
     starts = np.asarray(s.starts, np.int64)
     per_sample = csum[starts[1:]] - csum[starts[:-1]]
-    chosen = per_sample[samples]
-    total = np.zeros(chosen.size + 1, np.int64)
-    np.cumsum(chosen, out=total[1:])
-    m = samples.size
-    k = max(1, min(int(parallelism), m)) if m else 0
-    if k:
-        # cut where the running payload passes j/k of the total (by bytes), and never leave a
-        # task empty (by rows): a split of equal-sized samples is cut into equal counts
-        target = total[-1] * np.arange(1, k) / k
-        cuts = np.searchsorted(total, target, side="left")  # total[cut] >= target
-        below = np.maximum(cuts - 1, 0)
-        cuts = np.where(target - total[below] < total[np.minimum(cuts, m)] - target, below, cuts)
-        cuts = np.maximum(cuts, np.arange(1, k))
-        cuts = np.minimum(cuts, m - k + np.arange(1, k))
-        cuts = np.maximum.accumulate(cuts)
-        bounds = np.concatenate([[0], cuts, [m]]).astype(np.int64)
-    else:
-        bounds = np.zeros(1, np.int64)
+    total = np.zeros(samples.size + 1, np.int64)
+    np.cumsum(per_sample[samples], out=total[1:])
+    bounds = _cut(total, parallelism)
     # size in memory as Arrow counts it (Table.nbytes, which Ray reports): payload, 4 offset
     # bytes per value of every binary and string column, a validity bitmap in each column with
     # a null (a sample without that extension), and the url characters; the keys' characters
@@ -156,6 +165,7 @@ def plan(
     has = np.zeros((n, max(len(cols), 1)), bool)
     keep = col_of[extid] >= 0
     has[sample_of_row[keep], col_of[extid[keep]]] = True
+    fid = np.asarray(rows["fid"]).astype(np.int64)
     first_fid = fid[starts[:-1]] if n else np.zeros(0, np.int64)
     url_len = np.array([len(ds._join(name).encode()) for name in ds.shards] or [0], np.int64)
     n_str = len(cols) + 1 + int(include_url)

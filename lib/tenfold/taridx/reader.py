@@ -36,6 +36,8 @@ from ._spec import (
     ROW_DT,
 )
 from ._split import optional_split
+from .build import scan_shard
+from .writer import index_bytes
 
 __all__ = ["Index", "Samples", "hash_stems", "split_block"]
 
@@ -282,7 +284,7 @@ class Index(MappedReader, Mapping[str, dict]):
                         "pass root= and split= to read samples",
                     )
                 )
-            from .dataset import Dataset
+            from .dataset import Dataset  # (the dataset module imports this one)
 
             self._dataset = Dataset(
                 self._root,
@@ -312,8 +314,6 @@ class Index(MappedReader, Mapping[str, dict]):
             raw = [b""] * len(rows)
             if len(rows):
                 ds = self._shards_dataset()
-                from .build import scan_shard
-
                 for fid in np.unique(fids).tolist():
                     scan = scan_shard(os.path.join(self._root or "", ds.shards[fid]))
                     ends = np.cumsum(scan.stem_len)
@@ -404,6 +404,7 @@ class Index(MappedReader, Mapping[str, dict]):
         return cls(fmt=FMT, obj=f"{self.name}: {what}", **kw)
 
     def _parse(self) -> None:
+        """Read and check the header, the name blocks and the row region (not the rows)."""
         mf = self._mf
         size = mf.size
         if size < HDR_SIZE:
@@ -417,6 +418,32 @@ class Index(MappedReader, Mapping[str, dict]):
             )
         hdr = mf.records(HEADER_DT, 1, 0, "header")
         h = hdr[0]
+        major, minor = self._check_identity(h)
+        n_rows, n_ext, n_crash, off_crash, off_arr = self._check_layout(h, size)
+        n_stems = self._check_stems(h, n_rows)
+        self.header = hdr
+        self.major, self.minor = major, minor
+        self.n_rows, self.n_stems, self.n_ext, self.n_crash = n_rows, n_stems, n_ext, n_crash
+        self.off_crash, self.off_arr = off_crash, off_arr
+        self.flags = int(h["flags"])
+        self.ext = split_block(
+            mf.bytes(HDR_SIZE, off_crash - HDR_SIZE, "extension block"),
+            n_ext,
+            "extension block",
+            HDR_SIZE,
+        )
+        self.crash = split_block(
+            mf.bytes(off_crash, off_arr - off_crash, "crash block"),
+            n_crash,
+            "crash block",
+            off_crash,
+        )
+        self.rows = mf.records(ROW_DT, n_rows, off_arr, "rows")
+        self._cols: dict[str, np.ndarray] = {}
+
+    def _check_identity(self, h: Any) -> tuple[int, int]:
+        """Magic, major version, record and header sizes; returns ``(major, minor)``."""
+        mf = self._mf
         magic = mf.bytes(HEADER.offset("magic"), HEADER.field_size("magic"), "magic")
         if magic != MAGIC:
             raise self._err(
@@ -444,6 +471,11 @@ class Index(MappedReader, Mapping[str, dict]):
                 raise self._err(
                     FormatError, "header", offset=off, field=field, expected=want, got=int(h[field])
                 )
+        return major, minor
+
+    def _check_layout(self, h: Any, size: int) -> tuple[int, int, int, int, int]:
+        """Block offsets within the file, rows filling the rest, and the limits; returns
+        ``(n_rows, n_ext, n_crash, off_crash, off_arr)``."""
         n_rows, n_ext, n_crash = int(h["n_rows"]), int(h["n_ext"]), int(h["n_crash"])
         off_crash, off_arr = int(h["off_crash"]), int(h["off_arr"])
         if not HDR_SIZE <= off_crash <= size:
@@ -492,6 +524,10 @@ class Index(MappedReader, Mapping[str, dict]):
             field="extension + crash block bytes",
             offset=HDR_SIZE,
         )
+        return n_rows, n_ext, n_crash, off_crash, off_arr
+
+    def _check_stems(self, h: Any, n_rows: int) -> int:
+        """``n_stems``: at most ``n_rows``, and zero exactly when there are no rows."""
         n_stems = int(h["n_stems"])
         if n_stems > n_rows:
             raise self._err(
@@ -511,25 +547,7 @@ class Index(MappedReader, Mapping[str, dict]):
                 expected="> 0" if n_rows else 0,
                 got=n_stems,
             )
-        self.header = hdr
-        self.major, self.minor = major, minor
-        self.n_rows, self.n_stems, self.n_ext, self.n_crash = n_rows, n_stems, n_ext, n_crash
-        self.off_crash, self.off_arr = off_crash, off_arr
-        self.flags = int(h["flags"])
-        self.ext = split_block(
-            mf.bytes(HDR_SIZE, off_crash - HDR_SIZE, "extension block"),
-            n_ext,
-            "extension block",
-            HDR_SIZE,
-        )
-        self.crash = split_block(
-            mf.bytes(off_crash, off_arr - off_crash, "crash block"),
-            n_crash,
-            "crash block",
-            off_crash,
-        )
-        self.rows = mf.records(ROW_DT, n_rows, off_arr, "rows")
-        self._cols: dict[str, np.ndarray] = {}
+        return n_stems
 
     def column(self, field: str) -> np.ndarray:
         """A contiguous, aligned copy of one row field (cached until the samples are built).
@@ -711,8 +729,6 @@ class Index(MappedReader, Mapping[str, dict]):
             return self
         self.validate_rows()
         perm = np.lexsort((self.rows["crashid"], self.rows["keyhash"]))
-        from .writer import index_bytes
-
         data = index_bytes(
             self.rows[perm],
             self.ext,
