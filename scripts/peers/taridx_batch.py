@@ -7,8 +7,10 @@
   (best of N), since the 2-core machine is shared and wall time includes waiting for a core.
 * remote: the same kind of fold (4 shards) in a local S3 server (moto's ``ThreadedMotoServer``
   on 127.0.0.1, read through s3fs): ``ds[i]`` per sample (one request each) vs random
-  batches of 256 through ``__getitems__`` (one ``cat_ranges`` per batch) vs batches of a
-  locality-blocked epoch (``EpochSampler(block=64)``).
+  batches of 256 through ``__getitems__`` (one ``cat_ranges`` per batch, planned by the link
+  cost model, or with the old fixed 64 KiB ``max_gap``) vs batches of a locality-blocked
+  epoch (``EpochSampler(block=64)``), and a whole random epoch from cold (shard cache on)
+  against wids reading the same shards from the same server. ``--remote`` runs only these.
 
 ``--quick`` uses 2,000 local samples and 2,000 remote samples.
 """
@@ -124,14 +126,67 @@ def header_check_rows(root: Path, n_samples: int, n_reads: int) -> list[dict]:
     return out
 
 
-def remote_rows(root: Path, n_samples: int, n_per_sample: int) -> list[dict]:
-    """A local S3 server: per-sample requests vs one cat_ranges per batch of 256."""
+class _Counting:
+    """WSGI wrapper around moto's app: (method, bytes sent) of every request."""
+
+    def __init__(self, app: Any, log: list) -> None:
+        self.app, self.log = app, log
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        chunks = list(self.app(environ, start_response))
+        sent = 0 if environ.get("REQUEST_METHOD") == "HEAD" else sum(map(len, chunks))
+        self.log.append((environ.get("REQUEST_METHOD"), sent))
+        return chunks
+
+
+def _batches(d: Any, order: list[int], size: int = 256) -> None:
+    for k in range(0, len(order), size):
+        d.__getitems__(order[k : k + size])
+
+
+def _wids_epochs(shards: list[dict], order: list[int], cache: Path, second: list) -> None:
+    """wids from cold: a fresh cache directory, ``ds[i]`` for every sample of ``order`` (it
+    downloads each shard whole with curl on first use, then reads it locally); then a second
+    epoch, timed separately into ``second``."""
+    import wids
+
+    shutil.rmtree(cache, ignore_errors=True)
+    t0 = time.perf_counter()
+    ds = wids.ShardListDataset(shards, cache_dir=str(cache), transformations=[])
+    for k in range(0, len(order), 256):
+        [ds[i] for i in order[k : k + 256]]
+    t = time.perf_counter()
+    for k in range(0, len(order), 256):
+        [ds[i] for i in order[k : k + 256]]
+    second.append((t - t0, time.perf_counter() - t))
+
+
+def _tenfold_epochs(open_ds: Callable[[], Any], order: list[int], second: list) -> None:
+    """tenfold from cold (a new dataset: listing, index, shards), then a second epoch."""
+    t0 = time.perf_counter()
+    ds = open_ds()
+    _batches(ds, order)
+    t = time.perf_counter()
+    _batches(ds, order)
+    second.append((t - t0, time.perf_counter() - t))
+    ds.close()
+
+
+def remote_rows(root: Path, n_samples: int, n_per_sample: int, rounds: int = 5) -> list[dict]:
+    """A local S3 server: one request per sample vs batches of 256 planned by the link's cost
+    model (calibrated, shard cache off), the old fixed ``max_gap`` of 64 KiB, a
+    locality-blocked epoch, and a whole random epoch from cold with the shard cache against
+    wids from cold on the same server. Requests and bytes are counted on the server."""
     try:
         import s3fs
         from moto.server import ThreadedMotoServer
     except ImportError as exc:
         print(f"remote batch benchmark skipped: {exc}")
         return []
+    import contextlib
+    import io
+    import os
+
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # the server's request log
     per_shard = n_samples // 4
     for k in range(4):
@@ -139,71 +194,190 @@ def remote_rows(root: Path, n_samples: int, n_per_sample: int) -> list[dict]:
     tx.build(root, "r", show_progress=False)
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
+    log: list = []
+    server._server.app = _Counting(server._server.app, log)
+    load = [os.getloadavg()[0]]
     try:
         host, port = server.get_host_and_port()
-        opts = {"key": "bench", "secret": "bench", "endpoint_url": f"http://{host}:{port}"}
-        fs = s3fs.S3FileSystem(skip_instance_cache=True, **opts)
+        opts = {
+            "key": "bench",
+            "secret": "bench",
+            "endpoint_url": f"http://{host}:{port}",
+            "skip_instance_cache": True,  # no listing cached between datasets
+        }
+        fs = s3fs.S3FileSystem(**opts)
         fs.mkdir("bench")
         for f in sorted(root.glob("r_*.tar")):
             fs.put_file(str(f), f"bench/{f.name}")
         fs.put_file(str(root / "r.taridx"), "bench/r.taridx")
-        ds = tx.Dataset("s3://bench", "r", storage_options=opts)
-        n = len(ds)
-        rng = np.random.default_rng(1)
-        ds.__getitems__(list(range(0, n, max(1, n // 64))))  # shards looked up, client warm
-        one = rng.integers(0, n, n_per_sample).tolist()
-        t_one = _best2(lambda: [ds[i] for i in one], repeat=2)[0]
-        rand = rng.permutation(n).tolist()[: 16 * 256]  # 16 batches: ~1 request per sample
-        n_rand = len(rand)
-
-        def batches(d: tx.Dataset, order: list[int]) -> None:
-            for k in range(0, len(order), 256):
-                d.__getitems__(order[k : k + 256])
-
-        t_rand = _best2(lambda: batches(ds, rand), repeat=2)[0]
-        wide = tx.Dataset("s3://bench", "r", storage_options=opts, max_gap=1 << 20)
-        wide.__getitems__(list(range(0, n, max(1, n // 64))))
-        t_wide = _best2(lambda: batches(wide, rand), repeat=2)[0]
-        wide.close()
-        blocked = list(tx.EpochSampler(n, seed=2, block=64))
-        t_block = _best2(lambda: batches(ds, blocked), repeat=2)[0]
-        ds.close()
         shard_mb = sum(f.stat().st_size for f in root.glob("r_*.tar")) / 4e6
+
+        def open_ds(**kw: Any) -> tx.Dataset:
+            return tx.Dataset("s3://bench", "r", storage_options=opts, **kw)
+
+        shared_opts = {k: v for k, v in opts.items() if k != "skip_instance_cache"}
+        shared = s3fs.S3FileSystem(**shared_opts)  # fsspec's instance cache hands it out
+        shared.ls("bench")
+
+        def open_shared() -> tx.Dataset:
+            """A new dataset in a process whose s3fs client exists already (fsspec's default
+            instance cache), its listing cache emptied: all data is fetched anew."""
+            shared.invalidate_cache()
+            return tx.Dataset("s3://bench", "r", storage_options=shared_opts)
+
+        one_ds = open_ds(cache_bytes=0)
+        model = open_ds(cache_bytes=0)
+        fixed = open_ds(cache_bytes=0, max_gap=64 << 10, calibrate=False)
+        defaults = open_ds(cache_bytes=0, calibrate=False)
+        n = len(model)
+        rng = np.random.default_rng(1)
+        one = rng.integers(0, n, n_per_sample).tolist()
+        rand = rng.permutation(n).tolist()[: 16 * 256]  # 16 batches of 256
+        epoch = rng.permutation(n).tolist()  # a whole random epoch
+        blocked = list(tx.EpochSampler(n, seed=2, block=64))
+        warm = rng.permutation(n).tolist()[: 4 * 256]
+        for d in (one_ds, model, fixed, defaults):  # shards looked up, clients warm
+            _batches(d, warm)  # (and, for ``model``, calls the link model is fitted to)
+        shards = [
+            {"url": fs.url(f"bench/{f.name}", expires=3600), "nsamples": per_shard}
+            for f in sorted(root.glob("r_*.tar"))
+        ]
+        cases: dict[str, Callable[[], Any]] = {
+            "one": lambda: [one_ds[i] for i in one],
+            "model": lambda: _batches(model, rand),
+            "defaults": lambda: _batches(defaults, rand),
+            "fixed": lambda: _batches(fixed, rand[: 4 * 256]),  # slow: 4 batches
+            "blocked": lambda: _batches(model, blocked),
+            "cold": lambda: _tenfold_epochs(open_ds, epoch, second["cold"]),
+            "cold_client": lambda: _tenfold_epochs(open_shared, epoch, second["cold_client"]),
+        }
+        try:
+            import wids  # noqa: F401
+
+            cases["wids"] = lambda: _wids_epochs(shards, epoch, root / "wids-cache", second["wids"])
+        except ImportError as exc:
+            print(f"wids skipped: {exc}")
+        #: (first epoch, second epoch) seconds of each run
+        second: dict[str, list[tuple[float, float]]] = {"cold": [], "cold_client": [], "wids": []}
+        best_t: dict[str, float] = {}
+        io_of: dict[str, tuple[int, int]] = {}
+        for _ in range(rounds):  # interleaved: the machine's load drifts between runs
+            for name, fn in cases.items():
+                gc.collect()
+                log.clear()
+                t = time.perf_counter()
+                with contextlib.redirect_stderr(io.StringIO()):  # wids prints its shards
+                    fn()
+                dt = time.perf_counter() - t
+                if dt < best_t.get(name, float("inf")):
+                    best_t[name] = dt
+                    gets = [b for m, b in log if m == "GET"]
+                    io_of[name] = (len(gets), sum(gets))
+                load.append(os.getloadavg()[0])
+        link = repr(model.link)
+        for d in (one_ds, model, fixed, defaults):
+            d.close()
     finally:
         server.stop()
-    base = n_per_sample / t_one
-    return [
+        shutil.rmtree(root / "wids-cache", ignore_errors=True)
+    base = n_per_sample / best_t["one"]
+    first_t = {k: min(a for a, _ in v) for k, v in second.items() if v}
+    second_t = {k: min(b for _, b in v) for k, v in second.items() if v}
+    nb = -(-len(rand) // 256)
+    la = f"load average {min(load):.1f}-{max(load):.1f}"
+
+    def per_batch(name: str, n_batches: int) -> str:
+        req, nb = io_of[name]
+        return f"{req / n_batches:.1f} requests and {nb / n_batches / 1e6:.1f} MB per batch"
+
+    out = [
         row(
-            "remote random batches of 256 (local S3 server, moto + s3fs)",
-            n_rand / t_rand,
+            "remote random batches of 256, cost-model plan (local S3 server, moto + s3fs)",
+            len(rand) / best_t["model"],
             "ds[i], one request per sample",
             base,
             unit="samples/s",
             higher_is_better=True,
             target=">= 5x",
-            note=f"{n:,} samples in 4 shards of {shard_mb:.0f} MB, 16 batches, default max_gap "
-            "(64 KiB): about one range per sample, fetched concurrently by one cat_ranges",
+            note=f"{n:,} samples in 4 shards of {shard_mb:.0f} MB, {nb} batches, shard cache "
+            f"off, link model fitted to the dataset's earlier calls ({link}); "
+            f"{per_batch('model', nb)}; {la}",
         ),
         row(
-            "remote random batches of 256, max_gap=1 MiB",
-            n_rand / t_wide,
+            "remote random batches of 256, default link model (not calibrated)",
+            len(rand) / best_t["defaults"],
             "ds[i], one request per sample",
             base,
             unit="samples/s",
             higher_is_better=True,
-            note="ranges up to 1 MiB apart merged: here about one range per shard per batch, "
-            "i.e. most of each shard read for 64 samples (bytes traded for requests)",
+            note=f"10 ms, 100 MB/s: holes up to 1 MB read; {per_batch('defaults', nb)}",
+        ),
+        row(
+            "remote random batches of 256, fixed max_gap=64 KiB (the old default)",
+            4 * 256 / best_t["fixed"],
+            "ds[i], one request per sample",
+            base,
+            unit="samples/s",
+            higher_is_better=True,
+            note=per_batch("fixed", 4) + " (4 batches timed)",
         ),
         row(
             "remote batches of 256, locality-blocked epoch (block=64)",
-            n / t_block,
+            n / best_t["blocked"],
             "ds[i], one request per sample",
             base,
             unit="samples/s",
             higher_is_better=True,
-            note="a whole epoch; runs of 64 neighbouring samples, a few ranges per batch",
+            note=f"a whole epoch, shard cache off; {per_batch('blocked', -(-n // 256))}",
         ),
     ]
+    if "wids" in first_t:
+        req_c, nb_c = io_of["cold"]
+        req_w, nb_w = io_of["wids"]
+        out.append(
+            row(
+                "remote random epoch from cold, batches of 256, shard cache on (default)",
+                n / first_t["cold"],
+                "wids 0.1.11 ShardListDataset from cold",
+                n / first_t["wids"],
+                unit="samples/s",
+                higher_is_better=True,
+                target=">= 2x wids",
+                note=f"each a whole epoch of {n:,} samples in one random order, timed from "
+                "making the dataset: tenfold starts a new s3fs client, lists the bucket, "
+                f"fetches the index and the shards ({req_c} GETs, {nb_c / 1e6:.0f} MB, kept "
+                "in memory); wids starts with an empty cache directory, downloads each shard "
+                f"whole with curl (presigned URLs of the same server; {req_w} GETs, "
+                f"{nb_w / 1e6:.0f} MB), indexes it and reads ds[i]; raw bytes, no decoding",
+            )
+        )
+        req_s, nb_s = io_of["cold_client"]
+        out.append(
+            row(
+                "remote random epoch from cold, s3fs client already made",
+                n / first_t["cold_client"],
+                "wids 0.1.11 ShardListDataset from cold",
+                n / first_t["wids"],
+                unit="samples/s",
+                higher_is_better=True,
+                target=">= 2x wids",
+                note="as above, but the dataset gets the process's existing s3fs client "
+                "(fsspec's instance cache, as any dataset after the first in a process), its "
+                f"listing cache emptied first ({req_s} GETs, {nb_s / 1e6:.0f} MB)",
+            )
+        )
+        out.append(
+            row(
+                "remote random epoch, the second (shards already fetched)",
+                n / second_t["cold"],
+                "wids 0.1.11, second epoch (its disk cache)",
+                n / second_t["wids"],
+                unit="samples/s",
+                higher_is_better=True,
+                note="the same datasets right after their first epoch; no requests by either",
+            )
+        )
+    return out
 
 
 def run(quick: bool) -> list[dict]:
@@ -215,7 +389,7 @@ def run(quick: bool) -> list[dict]:
         shutil.rmtree(local, ignore_errors=True)
         remote = tmp / "remote"
         remote.mkdir()
-        out += remote_rows(remote, 2_000 if quick else 20_000, 200 if quick else 1_000)
+        out += remote_rows(remote, 2_000 if quick else 20_000, 200 if quick else 500)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
@@ -224,5 +398,11 @@ def run(quick: bool) -> list[dict]:
 if __name__ == "__main__":
     import sys
 
-    for r in run("--quick" in sys.argv):
-        print(r)
+    if "--remote" in sys.argv:
+        with tempfile.TemporaryDirectory(prefix="tenfold-taridx-remote-") as d:
+            quick = "--quick" in sys.argv
+            for r in remote_rows(Path(d), 2_000 if quick else 20_000, 200 if quick else 500):
+                print(r)
+    else:
+        for r in run("--quick" in sys.argv):
+            print(r)

@@ -61,10 +61,10 @@ COMMANDS = {
     "wverify": ["wverify", "{}"],
     "wverify --public-key": ["wverify", "{demo}/demo.wtxt", "--public-key", "{}"],
     "wverify --hmac-key-file": ["wverify", "{demo}/demo.wtxt", "--hmac-key-file", "{}"],
-    "index check --index": ["index", "check", "{demo}", "--fold", "demo", "--index", "{}"],
+    "index check --index": ["index", "check", "{demo}", "--split", "demo", "--index", "{}"],
     "index lookup": ["index", "lookup", "{}", "k"],
     "index export --index": [
-        *("index", "export", "{demo}", "--fold", "demo", "--index", "{}"),
+        *("index", "export", "{demo}", "--split", "demo", "--index", "{}"),
         *("--wids", "{out}/w.json"),
     ],
 }
@@ -110,7 +110,7 @@ def test_bad_root_directory(command, kind, tmp_path, capsys):
     root = tmp_path / "root"
     if kind == "file":
         root.write_bytes(b"x")
-    argv = [*command.split(), str(root), "--fold", "f"]
+    argv = [*command.split(), str(root), "--split", "f"]
     code, err = _run(argv, capsys)
     assert code == 2
     assert ("no such directory" if kind == "missing" else "is not a directory") in _one_line(err)
@@ -138,7 +138,7 @@ def test_unknown_output_suffix_is_a_usage_error(argv, demo, tmp_path, capsys):
         ["sign", "{demo}/demo.wtxt", "--key", "{demo}/key.hex", "-o", "{dst}"],
         ["delta", "{demo}/demo.wtxt", "{demo}/demo.wtxt", "{dst}"],
         ["apply", "{demo}/demo.wtxt", "{demo}/demo.wtxt", "{dst}"],
-        ["index", "build", "{demo}", "--fold", "demo", "--out", "{dst}"],
+        ["index", "build", "{demo}", "--split", "demo", "--out", "{dst}"],
     ],
 )
 @pytest.mark.parametrize("kind", ["directory", "missing directory"])

@@ -1,4 +1,5 @@
-"""`tenfold index` subcommands take the fold the same way (ROOT --fold NAME [--index PATH])."""
+"""`tenfold index` subcommands take the split the same way (ROOT --split NAME [--index PATH]);
+the old `--fold` still works, with a deprecation note on stderr."""
 
 from __future__ import annotations
 
@@ -19,13 +20,13 @@ def _tar(path, members):
 def test_every_index_subcommand_takes_root_and_fold(tmp_path, capsys):
     _tar(tmp_path / "c_0000.tar", [("k1.jpg", b"12345"), ("k1.cls", b"1")])
     idx = tmp_path / "elsewhere.taridx"
-    assert main(["index", "build", str(tmp_path), "--fold", "c", "-q", "--index", str(idx)]) == 0
-    assert main(["index", "check", str(tmp_path), "--fold", "c", "--index", str(idx)]) == 0
-    assert main(["index", "lookup", str(tmp_path), "--fold", "c", "--index", str(idx), "k1"]) == 0
-    argv = ["index", "export", str(tmp_path), "--fold", "c", "--index", str(idx), "--wids"]
+    assert main(["index", "build", str(tmp_path), "--split", "c", "-q", "--index", str(idx)]) == 0
+    assert main(["index", "check", str(tmp_path), "--split", "c", "--index", str(idx)]) == 0
+    assert main(["index", "lookup", str(tmp_path), "--split", "c", "--index", str(idx), "k1"]) == 0
+    argv = ["index", "export", str(tmp_path), "--split", "c", "--index", str(idx), "--wids"]
     assert main(argv) == 0 and (tmp_path / "c.wids.json").exists()
-    assert main(["index", "build", str(tmp_path), "--fold", "c", "-q"]) == 0
-    assert main(["index", "lookup", str(tmp_path), "--fold", "c", "k1"]) == 0
+    assert main(["index", "build", str(tmp_path), "--split", "c", "-q"]) == 0
+    assert main(["index", "lookup", str(tmp_path), "--split", "c", "k1"]) == 0
     assert "jpg@fid0+0[5]" in capsys.readouterr().out
     assert main(["index", "lookup", str(tmp_path / "c.taridx"), "k1"]) == 0  # the old form
 

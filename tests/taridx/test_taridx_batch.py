@@ -25,7 +25,7 @@ from tenfold import _kernels
 from tenfold.core.bounds import Limits
 from tenfold.core.checksums import xxh64
 from tenfold.errors import IntegrityError, LimitError, TenfoldError, TruncatedError
-from tenfold.taridx._remote import merge_ranges
+from tenfold.taridx._remote import LinkModel, plan_ranges
 
 
 def _b(sample):
@@ -251,16 +251,72 @@ def test_kernel_batch_matches_reference(tmp_path):
             assert rc.batch(short, r0, 0) == int(r0[-1])
 
 
-def test_merge_ranges():
-    lo = np.array([100, 0, 50, 1000, 1010], np.int64)
-    hi = np.array([150, 40, 60, 1005, 1020], np.int64)
-    run, (a, b) = merge_ranges(lo, hi, 10)
-    assert a.tolist() == [0, 100, 1000] and b.tolist() == [60, 150, 1020]
-    assert run.tolist() == [1, 0, 0, 2, 2]  # 40 -> 50 is a gap of 10: merged
-    run, (a, b) = merge_ranges(lo, hi, 0)
-    assert a.tolist() == [0, 50, 100, 1000, 1010]
-    run, (a, b) = merge_ranges(lo[:0], hi[:0], 10)
-    assert run.size == 0 and a.size == 0
+def _plan(key, lo, hi, **kw):
+    kw = {"max_gap": 10, "max_range": 1 << 30, "budget": 1 << 30} | kw
+    args = (np.array(key, np.int64), np.array(lo, np.int64), np.array(hi, np.int64))
+    run, f, a, b = plan_ranges(*args, **kw)
+    return run.tolist(), list(zip(f.tolist(), a.tolist(), b.tolist(), strict=True))
+
+
+def test_plan_ranges_holes_and_objects():
+    lo, hi = [100, 0, 50, 1000, 1010], [150, 40, 60, 1005, 1020]
+    run, reqs = _plan([0] * 5, lo, hi)
+    assert reqs == [(0, 0, 60), (0, 100, 150), (0, 1000, 1020)]
+    assert run == [1, 0, 0, 2, 2]  # 40 -> 50 is a hole of 10: read; 60 -> 100 is not
+    run, reqs = _plan([0] * 5, lo, hi, max_gap=0)
+    assert [r[1] for r in reqs] == [0, 50, 100, 1000, 1010]
+    # ranges of different objects never merge, whatever the hole
+    run, reqs = _plan([1, 0, 1], [0, 10, 20], [10, 20, 30], max_gap=100)
+    assert reqs == [(0, 10, 20), (1, 0, 30)] and run == [1, 0, 1]
+    # overlapping or touching ranges always merge (no hole to pay for)
+    run, reqs = _plan([0, 0, 0], [0, 5, 30], [10, 30, 40], max_gap=0, budget=0)
+    assert reqs == [(0, 0, 40)] and run == [0, 0, 0]
+    assert _plan([], [], []) == ([], [])
+
+
+def test_plan_ranges_smallest_holes_first_within_budget_and_max_range():
+    # ranges of 10 bytes with holes 50, 5, 30, 1 between them (useful bytes: 50)
+    lo = [0, 60, 75, 115, 126]
+    hi = [x + 10 for x in lo]
+    run, reqs = _plan([0] * 5, lo, hi, max_gap=100)
+    assert reqs == [(0, 0, 136)]
+    # budget 50 + 6: only the holes of 1 and 5 bytes fit (the cheapest two merges)
+    run, reqs = _plan([0] * 5, lo, hi, max_gap=100, budget=56)
+    assert reqs == [(0, 0, 10), (0, 60, 85), (0, 115, 136)]
+    assert sum(b - a for _, a, b in reqs) <= 56
+    # max_gap 30: the 50-byte hole is not worth a request
+    run, reqs = _plan([0] * 5, lo, hi, max_gap=30)
+    assert reqs == [(0, 0, 10), (0, 60, 136)]
+    # max_range 30: no request over 30 bytes, holes still taken smallest first
+    run, reqs = _plan([0] * 5, lo, hi, max_gap=100, max_range=30)
+    assert reqs == [(0, 0, 10), (0, 60, 85), (0, 115, 136)]
+    assert all(b - a <= 30 for _, a, b in reqs)
+    # every range lies inside its request
+    run, reqs = _plan([0] * 5, lo, hi, max_gap=100, budget=56)
+    for k, r in enumerate(run):
+        assert reqs[r][1] <= lo[k] and hi[k] <= reqs[r][2]
+
+
+def test_link_model_fits_calls_and_gives_limits():
+    m = LinkModel(0.010, 100e6)
+    assert m.max_gap == 1_000_000 and m.max_range == 9_000_000
+    # a link with 2 ms per request and 400 MB/s: calls of different shapes
+    for n, b in [(1, 4_000), (256, 1_000_000), (4, 60_000_000), (1, 2_000), (8, 30_000_000)] * 8:
+        m.observe(n, b, n * 0.002 + b / 400e6)
+    assert m.per_request == pytest.approx(0.002, rel=0.05)
+    assert m.bandwidth == pytest.approx(400e6, rel=0.05)
+    assert m.max_gap == pytest.approx(800_000, rel=0.1)
+    assert m.max_range == pytest.approx(7_200_000, rel=0.1)
+    m.observe(0, 10, 1.0)  # ignored
+    m.observe(1, 10, 0.0)
+    assert m.observations == 40
+    fast = LinkModel(0.010, 100e6)
+    for _ in range(50):  # a link 1e6 times faster than the default is held within 1000x
+        fast.observe(1, 1000, 1e-9)
+    assert fast.per_request >= 0.010 / 1e3
+    with pytest.raises(ValueError):
+        LinkModel(0, 1)
+    assert "max_gap" in repr(m)
 
 
 # -- the Index: header switch and Limits ----------------------------------------------------------

@@ -224,7 +224,7 @@ def test_build_fsync_option(tmp_path, monkeypatch):
     assert calls == []
     assert fast.read_bytes() == durable.read_bytes()
     assert (
-        cli_main(["index", "build", str(tmp_path), "--fold", "f", "--no-progress", "--no-fsync"])
+        cli_main(["index", "build", str(tmp_path), "--split", "f", "--no-progress", "--no-fsync"])
         == 0
     )
     assert calls == []
@@ -261,18 +261,18 @@ def test_staleness(tmp_path):
 
 def test_cli(tmp_path, capsys):
     _tar(tmp_path / "c_0000.tar", [("k1.jpg", b"12345"), ("k1.cls", b"1")])
-    assert cli_main(["index", "build", str(tmp_path), "--fold", "c", "--no-progress"]) == 0
+    assert cli_main(["index", "build", str(tmp_path), "--split", "c", "--no-progress"]) == 0
     assert "2 rows, 1 samples" in capsys.readouterr().out
-    assert cli_main(["index", "check", str(tmp_path), "--fold", "c"]) == 0
+    assert cli_main(["index", "check", str(tmp_path), "--split", "c"]) == 0
     assert cli_main(["index", "lookup", str(tmp_path / "c.taridx"), "k1"]) == 0
     assert "jpg@fid0+0[5]" in capsys.readouterr().out
     assert cli_main(["index", "lookup", str(tmp_path / "c.taridx"), "zz"]) == 1
     _tar(tmp_path / "c_0000.tar", [("k1.jpg", b"1234"), ("k1.cls", b"1")])
-    assert cli_main(["index", "check", str(tmp_path), "--fold", "c"]) == 1
+    assert cli_main(["index", "check", str(tmp_path), "--split", "c"]) == 1
     assert "stale: c_0000.tar" in capsys.readouterr().out
     assert cli_main(["inspect", str(tmp_path / "c.taridx")]) == 0
     (tmp_path / "c_0000.tar").write_bytes(b"\x01" * 512)
-    assert cli_main(["index", "build", str(tmp_path), "--fold", "c", "--no-progress"]) == 1
+    assert cli_main(["index", "build", str(tmp_path), "--split", "c", "--no-progress"]) == 1
     assert "checksum" in capsys.readouterr().err
 
 

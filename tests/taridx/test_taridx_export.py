@@ -246,28 +246,28 @@ def run_cli(*args: str) -> subprocess.CompletedProcess:
 
 def test_cli_export_both_and_one(tmp_path):
     plain_fold(tmp_path, shards=2, per_shard=3)
-    r = run_cli(str(tmp_path), "--fold", "f", "--no-fsync")
+    r = run_cli(str(tmp_path), "--split", "f", "--no-fsync")
     assert r.returncode == 0, r.stderr
     assert "dali: 2 index file(s) v1.2" in r.stdout and "f.wids.json" in r.stdout
     assert (tmp_path / "f_0000.idx").exists() and (tmp_path / "f.wids.json").exists()
     out = tmp_path / "only"
     out.mkdir()
-    r = run_cli(str(tmp_path), "--fold", "f", "--dali", str(out), "--dali-version", "v1.1")
+    r = run_cli(str(tmp_path), "--split", "f", "--dali", str(out), "--dali-version", "v1.1")
     assert r.returncode == 0, r.stderr
     assert sorted(p.name for p in out.iterdir()) == ["f_0000.idx", "f_0001.idx"]
     assert (out / "f_0000.idx").read_text().startswith("v1.1 3\n")
-    r = run_cli(str(tmp_path), "--fold", "f", "--wids", str(tmp_path / "w.json"))
+    r = run_cli(str(tmp_path), "--split", "f", "--wids", str(tmp_path / "w.json"))
     assert r.returncode == 0 and (tmp_path / "w.json").exists()
     # a missing DALI folder is made when its parent exists (like an output file), not otherwise
-    r = run_cli(str(tmp_path), "--fold", "f", "--dali", str(tmp_path / "new"))
+    r = run_cli(str(tmp_path), "--split", "f", "--dali", str(tmp_path / "new"))
     assert r.returncode == 0 and sorted(p.name for p in (tmp_path / "new").iterdir()) == [
         "f_0000.idx",
         "f_0001.idx",
     ]
-    r = run_cli(str(tmp_path), "--fold", "f", "--dali", str(tmp_path / "missing" / "deeper"))
+    r = run_cli(str(tmp_path), "--split", "f", "--dali", str(tmp_path / "missing" / "deeper"))
     assert r.returncode == 2 and "no such directory" in r.stderr
     # no index yet: the error says how to make it
-    r = run_cli(str(tmp_path), "--fold", "nope")
+    r = run_cli(str(tmp_path), "--split", "nope")
     assert r.returncode == 2 and "nope.taridx" in r.stderr
     assert "tenfold index build" in r.stderr
 

@@ -306,7 +306,7 @@ def test_skip_keeps_extension_ids_first_seen(tmp_path):
 
 def test_cli_on_bad_name(tmp_path, capsys):
     _bad_fold(tmp_path)
-    assert cli_main(["index", "build", str(tmp_path), "--fold", "b", "--no-progress"]) == 1
+    assert cli_main(["index", "build", str(tmp_path), "--split", "b", "--no-progress"]) == 1
     assert "b_0000.tar at offset 0x400" in capsys.readouterr().err
     assert (
         cli_main(
@@ -314,7 +314,7 @@ def test_cli_on_bad_name(tmp_path, capsys):
                 "index",
                 "build",
                 str(tmp_path),
-                "--fold",
+                "--split",
                 "b",
                 "--no-progress",
                 "--on-bad-name",

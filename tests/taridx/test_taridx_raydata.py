@@ -258,6 +258,38 @@ def test_read_ray_key_subset_and_extensions(fold, ray_cluster):
     assert [r["cls"] for r in rows] == [want[k]["cls"] for k in keys]
 
 
+@on_ray_cluster
+def test_read_ray_from_s3_server(fold, ray_cluster):
+    """read_ray on an s3:// root (moto's S3 server on 127.0.0.1, read through s3fs in Ray's
+    worker processes): every sample's bytes as on disk."""
+    moto_server = pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    s3fs = pytest.importorskip("s3fs", reason="s3fs is not installed")
+    import logging
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    root, want = fold
+    server = moto_server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    try:
+        host, port = server.get_host_and_port()
+        opts = {"key": "k", "secret": "s", "endpoint_url": f"http://{host}:{port}"}
+        fs = s3fs.S3FileSystem(skip_instance_cache=True, **opts)
+        fs.mkdir("rayfold")
+        for p in sorted(root.iterdir()):
+            fs.put_file(str(p), f"rayfold/{p.name}")
+        rows = tx.read_ray("s3://rayfold", "f", storage_options=opts, override_num_blocks=2)
+        got = by_key(rows.take_all())
+        assert got.keys() == want.keys()
+        for stem, sample in want.items():
+            assert {e: got[stem][e] for e in sample} == sample, stem
+            assert all(got[stem][e] is None for e in ("jpg", "cls", "txt") if e not in sample)
+        assert {r["__url__"] for r in got.values()} == {
+            f"s3://rayfold/f_{k:04d}.tar" for k in range(3)
+        }
+    finally:
+        server.stop()
+
+
 def test_read_samples_odd_members(tmp_path, arrow):
     """A pax long name (its key read through the extended header), a directory, an extension
     given twice in one sample (the later member wins, as in Dataset), samples without some

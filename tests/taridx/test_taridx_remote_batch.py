@@ -90,7 +90,7 @@ def test_s3_batches_count_requests(s3, tmp_path):
     truth = _truth(tmp_path)
     fs = _s3fs(opts)
     _upload(fs, tmp_path, "tfx")
-    ds = tx.Dataset("s3://tfx", "t", storage_options=opts)
+    ds = tx.Dataset("s3://tfx", "t", storage_options=opts, cache_bytes=0, calibrate=False)
     stems = tx.Dataset(tmp_path, "t").index.stems()
     n = len(ds)
     assert n == 120 and ds.shards == ["t_0000.tar", "t_0001.tar"]
@@ -98,21 +98,119 @@ def test_s3_batches_count_requests(s3, tmp_path):
     batch = rng.choice(n, 64, replace=False).tolist()
     log.clear()
     _check_all(ds, truth, stems, batch)
-    # the shards are listed (sizes, ETags): no lookup per shard; each shard's rows lie within
-    # max_gap of each other here, so one range per shard
+    # the shards are listed (sizes, ETags): no lookup per shard; the holes between a shard's
+    # rows are far below what a request costs (the default link model: 1 MB), so one range
+    # per shard
     assert not [r for r in log if r[0] == "HEAD"]
-    assert len(_gets(log)) == 2
+    wide = [_span(r[2]) for r in _gets(log)]
+    assert len(wide) == 2
     log.clear()
     for i in batch[:16]:  # one sample at a time: one request each
         ds[i]
     assert len(_gets(log)) == 16
-    # no merging across gaps: at least one request per sample
-    tight = tx.Dataset("s3://tfx", "t", storage_options=opts, max_gap=0)
+    # no merging across holes: at least one request per sample
+    tight = tx.Dataset(
+        "s3://tfx", "t", storage_options=opts, max_gap=0, cache_bytes=0, calibrate=False
+    )
     log.clear()
     _check_all(tight, truth, stems, batch)
-    assert len(_gets(log)) >= 64
+    rows = [_span(r[2]) for r in _gets(log)]
+    assert len(rows) >= 64
+    # ranges bounded by max_range: every Range header asks for at most that many bytes
+    short = tx.Dataset(
+        "s3://tfx", "t", storage_options=opts, max_range=8192, cache_bytes=0, calibrate=False
+    )
+    log.clear()
+    _check_all(short, truth, stems, batch)
+    spans = [_span(r[2]) for r in _gets(log)]
+    assert 2 < len(spans) < len(rows) and max(spans) <= 8192
+    # a byte budget per batch between the two: the smallest holes are read first, so the
+    # batch stays within it and needs fewer requests than reading no hole at all
+    budget = (sum(rows) + sum(wide)) // 2
+    lean = tx.Dataset(
+        "s3://tfx",
+        "t",
+        storage_options=opts,
+        max_batch_bytes=budget,
+        cache_bytes=0,
+        calibrate=False,
+    )
+    log.clear()
+    _check_all(lean, truth, stems, batch)
+    lean_spans = [_span(r[2]) for r in _gets(log)]
+    assert sum(lean_spans) <= budget
+    assert 2 < len(lean_spans) < len(rows) // 2
+    for d in (ds, tight, short, lean):
+        d.close()
+
+
+def test_s3_link_model_calibrated_from_calls(s3, tmp_path):
+    """By default the link model is refitted to each ``cat_ranges`` call (the request counts
+    then depend on the server's speed: only the samples and the model are checked here)."""
+    opts, log = s3
+    _small_fold(tmp_path)
+    truth = _truth(tmp_path)
+    stems = tx.Dataset(tmp_path, "t").index.stems()
+    _upload(_s3fs(opts), tmp_path, "tfk")
+    ds = tx.Dataset("s3://tfk", "t", storage_options=opts, cache_bytes=0)
+    fixed = tx.Dataset("s3://tfk", "t", storage_options=opts, cache_bytes=0, calibrate=False)
+    rng = np.random.default_rng(3)
+    for _ in range(3):
+        batch = rng.choice(len(ds), 40, replace=False).tolist()
+        _check_all(ds, truth, stems, batch)
+        _check_all(fixed, truth, stems, batch)
+        for i in batch[:4]:
+            ds[i]
+    assert ds.link.observations == 3 + 12 and fixed.link.observations == 0
+    assert (ds.link.per_request, ds.link.bandwidth) != (0.010, 100e6)
+    assert (fixed.link.per_request, fixed.link.bandwidth) == (0.010, 100e6)
     ds.close()
-    tight.close()
+    fixed.close()
+
+
+def _span(header):
+    a, _, b = header.removeprefix("bytes=").partition("-")
+    return int(b) + 1 - int(a)
+
+
+def test_s3_small_shards_cached_whole(s3, tmp_path):
+    """A batch whose plan reads at least half of a shard fetches it whole (once, in
+    ``max_range`` chunks) and later reads of it make no request; ``cache_bytes`` bounds it."""
+    opts, log = s3
+    _small_fold(tmp_path)
+    truth = _truth(tmp_path)
+    stems = tx.Dataset(tmp_path, "t").index.stems()
+    fs = _s3fs(opts)
+    _upload(fs, tmp_path, "tfc")
+    sizes = {f.name: f.stat().st_size for f in tmp_path.glob("t_*.tar")}
+    ds = tx.Dataset("s3://tfc", "t", storage_options=opts, max_range=16384, calibrate=False)
+    n = len(ds)
+    log.clear()
+    _check_all(ds, truth, stems, list(range(0, n, 2)))
+    got = _gets(log)
+    assert sum(_span(r[2]) for r in got) == sum(sizes.values())
+    assert len(got) == sum(-(-s // 16384) for s in sizes.values())
+    log.clear()
+    _check_all(ds, truth, stems, list(range(n)))
+    for i in range(0, n, 7):
+        ds[i]
+    assert _gets(log) == []
+    # too small a cache: nothing kept, every batch fetches again
+    small = tx.Dataset("s3://tfc", "t", storage_options=opts, cache_bytes=min(sizes.values()) - 1)
+    log.clear()
+    _check_all(small, truth, stems, list(range(n)))
+    _check_all(small, truth, stems, list(range(n)))
+    assert len(_gets(log)) == 4
+    # room for one shard only: a batch over both keeps one and reads the other by ranges
+    one = tx.Dataset(
+        "s3://tfc", "t", storage_options=opts, cache_bytes=max(sizes.values()), calibrate=False
+    )
+    for _ in range(2):
+        _check_all(one, truth, stems, list(range(n)))
+    assert len(one._cache) == 1
+    ds.close()
+    small.close()
+    one.close()
 
 
 def test_s3_locality_blocked_epoch(s3, tmp_path):
@@ -125,7 +223,9 @@ def test_s3_locality_blocked_epoch(s3, tmp_path):
     stems = tx.Dataset(tmp_path, "t").index.stems()
     fs = _s3fs(opts)
     _upload(fs, tmp_path, "tfl")
-    ds = tx.Dataset("s3://tfl", "t", storage_options=opts, max_gap=16 << 10)
+    ds = tx.Dataset(
+        "s3://tfl", "t", storage_options=opts, max_gap=16 << 10, cache_bytes=0, calibrate=False
+    )
     n = len(ds)
     counts = {}
     for block in (16, 1):
@@ -144,7 +244,7 @@ def test_s3_shard_missing_mid_epoch(s3, tmp_path):
     _small_fold(tmp_path)
     fs = _s3fs(opts)
     _upload(fs, tmp_path, "tfy")
-    ds = tx.Dataset("s3://tfy", "t", storage_options=opts)
+    ds = tx.Dataset("s3://tfy", "t", storage_options=opts, cache_bytes=0, calibrate=False)
     ds.__getitems__(list(range(len(ds))))  # both shards read once
     fs.rm("tfy/t_0001.tar")
     ds.__getitems__([0, 1])  # shard 0 still reads
@@ -250,7 +350,9 @@ def test_http_batches_count_requests(tmp_path):
     t.start()
     try:
         url = f"http://127.0.0.1:{server.server_address[1]}"
-        ds = tx.Dataset(url, "t", shards=["t_0000.tar", "t_0001.tar"])
+        ds = tx.Dataset(
+            url, "t", shards=["t_0000.tar", "t_0001.tar"], cache_bytes=0, calibrate=False
+        )
         n = len(ds)
         batch = np.random.default_rng(1).choice(n, 48, replace=False).tolist()
         _Counting.log.clear()
@@ -272,3 +374,37 @@ def test_http_batches_count_requests(tmp_path):
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_s3_etag_compared_on_later_opens(s3, tmp_path):
+    """The ETag first seen (listing) travels with the dataset: a worker's copy, or the same
+    dataset reopened after ``close()``, refuses a shard object replaced since, naming the URL
+    and both ETags; unchanged shards read as before."""
+    import pickle
+
+    opts, _ = s3
+    _small_fold(tmp_path, per=4)
+    fs = _s3fs(opts)
+    _upload(fs, tmp_path, "tfe")
+    ds = tx.Dataset("s3://tfe", "t", storage_options=opts, cache_bytes=0, calibrate=False)
+    assert set(ds.etags) == {"t_0000.tar", "t_0001.tar"}
+    old = ds.etags["t_0001.tar"]
+    n = len(ds)
+    assert len(ds.__getitems__(list(range(n)))) == n
+    worker = pickle.loads(pickle.dumps(ds))
+    assert worker.etags == ds.etags
+    assert len(worker.__getitems__(list(range(n)))) == n  # unchanged: reads
+    raw = bytearray((tmp_path / "t_0001.tar").read_bytes())
+    raw[-1100] ^= 1  # inside the end-of-archive blocks: same layout, another object
+    fs.pipe("tfe/t_0001.tar", bytes(raw))
+    new = fs.info("tfe/t_0001.tar", refresh=True)["ETag"]
+    assert new != old
+    for later in (pickle.loads(pickle.dumps(ds)), ds):
+        later.close()  # a reopen looks every shard up again
+        assert len(later[0]) == 2  # shard 0 did not change
+        with pytest.raises(IntegrityError, match="ETag") as info:
+            later[n - 1]
+        msg = str(info.value)
+        assert "s3://tfe/t_0001.tar" in msg and old in msg and new in msg
+    # a new dataset records the new ETag and reads
+    assert len(tx.Dataset("s3://tfe", "t", storage_options=opts)[n - 1]) == 2

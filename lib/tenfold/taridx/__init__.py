@@ -1,11 +1,11 @@
-"""TARIDX: an index over the tar shards of a dataset fold, and random access to its samples.
+"""TARIDX: an index over the tar shards of a dataset split, and random access to its samples.
 
 * :class:`Index` reads a ``.taridx`` (zero-copy rows, vectorised :meth:`Index.lookup`);
-* :func:`build` scans the shards ``<fold>_<id>.tar`` and writes ``<fold>.taridx``;
+* :func:`build` scans the shards ``<split>_<id>.tar`` and writes ``<split>.taridx``;
 * :func:`stale_shards` says which shards changed since the index was built;
 * :class:`Dataset` serves samples by position or stem, locally or through fsspec;
 * :class:`EpochSampler` / :func:`epoch_order` give shuffled, sharded orders per epoch;
-* :func:`read_ray` reads a fold as a Ray Dataset (read tasks planned from the index);
+* :func:`read_ray` reads a split as a Ray Dataset (read tasks planned from the index);
 * :func:`export_dali` / :func:`export_wids` write DALI and wids indexes from it.
 
 The byte layout is in :mod:`tenfold.taridx._spec`.
@@ -25,6 +25,7 @@ import numpy as np
 from ..core.report import ERROR, INFO, OK, WARNING, Report
 from ..errors import EncodeError, TenfoldError, describe
 from ._spec import FMT, HDR_SIZE, HEADER, ROW_DT
+from ._split import optional_split
 from .build import build, scan_shard, shard_paths, stale_shards
 from .dataset import Dataset, EpochSampler, epoch_order
 from .export import export_dali, export_wids
@@ -167,11 +168,13 @@ def verify(
     source: str | os.PathLike[str],
     *,
     root: str | os.PathLike[str] | None = None,
-    fold: str | None = None,
+    split: str | None = None,
     sample: int = 8,
+    fold: str | None = None,
 ) -> Report:
     """Check structure, every row, ``n_stems`` and the flag exactly, and (when the shards sit
     beside the index, or ``root`` is given) that no shard changed. Never raises on bad input."""
+    split = optional_split(split, fold, "verify")
     path = os.fspath(source)
     rep = Report(FMT, path)
     try:
@@ -192,68 +195,76 @@ def verify(
         try:
             idx.validate_rows()
             rep.add("rows", OK, f"{idx.n_rows} rows, ids in range")
-            kh, cid = np.asarray(idx.rows["keyhash"]), np.asarray(idx.rows["crashid"])
-            from .writer import count_runs
-
-            perm = np.lexsort((cid, kh))
-            distinct = count_runs(kh[perm], cid[perm])
-            runs = count_runs(kh, cid)
-            if distinct != idx.n_stems:
-                rep.add(
-                    "n_stems",
-                    ERROR,
-                    describe(
-                        FMT,
-                        "header",
-                        offset=HEADER.offset("n_stems"),
-                        field="n_stems",
-                        expected=distinct,
-                        got=idx.n_stems,
-                    ),
-                )
-            else:
-                rep.add("n_stems", OK, str(distinct))
-            contiguous = runs == distinct
-            if contiguous != idx.is_contiguous:
-                rep.add(
-                    "flags",
-                    ERROR,
-                    describe(
-                        FMT,
-                        "header",
-                        offset=HEADER.offset("flags"),
-                        field="flags bit 0",
-                        expected=int(contiguous),
-                        got=int(idx.is_contiguous),
-                    ),
-                )
-            else:
-                rep.add("flags", OK, "contiguous" if contiguous else "interleaved")
+            _verify_counts(idx, rep)
         except TenfoldError as exc:
             rep.add_error(exc, "rows")
             return rep
-        if root is None and fold is None:
-            root, fold = os.path.dirname(os.path.abspath(path)), Path(path).stem
-        elif fold is None:
-            fold = Path(path).stem
-        assert root is not None
-        try:
-            if not shard_paths(root, fold):
-                rep.add("shards", INFO, f"no shards {fold}_<id>.tar beside the index; not checked")
-                return rep
-            stale = stale_shards(idx, root, fold, sample=sample)
-        except (TenfoldError, OSError) as exc:
-            rep.add_error(exc, "shards")
-            return rep
-        for name, why in stale.items():
-            rep.add(f"shard {name}", WARNING if "no rows" in why else ERROR, f"stale: {why}")
-        if not stale:
-            rep.add("shards", OK, f"{len(shard_paths(root, fold))} shards match the index")
+        root = os.path.dirname(os.path.abspath(path)) if root is None else root
+        _verify_shards(idx, rep, root, Path(path).stem if split is None else split, sample)
     return rep
 
 
+def _verify_counts(idx: Index, rep: Report) -> None:
+    """``n_stems`` and the contiguity flag against what the rows say."""
+    kh, cid = np.asarray(idx.rows["keyhash"]), np.asarray(idx.rows["crashid"])
+    from .writer import count_runs
+
+    perm = np.lexsort((cid, kh))
+    distinct = count_runs(kh[perm], cid[perm])
+    runs = count_runs(kh, cid)
+    if distinct != idx.n_stems:
+        rep.add(
+            "n_stems",
+            ERROR,
+            describe(
+                FMT,
+                "header",
+                offset=HEADER.offset("n_stems"),
+                field="n_stems",
+                expected=distinct,
+                got=idx.n_stems,
+            ),
+        )
+    else:
+        rep.add("n_stems", OK, str(distinct))
+    contiguous = runs == distinct
+    if contiguous != idx.is_contiguous:
+        rep.add(
+            "flags",
+            ERROR,
+            describe(
+                FMT,
+                "header",
+                offset=HEADER.offset("flags"),
+                field="flags bit 0",
+                expected=int(contiguous),
+                got=int(idx.is_contiguous),
+            ),
+        )
+    else:
+        rep.add("flags", OK, "contiguous" if contiguous else "interleaved")
+
+
+def _verify_shards(
+    idx: Index, rep: Report, root: str | os.PathLike[str], split: str, sample: int
+) -> None:
+    """The shards of ``split`` under ``root`` against the index (when there are any)."""
+    try:
+        if not shard_paths(root, split):
+            rep.add("shards", INFO, f"no shards {split}_<id>.tar beside the index; not checked")
+            return
+        stale = stale_shards(idx, root, split, sample=sample)
+    except (TenfoldError, OSError) as exc:
+        rep.add_error(exc, "shards")
+        return
+    for name, why in stale.items():
+        rep.add(f"shard {name}", WARNING if "no rows" in why else ERROR, f"stale: {why}")
+    if not stale:
+        rep.add("shards", OK, f"{len(shard_paths(root, split))} shards match the index")
+
+
 def demo(directory: Path) -> Path:
-    """Write a small fold (2 ustar shards x 3 samples x {jpg, cls}) and its index."""
+    """Write a small split (2 ustar shards x 3 samples x {jpg, cls}) and its index."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(6)

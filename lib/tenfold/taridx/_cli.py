@@ -1,14 +1,14 @@
-"""``tenfold index``: build and check TARIDX indexes of tar-shard folds.
+"""``tenfold index``: build and check TARIDX indexes of tar-shard splits.
 
-Every subcommand takes the fold the same way, ``ROOT --fold NAME [--index PATH]`` (the index
+Every subcommand takes the split the same way, ``ROOT --split NAME [--index PATH]`` (the index
 defaults to ``ROOT/NAME.taridx``); ``lookup`` also accepts the index file itself as ROOT::
 
-    tenfold index build ROOT --fold NAME [--index PATH] [--workers N] [-q] [--no-fsync]
+    tenfold index build ROOT --split NAME [--index PATH] [--workers N] [-q] [--no-fsync]
                         [--on-bad-name error|skip]
-    tenfold index check ROOT --fold NAME [--index PATH]     exit 1 when shards changed
-    tenfold index lookup ROOT --fold NAME STEM...           sample number and rows of stems
+    tenfold index check ROOT --split NAME [--index PATH]     exit 1 when shards changed
+    tenfold index lookup ROOT --split NAME STEM...           sample number and rows of stems
     tenfold index lookup INDEX STEM...
-    tenfold index export ROOT --fold NAME [--index PATH] [--dali [DIR]] [--wids [PATH]]
+    tenfold index export ROOT --split NAME [--index PATH] [--dali [DIR]] [--wids [PATH]]
                          [--dali-version v1.2|v1.1] [--url-prefix URL] [--name NAME]
                          [--no-fsync]                   DALI .idx files and a wids shard list
 """
@@ -17,8 +17,29 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from typing import Any
+
+
+class _FoldAlias(argparse.Action):
+    """``--fold``: the old name of ``--split`` (deprecated, said on stderr)."""
+
+    def __call__(
+        self, parser: Any, ns: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        print(
+            "tenfold index: --fold is deprecated; use --split "
+            "(--fold will be removed in the next release)",
+            file=sys.stderr,
+        )
+        ns.split = values
+
+
+def _split_option(p: Any, help: str, required: bool = True) -> None:
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--split", help=help)
+    g.add_argument("--fold", dest="split", action=_FoldAlias, help=argparse.SUPPRESS)
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -28,7 +49,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     skipped: list[tuple[str, int, bytes, str]] = []
     path = build(
         args.root,
-        args.fold,
+        args.split,
         out=args.index,
         workers=args.workers,
         show_progress=False if args.no_progress else None,
@@ -54,9 +75,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     from .build import stale_shards
     from .reader import Index
 
-    path = args.index or os.path.join(args.root, f"{args.fold}.taridx")
+    path = args.index or os.path.join(args.root, f"{args.split}.taridx")
     with Index.open(path) as idx:
-        stale = stale_shards(idx, args.root, args.fold, sample=args.sample)
+        stale = stale_shards(idx, args.root, args.split, sample=args.sample)
     for name, why in stale.items():
         print(f"stale: {name}: {why}")
     print(f"{path}: {'up to date' if not stale else f'{len(stale)} shard(s) changed'}")
@@ -70,9 +91,11 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     if args.index:
         path = args.index
     elif os.path.isdir(args.root):
-        if not args.fold:
-            raise UsageError(f"{args.root}: is a directory; give --fold NAME (or the .taridx file)")
-        path = os.path.join(args.root, f"{args.fold}.taridx")
+        if not args.split:
+            raise UsageError(
+                f"{args.root}: is a directory; give --split NAME (or the .taridx file)"
+            )
+        path = os.path.join(args.root, f"{args.split}.taridx")
     else:
         path = args.root
     check_input(path)
@@ -100,12 +123,12 @@ def cmd_export(args: argparse.Namespace) -> int:
     dali = args.dali if args.dali else (args.root if both or args.dali == "" else None)
     wids = args.wids if args.wids else None
     if both or args.wids == "":
-        wids = os.path.join(args.root, f"{args.fold}.wids.json")
-    index = args.index or os.path.join(args.root, f"{args.fold}.taridx")
+        wids = os.path.join(args.root, f"{args.split}.wids.json")
+    index = args.index or os.path.join(args.root, f"{args.split}.taridx")
     if "://" not in index and not os.path.exists(index):
         raise UsageError(
             f"{index}: no such index; build it first: "
-            f"tenfold index build {args.root} --fold {args.fold}"
+            f"tenfold index build {args.root} --split {args.split}"
         )
     if (
         dali is not None
@@ -120,7 +143,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     t = time.perf_counter()
     paths, doc = export(
         args.root,
-        args.fold,
+        args.split,
         index=args.index,
         dali=dali,
         wids=wids,
@@ -139,12 +162,14 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("index", help="build / check TARIDX indexes of tar-shard folds")
+    p = subparsers.add_parser("index", help="build / check TARIDX indexes of tar-shard splits")
     sub = p.add_subparsers(dest="index_command", required=True)
-    b = sub.add_parser("build", help="scan ROOT/<fold>_<id>.tar and write ROOT/<fold>.taridx")
-    b.add_argument("root", help="directory holding the shards <fold>_<id>.tar")
-    b.add_argument("--fold", required=True, help="fold name (the shards' common prefix)")
-    b.add_argument("--index", "--out", dest="index", help="index path (default ROOT/<fold>.taridx)")
+    b = sub.add_parser("build", help="scan ROOT/<split>_<id>.tar and write ROOT/<split>.taridx")
+    b.add_argument("root", help="directory holding the shards <split>_<id>.tar")
+    _split_option(b, "split name (the shards' common prefix)")
+    b.add_argument(
+        "--index", "--out", dest="index", help="index path (default ROOT/<split>.taridx)"
+    )
     b.add_argument("--workers", type=int, help="threads scanning shards (default: auto)")
     b.add_argument(
         "-q", "--no-progress", dest="no_progress", action="store_true", help="no progress bar"
@@ -163,19 +188,19 @@ def register(subparsers: Any) -> None:
     )
     b.set_defaults(func=cmd_build, dirs=("root",), outputs=("index",))
     c = sub.add_parser("check", help="say which shards changed since the index was built")
-    c.add_argument("root", help="directory holding the shards <fold>_<id>.tar")
-    c.add_argument("--fold", required=True, help="fold name (the shards' common prefix)")
-    c.add_argument("--index", help="index path (default ROOT/<fold>.taridx)")
+    c.add_argument("root", help="directory holding the shards <split>_<id>.tar")
+    _split_option(c, "split name (the shards' common prefix)")
+    c.add_argument("--index", help="index path (default ROOT/<split>.taridx)")
     c.add_argument("--sample", type=int, default=8, help="headers re-read per shard")
     c.set_defaults(func=cmd_check, dirs=("root",), inputs=("index",))
     q = sub.add_parser("lookup", help="find samples by stem")
     q.add_argument(
         "root",
         metavar="ROOT|INDEX",
-        help="shard directory (with --fold) or the .taridx file itself",
+        help="shard directory (with --split) or the .taridx file itself",
     )
-    q.add_argument("--fold", help="fold name: the index is ROOT/<fold>.taridx")
-    q.add_argument("--index", help="index path (overrides ROOT/--fold)")
+    _split_option(q, "split name: the index is ROOT/<split>.taridx", required=False)
+    q.add_argument("--index", help="index path (overrides ROOT/--split)")
     q.add_argument("stems", nargs="+", help="sample stems to look up")
     q.set_defaults(func=cmd_lookup)
     e = sub.add_parser(
@@ -187,9 +212,9 @@ def register(subparsers: Any) -> None:
         "wids.ShardListDataset). With neither --dali nor --wids, both are written beside "
         "the shards.",
     )
-    e.add_argument("root", help="directory holding the shards <fold>_<id>.tar")
-    e.add_argument("--fold", required=True, help="fold name (the shards' common prefix)")
-    e.add_argument("--index", help="index path (default ROOT/<fold>.taridx)")
+    e.add_argument("root", help="directory holding the shards <split>_<id>.tar")
+    _split_option(e, "split name (the shards' common prefix)")
+    e.add_argument("--index", help="index path (default ROOT/<split>.taridx)")
     e.add_argument(
         "--dali",
         nargs="?",
@@ -202,7 +227,7 @@ def register(subparsers: Any) -> None:
         nargs="?",
         const="",
         metavar="PATH",
-        help="write the wids shard list (to PATH; default ROOT/<fold>.wids.json)",
+        help="write the wids shard list (to PATH; default ROOT/<split>.wids.json)",
     )
     e.add_argument(
         "--dali-version",
@@ -211,7 +236,7 @@ def register(subparsers: Any) -> None:
         help="v1.2 (default) lists member names; v1.1 leaves them out",
     )
     e.add_argument("--url-prefix", help="wids shard URLs as PREFIX/<shard> (default: relative)")
-    e.add_argument("--name", help="the wids dataset name (default: the fold)")
+    e.add_argument("--name", help="the wids dataset name (default: the split)")
     e.add_argument(
         "--no-fsync",
         action="store_true",

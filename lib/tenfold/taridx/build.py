@@ -1,6 +1,6 @@
-"""Building a fold's index from its tar shards, and checking an index against its shards.
+"""Building a split's index from its tar shards, and checking an index against its shards.
 
-The shards of fold ``F`` under ``root`` are the files ``F_<digits>.tar``; a shard's ``fid`` is
+The shards of split ``F`` under ``root`` are the files ``F_<digits>.tar``; a shard's ``fid`` is
 its position in string-sorted order (an empty shard keeps its fid). Each shard is memory-mapped
 and walked by the ``tarscan`` kernel (header blocks only, payloads are never read); names are
 split and hashed by the ``strhash`` kernels. Shards are scanned by a pool of threads (the kernels
@@ -23,6 +23,7 @@ import dataclasses
 import os
 import re
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -40,7 +41,11 @@ from ..errors import (
 )
 from ._members import bad_name, member_problem
 from ._spec import BLOCK, FLAG_CONTIGUOUS, FMT, ROW_DT
+from ._split import required_split
 from .writer import count_runs, write_rows
+
+if TYPE_CHECKING:  # build needs no reader at run time (the reader imports build)
+    from .reader import Index
 
 __all__ = [
     "shard_paths",
@@ -72,9 +77,12 @@ _MESSAGES = {
 }
 
 
-def shard_paths(root: str | os.PathLike[str], fold: str) -> list[Path]:
-    """The shards ``<fold>_<digits>.tar`` of ``fold`` under ``root``, in fid order."""
-    pat = re.compile(re.escape(fold) + r"_[0-9]+\.tar")
+def shard_paths(
+    root: str | os.PathLike[str], split: str | None = None, *, fold: str | None = None
+) -> list[Path]:
+    """The shards ``<split>_<digits>.tar`` of ``split`` under ``root``, in fid order."""
+    split = required_split(split, fold, "shard_paths")
+    pat = re.compile(re.escape(split) + r"_[0-9]+\.tar")
     root = Path(root)
     names = sorted(e.name for e in os.scandir(root) if e.is_file() and pat.fullmatch(e.name))
     return [root / n for n in names]
@@ -117,7 +125,7 @@ def _ext_ids(
     ext_local: np.ndarray,
     ext_id: dict[str, int],
 ) -> None:
-    """Extension ids in first-seen order. Folds have few extensions: peel them off one by one
+    """Extension ids in first-seen order. Splits have few extensions: peel them off one by one
     (one vectorised compare each); fall back to a sort when there are many."""
     todo = np.ones(exthash.size, bool)
     for _ in range(32):
@@ -272,7 +280,9 @@ def fold_rows(scans: list[ShardScan]) -> tuple[np.ndarray, list[str], list[str],
             rows["extid"][pos : pos + m] = to_global[s.ext_local]
         pos += m
     if len(ext_id) > 0xFFFF or len(scans) > 0x10000:
-        raise UnsupportedError(describe(FMT, "fold", detail="more than 65536 shards or extensions"))
+        raise UnsupportedError(
+            describe(FMT, "split", detail="more than 65536 shards or extensions")
+        )
     arena = np.concatenate([s.stems for s in scans]) if scans else np.zeros(0, np.uint8)
     lens = np.concatenate([s.stem_len for s in scans]) if scans else np.zeros(0, np.int64)
     offs = np.zeros(n, np.int64)
@@ -312,8 +322,9 @@ def _workers(paths: list[Path], workers: int | None) -> int:
 
 def build(
     root: str | os.PathLike[str],
-    fold: str,
+    split: str | None = None,
     *,
+    fold: str | None = None,
     out: str | os.PathLike[str] | None = None,
     workers: int | None = None,
     show_progress: bool | None = None,
@@ -321,14 +332,15 @@ def build(
     on_bad_name: str = "error",
     skipped: list[tuple[str, int, bytes, str]] | None = None,
 ) -> Path:
-    """Scan the shards of ``fold`` under ``root`` and write ``<root>/<fold>.taridx`` (atomically).
+    """Scan the shards of ``split`` under ``root`` and write ``<root>/<split>.taridx`` (atomically).
 
     Parameters
     ----------
-    root, fold
-        Where the shards ``<fold>_<digits>.tar`` are, and the fold name.
+    root, split
+        Where the shards ``<split>_<digits>.tar`` are, and the split name (``fold=`` is its
+        old name, deprecated).
     out
-        Index path (default ``<root>/<fold>.taridx``).
+        Index path (default ``<root>/<split>.taridx``).
     workers
         Threads scanning shards (default: one per core when there are several large shards).
     show_progress
@@ -347,11 +359,12 @@ def build(
     Returns the path written.
     """
     _check_policy(on_bad_name)
-    paths = shard_paths(root, fold)
+    split = required_split(split, fold, "build")
+    paths = shard_paths(root, split)
     if not paths:
-        raise FileNotFoundError(f"{FMT}: no shards {fold}_<id>.tar in {os.fspath(root)}")
+        raise FileNotFoundError(f"{FMT}: no shards {split}_<id>.tar in {os.fspath(root)}")
     nw = _workers(paths, workers)
-    bar = dict(total=len(paths), desc=f"index {fold}", unit="shard", show=show_progress)
+    bar = dict(total=len(paths), desc=f"index {split}", unit="shard", show=show_progress)
 
     def scan(p: Path) -> ShardScan:
         return scan_shard(p, on_bad_name=on_bad_name)
@@ -366,7 +379,7 @@ def build(
             skipped.extend((p.name, off, nm, why) for off, nm, why in sc.skipped)
     rows, ext, crash, n_stems = fold_rows(scans)
     flags = FLAG_CONTIGUOUS if count_runs(rows["keyhash"], rows["crashid"]) == n_stems else 0
-    target = Path(out) if out is not None else Path(root) / f"{fold}.taridx"
+    target = Path(out) if out is not None else Path(root) / f"{split}.taridx"
     write_rows(target, rows, ext, crash, n_stems=n_stems, flags=flags, fsync=fsync)
     return target
 
@@ -395,13 +408,10 @@ def _indexable_after(buf: np.ndarray, start: int) -> tuple[int, str] | None:
 
 
 def _stale_rows(
-    index: object, rows: np.ndarray, path: Path, sample: int, deep: bool
+    index: Index, rows: np.ndarray, path: Path, sample: int, deep: bool
 ) -> tuple[type[TenfoldError], str] | None:
     """Why shard ``path`` no longer matches its ``rows`` (a structured subset), or ``None``:
     ``(error class, reason)``."""
-    from .reader import Index
-
-    assert isinstance(index, Index)
     fsize = path.stat().st_size
     with MappedFile(path, fmt=FMT) as mf:
         buf = mf.buffer()
@@ -434,13 +444,10 @@ def _stale_rows(
     return None
 
 
-def _first_bad(index: object, rows: np.ndarray, buf: np.ndarray) -> TenfoldError | None:
+def _first_bad(index: Index, rows: np.ndarray, buf: np.ndarray) -> TenfoldError | None:
     """The error of the first of ``rows`` (one shard's, in ``buf``) whose header does not name
     its member, checksum included; one kernel pass (``RowCheck``), Python only for the rows it
     flags (errors, non-ASCII names)."""
-    from .reader import Index
-
-    assert isinstance(index, Index)
     m = len(rows)
     if not m:
         return None
@@ -481,7 +488,7 @@ def _changed_after(path: Path, index_mtime: int | None) -> bool:
     return max(st.st_mtime_ns, st.st_ctime_ns) > index_mtime
 
 
-def _index_mtime(index: object) -> int | None:
+def _index_mtime(index: Index) -> int | None:
     p = getattr(index, "path", None)
     try:
         return os.stat(p).st_mtime_ns if p is not None else None
@@ -490,7 +497,7 @@ def _index_mtime(index: object) -> int | None:
 
 
 def stale_shard(
-    index: object,
+    index: Index,
     fid: int,
     path: str | os.PathLike[str],
     *,
@@ -504,9 +511,6 @@ def stale_shard(
     See :func:`stale_shards`; ``deep=None`` checks every row when the shard's mtime or ctime is
     newer than the index file, ``True`` always, ``False`` never (sampled rows only).
     """
-    from .reader import Index
-
-    assert isinstance(index, Index)
     index.validate_rows()
     path = Path(path)
     rows = (
@@ -524,7 +528,12 @@ def stale_shard(
 
 
 def stale_shards(
-    index: object, root: str | os.PathLike[str], fold: str, *, sample: int = 8
+    index: Index,
+    root: str | os.PathLike[str],
+    split: str | None = None,
+    *,
+    fold: str | None = None,
+    sample: int = 8,
 ) -> dict[str, str]:
     """Shards that changed since ``index`` was built: ``{shard file name: reason}``.
 
@@ -536,16 +545,14 @@ def stale_shards(
     last indexed one. A swapped, renamed-over or rewritten shard is reported. ``{}`` means up
     to date.
     """
-    from .reader import Index
-
-    assert isinstance(index, Index)
+    split = required_split(split, fold, "stale_shards")
     index.validate_rows()  # offsets and sizes bounded: the int64 arithmetic below is exact
-    paths = shard_paths(root, fold)
+    paths = shard_paths(root, split)
     fids = index.rows["fid"]
     problems: dict[str, str] = {}
     max_fid = int(fids.max()) if index.n_rows else -1
     for missing in range(len(paths), max_fid + 1):
-        problems[f"{fold} fid {missing}"] = "shard missing (the index has rows for it)"
+        problems[f"{split} fid {missing}"] = "shard missing (the index has rows for it)"
     order = np.argsort(fids, kind="stable") if index.n_rows else np.zeros(0, np.int64)
     bounds = np.searchsorted(fids[order], np.arange(len(paths) + 1)) if index.n_rows else None
     index_mtime = _index_mtime(index)

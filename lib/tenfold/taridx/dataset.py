@@ -1,6 +1,6 @@
-"""Random access to the samples of a fold: :class:`Dataset` and :class:`EpochSampler`.
+"""Random access to the samples of a split: :class:`Dataset` and :class:`EpochSampler`.
 
-``Dataset(root, fold)`` opens ``<root>/<fold>.taridx`` and serves ``ds[i]`` (sample ``i`` in
+``Dataset(root, split)`` opens ``<root>/<split>.taridx`` and serves ``ds[i]`` (sample ``i`` in
 order of its first row) and ``ds.get(stem)`` as ``{extension: buffer}``. Local shards are
 memory-mapped lazily, at most ``max_open`` at once per process (least recently used closed
 first), and each buffer is a read-only ``memoryview`` of the map (zero copy; it keeps the map
@@ -21,6 +21,8 @@ import collections
 import operator
 import os
 import re
+import time
+import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
@@ -33,8 +35,9 @@ from ..core.mapped import MappedFile
 from ..core.optional import require
 from ..errors import IntegrityError, TruncatedError, describe
 from ._members import member_problem
-from ._remote import info_etag, info_mtime_ns, merge_ranges, missing_shard
+from ._remote import LinkModel, info_etag, info_mtime_ns, missing_shard, plan_ranges
 from ._spec import BLOCK, FMT
+from ._split import required_split
 from .build import shard_paths, stale_shard
 from .reader import Index
 from .sampler import EpochSampler, epoch_order, index_fingerprint
@@ -59,20 +62,22 @@ def _is_url(root: str) -> bool:
 
 
 class Dataset:
-    """The samples of fold ``fold`` under ``root``.
+    """The samples of split ``split`` under ``root``.
 
     Parameters
     ----------
     root
-        Directory (or fsspec URL) holding the shards ``<fold>_<id>.tar``.
-    fold
-        Fold name.
+        Directory (or fsspec URL) holding the shards ``<split>_<id>.tar``.
+    split
+        Split name (``fold=`` is its old name, deprecated).
     extensions
         Only these extensions are returned (default: all of the sample's).
     decoders
         ``{extension: callable(buffer) -> value}`` applied to those extensions.
     index
-        Index path or URL (default ``<root>/<fold>.taridx``).
+        Index path or URL (default ``<root>/<split>.taridx``), or the index file's bytes
+        (then shards are checked by their headers only: there is no index time to compare
+        their modification times with).
     shards
         Shard file names in fid order (default: listed from ``root``).
     max_open
@@ -85,9 +90,23 @@ class Dataset:
         shard swapped, replaced or edited since indexing, or a corrupt row, is an
         ``IntegrityError`` naming the shard and offset instead of another sample's bytes.
         ``False`` skips it (and trusts the index and the shards).
-    max_gap
-        Remote batches (``__getitems__``): byte ranges of one shard at most this far apart are
-        fetched as one range.
+    max_gap, max_range, max_batch_bytes
+        Remote reads: how a batch's rows become requests (see :mod:`tenfold.taridx._remote`).
+        Rows of one shard are fetched as one range across holes of at most ``max_gap`` bytes,
+        ranges grow to at most ``max_range`` bytes, and a batch reads at most
+        ``max_batch_bytes`` (or its rows' own bytes, if more). ``None`` (the default) takes
+        ``max_gap`` and ``max_range`` from the link's cost model: the hole a request's latency
+        would transfer (``per_request * bandwidth``) and 9 times that (capped at 64 MiB).
+    per_request, bandwidth, calibrate
+        The cost model's starting point: seconds before a request's first byte, and bytes/s
+        after it (defaults for object stores: 10 ms, 100 MB/s). With ``calibrate`` (default)
+        the model is refitted to the time each ``cat_ranges`` call of this dataset took, per
+        process; ``ds.link`` shows it.
+    cache_bytes
+        Remote shards kept whole in memory, per process, at most this many bytes (least
+        recently fetched dropped first; 0: none). A shard is fetched whole (in ``max_range``
+        chunks, within the batch's one ``cat_ranges`` call) when the batch's plan would read
+        at least half of it anyway; later batches then read it from memory.
     limits
         :class:`tenfold.core.bounds.Limits` for opening the index.
 
@@ -98,38 +117,65 @@ class Dataset:
     per process before its first bytes are returned: it must exist (else ``FileNotFoundError``
     naming its URL) and be long enough for every indexed member (else ``TruncatedError``);
     when the filesystem gives it a modification time later than the index's, sampled headers
-    are checked as for a local shard (one ``cat_ranges``). The size, time and ETag seen are
-    kept per process (``_seen``); a shard replaced later is caught by the header checks.
+    are checked as for a local shard (one ``cat_ranges``). The ETag of each shard first seen
+    (when the root is listed, else at its first lookup) is kept in ``ds.etags`` and travels
+    with the dataset to worker processes; every later open of the shard (a worker, a fork,
+    a reopen after ``close()``) looks it up again and refuses another ETag (``IntegrityError``
+    naming the URL and both ETags). Within one open the header checks catch a replaced shard.
     """
 
     def __init__(
         self,
         root: str | os.PathLike[str],
-        fold: str,
+        split: str | None = None,
         extensions: Sequence[str] | None = None,
         decoders: Mapping[str, Callable[[Any], Any]] | None = None,
         *,
-        index: str | os.PathLike[str] | None = None,
+        fold: str | None = None,
+        index: str | os.PathLike[str] | bytes | None = None,
         shards: Sequence[str] | None = None,
         max_open: int = 32,
         storage_options: Mapping[str, Any] | None = None,
         verify_headers: bool = True,
-        max_gap: int = 64 << 10,
+        max_gap: int | None = None,
+        max_range: int | None = None,
+        max_batch_bytes: int = 64 << 20,
+        per_request: float = 0.010,
+        bandwidth: float = 100e6,
+        calibrate: bool = True,
+        cache_bytes: int = 256 << 20,
         limits: Limits = DEFAULT_LIMITS,
     ) -> None:
         self.root = os.fspath(root).rstrip("/") if _is_url(os.fspath(root)) else os.fspath(root)
-        self.fold = fold
+        split = self.split = required_split(split, fold, "Dataset")
         self.extensions = None if extensions is None else [e.lower() for e in extensions]
         self.decoders = dict(decoders or {})
         self.remote = _is_url(self.root)
-        self.index_path = os.fspath(index) if index is not None else self._join(f"{fold}.taridx")
+        #: the index file's bytes, when given as bytes (then ``index_path`` is ``"<buffer>"``)
+        self.index_bytes = (
+            bytes(index) if isinstance(index, (bytes, bytearray, memoryview)) else None
+        )
+        self.index_path: str = self._join(f"{split}.taridx")
+        if self.index_bytes is not None:
+            self.index_path = "<buffer>"
+        elif isinstance(index, (str, os.PathLike)):
+            self.index_path = os.fspath(index)
         self.max_open = max(1, int(max_open))
         self.storage_options = dict(storage_options or {})
         self.verify_headers = bool(verify_headers)
-        self.max_gap = max(0, int(max_gap))
+        self.max_gap = None if max_gap is None else max(0, int(max_gap))
+        self.max_range = None if max_range is None else max(1, int(max_range))
+        self.max_batch_bytes = max(0, int(max_batch_bytes))
+        self.per_request, self.bandwidth = float(per_request), float(bandwidth)
+        self.calibrate = bool(calibrate)
+        self.cache_bytes = max(0, int(cache_bytes))
+        #: remote: the link's cost model (this process's calls, when ``calibrate``)
+        self.link = LinkModel(self.per_request, self.bandwidth)
         self.limits = limits
         #: remote: what listing the root said of each shard (size, mtime, ETag), if listed
         self.listing: dict[str, dict[str, Any]] = {}
+        #: remote: shard name -> the ETag first seen (listing or first lookup)
+        self.etags: dict[str, str] = {}
         self._reset()
         self.shards = list(shards) if shards is not None else self._list_shards()
         idx = self._index()
@@ -138,7 +184,7 @@ class Dataset:
             raise TruncatedError(
                 describe(
                     FMT,
-                    f"fold {fold!r} under {self.root}",
+                    f"split {split!r} under {self.root}",
                     detail="shards missing",
                     expected=f"> {int(idx.rows['fid'].max())} shards",
                     got=len(self.shards),
@@ -170,15 +216,21 @@ class Dataset:
         self._shard_end: np.ndarray | None = None
         self._remote_index_mtime: int | None = None
         self._fp: str | None = None
+        #: the listing was made by this object in this process (not pickled, not forked)
+        self._listed_here = False
+        #: remote shards read whole (see ``cache_bytes``), least recently cached first
+        self._cache: collections.OrderedDict[int, memoryview] = collections.OrderedDict()
+        self._cache_nbytes = 0
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
-        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_")}
+        state = {k: v for k, v in self.__dict__.items() if not k.startswith("_") and k != "link"}
         state["_len"] = self._len
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self.__dict__.update(state)
+        self.link = LinkModel(self.per_request, self.bandwidth)  # fitted anew per process
         self._reset()
 
     def _check_pid(self) -> None:
@@ -196,22 +248,28 @@ class Dataset:
 
     def _list_shards(self) -> list[str]:
         if not self.remote:
-            return [p.name for p in shard_paths(self.root, self.fold)]
+            return [p.name for p in shard_paths(self.root, self.split)]
         fs = self._filesystem()
-        pat = re.compile(re.escape(self.fold) + r"_[0-9]+\.tar")
+        pat = re.compile(re.escape(self.split) + r"_[0-9]+\.tar")
         found: dict[str, dict[str, Any]] = {}
         for p in fs.ls(self.root, detail=True):
             info = p if isinstance(p, Mapping) else {"name": p}
             name = os.path.basename(str(info.get("name", "")).rstrip("/"))
             if pat.fullmatch(name):
                 found[name] = dict(info)
+                etag = info_etag(info)
+                if etag is not None:
+                    self.etags[name] = etag
         self.listing = found
+        self._listed_here = True
         return sorted(found)
 
     def _index(self) -> Index:
         self._check_pid()
         if self._idx is None:
-            if _is_url(self.index_path):
+            if self.index_bytes is not None:
+                idx = Index.from_buffer(self.index_bytes, limits=self.limits)
+            elif _is_url(self.index_path):
                 fsspec = require("fsspec", extra="remote", what="taridx: a remote index")
                 fs, path = fsspec.core.url_to_fs(self.index_path, **self.storage_options)
                 idx = Index.from_buffer(fs.cat_file(path), limits=self.limits)
@@ -240,12 +298,11 @@ class Dataset:
             self._ext_b = [e.encode("utf-8") for e in idx.ext]
             ts = _kernels.load("tarscan")
             self._check = ts.check_member if self.verify_headers else None
+            local_index = self.index_bytes is None and not _is_url(self.index_path)
             self._index_mtime = (
-                None
-                if self.remote or _is_url(self.index_path)
-                else os.stat(self.index_path).st_mtime_ns
+                os.stat(self.index_path).st_mtime_ns if local_index and not self.remote else None
             )
-            if self.remote and not _is_url(self.index_path):
+            if self.remote and local_index:
                 self._remote_index_mtime = os.stat(self.index_path).st_mtime_ns
             want = self.extensions
             self._wanted = [want is None or e in want for e in idx.ext]
@@ -263,14 +320,14 @@ class Dataset:
         return self._idx
 
     def fingerprint(self) -> str:
-        """A digest of the fold's index file (what :class:`EpochSampler` states are tied to)."""
+        """A digest of the split's index file (what :class:`EpochSampler` states are tied to)."""
         if self._fp is None:
             self._fp = index_fingerprint(self._index()._mf.buffer())
         return self._fp
 
     @property
     def index(self) -> Index:
-        """The fold's :class:`Index` (opened in this process on first use)."""
+        """The split's :class:`Index` (opened in this process on first use)."""
         return self._index()
 
     # -- shards -------------------------------------------------------------------------------
@@ -314,6 +371,14 @@ class Dataset:
         if err is not None:
             raise type(err)(f"{err}; rebuild the index (tenfold index build)")
         self._checked[fid] = key
+
+    @property
+    def fold(self) -> str:
+        """Deprecated: the split name, now ``split``."""
+        warnings.warn(
+            "taridx: Dataset.fold is deprecated; use Dataset.split", DeprecationWarning, 2
+        )
+        return self.split
 
     @property
     def open_shards(self) -> int:
@@ -360,7 +425,7 @@ class Dataset:
         if i < 0:
             i += n
         if not 0 <= i < n:
-            raise IndexError(f"sample {i} out of range for a fold of {n}")
+            raise IndexError(f"sample {i} out of range for a split of {n}")
         if self.remote:
             return self._batch(np.array([i], np.int64))[0]
         names, wanted = self._ext_names, self._wanted
@@ -440,7 +505,7 @@ class Dataset:
             idx[idx < 0] += n
             bad = np.flatnonzero((idx < 0) | (idx >= n))
             if bad.size:
-                raise IndexError(f"sample {int(idx[bad[0]])} out of range for a fold of {n}")
+                raise IndexError(f"sample {int(idx[bad[0]])} out of range for a split of {n}")
         return self._batch(idx)
 
     def _batch(self, idx: np.ndarray) -> list[dict[str, Any]]:
@@ -456,7 +521,7 @@ class Dataset:
         if not keep.all():
             rowids, owner, cols = rowids[keep], owner[keep], cols[keep]
         if self.remote:
-            views = self._remote_rows(rowids, cols)
+            views = self._remote_rows(rowids, cols, idx, owner)
         else:
             views = self._local_rows(rowids, cols, idx, owner)
         out: list[dict[str, Any]] = [{} for _ in range(idx.size)]
@@ -483,7 +548,7 @@ class Dataset:
             mv = self._mvs[fid]
             if mv is None:
                 mv = self._shard(fid)
-            else:
+            elif fid in self._open:  # (else a remote shard held in memory)
                 self._open.move_to_end(fid)
                 self._last = (fid, mv)
             if check and self._rc.batch(mv, np.ascontiguousarray(rowids[grp]), fid) >= 0:
@@ -500,47 +565,147 @@ class Dataset:
                 views[k] = mv[a : a + z]
         return views
 
-    def _remote_rows(self, rowids: np.ndarray, cols: np.ndarray) -> list[Any]:
-        fs = self._filesystem()
+    def _plan(self, cols: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> Any:
+        """Requests for rows ``[lo, hi)`` of shards ``cols[:, 2]`` (see ``_remote``)."""
+        link = self.link
+        gap = link.max_gap if self.max_gap is None else self.max_gap
+        rng = max(gap, link.max_range) if self.max_range is None else self.max_range
+        return plan_ranges(
+            cols[:, 2], lo, hi, max_gap=gap, max_range=rng, budget=self.max_batch_bytes
+        )
+
+    def _remote_rows(
+        self, rowids: np.ndarray, cols: np.ndarray, idx: np.ndarray, owner: np.ndarray
+    ) -> list[Any]:
+        """Rows of remote shards: fetched by planned ranges (one ``cat_ranges``), or, for
+        shards held in memory (``cache_bytes``), read as local shards are."""
+        views: list[Any] = [None] * rowids.size
+        if not rowids.size:
+            return views
+        fids = cols[:, 2]
+        urls = {f: self._join(self.shards[f]) for f in np.unique(fids).tolist()}
+        for fid, url in urls.items():
+            self._remote_open(fid, url)
+        held = np.isin(fids, np.fromiter(self._cache, np.int64, len(self._cache)))
+        # rows of shards in memory first (a fetch below may drop one of them from the cache),
+        # then the others; rows of a shard the fetch kept whole are read from memory too
+        self._held_rows(np.flatnonzero(held), rowids, cols, idx, owner, views)
+        far = np.flatnonzero(~held)
+        if far.size:
+            self._fetch_rows(rowids[far], cols[far], urls, far, views)
+            self._held_rows(
+                far[[views[k] is None for k in far.tolist()]], rowids, cols, idx, owner, views
+            )
+        return views
+
+    def _held_rows(
+        self,
+        sel: np.ndarray,
+        rowids: np.ndarray,
+        cols: np.ndarray,
+        idx: np.ndarray,
+        owner: np.ndarray,
+        views: list[Any],
+    ) -> None:
+        if sel.size:
+            got = self._local_rows(rowids[sel], cols[sel], idx, owner[sel])
+            for k, v in zip(sel.tolist(), got, strict=True):
+                views[k] = v
+
+    def _fetch_rows(
+        self,
+        rowids: np.ndarray,
+        cols: np.ndarray,
+        urls: Mapping[int, str],
+        where: np.ndarray,
+        views: list[Any],
+    ) -> None:
+        """Plan and fetch rows ``rowids`` (their views go to ``views[where[k]]``); a shard the
+        plan reads at least half of is fetched whole and kept instead (its rows left out)."""
         check = self._check is not None
         lo = cols[:, 0] - (BLOCK if check else 0)  # from the header (checked with its payload)
         hi = cols[:, 0] + cols[:, 1]
-        views: list[Any] = [None] * rowids.size
-        paths: list[str] = []
-        r_lo: list[int] = []
-        r_hi: list[int] = []
-        plan: list[tuple[int, np.ndarray, np.ndarray, int]] = []  # fid, rows, run per row, 1st
-        fids = cols[:, 2]
-        for fid in np.unique(fids).tolist():
-            sel = np.flatnonzero(fids == fid)
-            url = self._join(self.shards[fid])
-            self._remote_open(fid, url)
-            run, (a, b) = merge_ranges(lo[sel], hi[sel], self.max_gap)
-            plan.append((fid, sel, run, len(paths)))
-            paths += [url] * a.size
-            r_lo += a.tolist()
-            r_hi += b.tolist()
+        run, r_fid, r_lo, r_hi = self._plan(cols, lo, hi)
+        whole = self._to_cache(r_fid, r_lo, r_hi)
+        keep = ~np.isin(r_fid, whole)
+        paths = [urls[f] for f in r_fid[keep].tolist()]
+        starts, ends = r_lo[keep].tolist(), r_hi[keep].tolist()
+        chunk = max(1, self.link.max_range if self.max_range is None else self.max_range)
+        spans = []
+        for fid in whole.tolist():  # a shard read whole: in chunks, concurrently
+            size = self._seen[fid][0]
+            spans.append((fid, len(paths), len(range(0, size, chunk))))
+            for a in range(0, size, chunk):
+                paths.append(urls[fid])
+                starts.append(a)
+                ends.append(min(size, a + chunk))
+        blobs = self._fetch(paths, starts, ends)
+        for fid, k0, n_chunks in spans:
+            part = blobs[k0 : k0 + n_chunks]
+            self._cache_put(fid, part[0] if n_chunks == 1 else b"".join(part))
+        # a request mostly of holes: its payloads are copied out, so the batch does not keep
+        # the whole range alive (memory stays about the rows' own bytes)
+        used = np.bincount(run, weights=hi - lo, minlength=r_lo.size)
+        copy = (used * 2 < (r_hi - r_lo)).tolist()
+        req = (np.cumsum(keep) - 1).tolist()  # request of each kept run
+        keepl, exts = keep.tolist(), self._ext_b
+        datas = [memoryview(b) for b in blobs]
+        for k, r in enumerate(run.tolist()):
+            if not keepl[r]:
+                continue  # its shard is now in memory
+            q = req[r]
+            data, start0 = datas[q], starts[q]
+            start, size, fid, extid = cols[k].tolist()
+            a = start - start0
+            if a + size > len(data):
+                raise self._past_end(fid, start - BLOCK, size, start0 + len(data))
+            keyhash = int(self._kh[rowids[k]])
+            if check and self._check(data, a - BLOCK, size, keyhash, exts[extid]):
+                self._verify_remote(
+                    paths[q], data, start0, fid, start - BLOCK, size, keyhash, extid
+                )
+            v = data[a : a + size]
+            views[int(where[k])] = memoryview(v.tobytes()) if copy[r] else v
+
+    def _fetch(self, paths: list[str], starts: list[int], ends: list[int]) -> list[Any]:
+        """One ``cat_ranges`` call; its time feeds the link model."""
         if not paths:
-            return views
-        blobs = fs.cat_ranges(paths, r_lo, r_hi, on_error="return")
+            return []
+        t0 = time.perf_counter()
+        blobs = self._filesystem().cat_ranges(paths, starts, ends, on_error="return")
+        seconds = time.perf_counter() - t0
         for k, blob in enumerate(blobs):
             if isinstance(blob, BaseException):
-                raise missing_shard(paths[k], blob, f"reading bytes {r_lo[k]}-{r_hi[k]}") from blob
-        exts = self._ext_b
-        for fid, sel, run, base in plan:
-            url = paths[base]
-            for k, r in zip(sel.tolist(), run.tolist(), strict=True):
-                data = memoryview(blobs[base + r])
-                start0 = r_lo[base + r]
-                start, size, _fid, extid = cols[k].tolist()
-                a = start - start0
-                if a + size > len(data):
-                    raise self._past_end(fid, start - BLOCK, size, start0 + len(data))
-                keyhash = int(self._kh[rowids[k]])
-                if check and self._check(data, a - BLOCK, size, keyhash, exts[extid]):
-                    self._verify_remote(url, data, start0, fid, start - BLOCK, size, keyhash, extid)
-                views[k] = data[a : a + size]
-        return views
+                raise missing_shard(
+                    paths[k], blob, f"reading bytes {starts[k]}-{ends[k]}"
+                ) from blob
+        if self.calibrate:
+            self.link.observe(len(paths), sum(ends) - sum(starts), seconds)
+        return list(blobs)
+
+    def _to_cache(self, r_fid: np.ndarray, r_lo: np.ndarray, r_hi: np.ndarray) -> np.ndarray:
+        """Shards to read whole and keep: the plan reads at least half of each anyway, and it
+        fits in ``cache_bytes`` (so the rest of the epoch reads it from memory)."""
+        if not self.cache_bytes or not r_fid.size:
+            return np.zeros(0, np.int64)
+        fids, inv = np.unique(r_fid, return_inverse=True)
+        planned = np.bincount(inv, weights=r_hi - r_lo)
+        out, total = [], 0
+        for fid, b in zip(fids.tolist(), planned.tolist(), strict=True):
+            size = self._seen[fid][0]
+            # the shards of one batch fit together: none evicts another before it is read
+            if 0 < size and total + size <= self.cache_bytes and 2 * b >= size:
+                out.append(fid)
+                total += size
+        return np.array(out, np.int64)
+
+    def _cache_put(self, fid: int, blob: bytes) -> None:
+        while self._cache and self._cache_nbytes + len(blob) > self.cache_bytes:
+            old_fid, old = self._cache.popitem(last=False)
+            self._cache_nbytes -= len(old)
+            self._mvs[old_fid] = None
+        self._cache[fid] = self._mvs[fid] = memoryview(blob)
+        self._cache_nbytes += len(blob)
 
     def _remote_open(self, fid: int, url: str) -> None:
         """Before the first bytes of remote shard ``fid`` are returned in this process: it
@@ -549,12 +714,16 @@ class Dataset:
         if fid in self._seen:
             return
         fs = self._filesystem()
-        info = self.listing.get(self.shards[fid])
+        name = self.shards[fid]
+        info = self.listing.get(name) if self._listed_here else None
         if info is None or info.get("size") is None:
             try:
+                if name in self.etags:  # a later open: the object as it is now, not cached
+                    fs.invalidate_cache(url)
                 info = fs.info(url)
             except Exception as exc:  # noqa: BLE001 - every failure is reported naming the URL
                 raise missing_shard(url, exc, "looking it up") from exc
+        self._check_etag(name, url, info_etag(info))
         size = info.get("size")
         if self._shard_end is None:
             assert self._cols is not None
@@ -581,6 +750,25 @@ class Dataset:
         ):
             self._remote_stale(fid, url)
         self._seen[fid] = (-1 if size is None else int(size), mtime, etag)
+
+    def _check_etag(self, name: str, url: str, etag: str | None) -> None:
+        """The first ETag seen of shard ``name`` is kept (and pickled to workers); a later
+        open that sees another one is an ``IntegrityError``: the object was replaced."""
+        if etag is None:
+            return
+        first = self.etags.setdefault(name, etag)
+        if first != etag:
+            raise IntegrityError(
+                describe(
+                    FMT,
+                    f"shard {url}",
+                    field="ETag",
+                    detail="the object changed since this dataset first used it; "
+                    "open a new Dataset (and rebuild the index if its members moved)",
+                    expected=first,
+                    got=etag,
+                )
+            )
 
     def _remote_stale(self, fid: int, url: str, sample: int = 8) -> None:
         """Shard ``fid`` changed after the index: check up to ``sample`` headers of its rows
@@ -656,7 +844,7 @@ class Dataset:
             raise err
 
     def get(self, stem: str, default: Any = None) -> Any:
-        """The sample named ``stem``, or ``default`` when the fold has none (as ``dict.get``)."""
+        """The sample named ``stem``, or ``default`` when the split has none (as ``dict.get``)."""
         i = int(self._index().lookup([stem])[0])
         if i < 0:
             return default
@@ -671,4 +859,4 @@ class Dataset:
             yield self[i]
 
     def __repr__(self) -> str:
-        return f"<taridx.Dataset {self.root!r} fold={self.fold!r} samples={self._len}>"
+        return f"<taridx.Dataset {self.root!r} split={self.split!r} samples={self._len}>"

@@ -17,7 +17,7 @@ name holding whitespace (the format splits on it), a basename without a dot (no 
 and a shard with no sample (DALI refuses a count of 0). ``version="v1.1"`` writes the three
 fields without the name (DALI reads both; names with whitespace are then fine).
 
-**wids** (``wids.ShardListDataset("<fold>.wids.json")``): a shard list
+**wids** (``wids.ShardListDataset("<split>.wids.json")``): a shard list
 ``{"__kind__": "wids-shard-index-v1", "wids_version": 1, "name": ..., "shardlist": [{"url",
 "nsamples", "filesize"}, ...]}``. ``nsamples`` counts samples as wids does when it opens the
 shard: runs of consecutive regular members (typeflag ``0`` or NUL) whose ustar ``name`` field
@@ -46,6 +46,8 @@ from ..core.mapped import MappedFile
 from ..errors import IntegrityError, TenfoldError, UnsupportedError, describe
 from ._members import split_name
 from ._spec import BLOCK, FMT
+from ._split import required_split
+from .build import _members as scan
 from .build import shard_paths
 from .reader import Index
 
@@ -113,23 +115,23 @@ class ShardMembers:
 
 
 def _open_index(
-    root: str | os.PathLike[str], fold: str, index: str | os.PathLike[str] | None
+    root: str | os.PathLike[str], split: str, index: str | os.PathLike[str] | None
 ) -> tuple[Index, list[Path]]:
     if "://" in os.fspath(root) and not os.fspath(root).startswith("file://"):
         raise UnsupportedError(
             describe(FMT, os.fspath(root), detail="export reads member headers: local shards only")
         )
-    path = os.fspath(index) if index is not None else os.path.join(root, f"{fold}.taridx")
+    path = os.fspath(index) if index is not None else os.path.join(root, f"{split}.taridx")
     idx = Index.open(path)
     try:
         idx.validate_rows()
-        shards = shard_paths(root, fold)
+        shards = shard_paths(root, split)
         top = int(idx.column("fid").max()) if idx.n_rows else -1
         if top >= len(shards):
             raise IntegrityError(
                 describe(
                     FMT,
-                    f"fold {fold!r} under {os.fspath(root)}",
+                    f"split {split!r} under {os.fspath(root)}",
                     detail="shards missing",
                     expected=f"> {top} shards",
                     got=len(shards),
@@ -157,9 +159,6 @@ def _changed(name: str, offset: int, what: str, **kw: Any) -> IntegrityError:
 def shard_members(idx: Index, fid: int, path: str | os.PathLike[str]) -> ShardMembers:
     """The indexed members of shard ``fid`` (at ``path``) in file order, their names read
     from the shard's headers (one scan) and checked against the rows."""
-    from .build import _members as scan
-
-    sh = _kernels.load("strhash")
     fids = idx.column("fid")
     sel = np.flatnonzero(fids == fid)
     off = idx.column("offset")[sel].astype(np.int64)
@@ -168,7 +167,6 @@ def shard_members(idx: Index, fid: int, path: str | os.PathLike[str]) -> ShardMe
     size = idx.column("size")[sel].astype(np.int64)
     keyhash = idx.column("keyhash")[sel]
     name = os.path.basename(os.fspath(path))
-    n = sel.size
     with MappedFile(path, fmt=FMT) as mf:
         buf = mf.buffer()
         try:
@@ -178,70 +176,107 @@ def shard_members(idx: Index, fid: int, path: str | os.PathLike[str]) -> ShardMe
                 f"{exc} (shard changed since the index was built?); rebuild the index "
                 "(tenfold index build)"
             ) from None
-        pos = np.searchsorted(h_off, off)
-        found = pos < h_off.size
-        found[found] = h_off[pos[found]] == off[found]
-        if not found.all():
-            j = int(np.argmin(found))
-            raise _changed(name, int(off[j]), "no member header where the index has a row")
-        got_size = h_size[pos]
-        bad = np.flatnonzero(got_size != size)
-        if bad.size:
-            j = int(bad[0])
+        pos = _rows_in_scan(name, off, size, h_off, h_size)
+        n_off, n_len, p_off, p_len = n_off[pos], n_len[pos], p_off[pos], p_len[pos]
+        tflag = h_t[pos].astype(np.int64)
+        _check_names(buf, name, off, keyhash, n_off, n_len)
+        arena, start, length, ustar = _names(buf, off, n_off, n_len, p_off, p_len)
+    return ShardMembers(name, off, size, tflag, arena, start, length, ustar)
+
+
+def _rows_in_scan(
+    name: str, off: np.ndarray, size: np.ndarray, h_off: np.ndarray, h_size: np.ndarray
+) -> np.ndarray:
+    """Position in the scan of each row's member; every row must find its header, with the
+    row's size."""
+    pos = np.searchsorted(h_off, off)
+    found = pos < h_off.size
+    found[found] = h_off[pos[found]] == off[found]
+    if not found.all():
+        j = int(np.argmin(found))
+        raise _changed(name, int(off[j]), "no member header where the index has a row")
+    got_size = h_size[pos]
+    bad = np.flatnonzero(got_size != size)
+    if bad.size:
+        j = int(bad[0])
+        raise _changed(
+            name,
+            int(off[j]),
+            "member size differs",
+            field="size",
+            expected=int(size[j]),
+            got=int(got_size[j]),
+        )
+    return pos
+
+
+def _check_names(
+    buf: np.ndarray,
+    name: str,
+    off: np.ndarray,
+    keyhash: np.ndarray,
+    n_off: np.ndarray,
+    n_len: np.ndarray,
+) -> None:
+    """Each member's name must be the one the index hashed (its stem's xxh64)."""
+    import xxhash
+
+    sh = _kernels.load("strhash")
+    n = off.size
+    big = buf if buf.size else np.zeros(1, np.uint8)
+    st_off, st_len, ex_off, ex_len = (np.empty(n, np.int64) for _ in range(4))
+    ascii = np.empty(n, np.uint8)
+    sh.split_basenames(big, n_off, n_len, st_off, st_len, ex_off, ex_len, ascii)
+    got = np.empty(n, np.uint64)
+    sh.hash_ranges(big, st_off, st_len, 0, got)
+    for j in np.flatnonzero((got != keyhash) | (ascii == 0)).tolist():
+        full = buf[n_off[j] : n_off[j] + n_len[j]].tobytes()
+        stem, _ext = split_name(full)
+        if xxhash.xxh64_intdigest(stem) != int(keyhash[j]):
             raise _changed(
                 name,
                 int(off[j]),
-                "member size differs",
-                field="size",
-                expected=int(size[j]),
-                got=int(got_size[j]),
+                "member name does not hash to the row's keyhash",
+                expected=f"{int(keyhash[j]):016x}",
+                got=repr(full.decode("utf-8", "replace")),
             )
-        n_off, n_len, p_off, p_len = n_off[pos], n_len[pos], p_off[pos], p_len[pos]
-        tflag = h_t[pos].astype(np.int64)
-        big = buf if buf.size else np.zeros(1, np.uint8)
-        # each name must be the one the index hashed
-        st_off, st_len, ex_off, ex_len = (np.empty(n, np.int64) for _ in range(4))
-        ascii = np.empty(n, np.uint8)
-        sh.split_basenames(big, n_off, n_len, st_off, st_len, ex_off, ex_len, ascii)
-        got = np.empty(n, np.uint64)
-        sh.hash_ranges(big, st_off, st_len, 0, got)
-        import xxhash
 
-        for j in np.flatnonzero((got != keyhash) | (ascii == 0)).tolist():
-            full = buf[n_off[j] : n_off[j] + n_len[j]].tobytes()
-            stem, _ext = split_name(full)
-            if xxhash.xxh64_intdigest(stem) != int(keyhash[j]):
-                raise _changed(
-                    name,
-                    int(off[j]),
-                    "member name does not hash to the row's keyhash",
-                    expected=f"{int(keyhash[j]):016x}",
-                    got=repr(full.decode("utf-8", "replace")),
-                )
-        length = n_len.copy()
-        start = np.zeros(n, np.int64)
-        arena = np.empty(int(n_len.sum()), np.uint8)
-        if n:
-            np.cumsum(n_len[:-1], out=start[1:])
-            sh.gather(big, n_off, n_len, arena)
-        from_hdr = n_off == off
-        ustar: dict[int, bytes] = {}
-        prefixed = np.flatnonzero(from_hdr & (p_len > 0))
-        for j in np.flatnonzero(~from_hdr).tolist():  # named by extended headers
-            o = int(off[j])
-            ustar[j] = buf[o : o + 100].tobytes().split(b"\0", 1)[0]
-        if prefixed.size:  # a ustar prefix is part of the name: rebuild the arena
-            names = [
-                arena[a : a + k].tobytes()
-                for a, k in zip(start.tolist(), length.tolist(), strict=True)
-            ]
-            for j in prefixed.tolist():
-                ustar[j] = names[j]
-                names[j] = buf[p_off[j] : p_off[j] + p_len[j]].tobytes() + b"/" + names[j]
-            length = np.fromiter(map(len, names), np.int64, n)
-            start[1:] = np.cumsum(length[:-1])
-            arena = np.frombuffer(b"".join(names), np.uint8)
-    return ShardMembers(name, off, size, tflag, arena, start, length, ustar)
+
+def _names(
+    buf: np.ndarray,
+    off: np.ndarray,
+    n_off: np.ndarray,
+    n_len: np.ndarray,
+    p_off: np.ndarray,
+    p_len: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, dict[int, bytes]]:
+    """The members' full names as one arena ``(arena, start, length)``, and the ustar name
+    field of members whose name is longer (extended header or ustar prefix)."""
+    n = off.size
+    big = buf if buf.size else np.zeros(1, np.uint8)
+    length = n_len.copy()
+    start = np.zeros(n, np.int64)
+    arena = np.empty(int(n_len.sum()), np.uint8)
+    if n:
+        np.cumsum(n_len[:-1], out=start[1:])
+        _kernels.load("strhash").gather(big, n_off, n_len, arena)
+    from_hdr = n_off == off
+    ustar: dict[int, bytes] = {}
+    prefixed = np.flatnonzero(from_hdr & (p_len > 0))
+    for j in np.flatnonzero(~from_hdr).tolist():  # named by extended headers
+        o = int(off[j])
+        ustar[j] = buf[o : o + 100].tobytes().split(b"\0", 1)[0]
+    if prefixed.size:  # a ustar prefix is part of the name: rebuild the arena
+        names = [
+            arena[a : a + k].tobytes() for a, k in zip(start.tolist(), length.tolist(), strict=True)
+        ]
+        for j in prefixed.tolist():
+            ustar[j] = names[j]
+            names[j] = buf[p_off[j] : p_off[j] + p_len[j]].tobytes() + b"/" + names[j]
+        length = np.fromiter(map(len, names), np.int64, n)
+        start[1:] = np.cumsum(length[:-1])
+        arena = np.frombuffer(b"".join(names), np.uint8)
+    return arena, start, length, ustar
 
 
 def _refuse(m: ShardMembers, j: int, why: str) -> UnsupportedError:
@@ -394,9 +429,9 @@ def wids_count(m: ShardMembers) -> int:
 
 
 def _members(
-    root: str | os.PathLike[str], fold: str, index: str | os.PathLike[str] | None
+    root: str | os.PathLike[str], split: str, index: str | os.PathLike[str] | None
 ) -> tuple[list[Path], list[ShardMembers]]:
-    idx, shards = _open_index(root, fold, index)
+    idx, shards = _open_index(root, split, index)
     with idx:
         return shards, [shard_members(idx, f, p) for f, p in enumerate(shards)]
 
@@ -444,43 +479,48 @@ def _write_wids(
 
 def export_dali(
     root: str | os.PathLike[str],
-    fold: str,
+    split: str | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     *,
+    fold: str | None = None,
     index: str | os.PathLike[str] | None = None,
     version: str = "v1.2",
     fsync: bool = True,
 ) -> list[Path]:
     """Write DALI's index file ``<shard stem>.idx`` of every shard into ``out_dir`` (default:
     beside the shards). Returns the paths in shard order (pass them as ``index_paths``)."""
+    split = required_split(split, fold, "export_dali")
     if version not in DALI_VERSIONS:
         raise ValueError(f"version must be one of {DALI_VERSIONS}, got {version!r}")
-    shards, members = _members(root, fold, index)
+    shards, members = _members(root, split, index)
     texts = [dali_index(m, version) for m in members]  # every shard checked before writing
     return _write_dali(shards, texts, out_dir if out_dir is not None else root, fsync)
 
 
 def export_wids(
     root: str | os.PathLike[str],
-    fold: str,
+    split: str | None = None,
     out: str | os.PathLike[str] | None = None,
     *,
+    fold: str | None = None,
     index: str | os.PathLike[str] | None = None,
     name: str | None = None,
     url_prefix: str | None = None,
     fsync: bool = True,
 ) -> Path:
-    """Write the wids shard list of the fold to ``out`` (default ``ROOT/<fold>.wids.json``)."""
-    shards, members = _members(root, fold, index)
-    dest = out if out is not None else Path(root) / f"{fold}.wids.json"
+    """Write the wids shard list of the split to ``out`` (default ``ROOT/<split>.wids.json``)."""
+    split = required_split(split, fold, "export_wids")
+    shards, members = _members(root, split, index)
+    dest = out if out is not None else Path(root) / f"{split}.wids.json"
     counts = [wids_count(m) for m in members]
-    return _write_wids(shards, counts, dest, name or fold, url_prefix, fsync)
+    return _write_wids(shards, counts, dest, name or split, url_prefix, fsync)
 
 
 def export(
     root: str | os.PathLike[str],
-    fold: str,
+    split: str | None = None,
     *,
+    fold: str | None = None,
     index: str | os.PathLike[str] | None = None,
     dali: str | os.PathLike[str] | None = None,
     wids: str | os.PathLike[str] | None = None,
@@ -491,15 +531,16 @@ def export(
 ) -> tuple[list[Path], Path | None]:
     """Both exports from one pass over the shards' headers: DALI files into directory
     ``dali`` and the wids list to ``wids`` (either ``None``: not written)."""
+    split = required_split(split, fold, "export")
     if version not in DALI_VERSIONS:
         raise ValueError(f"version must be one of {DALI_VERSIONS}, got {version!r}")
-    shards, members = _members(root, fold, index)
+    shards, members = _members(root, split, index)
     # every shard checked for both formats before anything is written
     texts = [dali_index(m, version) for m in members] if dali is not None else []
     counts = [wids_count(m) for m in members] if wids is not None else []
     paths = _write_dali(shards, texts, dali, fsync) if dali is not None else []
     doc = (
-        _write_wids(shards, counts, wids, name or fold, url_prefix, fsync)
+        _write_wids(shards, counts, wids, name or split, url_prefix, fsync)
         if wids is not None
         else None
     )

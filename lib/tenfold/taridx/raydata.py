@@ -1,4 +1,4 @@
-"""Ray Data over a TARIDX fold: :func:`read_ray`.
+"""Ray Data over a TARIDX split: :func:`read_ray`.
 
 The read is planned from the index, without opening a shard: the samples (all of them, or the
 stems asked for) are cut into contiguous runs of sample order, one per read task, balanced by
@@ -30,6 +30,7 @@ from ..core.optional import require
 from ..errors import IntegrityError, describe
 from ._members import name_at, split_name
 from ._spec import BLOCK, FMT
+from ._split import required_split
 from .dataset import Dataset
 
 __all__ = ["read_ray", "plan", "Plan", "datasource_class"]
@@ -75,13 +76,54 @@ class Plan:
 def _dataset_args(ds: Dataset) -> dict[str, Any]:
     return {
         "root": ds.root,
-        "fold": ds.fold,
+        "split": ds.split,
         "extensions": ds.extensions,
-        "index": ds.index_path,
+        "index": ds.index_path if ds.index_bytes is None else ds.index_bytes,
         "shards": list(ds.shards),
         "storage_options": dict(ds.storage_options),
         "verify_headers": ds.verify_headers,
     }
+
+
+def _samples_of(ds: Dataset, keys: Sequence[str] | None) -> np.ndarray:
+    """Sample numbers to read: all, or those of ``keys`` in order (``KeyError`` if any is
+    missing)."""
+    idx = ds.index
+    if keys is None:
+        return np.arange(len(idx.samples), dtype=np.int64)
+    keys = list(keys)
+    samples = idx.lookup(keys)
+    missing = np.flatnonzero(samples < 0)
+    if missing.size:
+        shown = [keys[i] for i in missing[:5].tolist()]
+        raise KeyError(
+            describe(
+                FMT,
+                f"split {ds.split!r}",
+                detail=f"{missing.size} of the {len(keys)} keys asked for are not in the "
+                f"index, e.g. {shown}",
+            )
+        )
+    return samples
+
+
+def _cut(total: np.ndarray, parallelism: int) -> np.ndarray:
+    """Task bounds over samples whose running payload is ``total`` (``m + 1`` values): at
+    most ``parallelism`` runs of about equal bytes, none empty."""
+    m = total.size - 1
+    k = max(1, min(int(parallelism), m)) if m else 0
+    if not k:
+        return np.zeros(1, np.int64)
+    # cut where the running payload passes j/k of the total (by bytes), and never leave a
+    # task empty (by rows): a split of equal-sized samples is cut into equal counts
+    target = total[-1] * np.arange(1, k) / k
+    cuts = np.searchsorted(total, target, side="left")  # total[cut] >= target
+    below = np.maximum(cuts - 1, 0)
+    cuts = np.where(target - total[below] < total[np.minimum(cuts, m)] - target, below, cuts)
+    cuts = np.maximum(cuts, np.arange(1, k))
+    cuts = np.minimum(cuts, m - k + np.arange(1, k))
+    cuts = np.maximum.accumulate(cuts)
+    return np.concatenate([[0], cuts, [m]]).astype(np.int64)
 
 
 def plan(
@@ -96,54 +138,22 @@ def plan(
     idx = ds.index
     s = idx.samples
     n = len(s)
-    if keys is None:
-        samples = np.arange(n, dtype=np.int64)
-    else:
-        keys = list(keys)
-        samples = idx.lookup(keys)
-        missing = np.flatnonzero(samples < 0)
-        if missing.size:
-            shown = [keys[i] for i in missing[:5].tolist()]
-            raise KeyError(
-                describe(
-                    FMT,
-                    f"fold {ds.fold!r}",
-                    detail=f"{missing.size} of the {len(keys)} keys asked for are not in the "
-                    f"index, e.g. {shown}",
-                )
-            )
+    samples = _samples_of(ds, keys)
     ext_names = idx.ext
     want = np.array(
         [ds.extensions is None or e in ds.extensions for e in ext_names] or [False], bool
     )
     rows = idx.rows if s.order is None else idx.rows[s.order]  # rows in sample order
     extid = np.asarray(rows["extid"]).astype(np.int64)
-    size = np.asarray(rows["size"]).astype(np.int64)
-    fid = np.asarray(rows["fid"]).astype(np.int64)
-    size = np.where(want[extid], size, 0)
+    size = np.where(want[extid], np.asarray(rows["size"]).astype(np.int64), 0)
     # payload bytes of each sample: sums over each sample's run of rows
     csum = np.zeros(size.size + 1, np.int64)
     np.cumsum(size, out=csum[1:])
     starts = np.asarray(s.starts, np.int64)
     per_sample = csum[starts[1:]] - csum[starts[:-1]]
-    chosen = per_sample[samples]
-    total = np.zeros(chosen.size + 1, np.int64)
-    np.cumsum(chosen, out=total[1:])
-    m = samples.size
-    k = max(1, min(int(parallelism), m)) if m else 0
-    if k:
-        # cut where the running payload passes j/k of the total (by bytes), and never leave a
-        # task empty (by rows): a fold of equal-sized samples is cut into equal counts
-        target = total[-1] * np.arange(1, k) / k
-        cuts = np.searchsorted(total, target, side="left")  # total[cut] >= target
-        below = np.maximum(cuts - 1, 0)
-        cuts = np.where(target - total[below] < total[np.minimum(cuts, m)] - target, below, cuts)
-        cuts = np.maximum(cuts, np.arange(1, k))
-        cuts = np.minimum(cuts, m - k + np.arange(1, k))
-        cuts = np.maximum.accumulate(cuts)
-        bounds = np.concatenate([[0], cuts, [m]]).astype(np.int64)
-    else:
-        bounds = np.zeros(1, np.int64)
+    total = np.zeros(samples.size + 1, np.int64)
+    np.cumsum(per_sample[samples], out=total[1:])
+    bounds = _cut(total, parallelism)
     # size in memory as Arrow counts it (Table.nbytes, which Ray reports): payload, 4 offset
     # bytes per value of every binary and string column, a validity bitmap in each column with
     # a null (a sample without that extension), and the url characters; the keys' characters
@@ -155,6 +165,7 @@ def plan(
     has = np.zeros((n, max(len(cols), 1)), bool)
     keep = col_of[extid] >= 0
     has[sample_of_row[keep], col_of[extid[keep]]] = True
+    fid = np.asarray(rows["fid"]).astype(np.int64)
     first_fid = fid[starts[:-1]] if n else np.zeros(0, np.int64)
     url_len = np.array([len(ds._join(name).encode()) for name in ds.shards] or [0], np.int64)
     n_str = len(cols) + 1 + int(include_url)
@@ -183,7 +194,7 @@ _OPEN: dict[tuple[Any, ...], Dataset] = {}
 def _cache_key(args: Mapping[str, Any]) -> tuple[Any, ...]:
     return (
         args["root"],
-        args["fold"],
+        args["split"],
         None if args["extensions"] is None else tuple(args["extensions"]),
         args["index"],
         tuple(args["shards"]),
@@ -201,7 +212,7 @@ def _open(args: Mapping[str, Any]) -> Dataset:
             _OPEN.pop(next(iter(_OPEN))).close()
         ds = _OPEN[key] = Dataset(
             args["root"],
-            args["fold"],
+            args["split"],
             args["extensions"],
             index=args["index"],
             shards=args["shards"],
@@ -517,9 +528,10 @@ def _read_remote(ds: Dataset, samples: np.ndarray, url: bool) -> Iterator[Any]:
 
 def read_ray(
     root: str | os.PathLike[str],
-    fold: str,
+    split: str | None = None,
     extensions: Sequence[str] | None = None,
     *,
+    fold: str | None = None,
     keys: Sequence[str] | None = None,
     index: str | os.PathLike[str] | None = None,
     shards: Sequence[str] | None = None,
@@ -530,20 +542,22 @@ def read_ray(
     parallelism: int = -1,
     **read_args: Any,
 ) -> Any:
-    """A ``ray.data.Dataset`` of the samples of fold ``fold`` under ``root`` (path or URL).
+    """A ``ray.data.Dataset`` of the samples of split ``split`` under ``root`` (path or URL).
 
     ``extensions``, ``index``, ``shards``, ``storage_options`` and ``verify_headers`` are as
-    for :class:`~tenfold.taridx.Dataset`. ``keys`` reads only those stems, in that order (a
-    stem not in the index is a ``KeyError`` naming how many are missing).
+    for :class:`~tenfold.taridx.Dataset` (``fold=``: the old name of ``split``, deprecated).
+    ``keys`` reads only those stems, in that order (a stem not in the index is a ``KeyError``
+    naming how many are missing).
     ``override_num_blocks`` (or the older ``parallelism``) sets the number of read tasks;
     other keyword arguments (``concurrency``, ``ray_remote_args``, ``num_cpus`` ...) go to
     ``ray.data.read_datasource``. Columns: ``__key__``, ``__url__`` (unless
     ``include_url=False``) and one binary column per extension.
     """
+    split = required_split(split, fold, "read_ray")
     ray_data = require("ray.data", extra="ray", what="taridx: read_ray")
     source = datasource_class()(
         root,
-        fold,
+        split,
         extensions,
         keys=keys,
         index=index,
@@ -583,9 +597,10 @@ def datasource_class() -> type:
         def __init__(
             self,
             root: str | os.PathLike[str],
-            fold: str,
+            split: str | None = None,
             extensions: Sequence[str] | None = None,
             *,
+            fold: str | None = None,
             keys: Sequence[str] | None = None,
             index: str | os.PathLike[str] | None = None,
             shards: Sequence[str] | None = None,
@@ -594,9 +609,10 @@ def datasource_class() -> type:
             include_url: bool = True,
         ) -> None:
             super().__init__()
+            split = required_split(split, fold, "TaridxDatasource")
             self._ds = Dataset(
                 root,
-                fold,
+                split,
                 extensions,
                 index=index,
                 shards=shards,
@@ -608,7 +624,7 @@ def datasource_class() -> type:
             self._total: int | None = None
 
         def get_name(self) -> str:
-            return f"Taridx({self._ds.fold})"
+            return f"Taridx({self._ds.split})"
 
         def estimate_inmemory_data_size(self) -> int | None:
             if self._total is None:

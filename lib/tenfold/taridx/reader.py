@@ -35,6 +35,9 @@ from ._spec import (
     REC_SIZE,
     ROW_DT,
 )
+from ._split import optional_split
+from .build import scan_shard
+from .writer import index_bytes
 
 __all__ = ["Index", "Samples", "hash_stems", "split_block"]
 
@@ -136,9 +139,9 @@ class Index(MappedReader, Mapping[str, dict]):
     (read-only views of the map), ``ext`` and ``crash`` the decoded name tables (``crash[0]``
     is crash id 1).
 
-    It is also the fold's ``Mapping`` of sample key (stem) to sample ``{extension:
-    memoryview}``, read from the shards ``<fold>_<id>.tar`` beside the index (or under
-    ``root``, for fold ``fold``): ``len`` is the number of samples, ``key in index`` and
+    It is also the split's ``Mapping`` of sample key (stem) to sample ``{extension:
+    memoryview}``, read from the shards ``<split>_<id>.tar`` beside the index (or under
+    ``root``, for split ``split``): ``len`` is the number of samples, ``key in index`` and
     ``index[key]`` hash the key (no shard is read to answer ``in``); iterating reads the member
     names from the shards' headers once, since the index stores only their hashes.
 
@@ -158,10 +161,12 @@ class Index(MappedReader, Mapping[str, dict]):
         *,
         validate: bool = False,
         root: str | os.PathLike[str] | None = None,
-        fold: str | None = None,
+        split: str | None = None,
         verify_headers: bool = True,
         limits: Limits = DEFAULT_LIMITS,
+        fold: str | None = None,
     ) -> None:
+        split = optional_split(split, fold, "Index")
         self.limits = limits
         #: sample reads check the tar header in front of each payload (see ``Dataset``)
         self.verify_headers = bool(verify_headers)
@@ -174,9 +179,9 @@ class Index(MappedReader, Mapping[str, dict]):
             if root is not None
             else (os.path.dirname(os.path.abspath(mf.path)) if mf.path is not None else None)
         )
-        self._fold = (
-            fold
-            if fold is not None
+        self._split = (
+            split
+            if split is not None
             else (os.path.splitext(os.path.basename(mf.path))[0] if mf.path is not None else None)
         )
         self._dataset: Any = None
@@ -192,28 +197,30 @@ class Index(MappedReader, Mapping[str, dict]):
         *,
         validate: bool = False,
         root: str | os.PathLike[str] | None = None,
-        fold: str | None = None,
+        split: str | None = None,
         verify_headers: bool = True,
         limits: Limits = DEFAULT_LIMITS,
         mmap: bool = True,
+        fold: str | None = None,
     ) -> Index:
         """Open and check the index at ``path`` (``validate=True`` also checks every row now).
 
-        ``root`` and ``fold`` say where the shards are for reading samples (default: beside
-        the index, fold named by the index's file name). ``verify_headers``: sample reads
+        ``root`` and ``split`` say where the shards are for reading samples (default: beside
+        the index, split named by the index's file name). ``verify_headers``: sample reads
         (``index[key]``, :meth:`read`) check the tar header in front of each payload, as
         ``Dataset(verify_headers=...)``. ``limits``: the index's row count must be within
         ``max_objects`` and its name blocks within ``max_index_bytes`` (``LimitError``).
         ``mmap=False`` reads the index with ``pread`` into owned memory instead of mapping it
         (as every tensor reader's option; the row columns are then views of that memory).
         """
+        split = optional_split(split, fold, "Index.open")
         mf = open_file(path, fmt=FMT, mmap=mmap)
         try:
             return cls(
                 mf,
                 validate=validate,
                 root=root,
-                fold=fold,
+                split=split,
                 verify_headers=verify_headers,
                 limits=limits,
             )
@@ -228,17 +235,21 @@ class Index(MappedReader, Mapping[str, dict]):
         *,
         validate: bool = False,
         root: str | os.PathLike[str] | None = None,
-        fold: str | None = None,
+        split: str | None = None,
         verify_headers: bool = True,
         limits: Limits = DEFAULT_LIMITS,
+        fold: str | None = None,
     ) -> Index:
         """An index over bytes already in memory (used in place, not copied); the keyword
-        arguments as in :meth:`open`."""
+        arguments as in :meth:`open`. It reads samples when ``root`` and ``split`` say where
+        the shards are (a dataset over a copy of these bytes; shards are then checked by
+        their headers only, since the index has no file time to compare them with)."""
+        split = optional_split(split, fold, "Index.from_buffer")
         return cls(
             MappedFile(data, fmt=FMT),
             validate=validate,
             root=root,
-            fold=fold,
+            split=split,
             verify_headers=verify_headers,
             limits=limits,
         )
@@ -264,21 +275,21 @@ class Index(MappedReader, Mapping[str, dict]):
         if self.closed:
             raise ValueError(f"{FMT}: I/O operation on a closed file")
         if self._dataset is None:
-            if self._root is None or self._fold is None or self.path is None:
+            if self._root is None or self._split is None:
                 raise UnsupportedError(
                     describe(
                         FMT,
                         self.name,
                         detail="an index read from a buffer knows no shards; "
-                        "pass root= and fold= to read samples",
+                        "pass root= and split= to read samples",
                     )
                 )
-            from .dataset import Dataset
+            from .dataset import Dataset  # (the dataset module imports this one)
 
             self._dataset = Dataset(
                 self._root,
-                self._fold,
-                index=self.path,
+                self._split,
+                index=self.path if self.path is not None else self._mf.buffer().tobytes(),
                 verify_headers=self.verify_headers,
                 limits=self.limits,
             )
@@ -303,8 +314,6 @@ class Index(MappedReader, Mapping[str, dict]):
             raw = [b""] * len(rows)
             if len(rows):
                 ds = self._shards_dataset()
-                from .build import scan_shard
-
                 for fid in np.unique(fids).tolist():
                     scan = scan_shard(os.path.join(self._root or "", ds.shards[fid]))
                     ends = np.cumsum(scan.stem_len)
@@ -384,7 +393,7 @@ class Index(MappedReader, Mapping[str, dict]):
 
         if self.path is None:
             raise UnsupportedError(describe(FMT, self.name, detail="verify needs a file path"))
-        return _verify(self.path, root=self._root, fold=self._fold)
+        return _verify(self.path, root=self._root, split=self._split)
 
     @property
     def name(self) -> str:
@@ -395,6 +404,7 @@ class Index(MappedReader, Mapping[str, dict]):
         return cls(fmt=FMT, obj=f"{self.name}: {what}", **kw)
 
     def _parse(self) -> None:
+        """Read and check the header, the name blocks and the row region (not the rows)."""
         mf = self._mf
         size = mf.size
         if size < HDR_SIZE:
@@ -408,6 +418,32 @@ class Index(MappedReader, Mapping[str, dict]):
             )
         hdr = mf.records(HEADER_DT, 1, 0, "header")
         h = hdr[0]
+        major, minor = self._check_identity(h)
+        n_rows, n_ext, n_crash, off_crash, off_arr = self._check_layout(h, size)
+        n_stems = self._check_stems(h, n_rows)
+        self.header = hdr
+        self.major, self.minor = major, minor
+        self.n_rows, self.n_stems, self.n_ext, self.n_crash = n_rows, n_stems, n_ext, n_crash
+        self.off_crash, self.off_arr = off_crash, off_arr
+        self.flags = int(h["flags"])
+        self.ext = split_block(
+            mf.bytes(HDR_SIZE, off_crash - HDR_SIZE, "extension block"),
+            n_ext,
+            "extension block",
+            HDR_SIZE,
+        )
+        self.crash = split_block(
+            mf.bytes(off_crash, off_arr - off_crash, "crash block"),
+            n_crash,
+            "crash block",
+            off_crash,
+        )
+        self.rows = mf.records(ROW_DT, n_rows, off_arr, "rows")
+        self._cols: dict[str, np.ndarray] = {}
+
+    def _check_identity(self, h: Any) -> tuple[int, int]:
+        """Magic, major version, record and header sizes; returns ``(major, minor)``."""
+        mf = self._mf
         magic = mf.bytes(HEADER.offset("magic"), HEADER.field_size("magic"), "magic")
         if magic != MAGIC:
             raise self._err(
@@ -435,6 +471,11 @@ class Index(MappedReader, Mapping[str, dict]):
                 raise self._err(
                     FormatError, "header", offset=off, field=field, expected=want, got=int(h[field])
                 )
+        return major, minor
+
+    def _check_layout(self, h: Any, size: int) -> tuple[int, int, int, int, int]:
+        """Block offsets within the file, rows filling the rest, and the limits; returns
+        ``(n_rows, n_ext, n_crash, off_crash, off_arr)``."""
         n_rows, n_ext, n_crash = int(h["n_rows"]), int(h["n_ext"]), int(h["n_crash"])
         off_crash, off_arr = int(h["off_crash"]), int(h["off_arr"])
         if not HDR_SIZE <= off_crash <= size:
@@ -483,6 +524,10 @@ class Index(MappedReader, Mapping[str, dict]):
             field="extension + crash block bytes",
             offset=HDR_SIZE,
         )
+        return n_rows, n_ext, n_crash, off_crash, off_arr
+
+    def _check_stems(self, h: Any, n_rows: int) -> int:
+        """``n_stems``: at most ``n_rows``, and zero exactly when there are no rows."""
         n_stems = int(h["n_stems"])
         if n_stems > n_rows:
             raise self._err(
@@ -502,25 +547,7 @@ class Index(MappedReader, Mapping[str, dict]):
                 expected="> 0" if n_rows else 0,
                 got=n_stems,
             )
-        self.header = hdr
-        self.major, self.minor = major, minor
-        self.n_rows, self.n_stems, self.n_ext, self.n_crash = n_rows, n_stems, n_ext, n_crash
-        self.off_crash, self.off_arr = off_crash, off_arr
-        self.flags = int(h["flags"])
-        self.ext = split_block(
-            mf.bytes(HDR_SIZE, off_crash - HDR_SIZE, "extension block"),
-            n_ext,
-            "extension block",
-            HDR_SIZE,
-        )
-        self.crash = split_block(
-            mf.bytes(off_crash, off_arr - off_crash, "crash block"),
-            n_crash,
-            "crash block",
-            off_crash,
-        )
-        self.rows = mf.records(ROW_DT, n_rows, off_arr, "rows")
-        self._cols: dict[str, np.ndarray] = {}
+        return n_stems
 
     def column(self, field: str) -> np.ndarray:
         """A contiguous, aligned copy of one row field (cached until the samples are built).
@@ -662,7 +689,7 @@ class Index(MappedReader, Mapping[str, dict]):
         """Sample numbers of ``stems`` (``-1`` where absent), vectorised.
 
         Stems are hashed with xxh64; a stem listed in the crash table resolves to its crash id.
-        The index stores hashes, not stems: a stem that is not in the fold but has the same
+        The index stores hashes, not stems: a stem that is not in the split but has the same
         xxh64 as one that is (probability 2**-64) resolves to that one.
         """
         if isinstance(stems, str):
@@ -702,8 +729,6 @@ class Index(MappedReader, Mapping[str, dict]):
             return self
         self.validate_rows()
         perm = np.lexsort((self.rows["crashid"], self.rows["keyhash"]))
-        from .writer import index_bytes
-
         data = index_bytes(
             self.rows[perm],
             self.ext,

@@ -2,7 +2,7 @@
 
 :func:`write_rows` writes rows you already have (structured ``ROW_DT`` array, extension and crash
 tables). :func:`write_index` takes members ``(fid, offset, size, stem, ext)`` and assigns ids with
-the fold rules (extension and crash ids in first-seen order, ``keyhash = xxh64(stem)``).
+the split rules (extension and crash ids in first-seen order, ``keyhash = xxh64(stem)``).
 Both write atomically: the previous file survives any failure.
 """
 
