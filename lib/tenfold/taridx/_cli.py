@@ -164,6 +164,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 def register(subparsers: Any) -> None:
     p = subparsers.add_parser("index", help="build / check TARIDX indexes of tar-shard splits")
     sub = p.add_subparsers(dest="index_command", required=True)
+    _add_build(sub)
+    _add_check(sub)
+    _add_lookup(sub)
+    _add_export(sub)
+
+
+def _add_build(sub: Any) -> None:
     b = sub.add_parser("build", help="scan ROOT/<split>_<id>.tar and write ROOT/<split>.taridx")
     b.add_argument("root", help="directory holding the shards <split>_<id>.tar")
     _split_option(b, "split name (the shards' common prefix)")
@@ -187,12 +194,18 @@ def register(subparsers: Any) -> None:
         "(default) or leave it out",
     )
     b.set_defaults(func=cmd_build, dirs=("root",), outputs=("index",))
+
+
+def _add_check(sub: Any) -> None:
     c = sub.add_parser("check", help="say which shards changed since the index was built")
     c.add_argument("root", help="directory holding the shards <split>_<id>.tar")
     _split_option(c, "split name (the shards' common prefix)")
     c.add_argument("--index", help="index path (default ROOT/<split>.taridx)")
     c.add_argument("--sample", type=int, default=8, help="headers re-read per shard")
     c.set_defaults(func=cmd_check, dirs=("root",), inputs=("index",))
+
+
+def _add_lookup(sub: Any) -> None:
     q = sub.add_parser("lookup", help="find samples by stem")
     q.add_argument(
         "root",
@@ -203,6 +216,9 @@ def register(subparsers: Any) -> None:
     q.add_argument("--index", help="index path (overrides ROOT/--split)")
     q.add_argument("stems", nargs="+", help="sample stems to look up")
     q.set_defaults(func=cmd_lookup)
+
+
+def _add_export(sub: Any) -> None:
     e = sub.add_parser(
         "export",
         help="write DALI's per-shard .idx files and a wids shard list from the index",
