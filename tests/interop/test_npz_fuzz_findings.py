@@ -56,3 +56,17 @@ def test_no_hang_on_a_zero_itemsize_array_of_2pow34_elements(tmp_path):
         env={"PYTHONPATH": ":".join(sys.path), "PATH": "/usr/bin:/bin"},
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "done", proc.stderr[-2000:]
+
+
+def test_only_tenfold_errors_for_a_u0_array_numpy_cannot_shape(capsys):
+    # f.npy declares descr '<U0' and shape (2**63 - 1, 0): no bytes, but NumPy makes U0 arrays
+    # U1 (4 bytes an element) and refuses the shape, so reshape raised a bare ValueError in
+    # read/verify (fuzz run of 2026-11-23, seed 20261123, case 1247)
+    p = FUZZ / "fuzz_npz_u0_shape_2pow63m1_by_0.npz"
+    with tenfold.open(p) as r:
+        with pytest.raises(TenfoldError, match=r"'f.npy'.*shape.*itemsize 4"):
+            r["f"]
+        report = r.verify()
+    assert not report.ok
+    assert main(["verify", str(p)]) == 1
+    assert "Traceback" not in capsys.readouterr().err

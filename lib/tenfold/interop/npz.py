@@ -398,7 +398,9 @@ class Archive:
             raise UnsupportedError(
                 describe(fmt, where, field="dtype", detail="sub-array dtype", got=str(dtype))
             )
-        count = checked_numel(fmt, where, shape, self.limits, itemsize=dtype.itemsize)
+        # NumPy makes ``U0``/``S0`` arrays ``U1``/``S1``: check the shape at that size
+        made = np.empty(0, dtype).itemsize
+        count = checked_numel(fmt, where, shape, self.limits, itemsize=max(dtype.itemsize, made))
         header_len = f.tell()
         nbytes = count * dtype.itemsize
         if nbytes != m.info.file_size - header_len:
