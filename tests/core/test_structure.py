@@ -84,7 +84,6 @@ ALLOWED_IMPORTS = {
     "tenfold.formats -> tenfold.sharded": "detect() sniffs a sharded index",
     "tenfold.convert -> tenfold.sharded": "convert() reads / writes shards",
     "tenfold.sharded -> tenfold": "save() / shard() use tenfold.save and tenfold.open",
-    "tenfold.interop.frameworks -> tenfold.jax": "the jax converter, loaded when asked for",
     # formats other helpers own (issue 11: wtxt split, taridx)
     "tenfold.taridx.reader -> tenfold.taridx": "Index.verify()",
     "tenfold.taridx.reader -> tenfold.taridx.build": "Index.stems()",
