@@ -187,7 +187,31 @@ def parse_header(
     hoff = offset + 8
     start = hoff + len(raw)
     header = _json_object(raw, fmt, what, hoff)
-    meta = _metadata(header, fmt, what, hoff)
+    if raw[:1] != b"{":
+        raise FormatError(
+            describe(
+                fmt,
+                _label(what),
+                offset=hoff,
+                detail="does not start with '{'",
+                expected="'{'",
+                got=repr(raw[:1]),
+            )
+        )
+    meta = header.pop("__metadata__", None)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise FormatError(
+            describe(
+                fmt,
+                _label(what),
+                offset=hoff,
+                field="__metadata__",
+                detail="not an object of strings",
+                got=repr(meta)[:200],
+            )
+        )
     if len(header) > limits.max_objects:
         raise LimitError(
             describe(
@@ -206,12 +230,12 @@ def parse_header(
     ]
     entries.sort(key=lambda t: (t[3], t[4]))
     _check_placement(entries, fmt, what, start, data_size, tile)
-    return {n: (t, sh, b, e) for n, t, sh, b, e in entries}, meta
+    return {n: (t, sh, b, e) for n, t, sh, b, e in entries}, dict(meta)
 
 
 def _json_object(raw: bytes, fmt: str, what: str, hoff: int) -> dict[str, Any]:
     """The header bytes ``raw`` (at file offset ``hoff``) as a JSON object: UTF-8, valid JSON,
-    each key once, an object starting with ``{``."""
+    each key once."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -249,37 +273,7 @@ def _json_object(raw: bytes, fmt: str, what: str, hoff: int) -> dict[str, Any]:
                 got=type(header).__name__,
             )
         )
-    if raw[:1] != b"{":
-        raise FormatError(
-            describe(
-                fmt,
-                _label(what),
-                offset=hoff,
-                detail="does not start with '{'",
-                expected="'{'",
-                got=repr(raw[:1]),
-            )
-        )
     return header
-
-
-def _metadata(header: dict[str, Any], fmt: str, what: str, hoff: int) -> dict[str, str]:
-    """Pop ``__metadata__`` from ``header``: absent or an object of strings."""
-    meta = header.pop("__metadata__", None)
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise FormatError(
-            describe(
-                fmt,
-                _label(what),
-                offset=hoff,
-                field="__metadata__",
-                detail="not an object of strings",
-                got=repr(meta)[:200],
-            )
-        )
-    return dict(meta)
 
 
 def _check_placement(
