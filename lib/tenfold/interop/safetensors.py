@@ -162,6 +162,77 @@ _KEYS = frozenset({"dtype", "shape", "data_offsets"})
 Entry = tuple[str, tuple[int, ...], int, int]
 
 
+def parse_header(
+    raw: bytes,
+    data_size: int,
+    *,
+    fmt: str = FMT,
+    what: str = "file",
+    offset: int = 0,
+    limits: Limits = DEFAULT_LIMITS,
+    tile: bool = False,
+) -> tuple[dict[str, Entry], dict[str, str]]:
+    """Check the JSON header ``raw`` (the ``N`` bytes after the length) of a safetensors byte
+    string whose data buffer holds ``data_size`` bytes; return ``(entries, metadata)``, the
+    entries in data-buffer order.
+
+    Every rule of the format is checked: UTF-8 JSON object starting with ``{``, each key once,
+    ``__metadata__`` strings only, at most ``limits.max_objects`` entries, each with exactly
+    ``dtype`` (a known tag), ``shape`` (at most ``limits.max_ndim`` non-negative integers) and
+    ``data_offsets`` (``begin <= end`` inside the buffer, ``end - begin`` the stored size),
+    no two tensors overlapping; with ``tile`` also no gap and the last ending at the end of
+    the buffer (what a whole file must satisfy). ``offset`` is where the byte string sits in
+    its file; messages give absolute offsets.
+    """
+    hoff = offset + 8
+    start = hoff + len(raw)
+    header = _json_object(raw, fmt, what, hoff)
+    if raw[:1] != b"{":
+        raise FormatError(
+            describe(
+                fmt,
+                _label(what),
+                offset=hoff,
+                detail="does not start with '{'",
+                expected="'{'",
+                got=repr(raw[:1]),
+            )
+        )
+    meta = header.pop("__metadata__", None)
+    if meta is None:
+        meta = {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise FormatError(
+            describe(
+                fmt,
+                _label(what),
+                offset=hoff,
+                field="__metadata__",
+                detail="not an object of strings",
+                got=repr(meta)[:200],
+            )
+        )
+    if len(header) > limits.max_objects:
+        raise LimitError(
+            describe(
+                fmt,
+                _label(what),
+                offset=hoff,
+                field="tensors",
+                detail="above max_objects",
+                expected=f"<= {limits.max_objects}",
+                got=len(header),
+            )
+        )
+    entries = [
+        (name, *_entry(fmt, what, name, e, hoff, start, data_size, limits))
+        for name, e in header.items()
+    ]
+    entries.sort(key=lambda t: (t[3], t[4]))
+    _check_placement(entries, fmt, what, start, data_size, tile)
+    return {n: (t, sh, b, e) for n, t, sh, b, e in entries}, dict(meta)
+
+
 def _json_object(raw: bytes, fmt: str, what: str, hoff: int) -> dict[str, Any]:
     """The header bytes ``raw`` (at file offset ``hoff``) as a JSON object: UTF-8, valid JSON,
     each key once."""
@@ -256,77 +327,6 @@ def _check_placement(
                 got=pos,
             )
         )
-
-
-def parse_header(
-    raw: bytes,
-    data_size: int,
-    *,
-    fmt: str = FMT,
-    what: str = "file",
-    offset: int = 0,
-    limits: Limits = DEFAULT_LIMITS,
-    tile: bool = False,
-) -> tuple[dict[str, Entry], dict[str, str]]:
-    """Check the JSON header ``raw`` (the ``N`` bytes after the length) of a safetensors byte
-    string whose data buffer holds ``data_size`` bytes; return ``(entries, metadata)``, the
-    entries in data-buffer order.
-
-    Every rule of the format is checked: UTF-8 JSON object starting with ``{``, each key once,
-    ``__metadata__`` strings only, at most ``limits.max_objects`` entries, each with exactly
-    ``dtype`` (a known tag), ``shape`` (at most ``limits.max_ndim`` non-negative integers) and
-    ``data_offsets`` (``begin <= end`` inside the buffer, ``end - begin`` the stored size),
-    no two tensors overlapping; with ``tile`` also no gap and the last ending at the end of
-    the buffer (what a whole file must satisfy). ``offset`` is where the byte string sits in
-    its file; messages give absolute offsets.
-    """
-    hoff = offset + 8
-    start = hoff + len(raw)
-    header = _json_object(raw, fmt, what, hoff)
-    if raw[:1] != b"{":
-        raise FormatError(
-            describe(
-                fmt,
-                _label(what),
-                offset=hoff,
-                detail="does not start with '{'",
-                expected="'{'",
-                got=repr(raw[:1]),
-            )
-        )
-    meta = header.pop("__metadata__", None)
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise FormatError(
-            describe(
-                fmt,
-                _label(what),
-                offset=hoff,
-                field="__metadata__",
-                detail="not an object of strings",
-                got=repr(meta)[:200],
-            )
-        )
-    if len(header) > limits.max_objects:
-        raise LimitError(
-            describe(
-                fmt,
-                _label(what),
-                offset=hoff,
-                field="tensors",
-                detail="above max_objects",
-                expected=f"<= {limits.max_objects}",
-                got=len(header),
-            )
-        )
-    entries = [
-        (name, *_entry(fmt, what, name, e, hoff, start, data_size, limits))
-        for name, e in header.items()
-    ]
-    entries.sort(key=lambda t: (t[3], t[4]))
-    _check_placement(entries, fmt, what, start, data_size, tile)
-    return {n: (t, sh, b, e) for n, t, sh, b, e in entries}, dict(meta)
 
 
 def _entry(
