@@ -34,9 +34,9 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .convert import Source
 from .core.bounds import DEFAULT_LIMITS, Limits
 from .errors import FormatError, TenfoldError, UnsupportedError, describe
+from .tensor_source import Source
 
 __all__ = [
     "ShardedReader",

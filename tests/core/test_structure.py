@@ -81,7 +81,6 @@ def test_allowed_long_functions_only_shrink():
 #: "importer -> imported" edges that close an import cycle today, each a function-level import.
 ALLOWED_IMPORTS = {
     # the front door dispatches down to sharded checkpoints and back
-    "tenfold.convert -> tenfold.sharded": "convert() reads / writes shards",
     "tenfold.sharded -> tenfold": "save() / shard() use tenfold.save and tenfold.open",
     # formats other helpers own (issue 11: wtxt split, taridx)
     "tenfold.taridx.reader -> tenfold.taridx": "Index.verify()",

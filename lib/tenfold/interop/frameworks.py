@@ -327,7 +327,7 @@ def _dense(v: Any, name: str) -> Any:
         return v
     if isinstance(v, np.generic):
         return np.asarray(v)
-    from ..convert import _dense as dense
+    from ..core.alloc import dense
 
     out = dense(v, name)
     if not isinstance(out, np.ndarray):
