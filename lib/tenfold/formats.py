@@ -22,10 +22,10 @@ __all__ = [
     "MAGICS",
     "detect_bytes",
     "detect",
+    "sniff_sharded",
     "by_suffix",
     "module_for",
     "open_remote",
-    "sniff_sharded",
 ]
 
 
