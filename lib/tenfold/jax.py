@@ -24,39 +24,13 @@ from typing import Any
 
 import numpy as np
 
-from .core.optional import require
-from .errors import UnsupportedError
+from .interop._jax import device_of as _device
+from .interop._jax import jax_module as _jax
+from .interop._jax import put as _put
 from .interop.frameworks import open_tensors
 from .interop.frameworks import safe_open as _safe_open
 
 __all__ = ["load_file", "save_file", "safe_open"]
-
-
-def _jax() -> Any:
-    return require("jax", extra="jax", what="tenfold.jax")
-
-
-def _device(jax: Any, device: Any) -> Any:
-    if device is None or not isinstance(device, str):
-        return device
-    platform, _, num = device.partition(":")
-    return jax.devices(platform)[int(num) if num else 0]
-
-
-def _put(jax: Any, a: Any, device: Any, name: str = "") -> Any:
-    a = np.asarray(a)
-    if a.dtype.itemsize == 8 and a.dtype.kind in "iuf" and not jax.config.read("jax_enable_x64"):
-        what = f"tensor {name!r}" if name else "tensor"
-        raise UnsupportedError(
-            f"tenfold.jax: {what} is {a.dtype}, which JAX would silently narrow to 32 bits; "
-            'enable 64-bit types first: jax.config.update("jax_enable_x64", True)'
-        )
-    return jax.device_put(a, device)
-
-
-def _to_jax(a: Any, device: Any = None) -> Any:
-    jax = _jax()
-    return _put(jax, a, _device(jax, device))
 
 
 def safe_open(filename: Any, framework: str = "jax", device: Any = None, **options: Any) -> Any:

@@ -34,9 +34,9 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .convert import Source
 from .core.bounds import DEFAULT_LIMITS, Limits
 from .errors import FormatError, TenfoldError, UnsupportedError, describe
+from .tensor_source import Source
 
 __all__ = [
     "ShardedReader",
@@ -214,9 +214,10 @@ def save(
 # -- reading ---------------------------------------------------------------------------------------
 def sniff(head: bytes) -> bool:
     """Whether ``head`` starts like a sharded checkpoint's index (a JSON object naming
-    ``weight_map`` or ``metadata``)."""
-    text = head.lstrip()
-    return text[:1] == b"{" and (b'"weight_map"' in text or b'"metadata"' in text)
+    ``weight_map`` or ``metadata``): :func:`tenfold.formats.sniff_sharded`."""
+    from .formats import sniff_sharded
+
+    return sniff_sharded(head)
 
 
 def _safe_name(shard: str, index: str) -> bool:

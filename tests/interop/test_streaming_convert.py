@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 import tenfold
+import tenfold.tensor_source
 from tenfold import convert as conv
 from tenfold.errors import IntegrityError
 
@@ -35,7 +36,7 @@ def test_raw_tensors_never_go_through_memory(tmp_path, monkeypatch, src_sfx, dst
         return s
 
     monkeypatch.setattr(conv, "open_source", open_source)
-    monkeypatch.setattr(conv, "_BLOCK", 4096)  # many blocks per tensor
+    monkeypatch.setattr(tenfold.tensor_source, "_BLOCK", 4096)  # many blocks per tensor
     assert conv.convert(src, dst) == len(T)
     monkeypatch.undo()
     back = conv.read_any(dst)

@@ -14,9 +14,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import LimitError
-from .bounds import Budget, checked_numel
+from .bounds import DEFAULT_LIMITS, Budget, checked_numel
 
-__all__ = ["empty", "copy", "nbytes_of"]
+__all__ = ["empty", "copy", "nbytes_of", "dense"]
 
 
 def nbytes_of(shape: Any, dtype: Any, *, fmt: str, what: str, offset: int | None = None) -> int:
@@ -64,3 +64,24 @@ def copy(
     out = empty(arr.shape, arr.dtype, fmt=fmt, what=what, offset=offset, budget=budget)
     np.copyto(out, arr)
     return out
+
+
+def dense(v: Any, name: str = "", budget: Any = None) -> Any:
+    """``v`` as a dense array; a sparse tensor made dense is charged to ``budget`` (the
+    default limits' budget when none is given) before it is allocated."""
+    if isinstance(v, np.ndarray):
+        return v
+    if (
+        hasattr(v, "shape")
+        and hasattr(v, "dtype")
+        and (hasattr(v, "toarray") or hasattr(v, "todense"))
+    ):
+        what = f"sparse tensor {name!r} made dense" if name else "sparse tensor made dense"
+        if budget is None:
+            budget = DEFAULT_LIMITS.budget()
+        budget.take(nbytes_of(tuple(v.shape), v.dtype, fmt="convert", what=what), "convert", what)
+    if hasattr(v, "toarray"):
+        return v.toarray()
+    if hasattr(v, "todense"):
+        return np.asarray(v.todense())
+    return v

@@ -327,7 +327,7 @@ def _dense(v: Any, name: str) -> Any:
         return v
     if isinstance(v, np.generic):
         return np.asarray(v)
-    from ..convert import _dense as dense
+    from ..core.alloc import dense
 
     out = dense(v, name)
     if not isinstance(out, np.ndarray):
@@ -493,7 +493,7 @@ def _converter(framework: str, reader: Any, device: Any) -> Any:
         from ._torch import Converter
 
         return Converter(reader, device)
-    from ..jax import _jax, _to_jax
+    from ._jax import jax_module, to_jax
 
-    _jax()
-    return lambda a: _to_jax(a, device)
+    jax_module()
+    return lambda a: to_jax(a, device)

@@ -186,43 +186,7 @@ def parse_header(
     """
     hoff = offset + 8
     start = hoff + len(raw)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FormatError(
-            describe(fmt, _label(what), offset=hoff + exc.start, detail="invalid UTF-8")
-        ) from None
-    try:
-        header = json.loads(text, object_pairs_hook=_duplicates(fmt, what, hoff))
-    except FormatError:
-        raise  # a key that appears twice
-    except RecursionError:
-        raise FormatError(
-            describe(fmt, _label(what), offset=hoff, detail="nested too deeply")
-        ) from None
-    except json.JSONDecodeError as exc:
-        raise FormatError(
-            describe(
-                fmt,
-                _label(what),
-                offset=hoff + len(text[: exc.pos].encode()),
-                detail=f"invalid JSON: {exc.msg}",
-            )
-        ) from None
-    except ValueError as exc:  # int() past the digit limit
-        raise FormatError(
-            describe(fmt, _label(what), offset=hoff, detail=f"invalid JSON: {exc}")
-        ) from None
-    if not isinstance(header, dict):
-        raise FormatError(
-            describe(
-                fmt,
-                what,
-                offset=hoff,
-                detail="header is not a JSON object",
-                got=type(header).__name__,
-            )
-        )
+    header = _json_object(raw, fmt, what, hoff)
     if raw[:1] != b"{":
         raise FormatError(
             describe(
@@ -265,6 +229,63 @@ def parse_header(
         for name, e in header.items()
     ]
     entries.sort(key=lambda t: (t[3], t[4]))
+    _check_placement(entries, fmt, what, start, data_size, tile)
+    return {n: (t, sh, b, e) for n, t, sh, b, e in entries}, dict(meta)
+
+
+def _json_object(raw: bytes, fmt: str, what: str, hoff: int) -> dict[str, Any]:
+    """The header bytes ``raw`` (at file offset ``hoff``) as a JSON object: UTF-8, valid JSON,
+    each key once."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise FormatError(
+            describe(fmt, _label(what), offset=hoff + exc.start, detail="invalid UTF-8")
+        ) from None
+    try:
+        header = json.loads(text, object_pairs_hook=_duplicates(fmt, what, hoff))
+    except FormatError:
+        raise  # a key that appears twice
+    except RecursionError:
+        raise FormatError(
+            describe(fmt, _label(what), offset=hoff, detail="nested too deeply")
+        ) from None
+    except json.JSONDecodeError as exc:
+        raise FormatError(
+            describe(
+                fmt,
+                _label(what),
+                offset=hoff + len(text[: exc.pos].encode()),
+                detail=f"invalid JSON: {exc.msg}",
+            )
+        ) from None
+    except ValueError as exc:  # int() past the digit limit
+        raise FormatError(
+            describe(fmt, _label(what), offset=hoff, detail=f"invalid JSON: {exc}")
+        ) from None
+    if not isinstance(header, dict):
+        raise FormatError(
+            describe(
+                fmt,
+                what,
+                offset=hoff,
+                detail="header is not a JSON object",
+                got=type(header).__name__,
+            )
+        )
+    return header
+
+
+def _check_placement(
+    entries: list[tuple[str, str, tuple[int, ...], int, int]],
+    fmt: str,
+    what: str,
+    start: int,
+    data_size: int,
+    tile: bool,
+) -> None:
+    """No two of ``entries`` (sorted by offsets) overlap; with ``tile`` they also leave no gap
+    and end where the data buffer (at file offset ``start``, ``data_size`` bytes) ends."""
     pos = 0
     for name, _tag, _shape, begin, end in entries:
         where = f"{what} tensor {name!r}" if what != "file" else f"tensor {name!r}"
@@ -306,13 +327,22 @@ def parse_header(
                 got=pos,
             )
         )
-    return {n: (t, sh, b, e) for n, t, sh, b, e in entries}, dict(meta)
 
 
 def _entry(
     fmt: str, what: str, name: str, e: Any, hoff: int, start: int, data_size: int, limits: Limits
 ) -> Entry:
+    """The checked header entry ``e`` of tensor ``name``: its fields, then its extent."""
     where = f"{what} tensor {name!r}" if what != "file" else f"tensor {name!r}"
+    tag = _entry_dtype(fmt, where, e, hoff)
+    shape, offs = _entry_shape_offsets(fmt, where, e, hoff, limits)
+    b, end = offs
+    _check_extent(fmt, where, tag, shape, b, end, hoff, start, data_size)
+    return tag, tuple(shape), b, end
+
+
+def _entry_dtype(fmt: str, where: str, e: Any, hoff: int) -> str:
+    """The dtype tag of entry ``e``, after checking it is an object with exactly the keys."""
     if not isinstance(e, dict):
         raise FormatError(
             describe(fmt, where, offset=hoff, detail="entry is not an object", got=type(e).__name__)
@@ -343,6 +373,14 @@ def _entry(
                 got=tag if type(tag) is str else f"{type(tag).__name__} {tag!r}"[:80],
             )
         )
+    return tag
+
+
+def _entry_shape_offsets(
+    fmt: str, where: str, e: dict[str, Any], hoff: int, limits: Limits
+) -> tuple[list[int], list[int]]:
+    """``shape`` (non-negative integers, at most ``limits.max_ndim``) and ``data_offsets``
+    (two non-negative integers) of entry ``e``."""
     shape, offs = e["shape"], e["data_offsets"]
     if not isinstance(shape, list) or not all(type(d) is int and d >= 0 for d in shape):
         raise FormatError(
@@ -380,9 +418,22 @@ def _entry(
                 got=repr(offs)[:200],
             )
         )
-    dt = DTYPES[tag]
-    numel = checked_numel(fmt, where, shape, itemsize=dt.itemsize, offset=hoff)
-    b, end = offs
+    return shape, offs
+
+
+def _check_extent(
+    fmt: str,
+    where: str,
+    tag: str,
+    shape: list[int],
+    b: int,
+    end: int,
+    hoff: int,
+    start: int,
+    data_size: int,
+) -> None:
+    """``[b, end)`` lies inside the data buffer and holds exactly ``shape`` elements of ``tag``."""
+    numel = checked_numel(fmt, where, shape, itemsize=DTYPES[tag].itemsize, offset=hoff)
     if end < b:
         raise FormatError(
             describe(
@@ -431,7 +482,6 @@ def _entry(
                 got=end - b,
             )
         )
-    return tag, tuple(shape), b, end
 
 
 def tensor_of(
