@@ -71,11 +71,10 @@ def open(path: str | os.PathLike[str], **options: Any) -> Any:  # noqa: A001 - p
     memory instead of mapping it.
     """
     from .core.source import is_remote
-    from .formats import module_for
 
     if is_remote(path):
         return _open_remote(path, options)
-    return module_for(detect(path)).open(path, **options)
+    return _open_local(path, options)
 
 
 def _open_remote(path: Any, options: dict[str, Any], load: bool = False, copy: bool = False) -> Any:
@@ -99,6 +98,17 @@ def _open_remote(path: Any, options: dict[str, Any], load: bool = False, copy: b
         raise
 
 
+def _open_local(path: Any, options: dict[str, Any], load: bool = False, copy: bool = False) -> Any:
+    """The file opened once (detection and reading share the descriptor and the map)."""
+    from .formats import module_for, open_local
+
+    name, mf = open_local(path, mmap=options.get("mmap", True))
+    if mf is None:  # a sharded index: its reader takes the path
+        mod = module_for(name)
+        return mod.load(path, copy=copy, **options) if load else mod.open(path, **options)
+    return _read_with(module_for(name), mf, options, load, copy)
+
+
 def _read_with(mod: Any, mf: Any, options: dict[str, Any], load: bool, copy: bool) -> Any:
     try:
         return mod.load(mf, copy=copy, **options) if load else mod.open(mf, **options)
@@ -114,11 +124,10 @@ def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> di
     map (they keep it alive); ``copy=True`` gives owned, writable arrays.
     """
     from .core.source import is_remote
-    from .formats import module_for
 
     if is_remote(path):
         return _open_remote(path, options, load=True, copy=copy)  # type: ignore[no-any-return]
-    return module_for(detect(path)).load(path, copy=copy, **options)
+    return _open_local(path, options, load=True, copy=copy)  # type: ignore[no-any-return]
 
 
 def safe_open(filename: Any, framework: str = "np", device: Any = "cpu", **options: Any) -> Any:

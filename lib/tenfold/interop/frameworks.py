@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dtypes import canonical, numpy_dtype
+from ..core.source import is_remote
 from ..errors import FormatError, TenfoldError, UnsupportedError
 
 __all__ = ["safe_open", "Slice", "Tensors", "normalize_index", "FRAMEWORKS", "dtype_tag"]
@@ -272,6 +273,29 @@ class Tensors:
             return info.offset, info.np_dtype, tuple(info.shape)
         return None
 
+    def spans(self) -> list[tuple[int, np.dtype, tuple[int, ...]] | None]:
+        """:meth:`span` of every name, in ``names`` order, read from the index in one pass
+        where the format allows (zTensor 0.1.0, safetensors)."""
+        r = self.reader
+        if self.fmt == "ztensor" and type(r).__name__ == "Reader":
+            infos = r._infos
+            check = r.verify_checksums
+            verified = r._verified
+            out: list[tuple[int, np.dtype, tuple[int, ...]] | None] = []
+            for n in self.names:
+                i = infos[n]
+                if (
+                    i.layout != "dense"
+                    or i.encoding != "raw"
+                    or not i.zero_copy
+                    or (check and i.checksum_algo and n not in verified)
+                ):
+                    out.append(None)
+                else:
+                    out.append((i.offset, i.np_dtype, i.shape))
+            return out
+        return [self.span(n) for n in self.names]
+
     def sliced(self, name: str, index: tuple[Any, ...]) -> np.ndarray:
         """``array(name)[index]`` (``index`` from :func:`normalize_index`); a reader that
         reads slices itself (``read(name, index)``) is asked to."""
@@ -352,19 +376,33 @@ def open_tensors(source: Any, **options: Any) -> Tensors:
     """:class:`Tensors` over ``source`` (a path, or a buffer holding a whole file)."""
     from .. import formats
 
-    if isinstance(source, (str, os.PathLike)):
-        fmt = formats.detect(source)
+    if isinstance(source, (str, os.PathLike)) or is_remote(source):
+        from .. import open as open_any
+
+        reader = open_any(source, **options)  # a local file is opened and mapped once
+        fmt = _format_of(reader)
     else:
         info = formats.detect_bytes(bytes(memoryview(source)[: formats.SNIFF_BYTES]))
         if info is None:
             raise FormatError("tenfold: <buffer>: unknown format")
         fmt = info.name
-    reader = formats.module_for(fmt).open(source, **options)
+        reader = formats.module_for(fmt).open(source, **options)
     try:
         return Tensors(reader, fmt)
     except BaseException:
         reader.close()
         raise
+
+
+def _format_of(reader: Any) -> str:
+    """The name of the format whose module defines ``reader``'s class."""
+    from .. import formats
+
+    mod = type(reader).__module__
+    for info in formats.FORMATS:
+        if mod == info.module or mod.startswith(info.module + "."):
+            return info.name
+    return formats.SHARDED
 
 
 # -- the safetensors API ---------------------------------------------------------------------------
