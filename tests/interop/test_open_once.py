@@ -104,3 +104,39 @@ def test_bulk_spans_skip_tensors_whose_checksum_is_not_verified_yet(tmp_path):
         assert spans["w"] is not None and spans["b"] is None
     finally:
         t.close()
+
+
+# -- safe_open(...).metadata() as the safetensors package gives it -----------------------------
+def _st_file(path: Path, md: object) -> None:
+    import json
+    import struct
+
+    header: dict = {"a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]}}
+    if md != "absent":
+        header["__metadata__"] = md
+    raw = json.dumps(header).encode()
+    raw += b" " * (-len(raw) % 8)
+    path.write_bytes(struct.pack("<Q", len(raw)) + raw + bytes(8))
+
+
+@pytest.mark.parametrize("md", ["absent", None, {}, {"format": "pt", "x": "y"}])
+@pytest.mark.parametrize("framework", ["np", "pt"])
+def test_safetensors_metadata_matches_the_safetensors_package(tmp_path, md, framework):
+    safetensors = pytest.importorskip("safetensors", reason="safetensors is not installed")
+    if framework == "pt" and torch is None:
+        pytest.skip("PyTorch is not installed (extra: tenfold[torch])")
+    path = tmp_path / "m.safetensors"
+    _st_file(path, md)
+    with safetensors.safe_open(str(path), framework=framework) as f:
+        want = f.metadata()
+    with tenfold.safe_open(path, framework=framework) as g:
+        got = g.metadata()
+    assert got == want and type(got) is type(want)
+    assert (got is None) == (md in ("absent", None))
+
+
+def test_metadata_of_other_formats_is_a_dict(tmp_path):
+    path = tmp_path / "m.zt"
+    tenfold.save(path, {"w": np.ones(2, np.float32)})
+    with tenfold.safe_open(path) as f:
+        assert isinstance(f.metadata(), dict) and "version" in f.metadata()

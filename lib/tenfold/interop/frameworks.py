@@ -473,9 +473,19 @@ class safe_open:  # noqa: N801 - the name safetensors users know
             return False
         return isinstance(name, str)
 
-    def metadata(self) -> dict[str, Any]:
-        """File-level metadata (safetensors ``__metadata__``, FOLD / OINF / zTensor
-        metadata, a sharded index's ``metadata``)."""
+    def metadata(self) -> dict[str, Any] | None:
+        """File-level metadata, as ``safetensors.safe_open(...).metadata()`` gives it for a
+        ``.safetensors`` file: its ``__metadata__`` (a ``dict`` of strings), or None when the
+        header has none (or it is ``null``).
+
+        Other formats give a ``dict``, never None (``{}`` when there is nothing): zTensor
+        ``{"version": ...}`` plus the user metadata ``tenfold.save(metadata=)`` stored, OINF
+        and FOLD their metadata maps (FOLD without its index bookkeeping), WTXT its header
+        fields, a sharded index its ``metadata`` object (``total_size``...). Values are what
+        the format stores: strings, or for OINF/zTensor/FOLD also numbers and lists.
+        """
+        if self._t.fmt == "safetensors" and not getattr(self._t.reader, "has_metadata", True):
+            return None
         return self._t.metadata
 
     def get_tensor(self, name: str) -> Any:
