@@ -80,9 +80,15 @@ def open(path: str | os.PathLike[str], **options: Any) -> Any:  # noqa: A001 - p
 def _open_remote(path: Any, options: dict[str, Any], load: bool = False, copy: bool = False) -> Any:
     from .formats import module_for, open_remote
 
+    if isinstance(path, str) and path.split("?", 1)[0].lower().endswith(".index.json"):
+        from . import sharded  # a sharded checkpoint's index: fetched once, shards lazily
+
+        return sharded.load(path, copy=copy, **options) if load else sharded.open(path, **options)
     so = options.pop("storage_options", None)
     name, mf = open_remote(path, storage_options=so)
     guessed = mf.defer_head
+    if name == "sharded" and so is not None:  # its shards are fetched with the same options
+        options = {**options, "storage_options": so}
     try:
         return _read_with(module_for(name), mf, options, load, copy)
     except FormatError:

@@ -213,6 +213,8 @@ def open_remote(
             return "ztensor", mf
         head = mf.bytes(0, min(SNIFF_BYTES, mf.size), "head")
         info = detect_bytes(head)
+        if info is None and _sharded_sniff(head):
+            return SHARDED, mf  # a sharded index under another name: tenfold.sharded.open
         if info is None:
             known = ", ".join(i.name for i in FORMATS)
             raise FormatError(
