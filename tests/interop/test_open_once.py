@@ -140,3 +140,28 @@ def test_metadata_of_other_formats_is_a_dict(tmp_path):
     tenfold.save(path, {"w": np.ones(2, np.float32)})
     with tenfold.safe_open(path) as f:
         assert isinstance(f.metadata(), dict) and "version" in f.metadata()
+
+
+@needs_torch
+@pytest.mark.parametrize("suffix", [".zt", ".safetensors"])
+def test_torch_get_slice_of_a_raw_tensor_is_a_view_of_the_private_map(tmp_path, suffix):
+    import tenfold.torch as tt
+
+    a = np.arange(64 * 32, dtype=np.float32).reshape(64, 32)
+    path = tmp_path / f"s{suffix}"
+    tenfold.save(path, {"a": a}, **({"checksum": None} if suffix == ".zt" else {}))
+    before = path.read_bytes()
+    with tt.safe_open(path) as f:
+        slices = [(slice(8, 24),), (slice(None, None, 8),), (3, slice(1, None, 4)), (Ellipsis, 5)]
+        for idx in slices:
+            got = f.get_slice("a")[idx]
+            assert np.array_equal(got.numpy(), a[idx]), idx
+        assert f._convert.copies == 0  # no NumPy copy: views of the copy-on-write map
+        neg = f.get_slice("a")[::-2, ::-3]  # torch has no negative steps: the NumPy path
+        assert np.array_equal(neg.numpy(), a[::-2, ::-3])
+        part = f.get_slice("a")[0:2]
+        part.fill_(7.0)
+    assert path.read_bytes() == before
+    with pytest.raises(IndexError, match=r"\(64, 32\)"):
+        with tt.safe_open(path) as f:
+            f.get_slice("a")[64]

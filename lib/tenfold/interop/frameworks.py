@@ -538,10 +538,19 @@ class Slice:
         return shape[0]
 
     def __getitem__(self, index: Any) -> Any:
+        owner = self._owner
+        at = getattr(owner._convert, "at", None)
+        span = owner._t.span(self._name) if at is not None else None
+        if span is not None:  # stored raw in a mapped file: index a view of the private map
+            idx = normalize_index(index, span[2], what=f"tensor {self._name!r}")
+            if all(type(i) is not slice or i.step is None or i.step > 0 for i in idx):
+                whole = at(*span)  # type: ignore[misc]
+                if whole is not None:
+                    return whole[idx]
         shape = self.shape
         idx = normalize_index(index, shape, what=f"tensor {self._name!r}")
-        arr = self._owner._t.sliced(self._name, idx)
-        return self._owner._convert(arr)
+        arr = owner._t.sliced(self._name, idx)
+        return owner._convert(arr)
 
     def __repr__(self) -> str:
         return f"<tenfold slice {self._name!r} {self.get_dtype()} {self.get_shape()}>"
