@@ -114,6 +114,8 @@ class Converter:
         self._reader = reader
         self._maps: dict[int, _PrivateMap] = {}
         self._typed: dict[str, Any] = {}  # the private map viewed as each torch dtype (at())
+        self._typed_of: dict[np.dtype, tuple[Any, int]] = {}  # by NumPy dtype, with numel
+        self._cpu = self.device.type == "cpu"
         self._lock = threading.Lock()
         self.copies = 0  # arrays that had to be copied (tests check zero-copy with this)
 
@@ -143,16 +145,20 @@ class Converter:
         """The tensor of ``dtype`` and ``shape`` stored raw at ``offset`` of the reader's file,
         built in torch over the private map (no NumPy array per tensor), or None when it
         cannot be (no map, a dtype needing conversion, unaligned, a non-CPU device)."""
-        if self.device.type != "cpu" or offset % dtype.itemsize:
+        if not self._cpu or offset % dtype.itemsize:
             return None
-        typed = self._typed_view(dtype)
+        got_t = self._typed_of.get(dtype)
+        if got_t is None:
+            t = self._typed_view(dtype)
+            got_t = self._typed_of[dtype] = (t, t.numel() if t is not None else 0)
+        typed, total = got_t
         if typed is None:
             return None
         n = 1
         for d in shape:
             n *= d
         first = offset // dtype.itemsize
-        if n == 0 or first + n > typed.numel():
+        if n == 0 or first + n > total:
             return None
         strides = []
         step = 1

@@ -492,8 +492,11 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         """Tensor ``name`` in the framework chosen at open."""
         at = getattr(self._convert, "at", None)
         if at is not None:
-            self._t.check(name)
-            span = self._t.span(name)
+            try:
+                span = self._t.span(name)
+            except KeyError:
+                self._t.check(name)  # raises the KeyError that names the format
+                raise
             if span is not None:
                 got = at(*span)
                 if got is not None:
