@@ -481,8 +481,9 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         Other formats give a ``dict``, never None (``{}`` when there is nothing): zTensor
         ``{"version": ...}`` plus the user metadata ``tenfold.save(metadata=)`` stored, OINF
         and FOLD their metadata maps (FOLD without its index bookkeeping), WTXT its header
-        fields, a sharded index its ``metadata`` object (``total_size``...). Values are what
-        the format stores: strings, or for OINF/zTensor/FOLD also numbers and lists.
+        fields, npz ``{"comment": ...}`` when the zip has one, a sharded index its
+        ``metadata`` object (``total_size``...). Values are what the format stores: strings,
+        and for WTXT/OINF/zTensor/FOLD/sharded also numbers, lists, objects or null.
         """
         if self._t.fmt == "safetensors" and not getattr(self._t.reader, "has_metadata", True):
             return None
