@@ -1,6 +1,10 @@
 """asv: tenfold.torch against safetensors.torch on the same tensors (64 MiB, modest sizes).
 
-Skipped (NotImplementedError in setup) where PyTorch or safetensors is not installed.
+Skipped (NotImplementedError in setup) where PyTorch or safetensors is not installed. Files
+are written fresh in ``setup`` and read once there (warm page cache, as for the peer); each
+sample is one call (``number = 1``) and asv keeps many samples (``repeat``) and reports their
+median, so the two ``library`` values can be compared. asv cannot interleave the two
+libraries: for a ratio measured in turns, see ``scripts/peers/frameworks.py``.
 """
 
 import os
@@ -22,6 +26,8 @@ def _need(name):
 class TorchLoadSuite:
     params = [["tenfold", "safetensors"]]
     param_names = ["library"]
+    number = 1
+    repeat = (21, 61, 30.0)
 
     def setup(self, library):
         self.torch = _need("torch")
@@ -47,6 +53,10 @@ class TorchLoadSuite:
             _need("safetensors.numpy").save_file(small, self.small)
             self.load = self.st.load_file
             self.open = lambda p: self.st.safe_open(p, framework="pt")
+        for p in (self.big, self.small):  # page cache warm for both libraries
+            with open(p, "rb") as f:
+                while f.read(1 << 24):
+                    pass
 
     def teardown(self, library):
         shutil.rmtree(self.tmp, ignore_errors=True)

@@ -70,41 +70,9 @@ def open(path: str | os.PathLike[str], **options: Any) -> Any:  # noqa: A001 - p
     :mod:`tenfold.core.source`). ``mmap=False`` reads a local file with ``pread`` into owned
     memory instead of mapping it.
     """
-    from .core.source import is_remote
-    from .formats import module_for
+    from ._dispatch import open_any
 
-    if is_remote(path):
-        return _open_remote(path, options)
-    return module_for(detect(path)).open(path, **options)
-
-
-def _open_remote(path: Any, options: dict[str, Any], load: bool = False, copy: bool = False) -> Any:
-    from .formats import module_for, open_remote
-
-    so = options.pop("storage_options", None)
-    name, mf = open_remote(path, storage_options=so)
-    guessed = mf.defer_head
-    try:
-        return _read_with(module_for(name), mf, options, load, copy)
-    except FormatError:
-        mf.close()
-        if not guessed:
-            raise
-        # the suffix said zTensor but the tail holds no 0.1.0 index: decide by the head (a
-        # misnamed file, or a damaged v1/v2 footer that the generation's reader reports)
-        name2, mf2 = open_remote(path, storage_options=so, tail_first=False)
-        return _read_with(module_for(name2), mf2, options, load, copy)
-    except BaseException:
-        mf.close()
-        raise
-
-
-def _read_with(mod: Any, mf: Any, options: dict[str, Any], load: bool, copy: bool) -> Any:
-    try:
-        return mod.load(mf, copy=copy, **options) if load else mod.open(mf, **options)
-    except BaseException:
-        mf.close()
-        raise
+    return open_any(path, options)
 
 
 def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> dict[str, Any]:
@@ -113,12 +81,9 @@ def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> di
     With ``copy=False`` arrays that can be are read-only zero-copy views of the file's memory
     map (they keep it alive); ``copy=True`` gives owned, writable arrays.
     """
-    from .core.source import is_remote
-    from .formats import module_for
+    from ._dispatch import open_any
 
-    if is_remote(path):
-        return _open_remote(path, options, load=True, copy=copy)  # type: ignore[no-any-return]
-    return module_for(detect(path)).load(path, copy=copy, **options)
+    return open_any(path, options, load=True, copy=copy)  # type: ignore[no-any-return]
 
 
 def safe_open(filename: Any, framework: str = "np", device: Any = "cpu", **options: Any) -> Any:
@@ -130,7 +95,7 @@ def safe_open(filename: Any, framework: str = "np", device: Any = "cpu", **optio
     return _safe_open(filename, framework=framework, device=device, **options)
 
 
-_DEFAULT = "crc32c"
+from ._dispatch import DEFAULT_CHECKSUM as _DEFAULT  # noqa: E402
 
 
 def save(
@@ -155,26 +120,11 @@ def save(
     ``<path>.index.json`` in the Hugging Face layout; a model that fits in one shard is one
     file at ``path`` (see :mod:`tenfold.sharded`; :func:`open` opens the index).
     """
-    from .formats import by_suffix, module_for
-
     if max_shard_size is not None:
         from .sharded import save as save_sharded
 
         save_sharded(path, tensors, max_shard_size, format, checksum=checksum, **options)
         return
+    from ._dispatch import save_one
 
-    name = format if format is not None else by_suffix(path).name
-    mod = module_for(name)
-    if name == "ztensor":
-        options["checksum"] = checksum
-    elif name == "oinf" and checksum is not _DEFAULT and checksum is not None:
-        raise EncodeError(f"oinf: checksum {checksum!r}: OINF has no per-tensor checksum field")
-    if name in ("npz", "wtxt") and "metadata" in options:
-        if options["metadata"]:
-            key = next(iter(options["metadata"]))
-            raise EncodeError(
-                f"{name}: metadata {key!r}: {name} has no file metadata; use .safetensors, .zt, "
-                ".oinf or .fold to keep it"
-            )
-        del options["metadata"]
-    mod.save(path, tensors, **options)
+    save_one(path, tensors, format, checksum=checksum, **options)

@@ -26,6 +26,7 @@ __all__ = [
     "by_suffix",
     "module_for",
     "open_remote",
+    "open_local",
 ]
 
 
@@ -166,6 +167,37 @@ def detect(path: str | os.PathLike[str]) -> str:
     return info.name
 
 
+def open_local(path: str | os.PathLike[str], *, mmap: bool = True) -> tuple[str, Any]:
+    """Open a local file once: ``(format name, opened source)``, the format decided by the
+    opened file's first bytes. The source (a :class:`~tenfold.core.mapped.MappedFile`, or a
+    ``pread`` source with ``mmap=False``) is handed to the format's reader as it is, so that
+    the file is opened, checked and mapped once. A sharded checkpoint's JSON index gives
+    ``(SHARDED, None)`` (its reader takes the path).
+    """
+    from .core.source import open_file
+
+    mf = open_file(path, fmt="tenfold", mmap=mmap)
+    try:
+        head = mf.bytes(0, min(SNIFF_BYTES, mf.size), "head")
+        info = detect_bytes(head)
+        if info is None and _sharded_sniff(head):
+            mf.close()
+            return SHARDED, None
+        if info is None:
+            known = ", ".join(i.name for i in FORMATS)
+            raise FormatError(
+                fmt="tenfold",
+                obj=os.fspath(path),
+                detail="unknown format",
+                expected=f"the magic of one of {known}",
+                got=head[:8],
+            )
+    except BaseException:
+        mf.close()
+        raise
+    return info.name, mf
+
+
 def open_remote(
     source: Any, *, storage_options: dict[str, Any] | None = None, tail_first: bool | None = None
 ) -> tuple[str, Any]:
@@ -187,6 +219,8 @@ def open_remote(
             return "ztensor", mf
         head = mf.bytes(0, min(SNIFF_BYTES, mf.size), "head")
         info = detect_bytes(head)
+        if info is None and _sharded_sniff(head):
+            return SHARDED, mf  # a sharded index under another name: tenfold.sharded.open
         if info is None:
             known = ", ".join(i.name for i in FORMATS)
             raise FormatError(

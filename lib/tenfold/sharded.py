@@ -34,7 +34,7 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-from .core.bounds import DEFAULT_LIMITS, Limits
+from ._dispatch import open_any, save_one
 from .errors import FormatError, TenfoldError, UnsupportedError, describe
 from .tensor_source import Source
 
@@ -191,8 +191,6 @@ def save(
     (see the module doc); ``options`` go to :func:`tenfold.save` for each shard. Every
     tensor's dtype is checked against the format before the first file is written. Returns
     the paths written (the index last)."""
-    import tenfold
-
     from .capabilities import check_dtype, target_of
 
     fmt = format or target_of(path)
@@ -205,7 +203,7 @@ def save(
     sizes = {n: _nbytes(v) for n, v in tensors.items()}
 
     def one(p: str, group: list[str]) -> None:
-        tenfold.save(p, {n: tensors[n] for n in group}, format, **options)
+        save_one(p, {n: tensors[n] for n in group}, format, **options)
 
     return write(path, list(tensors), sizes, max_shard_size, one,
                  fsync=options.get("fsync", True))  # fmt: skip
@@ -228,8 +226,51 @@ def _safe_name(shard: str, index: str) -> bool:
     return all(part not in ("..", "") for part in shard.split("/"))
 
 
-def parse_index(data: bytes, where: str) -> tuple[dict[str, str], dict[str, Any]]:
-    """``(weight_map, metadata)`` of an index, every field checked."""
+def _fetch_index(url: str, storage_options: dict[str, Any] | None) -> tuple[str, bytes]:
+    """``(url, bytes)`` of a remote index, fetched with one request (at most
+    :data:`MAX_INDEX_BYTES` + 1 bytes: a longer one is refused by :func:`parse_index`).
+    Failures are :class:`OSError` naming the URL."""
+    import errno
+
+    from .core.optional import require
+
+    fsspec = require("fsspec", extra="remote", what=f"{FMT}: reading a URL")
+    try:
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+        data = fs.cat_file(path, start=0, end=MAX_INDEX_BYTES + 1)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(errno.ENOENT, f"{FMT}: {url}: index not found: {exc}", url) from exc
+    except TenfoldError:
+        raise
+    except (OSError, ValueError, RuntimeError) as exc:
+        if getattr(exc, "status", 0) in (404, 410) or "404" in str(exc)[:200]:
+            raise FileNotFoundError(errno.ENOENT, f"{FMT}: {url}: index not found", url) from exc
+        raise OSError(errno.EIO, f"{FMT}: {url}: fetching the index: {type(exc).__name__}: "
+                      f"{exc}") from exc  # fmt: skip
+    except Exception as exc:  # noqa: BLE001 - aiohttp/botocore errors: an OSError naming the URL
+        raise OSError(errno.EIO, f"{FMT}: {url}: fetching the index: {type(exc).__name__}: "
+                      f"{exc}") from exc  # fmt: skip
+    return url, bytes(data)
+
+
+def _url_dir(url: str) -> str:
+    """The URL up to and including the last ``/`` of its path (query and fragment dropped):
+    what shard names are resolved against."""
+    base = url.split("#", 1)[0].split("?", 1)[0]
+    return base[: base.rfind("/") + 1]
+
+
+def _url_syntax(shard: str) -> bool:
+    """Whether a shard name holds characters a URL would interpret (an escaped ``..``, a
+    query, a fragment, a scheme or port)."""
+    return any(c in shard for c in "%?#:") or any(ord(c) < 0x21 for c in shard)
+
+
+def parse_index(
+    data: bytes, where: str, remote: bool = False
+) -> tuple[dict[str, str], dict[str, Any]]:
+    """``(weight_map, metadata)`` of an index, every field checked (``remote``: shard names
+    are also refused when they hold URL syntax, ``%``, ``?``, ``#`` or ``:``)."""
     from .core.jsonio import loads
 
     doc = loads(data, fmt=FMT, what=f"index {where}", limit=MAX_INDEX_BYTES)
@@ -279,7 +320,9 @@ def parse_index(data: bytes, where: str) -> tuple[dict[str, str], dict[str, Any]
                 detail=f"shard names must be strings; got {', '.join(bad[:5])}",
             )  # fmt: skip
         )
-    unsafe = sorted({v for v in wm.values() if not _safe_name(v, where)})
+    unsafe = sorted(
+        {v for v in wm.values() if not _safe_name(v, where) or (remote and _url_syntax(v))}
+    )
     if unsafe:
         raise FormatError(
             describe(
@@ -302,22 +345,31 @@ class ShardedReader(Mapping[str, Any]):
 
     fmt = FMT
 
-    def __init__(self, path: str | os.PathLike[str], **options: Any) -> None:
-        from .core.mapped import open_regular
+    def __init__(self, path: Any, *, _fetched: bytes | None = None, **options: Any) -> None:
+        from .core.source import is_remote
 
-        self.path: str = os.fspath(path)
         self._options = options
-        limits = options.get("limits", DEFAULT_LIMITS)
-        if not isinstance(limits, Limits):
-            limits = DEFAULT_LIMITS
-        with os.fdopen(open_regular(self.path, fmt=FMT), "rb") as f:
-            data = f.read(MAX_INDEX_BYTES + 1)
+        self._remote = is_remote(path)
+        if self._remote:
+            # the index fetched once (one request); shards resolved relative to its URL and
+            # opened on first use through the range-reading source (tenfold.core.source)
+            if _fetched is not None:
+                self.path, data = path, _fetched
+            else:
+                self.path, data = _fetch_index(path, options.get("storage_options"))
+            self._dir = _url_dir(self.path)
+        else:
+            from .core.mapped import open_regular
+
+            self.path = os.fspath(path)
+            with os.fdopen(open_regular(self.path, fmt=FMT), "rb") as f:
+                data = f.read(MAX_INDEX_BYTES + 1)
+            self._dir = os.path.dirname(os.path.abspath(self.path))
         self.size = len(data)
-        self._weight_map, self._metadata = parse_index(data, repr(self.path))
-        self._dir = os.path.dirname(os.path.abspath(self.path))
+        self._weight_map, self._metadata = parse_index(data, repr(self.path), self._remote)
         missing: dict[str, list[str]] = {}
         for name, shard in self._weight_map.items():
-            if not os.path.isfile(os.path.join(self._dir, shard)):
+            if not self._remote and not os.path.isfile(os.path.join(self._dir, shard)):
                 missing.setdefault(shard, []).append(name)
         if missing:
             parts = [
@@ -345,8 +397,6 @@ class ShardedReader(Mapping[str, Any]):
 
     def shard(self, file: str) -> Any:
         """The reader of shard ``file`` (opened and checked against the index on first use)."""
-        import tenfold
-
         if self._closed:
             raise ValueError(f"{FMT}: I/O operation on a closed reader")
         r = self._shards.get(file)
@@ -355,7 +405,10 @@ class ShardedReader(Mapping[str, Any]):
         with self._lock:
             r = self._shards.get(file)
             if r is None:
-                r = tenfold.open(os.path.join(self._dir, file), **self._options)
+                if self._remote:
+                    r = self._open_remote_shard(file)
+                else:
+                    r = open_any(os.path.join(self._dir, file), dict(self._options))
                 want = [n for n, s in self._weight_map.items() if s == file]
                 lacking = [n for n in want if n not in r]
                 if lacking:
@@ -371,6 +424,21 @@ class ShardedReader(Mapping[str, Any]):
                     )
                 self._shards[file] = r
             return r
+
+    def _open_remote_shard(self, file: str) -> Any:
+        url = self._dir + file
+        try:
+            return open_any(url, dict(self._options))
+        except FileNotFoundError:
+            names = [n for n, s in self._weight_map.items() if s == file]
+            raise FormatError(
+                describe(
+                    FMT,
+                    f"index {self.path!r}",
+                    detail=f"missing shard file: {file!r} at {url} (tensors "
+                    f"{', '.join(map(repr, names[:3]))}{' ...' if len(names) > 3 else ''})",
+                )  # fmt: skip
+            ) from None
 
     def _of(self, name: str) -> Any:
         try:
@@ -413,6 +481,8 @@ class ShardedReader(Mapping[str, Any]):
         return dict(self._metadata)
 
     def verify(self) -> Any:
+        if self._remote:
+            raise UnsupportedError(f"{FMT}: verify of a remote index: verify each shard's URL")
         return verify(self.path, **self._options)
 
     @property
@@ -440,8 +510,21 @@ class ShardedReader(Mapping[str, Any]):
     __hash__ = object.__hash__  # type: ignore[assignment]
 
 
-def open(path: str | os.PathLike[str], **options: Any) -> ShardedReader:  # noqa: A001
-    """Open a sharded checkpoint's index (see :class:`ShardedReader`)."""
+def open(path: Any, **options: Any) -> ShardedReader:  # noqa: A001
+    """Open a sharded checkpoint's index (see :class:`ShardedReader`): a path, or an fsspec
+    URL (``https://host/m.safetensors.index.json``, ``s3://bucket/m.zt.index.json``; the
+    shards are the URLs beside it, ``storage_options=`` go to fsspec)."""
+    from .core.source import is_remote
+
+    if isinstance(path, str) and is_remote(path):
+        return ShardedReader(path, **options)
+    if getattr(path, "remote", False) and isinstance(getattr(path, "path", None), str):
+        # a remote source tenfold.open opened and recognised by content: its bytes so far
+        try:
+            data = path.bytes(0, min(path.size, MAX_INDEX_BYTES + 1), "index")
+        finally:
+            path.close()
+        return ShardedReader(path.path, _fetched=data, **options)
     if not isinstance(path, (str, os.PathLike)):
         raise UnsupportedError(
             f"{FMT}: an index must be opened from a path (its shards lie beside it)"
@@ -453,7 +536,7 @@ def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> di
     """Every tensor of every shard, in the index's order."""
     import numpy as np
 
-    with ShardedReader(path, **options) as r:
+    with open(path, **options) as r:
         return {n: (np.array(r[n]) if copy else r[n]) for n in r}
 
 

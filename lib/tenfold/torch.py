@@ -49,11 +49,11 @@ def _load(source: Any, device: Any, options: dict[str, Any]) -> dict[str, Any]:
     t = open_tensors(source, **options)
     try:
         conv = Converter(t.reader, device)
-        out = {}
-        for n in t.names:
-            span = t.span(n)
-            got = conv.at(*span) if span is not None else None
-            out[n] = got if got is not None else conv(t.array(n))
+        names = t.names
+        out = dict(zip(names, conv.many(t.spans()), strict=True))  # views of one private map
+        for n in names:
+            if out[n] is None:  # stored otherwise, or needing a check: through the reader
+                out[n] = conv(t.array(n))
         conv.synchronize()
         return out
     finally:

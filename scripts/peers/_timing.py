@@ -46,3 +46,29 @@ def row(
         "target": target,
         "note": note,
     }
+
+
+def alternate(
+    fa: Callable[[], Any], fb: Callable[[], Any] | None, rounds: int = 21
+) -> tuple[list[float], list[float]]:
+    """Wall times of ``fa`` and ``fb`` run in turns (a, b, a, b...), ``rounds`` of each, with
+    ``gc.collect()`` before every run and the result dropped outside the timed region: both
+    see the same machine load, so their ratio is fairer than two separate best-of runs."""
+    ta: list[float] = []
+    tb: list[float] = []
+    for _ in range(rounds):
+        for fn, acc in ((fa, ta), (fb, tb)):
+            if fn is None:
+                continue
+            gc.collect()
+            t = time.perf_counter()
+            got = fn()
+            acc.append(time.perf_counter() - t)
+            del got
+    return ta, tb
+
+
+def median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2

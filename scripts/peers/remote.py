@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 import numpy as np
-from _timing import best, row
+from _timing import alternate, best, median, row
 
 import tenfold
 
@@ -174,21 +174,23 @@ def run(quick: bool) -> list[dict]:
         except ImportError:
             safe_open = None
 
-        def ours() -> None:
+        def ours() -> Any:
             with tenfold.open(sp) as rr:
-                np.array(rr.read("w", sl))
+                return np.array(rr.read("w", sl))
 
-        def theirs() -> None:
+        def theirs() -> Any:
             with safe_open(sp, framework="np") as f:
-                f.get_slice("w")[sl]
+                return f.get_slice("w")[sl]
 
+        ta, tb = alternate(ours, theirs if safe_open else None, rounds=15)
+        med = f"; median ratio {median(tb) / median(ta):.2f}x, 15 alternating rounds" if tb else ""
         rows.append(
             row(
                 "slice 1/8 rows, local .safetensors (copy)",
-                best(ours, 5),
+                min(ta),
                 "safetensors get_slice" if safe_open else None,
-                best(theirs, 5) if safe_open else None,
-                note=bnote,
+                min(tb) if tb else None,
+                note=bnote + "; open + slice + copy on both sides" + med,
             )
         )
     finally:

@@ -16,6 +16,7 @@ import tenfold
 from tenfold.core.mapped import MappedFile
 from tenfold.core.slicing import plan
 from tenfold.core.source import SourceFile
+from tenfold.formats import SNIFF_BYTES
 
 ARRAYS = {
     "w": np.arange(48 * 6, dtype=np.float32).reshape(48, 6),
@@ -122,7 +123,10 @@ def test_mmap_false_reads_only_the_sliced_rows(tmp_path):
             before = r._mf.stats["bytes"]
             got = r.read("a", (slice(0, 16, 4), slice(None, None, -3)))
             assert np.array_equal(got, a[0:16:4, ::-3])
-            assert r._mf.stats["bytes"] - before == 13 * cols * 4  # rows 0..12 only
+            # rows 0..12 only; the first bytes may come from the block read at open to detect
+            # the format (the file is opened once), so up to SNIFF_BYTES fewer are pread
+            got_bytes = r._mf.stats["bytes"] - before
+            assert 13 * cols * 4 - SNIFF_BYTES <= got_bytes <= 13 * cols * 4, (suffix, got_bytes)
 
 
 def test_checksum_then_data_is_one_pread(tmp_path):

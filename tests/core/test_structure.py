@@ -76,9 +76,7 @@ def test_allowed_long_functions_only_shrink():
 
 #: "importer -> imported" edges that close an import cycle today, each a function-level import.
 ALLOWED_IMPORTS = {
-    # the front door dispatches down to sharded checkpoints and back
-    "tenfold.sharded -> tenfold": "save() / shard() use tenfold.save and tenfold.open",
-    # formats other helpers own (issue 11: wtxt split, taridx)
+    # TARIDX: an Index reads samples through a Dataset and verifies through the package
     "tenfold.taridx.reader -> tenfold.taridx": "Index.verify()",
     "tenfold.taridx.reader -> tenfold.taridx.dataset": "Index shards dataset",
 }

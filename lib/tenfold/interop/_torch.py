@@ -81,25 +81,14 @@ class _PrivateMap:
         base = mf.buffer()
         self.start = int(base.__array_interface__["data"][0])
         self.size = int(base.size)
-        path = reader.path
-        if path is None or self.size == 0:
+        fd = getattr(mf, "_fd", None)
+        if fd is None or self.size == 0:
             return
-        from ..core.mapped import open_regular
-
-        fd = open_regular(path)
-        try:
-            st = os.fstat(fd)
-            ref = getattr(mf, "_fd", None)
-            if ref is not None:
-                rst = os.fstat(ref)
-                same = (st.st_dev, st.st_ino) == (rst.st_dev, rst.st_ino)
-            else:
-                same = True
-            if not same or st.st_size != self.size:
-                return  # the name now points to another file: copy instead
-            mm = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
-        finally:
-            os.close(fd)
+        # the descriptor the reader opened (and mapped): the same file, whatever its name
+        # points to now; a file that changed size since is copied instead
+        if os.fstat(fd).st_size != self.size:
+            return
+        mm = mmap.mmap(fd, 0, access=mmap.ACCESS_COPY)
         self.u8 = np.frombuffer(mm, dtype=np.uint8)  # writable, private
 
     def translate(self, a: np.ndarray) -> np.ndarray | None:
@@ -125,6 +114,8 @@ class Converter:
         self._reader = reader
         self._maps: dict[int, _PrivateMap] = {}
         self._typed: dict[str, Any] = {}  # the private map viewed as each torch dtype (at())
+        self._typed_of: dict[np.dtype, tuple[Any, int]] = {}  # by NumPy dtype, with numel
+        self._cpu = self.device.type == "cpu"
         self._lock = threading.Lock()
         self.copies = 0  # arrays that had to be copied (tests check zero-copy with this)
 
@@ -154,26 +145,20 @@ class Converter:
         """The tensor of ``dtype`` and ``shape`` stored raw at ``offset`` of the reader's file,
         built in torch over the private map (no NumPy array per tensor), or None when it
         cannot be (no map, a dtype needing conversion, unaligned, a non-CPU device)."""
-        if self.device.type != "cpu" or dtype.byteorder == ">":
+        if not self._cpu or offset % dtype.itemsize:
             return None
-        name = canonical(dtype)
-        tname = TORCH_NAMES.get(name)
-        if tname is None or offset % dtype.itemsize:
-            return None
-        typed = self._typed.get(tname)
+        got_t = self._typed_of.get(dtype)
+        if got_t is None:
+            t = self._typed_view(dtype)
+            got_t = self._typed_of[dtype] = (t, t.numel() if t is not None else 0)
+        typed, total = got_t
         if typed is None:
-            maps = self._private_maps()
-            if len(maps) != 1 or maps[0].u8 is None:
-                return None
-            u8 = maps[0].u8
-            k = dtype.itemsize
-            raw = self.torch.from_numpy(u8[: u8.size - u8.size % k])
-            typed = self._typed[tname] = raw.view(getattr(self.torch, tname))
+            return None
         n = 1
         for d in shape:
             n *= d
         first = offset // dtype.itemsize
-        if n == 0 or first + n > typed.numel():
+        if n == 0 or first + n > total:
             return None
         strides = []
         step = 1
@@ -181,6 +166,61 @@ class Converter:
             strides.append(step)
             step *= d
         return typed.as_strided(shape, strides[::-1], first)
+
+    def many(self, spans: list[tuple[int, np.dtype, tuple[int, ...]] | None]) -> list[Any]:
+        """:meth:`at` for many spans at once (the per-tensor work of a whole file's load):
+        the torch dtype, the typed view of the private map and the strides of each shape are
+        worked out once per distinct value. ``None`` in, or a span :meth:`at` refuses, gives
+        ``None`` out."""
+        out: list[Any] = [None] * len(spans)
+        if self.device.type != "cpu" or not spans:
+            return out
+        maps = self._private_maps()
+        if len(maps) != 1 or maps[0].u8 is None:
+            return out
+        typed_of: dict[np.dtype, tuple[Any, int]] = {}
+        strides_of: dict[tuple[int, ...], tuple[int, list[int]]] = {}
+        for i, span in enumerate(spans):
+            if span is None:
+                continue
+            offset, dtype, shape = span
+            got_t = typed_of.get(dtype)
+            if got_t is None:
+                t = self._typed_view(dtype)
+                got_t = typed_of[dtype] = (t, t.numel() if t is not None else 0)
+            typed, total = got_t
+            k = dtype.itemsize
+            if typed is None or offset % k:
+                continue
+            got = strides_of.get(shape)
+            if got is None:
+                step, st = 1, []
+                for d in reversed(shape):
+                    st.append(step)
+                    step *= d
+                got = strides_of[shape] = (step, st[::-1])
+            n, strides = got
+            first = offset // k
+            if n and first + n <= total:
+                out[i] = typed.as_strided(shape, strides, first)
+        return out
+
+    def _typed_view(self, dtype: np.dtype) -> Any:
+        """The private map as one torch tensor of ``dtype`` (cached), or None."""
+        if dtype.byteorder == ">":
+            return None
+        tname = TORCH_NAMES.get(canonical(dtype))
+        if tname is None:
+            return None
+        typed = self._typed.get(tname)
+        if typed is None:
+            maps = self._private_maps()
+            if len(maps) != 1 or maps[0].u8 is None:
+                return None
+            u8 = maps[0].u8
+            raw = self.torch.from_numpy(u8[: u8.size - u8.size % dtype.itemsize])
+            typed = self._typed[tname] = raw.view(getattr(self.torch, tname))
+        return typed
 
     def __call__(self, a: Any) -> Any:
         t = self.to_cpu(np.asarray(a))

@@ -27,6 +27,7 @@ from typing import Any
 import numpy as np
 
 from ..core.dtypes import canonical, numpy_dtype
+from ..core.source import is_remote
 from ..errors import FormatError, TenfoldError, UnsupportedError
 
 __all__ = ["safe_open", "Slice", "Tensors", "normalize_index", "FRAMEWORKS", "dtype_tag"]
@@ -259,6 +260,29 @@ class Tensors:
             return info.offset, info.np_dtype, tuple(info.shape)
         return None
 
+    def spans(self) -> list[tuple[int, np.dtype, tuple[int, ...]] | None]:
+        """:meth:`span` of every name, in ``names`` order, read from the index in one pass
+        where the format allows (zTensor 0.1.0, safetensors)."""
+        r = self.reader
+        if self.fmt == "ztensor" and type(r).__name__ == "Reader":
+            infos = r._infos
+            check = r.verify_checksums
+            verified = r._verified
+            out: list[tuple[int, np.dtype, tuple[int, ...]] | None] = []
+            for n in self.names:
+                i = infos[n]
+                if (
+                    i.layout != "dense"
+                    or i.encoding != "raw"
+                    or not i.zero_copy
+                    or (check and i.checksum_algo and n not in verified)
+                ):
+                    out.append(None)
+                else:
+                    out.append((i.offset, i.np_dtype, i.shape))
+            return out
+        return [self.span(n) for n in self.names]
+
     def sliced(self, name: str, index: tuple[Any, ...]) -> np.ndarray:
         """``array(name)[index]`` (``index`` from :func:`normalize_index`); a reader that
         reads slices itself (``read(name, index)``) is asked to."""
@@ -339,19 +363,33 @@ def open_tensors(source: Any, **options: Any) -> Tensors:
     """:class:`Tensors` over ``source`` (a path, or a buffer holding a whole file)."""
     from .. import formats
 
-    if isinstance(source, (str, os.PathLike)):
-        fmt = formats.detect(source)
+    if isinstance(source, (str, os.PathLike)) or is_remote(source):
+        from .._dispatch import open_any
+
+        reader = open_any(source, dict(options))  # a local file is opened and mapped once
+        fmt = _format_of(reader)
     else:
         info = formats.detect_bytes(bytes(memoryview(source)[: formats.SNIFF_BYTES]))
         if info is None:
             raise FormatError("tenfold: <buffer>: unknown format")
         fmt = info.name
-    reader = formats.module_for(fmt).open(source, **options)
+        reader = formats.module_for(fmt).open(source, **options)
     try:
         return Tensors(reader, fmt)
     except BaseException:
         reader.close()
         raise
+
+
+def _format_of(reader: Any) -> str:
+    """The name of the format whose module defines ``reader``'s class."""
+    from .. import formats
+
+    mod = type(reader).__module__
+    for info in formats.FORMATS:
+        if mod == info.module or mod.startswith(info.module + "."):
+            return info.name
+    return formats.SHARDED
 
 
 # -- the safetensors API ---------------------------------------------------------------------------
@@ -422,17 +460,31 @@ class safe_open:  # noqa: N801 - the name safetensors users know
             return False
         return isinstance(name, str)
 
-    def metadata(self) -> dict[str, Any]:
-        """File-level metadata (safetensors ``__metadata__``, FOLD / OINF / zTensor
-        metadata, a sharded index's ``metadata``)."""
+    def metadata(self) -> dict[str, Any] | None:
+        """File-level metadata, as ``safetensors.safe_open(...).metadata()`` gives it for a
+        ``.safetensors`` file: its ``__metadata__`` (a ``dict`` of strings), or None when the
+        header has none (or it is ``null``).
+
+        Other formats give a ``dict``, never None (``{}`` when there is nothing): zTensor
+        ``{"version": ...}`` plus the user metadata ``tenfold.save(metadata=)`` stored, OINF
+        and FOLD their metadata maps (FOLD without its index bookkeeping), WTXT its header
+        fields, npz ``{"comment": ...}`` when the zip has one, a sharded index its
+        ``metadata`` object (``total_size``...). Values are what the format stores: strings,
+        and for WTXT/OINF/zTensor/FOLD/sharded also numbers, lists, objects or null.
+        """
+        if self._t.fmt == "safetensors" and not getattr(self._t.reader, "has_metadata", True):
+            return None
         return self._t.metadata
 
     def get_tensor(self, name: str) -> Any:
         """Tensor ``name`` in the framework chosen at open."""
         at = getattr(self._convert, "at", None)
         if at is not None:
-            self._t.check(name)
-            span = self._t.span(name)
+            try:
+                span = self._t.span(name)
+            except KeyError:
+                self._t.check(name)  # raises the KeyError that names the format
+                raise
             if span is not None:
                 got = at(*span)
                 if got is not None:
@@ -477,10 +529,19 @@ class Slice:
         return shape[0]
 
     def __getitem__(self, index: Any) -> Any:
+        owner = self._owner
+        at = getattr(owner._convert, "at", None)
+        span = owner._t.span(self._name) if at is not None else None
+        if span is not None:  # stored raw in a mapped file: index a view of the private map
+            idx = normalize_index(index, span[2], what=f"tensor {self._name!r}")
+            if all(type(i) is not slice or i.step is None or i.step > 0 for i in idx):
+                whole = at(*span)  # type: ignore[misc]
+                if whole is not None:
+                    return whole[idx]
         shape = self.shape
         idx = normalize_index(index, shape, what=f"tensor {self._name!r}")
-        arr = self._owner._t.sliced(self._name, idx)
-        return self._owner._convert(arr)
+        arr = owner._t.sliced(self._name, idx)
+        return owner._convert(arr)
 
     def __repr__(self) -> str:
         return f"<tenfold slice {self._name!r} {self.get_dtype()} {self.get_shape()}>"

@@ -64,9 +64,14 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
     def __init__(self, source: Any, *, limits: Limits = DEFAULT_LIMITS, mmap: bool = True) -> None:
         self.limits = limits
         self._map(source, FMT, mmap=mmap)
+        self._rf: Any = None
         try:
+            if getattr(self._mf, "remote", False):  # by range, never the whole object
+                from ._rangefile import RangeFile
+
+                self._rf = RangeFile(self._mf)
             self._npz = Archive(
-                self._mf.buffer(),
+                self._rf if self._rf is not None else self._mf.buffer(),
                 fmt=FMT,
                 what=self.path or "<buffer>",
                 limits=limits,
@@ -116,6 +121,11 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         (as zTensor's slice reads check no tensor checksum). A deflated or Fortran-ordered
         member is read whole (CRC-32 checked), then sliced.
         """
+        if self._rf is not None and index is None and name in self._members:
+            # remote, whole member: its local header, .npy header and bytes in one request
+            zi = self._members[name].info
+            self._rf.expect(zi.header_offset, 30 + len(zi.orig_filename.encode()) + 1024
+                            + len(zi.extra) + zi.compress_size)  # fmt: skip
         m = self._member(name)
         if index is None:
             return self._archive().read(name, copy=copy)

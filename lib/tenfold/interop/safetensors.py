@@ -171,10 +171,11 @@ def parse_header(
     offset: int = 0,
     limits: Limits = DEFAULT_LIMITS,
     tile: bool = False,
-) -> tuple[dict[str, Entry], dict[str, str]]:
+) -> tuple[dict[str, Entry], dict[str, str] | None]:
     """Check the JSON header ``raw`` (the ``N`` bytes after the length) of a safetensors byte
     string whose data buffer holds ``data_size`` bytes; return ``(entries, metadata)``, the
-    entries in data-buffer order.
+    entries in data-buffer order, ``metadata`` None when the header has no ``__metadata__``
+    (or it is ``null``).
 
     Every rule of the format is checked: UTF-8 JSON object starting with ``{``, each key once,
     ``__metadata__`` strings only, at most ``limits.max_objects`` entries, each with exactly
@@ -198,10 +199,10 @@ def parse_header(
                 got=repr(raw[:1]),
             )
         )
-    meta = header.pop("__metadata__", None)
-    if meta is None:
-        meta = {}
-    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+    meta = header.pop("__metadata__", None)  # absent or null: None (as safetensors says)
+    if meta is not None and (
+        not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values())
+    ):
         raise FormatError(
             describe(
                 fmt,
@@ -230,7 +231,9 @@ def parse_header(
     ]
     entries.sort(key=lambda t: (t[3], t[4]))
     _check_placement(entries, fmt, what, start, data_size, tile)
-    return {n: (t, sh, b, e) for n, t, sh, b, e in entries}, dict(meta)
+    return {n: (t, sh, b, e) for n, t, sh, b, e in entries}, (
+        dict(meta) if meta is not None else None
+    )
 
 
 def _json_object(raw: bytes, fmt: str, what: str, hoff: int) -> dict[str, Any]:

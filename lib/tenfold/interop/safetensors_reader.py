@@ -183,8 +183,14 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
     @property
     def metadata(self) -> dict[str, str]:
-        """The ``__metadata__`` object (``{}`` without one)."""
-        return dict(self._metadata)
+        """The ``__metadata__`` object (``{}`` without one; :attr:`has_metadata` tells)."""
+        return dict(self._metadata or {})
+
+    @property
+    def has_metadata(self) -> bool:
+        """Whether the header has a ``__metadata__`` object (``safetensors`` gives None for
+        ``metadata()`` when it does not)."""
+        return self._metadata is not None
 
     def verify(self) -> Report:
         """Every layout rule (checked at open) and every tensor's byte range in the file.

@@ -8,7 +8,6 @@ shapes. Readers then trust the records.
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -363,18 +362,29 @@ _FAST_KEYS = frozenset(
 )
 
 
+#: TensorInfo's fields in order: the fast path below builds records positionally (keywords
+#: and the default factories cost a third of a 256-tensor index parse); checked at import.
+_POSITIONAL = ("name", "dtype", "np_dtype", "shape", "layout", "encoding", "offset", "size",
+               "endianness", "checksum", "checksum_algo", "checksum_hex", "sparse_format", "nnz",
+               "components", "attrs", "index_position")  # fmt: skip
+if tuple(f.name for f in dataclasses.fields(TensorInfo)) != _POSITIONAL:  # pragma: no cover
+    raise ImportError("tenfold.ztensor._index: TensorInfo fields changed; update _POSITIONAL")
+
+
 def _parse_entry(pos: int, entry: Any, index_start: int, limits: Limits) -> TensorInfo:
     """Validate one map. The common case (a dense tensor whose every field is well formed)
     takes a fast path; anything else, valid or not, goes through :func:`_parse_entry_full`,
     which also produces the detailed error messages."""
     if type(entry) is dict and entry.keys() <= _FAST_KEYS:
-        name = entry.get("name")
-        offset = entry.get("offset")
-        size = entry.get("size")
-        dtype = entry.get("dtype")
+        get = entry.get
+        name = get("name")
+        offset = get("offset")
+        size = get("size")
+        dtype = get("dtype")
+        shape = get("shape")
+        encoding = get("encoding")
+        endian = get("data_endianness", "little")
         np_dtype = _NP.get(dtype) if type(dtype) is str else None
-        shape = entry.get("shape")
-        endian = entry.get("data_endianness", "little")
         if (
             type(name) is str
             and type(offset) is int
@@ -382,40 +392,31 @@ def _parse_entry(pos: int, entry: Any, index_start: int, limits: Limits) -> Tens
             and np_dtype is not None
             and type(shape) is list
             and len(shape) <= limits.max_ndim
-            and entry.get("encoding") in ENCODINGS
-            and entry.get("layout", "dense") == "dense"
+            and encoding in ENCODINGS
+            and get("layout", "dense") == "dense"
             and endian in ENDIANNESS
-            and 0 <= offset <= U64
-            and 0 <= size <= U64
+            and offset >= 0
+            and size >= 0
             and offset % ALIGN == 0
             and (offset >= ALIGN or size == 0)
-            and offset + size <= index_start
-            and all(type(d) is int and 0 <= d <= U64 for d in shape)
+            and offset + size <= index_start  # so both are below 2**64 too
         ):
-            numel = math.prod(shape)
-            nbytes = numel * np_dtype.itemsize
-            encoding = entry["encoding"]
-            # zero-size tensors take the full path: a zero dim hides the others' extent
-            if (
-                0 < nbytes <= limits.max_decoded_bytes
-                and nbytes <= MAX_ARRAY_BYTES
-                and (encoding != "raw" or size == nbytes)
-            ):
-                return TensorInfo(
-                    name=name,
-                    dtype=entry["dtype"],
-                    np_dtype=np_dtype,
-                    shape=tuple(shape),
-                    layout="dense",
-                    encoding=encoding,
-                    offset=offset,
-                    size=size,
-                    endianness=endian,
-                    checksum=None,
-                    checksum_algo=None,
-                    checksum_hex=None,
-                    index_position=pos,
-                )
+            numel = 1
+            for d in shape:
+                if type(d) is not int or not 0 <= d <= U64:
+                    break
+                numel *= d
+            else:
+                nbytes = numel * np_dtype.itemsize
+                # zero-size tensors take the full path: a zero dim hides the others' extent
+                if (
+                    0 < nbytes <= limits.max_decoded_bytes
+                    and nbytes <= MAX_ARRAY_BYTES
+                    and (encoding != "raw" or size == nbytes)
+                ):
+                    return TensorInfo(name, entry["dtype"], np_dtype, tuple(shape), "dense",
+                                      encoding, offset, size, endian, None, None, None, None,
+                                      None, {}, {}, pos)  # fmt: skip
     return _parse_entry_full(pos, entry, index_start, limits)
 
 
