@@ -302,3 +302,65 @@ def test_scan_never_crashes():
                 pass
 
     assert outcome(call, inputs) == "ok"
+
+
+# -- view: the array of a plan over a map --------------------------------------------------
+
+
+def _base(n: int = 64) -> np.ndarray:
+    b = np.arange(n, dtype=np.uint8)
+    b.flags.writeable = False
+    return b
+
+
+def test_view_known(kernels):
+    k = kernels("ztplan")
+    base = _base()
+    v = k.view(base, (8, 24, "f32", DTYPES["f32"], (2, 3), None))
+    assert v.dtype == np.float32 and v.shape == (2, 3)
+    assert v.tobytes() == base[8:32].tobytes()
+    assert not v.flags.writeable and v.flags.c_contiguous
+    assert np.shares_memory(v, base)
+    assert k.view(base, (63, 1, "u8", DTYPES["u8"], (), None)).item() == 63  # 0-d, unaligned
+    w = k.view(base, (1, 8, "i16", DTYPES["i16"], (4,), "xxh3:00"))  # odd offset: unaligned
+    assert w.tolist() == np.frombuffer(base[1:9].tobytes(), "<i2").tolist()
+
+
+def test_view_keeps_the_map_alive_after_close(kernels, tmp_path):
+    """A view's base holds the map's buffer: closing the map (as a reader's close does)
+    must not unmap bytes a view still shows."""
+    import mmap
+
+    p = tmp_path / "f.bin"
+    p.write_bytes(bytes(range(256)) * 32)
+    with open(p, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    base = np.frombuffer(mm, np.uint8)
+    v = kernels("ztplan").view(base, (4096, 16, "u8", DTYPES["u8"], (16,), None))
+    del base
+    with pytest.raises(BufferError):
+        mm.close()  # still exported through the view's base
+    assert v.tolist() == list(range(16))
+
+
+@pytest.mark.parametrize(
+    "base, plan, exc",
+    [
+        ("not an array", (0, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (np.zeros((2, 8), np.uint8), (0, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (np.zeros(8, np.uint16), (0, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (np.zeros(16, np.uint8)[::2], (0, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (_base(8), (0, 4, "u8", DTYPES["u8"], (4,)), ValueError),
+        (_base(8), (6, 4, "u8", DTYPES["u8"], (4,), None), ValueError),  # past the end
+        (_base(8), (-1, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (_base(8), (0, 4, "u8", DTYPES["u8"], (5,), None), ValueError),  # length mismatch
+        (_base(8), (0, 4, "u8", DTYPES["u8"], (2, 2, 1 << 62), None), ValueError),
+        (_base(8), (0, 4, "u8", "u8", (4,), None), ValueError),  # not a dtype
+        (_base(8), (0, 4, "u8", DTYPES["u8"], (4, -1), None), OverflowError),
+        (_base(8), (0, 4, "u8", DTYPES["u8"], [4], None), TypeError),
+        (_base(8), [0, 4, "u8", DTYPES["u8"], (4,), None], TypeError),
+    ],
+)
+def test_view_refuses(kernels, base, plan, exc):
+    with pytest.raises(exc):
+        kernels("ztplan").view(base, plan)

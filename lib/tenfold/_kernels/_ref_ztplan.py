@@ -18,14 +18,18 @@ non-empty, without U+0000, at most ``max_name_bytes`` UTF-8 bytes. Its plan is
 
 from __future__ import annotations
 
+import operator
 import re
 from typing import Any
+
+import numpy as np
 
 from . import _ref_dcbor
 from ._cargs import cint, ssize
 
 _DIGEST = re.compile(r"([a-z0-9][a-z0-9._-]*):([0-9a-f]+)\Z")
 _U64 = (1 << 64) - 1
+_SSIZE_MAX = (1 << 63) - 1
 _MAX_RANK_LIMIT = 64
 _OBJECT_KEYS = frozenset({"shape", "layout", "parts"})
 _PART_KEYS = (frozenset({"dtype", "blob"}), frozenset({"dtype", "blob", "digest"}))
@@ -142,3 +146,50 @@ def _plan(
     except UnicodeEncodeError:  # a lone surrogate: not from a decoder, but never accepted
         return None
     return (offset, length, dtype, np_dtype, tuple(shape), digest)
+
+
+def view(base: Any, plan: tuple[Any, ...]) -> np.ndarray:
+    """The read-only array ``plan`` describes over the bytes of ``base`` (a C-contiguous 1-d
+    ``uint8`` ndarray: a file's map), without copying.
+
+    ``plan`` is ``(offset, length, dtype, np_dtype, shape, digest)`` as :func:`scan_manifest`
+    gives it; the range must lie in ``base`` and ``length`` must be the shape's element count
+    times the itemsize (``ValueError`` otherwise).
+    """
+    if (
+        type(base) is not np.ndarray
+        or base.ndim != 1
+        or base.itemsize != 1
+        or not base.flags.c_contiguous
+    ):
+        raise ValueError("base must be a C-contiguous 1-d uint8 ndarray")
+    if type(plan) is not tuple:
+        raise TypeError(f"expected tuple, got {type(plan).__name__}")
+    if len(plan) != 6:
+        raise ValueError(f"a plan has 6 fields, got {len(plan)}")
+    offset, length, _, descr, shape, _ = plan
+    offset, length = ssize(offset), ssize(length)
+    if type(shape) is not tuple:
+        raise TypeError(f"expected tuple, got {type(shape).__name__}")
+    if not isinstance(descr, np.dtype):
+        raise ValueError("plan[3] must be a numpy dtype")
+    if len(shape) > 64:
+        raise ValueError(f"rank above 64: {len(shape)}")
+    total = 1
+    for d in shape:
+        d = operator.index(d)
+        if d < 0 or d > _U64:
+            raise OverflowError(f"dimension {d} is not a u64")
+        total *= d
+        if d > _SSIZE_MAX or total > _U64:
+            raise ValueError(f"shape {shape} too large")
+    nbytes = base.nbytes
+    if offset < 0 or length < 0 or length > nbytes or offset > nbytes - length:
+        raise ValueError(f"range [{offset}, +{length}) outside the {nbytes} bytes of base")
+    total *= descr.itemsize
+    if total > _U64 or total != length:
+        raise ValueError(f"length {length} is not {shape} x the itemsize of {descr}")
+    arr = np.ndarray(shape, descr, base, offset)
+    if arr.flags.writeable:
+        arr.flags.writeable = False
+    return arr

@@ -1,5 +1,6 @@
 from typing import Any
 
+import numpy as np
 from typing_extensions import Buffer
 
 def scan_manifest(
@@ -12,3 +13,4 @@ def scan_manifest(
     dtypes: dict[str, Any],
     digests: dict[str, int],
 ) -> tuple[dict[Any, Any], dict[Any, Any], dict[Any, Any], bool, int, int] | None: ...
+def view(base: Any, plan: tuple[Any, ...]) -> np.ndarray: ...

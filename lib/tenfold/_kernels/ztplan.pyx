@@ -18,11 +18,32 @@ from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_GET_SIZE
 from cpython.unicode cimport (
     PyUnicode_AsUTF8AndSize, PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8,
 )
+from cpython.object cimport PyObject, PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_New, PyTuple_SET_ITEM
 from libc.stdint cimport uint8_t, uint64_t
+from cpython.pyport cimport PY_SSIZE_T_MAX
 from libc.string cimport memchr, memcmp
 cimport cython
+
+cdef extern from "numpy/arrayobject.h":
+    ctypedef Py_ssize_t npy_intp
+    ctypedef struct PyArray_Descr:
+        pass
+    ctypedef struct PyArrayObject:
+        pass
+    PyTypeObject PyArray_Type
+    bint PyArray_CheckExact(object)
+    bint PyArray_DescrCheck(object)
+    int PyArray_NDIM(PyArrayObject*)
+    void* PyArray_DATA(PyArrayObject*)
+    npy_intp PyArray_NBYTES(PyArrayObject*)
+    int PyArray_ISCARRAY_RO(PyArrayObject*)
+    int PyArray_ITEMSIZE(PyArrayObject*)
+    object PyArray_NewFromDescr(PyTypeObject*, PyArray_Descr*, int, npy_intp*, npy_intp*, void*,
+                                int, PyObject*)
+    int PyArray_SetBaseObject(PyArrayObject*, PyObject*) except -1
+    int _import_array() except -1
 
 from .dcbor cimport (
     Ctx, Head, start, read_head, peek_head, check_container, check_key_order, map_key,
@@ -51,6 +72,15 @@ cdef struct Limits:
     uint64_t align
     Py_ssize_t max_rank
     Py_ssize_t max_name_bytes
+
+
+# Objects of one manifest mostly share a dtype, shape and length: the last ones are kept
+# (immutable Python objects: handing the same one out again is safe), saving allocations.
+cdef struct Reuse:
+    Py_ssize_t shape_pos     # the last shape's CBOR array (head included); -1: none yet
+    Py_ssize_t shape_len
+    uint64_t length
+    bint has_length
 
 
 cdef bint _digest_ok(const uint8_t* s, Py_ssize_t n, dict digests):
@@ -153,9 +183,11 @@ cdef inline bint _text_at(Ctx* c, Py_ssize_t* p, Py_ssize_t* start, Py_ssize_t* 
 
 
 cdef object _plan(Ctx* c, list strings, Py_ssize_t pos, Py_ssize_t* end, object name,
-                  Limits* lim, dict dtypes, dict digests):
-    """The plan of the plain dense object encoded at ``pos``, or None (nothing raised)."""
-    cdef Py_ssize_t p = pos, ts, tl, ds = 0, dl = 0, i, rank
+                  Limits* lim, dict dtypes, dict digests, Reuse* re, list kept):
+    """The plan of the plain dense object encoded at ``pos``, or None (nothing raised).
+    ``kept`` holds ``[shape tuple, length int, dtype str, np dtype, itemsize]`` of the last
+    plan (see :c:type:`Reuse`)."""
+    cdef Py_ssize_t p = pos, ts, tl, ds = 0, dl = 0, i, rank, shape_pos, shape_len
     cdef Head h
     cdef bint has_digest, zero = False, overflow = False
     cdef uint64_t offset, length, dim, numel = 1, itemsize, nbytes
@@ -177,6 +209,7 @@ cdef object _plan(Ctx* c, list strings, Py_ssize_t pos, Py_ssize_t* end, object 
         return None
     if not (_lit(c, &p, SHAPE) and peek_head(c, p, &h) and h.major == 4):
         return None
+    shape_pos = p
     if h.arg > <uint64_t>lim.max_rank:  # <= 64, the size of dims
         return None
     rank = <Py_ssize_t>h.arg
@@ -189,6 +222,7 @@ cdef object _plan(Ctx* c, list strings, Py_ssize_t pos, Py_ssize_t* end, object 
             zero = True
         elif not overflow and tf_mul_u64(numel, dim, &numel):
             overflow = True
+    shape_len = p - shape_pos
     if not _lit(c, &p, LAYOUT_DENSE):
         return None
     if zero:
@@ -205,16 +239,23 @@ cdef object _plan(Ctx* c, list strings, Py_ssize_t pos, Py_ssize_t* end, object 
             dtype = PyUnicode_DecodeUTF8(<const char*>(c.d + ts), tl, "strict")
         except UnicodeDecodeError:
             return None  # not UTF-8: the full decode names it
-    np_dtype = dtypes.get(dtype)
-    if np_dtype is None:
-        return None
-    itemsize_o = np_dtype.itemsize
-    if type(itemsize_o) is not int:
-        return None
-    try:
-        itemsize = itemsize_o
-    except OverflowError:
-        return None
+    if dtype is kept[2]:  # the same cached str: the same type as the last plan's
+        np_dtype = kept[3]
+        itemsize = kept[4]
+    else:
+        np_dtype = dtypes.get(dtype)
+        if np_dtype is None:
+            return None
+        itemsize_o = np_dtype.itemsize
+        if type(itemsize_o) is not int:
+            return None
+        try:
+            itemsize = itemsize_o
+        except OverflowError:
+            return None
+        kept[2] = dtype
+        kept[3] = np_dtype
+        kept[4] = itemsize
     if tf_mul_u64(numel, itemsize, &nbytes) or nbytes != length:
         return None
     digest = None
@@ -226,12 +267,26 @@ cdef object _plan(Ctx* c, list strings, Py_ssize_t pos, Py_ssize_t* end, object 
         return None
     end[0] = p
     cdef object dim_o
-    shape = PyTuple_New(rank)
-    for i in range(rank):
-        dim_o = dims[i]
-        Py_INCREF(dim_o)
-        PyTuple_SET_ITEM(shape, i, dim_o)
-    return (offset, length, dtype, np_dtype, shape, digest)
+    if re.shape_pos >= 0 and re.shape_len == shape_len \
+            and memcmp(c.d + re.shape_pos, c.d + shape_pos, shape_len) == 0:
+        shape = kept[0]
+    else:
+        shape = PyTuple_New(rank)
+        for i in range(rank):
+            dim_o = dims[i]
+            Py_INCREF(dim_o)
+            PyTuple_SET_ITEM(shape, i, dim_o)
+        kept[0] = shape
+        re.shape_pos = shape_pos
+        re.shape_len = shape_len
+    if re.has_length and re.length == length:
+        length_o = kept[1]
+    else:
+        length_o = length
+        kept[1] = length_o
+        re.length = length
+        re.has_length = True
+    return (offset, length_o, dtype, np_dtype, shape, digest)
 
 
 cdef Py_ssize_t _objects(Ctx* c, list strings, Py_ssize_t pos, Limits* lim, dict dtypes,
@@ -242,6 +297,12 @@ cdef Py_ssize_t _objects(Ctx* c, list strings, Py_ssize_t pos, Limits* lim, dict
     cdef Py_ssize_t p, kpos, klen, prev_pos = 0, prev_len = 0, i, vend = 0
     cdef bint in_order = True, any_span = False
     cdef uint64_t offset, length, lo = 0, hi = 0
+    cdef Reuse re
+    cdef list kept = [None, None, None, None, 0]
+    re.shape_pos = -1
+    re.shape_len = 0
+    re.length = 0
+    re.has_length = False
     read_head(c, pos, &h)
     check_container(c, &h, pos, 2)
     p = h.next
@@ -254,7 +315,7 @@ cdef Py_ssize_t _objects(Ctx* c, list strings, Py_ssize_t pos, Limits* lim, dict
         prev_pos = kpos
         prev_len = klen
         k = map_key(c, k, kpos, klen)
-        plan = _plan(c, strings, p, &vend, k, lim, dtypes, digests)
+        plan = _plan(c, strings, p, &vend, k, lim, dtypes, digests, &re, kept)
         if plan is None:
             others[k] = decode_item(c, strings, p, 3, &p)
             in_order = False
@@ -334,3 +395,52 @@ def scan_manifest(const uint8_t[::1] data, int max_depth, Py_ssize_t region, Py_
     if not found:
         return None
     return plans, others, rest, order[0], order[1], order[2]
+
+
+_import_array()
+
+
+def view(object base, tuple plan not None):
+    """The read-only array a plan describes, over the bytes of ``base`` (a C-contiguous 1-d
+    ``uint8`` ndarray: a file's map), without copying; ``base`` is the array's ``.base``.
+
+    ``plan`` is ``(offset, length, dtype, np_dtype, shape, digest)`` as ``scan_manifest`` gives
+    it; the range must lie in ``base`` and ``length`` must be the shape's element count times
+    the itemsize (``ValueError`` otherwise).
+    """
+    cdef npy_intp dims[64]
+    cdef Py_ssize_t rank, i, nbytes, offset, length
+    cdef uint64_t total = 1, dim
+    cdef PyArrayObject* b
+    if not PyArray_CheckExact(base):
+        raise ValueError("base must be a C-contiguous 1-d uint8 ndarray")
+    b = <PyArrayObject*>base
+    if not (PyArray_NDIM(b) == 1 and PyArray_ITEMSIZE(b) == 1 and PyArray_ISCARRAY_RO(b)):
+        raise ValueError("base must be a C-contiguous 1-d uint8 ndarray")
+    if len(plan) != 6:
+        raise ValueError(f"a plan has 6 fields, got {len(plan)}")
+    offset = plan[0]
+    length = plan[1]
+    descr = plan[3]
+    shape = <tuple?>plan[4]
+    if not PyArray_DescrCheck(descr):
+        raise ValueError("plan[3] must be a numpy dtype")
+    rank = len(shape)
+    if rank > 64:
+        raise ValueError(f"rank above 64: {rank}")
+    for i in range(rank):
+        dim = shape[i]
+        if dim > <uint64_t>PY_SSIZE_T_MAX or tf_mul_u64(total, dim, &total):
+            raise ValueError(f"shape {shape} too large")
+        dims[i] = <npy_intp>dim
+    nbytes = PyArray_NBYTES(b)
+    if offset < 0 or length < 0 or length > nbytes or offset > nbytes - length:
+        raise ValueError(f"range [{offset}, +{length}) outside the {nbytes} bytes of base")
+    if tf_mul_u64(total, <uint64_t>descr.itemsize, &total) or total != <uint64_t>length:
+        raise ValueError(f"length {length} is not {shape} x the itemsize of {descr}")
+    Py_INCREF(descr)  # NewFromDescr steals it
+    arr = PyArray_NewFromDescr(&PyArray_Type, <PyArray_Descr*>descr, <int>rank, dims, NULL,
+                               <char*>PyArray_DATA(b) + offset, 0, NULL)  # flags 0: read-only
+    Py_INCREF(base)  # SetBaseObject steals it
+    PyArray_SetBaseObject(<PyArrayObject*>arr, <PyObject*>base)
+    return arr

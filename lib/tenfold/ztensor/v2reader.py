@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from .. import _kernels
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.buffers import byte_view
@@ -78,6 +79,8 @@ from .sparse import SparseTensor, to_result
 __all__ = ["V2Reader", "PartsObject", "read_footer", "xxh3_hex", "digest_hex"]
 
 FMT = "zt"
+#: builds a plain dense object's view from its plan (``ztplan.view``)
+_view = _kernels.load("ztplan").view
 
 
 def xxh3_hex(data: object) -> str:
@@ -314,8 +317,8 @@ class V2Reader(ZtReader, Mapping[str, Any]):
             and (plan[5] is None or not self.verify_checksums or (name, "data") in self._verified)
         ):
             base = self._base
-            if base is not None and plan[1]:  # bounds checked at open
-                return np.ndarray(plan[4], plan[3], base, plan[0])
+            if base is not None and plan[1]:  # bounds checked at open (and by the kernel)
+                return _view(base, plan)
             return self._mf.array(plan[0], plan[3], plan[4], "tensor")
         return self.read(name)
 
