@@ -364,3 +364,54 @@ def test_view_keeps_the_map_alive_after_close(kernels, tmp_path):
 def test_view_refuses(kernels, base, plan, exc):
     with pytest.raises(exc):
         kernels("ztplan").view(base, plan)
+
+
+# -- map_spans: where a map's entries are encoded -------------------------------------------
+
+
+def test_map_spans_known(kernels):
+    k = kernels("ztplan")
+    value = {"objects": {"a": dense(), "bb": dense(8192)}, "attributes": {"x": [1.5, None]}}
+    raw = _dcbor.encode(value)
+    spans, end = k.map_spans(raw, 0, 32)
+    assert end == len(raw)
+    keys = [_dcbor.decode(raw[a:b]) for a, b, _ in spans]
+    assert keys == ["objects", "attributes"]  # encoded order: shorter key first
+    for (_, b, c), key in zip(spans, keys, strict=True):
+        assert _dcbor.decode(raw[b:c]) == value[key]
+    a, b, c = spans[0]
+    inner, inner_end = k.map_spans(raw, b, 32)
+    assert inner_end == c
+    assert [raw[x:y] for x, y, _ in inner] == [_dcbor.encode("a"), _dcbor.encode("bb")]
+    assert k.map_spans(_dcbor.encode({}), 0, 1) == ([], 1)
+
+
+@pytest.mark.parametrize(
+    "raw, pos, depth, exc",
+    [
+        (b"\x82\x01\x02", 0, 32, CborReject),  # an array, not a map
+        (b"\xa2\x61a\x01", 0, 32, CborReject),  # truncated: one entry of two
+        (b"\xa1\x61a\x81\x81\x01", 0, 2, CborReject),  # too deep
+        (b"\xa1\x61a\x01", 5, 32, ValueError),
+        (b"\xa1\x61a\x01", -1, 32, ValueError),
+        (b"\xa1\x61a\x01", 0, 0, ValueError),
+    ],
+)
+def test_map_spans_refuses(kernels, raw, pos, depth, exc):
+    with pytest.raises(exc):
+        kernels("ztplan").map_spans(raw, pos, depth)
+
+
+@given(st.binary(max_size=64), st.integers(0, 70), st.integers(1, 8))
+def test_map_spans_twins_agree(raw, pos, depth):
+    if _kernels.pure_python():
+        return
+    got = []
+    for impl in ("compiled", "reference"):
+        try:
+            got.append(_kernels.load("ztplan", impl).map_spans(raw, pos, depth))
+        except CborReject as exc:
+            got.append(("reject", exc.rule, exc.offset))
+        except ValueError as exc:
+            got.append(("value", str(exc)))
+    assert got[0] == got[1]

@@ -26,6 +26,7 @@ import numpy as np
 
 from . import _ref_dcbor
 from ._cargs import cint, ssize
+from ._cbortypes import SYNTAX, CborReject
 
 _DIGEST = re.compile(r"([a-z0-9][a-z0-9._-]*):([0-9a-f]+)\Z")
 _U64 = (1 << 64) - 1
@@ -193,3 +194,32 @@ def view(base: Any, plan: tuple[Any, ...]) -> np.ndarray:
     if arr.flags.writeable:
         arr.flags.writeable = False
     return arr
+
+
+def map_spans(data: object, pos: int, max_depth: int) -> tuple[list[tuple[int, int, int]], int]:
+    """Where the entries of the deterministic-CBOR map whose head is at ``pos`` lie.
+
+    Returns ``(spans, end)``: one ``(key_start, value_start, value_end)`` per entry, in the
+    order they are encoded, and the end of the map. Each key and value is decoded on the way
+    (``CborReject`` for anything ``dcbor.decode`` refuses, nesting counted from the map at
+    depth 1); keys are not checked for order (the caller decoded the whole item before).
+    """
+    pos, max_depth = ssize(pos), cint(max_depth)
+    if not 1 <= max_depth <= 256:
+        raise ValueError(f"max_depth must be in 1..256, got {max_depth}")
+    buf = memoryview(data).cast("B").tobytes()  # type: ignore[arg-type]
+    if not 0 <= pos < len(buf):
+        raise ValueError(f"pos {pos} outside the {len(buf)} bytes")
+    major, _, arg, p = _ref_dcbor._head(buf, pos)
+    if major != 5:
+        raise CborReject(SYNTAX, pos, "not a map")
+    if arg > (len(buf) - p) // 2:  # every entry takes at least two bytes
+        raise CborReject(SYNTAX, pos, f"map of {arg} pairs runs past the end")
+    spans = []
+    for _ in range(arg):
+        kpos = p
+        _, p = _ref_dcbor._item(buf, p, 2, max_depth)
+        vpos = p
+        _, p = _ref_dcbor._item(buf, p, 2, max_depth)
+        spans.append((kpos, vpos, p))
+    return spans, p

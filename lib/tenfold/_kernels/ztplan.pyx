@@ -444,3 +444,36 @@ def view(object base, tuple plan not None):
     Py_INCREF(base)  # SetBaseObject steals it
     PyArray_SetBaseObject(<PyArrayObject*>arr, <PyObject*>base)
     return arr
+
+
+def map_spans(const uint8_t[::1] data, Py_ssize_t pos, int max_depth):
+    """Where the entries of the deterministic-CBOR map whose head is at ``pos`` lie.
+
+    Returns ``(spans, end)``: one ``(key_start, value_start, value_end)`` per entry, in the
+    order they are encoded, and the end of the map. Each key and value is decoded on the way
+    (``CborReject`` for anything ``dcbor.decode`` refuses, nesting counted from the map at
+    depth 1); keys are not checked for order (the caller decoded the whole item before).
+    Lets a writer copy the encodings of entries it does not change instead of encoding them
+    again.
+    """
+    if max_depth < 1 or max_depth > MAX_DEPTH_LIMIT:
+        raise ValueError(f"max_depth must be in 1..{MAX_DEPTH_LIMIT}, got {max_depth}")
+    cdef Py_ssize_t n = data.shape[0], p, kpos, vpos, i
+    cdef Ctx c
+    cdef Head h
+    if pos < 0 or pos >= n:
+        raise ValueError(f"pos {pos} outside the {n} bytes")
+    strings = start(&c, &data[0], n, max_depth)
+    read_head(&c, pos, &h)
+    if h.major != 5:
+        raise _Reject(_SYNTAX, pos, "not a map")
+    check_container(&c, &h, pos, 1)
+    p = h.next
+    spans = []
+    for i in range(<Py_ssize_t>h.arg):
+        kpos = p
+        decode_item(&c, strings, p, 2, &p)
+        vpos = p
+        decode_item(&c, strings, p, 2, &p)
+        spans.append((kpos, vpos, p))
+    return spans, p
