@@ -245,8 +245,14 @@ def run(quick: bool) -> list[dict]:
             return f
 
         t_w = best(lambda: zt.save(out, tensors, generation=2), 3, fresh(out))
-        t_wn = best(lambda: zt.save(out, tensors, generation=2, fsync=False), 3, fresh(out))
-        t_np = best(lambda: np.save(npy, flat), 3, fresh(npy))
+        # tenfold and np.save take turns (the disk's state moves between runs); each keeps
+        # its best run, and the worst ratio of a round is recorded as well
+        wn, nps = [], []
+        for _ in range(5):
+            wn.append(best(lambda: zt.save(out, tensors, generation=2, fsync=False), 1, fresh(out)))
+            nps.append(best(lambda: np.save(npy, flat), 1, fresh(npy)))
+        t_wn, t_np = min(wn), min(nps)
+        worst = min(n / w for w, n in zip(wn, nps, strict=True))
         rows.append(
             row(
                 "v2 write (fsync)",
@@ -264,7 +270,7 @@ def run(quick: bool) -> list[dict]:
                 "np.save",
                 t_np,
                 target="within 1.3x (ratio >= 0.77)",
-                note="same bytes, one array",
+                note=f"same bytes, one array; 5 alternating runs, worst run's ratio {worst:.2f}x",
             )
         )
 
