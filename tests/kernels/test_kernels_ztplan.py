@@ -57,9 +57,31 @@ def outcome_of(k, raw: bytes, **kw) -> tuple:
     )
 
 
+def table_outcome_of(k, raw: bytes, **kw) -> tuple:
+    """:func:`outcome_of` through ``scan_table``: its plans, built from the table's records,
+    must be the tuples ``scan_manifest`` gives."""
+
+    class Tabled:
+        @staticmethod
+        def scan_manifest(data, *args):
+            got = k.scan_table(bytes(data), *args)
+            if got is None:
+                return None
+            table, *rest = got
+            assert len(table) == len(table.index)
+            plans = {n: table.plan(i) for n, i in table.index.items()}
+            for n, i in table.index.items():
+                assert table.has_digest(i) == (plans[n][5] is not None)
+            return (plans, *rest)
+
+    return outcome_of(Tabled, raw, **kw)
+
+
 def both(raw: bytes, **kw) -> tuple:
     impls = ["reference"] if _kernels.pure_python() else ["compiled", "reference"]
     got = {impl: outcome_of(_kernels.load("ztplan", impl), raw, **kw) for impl in impls}
+    for impl in impls:
+        got[impl + " table"] = table_outcome_of(_kernels.load("ztplan", impl), raw, **kw)
     assert len({repr(g) for g in got.values()}) == 1, f"{raw.hex()}: {got}"
     return next(iter(got.values()))
 
@@ -297,6 +319,10 @@ def test_scan_never_crashes():
     def call(batch: list[bytes]) -> None:
         for b in batch:
             try:
+                k.scan_table(b, 32, REGION, ALIGN, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)
+            except CborReject:
+                pass
+            try:
                 scan(k, b)
             except CborReject:
                 pass
@@ -415,3 +441,36 @@ def test_map_spans_twins_agree(raw, pos, depth):
         except ValueError as exc:
             got.append(("value", str(exc)))
     assert got[0] == got[1]
+
+
+def test_plan_table_views(kernels):
+    """PlanTable.view: the plan's array over the map, or None when the general path must
+    answer (no plan, no map, an empty blob, a digest not checked yet)."""
+    k = kernels("ztplan")
+    objects = {
+        "a": dense(8, (2, 3), "f32", "xxh3:" + "0" * 16),
+        "b": dense(40, (4,), "u8"),
+        "e": dense(48, (0, 5), "i16"),
+    }
+    raw = _dcbor.encode({"objects": objects})
+    table, others, *_ = k.scan_table(raw, 32, 64, 8, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)
+    assert others == {} and list(table.index) == ["a", "b", "e"]
+    base = _base(64)
+    b = table.view(base, "b", True, set())
+    assert b.tolist() == [40, 41, 42, 43] and not b.flags.writeable
+    assert np.shares_memory(b, base)
+    assert table.view(base, "a", True, set()) is None  # digest to check first
+    a = table.view(base, "a", True, {("a", "data")})
+    assert a.shape == (2, 3) and a.tobytes() == base[8:32].tobytes()
+    np.testing.assert_array_equal(table.view(base, "a", False, set()), a)
+    assert table.view(base, "e", False, set()) is None  # empty blob
+    assert table.view(base, "zz", False, set()) is None
+    assert table.view(None, "b", False, set()) is None
+    with pytest.raises(ValueError):
+        table.view(_base(40), "b", False, set())  # the map is shorter than the plan
+    with pytest.raises(ValueError):
+        table.view(np.zeros(64, np.uint16), "b", False, set())
+    with pytest.raises(IndexError):
+        table.plan(3)
+    with pytest.raises(TypeError):
+        k.scan_table(bytearray(raw), 32, 64, 8, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)

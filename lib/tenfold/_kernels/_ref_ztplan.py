@@ -223,3 +223,61 @@ def map_spans(data: object, pos: int, max_depth: int) -> tuple[list[tuple[int, i
         _, p = _ref_dcbor._item(buf, p, 2, max_depth)
         spans.append((kpos, vpos, p))
     return spans, p
+
+
+class PlanTable:
+    """The plans of one manifest (see :func:`scan_table`): ``index`` maps each planned
+    object's name to its number, in manifest order; :meth:`plan` gives the tuple
+    :func:`scan_manifest` gives, :meth:`view` the array of a name."""
+
+    def __init__(self, plans: dict[Any, tuple[Any, ...]]) -> None:
+        self.index = {name: i for i, name in enumerate(plans)}
+        self._plans = list(plans.values())
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def plan(self, i: int) -> tuple[Any, ...]:
+        """Plan ``i`` as :func:`scan_manifest` gives it."""
+        i = ssize(i)
+        if not 0 <= i < len(self._plans):
+            raise IndexError(f"plan {i} of {len(self._plans)}")
+        return self._plans[i]
+
+    def has_digest(self, i: int) -> bool:
+        """Whether plan ``i`` has a digest."""
+        return self.plan(i)[5] is not None
+
+    def view(self, base: Any, name: Any, verify: bool, verified: Any) -> np.ndarray | None:
+        """The read-only array of the planned object ``name`` over ``base`` (as :func:`view`),
+        or None when there is none to give: no plan of that name, ``base`` is None, the blob
+        is empty, or its digest is to be checked first (``verify`` and ``(name, "data")`` not
+        in ``verified``)."""
+        i = self.index.get(name)
+        if i is None or base is None:
+            return None
+        plan = self._plans[i]
+        if plan[1] == 0 or (verify and plan[5] is not None and (name, "data") not in verified):
+            return None
+        return view(base, plan)
+
+
+def scan_table(
+    data: bytes,
+    max_depth: int,
+    region: int,
+    align: int,
+    max_rank: int,
+    max_name_bytes: int,
+    dtypes: dict[str, Any],
+    digests: dict[str, int],
+) -> tuple[PlanTable, dict[Any, Any], dict[Any, Any], bool, int, int] | None:
+    """:func:`scan_manifest` with the plans in a :class:`PlanTable`:
+    ``(table, others, rest, in_order, lo, hi)`` or None."""
+    if type(data) is not bytes:
+        raise TypeError(f"expected bytes, got {type(data).__name__}")
+    got = scan_manifest(data, max_depth, region, align, max_rank, max_name_bytes, dtypes, digests)
+    if got is None:
+        return None
+    plans, others, rest, in_order, lo, hi = got
+    return PlanTable(plans), others, rest, in_order, lo, hi

@@ -413,7 +413,7 @@ def decode_manifest(
     :func:`_object` and :func:`check_layout`, which name the rule an object breaks.
     """
     try:
-        scan = _kernels.load("ztplan").scan_manifest(
+        scan = _kernels.load("ztplan").scan_table(
             raw,
             _dcbor.MAX_DEPTH,
             file_size - FOOTER_SIZE,
@@ -433,7 +433,8 @@ def decode_manifest(
             moff=moff,
             max_objects=max_objects,
         )
-    plans, others, rest, in_order, lo, hi = scan
+    table, others, rest, in_order, lo, hi = scan
+    plans = PlanMap(table)
     disjoint = in_order and (lo < 0 or not manifest[1] or manifest[0] >= hi or sum(manifest) <= lo)
     return _validate(
         rest,
@@ -475,7 +476,7 @@ def parse_manifest(
 
 def _validate(
     root: dict[Any, Any],
-    plans: dict[str, DensePlan],
+    plans: Mapping[str, DensePlan],
     others: dict[Any, Any],
     disjoint: bool,
     *,
@@ -537,6 +538,27 @@ def _validate(
 DensePlan = tuple[int, int, str, np.dtype, tuple[int, ...], str | None]
 
 
+class PlanMap(Mapping[str, DensePlan]):
+    """Name -> :class:`DensePlan` over a ``ztplan.PlanTable`` (each plan's tuple is built when
+    asked for; the reader builds views from ``table`` directly)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self._index: dict[str, int] = table.index
+
+    def __getitem__(self, name: str) -> DensePlan:
+        return self.table.plan(self._index[name])  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+
 def plan_info(name: str, plan: DensePlan) -> ObjectInfo:
     """The :class:`ObjectInfo` of a plain dense object accepted by ``ztplan.dense_plans``."""
     offset, length, dtype, _, shape, digest = plan
@@ -548,7 +570,7 @@ class ObjectTable(Mapping[str, ObjectInfo]):
     """Name -> :class:`ObjectInfo` of a validated manifest, in name order; the records of plain
     dense objects are built on first access from their :class:`DensePlan` (``plans``)."""
 
-    def __init__(self, plans: dict[str, DensePlan], built: dict[str, ObjectInfo]) -> None:
+    def __init__(self, plans: Mapping[str, DensePlan], built: dict[str, ObjectInfo]) -> None:
         self.plans = plans
         self._built = built
         self._names = sorted([*plans, *built]) if built else sorted(plans)
@@ -697,7 +719,7 @@ def _part(
 
 
 def _overlapping(
-    plans: dict[str, DensePlan], built: dict[str, ObjectInfo], manifest: tuple[int, int]
+    plans: Mapping[str, DensePlan], built: dict[str, ObjectInfo], manifest: tuple[int, int]
 ) -> bool:
     """True when two blobs of one file partly overlap (:func:`_overlaps` then names them)."""
     groups: dict[str | None, list[tuple[int, int]]] = {None: []}

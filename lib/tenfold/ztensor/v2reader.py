@@ -258,6 +258,7 @@ class V2Reader(ZtReader, Mapping[str, Any]):
     #: Plain dense objects read straight from their plan (a subclass may have none).
     _plans: Mapping[str, DensePlan] = MappingProxyType({})
     _base: np.ndarray | None = None
+    _table: Any = None
 
     def __init__(
         self,
@@ -296,6 +297,8 @@ class V2Reader(ZtReader, Mapping[str, Any]):
         self.data_shard = man is None
         self._infos: Mapping[str, ObjectInfo] = man.objects if man else {}
         self._plans: Mapping[str, DensePlan] = man.objects.plans if man else {}
+        #: the plans' ``ztplan.PlanTable``: views straight from its records
+        self._table = getattr(self._plans, "table", None)
         # a memory map's bytes, to build plain dense views from (other sources: _mf.array)
         self._base = self._mf.buffer() if type(self._mf) is MappedFile else None
         self._tail_start = self._mf.size - FOOTER_SIZE
@@ -310,6 +313,11 @@ class V2Reader(ZtReader, Mapping[str, Any]):
     # -- Mapping ------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
         # a plain dense object (digest checked, or not to be) is a view built from its plan
+        table = self._table
+        if table is not None and not self.copy:
+            arr = table.view(self._base, name, self.verify_checksums, self._verified)
+            if arr is not None:
+                return arr
         plan = self._plans.get(name)
         if (
             plan is not None
