@@ -38,6 +38,7 @@ class OptionalBuildExt(build_ext):
 def extensions():
     if MODE == "0":
         return []
+    import numpy
     from Cython.Build import cythonize
     from setuptools import Extension
 
@@ -46,6 +47,7 @@ def extensions():
         Extension(
             "tenfold._kernels." + os.path.splitext(os.path.basename(src))[0],
             [src],
+            include_dirs=[numpy.get_include()],  # ztplan builds arrays with NumPy's C API
             extra_compile_args=["-O3"],
             define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
         )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
+import numpy
 from Cython.Build import cythonize
 from setuptools import Distribution, Extension
 
@@ -20,7 +21,13 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def build(family: str) -> None:
     src = os.path.join("lib", "tenfold", "_kernels", f"{family}.pyx")
-    ext = Extension(f"tenfold._kernels.{family}", [src], extra_compile_args=["-O3"])
+    ext = Extension(
+        f"tenfold._kernels.{family}",
+        [src],
+        include_dirs=[numpy.get_include()],
+        extra_compile_args=["-O3"],
+        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
+    )
     mods = cythonize(
         [ext],
         language_level=3,

@@ -64,6 +64,18 @@ class V2OpenSuite:
             _v2spec.DIGESTS,
         )
 
+    def time_scan_table(self, n_tensors):
+        _kernels.load("ztplan").scan_table(
+            bytes(self.raw),
+            32,
+            self.size - 40,
+            _v2spec.ALIGN,
+            _v2spec.MAX_RANK,
+            _v2spec.MAX_NAME_BYTES,
+            _v2spec.DTYPES,
+            _v2spec.DIGESTS,
+        )
+
     def time_load_manifest(self, n_tensors):
         with zt.V2Reader(self.path) as r:
             v2reader.load_manifest(r._mf, r.limits)

@@ -57,9 +57,31 @@ def outcome_of(k, raw: bytes, **kw) -> tuple:
     )
 
 
+def table_outcome_of(k, raw: bytes, **kw) -> tuple:
+    """:func:`outcome_of` through ``scan_table``: its plans, built from the table's records,
+    must be the tuples ``scan_manifest`` gives."""
+
+    class Tabled:
+        @staticmethod
+        def scan_manifest(data, *args):
+            got = k.scan_table(bytes(data), *args)
+            if got is None:
+                return None
+            table, *rest = got
+            assert len(table) == len(table.index)
+            plans = {n: table.plan(i) for n, i in table.index.items()}
+            for n, i in table.index.items():
+                assert table.has_digest(i) == (plans[n][5] is not None)
+            return (plans, *rest)
+
+    return outcome_of(Tabled, raw, **kw)
+
+
 def both(raw: bytes, **kw) -> tuple:
     impls = ["reference"] if _kernels.pure_python() else ["compiled", "reference"]
     got = {impl: outcome_of(_kernels.load("ztplan", impl), raw, **kw) for impl in impls}
+    for impl in impls:
+        got[impl + " table"] = table_outcome_of(_kernels.load("ztplan", impl), raw, **kw)
     assert len({repr(g) for g in got.values()}) == 1, f"{raw.hex()}: {got}"
     return next(iter(got.values()))
 
@@ -297,8 +319,158 @@ def test_scan_never_crashes():
     def call(batch: list[bytes]) -> None:
         for b in batch:
             try:
+                k.scan_table(b, 32, REGION, ALIGN, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)
+            except CborReject:
+                pass
+            try:
                 scan(k, b)
             except CborReject:
                 pass
 
     assert outcome(call, inputs) == "ok"
+
+
+# -- view: the array of a plan over a map --------------------------------------------------
+
+
+def _base(n: int = 64) -> np.ndarray:
+    b = np.arange(n, dtype=np.uint8)
+    b.flags.writeable = False
+    return b
+
+
+def test_view_known(kernels):
+    k = kernels("ztplan")
+    base = _base()
+    v = k.view(base, (8, 24, "f32", DTYPES["f32"], (2, 3), None))
+    assert v.dtype == np.float32 and v.shape == (2, 3)
+    assert v.tobytes() == base[8:32].tobytes()
+    assert not v.flags.writeable and v.flags.c_contiguous
+    assert np.shares_memory(v, base)
+    assert k.view(base, (63, 1, "u8", DTYPES["u8"], (), None)).item() == 63  # 0-d, unaligned
+    w = k.view(base, (1, 8, "i16", DTYPES["i16"], (4,), "xxh3:00"))  # odd offset: unaligned
+    assert w.tolist() == np.frombuffer(base[1:9].tobytes(), "<i2").tolist()
+
+
+def test_view_keeps_the_map_alive_after_close(kernels, tmp_path):
+    """A view's base holds the map's buffer: closing the map (as a reader's close does)
+    must not unmap bytes a view still shows."""
+    import mmap
+
+    p = tmp_path / "f.bin"
+    p.write_bytes(bytes(range(256)) * 32)
+    with open(p, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    base = np.frombuffer(mm, np.uint8)
+    v = kernels("ztplan").view(base, (4096, 16, "u8", DTYPES["u8"], (16,), None))
+    del base
+    with pytest.raises(BufferError):
+        mm.close()  # still exported through the view's base
+    assert v.tolist() == list(range(16))
+
+
+@pytest.mark.parametrize(
+    "base, plan, exc",
+    [
+        ("not an array", (0, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (np.zeros((2, 8), np.uint8), (0, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (np.zeros(8, np.uint16), (0, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (np.zeros(16, np.uint8)[::2], (0, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (_base(8), (0, 4, "u8", DTYPES["u8"], (4,)), ValueError),
+        (_base(8), (6, 4, "u8", DTYPES["u8"], (4,), None), ValueError),  # past the end
+        (_base(8), (-1, 4, "u8", DTYPES["u8"], (4,), None), ValueError),
+        (_base(8), (0, 4, "u8", DTYPES["u8"], (5,), None), ValueError),  # length mismatch
+        (_base(8), (0, 4, "u8", DTYPES["u8"], (2, 2, 1 << 62), None), ValueError),
+        (_base(8), (0, 4, "u8", "u8", (4,), None), ValueError),  # not a dtype
+        (_base(8), (0, 4, "u8", DTYPES["u8"], (4, -1), None), OverflowError),
+        (_base(8), (0, 4, "u8", DTYPES["u8"], [4], None), TypeError),
+        (_base(8), [0, 4, "u8", DTYPES["u8"], (4,), None], TypeError),
+    ],
+)
+def test_view_refuses(kernels, base, plan, exc):
+    with pytest.raises(exc):
+        kernels("ztplan").view(base, plan)
+
+
+# -- map_spans: where a map's entries are encoded -------------------------------------------
+
+
+def test_map_spans_known(kernels):
+    k = kernels("ztplan")
+    value = {"objects": {"a": dense(), "bb": dense(8192)}, "attributes": {"x": [1.5, None]}}
+    raw = _dcbor.encode(value)
+    spans, end = k.map_spans(raw, 0, 32)
+    assert end == len(raw)
+    keys = [_dcbor.decode(raw[a:b]) for a, b, _ in spans]
+    assert keys == ["objects", "attributes"]  # encoded order: shorter key first
+    for (_, b, c), key in zip(spans, keys, strict=True):
+        assert _dcbor.decode(raw[b:c]) == value[key]
+    a, b, c = spans[0]
+    inner, inner_end = k.map_spans(raw, b, 32)
+    assert inner_end == c
+    assert [raw[x:y] for x, y, _ in inner] == [_dcbor.encode("a"), _dcbor.encode("bb")]
+    assert k.map_spans(_dcbor.encode({}), 0, 1) == ([], 1)
+
+
+@pytest.mark.parametrize(
+    "raw, pos, depth, exc",
+    [
+        (b"\x82\x01\x02", 0, 32, CborReject),  # an array, not a map
+        (b"\xa2\x61a\x01", 0, 32, CborReject),  # truncated: one entry of two
+        (b"\xa1\x61a\x81\x81\x01", 0, 2, CborReject),  # too deep
+        (b"\xa1\x61a\x01", 5, 32, ValueError),
+        (b"\xa1\x61a\x01", -1, 32, ValueError),
+        (b"\xa1\x61a\x01", 0, 0, ValueError),
+    ],
+)
+def test_map_spans_refuses(kernels, raw, pos, depth, exc):
+    with pytest.raises(exc):
+        kernels("ztplan").map_spans(raw, pos, depth)
+
+
+@given(st.binary(max_size=64), st.integers(0, 70), st.integers(1, 8))
+def test_map_spans_twins_agree(raw, pos, depth):
+    if _kernels.pure_python():
+        return
+    got = []
+    for impl in ("compiled", "reference"):
+        try:
+            got.append(_kernels.load("ztplan", impl).map_spans(raw, pos, depth))
+        except CborReject as exc:
+            got.append(("reject", exc.rule, exc.offset))
+        except ValueError as exc:
+            got.append(("value", str(exc)))
+    assert got[0] == got[1]
+
+
+def test_plan_table_views(kernels):
+    """PlanTable.view: the plan's array over the map, or None when the general path must
+    answer (no plan, no map, an empty blob, a digest not checked yet)."""
+    k = kernels("ztplan")
+    objects = {
+        "a": dense(8, (2, 3), "f32", "xxh3:" + "0" * 16),
+        "b": dense(40, (4,), "u8"),
+        "e": dense(48, (0, 5), "i16"),
+    }
+    raw = _dcbor.encode({"objects": objects})
+    table, others, *_ = k.scan_table(raw, 32, 64, 8, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)
+    assert others == {} and list(table.index) == ["a", "b", "e"]
+    base = _base(64)
+    b = table.view(base, "b", True, set())
+    assert b.tolist() == [40, 41, 42, 43] and not b.flags.writeable
+    assert np.shares_memory(b, base)
+    assert table.view(base, "a", True, set()) is None  # digest to check first
+    a = table.view(base, "a", True, {("a", "data")})
+    assert a.shape == (2, 3) and a.tobytes() == base[8:32].tobytes()
+    np.testing.assert_array_equal(table.view(base, "a", False, set()), a)
+    assert table.view(base, "e", False, set()) is None  # empty blob
+    assert table.view(base, "zz", False, set()) is None
+    assert table.view(None, "b", False, set()) is None
+    with pytest.raises(ValueError):
+        table.view(_base(40), "b", False, set())  # the map is shorter than the plan
+    with pytest.raises(ValueError):
+        table.view(np.zeros(64, np.uint16), "b", False, set())
+    with pytest.raises(IndexError):
+        table.plan(3)
+    with pytest.raises(TypeError):
+        k.scan_table(bytearray(raw), 32, 64, 8, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)

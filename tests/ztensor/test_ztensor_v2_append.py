@@ -203,3 +203,71 @@ def test_cli_id(tmp_path, capsys):
 
 
 _ = json
+
+
+def _merged(p: Path) -> bytes:
+    """The manifest bytes of ``p``."""
+    with zt.open(p) as r:
+        moff, mlen = r.manifest_blob
+        return bytes(r.stored_bytes()[moff : moff + mlen])
+
+
+@pytest.mark.parametrize("attrs", [None, {"kind": "model", "n": 2}])
+def test_append_manifest_is_the_encoding_of_the_merged_value(tmp_path, attrs):
+    """The appender copies the old entries' bytes instead of encoding them again: the result
+    must be exactly the deterministic encoding of the merged manifest, for files with file
+    and object attributes, sparse objects, zstd parts and names of every length."""
+    from tenfold.ztensor import _dcbor
+    from tenfold.ztensor.sparse import SparseTensor
+
+    p = tmp_path / "m.zt"
+    with zt.Writer(p, generation=2, attributes={"a": [1, 2.5, None]}, canonical=False) as w:
+        w.add("x", np.arange(3, dtype=np.float32), attrs={"unit": "m"})
+        w.add("a_much_longer_name_than_the_others", np.ones(2, np.int8))
+        w.add("z", np.zeros(100, np.float64), encoding="zstd")
+        w.add(
+            "s",
+            SparseTensor(
+                "csr",
+                (2, 3),
+                np.array([1.0, 2.0], np.float32),
+                indices=np.array([0, 2], np.uint64),
+                indptr=np.array([0, 1, 2], np.uint64),
+            ),
+        )
+    old = _dcbor.decode(_merged(p))
+    with zt.Writer(p, generation=2, append=True) as w:
+        w.add("b", np.arange(2, dtype=np.int32))
+        w.add("yy", np.arange(7, dtype=np.uint16), attrs={"k": True})
+        if attrs is not None:
+            w.set_attributes(attrs)
+    got = _merged(p)
+    want = dict(old)
+    objects = dict(old["objects"])
+    with zt.open(p) as r:
+        root = r._root
+    objects["b"] = root["objects"]["b"]
+    objects["yy"] = root["objects"]["yy"]
+    want["objects"] = objects
+    if attrs is not None:
+        want["attributes"] = attrs
+    assert got == _dcbor.encode(want)
+    with zt.open(p) as r:
+        np.testing.assert_array_equal(r["yy"], np.arange(7))
+        assert r.metadata == (attrs or {"a": [1, 2.5, None]})
+    assert zt.verify(p).ok
+
+
+def test_append_to_a_sharded_root_keeps_its_shard_table(tmp_path):
+    """Appending rebuilt the root from objects and attributes only, dropping the shard table
+    that the existing objects refer to: the file no longer opened."""
+    t = {f"w{i}": np.full((64, 64), i, np.float32) for i in range(3)}
+    root = tmp_path / "model.zt"
+    zt.save_sharded(root, t, shard_bytes=20000)
+    zt.append(root, {"extra": np.arange(3, dtype=np.float32)})
+    with zt.open(root) as r:
+        assert sorted(r.shards)
+        for k, a in t.items():
+            np.testing.assert_array_equal(r[k], a)
+        np.testing.assert_array_equal(r["extra"], np.arange(3, dtype=np.float32))
+    assert zt.verify(root).ok

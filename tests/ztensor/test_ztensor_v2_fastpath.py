@@ -212,3 +212,47 @@ def test_append_syncs_data_twice(tmp_path, monkeypatch):
     assert calls == []
     with zt.open(path) as r:
         assert sorted(r) == ["w", "x", "y"] and r["x"].tolist() == [1, 1, 1]
+
+
+def test_open_maps_a_v2_path_with_one_open(mixed, monkeypatch):
+    """zt.open of a v2 path opens the file once (for the magic and the map; before: twice)
+    and its views outlive the reader; other generations and damaged heads take the general
+    path, which names the problem."""
+    path, tensors = mixed
+    opened = []
+    real_open = os.open
+    monkeypatch.setattr(
+        os, "open", lambda p, *a, **k: opened.append(os.fspath(p)) or real_open(p, *a, **k)
+    )
+    with zt.open(path, verify_checksums=False) as r:
+        views = {n: r[n] for n in r}
+    assert opened == [str(path)]
+    for name, want in tensors.items():
+        np.testing.assert_array_equal(views[name], want)  # after close: still mapped
+    monkeypatch.setattr(os, "open", real_open)
+    bad = path.with_name("bad.zt")
+    data = bytearray(path.read_bytes())
+    data[1] ^= 0xFF  # head magic damaged: the tail magic still picks the v2 reader
+    bad.write_bytes(bytes(data))
+    with pytest.raises(FormatError, match="header-magic"):
+        zt.open(bad)
+    v010 = path.with_name("old.zt")
+    zt.save(v010, {"x": np.arange(3)})
+    with zt.open(v010) as r:
+        np.testing.assert_array_equal(r["x"], np.arange(3))
+
+
+def test_mapped_file_adopts_a_descriptor_and_head(tmp_path):
+    from tenfold.core.mapped import MappedFile
+
+    p = tmp_path / "f.bin"
+    p.write_bytes(b"ABCDEFGH" + bytes(100))
+    fd = os.open(p, os.O_RDONLY)
+    mf = MappedFile(p, fd=fd, size=108, head=b"ABCDEFGH")
+    assert mf.size == 108 and mf.magic(b"12345678") == b"ABCDEFGH"
+    assert mf.bytes(0, 3) == b"ABC"
+    mf.close()
+    with pytest.raises(OSError):
+        os.fstat(fd)  # the file owned the descriptor and closed it
+    with pytest.raises(ValueError, match="closed"):
+        mf.magic(b"12345678")

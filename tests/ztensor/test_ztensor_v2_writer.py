@@ -307,3 +307,57 @@ def test_convert_between_generations(tmp_path):
         assert r.info("csr_4x6").layout == "zt.sparse_csr/1"
         np.testing.assert_array_equal(r["csr_4x6"].toarray(), r1["csr_4x6"].toarray())
     assert main(["convert", str(src), str(tmp_path / "e.npz"), "--zt-generation", "2"]) == 1
+
+
+def test_large_parts_hashed_on_a_second_thread_give_the_same_file(tmp_path, monkeypatch):
+    """Raw parts of 8 MiB and more are hashed on a worker thread while they are written: the
+    file (blobs, digests, deduplicated parts) is byte for byte the one-thread file."""
+    import xxhash
+
+    from tenfold.ztensor import v2writer
+
+    rng = np.random.default_rng(3)
+    big = rng.standard_normal((3 << 20) // 2, dtype=np.float32).reshape(-1, 1024)  # 6 MiB
+    tensors = {
+        "a": rng.standard_normal(9 << 18, dtype=np.float32),  # 9 MiB
+        "b": big,
+        "c": np.arange(10, dtype=np.int16),
+        "d": rng.standard_normal(9 << 18, dtype=np.float32)[::-1],  # not contiguous
+    }
+    tensors["e"] = tensors["a"].copy()  # deduplicated: points at a's blob
+    piped, serial = tmp_path / "p.zt", tmp_path / "s.zt"
+    monkeypatch.setattr(v2writer, "_PIPE_MIN", 1 << 20)
+    zt.save(piped, tensors, generation=2)
+    monkeypatch.setattr(v2writer, "_PIPE_MIN", 1 << 62)
+    zt.save(serial, tensors, generation=2)
+    assert piped.read_bytes() == serial.read_bytes()
+    with zt.open(piped) as r:
+        for name, want in tensors.items():
+            np.testing.assert_array_equal(r[name], want)  # digests checked on first read
+        assert r.info("e").offset == r.info("a").offset
+        want = xxhash.xxh3_64_hexdigest(tensors["a"].tobytes())
+        assert r.info("a").parts["data"].digest == f"xxh3:{want}"
+
+
+def test_write_error_while_hashing_on_a_thread_is_raised(tmp_path, monkeypatch):
+    """A failing write stops the hashing thread and the error reaches the caller; nothing
+    is left behind."""
+    import threading
+
+    from tenfold.ztensor import v2writer
+
+    monkeypatch.setattr(v2writer, "_PIPE_MIN", 1 << 20)
+    calls = []
+
+    class Failing:
+        def write(self, chunk):
+            calls.append(len(chunk))
+            if len(calls) == 3:
+                raise OSError(28, "No space left on device")
+            return len(chunk)
+
+    before = threading.active_count()
+    with pytest.raises(OSError, match="No space"):
+        v2writer._write_hashing(Failing(), [np.zeros(8 << 20, np.uint8)])
+    assert threading.active_count() == before
+    assert calls == [1 << 20] * 3

@@ -80,6 +80,11 @@ class MappedFile:
         ``memoryview``, NumPy array); a buffer is used in place, never copied.
     fmt
         Short format name used in error messages.
+    fd, size, head
+        For a path already opened: its read-only descriptor (of a regular file, as
+        :func:`open_regular` checks) to map instead of opening the path again (the file then
+        owns it), the file's size from ``fstat``, and bytes already read from offset 0
+        (:meth:`magic` returns them instead of reading again).
 
     Examples
     --------
@@ -89,18 +94,29 @@ class MappedFile:
     >>> m.close()
     """
 
-    def __init__(self, source: Any, *, fmt: str = "tenfold") -> None:
+    def __init__(
+        self,
+        source: Any,
+        *,
+        fmt: str = "tenfold",
+        fd: int | None = None,
+        size: int | None = None,
+        head: bytes = b"",
+    ) -> None:
         self.fmt = fmt
         self._mm: mmap.mmap | None = None
         self._fd: int | None = None
+        self._head = head
         if isinstance(source, (str, os.PathLike)):
             self.path: str | None = os.fspath(source)
             # The descriptor stays open (for pread_into) so that every read, mapped or copied,
             # comes from the file that was opened even if the name is replaced meanwhile.
-            # A FIFO, device or directory is refused without blocking (see open_regular).
-            self._fd = open_regular(self.path, fmt=fmt)
+            # A FIFO, device or directory is refused without blocking (see open_regular);
+            # ``fd`` is adopted instead (and closed on failure).
+            self._fd = open_regular(self.path, fmt=fmt) if fd is None else fd
             try:
-                size = os.fstat(self._fd).st_size
+                if fd is None or size is None:
+                    size = os.fstat(self._fd).st_size
                 if size > 0:
                     self._mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
             except BaseException:
@@ -263,7 +279,10 @@ class MappedFile:
 
     def magic(self, expected: _Bytes, what: str = "magic") -> _Bytes:
         """The first ``len(expected)`` bytes (at most the file's size), for a magic check."""
-        return self.bytes(0, min(len(expected), self.size), what)
+        n = min(len(expected), self.size)
+        if len(self._head) >= n and self._u8 is not None:
+            return self._head[:n]
+        return self.bytes(0, n, what)
 
     def prefetch(self, ranges: Any, gap: int = 0) -> None:
         """Fetch ranges ahead of reading them: nothing to do for a map or a buffer."""

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from .. import _kernels
 from ..core.buffers import byte_view
 from ..errors import EncodeError, describe
 from . import _dcbor
@@ -96,9 +97,10 @@ class V2Appender(V2Writer):
                 raise EncodeError(describe(FMT, self.path, detail="cannot append to a data shard"))
             self._old_size = r.size
             self._old_footer = r._mf.bytes(r.size - FOOTER_SIZE, FOOTER_SIZE, "footer")
-            root: Any = r._root
-        self._old_objects: dict[str, Any] = root["objects"]
-        self._attributes = root.get("attributes")
+            moff, mlen = r.manifest_blob
+            self._old_manifest = _OldManifest(r._mf.bytes(moff, mlen, "manifest"))
+            self._old_names = frozenset(r)
+        self._attributes = None  # the old ones are kept as they are encoded unless replaced
         if attributes is not None:
             self.set_attributes(attributes)
         self._f = _Pending(self._old_size)  # type: ignore[assignment]
@@ -118,7 +120,7 @@ class V2Appender(V2Writer):
 
     def _check_name(self, name: object) -> None:
         super()._check_name(name)
-        if name in self._old_objects:
+        if name in self._old_names:
             raise EncodeError(
                 describe(FMT, f"object {name!r}", field="name", detail="already in the file")
             )
@@ -149,14 +151,10 @@ class V2Appender(V2Writer):
             self.abort()
             raise ValueError(f"zt: appender failed earlier ({self._failed}); file unchanged")
         self._closed = True
-        if not self._objects and self._attributes is None:
+        old = self._old_manifest
+        if not self._objects and self._attributes is None and old.attributes is None:
             return
-        objects = dict(self._old_objects)
-        objects.update(self._objects)
-        root: dict[str, Any] = {"objects": objects}
-        if self._attributes is not None:
-            root["attributes"] = self._attributes
-        manifest = _dcbor.encode(root)
+        manifest = old.with_objects(self._objects, self._attributes)
         moff = -(-self._pos // self.align) * self.align
         end = moff + len(manifest) + FOOTER_SIZE
         new_footer = footer_bytes(moff, len(manifest), xxhash.xxh3_64_intdigest(manifest))
@@ -191,6 +189,61 @@ class V2Appender(V2Writer):
 
     def abort(self) -> None:
         self._closed = True
+
+
+_OBJECTS_KEY = _dcbor.encode("objects")
+_ATTRIBUTES_KEY = _dcbor.encode("attributes")
+
+
+class _OldManifest:
+    """The current manifest's encoded entries, to build the next one from without decoding
+    and encoding again what does not change.
+
+    The manifest was validated when the file was opened, so its bytes are the deterministic
+    encoding of its value: the new manifest, made of the old entries' bytes and the new
+    entries' encodings, sorted by their keys' bytes, is exactly ``_dcbor.encode`` of the
+    merged value (a test checks it).
+    """
+
+    def __init__(self, raw: bytes) -> None:
+        spans = _kernels.load("ztplan").map_spans
+        self.root: list[tuple[bytes, bytes]] = []  # (key, key + value) of every root entry
+        self.objects: list[tuple[bytes, bytes]] = []
+        self.attributes: bytes | None = None
+        for k, v, end in spans(raw, 0, _dcbor.MAX_DEPTH)[0]:
+            key = raw[k:v]
+            if key == _OBJECTS_KEY:
+                inner = spans(raw, v, _dcbor.MAX_DEPTH)[0]
+                self.objects = [(raw[a:b], raw[a:c]) for a, b, c in inner]
+            else:
+                self.root.append((key, raw[k:end]))
+                if key == _ATTRIBUTES_KEY:
+                    self.attributes = raw[k:end]
+
+    def with_objects(self, objects: Mapping[str, Any], attributes: Any | None) -> bytes:
+        """The manifest with ``objects`` added (names not in it yet) and the file attributes
+        replaced by ``attributes`` unless it is None."""
+        entries = list(self.objects)
+        for name, entry in objects.items():
+            key = _dcbor.encode(name)
+            entries.append((key, key + _dcbor.encode(entry)))
+        entries.sort(key=_first)
+        objs = _map(entries)
+        root = [(k, e) for k, e in self.root if attributes is None or k != _ATTRIBUTES_KEY]
+        root.append((_OBJECTS_KEY, _OBJECTS_KEY + objs))
+        if attributes is not None:
+            root.append((_ATTRIBUTES_KEY, _ATTRIBUTES_KEY + _dcbor.encode(attributes)))
+        root.sort(key=_first)
+        return _map(root)
+
+
+def _first(entry: tuple[bytes, bytes]) -> bytes:
+    return entry[0]
+
+
+def _map(entries: list[tuple[bytes, bytes]]) -> bytes:
+    """A CBOR map of already encoded, sorted ``(key, key + value)`` entries."""
+    return _dcbor.ehead(5, len(entries)) + b"".join(e for _, e in entries)
 
 
 def _datasync(fd: int) -> None:

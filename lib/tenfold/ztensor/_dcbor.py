@@ -78,6 +78,11 @@ def _ehead(major: int, n: int) -> bytes:
     raise ValueError(f"cbor: integer {n} does not fit 64 bits")
 
 
+#: The head of a major type with argument ``n`` (shortest form), for callers that assemble an
+#: item from encoded pieces.
+ehead = _ehead
+
+
 def encode(obj: Any) -> bytes:
     """Deterministic encoding of ``obj`` (None, bool, int, float, str, bytes, list, dict, Key).
 

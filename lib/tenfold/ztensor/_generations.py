@@ -12,6 +12,7 @@ generation magic                       reader
 from __future__ import annotations
 
 import os
+import stat
 from typing import Any
 
 from ..core.buffers import byte_view
@@ -24,6 +25,7 @@ from ._spec import MAGIC, MAGIC_V1, MAGIC_V2
 __all__ = ["generation", "open_any", "verify_any", "inspect_rows", "GENERATIONS"]
 
 GENERATIONS = {MAGIC: "0.1.0", MAGIC_V1: "v1", MAGIC_V2: "v2"}
+_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
 
 
 def _pread(path: str | os.PathLike[str], tail: bool) -> bytes:
@@ -119,6 +121,10 @@ def open_any(source: Any, **options: Any) -> Any:
         except BaseException:
             mf.close()
             raise
+    if isinstance(source, (str, os.PathLike)) and options.get("mmap", True):
+        fast = _open_v2_path(source, options)
+        if fast is not None:
+            return fast
     gen = _generation_or_010(source)
     if gen == "0.1.0":
         from .reader import Reader
@@ -133,6 +139,32 @@ def open_any(source: Any, **options: Any) -> Any:
     from .v2reader import V2Reader
 
     return V2Reader(source, **options)
+
+
+def _open_v2_path(path: str | os.PathLike[str], options: dict[str, Any]) -> Any:
+    """A :class:`V2Reader` over ``path`` when it is a regular file with v2's head magic, else
+    ``None`` (the general path then decides and names any error): the commonest open of a v2
+    file, with the file opened once and as few system calls as possible."""
+    # O_NONBLOCK: opening a FIFO must not wait (see open_regular); it is left set, as it has
+    # no effect on a regular file
+    fd = os.open(path, _FLAGS)
+    try:
+        st = os.fstat(fd)
+        head = os.pread(fd, 8, 0) if stat.S_ISREG(st.st_mode) else b""
+    except BaseException:
+        os.close(fd)
+        raise
+    if head != MAGIC_V2:
+        os.close(fd)
+        return None
+    from .v2reader import V2Reader
+
+    mf = MappedFile(path, fmt="zt", fd=fd, size=st.st_size, head=head)  # closes fd on failure
+    try:
+        return V2Reader(mf, **options)
+    except BaseException:
+        mf.close()
+        raise
 
 
 def verify_any(source: Any, **options: Any) -> Report:

@@ -422,29 +422,7 @@ def _parse_entry(pos: int, entry: Any, index_start: int, limits: Limits) -> Tens
 
 def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) -> TensorInfo:
     what = f"index entry {pos}"
-    if not isinstance(entry, dict):
-        raise FormatError(
-            describe(
-                FMT,
-                what,
-                offset=index_start,
-                detail="not a CBOR map",
-                expected="map",
-                got=type(entry).__name__,
-            )
-        )
-    for k in entry:
-        if not isinstance(k, str):
-            raise FormatError(
-                describe(
-                    FMT,
-                    what,
-                    offset=index_start,
-                    detail="non-string key",
-                    expected="str",
-                    got=repr(k)[:40],
-                )
-            )
+    _check_entry_map(what, entry, index_start)
     name = _field(what, entry, "name", str, index_start)
     what = f"tensor {name!r}"
     offset = _u64(what, entry, "offset", index_start)
@@ -481,127 +459,15 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
     nnz = None
     components: dict[str, Blob] = {}
     if layout == "dense":
-        nbytes = numel * itemsize
-        if nbytes > limits.max_decoded_bytes:
-            raise LimitError(
-                describe(
-                    FMT,
-                    what,
-                    offset=offset,
-                    field="decoded size",
-                    detail="above limit",
-                    expected=f"<= {limits.max_decoded_bytes}",
-                    got=nbytes,
-                )
-            )
-        if encoding == "raw" and size != nbytes:
-            raise FormatError(
-                describe(
-                    FMT,
-                    what,
-                    offset=offset,
-                    field="size",
-                    detail="does not match shape x itemsize",
-                    expected=nbytes,
-                    got=size,
-                )
-            )
+        _check_dense_entry(what, offset, size, numel * itemsize, encoding, limits)
     elif layout == "sparse":
-        sparse_format = _enum(what, entry, "sparse_format", SPARSE_FORMATS, offset)
-        nnz = _u64(what, entry, "nnz", offset)
-        _check_nnz(what, offset, nnz, numel)
-        if encoding == "raw" and size != nnz * itemsize:
-            raise FormatError(
-                describe(
-                    FMT,
-                    what,
-                    offset=offset,
-                    field="size",
-                    detail="does not match nnz x itemsize",
-                    expected=nnz * itemsize,
-                    got=size,
-                )
-            )
-        if sparse_format == "csr":
-            _need_2d(what, offset, shape, "csr")
-            parts = {"indptr": (shape[0] + 1) * 8, "indices": nnz * 8}
-        else:
-            parts = {"coords": len(shape) * nnz * 8}
-        for label, want in parts.items():
-            poff = _u64(what, entry, f"{label}_offset", offset)
-            psize = _u64(what, entry, f"{label}_size", offset)
-            if encoding == "raw" and psize != want:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        what,
-                        offset=poff,
-                        field=f"{label}_size",
-                        detail="does not match the shape and nnz",
-                        expected=want,
-                        got=psize,
-                    )
-                )
-            if want > limits.max_decoded_bytes:
-                raise LimitError(
-                    describe(
-                        FMT,
-                        what,
-                        offset=poff,
-                        field=f"{label} decoded size",
-                        detail="above limit",
-                        expected=f"<= {limits.max_decoded_bytes}",
-                        got=want,
-                    )
-                )
-            components[label] = _blob(what, label, poff, psize, index_start)
+        sparse_format, nnz, components = _sparse_entry(
+            what, entry, offset, size, shape, numel, itemsize, encoding, index_start, limits
+        )
     else:  # legacy single-blob sparsecsr / sparsecoo (ztensor 0.1.x)
-        sparse_format = "csr" if layout == "sparsecsr" else "coo"
-        if encoding != "raw":
-            raise UnsupportedError(
-                describe(
-                    FMT,
-                    what,
-                    offset=offset,
-                    field="encoding",
-                    detail=f"{layout} is read only with raw encoding",
-                    expected="raw",
-                    got=encoding,
-                )
-            )
-        if sparse_format == "csr":
-            _need_2d(what, offset, shape, "sparsecsr")
-            head = (shape[0] + 1) * 8
-            per = 8 + itemsize
-            if size < head or (size - head) % per:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        what,
-                        offset=offset,
-                        field="size",
-                        detail="not indptr + nnz x (8 + itemsize)",
-                        expected=f"{head} + k*{per}",
-                        got=size,
-                    )
-                )
-            nnz = (size - head) // per
-        else:
-            per = 8 * len(shape) + itemsize
-            if size % per:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        what,
-                        offset=offset,
-                        field="size",
-                        detail="not a multiple of the record size",
-                        expected=f"k*{per}",
-                        got=size,
-                    )
-                )
-            nnz = size // per
-        _check_nnz(what, offset, nnz, numel)
+        sparse_format, nnz = _legacy_sparse_entry(
+            what, layout, offset, size, shape, numel, itemsize, encoding
+        )
     return TensorInfo(
         name=name,
         dtype=dtype_name,
@@ -621,6 +487,188 @@ def _parse_entry_full(pos: int, entry: Any, index_start: int, limits: Limits) ->
         attrs=attrs,
         index_position=pos,
     )
+
+
+def _check_entry_map(what: str, entry: Any, index_start: int) -> None:
+    """An index entry is a CBOR map with text keys."""
+    if not isinstance(entry, dict):
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=index_start,
+                detail="not a CBOR map",
+                expected="map",
+                got=type(entry).__name__,
+            )
+        )
+    for k in entry:
+        if not isinstance(k, str):
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=index_start,
+                    detail="non-string key",
+                    expected="str",
+                    got=repr(k)[:40],
+                )
+            )
+
+
+def _check_dense_entry(
+    what: str, offset: int, size: int, nbytes: int, encoding: str, limits: Limits
+) -> None:
+    """A dense entry's decoded size is within limits and, raw, equals its stored size."""
+    if nbytes > limits.max_decoded_bytes:
+        raise LimitError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="decoded size",
+                detail="above limit",
+                expected=f"<= {limits.max_decoded_bytes}",
+                got=nbytes,
+            )
+        )
+    if encoding == "raw" and size != nbytes:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="size",
+                detail="does not match shape x itemsize",
+                expected=nbytes,
+                got=size,
+            )
+        )
+
+
+def _sparse_entry(
+    what: str,
+    entry: dict[str, Any],
+    offset: int,
+    size: int,
+    shape: tuple[int, ...],
+    numel: int,
+    itemsize: int,
+    encoding: str,
+    index_start: int,
+    limits: Limits,
+) -> tuple[str, int, dict[str, Blob]]:
+    """A ``sparse`` entry's format, nnz and component blobs (indptr/indices or coords)."""
+    components: dict[str, Blob] = {}
+    sparse_format = _enum(what, entry, "sparse_format", SPARSE_FORMATS, offset)
+    nnz = _u64(what, entry, "nnz", offset)
+    _check_nnz(what, offset, nnz, numel)
+    if encoding == "raw" and size != nnz * itemsize:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="size",
+                detail="does not match nnz x itemsize",
+                expected=nnz * itemsize,
+                got=size,
+            )
+        )
+    if sparse_format == "csr":
+        _need_2d(what, offset, shape, "csr")
+        parts = {"indptr": (shape[0] + 1) * 8, "indices": nnz * 8}
+    else:
+        parts = {"coords": len(shape) * nnz * 8}
+    for label, want in parts.items():
+        poff = _u64(what, entry, f"{label}_offset", offset)
+        psize = _u64(what, entry, f"{label}_size", offset)
+        if encoding == "raw" and psize != want:
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=poff,
+                    field=f"{label}_size",
+                    detail="does not match the shape and nnz",
+                    expected=want,
+                    got=psize,
+                )
+            )
+        if want > limits.max_decoded_bytes:
+            raise LimitError(
+                describe(
+                    FMT,
+                    what,
+                    offset=poff,
+                    field=f"{label} decoded size",
+                    detail="above limit",
+                    expected=f"<= {limits.max_decoded_bytes}",
+                    got=want,
+                )
+            )
+        components[label] = _blob(what, label, poff, psize, index_start)
+    return sparse_format, nnz, components
+
+
+def _legacy_sparse_entry(
+    what: str,
+    layout: str,
+    offset: int,
+    size: int,
+    shape: tuple[int, ...],
+    numel: int,
+    itemsize: int,
+    encoding: str,
+) -> tuple[str, int]:
+    """A ztensor 0.1.x ``sparsecsr`` / ``sparsecoo`` entry (one raw blob): format and nnz."""
+    sparse_format = "csr" if layout == "sparsecsr" else "coo"
+    if encoding != "raw":
+        raise UnsupportedError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="encoding",
+                detail=f"{layout} is read only with raw encoding",
+                expected="raw",
+                got=encoding,
+            )
+        )
+    if sparse_format == "csr":
+        _need_2d(what, offset, shape, "sparsecsr")
+        head = (shape[0] + 1) * 8
+        per = 8 + itemsize
+        if size < head or (size - head) % per:
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field="size",
+                    detail="not indptr + nnz x (8 + itemsize)",
+                    expected=f"{head} + k*{per}",
+                    got=size,
+                )
+            )
+        nnz = (size - head) // per
+    else:
+        per = 8 * len(shape) + itemsize
+        if size % per:
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field="size",
+                    detail="not a multiple of the record size",
+                    expected=f"k*{per}",
+                    got=size,
+                )
+            )
+        nnz = size // per
+    _check_nnz(what, offset, nnz, numel)
+    return sparse_format, nnz
 
 
 def _check_nnz(what: str, offset: int, nnz: int, numel: int) -> None:

@@ -108,6 +108,26 @@ def _u64(v: object) -> bool:
 
 def parse_v1(mf: MappedFile, limits: Limits) -> tuple[str, int, int, dict[str, ObjectInfo], Any]:
     """Locate and validate the manifest; return (layout, start, size, objects, attributes)."""
+    layout, start, msize, root = _read_manifest(mf, limits)
+    objs, attributes = _manifest_objects(root, layout, start, limits)
+    out: dict[str, ObjectInfo] = {}
+    for name, obj in objs.items():
+        if not isinstance(name, str) or not name:
+            raise _err(
+                FormatError,
+                "v1 manifest",
+                offset=start,
+                field="object name",
+                detail="not a non-empty text string",
+                got=repr(name)[:60],
+            )
+        out[name] = _object(name, obj, start, limits)
+    _check_overlaps(out)
+    return layout, start, msize, dict(sorted(out.items())), attributes
+
+
+def _read_manifest(mf: MappedFile, limits: Limits) -> tuple[str, int, int, Any]:
+    """The layout (by the footer), the manifest's start and size, and its decoded CBOR."""
     size = mf.size
     if size < 16:
         raise _err(
@@ -153,6 +173,13 @@ def parse_v1(mf: MappedFile, limits: Limits) -> tuple[str, int, int, dict[str, O
         raise _err(
             FormatError, "v1 manifest", offset=start, detail=f"invalid CBOR: {exc}"
         ) from None
+    return layout, start, msize, root
+
+
+def _manifest_objects(
+    root: Any, layout: str, start: int, limits: Limits
+) -> tuple[dict[Any, Any], Any]:
+    """The objects map (``objects``, or 1.0's ``tensors``) and the file attributes."""
     if not isinstance(root, dict):
         raise _err(
             FormatError, "v1 manifest", offset=start, detail="not a map", got=type(root).__name__
@@ -187,18 +214,11 @@ def parse_v1(mf: MappedFile, limits: Limits) -> tuple[str, int, int, dict[str, O
     attributes = root.get("attributes")
     if attributes is not None and not isinstance(attributes, dict):
         raise _err(FormatError, "v1 manifest", offset=start, field="attributes", detail="not a map")
-    out: dict[str, ObjectInfo] = {}
-    for name, obj in objs.items():
-        if not isinstance(name, str) or not name:
-            raise _err(
-                FormatError,
-                "v1 manifest",
-                offset=start,
-                field="object name",
-                detail="not a non-empty text string",
-                got=repr(name)[:60],
-            )
-        out[name] = _object(name, obj, start, limits)
+    return objs, attributes
+
+
+def _check_overlaps(out: dict[str, ObjectInfo]) -> None:
+    """No two non-empty components overlap."""
     spans = sorted(
         (p.offset, p.offset + p.length, o.name, r)
         for o in out.values()
@@ -216,11 +236,41 @@ def parse_v1(mf: MappedFile, limits: Limits) -> tuple[str, int, int, dict[str, O
                 expected=f"start >= {e0}",
                 got=s1,
             )
-    return layout, start, msize, dict(sorted(out.items())), attributes
 
 
 def _object(name: str, obj: object, start: int, limits: Limits) -> ObjectInfo:
     what = f"object {name!r}"
+    shape, fmt, comps, attributes = _object_fields(what, obj, limits)
+    # 1.0: the element type lives on the tensor (obj is a map: checked above)
+    tensor_dtype = obj.get("dtype") if isinstance(obj, dict) else None
+    numel = math.prod(shape)
+    parts: dict[str, PartInfo] = {}
+    for role, c in comps.items():
+        if not isinstance(role, str) or not isinstance(c, dict):
+            raise _err(
+                FormatError,
+                what,
+                field="components",
+                detail="bad component entry",
+                got=repr(role)[:40],
+            )
+        w = f"{what} component {role!r}"
+        parts[role] = _component(w, role, c, tensor_dtype, fmt, numel, start, limits)
+    v2_layout = _FORMATS.get(fmt, fmt)
+    info = ObjectInfo(name, tuple(shape), v2_layout, parts, attributes, generation="v1")
+    try:
+        check_layout(info)
+    except FormatError as exc:  # v2's rule names do not apply to v1: say the object is v1
+        if exc.obj is None:
+            raise
+        raise FormatError(**{**exc.fields(), "obj": f"{exc.obj} (v1)"}) from None
+    return dataclasses.replace(info, layout=fmt)
+
+
+def _object_fields(
+    what: str, obj: object, limits: Limits
+) -> tuple[list[int], str, dict[Any, Any], dict[Any, Any] | None]:
+    """A v1 object's ``shape``, ``format``, ``components`` and ``attributes``, checked."""
     if not isinstance(obj, dict):
         raise _err(FormatError, what, detail="not a map", got=type(obj).__name__)
     shape = obj.get("shape")
@@ -250,133 +300,154 @@ def _object(name: str, obj: object, start: int, limits: Limits) -> ObjectInfo:
     attributes = obj.get("attributes")
     if attributes is not None and not isinstance(attributes, dict):
         raise _err(FormatError, what, field="attributes", detail="not a map")
-    tensor_dtype = obj.get("dtype")  # 1.0: the element type lives on the tensor
-    numel = math.prod(shape)
-    parts: dict[str, PartInfo] = {}
-    for role, c in comps.items():
-        if not isinstance(role, str) or not isinstance(c, dict):
-            raise _err(
-                FormatError,
-                what,
-                field="components",
-                detail="bad component entry",
-                got=repr(role)[:40],
-            )
-        w = f"{what} component {role!r}"
-        if "dtype" in c:
-            dtype, ltype = _storage(c["dtype"], w)
-        elif role in ("indices", "indptr", "coords"):
-            dtype, ltype = "u64", None
-        else:
-            dtype, ltype = _storage(tensor_dtype, w)
-        if "type" in c:
-            ltype = c["type"]
-            if not isinstance(ltype, str):
-                raise _err(FormatError, w, field="type", detail="not text")
-            reg = LOGICAL.get(ltype)
-            if reg is not None and reg.dtype != dtype:
-                raise _err(
-                    FormatError,
-                    w,
-                    field="type",
-                    detail=f"{ltype} is stored as {reg.dtype}",
-                    expected=reg.dtype,
-                    got=dtype,
-                )
-        offset: Any = c.get("offset")
-        length: Any = c.get("length")
-        if not _u64(offset) or not _u64(length):
-            raise _err(
-                FormatError,
-                w,
-                field="offset/length",
-                detail="missing or not u64",
-                got=(offset, length),
-            )
-        if offset % ALIGN:
-            raise _err(
-                FormatError,
-                w,
-                offset=offset,
-                field="offset",
-                detail="not 64-byte aligned",
-                got=offset,
-            )
-        if length and offset < 8:
+    return shape, fmt, comps, attributes
+
+
+def _component(
+    w: str,
+    role: str,
+    c: dict[Any, Any],
+    tensor_dtype: Any,
+    fmt: str,
+    numel: int,
+    start: int,
+    limits: Limits,
+) -> PartInfo:
+    """One component of a v1 object as a :class:`PartInfo` (``start``: the manifest's)."""
+    dtype, ltype = _component_types(w, role, c, tensor_dtype)
+    offset, length = _component_blob(w, c, start)
+    encoding, decoded = _component_encoding(w, role, c, fmt, dtype, ltype, numel, limits)
+    digest: Any = c.get("digest")
+    if digest is not None:
+        algo, hexd = _checksum.parse(digest, w, offset)
+        digest = f"{algo}:{hexd}"
+    return PartInfo(
+        role,
+        dtype,
+        ltype,
+        offset,
+        length,
+        None,
+        "zstd" if encoding == "zstd" else None,
+        decoded,
+        digest,
+    )
+
+
+def _component_types(
+    w: str, role: str, c: dict[Any, Any], tensor_dtype: Any
+) -> tuple[str, str | None]:
+    """A component's storage type and logical type."""
+    if "dtype" in c:
+        dtype, ltype = _storage(c["dtype"], w)
+    elif role in ("indices", "indptr", "coords"):
+        dtype, ltype = "u64", None
+    else:
+        dtype, ltype = _storage(tensor_dtype, w)
+    if "type" in c:
+        ltype = c["type"]
+        if not isinstance(ltype, str):
+            raise _err(FormatError, w, field="type", detail="not text")
+        reg = LOGICAL.get(ltype)
+        if reg is not None and reg.dtype != dtype:
             raise _err(
                 FormatError,
                 w,
-                offset=offset,
-                field="offset",
-                detail="overlaps the magic",
-                got=offset,
+                field="type",
+                detail=f"{ltype} is stored as {reg.dtype}",
+                expected=reg.dtype,
+                got=dtype,
             )
-        if offset + length > start:
-            raise _err(
-                TruncatedError,
-                w,
-                offset=offset,
-                field="component",
-                detail="runs into the manifest or past the end of the file",
-                expected=f"end <= {start}",
-                got=offset + length,
-            )
-        encoding = c.get("encoding", "raw")
-        if encoding not in ("raw", "zstd"):
-            raise _err(
-                UnsupportedError,
-                w,
-                field="encoding",
-                detail="unknown",
-                expected="raw | zstd",
-                got=repr(encoding)[:40],
-            )
-        decoded: Any = None
-        if encoding == "zstd":
-            decoded = c.get("uncompressed_length")
-            if decoded is None and fmt == "dense" and role == "data":
-                decoded = _size(dtype, ltype, numel)  # 1.0 writers did not record it
-            if not _u64(decoded):
-                raise _err(
-                    FormatError,
-                    w,
-                    field="uncompressed_length",
-                    detail="required for zstd components",
-                    got=decoded,
-                )
-            if decoded > limits.max_decoded_bytes:
-                raise _err(
-                    LimitError,
-                    w,
-                    field="uncompressed_length",
-                    detail="above limit",
-                    expected=f"<= {limits.max_decoded_bytes}",
-                    got=decoded,
-                )
-        digest: Any = c.get("digest")
-        if digest is not None:
-            algo, hexd = _checksum.parse(digest, w, offset)
-            digest = f"{algo}:{hexd}"
-        parts[role] = PartInfo(
-            role,
-            dtype,
-            ltype,
-            offset,
-            length,
-            None,
-            "zstd" if encoding == "zstd" else None,
-            decoded,
-            digest,
+    return dtype, ltype
+
+
+def _component_blob(w: str, c: dict[Any, Any], start: int) -> tuple[int, int]:
+    """A component's ``offset`` and ``length``: aligned, after the magic, before ``start``."""
+    offset: Any = c.get("offset")
+    length: Any = c.get("length")
+    if not _u64(offset) or not _u64(length):
+        raise _err(
+            FormatError,
+            w,
+            field="offset/length",
+            detail="missing or not u64",
+            got=(offset, length),
         )
-    v2_layout = _FORMATS.get(fmt, fmt)
-    info = ObjectInfo(name, tuple(shape), v2_layout, parts, attributes, generation="v1")
-    try:
-        check_layout(info)
-    except FormatError as exc:  # v2's rule names do not apply to v1: say the object is v1
-        if exc.obj is None:
-            raise
-        raise FormatError(**{**exc.fields(), "obj": f"{exc.obj} (v1)"}) from None
-    return dataclasses.replace(info, layout=fmt)
+    if offset % ALIGN:
+        raise _err(
+            FormatError,
+            w,
+            offset=offset,
+            field="offset",
+            detail="not 64-byte aligned",
+            got=offset,
+        )
+    if length and offset < 8:
+        raise _err(
+            FormatError,
+            w,
+            offset=offset,
+            field="offset",
+            detail="overlaps the magic",
+            got=offset,
+        )
+    if offset + length > start:
+        raise _err(
+            TruncatedError,
+            w,
+            offset=offset,
+            field="component",
+            detail="runs into the manifest or past the end of the file",
+            expected=f"end <= {start}",
+            got=offset + length,
+        )
+    return offset, length
+
+
+def _component_encoding(
+    w: str,
+    role: str,
+    c: dict[Any, Any],
+    fmt: str,
+    dtype: str,
+    ltype: str | None,
+    numel: int,
+    limits: Limits,
+) -> tuple[str, int | None]:
+    """A component's ``encoding`` (raw or zstd) and, for zstd, its decoded length."""
+    encoding = c.get("encoding", "raw")
+    if encoding not in ("raw", "zstd"):
+        raise _err(
+            UnsupportedError,
+            w,
+            field="encoding",
+            detail="unknown",
+            expected="raw | zstd",
+            got=repr(encoding)[:40],
+        )
+    decoded: Any = None
+    if encoding == "zstd":
+        decoded = c.get("uncompressed_length")
+        if decoded is None and fmt == "dense" and role == "data":
+            decoded = _size(dtype, ltype, numel)  # 1.0 writers did not record it
+        if not _u64(decoded):
+            raise _err(
+                FormatError,
+                w,
+                field="uncompressed_length",
+                detail="required for zstd components",
+                got=decoded,
+            )
+        if decoded > limits.max_decoded_bytes:
+            raise _err(
+                LimitError,
+                w,
+                field="uncompressed_length",
+                detail="above limit",
+                expected=f"<= {limits.max_decoded_bytes}",
+                got=decoded,
+            )
+    return encoding, decoded
 
 
 def _size(dtype: str, ltype: str | None, n: int) -> int | None:

@@ -413,7 +413,7 @@ def decode_manifest(
     :func:`_object` and :func:`check_layout`, which name the rule an object breaks.
     """
     try:
-        scan = _kernels.load("ztplan").scan_manifest(
+        scan = _kernels.load("ztplan").scan_table(
             raw,
             _dcbor.MAX_DEPTH,
             file_size - FOOTER_SIZE,
@@ -433,7 +433,8 @@ def decode_manifest(
             moff=moff,
             max_objects=max_objects,
         )
-    plans, others, rest, in_order, lo, hi = scan
+    table, others, rest, in_order, lo, hi = scan
+    plans = PlanMap(table)
     disjoint = in_order and (lo < 0 or not manifest[1] or manifest[0] >= hi or sum(manifest) <= lo)
     return _validate(
         rest,
@@ -475,7 +476,7 @@ def parse_manifest(
 
 def _validate(
     root: dict[Any, Any],
-    plans: dict[str, DensePlan],
+    plans: Mapping[str, DensePlan],
     others: dict[Any, Any],
     disjoint: bool,
     *,
@@ -537,6 +538,27 @@ def _validate(
 DensePlan = tuple[int, int, str, np.dtype, tuple[int, ...], str | None]
 
 
+class PlanMap(Mapping[str, DensePlan]):
+    """Name -> :class:`DensePlan` over a ``ztplan.PlanTable`` (each plan's tuple is built when
+    asked for; the reader builds views from ``table`` directly)."""
+
+    def __init__(self, table: Any) -> None:
+        self.table = table
+        self._index: dict[str, int] = table.index
+
+    def __getitem__(self, name: str) -> DensePlan:
+        return self.table.plan(self._index[name])  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._index)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._index
+
+
 def plan_info(name: str, plan: DensePlan) -> ObjectInfo:
     """The :class:`ObjectInfo` of a plain dense object accepted by ``ztplan.dense_plans``."""
     offset, length, dtype, _, shape, digest = plan
@@ -548,7 +570,7 @@ class ObjectTable(Mapping[str, ObjectInfo]):
     """Name -> :class:`ObjectInfo` of a validated manifest, in name order; the records of plain
     dense objects are built on first access from their :class:`DensePlan` (``plans``)."""
 
-    def __init__(self, plans: dict[str, DensePlan], built: dict[str, ObjectInfo]) -> None:
+    def __init__(self, plans: Mapping[str, DensePlan], built: dict[str, ObjectInfo]) -> None:
         self.plans = plans
         self._built = built
         self._names = sorted([*plans, *built]) if built else sorted(plans)
@@ -614,6 +636,18 @@ def _part(
     what = f"object {oname!r} part {role!r}"
     if not isinstance(p, dict):
         raise reject("schema", what, detail="not a map", got=type(p).__name__)
+    dtype, ltype = _part_types(what, p)
+    offset, length, shard = _part_blob(what, p, shards)
+    encoding, decoded = _part_encoding(what, p)
+    digest = None
+    if "digest" in p:
+        digest = _digest(p["digest"], what)
+    _check_placement(what, offset, length, shard, shards, file_size)
+    return PartInfo(role, dtype, ltype, offset, length, shard, encoding, decoded, digest)
+
+
+def _part_types(what: str, p: dict[Any, Any]) -> tuple[str, str | None]:
+    """A part's storage type (``dtype``) and logical type (``type``, or None)."""
     dtype = p.get("dtype")
     if not isinstance(dtype, str) or dtype not in DTYPES:
         raise reject(
@@ -638,6 +672,13 @@ def _part(
                 expected=reg.dtype,
                 got=dtype,
             )
+    return dtype, ltype
+
+
+def _part_blob(
+    what: str, p: dict[Any, Any], shards: dict[str, ShardInfo] | None
+) -> tuple[int, int, str | None]:
+    """A part's ``[offset, length]`` and the shard holding it (None: this file)."""
     blob = p.get("blob")
     if not isinstance(blob, list) or len(blob) != 2 or not all(_u64(v) for v in blob):
         raise reject(
@@ -653,25 +694,40 @@ def _part(
             raise reject(
                 "shard-ref", what, field="shard", detail="not in the shard table", got=shard[:80]
             )
-    encoding = decoded = None
-    if "encoding" in p:
-        encoding = p["encoding"]
-        if not isinstance(encoding, str):
-            raise reject("schema", what, field="encoding", detail="not text")
-        decoded = p.get("decoded_length")
-        if not _u64(decoded):
-            raise reject(
-                "schema",
-                what,
-                field="decoded_length",
-                detail="required (a u64) when encoding is present",
-                got=decoded,
-            )
-    elif "decoded_length" in p:
-        raise reject("schema", what, field="decoded_length", detail="present without encoding")
-    digest = None
-    if "digest" in p:
-        digest = _digest(p["digest"], what)
+    return offset, length, shard
+
+
+def _part_encoding(what: str, p: dict[Any, Any]) -> tuple[str | None, int | None]:
+    """A part's ``encoding`` and ``decoded_length`` (both None for a raw part)."""
+    if "encoding" not in p:
+        if "decoded_length" in p:
+            raise reject("schema", what, field="decoded_length", detail="present without encoding")
+        return None, None
+    encoding = p["encoding"]
+    if not isinstance(encoding, str):
+        raise reject("schema", what, field="encoding", detail="not text")
+    decoded = p.get("decoded_length")
+    if not _u64(decoded):
+        raise reject(
+            "schema",
+            what,
+            field="decoded_length",
+            detail="required (a u64) when encoding is present",
+            got=decoded,
+        )
+    return encoding, decoded
+
+
+def _check_placement(
+    what: str,
+    offset: int,
+    length: int,
+    shard: str | None,
+    shards: dict[str, ShardInfo] | None,
+    file_size: int,
+) -> None:
+    """A blob starts at a multiple of 4096 (not in the header) and ends before the footer of
+    the file (or shard) holding it."""
     if offset % ALIGN or offset < ALIGN:
         raise reject(
             "blob-alignment",
@@ -693,11 +749,10 @@ def _part(
             expected=f"end <= {region}",
             got=offset + length,
         )
-    return PartInfo(role, dtype, ltype, offset, length, shard, encoding, decoded, digest)
 
 
 def _overlapping(
-    plans: dict[str, DensePlan], built: dict[str, ObjectInfo], manifest: tuple[int, int]
+    plans: Mapping[str, DensePlan], built: dict[str, ObjectInfo], manifest: tuple[int, int]
 ) -> bool:
     """True when two blobs of one file partly overlap (:func:`_overlaps` then names them)."""
     groups: dict[str | None, list[tuple[int, int]]] = {None: []}
@@ -765,86 +820,93 @@ def _int_only(p: PartInfo) -> bool:
 
 def check_layout(info: ObjectInfo) -> None:
     """The metadata rules of the object's layout (unknown layouts are left structural)."""
-    layout, parts, shape = info.layout, info.parts, info.shape
-    if layout == DENSE:
-        _need(set(parts) == {"data"}, info, "exactly one part named 'data'", got=sorted(parts))
-        p = parts["data"]
-        want = size_of(p.dtype, p.type, info.numel)
-        if want is not None and want != p.decoded_size:
-            raise reject(
-                "dense-size",
-                f"object {info.name!r}",
-                offset=p.offset,
-                field="decoded size",
-                detail="does not match shape and type",
-                expected=want,
-                got=p.decoded_size,
-            )
-    elif layout == CSR:
-        _need(len(shape) == 2, info, "rank must be 2", got=len(shape))
-        _need(
-            set(parts) == {"values", "indices", "indptr"},
-            info,
-            "parts must be values, indices, indptr",
-            got=sorted(parts),
-        )
-        ind, ptr, val = parts["indices"], parts["indptr"], parts["values"]
-        _need(_int_only(ind), info, "indices must be plain u32 or u64", got=ind.dtype)
-        _need(
-            ptr.type is None and ptr.dtype == ind.dtype,
-            info,
-            "indptr must have the dtype of indices",
-            expected=ind.dtype,
-            got=ptr.dtype,
-        )
-        w = ind.np_dtype.itemsize
-        _need(ind.decoded_size % w == 0, info, "indices size not a whole number of elements")
-        nnz = ind.decoded_size // w
-        _need(
-            ptr.decoded_size == (shape[0] + 1) * w,
-            info,
-            "indptr size",
-            expected=(shape[0] + 1) * w,
-            got=ptr.decoded_size,
-        )
-        want = size_of(val.dtype, val.type, nnz)
-        _need(
-            want is None or want == val.decoded_size,
-            info,
-            "values size",
+    check = _LAYOUT_CHECKS.get(info.layout)
+    if check is not None:
+        check(info)
+
+
+def _check_dense(info: ObjectInfo) -> None:
+    parts = info.parts
+    _need(set(parts) == {"data"}, info, "exactly one part named 'data'", got=sorted(parts))
+    p = parts["data"]
+    want = size_of(p.dtype, p.type, info.numel)
+    if want is not None and want != p.decoded_size:
+        raise reject(
+            "dense-size",
+            f"object {info.name!r}",
+            offset=p.offset,
+            field="decoded size",
+            detail="does not match shape and type",
             expected=want,
-            got=val.decoded_size,
+            got=p.decoded_size,
         )
-    elif layout == COO:
-        _need(len(shape) >= 1, info, "rank must be at least 1")
-        _need(
-            set(parts) == {"values", "coords"},
-            info,
-            "parts must be values, coords",
-            got=sorted(parts),
-        )
-        c, val = parts["coords"], parts["values"]
-        _need(_int_only(c), info, "coords must be plain u32 or u64", got=c.dtype)
-        w = c.np_dtype.itemsize * len(shape)
-        _need(
-            c.decoded_size % w == 0,
-            info,
-            "coords size not a multiple of width x ndim",
-            got=c.decoded_size,
-        )
-        nnz = c.decoded_size // w
-        want = size_of(val.dtype, val.type, nnz)
-        _need(
-            want is None or want == val.decoded_size,
-            info,
-            "values size",
-            expected=want,
-            got=val.decoded_size,
-        )
-    elif layout == MX:
-        _check_mx(info)
-    elif layout == QUANT:
-        _check_quant(info)
+
+
+def _check_csr(info: ObjectInfo) -> None:
+    parts, shape = info.parts, info.shape
+    _need(len(shape) == 2, info, "rank must be 2", got=len(shape))
+    _need(
+        set(parts) == {"values", "indices", "indptr"},
+        info,
+        "parts must be values, indices, indptr",
+        got=sorted(parts),
+    )
+    ind, ptr, val = parts["indices"], parts["indptr"], parts["values"]
+    _need(_int_only(ind), info, "indices must be plain u32 or u64", got=ind.dtype)
+    _need(
+        ptr.type is None and ptr.dtype == ind.dtype,
+        info,
+        "indptr must have the dtype of indices",
+        expected=ind.dtype,
+        got=ptr.dtype,
+    )
+    w = ind.np_dtype.itemsize
+    _need(ind.decoded_size % w == 0, info, "indices size not a whole number of elements")
+    nnz = ind.decoded_size // w
+    _need(
+        ptr.decoded_size == (shape[0] + 1) * w,
+        info,
+        "indptr size",
+        expected=(shape[0] + 1) * w,
+        got=ptr.decoded_size,
+    )
+    want = size_of(val.dtype, val.type, nnz)
+    _need(
+        want is None or want == val.decoded_size,
+        info,
+        "values size",
+        expected=want,
+        got=val.decoded_size,
+    )
+
+
+def _check_coo(info: ObjectInfo) -> None:
+    parts, shape = info.parts, info.shape
+    _need(len(shape) >= 1, info, "rank must be at least 1")
+    _need(
+        set(parts) == {"values", "coords"},
+        info,
+        "parts must be values, coords",
+        got=sorted(parts),
+    )
+    c, val = parts["coords"], parts["values"]
+    _need(_int_only(c), info, "coords must be plain u32 or u64", got=c.dtype)
+    w = c.np_dtype.itemsize * len(shape)
+    _need(
+        c.decoded_size % w == 0,
+        info,
+        "coords size not a multiple of width x ndim",
+        got=c.decoded_size,
+    )
+    nnz = c.decoded_size // w
+    want = size_of(val.dtype, val.type, nnz)
+    _need(
+        want is None or want == val.decoded_size,
+        info,
+        "values size",
+        expected=want,
+        got=val.decoded_size,
+    )
 
 
 def _attr(info: ObjectInfo, key: str) -> Any:
@@ -884,7 +946,14 @@ def _check_mx(info: ObjectInfo) -> None:
 
 
 def _check_quant(info: ObjectInfo) -> None:
-    parts, shape = info.parts, info.shape
+    zp, word, per = _quant_packing(info)
+    _quant_sizes(info, zp, word, per)
+
+
+def _quant_packing(info: ObjectInfo) -> tuple[dict[Any, Any], str, int]:
+    """``zt.quant_group/1``: the zero point, parts, bits and packing attributes and the data
+    part's type; returns ``(zero_point, packing.word, packing.per_word)``."""
+    parts = info.parts
     zp = _attr(info, "zero_point")
     _need(
         isinstance(zp, dict) and zp.get("form") in ("none", "implied", "tensor"),
@@ -921,6 +990,14 @@ def _check_quant(info: ObjectInfo) -> None:
         expected=word,
         got=d.dtype,
     )
+    return zp, word, per  # type: ignore[return-value]
+
+
+def _quant_sizes(info: ObjectInfo, zp: dict[Any, Any], word: str, per: int) -> None:
+    """``zt.quant_group/1``: group size, axis, scale form and every part's size."""
+    parts, shape = info.parts, info.shape
+    form = zp["form"]
+    d = parts["data"]
     gs = _attr(info, "group_size")
     axis = _attr(info, "axis")
     _need(type(gs) is int and gs >= 0, info, "group_size must be a non-negative int", got=gs)
@@ -966,6 +1043,16 @@ def _check_quant(info: ObjectInfo) -> None:
             _need(zpk == "same_as_data", info, "zero_point.packing", got=zpk)
             want = groups * lanes // per * wsize
         _need(z.decoded_size == want, info, "zeros size", expected=want, got=z.decoded_size)
+
+
+#: layout -> its metadata check (see :func:`check_layout`)
+_LAYOUT_CHECKS: dict[str, Any] = {
+    DENSE: _check_dense,
+    CSR: _check_csr,
+    COO: _check_coo,
+    MX: _check_mx,
+    QUANT: _check_quant,
+}
 
 
 # -- data rules (when decoding or verifying) ------------------------------------------------------

@@ -39,6 +39,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from .. import _kernels
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.buffers import byte_view
@@ -78,6 +79,8 @@ from .sparse import SparseTensor, to_result
 __all__ = ["V2Reader", "PartsObject", "read_footer", "xxh3_hex", "digest_hex"]
 
 FMT = "zt"
+#: builds a plain dense object's view from its plan (``ztplan.view``)
+_view = _kernels.load("ztplan").view
 
 
 def xxh3_hex(data: object) -> str:
@@ -255,6 +258,7 @@ class V2Reader(ZtReader, Mapping[str, Any]):
     #: Plain dense objects read straight from their plan (a subclass may have none).
     _plans: Mapping[str, DensePlan] = MappingProxyType({})
     _base: np.ndarray | None = None
+    _table: Any = None
 
     def __init__(
         self,
@@ -293,6 +297,8 @@ class V2Reader(ZtReader, Mapping[str, Any]):
         self.data_shard = man is None
         self._infos: Mapping[str, ObjectInfo] = man.objects if man else {}
         self._plans: Mapping[str, DensePlan] = man.objects.plans if man else {}
+        #: the plans' ``ztplan.PlanTable``: views straight from its records
+        self._table = getattr(self._plans, "table", None)
         # a memory map's bytes, to build plain dense views from (other sources: _mf.array)
         self._base = self._mf.buffer() if type(self._mf) is MappedFile else None
         self._tail_start = self._mf.size - FOOTER_SIZE
@@ -307,6 +313,11 @@ class V2Reader(ZtReader, Mapping[str, Any]):
     # -- Mapping ------------------------------------------------------------------------------
     def __getitem__(self, name: str) -> Any:
         # a plain dense object (digest checked, or not to be) is a view built from its plan
+        table = self._table
+        if table is not None and not self.copy:
+            arr = table.view(self._base, name, self.verify_checksums, self._verified)
+            if arr is not None:
+                return arr
         plan = self._plans.get(name)
         if (
             plan is not None
@@ -314,8 +325,8 @@ class V2Reader(ZtReader, Mapping[str, Any]):
             and (plan[5] is None or not self.verify_checksums or (name, "data") in self._verified)
         ):
             base = self._base
-            if base is not None and plan[1]:  # bounds checked at open
-                return np.ndarray(plan[4], plan[3], base, plan[0])
+            if base is not None and plan[1]:  # bounds checked at open (and by the kernel)
+                return _view(base, plan)
             return self._mf.array(plan[0], plan[3], plan[4], "tensor")
         return self.read(name)
 

@@ -20,7 +20,9 @@ bounded slices when a conversion is needed), and only the manifest is kept.
 from __future__ import annotations
 
 import os
+import queue
 import struct
+import threading
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -56,6 +58,7 @@ __all__ = ["V2Writer", "storage_of", "footer_bytes"]
 FMT = "zt"
 _SLICE = 32 << 20
 _CHUNK = 1 << 20  # bytes written, then hashed while still in cache
+_PIPE_MIN = 8 << 20  # raw parts from this size are hashed on a second thread while written
 _ZEROS = bytes(1 << 16)
 
 #: NumPy dtype -> (storage dtype, logical type).
@@ -106,6 +109,41 @@ def _le_pieces(a: np.ndarray) -> Iterator[np.ndarray]:
     step = max(1, _SLICE // max(1, row))
     for i in range(0, a.shape[0], step):
         yield np.ascontiguousarray(a[i : i + step], dtype=le).reshape(-1)
+
+
+def _write_hashing(f: Any, pieces: list[np.ndarray]) -> int:
+    """Write ``pieces`` to ``f`` in slices and return the XXH3-64 of all their bytes, hashed
+    on a second thread: slice ``i`` is hashed (still in cache) while slice ``i + 1`` is
+    written. Both the write and the hash release the GIL, so with a free core the hash costs
+    no time; the result is the hash of exactly the bytes written, in order."""
+    h = xxhash.xxh3_64()
+    todo: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
+    failed: list[BaseException] = []
+
+    def hash_slices() -> None:
+        try:
+            while (chunk := todo.get()) is not None:
+                h.update(chunk)
+        except BaseException as exc:  # noqa: BLE001 - handed to the writing thread
+            failed.append(exc)
+            while todo.get() is not None:  # let the writer finish its puts
+                pass
+
+    worker = threading.Thread(target=hash_slices, name="tenfold-zt-xxh3", daemon=True)
+    worker.start()
+    try:
+        for piece in pieces:
+            mv = byte_view(piece)
+            for i in range(0, mv.nbytes, _CHUNK):
+                chunk = mv[i : i + _CHUNK]
+                f.write(chunk)
+                todo.put(chunk)
+    finally:
+        todo.put(None)
+        worker.join()
+    if failed:
+        raise failed[0]
+    return h.intdigest()
 
 
 def _pack_f4(a: np.ndarray) -> np.ndarray:
@@ -447,15 +485,18 @@ class V2Writer(AtomicFileWriter):
         (the temporary file is ours) and the part points at the earlier blob."""
         offset = self._pad_to_align()
         preallocate(self._f.fileno(), offset, length)
-        h = xxhash.xxh3_64()
-        for piece in pieces:
-            mv = byte_view(piece)
-            for i in range(0, mv.nbytes, _CHUNK):
-                chunk = mv[i : i + _CHUNK]
-                self._f.write(chunk)
-                h.update(chunk)
+        if length >= _PIPE_MIN:
+            digest = _write_hashing(self._f, pieces)
+        else:
+            h = xxhash.xxh3_64()
+            for piece in pieces:
+                mv = byte_view(piece)
+                for i in range(0, mv.nbytes, _CHUNK):
+                    chunk = mv[i : i + _CHUNK]
+                    self._f.write(chunk)
+                    h.update(chunk)
+            digest = h.intdigest()
         self._pos += length
-        digest = h.intdigest()
         key = (digest, length)
         earlier = self._find(key, pieces)
         if earlier is not None:
