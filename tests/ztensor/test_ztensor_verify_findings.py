@@ -39,3 +39,16 @@ def test_unopenable_file_reported_from_exception_attributes(tmp_path, generation
     assert not rep.ok
     (err,) = rep.errors
     assert (err.obj, err.offset, err.message) == (exc.obj, exc.offset, str(exc))
+
+
+def test_verify_of_0_1_0_says_the_index_has_no_checksum(tmp_path):
+    # an OK for a 0.1.0 file covers the tensors' checksums only: the CBOR index has none, and
+    # the report says so (new-user trial: "OK" read as "the whole file is checked")
+    p = tmp_path / "a.zt"
+    zt.save(p, {"w": np.arange(10, dtype=np.float32)})
+    report = zt.verify(p)
+    assert report.ok
+    assert "no checksum" in report.summary["index"]
+    v2 = tmp_path / "b.zt"
+    zt.save(v2, {"w": np.arange(10, dtype=np.float32)}, generation=2)
+    assert "index" not in zt.verify(v2).summary  # v2 hashes its manifest

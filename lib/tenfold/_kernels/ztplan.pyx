@@ -54,12 +54,12 @@ from ._cbortypes import CborReject as _Reject, SYNTAX as _SYNTAX
 
 cdef extern from *:
     """
-    static inline int tf_mul_u64(unsigned long long a, unsigned long long b,
-                                 unsigned long long* out) {
+    #include <stdint.h>
+    static inline int tf_mul_u64(uint64_t a, uint64_t b, uint64_t* out) {
         return __builtin_mul_overflow(a, b, out);
     }
     """
-    int tf_mul_u64(unsigned long long a, unsigned long long b, unsigned long long* out) noexcept nogil
+    int tf_mul_u64(uint64_t a, uint64_t b, uint64_t* out) noexcept nogil
 
 cdef int MAX_DEPTH_LIMIT = 256
 cdef int MAX_RANK_LIMIT = 64
