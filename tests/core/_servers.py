@@ -195,3 +195,68 @@ class S3Server:
         import s3fs
 
         return s3fs.S3FileSystem(**self.storage_options(**extra))
+
+
+class HttpFiles:
+    """``files`` served by a :class:`RangeServer`: ``url(name)``, ``opts()`` (what
+    ``tenfold.open`` needs besides the URL), ``replace(name, data)`` and the server's ``log``."""
+
+    def __init__(self, srv: RangeServer, files: dict[str, bytes]) -> None:
+        self.srv, self.log = srv, srv.log
+        for k, v in files.items():
+            srv.put(k, v)
+
+    def url(self, name: str) -> str:
+        return self.srv.url(name)
+
+    def opts(self) -> dict[str, Any]:
+        return {}
+
+    def replace(self, name: str, data: bytes) -> None:
+        self.srv.put(name, data)
+
+
+class S3Files:
+    """``files`` in bucket ``bucket`` of an :class:`S3Server`, with the same methods as
+    :class:`HttpFiles`."""
+
+    def __init__(self, srv: S3Server, files: dict[str, bytes], bucket: str) -> None:
+        self.srv, self.log, self.bucket = srv, srv.log, bucket
+        self.fs = srv.filesystem()
+        self.fs.mkdir(bucket)
+        for k, v in files.items():
+            self.fs.pipe(f"{bucket}/{k}", v)
+
+    def url(self, name: str) -> str:
+        return f"s3://{self.bucket}/{name}"
+
+    def opts(self) -> dict[str, Any]:
+        return {"storage_options": self.srv.storage_options()}
+
+    def replace(self, name: str, data: bytes) -> None:
+        self.fs.pipe(f"{self.bucket}/{name}", data)
+
+
+def file_server_fixtures(bucket: str) -> tuple[Any, Any, Any]:
+    """The module-scoped ``http`` and ``s3`` fixtures serving the test module's ``files``
+    fixture, and ``server``, parametrized over both (assign them to those names in the module).
+    """
+    import pytest
+
+    @pytest.fixture(scope="module")
+    def http(files: dict[str, bytes]) -> Any:
+        with RangeServer() as srv:
+            yield HttpFiles(srv, files)
+
+    @pytest.fixture(scope="module")
+    def s3(files: dict[str, bytes]) -> Any:
+        pytest.importorskip("s3fs", reason="s3fs is not installed")
+        pytest.importorskip("moto.server", reason="moto[server] is not installed")
+        with S3Server() as srv:
+            yield S3Files(srv, files, bucket)
+
+    @pytest.fixture(params=["http", "s3"])
+    def server(request: Any) -> Any:
+        return request.getfixturevalue(request.param)
+
+    return http, s3, server

@@ -17,7 +17,7 @@ from tenfold.errors import FormatError, IntegrityError
 fsspec = pytest.importorskip("fsspec", reason="fsspec (the remote extra) is not installed")
 pytest.importorskip("aiohttp", reason="aiohttp (fsspec's HTTP filesystem) is not installed")
 
-from _servers import RangeServer, S3Server  # noqa: E402
+from _servers import RangeServer, file_server_fixtures  # noqa: E402
 
 ROWS, COLS = 256, 512  # 512 KiB float32 tensors: bigger than the speculative blocks
 TENSORS = {
@@ -48,59 +48,7 @@ def files(tmp_path_factory: Any) -> dict[str, bytes]:
     return _files(tmp_path_factory.mktemp("remote"))
 
 
-class _Http:
-    def __init__(self, srv: RangeServer, files: dict[str, bytes]) -> None:
-        self.srv = srv
-        self.log = srv.log
-        for k, v in files.items():
-            srv.put(k, v)
-
-    def url(self, name: str) -> str:
-        return self.srv.url(name)
-
-    def opts(self) -> dict[str, Any]:
-        return {}
-
-    def replace(self, name: str, data: bytes) -> None:
-        self.srv.put(name, data)
-
-
-class _S3:
-    def __init__(self, srv: S3Server, files: dict[str, bytes]) -> None:
-        self.srv = srv
-        self.log = srv.log
-        self.fs = srv.filesystem()
-        self.fs.mkdir("bkt")
-        for k, v in files.items():
-            self.fs.pipe(f"bkt/{k}", v)
-
-    def url(self, name: str) -> str:
-        return f"s3://bkt/{name}"
-
-    def opts(self) -> dict[str, Any]:
-        return {"storage_options": self.srv.storage_options()}
-
-    def replace(self, name: str, data: bytes) -> None:
-        self.fs.pipe(f"bkt/{name}", data)
-
-
-@pytest.fixture(scope="module")
-def http(files: dict[str, bytes]) -> Any:
-    with RangeServer() as srv:
-        yield _Http(srv, files)
-
-
-@pytest.fixture(scope="module")
-def s3(files: dict[str, bytes]) -> Any:
-    pytest.importorskip("s3fs", reason="s3fs is not installed")
-    pytest.importorskip("moto.server", reason="moto[server] is not installed")
-    with S3Server() as srv:
-        yield _S3(srv, files)
-
-
-@pytest.fixture(params=["http", "s3"])
-def server(request: Any) -> Any:
-    return request.getfixturevalue(request.param)
+http, s3, server = file_server_fixtures("bkt")
 
 
 def _index_bytes(name: str, data: bytes) -> int:

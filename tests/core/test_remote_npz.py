@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import io
 import zipfile
-from typing import Any
 
 import numpy as np
 import pytest
@@ -17,7 +16,7 @@ import tenfold
 fsspec = pytest.importorskip("fsspec", reason="fsspec (the remote extra) is not installed")
 pytest.importorskip("aiohttp", reason="aiohttp (fsspec's HTTP filesystem) is not installed")
 
-from _servers import RangeServer, S3Server  # noqa: E402
+from _servers import file_server_fixtures  # noqa: E402
 
 ARRAYS = {
     f"w{i}": np.random.default_rng(i).standard_normal((256, 512)).astype(np.float32)
@@ -38,53 +37,7 @@ def files() -> dict[str, bytes]:
     return {"stored.npz": _npz(False), "deflated.npz": _npz(True)}
 
 
-class _Http:
-    def __init__(self, srv: RangeServer, files: dict[str, bytes]) -> None:
-        self.log = srv.log
-        self.srv = srv
-        for k, v in files.items():
-            srv.put(k, v)
-
-    def url(self, name: str) -> str:
-        return self.srv.url(name)
-
-    def opts(self) -> dict[str, Any]:
-        return {}
-
-
-class _S3:
-    def __init__(self, srv: S3Server, files: dict[str, bytes]) -> None:
-        self.log = srv.log
-        self.srv = srv
-        fs = srv.filesystem()
-        fs.mkdir("npz")
-        for k, v in files.items():
-            fs.pipe(f"npz/{k}", v)
-
-    def url(self, name: str) -> str:
-        return f"s3://npz/{name}"
-
-    def opts(self) -> dict[str, Any]:
-        return {"storage_options": self.srv.storage_options()}
-
-
-@pytest.fixture(scope="module")
-def http(files: dict[str, bytes]) -> Any:
-    with RangeServer() as srv:
-        yield _Http(srv, files)
-
-
-@pytest.fixture(scope="module")
-def s3(files: dict[str, bytes]) -> Any:
-    pytest.importorskip("s3fs", reason="s3fs is not installed")
-    pytest.importorskip("moto.server", reason="moto[server] is not installed")
-    with S3Server() as srv:
-        yield _S3(srv, files)
-
-
-@pytest.fixture(params=["http", "s3"])
-def server(request: Any) -> Any:
-    return request.getfixturevalue(request.param)
+http, s3, server = file_server_fixtures("npz")
 
 
 def _sent(log: list) -> int:

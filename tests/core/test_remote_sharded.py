@@ -18,7 +18,7 @@ from tenfold.errors import FormatError
 fsspec = pytest.importorskip("fsspec", reason="fsspec (the remote extra) is not installed")
 pytest.importorskip("aiohttp", reason="aiohttp (fsspec's HTTP filesystem) is not installed")
 
-from _servers import RangeServer, S3Server  # noqa: E402
+from _servers import file_server_fixtures  # noqa: E402
 
 TENSORS = {
     f"model.layers.{i}.weight": np.random.default_rng(i).standard_normal((64, 256), np.float32)
@@ -50,51 +50,7 @@ def files(tmp_path_factory: Any) -> dict[str, bytes]:
     return out
 
 
-class _Http:
-    def __init__(self, srv: RangeServer, files: dict[str, bytes]) -> None:
-        self.srv, self.log = srv, srv.log
-        for k, v in files.items():
-            srv.put(k, v)
-
-    def url(self, name: str) -> str:
-        return self.srv.url(name)
-
-    def opts(self) -> dict[str, Any]:
-        return {}
-
-
-class _S3:
-    def __init__(self, srv: S3Server, files: dict[str, bytes]) -> None:
-        self.srv, self.log = srv, srv.log
-        fs = srv.filesystem()
-        fs.mkdir("shards")
-        for k, v in files.items():
-            fs.pipe(f"shards/{k}", v)
-
-    def url(self, name: str) -> str:
-        return f"s3://shards/{name}"
-
-    def opts(self) -> dict[str, Any]:
-        return {"storage_options": self.srv.storage_options()}
-
-
-@pytest.fixture(scope="module")
-def http(files: dict[str, bytes]) -> Any:
-    with RangeServer() as srv:
-        yield _Http(srv, files)
-
-
-@pytest.fixture(scope="module")
-def s3(files: dict[str, bytes]) -> Any:
-    pytest.importorskip("s3fs", reason="s3fs is not installed")
-    pytest.importorskip("moto.server", reason="moto[server] is not installed")
-    with S3Server() as srv:
-        yield _S3(srv, files)
-
-
-@pytest.fixture(params=["http", "s3"])
-def server(request: Any) -> Any:
-    return request.getfixturevalue(request.param)
+http, s3, server = file_server_fixtures("shards")
 
 
 def _paths(log: list) -> list[str]:
