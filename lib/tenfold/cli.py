@@ -149,19 +149,19 @@ def _close(source: Any) -> None:
 def _url_metadata(url: str, fmt: str) -> dict[str, Any]:
     """The file metadata ``inspect`` lists for a zTensor or FOLD file at ``url`` (as
     :func:`tenfold.convert.open_source` gives it for a local file), fetched range by range."""
-    from .convert import _FOLD_INTERNAL, _zt_source
+    from .convert import FOLD_INTERNAL, zt_source
 
     _, source, _ = _open_url(url)
     try:
         if fmt == "ztensor":
-            src = _zt_source(source)
+            src = zt_source(source)
             src._path = None  # nothing is copied: no descriptor to open
             with src:
                 return dict(src.metadata)
         from .fold import Reader
 
         with Reader(source) as r:
-            return {k: v for k, v in r.metadata.items() if k not in _FOLD_INTERNAL}
+            return {k: v for k, v in r.metadata.items() if k not in FOLD_INTERNAL}
     finally:
         _close(source)
 

@@ -59,7 +59,7 @@ __all__ = ["convert", "read_any", "write_any", "open_source", "Source"]
 KEEP = "keep"
 #: The zTensor custom key that carries file metadata (on the first tensor).
 ZT_METADATA_KEY = "__metadata__"
-_FOLD_INTERNAL = ("chunk_hashes", "manifest_hash")
+from .fold._spec import INTERNAL_METADATA as FOLD_INTERNAL  # noqa: E402
 
 
 def _suffix(path: str | os.PathLike[str]) -> str:
@@ -76,7 +76,7 @@ def _dict_source(fmt: str, tensors: Mapping[str, Any], **kw: Any) -> Source:
     return Source(fmt, list(tensors), spec, tensors.__getitem__, **kw)
 
 
-def _zt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+def zt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     from . import ztensor
     from .ztensor import Reader
 
@@ -176,7 +176,7 @@ def _fold_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     from . import fold
 
     with fold.Reader(path, limits=limits) as r:
-        md = {k: v for k, v in r.metadata.items() if k not in _FOLD_INTERNAL}
+        md = {k: v for k, v in r.metadata.items() if k not in FOLD_INTERNAL}
         sten = [c for c in r.chunks if c.ctype in ("STEN", "NPZ0")]
         extras = [f"chunk {c.name!r} ({c.ctype})" for c in r.chunks if c not in sten]
         compressed = any(c.compression != "none" for c in sten)
@@ -354,7 +354,7 @@ def _source_for(path: Any, head: bytes, limits: Limits, label: str | None = None
             return sharded_source(path, lambda p: open_source(p, limits=limits))
     if info is not None:
         if info.name == "ztensor":
-            return _zt_source(path, limits)
+            return zt_source(path, limits)
         if info.name == "oinf":
             return _oinf_source(path, limits)
         if info.name == "fold":
@@ -449,7 +449,7 @@ def plan_metadata(fmt: str, src: Source) -> dict[str, Any]:
         if not isinstance(v, str):
             raise _meta_refusal(fmt, k, f"value of type {type(v).__name__}; only string "
                                 "metadata converts between formats")  # fmt: skip
-        if fmt == "fold" and k in _FOLD_INTERNAL:
+        if fmt == "fold" and k in FOLD_INTERNAL:
             raise _meta_refusal(fmt, k, "the key is reserved by FOLD")
     if fmt == "ztensor" and not src.names:
         raise _meta_refusal(fmt, next(iter(src.metadata)), "zTensor keeps file metadata on "

@@ -457,9 +457,9 @@ class ShardedReader(Mapping[str, Any]):
         r = self._of(name)
         if index is None:
             return r.read(name, **kw)
-        from .interop.frameworks import _takes_index
+        from .interop.frameworks import takes_index
 
-        if _takes_index(r):
+        if takes_index(r):
             return r.read(name, index, **kw)
         return r.read(name, **kw)[index]
 
@@ -597,10 +597,10 @@ def verify(path: str | os.PathLike[str], **options: Any) -> Any:
 
 
 def _nbytes_of(reader: Any, name: str) -> int:
-    from .interop.frameworks import _info_dtype
+    from .interop.frameworks import info_dtype
 
     info = reader.info(name)
-    dt = _info_dtype(info)
+    dt = info_dtype(info)
     if dt is None:
         return _nbytes(reader[name])
     import numpy as np

@@ -198,3 +198,61 @@ def test_joined_verifiers_run(tmp_path):
         with mod.open(path) as r:
             report = r.verify()
         assert report.ok and report.exit_code == 0, (mod.__name__, report.format())
+
+
+#: "module -> imported private name" pairs allowed today (only shrinks)
+ALLOWED_PRIVATE_NAMES = {
+    "tenfold.torch -> tenfold.sharded._nbytes",
+    "tenfold.ztensor -> tenfold.ztensor._generations._generation_or_010",
+    "tenfold.ztensor._content -> tenfold.ztensor.v2writer._le_pieces",
+    "tenfold.ztensor._content -> tenfold.ztensor.v2writer._pack_f4",
+}
+
+
+def _private_name_imports(root: Path = ROOT) -> set[str]:
+    """``importer -> module.name`` for every ``from m import _name`` where ``_name`` is not a
+    module (importing a private *module* such as ``_spec`` is the package's convention)."""
+    found = set()
+    for path in root.rglob("*.py"):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        is_pkg = parts[-1] == "__init__"
+        mod = ".".join(parts[:-1] if is_pkg else parts)
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if not isinstance(node, ast.ImportFrom):
+                continue
+            base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+            if node.level:
+                base = base[: len(base) - node.level + 1]
+                pkg = ".".join(base + ([node.module] if node.module else []))
+            else:
+                pkg = node.module or ""
+            for a in node.names:
+                name = a.name
+                if not name.startswith("_") or name.startswith("__"):
+                    continue
+                sub = root.parent.joinpath(*pkg.split("."), name)
+                if sub.with_suffix(".py").exists() or (sub / "__init__.py").exists():
+                    continue  # a private module
+                if any(sub.parent.glob(f"{name}.*.so")) or any(sub.parent.glob(f"{name}.pyx")):
+                    continue  # a compiled private module
+                found.add(f"{mod} -> {pkg}.{name}")
+    return found
+
+
+def test_no_module_imports_another_modules_private_names():
+    found = _private_name_imports()
+    assert found <= ALLOWED_PRIVATE_NAMES, (
+        f"private names imported: {sorted(found - ALLOWED_PRIVATE_NAMES)}"
+    )
+    gone = ALLOWED_PRIVATE_NAMES - found
+    assert not gone, f"no longer imported: remove from ALLOWED_PRIVATE_NAMES: {sorted(gone)}"
+
+
+def test_the_private_name_finder_finds_one(tmp_path):
+    # the finder is not blind: a private name is found, a private module is not
+    pkg = tmp_path / "pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "_mod.py").write_text("X = 1\n_y = 2\n")
+    (pkg / "a.py").write_text("from ._mod import _y\nfrom . import _mod\nfrom ._mod import X\n")
+    assert _private_name_imports(pkg) == {"pkg.a -> pkg._mod._y"}

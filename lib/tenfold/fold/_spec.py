@@ -75,6 +75,8 @@ MAX_INDEX_SIZE = 100 * 1024 * 1024
 MAX_CHUNK_SIZE = 2 * 1024 * 1024 * 1024
 
 FORMAT_NAME = "fold"
+#: metadata keys the writer adds itself (integrity), not the user's
+INTERNAL_METADATA = ("chunk_hashes", "manifest_hash")
 WRITE_VERSION = "1.2.0"
 KNOWN_VERSIONS = ("1.0.0", "1.1.0", "1.2.0")
 

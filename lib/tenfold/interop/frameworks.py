@@ -45,7 +45,6 @@ FRAMEWORKS = {
 
 _FOLD_TENSOR_CTYPES = ("STEN", "NPZ0")
 _PACKED_TAGS = ("F4",)
-_FOLD_INTERNAL = ("chunk_hashes", "manifest_hash")
 
 
 def framework_of(framework: str) -> str:
@@ -60,10 +59,10 @@ def framework_of(framework: str) -> str:
 def dtype_tag(dtype: np.dtype) -> str:
     """The safetensors name of a NumPy dtype (``"F32"``, ``"BF16"``...), as ``get_dtype()``
     gives it; the canonical tenfold name when safetensors has none."""
-    from .safetensors import _BY_NAME
+    from .safetensors import TAG_OF_DTYPE
 
     name = canonical(dtype)
-    return _BY_NAME.get(name, name)
+    return TAG_OF_DTYPE.get(name, name)
 
 
 # -- index checks --------------------------------------------------------------------------------
@@ -169,7 +168,7 @@ class Tensors:
                     self.names.append(key)
         else:
             self.names = list(reader.keys())
-        self._read_index = _takes_index(reader)
+        self._read_index = takes_index(reader)
 
     def _chunk(self, chunk: str) -> dict[str, np.ndarray]:
         with self._lock:
@@ -184,7 +183,9 @@ class Tensors:
         md = self.reader.metadata
         out = dict(md) if md is not None else {}
         if self.fmt == "fold":  # the index's own bookkeeping, as convert leaves it out
-            for k in _FOLD_INTERNAL:
+            from ..fold._spec import INTERNAL_METADATA
+
+            for k in INTERNAL_METADATA:
                 out.pop(k, None)
         return out
 
@@ -209,7 +210,7 @@ class Tensors:
                     return np.dtype(DTYPES[tag]), tuple(int(d) for d in shape)
         else:
             info = self.reader.info(name)
-            dt = _info_dtype(info)
+            dt = info_dtype(info)
             if dt is not None:
                 return dt, tuple(int(d) for d in info.shape)
         a = self.array(name)
@@ -243,7 +244,7 @@ class Tensors:
                     n *= d
                 return (start0 + begin, tdt, tuple(shape)) if end - begin == n else None
             info = r.info(name)
-            dt = _info_dtype(info)
+            dt = info_dtype(info)
             if dt is None or info.byte_range is None or info.dtype in _PACKED_TAGS:
                 return None
             start, end = info.byte_range
@@ -304,7 +305,7 @@ class Tensors:
 _TAKES_INDEX: dict[Any, bool] = {}
 
 
-def _takes_index(reader: Any) -> bool:
+def takes_index(reader: Any) -> bool:
     """Whether ``reader.read`` takes a second positional ``index`` (a reader that reads only
     the byte ranges a slice needs); remembered per reader class."""
     read = getattr(reader, "read", None)
@@ -320,7 +321,7 @@ def _takes_index(reader: Any) -> bool:
     return got
 
 
-def _info_dtype(info: Any) -> np.dtype | None:
+def info_dtype(info: Any) -> np.dtype | None:
     for attr in ("np_dtype", "numpy_dtype"):
         dt = getattr(info, attr, None)
         if isinstance(dt, np.dtype):

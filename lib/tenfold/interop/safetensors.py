@@ -96,7 +96,7 @@ def pack_f4(a: np.ndarray) -> np.ndarray:
     return (u[0::2] | (u[1::2] << 4)).astype(np.uint8)
 
 
-_BY_NAME = {canonical(dt): tag for tag, dt in DTYPES.items()}
+TAG_OF_DTYPE = {canonical(dt): tag for tag, dt in DTYPES.items()}
 
 
 def _label(what: str) -> str:
@@ -569,7 +569,7 @@ def parse_metadata(buf: Any, *, fmt: str = FMT) -> dict[str, str]:
 def tag_of(name: str, dtype: Any, *, fmt: str = FMT) -> str:
     """The safetensors dtype tag of ``dtype`` (EncodeError naming the tensor when none)."""
     try:
-        return _BY_NAME[canonical(dtype)]
+        return TAG_OF_DTYPE[canonical(dtype)]
     except Exception:
         from ..capabilities import check_dtype
 

@@ -102,7 +102,7 @@ class ShardScan:
     skipped: list[tuple[int, bytes, str]] = dataclasses.field(default_factory=list)
 
 
-def _members(buf: np.ndarray, name: str) -> tuple[np.ndarray, ...]:
+def scan_members(buf: np.ndarray, name: str) -> tuple[np.ndarray, ...]:
     tarscan = _kernels.load("tarscan")
     cap = buf.size // BLOCK
     outs = [np.empty(cap, np.int64) for _ in range(6)] + [np.empty(cap, np.uint8)]
@@ -179,7 +179,7 @@ def scan_shard(path: str | os.PathLike[str], *, on_bad_name: str = "error") -> S
     strhash = _kernels.load("strhash")
     with MappedFile(path, fmt=FMT) as mf:
         buf = mf.buffer()
-        hdr_off, size, _po, _pl, name_off, name_len, tflag = _members(buf, name)
+        hdr_off, size, _po, _pl, name_off, name_len, tflag = scan_members(buf, name)
         regular = np.isin(tflag, REGULAR_TYPES)
         if not regular.all():
             hdr_off, size = hdr_off[regular], size[regular]

@@ -47,7 +47,7 @@ from ..errors import IntegrityError, TenfoldError, UnsupportedError, describe
 from ._members import split_name
 from ._spec import BLOCK, FMT
 from ._split import required_split
-from .build import _members as scan
+from .build import scan_members as scan
 from .build import shard_paths
 from .reader import Index
 
