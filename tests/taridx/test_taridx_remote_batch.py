@@ -408,3 +408,40 @@ def test_s3_etag_compared_on_later_opens(s3, tmp_path):
         assert "s3://tfe/t_0001.tar" in msg and old in msg and new in msg
     # a new dataset records the new ETag and reads
     assert len(tx.Dataset("s3://tfe", "t", storage_options=opts)[n - 1]) == 2
+
+
+def test_s3_dataset_creation_requests(s3, tmp_path):
+    """Making a dataset over an ``s3://`` root costs the index's one GET (with ``shards=``),
+    or that and the root's listing (without); no HEAD, no request for any shard. A shard is
+    looked up on its first use only (given names: one HEAD, then its ranges)."""
+    opts, log = s3
+    _small_fold(tmp_path, per=8)
+    fs = _s3fs(opts)
+    _upload(fs, tmp_path, "tfc")
+    log.clear()
+    listed = tx.Dataset("s3://tfc", "t", storage_options=opts, cache_bytes=0, calibrate=False)
+    assert listed.shards == ["t_0000.tar", "t_0001.tar"]
+    assert sorted((m, p) for m, p, _ in log) == [("GET", "/tfc"), ("GET", "/tfc/t.taridx")]
+    assert listed._remote_index_mtime is not None  # the index's time, from the same GET
+    log.clear()
+    assert len(listed.__getitems__([0])) == 1  # the listing named sizes and ETags: no HEAD
+    assert [(m, p) for m, p, _ in log] == [("GET", "/tfc/t_0000.tar")]
+    names = ["t_0000.tar", "t_0001.tar"]
+    log.clear()
+    given = tx.Dataset("s3://tfc", "t", storage_options=opts, shards=names, calibrate=False)
+    assert [(m, p, r) for m, p, r in log] == [("GET", "/tfc/t.taridx", None)]
+    assert given._remote_index_mtime is not None
+    log.clear()
+    n = len(given)
+    assert len(given[n - 1]) == 2  # only the shard used is looked up
+    assert [m for m, p, _ in log if p == "/tfc/t_0001.tar"] == ["HEAD", "GET"]
+    assert not [p for _, p, _ in log if p == "/tfc/t_0000.tar"]
+    # a missing shard named by ``shards=`` is found when first needed, naming its URL
+    log.clear()
+    gone = tx.Dataset("s3://tfc", "t", storage_options=opts, shards=[names[0], "t_0009.tar"])
+    assert [p for _, p, _ in log] == ["/tfc/t.taridx"]
+    assert len(gone[0]) == 2
+    with pytest.raises(FileNotFoundError, match="tfc/t_0009.tar"):
+        gone[n - 1]
+    for d in (listed, given, gone):
+        d.close()

@@ -61,6 +61,24 @@ def _is_url(root: str) -> bool:
     return "://" in root and not root.startswith("file://")
 
 
+async def _get_index(fs: Any, path: str) -> tuple[bytes, Mapping[str, Any] | None]:
+    """A remote index's bytes, and on S3 its metadata from the same GET (else ``None``)."""
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if ("s3" in protocols or "s3a" in protocols) and hasattr(fs, "_call_s3"):
+        bucket, key, version = fs.split_path(path)
+        kw: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if version:
+            kw["VersionId"] = version
+        resp = await fs._call_s3("get_object", **kw)
+        try:
+            blob = bytes(await resp["Body"].read())
+        finally:
+            resp["Body"].close()
+        info = {k: resp[k] for k in ("LastModified", "ETag") if resp.get(k) is not None}
+        return blob, {"size": len(blob), **info}
+    return bytes(await fs._cat_file(path)), None
+
+
 class Dataset:
     """The samples of split ``split`` under ``root``.
 
@@ -177,7 +195,12 @@ class Dataset:
         #: remote: shard name -> the ETag first seen (listing or first lookup)
         self.etags: dict[str, str] = {}
         self._reset()
-        self.shards = list(shards) if shards is not None else self._list_shards()
+        if shards is not None:
+            self.shards = list(shards)
+        elif self.remote:
+            self.shards = self._remote_start()
+        else:
+            self.shards = self._list_shards()
         idx = self._index()
         self._len = idx.n_stems
         if idx.n_rows and int(idx.rows["fid"].max()) >= len(self.shards):
@@ -221,6 +244,8 @@ class Dataset:
         #: remote shards read whole (see ``cache_bytes``), least recently cached first
         self._cache: collections.OrderedDict[int, memoryview] = collections.OrderedDict()
         self._cache_nbytes = 0
+        #: remote: the index's bytes and metadata, fetched with the listing (used once)
+        self._index_got: tuple[bytes, Mapping[str, Any] | None] | None = None
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -246,13 +271,71 @@ class Dataset:
             self._fs = fsspec.core.url_to_fs(self.root, **self.storage_options)[0]
         return self._fs
 
-    def _list_shards(self) -> list[str]:
+    def _index_fs(self) -> tuple[Any, str]:
+        """The filesystem and path of a remote index: the root's own client when the index
+        URL has the root's protocol (one client per dataset and process, even with
+        ``skip_instance_cache``), else one made for it."""
+        fsspec = require("fsspec", extra="remote", what="taridx: a remote index")
+        proto = fsspec.core.split_protocol
+        if "::" not in self.index_path and proto(self.index_path)[0] == proto(self.root)[0]:
+            fs = self._filesystem()
+            return fs, fs._strip_protocol(self.index_path)
+        fs, path = fsspec.core.url_to_fs(self.index_path, **self.storage_options)
+        return fs, path
+
+    def _remote_start(self) -> list[str]:
+        """A remote root without ``shards=``: list the root and fetch the index, both in one
+        round trip when the filesystem is asynchronous (s3fs, HTTP); the index's metadata
+        comes with it (S3: the GET's own headers) or from the listing."""
+        fs = self._filesystem()
+        if (
+            self.index_bytes is not None
+            or not _is_url(self.index_path)
+            or not getattr(fs, "async_impl", False)
+        ):
+            return self._list_shards()
+        ifs, ipath = self._index_fs()
+        if ifs is not fs:
+            return self._list_shards()
+        import asyncio
+
+        from fsspec.asyn import sync
+
+        async def both() -> list[Any]:
+            return list(
+                await asyncio.gather(
+                    fs._ls(fs._strip_protocol(self.root), detail=True),
+                    _get_index(fs, ipath),
+                    return_exceptions=True,
+                )
+            )
+
+        listed, got = sync(fs.loop, both)
+        for r in (listed, got):  # the listing's failure first, as when run one after another
+            if isinstance(r, BaseException):
+                raise r
+        names = self._list_shards(listed)
+        blob, info = got
+        if info is None:  # the index's entry in the listing, when it is in the listed folder
+            info = next(
+                (
+                    p
+                    for p in listed
+                    if isinstance(p, Mapping) and str(p.get("name", "")).rstrip("/") == ipath
+                ),
+                None,
+            )
+        self._index_got = (blob, info)
+        return names
+
+    def _list_shards(self, listed: Any = None) -> list[str]:
         if not self.remote:
             return [p.name for p in shard_paths(self.root, self.split)]
-        fs = self._filesystem()
         pat = re.compile(re.escape(self.split) + r"_[0-9]+\.tar")
         found: dict[str, dict[str, Any]] = {}
-        for p in fs.ls(self.root, detail=True):
+        if listed is None:
+            listed = self._filesystem().ls(self.root, detail=True)
+        for p in listed:
             info = p if isinstance(p, Mapping) else {"name": p}
             name = os.path.basename(str(info.get("name", "")).rstrip("/"))
             if pat.fullmatch(name):
@@ -270,13 +353,24 @@ class Dataset:
             if self.index_bytes is not None:
                 idx = Index.from_buffer(self.index_bytes, limits=self.limits)
             elif _is_url(self.index_path):
-                fsspec = require("fsspec", extra="remote", what="taridx: a remote index")
-                fs, path = fsspec.core.url_to_fs(self.index_path, **self.storage_options)
-                idx = Index.from_buffer(fs.cat_file(path), limits=self.limits)
-                try:  # a shard modified after this is checked when first read
-                    self._remote_index_mtime = info_mtime_ns(fs.info(path))
-                except (OSError, ValueError):
-                    self._remote_index_mtime = None
+                got, self._index_got = self._index_got, None
+                if got is None:
+                    fs, path = self._index_fs()
+                    if getattr(fs, "async_impl", False):
+                        from fsspec.asyn import sync
+
+                        got = sync(fs.loop, _get_index, fs, path)
+                    else:
+                        got = (fs.cat_file(path), None)
+                blob, info = got
+                idx = Index.from_buffer(blob, limits=self.limits)
+                if info is None:
+                    try:  # a shard modified after this is checked when first read
+                        fs, path = self._index_fs()
+                        info = fs.info(path)
+                    except (OSError, ValueError):
+                        info = None
+                self._remote_index_mtime = None if info is None else info_mtime_ns(info)
             else:
                 idx = Index.open(self.index_path, limits=self.limits)._owned()  # owned here
             s = idx.samples
