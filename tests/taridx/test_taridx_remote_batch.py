@@ -195,6 +195,18 @@ def test_s3_small_shards_cached_whole(s3, tmp_path):
     for i in range(0, n, 7):
         ds[i]
     assert _gets(log) == []
+    # max_range left to the model (here 9,000 bytes): still one request per shard read
+    # whole, its whole size (by the model, a request that large runs at full bandwidth)
+    whole = tx.Dataset(
+        "s3://tfc", "t", storage_options=opts, per_request=1e-3, bandwidth=1e6, calibrate=False
+    )
+    assert whole.link.max_range == 9000 < min(sizes.values())
+    log.clear()
+    _check_all(whole, truth, stems, list(range(n)))
+    assert sorted((p, _span(r)) for _, p, r in _gets(log)) == sorted(
+        (f"/tfc/{name}", size) for name, size in sizes.items()
+    )
+    whole.close()
     # too small a cache: nothing kept, every batch fetches again
     small = tx.Dataset("s3://tfc", "t", storage_options=opts, cache_bytes=min(sizes.values()) - 1)
     log.clear()

@@ -35,7 +35,7 @@ from ..core.mapped import MappedFile
 from ..core.optional import require
 from ..errors import IntegrityError, TruncatedError, describe
 from ._members import member_problem
-from ._remote import LinkModel, info_etag, info_mtime_ns, missing_shard, plan_ranges
+from ._remote import RANGE_CAP, LinkModel, info_etag, info_mtime_ns, missing_shard, plan_ranges
 from ._spec import BLOCK, FMT
 from ._split import required_split
 from .build import shard_paths, stale_shard
@@ -122,8 +122,8 @@ class Dataset:
         process; ``ds.link`` shows it.
     cache_bytes
         Remote shards kept whole in memory, per process, at most this many bytes (least
-        recently fetched dropped first; 0: none). A shard is fetched whole (in ``max_range``
-        chunks, within the batch's one ``cat_ranges`` call) when the batch's plan would read
+        recently fetched dropped first; 0: none). A shard is fetched whole (one request up to
+        64 MiB, or ``max_range`` chunks when given, within the batch's one ``cat_ranges`` call) when the batch's plan would read
         at least half of it anyway; later batches then read it from memory.
     limits
         :class:`tenfold.core.bounds.Limits` for opening the index.
@@ -724,7 +724,10 @@ class Dataset:
         keep = ~np.isin(r_fid, whole)
         paths = [urls[f] for f in r_fid[keep].tolist()]
         starts, ends = r_lo[keep].tolist(), r_hi[keep].tolist()
-        chunk = max(1, self.link.max_range if self.max_range is None else self.max_range)
+        # a shard read whole is one request (by the link model, a request that large already
+        # moves data at full bandwidth: more requests only add their latency), within the
+        # cap on one response, or within ``max_range`` when that was given
+        chunk = max(1, RANGE_CAP if self.max_range is None else self.max_range)
         spans = []
         for fid in whole.tolist():  # a shard read whole: in chunks, concurrently
             size = self._seen[fid][0]
