@@ -457,3 +457,8 @@ def test_s3_dataset_creation_requests(s3, tmp_path):
         gone[n - 1]
     for d in (listed, given, gone):
         d.close()
+    # a missing index: FileNotFoundError naming its URL, listed or not
+    fs.rm("tfc/t.taridx")
+    for kw in ({}, {"shards": names}):
+        with pytest.raises(FileNotFoundError, match="s3://tfc/t.taridx"):
+            tx.Dataset("s3://tfc", "t", storage_options=opts, **kw)

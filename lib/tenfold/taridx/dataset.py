@@ -18,6 +18,7 @@ deterministic shuffled order per epoch and the rank's share for distributed trai
 from __future__ import annotations
 
 import collections
+import errno
 import operator
 import os
 import re
@@ -62,7 +63,17 @@ def _is_url(root: str) -> bool:
 
 
 async def _get_index(fs: Any, path: str) -> tuple[bytes, Mapping[str, Any] | None]:
-    """A remote index's bytes, and on S3 its metadata from the same GET (else ``None``)."""
+    """A remote index's bytes, and on S3 its metadata from the same GET (else ``None``); a
+    missing index is a ``FileNotFoundError`` naming its URL."""
+    try:
+        return await _get_index_once(fs, path)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(
+            errno.ENOENT, f"{FMT}: index missing ({exc})", fs.unstrip_protocol(path)
+        ) from exc
+
+
+async def _get_index_once(fs: Any, path: str) -> tuple[bytes, Mapping[str, Any] | None]:
     protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
     if ("s3" in protocols or "s3a" in protocols) and hasattr(fs, "_call_s3"):
         bucket, key, version = fs.split_path(path)
@@ -123,8 +134,9 @@ class Dataset:
     cache_bytes
         Remote shards kept whole in memory, per process, at most this many bytes (least
         recently fetched dropped first; 0: none). A shard is fetched whole (one request up to
-        64 MiB, or ``max_range`` chunks when given, within the batch's one ``cat_ranges`` call) when the batch's plan would read
-        at least half of it anyway; later batches then read it from memory.
+        64 MiB, or ``max_range`` chunks when given, within the batch's one ``cat_ranges``
+        call) when the batch's plan would read at least half of it anyway; later batches then
+        read it from memory.
     limits
         :class:`tenfold.core.bounds.Limits` for opening the index.
 
