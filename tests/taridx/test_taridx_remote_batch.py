@@ -429,36 +429,36 @@ def test_s3_dataset_creation_requests(s3, tmp_path):
     opts, log = s3
     _small_fold(tmp_path, per=8)
     fs = _s3fs(opts)
-    _upload(fs, tmp_path, "tfc")
+    _upload(fs, tmp_path, "tfn")
     log.clear()
-    listed = tx.Dataset("s3://tfc", "t", storage_options=opts, cache_bytes=0, calibrate=False)
+    listed = tx.Dataset("s3://tfn", "t", storage_options=opts, cache_bytes=0, calibrate=False)
     assert listed.shards == ["t_0000.tar", "t_0001.tar"]
-    assert sorted((m, p) for m, p, _ in log) == [("GET", "/tfc"), ("GET", "/tfc/t.taridx")]
+    assert sorted((m, p) for m, p, _ in log) == [("GET", "/tfn"), ("GET", "/tfn/t.taridx")]
     assert listed._remote_index_mtime is not None  # the index's time, from the same GET
     log.clear()
     assert len(listed.__getitems__([0])) == 1  # the listing named sizes and ETags: no HEAD
-    assert [(m, p) for m, p, _ in log] == [("GET", "/tfc/t_0000.tar")]
+    assert [(m, p) for m, p, _ in log] == [("GET", "/tfn/t_0000.tar")]
     names = ["t_0000.tar", "t_0001.tar"]
     log.clear()
-    given = tx.Dataset("s3://tfc", "t", storage_options=opts, shards=names, calibrate=False)
-    assert [(m, p, r) for m, p, r in log] == [("GET", "/tfc/t.taridx", None)]
+    given = tx.Dataset("s3://tfn", "t", storage_options=opts, shards=names, calibrate=False)
+    assert [(m, p, r) for m, p, r in log] == [("GET", "/tfn/t.taridx", None)]
     assert given._remote_index_mtime is not None
     log.clear()
     n = len(given)
     assert len(given[n - 1]) == 2  # only the shard used is looked up
-    assert [m for m, p, _ in log if p == "/tfc/t_0001.tar"] == ["HEAD", "GET"]
-    assert not [p for _, p, _ in log if p == "/tfc/t_0000.tar"]
+    assert [m for m, p, _ in log if p == "/tfn/t_0001.tar"] == ["HEAD", "GET"]
+    assert not [p for _, p, _ in log if p == "/tfn/t_0000.tar"]
     # a missing shard named by ``shards=`` is found when first needed, naming its URL
     log.clear()
-    gone = tx.Dataset("s3://tfc", "t", storage_options=opts, shards=[names[0], "t_0009.tar"])
-    assert [p for _, p, _ in log] == ["/tfc/t.taridx"]
+    gone = tx.Dataset("s3://tfn", "t", storage_options=opts, shards=[names[0], "t_0009.tar"])
+    assert [p for _, p, _ in log] == ["/tfn/t.taridx"]
     assert len(gone[0]) == 2
-    with pytest.raises(FileNotFoundError, match="tfc/t_0009.tar"):
+    with pytest.raises(FileNotFoundError, match="tfn/t_0009.tar"):
         gone[n - 1]
     for d in (listed, given, gone):
         d.close()
     # a missing index: FileNotFoundError naming its URL, listed or not
-    fs.rm("tfc/t.taridx")
+    fs.rm("tfn/t.taridx")
     for kw in ({}, {"shards": names}):
-        with pytest.raises(FileNotFoundError, match="s3://tfc/t.taridx"):
-            tx.Dataset("s3://tfc", "t", storage_options=opts, **kw)
+        with pytest.raises(FileNotFoundError, match="s3://tfn/t.taridx"):
+            tx.Dataset("s3://tfn", "t", storage_options=opts, **kw)
