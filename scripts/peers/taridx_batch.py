@@ -10,7 +10,9 @@
   batches of 256 through ``__getitems__`` (one ``cat_ranges`` per batch, planned by the link
   cost model, or with the old fixed 64 KiB ``max_gap``) vs batches of a locality-blocked
   epoch (``EpochSampler(block=64)``), and a whole random epoch from cold (shard cache on)
-  against wids reading the same shards from the same server. ``--remote`` runs only these.
+  against wids reading the same shards from the same server: both sides making their S3 client
+  in the timer (wids: a new boto3 client and presigned URLs), and both with a client made
+  before. ``--remote`` runs only these; ``--remote --epoch`` only the whole-epoch cases.
 
 ``--quick`` uses 2,000 local samples and 2,000 remote samples.
 """
@@ -161,6 +163,47 @@ def _wids_epochs(shards: list[dict], order: list[int], cache: Path, second: list
     second.append((t - t0, time.perf_counter() - t))
 
 
+def _presigned(opts: dict, bucket: str, names: list[str], per_shard: int) -> list[dict]:
+    """What a wids user does first: make a boto3 S3 client and presign each shard's URL. The
+    client comes from a new boto3 session, as each new s3fs client makes a new aiobotocore
+    session (boto3's default session, reused, took 12 ms here instead of 60-120)."""
+    import boto3
+
+    client = boto3.session.Session().client(
+        "s3",
+        endpoint_url=opts["endpoint_url"],
+        aws_access_key_id=opts["key"],
+        aws_secret_access_key=opts["secret"],
+        region_name="us-east-1",
+    )
+    return [
+        {
+            "url": client.generate_presigned_url(
+                "get_object", Params={"Bucket": bucket, "Key": n}, ExpiresIn=3600
+            ),
+            "nsamples": per_shard,
+        }
+        for n in names
+    ]
+
+
+def _wids_presign_epochs(
+    opts: dict, names: list[str], per_shard: int, order: list[int], cache: Path, out: list
+) -> None:
+    """wids from cold, its shard list made in the timer (a new boto3 client, presigned URLs)."""
+    t0 = time.perf_counter()
+    shards = _presigned(opts, "bench", names, per_shard)
+    t1 = time.perf_counter()
+    first: list = []
+    _wids_epochs(shards, order, cache, first)
+    out.append((t1 - t0 + first[0][0], first[0][1]))
+    _PRESIGN.append(t1 - t0)
+
+
+#: seconds each presigning (client + URLs) took
+_PRESIGN: list[float] = []
+
+
 def _tenfold_epochs(open_ds: Callable[[], Any], order: list[int], second: list) -> None:
     """tenfold from cold (a new dataset: listing, index, shards), then a second epoch."""
     t0 = time.perf_counter()
@@ -172,7 +215,9 @@ def _tenfold_epochs(open_ds: Callable[[], Any], order: list[int], second: list) 
     ds.close()
 
 
-def remote_rows(root: Path, n_samples: int, n_per_sample: int, rounds: int = 5) -> list[dict]:
+def remote_rows(
+    root: Path, n_samples: int, n_per_sample: int, rounds: int = 5, epoch_only: bool = False
+) -> list[dict]:
     """A local S3 server: one request per sample vs batches of 256 planned by the link's cost
     model (calibrated, shard cache off), the old fixed ``max_gap`` of 64 KiB, a
     locality-blocked epoch, and a whole random epoch from cold with the shard cache against
@@ -238,27 +283,39 @@ def remote_rows(root: Path, n_samples: int, n_per_sample: int, rounds: int = 5) 
         warm = rng.permutation(n).tolist()[: 4 * 256]
         for d in (one_ds, model, fixed, defaults):  # shards looked up, clients warm
             _batches(d, warm)  # (and, for ``model``, calls the link model is fitted to)
+        names = [f.name for f in sorted(root.glob("r_*.tar"))]
         shards = [
-            {"url": fs.url(f"bench/{f.name}", expires=3600), "nsamples": per_shard}
-            for f in sorted(root.glob("r_*.tar"))
+            {"url": fs.url(f"bench/{name}", expires=3600), "nsamples": per_shard} for name in names
         ]
-        cases: dict[str, Callable[[], Any]] = {
-            "one": lambda: [one_ds[i] for i in one],
-            "model": lambda: _batches(model, rand),
-            "defaults": lambda: _batches(defaults, rand),
-            "fixed": lambda: _batches(fixed, rand[: 4 * 256]),  # slow: 4 batches
-            "blocked": lambda: _batches(model, blocked),
-            "cold": lambda: _tenfold_epochs(open_ds, epoch, second["cold"]),
-            "cold_client": lambda: _tenfold_epochs(open_shared, epoch, second["cold_client"]),
-        }
+        cases: dict[str, Callable[[], Any]] = {}
+        if not epoch_only:
+            cases = {
+                "one": lambda: [one_ds[i] for i in one],
+                "model": lambda: _batches(model, rand),
+                "defaults": lambda: _batches(defaults, rand),
+                "fixed": lambda: _batches(fixed, rand[: 4 * 256]),  # slow: 4 batches
+                "blocked": lambda: _batches(model, blocked),
+            }
+        cases["cold"] = lambda: _tenfold_epochs(open_ds, epoch, second["cold"])
+        cases["cold_client"] = lambda: _tenfold_epochs(open_shared, epoch, second["cold_client"])
         try:
             import wids  # noqa: F401
 
             cases["wids"] = lambda: _wids_epochs(shards, epoch, root / "wids-cache", second["wids"])
+            import boto3  # noqa: F401
+
+            cases["wids_presign"] = lambda: _wids_presign_epochs(
+                opts, names, per_shard, epoch, root / "wids-cache", second["wids_presign"]
+            )
         except ImportError as exc:
-            print(f"wids skipped: {exc}")
+            print(f"wids (or boto3 for its URLs) skipped: {exc}")
         #: (first epoch, second epoch) seconds of each run
-        second: dict[str, list[tuple[float, float]]] = {"cold": [], "cold_client": [], "wids": []}
+        second: dict[str, list[tuple[float, float]]] = {
+            "cold": [],
+            "cold_client": [],
+            "wids": [],
+            "wids_presign": [],
+        }
         best_t: dict[str, float] = {}
         io_of: dict[str, tuple[int, int]] = {}
         for _ in range(rounds):  # interleaved: the machine's load drifts between runs
@@ -280,20 +337,40 @@ def remote_rows(root: Path, n_samples: int, n_per_sample: int, rounds: int = 5) 
     finally:
         server.stop()
         shutil.rmtree(root / "wids-cache", ignore_errors=True)
-    base = n_per_sample / best_t["one"]
     first_t = {k: min(a for a, _ in v) for k, v in second.items() if v}
     second_t = {k: min(b for _, b in v) for k, v in second.items() if v}
-    nb = -(-len(rand) // 256)
     la = f"load average {min(load):.1f}-{max(load):.1f}"
+    out = (
+        []
+        if epoch_only
+        else _batch_rows(best_t, io_of, n_per_sample, len(rand), n, link, la, shard_mb)
+    )
+    if "wids" in first_t:
+        out += _epoch_rows(first_t, second_t, io_of, n, la)
+    return out
+
+
+def _batch_rows(
+    best_t: dict,
+    io_of: dict,
+    n_per_sample: int,
+    n_rand: int,
+    n: int,
+    link: str,
+    la: str,
+    shard_mb: float,
+) -> list[dict]:
+    base = n_per_sample / best_t["one"]
+    nb = -(-n_rand // 256)
 
     def per_batch(name: str, n_batches: int) -> str:
         req, nb = io_of[name]
         return f"{req / n_batches:.1f} requests and {nb / n_batches / 1e6:.1f} MB per batch"
 
-    out = [
+    return [
         row(
             "remote random batches of 256, cost-model plan (local S3 server, moto + s3fs)",
-            len(rand) / best_t["model"],
+            n_rand / best_t["model"],
             "ds[i], one request per sample",
             base,
             unit="samples/s",
@@ -305,7 +382,7 @@ def remote_rows(root: Path, n_samples: int, n_per_sample: int, rounds: int = 5) 
         ),
         row(
             "remote random batches of 256, default link model (not calibrated)",
-            len(rand) / best_t["defaults"],
+            n_rand / best_t["defaults"],
             "ds[i], one request per sample",
             base,
             unit="samples/s",
@@ -331,52 +408,75 @@ def remote_rows(root: Path, n_samples: int, n_per_sample: int, rounds: int = 5) 
             note=f"a whole epoch, shard cache off; {per_batch('blocked', -(-n // 256))}",
         ),
     ]
-    if "wids" in first_t:
-        req_c, nb_c = io_of["cold"]
-        req_w, nb_w = io_of["wids"]
+
+
+def _epoch_rows(first_t: dict, second_t: dict, io_of: dict, n: int, la: str) -> list[dict]:
+    """A whole random epoch from cold, tenfold vs wids, like for like: both making their S3
+    client in the timer, and both with a client made before it."""
+    req_c, nb_c = io_of["cold"]
+    req_s, nb_s = io_of["cold_client"]
+    req_w, nb_w = io_of["wids"]
+    wids_what = (
+        "wids starts with an empty cache directory, downloads each shard whole with curl "
+        f"({req_w} GETs, {nb_w / 1e6:.0f} MB), indexes it and reads ds[i]; raw bytes, no "
+        "decoding"
+    )
+    out = []
+    if "wids_presign" in first_t:
+        presign = min(_PRESIGN) if _PRESIGN else float("nan")
         out.append(
             row(
-                "remote random epoch from cold, batches of 256, shard cache on (default)",
+                "remote random epoch from cold, each side making its S3 client",
                 n / first_t["cold"],
-                "wids 0.1.11 ShardListDataset from cold",
-                n / first_t["wids"],
+                "wids 0.1.11 from cold, its presigned URLs made in the timer",
+                n / first_t["wids_presign"],
                 unit="samples/s",
                 higher_is_better=True,
                 target=">= 2x wids",
-                note=f"each a whole epoch of {n:,} samples in one random order, timed from "
-                "making the dataset: tenfold starts a new s3fs client, lists the bucket, "
-                f"fetches the index and the shards ({req_c} GETs, {nb_c / 1e6:.0f} MB, kept "
-                "in memory); wids starts with an empty cache directory, downloads each shard "
-                f"whole with curl (presigned URLs of the same server; {req_w} GETs, "
-                f"{nb_w / 1e6:.0f} MB), indexes it and reads ds[i]; raw bytes, no decoding",
+                note=f"a whole epoch of {n:,} samples in one random order, timed from "
+                "nothing: tenfold makes a new s3fs client, lists the bucket and fetches the "
+                f"index (one round trip), then the shards ({req_c} GETs, {nb_c / 1e6:.0f} MB, "
+                "kept in memory); wids' user makes a boto3 client and presigns the 4 shard "
+                f"URLs (best {presign * 1e3:.0f} ms), then {wids_what}; {la}",
             )
         )
-        req_s, nb_s = io_of["cold_client"]
-        out.append(
-            row(
-                "remote random epoch from cold, s3fs client already made",
-                n / first_t["cold_client"],
-                "wids 0.1.11 ShardListDataset from cold",
-                n / first_t["wids"],
-                unit="samples/s",
-                higher_is_better=True,
-                target=">= 2x wids",
-                note="as above, but the dataset gets the process's existing s3fs client "
-                "(fsspec's instance cache, as any dataset after the first in a process), its "
-                f"listing cache emptied first ({req_s} GETs, {nb_s / 1e6:.0f} MB)",
-            )
+    out.append(
+        row(
+            "remote random epoch from cold, each side with its S3 client made before",
+            n / first_t["cold_client"],
+            "wids 0.1.11 from cold, presigned URLs made before",
+            n / first_t["wids"],
+            unit="samples/s",
+            higher_is_better=True,
+            target=">= 2x wids",
+            note="timed from making the dataset: tenfold gets the process's existing s3fs "
+            "client (fsspec's instance cache, as any dataset after the first in a process), "
+            f"its listing cache emptied ({req_s} GETs, {nb_s / 1e6:.0f} MB); wids gets "
+            "its shard list with URLs presigned before the timer",
         )
-        out.append(
-            row(
-                "remote random epoch, the second (shards already fetched)",
-                n / second_t["cold"],
-                "wids 0.1.11, second epoch (its disk cache)",
-                n / second_t["wids"],
-                unit="samples/s",
-                higher_is_better=True,
-                note="the same datasets right after their first epoch; no requests by either",
-            )
+    )
+    out.append(
+        row(
+            "remote random epoch from cold, tenfold's new client vs wids' URLs made before",
+            n / first_t["cold"],
+            "wids 0.1.11 from cold, presigned URLs made before",
+            n / first_t["wids"],
+            unit="samples/s",
+            higher_is_better=True,
+            note="the mixed case (the table's earlier row): tenfold pays for its client, wids not",
         )
+    )
+    out.append(
+        row(
+            "remote random epoch, the second (shards already fetched)",
+            n / second_t["cold"],
+            "wids 0.1.11, second epoch (its disk cache)",
+            n / second_t["wids"],
+            unit="samples/s",
+            higher_is_better=True,
+            note="the same datasets right after their first epoch; no requests by either",
+        )
+    )
     return out
 
 
@@ -401,7 +501,12 @@ if __name__ == "__main__":
     if "--remote" in sys.argv:
         with tempfile.TemporaryDirectory(prefix="tenfold-taridx-remote-") as d:
             quick = "--quick" in sys.argv
-            for r in remote_rows(Path(d), 2_000 if quick else 20_000, 200 if quick else 500):
+            for r in remote_rows(
+                Path(d),
+                2_000 if quick else 20_000,
+                200 if quick else 500,
+                epoch_only="--epoch" in sys.argv,
+            ):
                 print(r)
     else:
         for r in run("--quick" in sys.argv):

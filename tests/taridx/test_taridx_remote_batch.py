@@ -195,6 +195,18 @@ def test_s3_small_shards_cached_whole(s3, tmp_path):
     for i in range(0, n, 7):
         ds[i]
     assert _gets(log) == []
+    # max_range left to the model (here 9,000 bytes): still one request per shard read
+    # whole, its whole size (by the model, a request that large runs at full bandwidth)
+    whole = tx.Dataset(
+        "s3://tfc", "t", storage_options=opts, per_request=1e-3, bandwidth=1e6, calibrate=False
+    )
+    assert whole.link.max_range == 9000 < min(sizes.values())
+    log.clear()
+    _check_all(whole, truth, stems, list(range(n)))
+    assert sorted((p, _span(r)) for _, p, r in _gets(log)) == sorted(
+        (f"/tfc/{name}", size) for name, size in sizes.items()
+    )
+    whole.close()
     # too small a cache: nothing kept, every batch fetches again
     small = tx.Dataset("s3://tfc", "t", storage_options=opts, cache_bytes=min(sizes.values()) - 1)
     log.clear()
@@ -408,3 +420,45 @@ def test_s3_etag_compared_on_later_opens(s3, tmp_path):
         assert "s3://tfe/t_0001.tar" in msg and old in msg and new in msg
     # a new dataset records the new ETag and reads
     assert len(tx.Dataset("s3://tfe", "t", storage_options=opts)[n - 1]) == 2
+
+
+def test_s3_dataset_creation_requests(s3, tmp_path):
+    """Making a dataset over an ``s3://`` root costs the index's one GET (with ``shards=``),
+    or that and the root's listing (without); no HEAD, no request for any shard. A shard is
+    looked up on its first use only (given names: one HEAD, then its ranges)."""
+    opts, log = s3
+    _small_fold(tmp_path, per=8)
+    fs = _s3fs(opts)
+    _upload(fs, tmp_path, "tfn")
+    log.clear()
+    listed = tx.Dataset("s3://tfn", "t", storage_options=opts, cache_bytes=0, calibrate=False)
+    assert listed.shards == ["t_0000.tar", "t_0001.tar"]
+    assert sorted((m, p) for m, p, _ in log) == [("GET", "/tfn"), ("GET", "/tfn/t.taridx")]
+    assert listed._remote_index_mtime is not None  # the index's time, from the same GET
+    log.clear()
+    assert len(listed.__getitems__([0])) == 1  # the listing named sizes and ETags: no HEAD
+    assert [(m, p) for m, p, _ in log] == [("GET", "/tfn/t_0000.tar")]
+    names = ["t_0000.tar", "t_0001.tar"]
+    log.clear()
+    given = tx.Dataset("s3://tfn", "t", storage_options=opts, shards=names, calibrate=False)
+    assert [(m, p, r) for m, p, r in log] == [("GET", "/tfn/t.taridx", None)]
+    assert given._remote_index_mtime is not None
+    log.clear()
+    n = len(given)
+    assert len(given[n - 1]) == 2  # only the shard used is looked up
+    assert [m for m, p, _ in log if p == "/tfn/t_0001.tar"] == ["HEAD", "GET"]
+    assert not [p for _, p, _ in log if p == "/tfn/t_0000.tar"]
+    # a missing shard named by ``shards=`` is found when first needed, naming its URL
+    log.clear()
+    gone = tx.Dataset("s3://tfn", "t", storage_options=opts, shards=[names[0], "t_0009.tar"])
+    assert [p for _, p, _ in log] == ["/tfn/t.taridx"]
+    assert len(gone[0]) == 2
+    with pytest.raises(FileNotFoundError, match="tfn/t_0009.tar"):
+        gone[n - 1]
+    for d in (listed, given, gone):
+        d.close()
+    # a missing index: FileNotFoundError naming its URL, listed or not
+    fs.rm("tfn/t.taridx")
+    for kw in ({}, {"shards": names}):
+        with pytest.raises(FileNotFoundError, match="s3://tfn/t.taridx"):
+            tx.Dataset("s3://tfn", "t", storage_options=opts, **kw)

@@ -18,6 +18,7 @@ deterministic shuffled order per epoch and the rank's share for distributed trai
 from __future__ import annotations
 
 import collections
+import errno
 import operator
 import os
 import re
@@ -35,7 +36,7 @@ from ..core.mapped import MappedFile
 from ..core.optional import require
 from ..errors import IntegrityError, TruncatedError, describe
 from ._members import member_problem
-from ._remote import LinkModel, info_etag, info_mtime_ns, missing_shard, plan_ranges
+from ._remote import RANGE_CAP, LinkModel, info_etag, info_mtime_ns, missing_shard, plan_ranges
 from ._spec import BLOCK, FMT
 from ._split import required_split
 from .build import shard_paths, stale_shard
@@ -59,6 +60,34 @@ if hasattr(os, "register_at_fork"):
 
 def _is_url(root: str) -> bool:
     return "://" in root and not root.startswith("file://")
+
+
+async def _get_index(fs: Any, path: str) -> tuple[bytes, Mapping[str, Any] | None]:
+    """A remote index's bytes, and on S3 its metadata from the same GET (else ``None``); a
+    missing index is a ``FileNotFoundError`` naming its URL."""
+    try:
+        return await _get_index_once(fs, path)
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(
+            errno.ENOENT, f"{FMT}: index missing ({exc})", fs.unstrip_protocol(path)
+        ) from exc
+
+
+async def _get_index_once(fs: Any, path: str) -> tuple[bytes, Mapping[str, Any] | None]:
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if ("s3" in protocols or "s3a" in protocols) and hasattr(fs, "_call_s3"):
+        bucket, key, version = fs.split_path(path)
+        kw: dict[str, Any] = {"Bucket": bucket, "Key": key}
+        if version:
+            kw["VersionId"] = version
+        resp = await fs._call_s3("get_object", **kw)
+        try:
+            blob = bytes(await resp["Body"].read())
+        finally:
+            resp["Body"].close()
+        info = {k: resp[k] for k in ("LastModified", "ETag") if resp.get(k) is not None}
+        return blob, {"size": len(blob), **info}
+    return bytes(await fs._cat_file(path)), None
 
 
 class Dataset:
@@ -104,9 +133,10 @@ class Dataset:
         process; ``ds.link`` shows it.
     cache_bytes
         Remote shards kept whole in memory, per process, at most this many bytes (least
-        recently fetched dropped first; 0: none). A shard is fetched whole (in ``max_range``
-        chunks, within the batch's one ``cat_ranges`` call) when the batch's plan would read
-        at least half of it anyway; later batches then read it from memory.
+        recently fetched dropped first; 0: none). A shard is fetched whole (one request up to
+        64 MiB, or ``max_range`` chunks when given, within the batch's one ``cat_ranges``
+        call) when the batch's plan would read at least half of it anyway; later batches then
+        read it from memory.
     limits
         :class:`tenfold.core.bounds.Limits` for opening the index.
 
@@ -177,7 +207,12 @@ class Dataset:
         #: remote: shard name -> the ETag first seen (listing or first lookup)
         self.etags: dict[str, str] = {}
         self._reset()
-        self.shards = list(shards) if shards is not None else self._list_shards()
+        if shards is not None:
+            self.shards = list(shards)
+        elif self.remote:
+            self.shards = self._remote_start()
+        else:
+            self.shards = self._list_shards()
         idx = self._index()
         self._len = idx.n_stems
         if idx.n_rows and int(idx.rows["fid"].max()) >= len(self.shards):
@@ -221,6 +256,8 @@ class Dataset:
         #: remote shards read whole (see ``cache_bytes``), least recently cached first
         self._cache: collections.OrderedDict[int, memoryview] = collections.OrderedDict()
         self._cache_nbytes = 0
+        #: remote: the index's bytes and metadata, fetched with the listing (used once)
+        self._index_got: tuple[bytes, Mapping[str, Any] | None] | None = None
         _LIVE.add(self)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -246,13 +283,71 @@ class Dataset:
             self._fs = fsspec.core.url_to_fs(self.root, **self.storage_options)[0]
         return self._fs
 
-    def _list_shards(self) -> list[str]:
+    def _index_fs(self) -> tuple[Any, str]:
+        """The filesystem and path of a remote index: the root's own client when the index
+        URL has the root's protocol (one client per dataset and process, even with
+        ``skip_instance_cache``), else one made for it."""
+        fsspec = require("fsspec", extra="remote", what="taridx: a remote index")
+        proto = fsspec.core.split_protocol
+        if "::" not in self.index_path and proto(self.index_path)[0] == proto(self.root)[0]:
+            fs = self._filesystem()
+            return fs, fs._strip_protocol(self.index_path)
+        fs, path = fsspec.core.url_to_fs(self.index_path, **self.storage_options)
+        return fs, path
+
+    def _remote_start(self) -> list[str]:
+        """A remote root without ``shards=``: list the root and fetch the index, both in one
+        round trip when the filesystem is asynchronous (s3fs, HTTP); the index's metadata
+        comes with it (S3: the GET's own headers) or from the listing."""
+        fs = self._filesystem()
+        if (
+            self.index_bytes is not None
+            or not _is_url(self.index_path)
+            or not getattr(fs, "async_impl", False)
+        ):
+            return self._list_shards()
+        ifs, ipath = self._index_fs()
+        if ifs is not fs:
+            return self._list_shards()
+        import asyncio
+
+        from fsspec.asyn import sync
+
+        async def both() -> list[Any]:
+            return list(
+                await asyncio.gather(
+                    fs._ls(fs._strip_protocol(self.root), detail=True),
+                    _get_index(fs, ipath),
+                    return_exceptions=True,
+                )
+            )
+
+        listed, got = sync(fs.loop, both)
+        for r in (listed, got):  # the listing's failure first, as when run one after another
+            if isinstance(r, BaseException):
+                raise r
+        names = self._list_shards(listed)
+        blob, info = got
+        if info is None:  # the index's entry in the listing, when it is in the listed folder
+            info = next(
+                (
+                    p
+                    for p in listed
+                    if isinstance(p, Mapping) and str(p.get("name", "")).rstrip("/") == ipath
+                ),
+                None,
+            )
+        self._index_got = (blob, info)
+        return names
+
+    def _list_shards(self, listed: Any = None) -> list[str]:
         if not self.remote:
             return [p.name for p in shard_paths(self.root, self.split)]
-        fs = self._filesystem()
         pat = re.compile(re.escape(self.split) + r"_[0-9]+\.tar")
         found: dict[str, dict[str, Any]] = {}
-        for p in fs.ls(self.root, detail=True):
+        if listed is None:
+            listed = self._filesystem().ls(self.root, detail=True)
+        for p in listed:
             info = p if isinstance(p, Mapping) else {"name": p}
             name = os.path.basename(str(info.get("name", "")).rstrip("/"))
             if pat.fullmatch(name):
@@ -270,13 +365,24 @@ class Dataset:
             if self.index_bytes is not None:
                 idx = Index.from_buffer(self.index_bytes, limits=self.limits)
             elif _is_url(self.index_path):
-                fsspec = require("fsspec", extra="remote", what="taridx: a remote index")
-                fs, path = fsspec.core.url_to_fs(self.index_path, **self.storage_options)
-                idx = Index.from_buffer(fs.cat_file(path), limits=self.limits)
-                try:  # a shard modified after this is checked when first read
-                    self._remote_index_mtime = info_mtime_ns(fs.info(path))
-                except (OSError, ValueError):
-                    self._remote_index_mtime = None
+                got, self._index_got = self._index_got, None
+                if got is None:
+                    fs, path = self._index_fs()
+                    if getattr(fs, "async_impl", False):
+                        from fsspec.asyn import sync
+
+                        got = sync(fs.loop, _get_index, fs, path)
+                    else:
+                        got = (fs.cat_file(path), None)
+                blob, info = got
+                idx = Index.from_buffer(blob, limits=self.limits)
+                if info is None:
+                    try:  # a shard modified after this is checked when first read
+                        fs, path = self._index_fs()
+                        info = fs.info(path)
+                    except (OSError, ValueError):
+                        info = None
+                self._remote_index_mtime = None if info is None else info_mtime_ns(info)
             else:
                 idx = Index.open(self.index_path, limits=self.limits)._owned()  # owned here
             s = idx.samples
@@ -630,7 +736,10 @@ class Dataset:
         keep = ~np.isin(r_fid, whole)
         paths = [urls[f] for f in r_fid[keep].tolist()]
         starts, ends = r_lo[keep].tolist(), r_hi[keep].tolist()
-        chunk = max(1, self.link.max_range if self.max_range is None else self.max_range)
+        # a shard read whole is one request (by the link model, a request that large already
+        # moves data at full bandwidth: more requests only add their latency), within the
+        # cap on one response, or within ``max_range`` when that was given
+        chunk = max(1, RANGE_CAP if self.max_range is None else self.max_range)
         spans = []
         for fid in whole.tolist():  # a shard read whole: in chunks, concurrently
             size = self._seen[fid][0]
