@@ -155,3 +155,12 @@ def test_random_indexes_same_outcome(raw, start, data):
                 same(b, start)
     finally:
         _index._KERNEL = saved
+
+
+def test_pure_python_runs_the_full_parse(monkeypatch):
+    """Without the compiled kernel the twin is not used: it is slower than the full parse."""
+    monkeypatch.setenv("TENFOLD_PUREPYTHON", "1")
+    monkeypatch.setattr(_index, "_KERNEL", None)
+    assert _index._kernel() is False
+    raw = cbor.encode([ent("a", 64)])
+    assert _index.parse_index(raw, START) == _index.parse_index_full(raw, START)
