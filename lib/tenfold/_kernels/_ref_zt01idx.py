@@ -121,48 +121,7 @@ def _parse(
     ordered = True
     prev_end = 0
     for pos in c.items(count, max_objects):
-        npairs = c.head(5)
-        fields: dict[str, Any] = {"data_endianness": "little"}
-        seen: set[str] = set()
-        for _ in c.items(npairs):
-            key = _KEYS.get(c.text())
-            if key is None or key in seen:
-                raise _Decline
-            seen.add(key)
-            if key in ("offset", "size"):
-                v = c.head(0)
-                assert v is not None  # major 0 is never indefinite
-                fields[key] = v
-            elif key == "shape":
-                ndim = c.head(4)
-                if ndim is not None and ndim > max_ndim:
-                    raise _Decline
-                dims = []
-                for _k in c.items(ndim, max_ndim):
-                    dims.append(c.head(0))
-                fields[key] = dims
-            else:
-                s = c.text()
-                if key == "name":
-                    fields[key] = _utf8(s)
-                elif key == "dtype":
-                    got = dtypes.get(_utf8(s))
-                    if got is None:
-                        raise _Decline
-                    fields[key] = got
-                elif key == "layout":
-                    if s != b"dense":
-                        raise _Decline
-                elif key == "encoding":
-                    if s not in (b"raw", b"zstd"):
-                        raise _Decline
-                    fields[key] = s.decode()
-                elif s not in (b"little", b"big"):
-                    raise _Decline
-                else:
-                    fields[key] = s.decode()
-        if not _REQUIRED <= seen:
-            raise _Decline
+        fields = _fields(c, max_ndim, dtypes)
         dtype_name, np_dtype = fields["dtype"]
         itemsize = np_dtype.itemsize
         numel = 1
@@ -189,3 +148,50 @@ def _parse(
     if c.i != len(data):
         raise _Decline
     return out, ordered
+
+
+def _fields(c: _Cursor, max_ndim: int, dtypes: dict[str, tuple[str, Any]]) -> dict[str, Any]:
+    """The fields of one entry (a map); declines what the kernel declines."""
+    npairs = c.head(5)
+    fields: dict[str, Any] = {"data_endianness": "little"}
+    seen: set[str] = set()
+    for _ in c.items(npairs):
+        key = _KEYS.get(c.text())
+        if key is None or key in seen:
+            raise _Decline
+        seen.add(key)
+        if key in ("offset", "size"):
+            v = c.head(0)
+            assert v is not None  # major 0 is never indefinite
+            fields[key] = v
+        elif key == "shape":
+            ndim = c.head(4)
+            if ndim is not None and ndim > max_ndim:
+                raise _Decline
+            dims = []
+            for _k in c.items(ndim, max_ndim):
+                dims.append(c.head(0))
+            fields[key] = dims
+        else:
+            s = c.text()
+            if key == "name":
+                fields[key] = _utf8(s)
+            elif key == "dtype":
+                got = dtypes.get(_utf8(s))
+                if got is None:
+                    raise _Decline
+                fields[key] = got
+            elif key == "layout":
+                if s != b"dense":
+                    raise _Decline
+            elif key == "encoding":
+                if s not in (b"raw", b"zstd"):
+                    raise _Decline
+                fields[key] = s.decode()
+            elif s not in (b"little", b"big"):
+                raise _Decline
+            else:
+                fields[key] = s.decode()
+    if not _REQUIRED <= seen:
+        raise _Decline
+    return fields
