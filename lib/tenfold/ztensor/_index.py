@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _kernels
 from ..core import cbor
 from ..core.bounds import DEFAULT_LIMITS, MAX_ARRAY_BYTES, Limits, checked_numel
 from ..core.dtypes import numpy_dtype, registry
@@ -31,7 +32,7 @@ from ._spec import (
     SPARSE_FORMATS,
 )
 
-__all__ = ["TensorInfo", "Blob", "parse_file_layout", "parse_index"]
+__all__ = ["TensorInfo", "Blob", "parse_file_layout", "parse_index", "parse_index_full"]
 
 U64 = (1 << 64) - 1
 
@@ -311,7 +312,36 @@ def _blob(what: str, label: str, off: int, size: int, index_start: int) -> Blob:
 
 
 def parse_index(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) -> list[TensorInfo]:
-    """Decode and validate the CBOR index (``raw`` is its bytes, at ``index_start``)."""
+    """Decode and validate the CBOR index (``raw`` is its bytes, at ``index_start``).
+
+    The common case (every entry a well-formed dense tensor) is parsed straight from the bytes
+    by the ``zt01idx`` kernel, which declines anything else: then :func:`parse_index_full`
+    decodes the index and checks it entry by entry, naming what is wrong. Both give the same
+    records for every index the kernel accepts (tests/ztensor/test_ztensor_index_kernel.py)."""
+    mv = memoryview(raw)  # type: ignore[arg-type]
+    kernel = _kernel()
+    if kernel and mv.nbytes <= limits.max_index_bytes and mv.c_contiguous:
+        got = kernel.parse_dense(
+            mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv,
+            index_start,
+            limits.max_objects,
+            limits.max_ndim,
+            max(0, min(limits.max_decoded_bytes, MAX_ARRAY_BYTES)),
+            _DTYPES,
+            TensorInfo,
+        )
+        if got is not None:
+            infos, ordered = got
+            if not ordered:
+                _check_overlaps(infos)
+            return infos  # type: ignore[no-any-return]
+    return parse_index_full(raw, index_start, limits)
+
+
+def parse_index_full(
+    raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS
+) -> list[TensorInfo]:
+    """:func:`parse_index` without the kernel: decode the CBOR, then check every entry."""
     obj = cbor.decode(raw, fmt=FMT, what="index", offset=index_start, limit=limits.max_index_bytes)
     if not isinstance(obj, list):
         raise FormatError(
@@ -357,6 +387,22 @@ def parse_index(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) 
 
 
 _NP = {str(name): numpy_dtype(str(name)) for name in registry.tags(FMT)}
+#: dtype name -> (the name, its NumPy dtype), for the kernel
+_DTYPES = {name: (name, dt) for name, dt in _NP.items()}
+_KERNEL: Any = None
+
+
+def _kernel() -> Any:
+    """The compiled ``zt01idx`` kernel, or False: its pure-Python twin is several times slower
+    than cbor2 plus the checks below, so without the compiled kernel (or with
+    ``TENFOLD_PUREPYTHON=1``) the full parse runs; tests set ``_KERNEL`` to either twin."""
+    global _KERNEL
+    if _KERNEL is None:
+        mod = _kernels.load("zt01idx")
+        _KERNEL = False if mod.__name__.rpartition(".")[2].startswith("_ref_") else mod
+    return _KERNEL
+
+
 _FAST_KEYS = frozenset(
     {"name", "offset", "size", "dtype", "layout", "shape", "encoding", "data_endianness"}
 )
