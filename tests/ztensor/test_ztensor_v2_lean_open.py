@@ -189,3 +189,20 @@ def test_an_unclosed_lean_reader_warns_and_releases(tmp_path):
         issubclass(w.category, ResourceWarning) and "unclosed tenfold.ztensor" in str(w.message)
         for w in got
     )
+
+
+def test_a_manifest_larger_than_the_tail_read(tmp_path):
+    """Over 16 KiB of manifest: read with a second ``pread``; the same records."""
+    from tenfold.ztensor import v2reader
+
+    tensors = {f"t{i:03d}": np.full(3, i, np.float32) for i in range(400)}
+    path = tmp_path / "many.zt"
+    zt.save(path, tensors, generation=2)
+    moff, mlen = _footer(path.read_bytes())
+    assert mlen > v2reader._TAIL_READ
+    with zt.open(path) as r, zt.V2Reader(path.read_bytes()) as general:
+        assert "_infos" not in r.__dict__ and r.manifest_blob == (moff, mlen)
+        assert list(r) == list(general) == sorted(tensors)
+        for name in ("t000", "t399"):
+            np.testing.assert_array_equal(r[name], tensors[name])
+            assert r.info(name) == general.info(name)

@@ -91,6 +91,8 @@ _NO_PLANS: Mapping[str, DensePlan] = MappingProxyType({})
 
 FMT = "zt"
 _VERSION_LE = VERSION.to_bytes(4, "little")
+#: bytes read from the end of a file by the lean open: footer and (most) manifests at once
+_TAIL_READ = 16 << 10
 #: the options :meth:`V2Reader._open_fd` takes (any other goes the general way)
 _LEAN_OPTIONS = frozenset({"copy", "verify_checksums", "sparse", "limits", "mmap"})
 #: builds a plain dense object's view from its plan (``ztplan.view``)
@@ -245,11 +247,16 @@ def _lean_manifest(
     fd: int, size: int, limits: Limits
 ) -> tuple[Any, tuple[int, int], Manifest | None] | None:
     """For :meth:`V2Reader._open_fd`: ``(plan table, manifest blob, manifest)`` of a v2 file
-    open on ``fd`` whose footer and manifest pass every check, read with one ``pread`` each,
-    or ``None`` for any other (the general path then names the error). ``manifest`` is
-    ``None`` when every object is a plain dense one in its own blob, in order: then no
-    record is built here."""
-    foot = os.pread(fd, FOOTER_SIZE, size - FOOTER_SIZE)
+    open on ``fd`` whose footer and manifest pass every check, read with one ``pread`` (of
+    the last 16 KiB: a writer puts the manifest just before the footer) or two, or ``None``
+    for any other (the general path then names the error). ``manifest`` is ``None`` when
+    every object is a plain dense one in its own blob, in order: then no record is built
+    here."""
+    n = min(size, _TAIL_READ)
+    tail = os.pread(fd, n, size - n)  # the footer, and the manifest when it is that close
+    if len(tail) != n:
+        return None
+    foot = tail[-FOOTER_SIZE:]
     moff = int.from_bytes(foot[0:8], "little")
     mlen = int.from_bytes(foot[8:16], "little")
     if (
@@ -262,7 +269,8 @@ def _lean_manifest(
         or moff + mlen > size - FOOTER_SIZE
     ):
         return None
-    raw = os.pread(fd, mlen, moff)
+    at = moff - (size - n)
+    raw = tail[at : at + mlen] if at >= 0 else os.pread(fd, mlen, moff)
     if len(raw) != mlen or xxhash.xxh3_64_intdigest(raw) != int.from_bytes(foot[16:24], "little"):
         return None
     try:
