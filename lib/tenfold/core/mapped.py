@@ -14,6 +14,7 @@ import mmap
 import os
 import stat
 import weakref
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -26,6 +27,7 @@ __all__ = ["MappedFile", "open_regular"]
 _PREAD_MAX = 1 << 30
 _Bytes = bytes  # the class below has a method named bytes
 _SMALL_READ = 1 << 16
+_U8 = np.dtype(np.uint8)
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -138,6 +140,27 @@ class MappedFile:
             arr.flags.writeable = False
         self._u8: np.ndarray | None = arr
         self.size: int = int(arr.size)
+
+    @classmethod
+    def owned_map(cls, path: str, fd: int, mm: mmap.mmap, size: int, fmt: str) -> MappedFile:
+        """A file already open on ``fd`` (a regular file, see :func:`open_regular`) and mapped
+        whole as ``mm`` (``size`` > 0 bytes), for a reader that owns it from now on.
+
+        The lean twin of ``MappedFile(path, fd=fd, size=size)``: it has no finalizer of its
+        own, so the owner's finalizer must close it (``MappedReader._adopt`` does); closing
+        closes the descriptor once (also from two threads) and drops the map, which the
+        operating system unmaps when its last view is gone.
+        """
+        self = cls.__new__(cls)
+        self.fmt = fmt
+        self.path = path
+        self._fd = fd
+        self._mm = mm
+        self._head = b""
+        self._release = partial(_release_once, [(fd, mm)])  # type: ignore[assignment]
+        self._u8 = np.frombuffer(mm, _U8)  # read-only: the map is
+        self.size = size
+        return self
 
     # -- lifetime ---------------------------------------------------------------------------
     @property
@@ -299,3 +322,13 @@ def _release(fd: int, mm: mmap.mmap | None) -> None:
             mm.close()
         except BufferError:
             pass  # views still export the buffer; the OS unmaps when the last one dies
+
+
+def _release_once(box: list[tuple[int, mmap.mmap]]) -> None:
+    """Close the descriptor in ``box`` the first time only (``list.pop`` is atomic); the map
+    is dropped, not closed: it is unmapped when nothing uses it any more."""
+    try:
+        fd, _ = box.pop()
+    except IndexError:
+        return
+    os.close(fd)

@@ -99,11 +99,12 @@ class TensorReader(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-def _unclosed(mf: MappedFile, label: str) -> None:
+def _unclosed(mf: MappedFile, cls: type) -> None:
     if mf.closed:
         return
     mf.close()
     if mf.path is not None:  # a buffer holds no descriptor: nothing leaked
+        label = f"{cls.__module__}.{cls.__qualname__} {mf.path!r}"  # built only when needed
         warnings.warn(f"unclosed {label}", ResourceWarning, stacklevel=2)
 
 
@@ -144,8 +145,7 @@ class MappedReader:
     def _adopt(self, mf: MappedFile) -> MappedFile:
         """Own an already opened :class:`MappedFile`."""
         self._mf = mf
-        label = f"{type(self).__module__}.{type(self).__qualname__} {mf.path or '<buffer>'!r}"
-        self._finalizer = weakref.finalize(self, _unclosed, mf, label)
+        self._finalizer = weakref.finalize(self, _unclosed, mf, type(self))
         return mf
 
     def _owned(self) -> Any:

@@ -21,6 +21,7 @@ from ..core.report import Report
 from ..core.source import is_remote, open_file
 from ..errors import FormatError, TenfoldError, TruncatedError, describe
 from ._spec import MAGIC, MAGIC_V1, MAGIC_V2
+from .v2reader import V2Reader
 
 __all__ = ["generation", "open_any", "verify_any", "inspect_rows", "GENERATIONS"]
 
@@ -114,7 +115,7 @@ def open_any(source: Any, **options: Any) -> Any:
     to fsspec): see :mod:`tenfold.core.source`.
     """
     storage_options = options.pop("storage_options", None)
-    if is_remote(source):
+    if (type(source) is not str or ":" in source) and is_remote(source):  # a URL has a ":"
         mf = open_file(source, fmt="zt", storage_options=storage_options)
         try:
             return open_any(mf, **options)
@@ -136,8 +137,6 @@ def open_any(source: Any, **options: Any) -> Any:
         from ._v1 import V1Reader
 
         return V1Reader(source, **options)
-    from .v2reader import V2Reader
-
     return V2Reader(source, **options)
 
 
@@ -157,8 +156,13 @@ def _open_v2_path(path: str | os.PathLike[str], options: dict[str, Any]) -> Any:
     if head != MAGIC_V2:
         os.close(fd)
         return None
-    from .v2reader import V2Reader
-
+    try:
+        reader = V2Reader._open_fd(os.fspath(path), fd, st.st_size, options)
+    except BaseException:
+        os.close(fd)
+        raise
+    if reader is not None:
+        return reader
     mf = MappedFile(path, fmt="zt", fd=fd, size=st.st_size, head=head)  # closes fd on failure
     try:
         return V2Reader(mf, **options)

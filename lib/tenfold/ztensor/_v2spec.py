@@ -403,6 +403,10 @@ class Manifest:
     attributes: Mapping[str, Any] | None
 
 
+#: ``ztplan.scan_table``, looked up once (``_kernels.load`` chooses once per process anyway)
+scan_table = _kernels.load("ztplan").scan_table
+
+
 def decode_manifest(
     raw: bytes, *, file_size: int, manifest: tuple[int, int], moff: int, max_objects: int
 ) -> Manifest:
@@ -413,7 +417,7 @@ def decode_manifest(
     :func:`_object` and :func:`check_layout`, which name the rule an object breaks.
     """
     try:
-        scan = _kernels.load("ztplan").scan_table(
+        scan = scan_table(
             raw,
             _dcbor.MAX_DEPTH,
             file_size - FOOTER_SIZE,
@@ -433,19 +437,38 @@ def decode_manifest(
             moff=moff,
             max_objects=max_objects,
         )
+    return finish_scan(
+        scan, file_size=file_size, manifest=manifest, moff=moff, max_objects=max_objects
+    )
+
+
+def finish_scan(
+    scan: tuple[Any, dict[Any, Any], dict[Any, Any], bool, int, int],
+    *,
+    file_size: int,
+    manifest: tuple[int, int],
+    moff: int,
+    max_objects: int,
+) -> Manifest:
+    """The checks after ``ztplan.scan_table`` (its result ``scan``), as in
+    :func:`decode_manifest`."""
     table, others, rest, in_order, lo, hi = scan
-    plans = PlanMap(table)
-    disjoint = in_order and (lo < 0 or not manifest[1] or manifest[0] >= hi or sum(manifest) <= lo)
     return _validate(
         rest,
-        plans,
+        PlanMap(table),
         others,
-        disjoint,
+        blobs_disjoint(in_order, lo, hi, manifest),
         file_size=file_size,
         manifest=manifest,
         moff=moff,
         max_objects=max_objects,
     )
+
+
+def blobs_disjoint(in_order: bool, lo: int, hi: int, manifest: tuple[int, int]) -> bool:
+    """True when the scan found the plans' blobs in order (so not overlapping each other) and
+    the manifest blob outside ``[lo, hi)``, their span (``lo < 0``: no blob)."""
+    return in_order and (lo < 0 or not manifest[1] or manifest[0] >= hi or sum(manifest) <= lo)
 
 
 def parse_manifest(
@@ -570,10 +593,17 @@ class ObjectTable(Mapping[str, ObjectInfo]):
     """Name -> :class:`ObjectInfo` of a validated manifest, in name order; the records of plain
     dense objects are built on first access from their :class:`DensePlan` (``plans``)."""
 
-    def __init__(self, plans: Mapping[str, DensePlan], built: dict[str, ObjectInfo]) -> None:
+    def __init__(
+        self,
+        plans: Mapping[str, DensePlan],
+        built: dict[str, ObjectInfo],
+        names: list[str] | None = None,
+    ) -> None:
         self.plans = plans
         self._built = built
-        self._names = sorted([*plans, *built]) if built else sorted(plans)
+        if names is None:  # else: given, sorted, by a caller that has them
+            names = sorted([*plans, *built]) if built else sorted(plans)
+        self._names = names
 
     def __getitem__(self, name: str) -> ObjectInfo:
         info = self._built.get(name)

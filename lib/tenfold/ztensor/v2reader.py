@@ -30,6 +30,7 @@ footer and exactly the size the table gives (its whole-file digest is checked by
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -50,6 +51,7 @@ from ..core.slicing import plan
 from ..core.source import open_file
 from ..errors import LimitError, TenfoldError
 from . import _dcbor, _seekable
+from ._dcbor import MAX_DEPTH, CborReject
 from ._readerbase import ZtReader
 from ._v2spec import (
     ALIGN,
@@ -57,28 +59,42 @@ from ._v2spec import (
     CSR,
     DENSE,
     DIGESTS,
+    DTYPES,
     FOOTER_SIZE,
     LOGICAL,
     MAGIC,
     MAX_MANIFEST,
+    MAX_NAME_BYTES,
+    MAX_RANK,
     MIN_FILE,
     VERSION,
     ZSTD_SEEKABLE,
     DensePlan,
     Manifest,
     ObjectInfo,
+    ObjectTable,
     PartInfo,
+    PlanMap,
     ShardInfo,
     check_shard_name,
     check_type_data,
     decode_manifest,
+    finish_scan,
     reject,
+    scan_table,
 )
 from .sparse import SparseTensor, to_result
 
 __all__ = ["V2Reader", "PartsObject", "read_footer", "xxh3_hex", "digest_hex"]
 
+_NO_PLANS: Mapping[str, DensePlan] = MappingProxyType({})
+
 FMT = "zt"
+_VERSION_LE = VERSION.to_bytes(4, "little")
+#: bytes read from the end of a file by the lean open: footer and (most) manifests at once
+_TAIL_READ = 16 << 10
+#: the options :meth:`V2Reader._open_fd` takes (any other goes the general way)
+_LEAN_OPTIONS = frozenset({"copy", "verify_checksums", "sparse", "limits", "mmap"})
 #: builds a plain dense object's view from its plan (``ztplan.view``)
 _view = _kernels.load("ztplan").view
 
@@ -227,6 +243,59 @@ def load_manifest(mf: MappedFile, limits: Limits) -> tuple[Manifest | None, tupl
     return man, (moff, mlen)
 
 
+def _lean_manifest(
+    fd: int, size: int, limits: Limits
+) -> tuple[Any, tuple[int, int], Manifest | None] | None:
+    """For :meth:`V2Reader._open_fd`: ``(plan table, manifest blob, manifest)`` of a v2 file
+    open on ``fd`` whose footer and manifest pass every check, read with one ``pread`` (of
+    the last 16 KiB: a writer puts the manifest just before the footer) or two, or ``None``
+    for any other (the general path then names the error). ``manifest`` is ``None`` when
+    every object is a plain dense one in its own blob, in order: then no record is built
+    here."""
+    n = min(size, _TAIL_READ)
+    tail = os.pread(fd, n, size - n)  # the footer, and the manifest when it is that close
+    if len(tail) != n:
+        return None
+    foot = tail[-FOOTER_SIZE:]
+    moff = int.from_bytes(foot[0:8], "little")
+    mlen = int.from_bytes(foot[8:16], "little")
+    if (
+        foot[32:] != MAGIC
+        or foot[24:28] != _VERSION_LE
+        or not 0 < mlen <= limits.max_index_bytes
+        or mlen > MAX_MANIFEST
+        or moff % ALIGN
+        or moff < ALIGN
+        or moff + mlen > size - FOOTER_SIZE
+    ):
+        return None
+    at = moff - (size - n)
+    raw = tail[at : at + mlen] if at >= 0 else os.pread(fd, mlen, moff)
+    if len(raw) != mlen or xxhash.xxh3_64_intdigest(raw) != int.from_bytes(foot[16:24], "little"):
+        return None
+    try:
+        scan = scan_table(
+            raw, MAX_DEPTH, size - FOOTER_SIZE, ALIGN, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS
+        )
+    except CborReject:
+        return None
+    if scan is None:
+        return None
+    table, others, rest, in_order, lo, hi = scan
+    blob = (moff, mlen)
+    if others or rest or not (in_order and (lo < 0 or moff >= hi or moff + mlen <= lo)):
+        try:
+            man = finish_scan(
+                scan, file_size=size, manifest=blob, moff=moff, max_objects=limits.max_objects
+            )
+        except TenfoldError:
+            return None
+        return table, blob, man
+    if len(table.index) > limits.max_objects:
+        return None
+    return table, blob, None
+
+
 class V2Reader(ZtReader, Mapping[str, Any]):
     """Read a zTensor v2 file (``89 5A 54 32 0D 0A 1A 0A``).
 
@@ -256,9 +325,20 @@ class V2Reader(ZtReader, Mapping[str, Any]):
     _SPARSE = {CSR: "csr", COO: "coo"}
     _ENCODINGS: tuple[str, ...] = (ZSTD_SEEKABLE,)
     #: Plain dense objects read straight from their plan (a subclass may have none).
-    _plans: Mapping[str, DensePlan] = MappingProxyType({})
+    _plans: Mapping[str, DensePlan]
+    _names: list[str]
     _base: np.ndarray | None = None
     _table: Any = None
+    # what the options default to (the lean open sets only what it is given)
+    copy = False
+    verify_checksums = True
+    sparse = "auto"
+    limits = DEFAULT_LIMITS
+    verify_shards = False
+    _mmap = True
+    _shard_paths: dict[str, str | os.PathLike[str]] = MappingProxyType({})  # type: ignore[assignment]
+    data_shard = False
+    attributes: Mapping[str, Any] | None = None
 
     def __init__(
         self,
@@ -303,7 +383,82 @@ class V2Reader(ZtReader, Mapping[str, Any]):
         self._base = self._mf.buffer() if type(self._mf) is MappedFile else None
         self._tail_start = self._mf.size - FOOTER_SIZE
         self.shards: dict[str, ShardInfo] = (man.shards or {}) if man else {}
-        self.attributes: Mapping[str, Any] | None = man.attributes if man else None
+        self.attributes = man.attributes if man else None
+
+    @classmethod
+    def _open_fd(cls, path: str, fd: int, size: int, options: dict[str, Any]) -> V2Reader | None:
+        """The lean open of the regular file ``path`` open on ``fd`` (``size`` from ``fstat``,
+        v2's head magic already read): a reader that owns ``fd``, or ``None`` (``fd`` left
+        open, nothing else done) when the general path must decide and name any error.
+
+        This is the commonest open, so it does only what building the views needs (see
+        :func:`_lean_manifest`) and leaves the records (``info``) to be built on first use.
+        Anything unusual (a damaged footer or manifest, options other than ``copy``,
+        ``verify_checksums``, ``sparse``, ``limits``, ``mmap``) returns ``None`` before the
+        file is mapped, and :meth:`__init__` checks it all again, raising what it raises.
+        An exception (an ``OSError`` of ``pread`` or ``mmap``) leaves ``fd`` open too: the
+        reader owns it only once it is returned.
+        """
+        if size < MIN_FILE or not _LEAN_OPTIONS.issuperset(options):
+            return None
+        limits = options.get("limits", DEFAULT_LIMITS)
+        sparse = options.get("sparse", "auto")
+        if sparse not in ("auto", "scipy", "raw"):
+            return None
+        got = _lean_manifest(fd, size, limits)
+        if got is None:
+            return None
+        table, blob, man = got
+        self = cls.__new__(cls)
+        if options:
+            self.copy = options.get("copy", False)
+            self.verify_checksums = options.get("verify_checksums", True)
+            self.sparse = sparse
+            self.limits = limits
+        self._shard_files = {}
+        self._lock = threading.Lock()
+        self._verified = set()
+        self.manifest_blob = blob
+        if man is None:  # plain dense objects only: _infos and _plans come on first use
+            self._names = sorted(table.index)
+            self.shards = {}
+        else:
+            self._infos = man.objects
+            self._plans = man.objects.plans
+            self.shards = man.shards or {}
+            self.attributes = man.attributes
+        self._table = table
+        self._tail_start = size - FOOTER_SIZE
+        # last: from here on the reader owns fd (until then, the caller closes it on failure)
+        mf = MappedFile.owned_map(path, fd, mmap.mmap(fd, 0, access=mmap.ACCESS_READ), size, FMT)
+        self._adopt(mf)
+        self._base = mf._u8
+        return self
+
+    def __getattr__(self, name: str) -> Any:
+        # only for what is not set: the records the lean open (_open_fd) leaves for later
+        if name == "_names":
+            names = self.__dict__["_names"] = list(self._infos)
+            return names
+        if name == "_plans" or name == "_infos":
+            d = self.__dict__
+            table = d.get("_table")
+            if table is None:  # no plans (a V1Reader, or a reader whose open failed)
+                if name == "_plans":
+                    return _NO_PLANS
+                raise AttributeError(name)
+            plans = PlanMap(table)
+            infos = ObjectTable(plans, {}, d.get("_names"))
+            d.setdefault("_plans", plans)
+            d.setdefault("_infos", infos)
+            return d[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -338,10 +493,11 @@ class V2Reader(ZtReader, Mapping[str, Any]):
         """Release the file and any shard files. Views already returned stay valid."""
         self._base = None
         super().close()
-        with self._lock:
-            for mf in self._shard_files.values():
-                mf.close()
-            self._shard_files.clear()
+        if self._shard_files:
+            with self._lock:
+                for mf in self._shard_files.values():
+                    mf.close()
+                self._shard_files.clear()
 
     # -- metadata -----------------------------------------------------------------------------
     @property
