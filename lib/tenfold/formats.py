@@ -152,19 +152,25 @@ def detect(path: str | os.PathLike[str]) -> str:
 
     with os.fdopen(open_regular(path), "rb") as f:
         head = f.read(SNIFF_BYTES)
+    return name_of_head(head, path)
+
+
+def name_of_head(head: bytes, path: Any) -> str:
+    """The format whose magic ``head`` (a file's first bytes) starts with, or ``SHARDED`` for a
+    sharded checkpoint's JSON index; :class:`FormatError` naming ``path`` otherwise."""
     info = detect_bytes(head)
-    if info is None and _sharded_sniff(head):
+    if info is not None:
+        return info.name
+    if _sharded_sniff(head):
         return SHARDED
-    if info is None:
-        known = ", ".join(i.name for i in FORMATS)
-        raise FormatError(
-            fmt="tenfold",
-            obj=os.fspath(path),
-            detail="unknown format",
-            expected=f"the magic of one of {known}",
-            got=head[:8],
-        )
-    return info.name
+    known = ", ".join(i.name for i in FORMATS)
+    raise FormatError(
+        fmt="tenfold",
+        obj=os.fspath(path),
+        detail="unknown format",
+        expected=f"the magic of one of {known}",
+        got=head[:8],
+    )
 
 
 def open_local(path: str | os.PathLike[str], *, mmap: bool = True) -> tuple[str, Any]:
@@ -178,24 +184,14 @@ def open_local(path: str | os.PathLike[str], *, mmap: bool = True) -> tuple[str,
 
     mf = open_file(path, fmt="tenfold", mmap=mmap)
     try:
-        head = mf.bytes(0, min(SNIFF_BYTES, mf.size), "head")
-        info = detect_bytes(head)
-        if info is None and _sharded_sniff(head):
-            mf.close()
-            return SHARDED, None
-        if info is None:
-            known = ", ".join(i.name for i in FORMATS)
-            raise FormatError(
-                fmt="tenfold",
-                obj=os.fspath(path),
-                detail="unknown format",
-                expected=f"the magic of one of {known}",
-                got=head[:8],
-            )
+        name = name_of_head(mf.bytes(0, min(SNIFF_BYTES, mf.size), "head"), path)
     except BaseException:
         mf.close()
         raise
-    return info.name, mf
+    if name == SHARDED:
+        mf.close()
+        return SHARDED, None
+    return name, mf
 
 
 def open_remote(

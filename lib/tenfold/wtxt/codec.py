@@ -199,29 +199,23 @@ def decode_chunk(
     # the kernel has checked the alphabet and the padding; validate=True is pybase64's fast path
     raw = pybase64.b64decode(S.mview(scratch)[:n], validate=True)
     crc = f"{_crc32c.crc32c(raw) if n <= _CRC_DIRECT else crc32c(raw):08x}"
-    if crc != ch.crc32c:
-        exc = err(
-            IntegrityError,
-            ch.lineno,
-            ch.offset,
-            "chunk crc32c mismatch",
-            expected=ch.crc32c,
-            got=crc,
-        )
-        damaged(ch, exc, collect)
-        return None
-    sha = hashlib.sha256(raw).hexdigest()
-    if sha != ch.sha256:
-        exc = err(
-            IntegrityError,
-            ch.lineno,
-            ch.offset,
-            "chunk sha256 mismatch",
-            expected=ch.sha256,
-            got=sha,
-        )
-        damaged(ch, exc, collect)
-        return None
+    # in that order: the CRC-32C first (cheap), the SHA-256 only when it holds
+    for field, stored, digest in (
+        ("crc32c", ch.crc32c, lambda: crc),
+        ("sha256", ch.sha256, lambda: hashlib.sha256(raw).hexdigest()),
+    ):
+        seen = digest()
+        if seen != stored:
+            exc = err(
+                IntegrityError,
+                ch.lineno,
+                ch.offset,
+                f"chunk {field} mismatch",
+                expected=stored,
+                got=seen,
+            )
+            damaged(ch, exc, collect)
+            return None
     if buf is not None:
         S.mview(buf)[ch.off : ch.off + ch.length] = raw
     return raw
