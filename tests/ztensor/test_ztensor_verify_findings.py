@@ -52,3 +52,40 @@ def test_verify_of_0_1_0_says_the_index_has_no_checksum(tmp_path):
     v2 = tmp_path / "b.zt"
     zt.save(v2, {"w": np.arange(10, dtype=np.float32)}, generation=2)
     assert "index" not in zt.verify(v2).summary  # v2 hashes its manifest
+
+
+def test_convert_of_a_sparse_tensor_too_big_for_the_memory_cap_is_a_limit_error(tmp_path):
+    # fuzz run of 2026-11-23 (seed 20261126): a COO tensor of shape [2**31] float32 (8 GiB
+    # dense) is within the default decode budget, but a process whose address space is capped
+    # cannot make it dense: scipy's toarray raised a bare MemoryError out of convert and the
+    # CLI. Run in a child under RLIMIT_AS, as the fuzzer does.
+    import subprocess
+    import sys
+
+    p = (
+        Path(__file__).resolve().parents[1]
+        / "vectors"
+        / "fuzz"
+        / "fuzz_zt_coo_shape_2pow31_dense_8gib.zt"
+    )
+    code = (
+        "import resource, sys\n"
+        "import tenfold.convert as c\n"
+        "from tenfold.errors import LimitError\n"
+        "import scipy.sparse  # noqa: F401 (loaded before the cap)\n"
+        "with open('/proc/self/status') as f:\n"
+        "    vm = next(int(l.split()[1]) for l in f if l.startswith('VmSize:')) * 1024\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (vm + (1 << 30), vm + (1 << 30)))\n"
+        "try:\n"
+        f"    c.read_any({str(p)!r})\n"
+        "except LimitError as e:\n"
+        "    assert 'made dense' in str(e) and 'allocation' in str(e), e\n"
+        "    print('refused')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+        env={"PYTHONPATH": ":".join(sys.path), "PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    if "No module named 'scipy'" in proc.stderr:
+        pytest.skip("scipy (the sparse extra) is not installed")
+    assert proc.returncode == 0 and proc.stdout.strip() == "refused", proc.stderr[-2000:]

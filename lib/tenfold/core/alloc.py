@@ -79,9 +79,18 @@ def dense(v: Any, name: str = "", budget: Any = None) -> Any:
         what = f"sparse tensor {name!r} made dense" if name else "sparse tensor made dense"
         if budget is None:
             budget = DEFAULT_LIMITS.budget()
-        budget.take(nbytes_of(tuple(v.shape), v.dtype, fmt="convert", what=what), "convert", what)
-    if hasattr(v, "toarray"):
-        return v.toarray()
-    if hasattr(v, "todense"):
-        return np.asarray(v.todense())
+        n = nbytes_of(tuple(v.shape), v.dtype, fmt="convert", what=what)
+        budget.take(n, "convert", what)
+        try:
+            return v.toarray() if hasattr(v, "toarray") else np.asarray(v.todense())
+        except MemoryError:  # within the budget, but not what the machine (or its caps) can give
+            budget.used -= n
+            raise LimitError(
+                fmt="convert",
+                obj=what,
+                field="allocation",
+                detail="cannot allocate (MemoryError)",
+                expected="memory available",
+                got=f"{n} bytes",
+            ) from None
     return v
