@@ -72,3 +72,17 @@ def median(xs: list[float]) -> float:
     s = sorted(xs)
     n = len(s)
     return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+class CountingApp:
+    """WSGI wrapper (around moto's app, for the remote cases): logs ``(method, bytes sent)``
+    of every request into ``log``."""
+
+    def __init__(self, app: Any, log: list) -> None:
+        self.app, self.log = app, log
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        chunks = list(self.app(environ, start_response))
+        sent = 0 if environ.get("REQUEST_METHOD") == "HEAD" else sum(map(len, chunks))
+        self.log.append((environ.get("REQUEST_METHOD"), sent))
+        return chunks

@@ -18,20 +18,9 @@ import time
 from typing import Any
 
 import numpy as np
-from _timing import alternate, best, median, row
+from _timing import CountingApp, alternate, best, median, row
 
 import tenfold
-
-
-class _Counting:
-    def __init__(self, app: Any, log: list) -> None:
-        self.app, self.log = app, log
-
-    def __call__(self, environ: dict, start_response: Any) -> Any:
-        chunks = list(self.app(environ, start_response))
-        sent = 0 if environ.get("REQUEST_METHOD") == "HEAD" else sum(map(len, chunks))
-        self.log.append((environ.get("REQUEST_METHOD"), sent))
-        return chunks
 
 
 def _s3():
@@ -41,7 +30,7 @@ def _s3():
     srv = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     srv.start()
     log: list = []
-    srv._server.app = _Counting(srv._server.app, log)
+    srv._server.app = CountingApp(srv._server.app, log)
     host, port = srv.get_host_and_port()
     opts = {
         "key": "bench",

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _timing import row
+from _timing import CountingApp, row
 
 import tenfold.taridx as tx
 
@@ -126,19 +126,6 @@ def header_check_rows(root: Path, n_samples: int, n_reads: int) -> list[dict]:
     for ds in sets.values():
         ds.close()
     return out
-
-
-class _Counting:
-    """WSGI wrapper around moto's app: (method, bytes sent) of every request."""
-
-    def __init__(self, app: Any, log: list) -> None:
-        self.app, self.log = app, log
-
-    def __call__(self, environ: dict, start_response: Any) -> Any:
-        chunks = list(self.app(environ, start_response))
-        sent = 0 if environ.get("REQUEST_METHOD") == "HEAD" else sum(map(len, chunks))
-        self.log.append((environ.get("REQUEST_METHOD"), sent))
-        return chunks
 
 
 def _batches(d: Any, order: list[int], size: int = 256) -> None:
@@ -240,7 +227,7 @@ def remote_rows(
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     log: list = []
-    server._server.app = _Counting(server._server.app, log)
+    server._server.app = CountingApp(server._server.app, log)
     load = [os.getloadavg()[0]]
     try:
         host, port = server.get_host_and_port()
