@@ -19,7 +19,6 @@ import contextlib
 import io
 import os
 import re
-import tempfile
 from collections.abc import Iterator
 
 try:
@@ -119,6 +118,8 @@ def atomic_write(
     directory = os.path.dirname(os.path.abspath(path))
     base = os.path.basename(path)
     remove_stale_temps(path)
+    import tempfile  # here: a reader never needs it, and it costs milliseconds to import
+
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{base}.{os.getpid()}.", suffix=".tmp", dir=directory)
     except OSError as exc:

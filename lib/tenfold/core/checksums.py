@@ -7,9 +7,6 @@ payload.
 
 from __future__ import annotations
 
-import hashlib
-
-import crc32c as _crc32c
 import xxhash
 
 from .buffers import byte_view as _bytes_view
@@ -28,6 +25,8 @@ def crc32c(data: object, value: int = 0) -> int:
     >>> hex(crc32c(b"123456789"))
     '0xe3069283'
     """
+    import crc32c as _crc32c  # here: importing the package costs ~20 ms (importlib.metadata)
+
     mv = _bytes_view(data)
     for i in range(0, len(mv), _SLICE):
         value = _crc32c.crc32c(mv[i : i + _SLICE], value)
@@ -36,6 +35,8 @@ def crc32c(data: object, value: int = 0) -> int:
 
 def sha256(data: object) -> bytes:
     """SHA-256 digest of ``data`` (32 raw bytes)."""
+    import hashlib
+
     h = hashlib.sha256()
     h.update(_bytes_view(data))
     return h.digest()
@@ -47,6 +48,8 @@ def sha256_hex(data: object) -> str:
     >>> sha256_hex(b"")[:16]
     'e3b0c44298fc1c14'
     """
+    import hashlib
+
     h = hashlib.sha256()
     h.update(_bytes_view(data))
     return h.hexdigest()

@@ -14,9 +14,8 @@ the final fsync waits for less.
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import sys
+from typing import Any
 
 __all__ = ["preallocate", "start_writeback"]
 
@@ -25,19 +24,35 @@ _MIN_BYTES = 1 << 20
 
 _SYNC_FILE_RANGE_WRITE = 2
 
-_fallocate = None
-_sync_file_range = None
-if sys.platform.startswith("linux"):
-    try:
-        _libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6", use_errno=True)
-        _fallocate = _libc.fallocate
-        _fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
-        _fallocate.restype = ctypes.c_int
-        _sync_file_range = _libc.sync_file_range
-        _sync_file_range.argtypes = [ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint]
-        _sync_file_range.restype = ctypes.c_int
-    except (OSError, AttributeError):
-        _fallocate = _sync_file_range = None
+#: ``(fallocate, sync_file_range)`` from the C library, each None where missing; looked up on
+#: first use (ctypes costs milliseconds to import, and a reader never needs it)
+_calls: tuple[Any, Any] | None = None
+
+
+def _libc_calls() -> tuple[Any, Any]:
+    global _calls
+    if _calls is None:
+        fallocate = sync_file_range = None
+        if sys.platform.startswith("linux"):
+            import ctypes
+
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)  # the process's own C library
+                fallocate = libc.fallocate
+                fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_int64, ctypes.c_int64]
+                fallocate.restype = ctypes.c_int
+                sync_file_range = libc.sync_file_range
+                sync_file_range.argtypes = [
+                    ctypes.c_int,
+                    ctypes.c_int64,
+                    ctypes.c_int64,
+                    ctypes.c_uint,
+                ]
+                sync_file_range.restype = ctypes.c_int
+            except (OSError, AttributeError):
+                fallocate = sync_file_range = None
+        _calls = (fallocate, sync_file_range)
+    return _calls
 
 
 def preallocate(fd: int, offset: int, length: int) -> bool:
@@ -45,9 +60,12 @@ def preallocate(fd: int, offset: int, length: int) -> bool:
 
     Returns True when the file system accepted it. Small requests are skipped.
     """
-    if _fallocate is None or length < _MIN_BYTES:
+    if length < _MIN_BYTES:
         return False
-    return _fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
+    fallocate = _libc_calls()[0]
+    if fallocate is None:
+        return False
+    return fallocate(fd, _FALLOC_FL_KEEP_SIZE, offset, length) == 0
 
 
 def start_writeback(fd: int, offset: int, length: int) -> bool:
@@ -56,6 +74,9 @@ def start_writeback(fd: int, offset: int, length: int) -> bool:
     Only a hint for writers that will fsync anyway; it guarantees no durability by itself.
     Returns True when the kernel accepted it. Small requests are skipped.
     """
-    if _sync_file_range is None or length < _MIN_BYTES:
+    if length < _MIN_BYTES:
         return False
-    return _sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE) == 0
+    sync_file_range = _libc_calls()[1]
+    if sync_file_range is None:
+        return False
+    return sync_file_range(fd, offset, length, _SYNC_FILE_RANGE_WRITE) == 0

@@ -14,8 +14,7 @@ bytes; :func:`detect` names the generation.
 from __future__ import annotations
 
 import os
-import pathlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +30,9 @@ from .sparse import SparseTensor
 from .v2reader import PartsObject, V2Reader
 from .v2writer import V2Writer, save_sharded
 from .writer import Writer, save
+
+if TYPE_CHECKING:
+    import pathlib
 
 Reader.use_verifier(_verify_module.verify_reader)  # Reader.verify(); reader.py never imports it
 
@@ -110,6 +112,8 @@ def inspect(source: Any) -> list[dict[str, Any]]:
 
 def demo(directory: str | os.PathLike[str]) -> pathlib.Path:
     """Write a small sample file (dense raw and zstd, checksums, a sparse tensor)."""
+    import pathlib
+
     path = pathlib.Path(directory) / "demo.zt"
     rng = np.random.default_rng(2026)
     with Writer(path) as w:

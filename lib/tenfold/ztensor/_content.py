@@ -14,7 +14,6 @@ conversion to v2 have the same content digest.
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 import numpy as np
@@ -35,7 +34,9 @@ TAG = "zt.content/1"
 def _finish(objects: dict[str, Any], algo: str) -> str:
     raw = _dcbor.encode([TAG, objects])
     if algo == "sha256":
-        return "sha256:" + hashlib.sha256(raw).hexdigest()
+        from ..core.checksums import sha256_hex
+
+        return "sha256:" + sha256_hex(raw)
     if algo == "xxh3":
         return f"xxh3:{xxhash.xxh3_64_intdigest(raw):016x}"
     raise ValueError(f"zt: content digest algorithm must be one of {ALGORITHMS}, not {algo!r}")
