@@ -474,3 +474,77 @@ def test_plan_table_views(kernels):
         table.plan(3)
     with pytest.raises(TypeError):
         k.scan_table(bytearray(raw), 32, 64, 8, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)
+
+
+def test_digest_checks_repeat_for_every_object(kernels):
+    """The scan skips the algorithm checks for a digest with the same algorithm bytes and
+    length as the last one accepted: a known algorithm with the wrong hex length, or an
+    invalid algorithm name, after a good digest is still not planned."""
+    k = kernels("ztplan")
+    objects = {
+        "a": dense(8, (2,), "u8", "xxh3:" + "0" * 16),
+        "b": dense(16, (2,), "u8", "xxh3:" + "0" * 15),  # xxh3 is 16 hex digits
+        "c": dense(24, (2,), "u8", "xxh3:" + "1" * 16),
+        "d": dense(32, (2,), "u8", "sha256:" + "0" * 16),  # sha256 is 64
+        "e": dense(40, (2,), "u8", "foo:" + "0" * 16),  # unknown algorithm: any length
+        "f": dense(48, (2,), "u8", "foo:" + "0" * 15),
+        "g": dense(56, (2,), "u8", "Foo:" + "0" * 16),  # upper case: not a digest
+        "h": dense(64, (2,), "u8", "xxh3:" + "0" * 15 + "g"),  # not hex
+    }
+    raw = _dcbor.encode({"objects": objects})
+    plans, others, *_ = k.scan_manifest(raw, 32, 4096, 8, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)
+    assert sorted(plans) == ["a", "c", "e", "f"]
+    assert sorted(others) == ["b", "d", "g", "h"]
+    table, others2, *_ = k.scan_table(raw, 32, 4096, 8, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)
+    assert sorted(table.index) == ["a", "c", "e", "f"] and sorted(others2) == sorted(others)
+
+
+def test_table_reader_getitem(kernels):
+    """TableReader[name]: the plan table's view unless ``copy``; anything that gives no view
+    (no table, no base, no plan, an empty blob, a digest not checked yet) goes to the
+    subclass's ``_lookup``."""
+    k = kernels("ztplan")
+
+    class R(k.TableReader):
+        def __init__(self):
+            self.asked = []
+
+        def _lookup(self, name):
+            self.asked.append(name)
+            return "slow:" + name
+
+    objects = {
+        "a": dense(8, (2, 3), "f32", "xxh3:" + "0" * 16),
+        "b": dense(40, (4,), "u8"),
+        "e": dense(48, (0, 5), "i16"),
+    }
+    raw = _dcbor.encode({"objects": objects})
+    table = k.scan_table(raw, 32, 64, 8, MAX_RANK, MAX_NAME_BYTES, DTYPES, DIGESTS)[0]
+    r = R()
+    assert (r._table, r._base, r._verified, r.copy, r.verify_checksums) == (
+        None,
+        None,
+        None,
+        False,
+        True,
+    )
+    assert r["b"] == "slow:b"  # no table yet
+    r._table, r._base, r._verified = table, _base(64), set()
+    b = r["b"]
+    assert b.tolist() == [40, 41, 42, 43] and np.shares_memory(b, r._base)
+    assert r["a"] == "slow:a"  # its digest is to be checked first
+    r._verified.add(("a", "data"))
+    assert r["a"].shape == (2, 3)
+    assert r["e"] == "slow:e" and r["zz"] == "slow:zz"
+    r.verify_checksums = False
+    r._verified = set()
+    assert r["a"].shape == (2, 3)
+    r.copy = True
+    assert r["b"] == "slow:b"
+    r.copy = False
+    r._base = None  # a closed reader
+    assert r["b"] == "slow:b"
+    assert r.asked == ["b", "a", "e", "zz", "b", "b"]
+    r._table = None
+    assert r["b"] == "slow:b"
+    assert R()["x"] == "slow:x"

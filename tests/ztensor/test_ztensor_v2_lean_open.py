@@ -199,7 +199,7 @@ def test_a_manifest_larger_than_the_tail_read(tmp_path):
     path = tmp_path / "many.zt"
     zt.save(path, tensors, generation=2)
     moff, mlen = _footer(path.read_bytes())
-    assert mlen > v2reader._TAIL_READ
+    assert mlen > v2reader.TAIL_READ
     with zt.open(path) as r, zt.V2Reader(path.read_bytes()) as general:
         assert "_infos" not in r.__dict__ and r.manifest_blob == (moff, mlen)
         assert list(r) == list(general) == sorted(tensors)

@@ -281,3 +281,24 @@ def scan_table(
         return None
     plans, others, rest, in_order, lo, hi = got
     return PlanTable(plans), others, rest, in_order, lo, hi
+
+
+class TableReader:
+    """Base of a reader whose plain dense objects are views built straight from a
+    :class:`PlanTable`: ``reader[name]`` is ``_table.view(_base, name, verify_checksums,
+    _verified)`` unless ``copy`` is set, and the subclass's ``_lookup(name)`` for a name that
+    gives no view that way (the kernel does this in C)."""
+
+    _table: PlanTable | None = None
+    _base: Any = None
+    _verified: Any = None
+    copy: bool = False
+    verify_checksums: bool = True
+
+    def __getitem__(self, name: Any) -> Any:
+        table = self._table
+        if table is not None and not self.copy:
+            arr = table.view(self._base, name, self.verify_checksums, self._verified)
+            if arr is not None:
+                return arr
+        return self._lookup(name)  # type: ignore[attr-defined]

@@ -23,6 +23,14 @@ class PlanTable:
     def has_digest(self, i: int) -> bool: ...
     def view(self, base: Any, name: Any, verify: bool, verified: Any) -> np.ndarray | None: ...
 
+class TableReader:
+    _table: PlanTable | None
+    _base: Any
+    _verified: Any
+    copy: bool
+    verify_checksums: bool
+    def __getitem__(self, key: Any, /) -> Any: ...
+
 def scan_table(
     data: bytes,
     max_depth: int,

@@ -73,6 +73,12 @@ cdef struct Limits:
     uint64_t align
     Py_ssize_t max_rank
     Py_ssize_t max_name_bytes
+    # the last digest accepted: where its text is in the manifest (-1: none yet), the length
+    # of its algorithm name and of the whole text (a digest with the same algorithm bytes and
+    # length passes the algorithm checks the same way, so they are not repeated)
+    Py_ssize_t dig_pos
+    Py_ssize_t dig_colon
+    Py_ssize_t dig_n
 
 
 # Objects of one manifest mostly share a dtype, shape and length: the last ones are kept
@@ -84,18 +90,26 @@ cdef struct Reuse:
     bint has_length
 
 
-cdef bint _digest_ok(const uint8_t* s, Py_ssize_t n, dict digests):
-    """``s[:n]`` is ``<[a-z0-9][a-z0-9._-]*>:<[0-9a-f]+>`` (ASCII, so its str is the same
-    characters), with the known algorithms' hex lengths."""
+cdef bint _digest_ok(const uint8_t* d, Py_ssize_t at, Py_ssize_t n, dict digests, Limits* lim):
+    """``d[at:at + n]`` is ``<[a-z0-9][a-z0-9._-]*>:<[0-9a-f]+>`` (ASCII, so its str is the
+    same characters), with the known algorithms' hex lengths."""
+    cdef const uint8_t* s = d + at
     cdef Py_ssize_t i, colon = -1, kn
     cdef const char* ks
     cdef uint8_t ch
-    for i in range(n):
-        if s[i] == 0x3A:  # ':'
-            colon = i
-            break
+    cdef const void* found = memchr(s, 0x3A, n)  # ':'
+    if found == NULL:
+        return False
+    colon = <const uint8_t*>found - s
     if colon < 1 or colon == n - 1:
         return False
+    for i in range(colon + 1, n):
+        ch = s[i]
+        if not ((0x61 <= ch <= 0x66) or (0x30 <= ch <= 0x39)):
+            return False
+    if lim.dig_pos >= 0 and colon == lim.dig_colon and n == lim.dig_n \
+            and memcmp(s, d + lim.dig_pos, colon) == 0:
+        return True  # the same algorithm and length as the last digest accepted
     ch = s[0]
     if not ((0x61 <= ch <= 0x7A) or (0x30 <= ch <= 0x39)):
         return False
@@ -103,10 +117,6 @@ cdef bint _digest_ok(const uint8_t* s, Py_ssize_t n, dict digests):
         ch = s[i]
         if not ((0x61 <= ch <= 0x7A) or (0x30 <= ch <= 0x39) or ch == 0x2E or ch == 0x5F
                 or ch == 0x2D):
-            return False
-    for i in range(colon + 1, n):
-        ch = s[i]
-        if not ((0x61 <= ch <= 0x66) or (0x30 <= ch <= 0x39)):
             return False
     for key, want in digests.items():  # a handful of known algorithms
         if type(key) is not str:
@@ -116,7 +126,12 @@ cdef bint _digest_ok(const uint8_t* s, Py_ssize_t n, dict digests):
         except UnicodeEncodeError:
             continue
         if kn == colon and memcmp(ks, s, colon) == 0:
-            return want is None or want == n - colon - 1
+            if not (want is None or want == n - colon - 1):
+                return False
+            break
+    lim.dig_pos = at
+    lim.dig_colon = colon
+    lim.dig_n = n
     return True
 
 
@@ -143,14 +158,9 @@ cdef inline bint _ascii(const uint8_t* s, Py_ssize_t n) noexcept:
 
 cdef inline bint _lit(Ctx* c, Py_ssize_t* p, bytes lit) noexcept:
     """The bytes at ``p`` are ``lit`` (then step over them)."""
-    cdef Py_ssize_t length = PyBytes_GET_SIZE(lit), i
-    cdef const char* want = PyBytes_AS_STRING(lit)
-    cdef const uint8_t* at = c.d + p[0]
-    if length > c.n - p[0]:
+    cdef Py_ssize_t length = PyBytes_GET_SIZE(lit)
+    if length > c.n - p[0] or memcmp(c.d + p[0], PyBytes_AS_STRING(lit), length) != 0:
         return False
-    for i in range(length):
-        if at[i] != <uint8_t>want[i]:
-            return False
     p[0] += length
     return True
 
@@ -269,7 +279,7 @@ cdef bint _check(Ctx* c, list strings, Py_ssize_t pos, Py_ssize_t* end, object n
     if tf_mul_u64(numel, itemsize, &nbytes) or nbytes != length:
         return False
     if has_digest:
-        if not _digest_ok(c.d + ds, dl, digests):
+        if not _digest_ok(c.d, ds, dl, digests, lim):
             return False
         rec.digest_pos = ds
         rec.digest_len = dl
@@ -418,6 +428,9 @@ cdef object _scan(const uint8_t[::1] data, int max_depth, Py_ssize_t region, Py_
     lim.align = <uint64_t>align
     lim.max_rank = max_rank
     lim.max_name_bytes = max_name_bytes
+    lim.dig_pos = -1
+    lim.dig_colon = 0
+    lim.dig_n = 0
     if data[0] >> 5 != 5:  # not a map: decode it all (for the errors), there is no plan
         decode_item(&c, strings, 0, 1, &end)
         if end != n:
@@ -546,6 +559,9 @@ cdef class PlanTable:
         :func:`view`), or None when there is none to give: no plan of that name, ``base`` is
         None, the blob is empty, or its digest is to be checked first (``verify`` and
         ``(name, "data")`` not in ``verified``)."""
+        return self._view(base, name, verify, verified)
+
+    cdef object _view(self, object base, object name, bint verify, object verified):
         cdef npy_intp dims[64]
         cdef Ctx c
         cdef Head h
@@ -583,6 +599,38 @@ cdef class PlanTable:
         Py_INCREF(base)  # SetBaseObject steals it
         PyArray_SetBaseObject(<PyArrayObject*>arr, <PyObject*>base)
         return arr
+
+
+cdef class TableReader:
+    """Base of a reader whose plain dense objects are views built straight from a
+    :class:`PlanTable`: ``reader[name]`` (in C) is ``_table.view(_base, name,
+    verify_checksums, _verified)`` unless ``copy`` is set, and the subclass's
+    ``_lookup(name)`` for a name that gives no view that way.
+
+    The attributes are the reader's own (a subclass sets them in Python as it would plain
+    attributes); their defaults: no table, no base, ``copy`` False, ``verify_checksums``
+    True, ``_verified`` None.
+    """
+
+    cdef public PlanTable _table
+    cdef public object _base
+    cdef public object _verified
+    cdef public bint copy
+    cdef public bint verify_checksums
+
+    def __cinit__(self, *args, **kwargs):
+        self._table = None
+        self._base = None
+        self._verified = None
+        self.copy = False
+        self.verify_checksums = True
+
+    def __getitem__(self, name):
+        if self._table is not None and not self.copy:
+            arr = self._table._view(self._base, name, self.verify_checksums, self._verified)
+            if arr is not None:
+                return arr
+        return self._lookup(name)
 
 
 _import_array()

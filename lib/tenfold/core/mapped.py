@@ -142,9 +142,10 @@ class MappedFile:
         self.size: int = int(arr.size)
 
     @classmethod
-    def owned_map(cls, path: str, fd: int, mm: mmap.mmap, size: int, fmt: str) -> MappedFile:
+    def owned_map(cls, path: str, fd: int, mm: Any, size: int, fmt: str) -> MappedFile:
         """A file already open on ``fd`` (a regular file, see :func:`open_regular`) and mapped
-        whole as ``mm`` (``size`` > 0 bytes), for a reader that owns it from now on.
+        whole as ``mm`` (``size`` > 0 bytes; a read-only ``mmap.mmap`` or the ``fmap``
+        kernel's ``Map``), for a reader that owns it from now on.
 
         The lean twin of ``MappedFile(path, fd=fd, size=size)``: it has no finalizer of its
         own, so the owner's finalizer must close it (``MappedReader._adopt`` does); closing
@@ -155,7 +156,7 @@ class MappedFile:
         self.fmt = fmt
         self.path = path
         self._fd = fd
-        self._mm = mm
+        self._mm = mm  # type: ignore[assignment]
         self._head = b""
         self._release = partial(_release_once, [(fd, mm)])  # type: ignore[assignment]
         self._u8 = np.frombuffer(mm, _U8)  # read-only: the map is

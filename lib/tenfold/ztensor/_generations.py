@@ -12,21 +12,21 @@ generation magic                       reader
 from __future__ import annotations
 
 import os
-import stat
 from typing import Any
 
+from .. import _kernels
 from ..core.buffers import byte_view
 from ..core.mapped import MappedFile, open_regular
 from ..core.report import Report
 from ..core.source import is_remote, open_file
 from ..errors import FormatError, TenfoldError, TruncatedError, describe
 from ._spec import MAGIC, MAGIC_V1, MAGIC_V2
-from .v2reader import V2Reader
+from .v2reader import TAIL_READ, V2Reader
 
 __all__ = ["generation", "open_any", "verify_any", "inspect_rows", "GENERATIONS"]
 
 GENERATIONS = {MAGIC: "0.1.0", MAGIC_V1: "v1", MAGIC_V2: "v2"}
-_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+_open_ends = _kernels.load("fmap").open_ends
 
 
 def _pread(path: str | os.PathLike[str], tail: bool) -> bytes:
@@ -143,27 +143,22 @@ def open_any(source: Any, **options: Any) -> Any:
 def _open_v2_path(path: str | os.PathLike[str], options: dict[str, Any]) -> Any:
     """A :class:`V2Reader` over ``path`` when it is a regular file with v2's head magic, else
     ``None`` (the general path then decides and names any error): the commonest open of a v2
-    file, with the file opened once and as few system calls as possible."""
+    file, with the file opened once and as few system calls as possible (``fmap.open_ends``:
+    open, fstat, the head magic and the last :data:`TAIL_READ` bytes in one call)."""
     # O_NONBLOCK: opening a FIFO must not wait (see open_regular); it is left set, as it has
     # no effect on a regular file
-    fd = os.open(path, _FLAGS)
-    try:
-        st = os.fstat(fd)
-        head = os.pread(fd, 8, 0) if stat.S_ISREG(st.st_mode) else b""
-    except BaseException:
-        os.close(fd)
-        raise
-    if head != MAGIC_V2:
-        os.close(fd)
+    ends = _open_ends(path, MAGIC_V2, TAIL_READ)
+    if ends is None:
         return None
+    fd, size, tail = ends
     try:
-        reader = V2Reader._open_fd(os.fspath(path), fd, st.st_size, options)
+        reader = V2Reader._open_fd(os.fspath(path), fd, size, tail, options)
     except BaseException:
         os.close(fd)
         raise
     if reader is not None:
         return reader
-    mf = MappedFile(path, fmt="zt", fd=fd, size=st.st_size, head=head)  # closes fd on failure
+    mf = MappedFile(path, fmt="zt", fd=fd, size=size, head=MAGIC_V2)  # closes fd on failure
     try:
         return V2Reader(mf, **options)
     except BaseException:

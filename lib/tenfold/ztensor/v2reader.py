@@ -30,12 +30,11 @@ footer and exactly the size the table gives (its whole-file digest is checked by
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
 from collections.abc import Iterator, Mapping
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import xxhash
@@ -92,11 +91,18 @@ _NO_PLANS: Mapping[str, DensePlan] = MappingProxyType({})
 FMT = "zt"
 _VERSION_LE = VERSION.to_bytes(4, "little")
 #: bytes read from the end of a file by the lean open: footer and (most) manifests at once
-_TAIL_READ = 16 << 10
+TAIL_READ = 16 << 10
 #: the options :meth:`V2Reader._open_fd` takes (any other goes the general way)
 _LEAN_OPTIONS = frozenset({"copy", "verify_checksums", "sparse", "limits", "mmap"})
 #: builds a plain dense object's view from its plan (``ztplan.view``)
 _view = _kernels.load("ztplan").view
+#: the base of :class:`V2Reader`: ``reader[name]`` in C for plain dense objects
+if TYPE_CHECKING:
+    from .._kernels.ztplan import TableReader as _TableReader
+else:
+    _TableReader = _kernels.load("ztplan").TableReader
+#: maps a whole file read-only in one system call (``fmap.map_fd``)
+_map_fd = _kernels.load("fmap").map_fd
 
 
 def xxh3_hex(data: object) -> str:
@@ -244,17 +250,16 @@ def load_manifest(mf: MappedFile, limits: Limits) -> tuple[Manifest | None, tupl
 
 
 def _lean_manifest(
-    fd: int, size: int, limits: Limits
+    fd: int, size: int, tail: bytes, limits: Limits
 ) -> tuple[Any, tuple[int, int], Manifest | None] | None:
     """For :meth:`V2Reader._open_fd`: ``(plan table, manifest blob, manifest)`` of a v2 file
-    open on ``fd`` whose footer and manifest pass every check, read with one ``pread`` (of
-    the last 16 KiB: a writer puts the manifest just before the footer) or two, or ``None``
-    for any other (the general path then names the error). ``manifest`` is ``None`` when
-    every object is a plain dense one in its own blob, in order: then no record is built
-    here."""
-    n = min(size, _TAIL_READ)
-    tail = os.pread(fd, n, size - n)  # the footer, and the manifest when it is that close
-    if len(tail) != n:
+    open on ``fd`` whose footer and manifest pass every check, or ``None`` for any other (the
+    general path then names the error). ``tail`` is the file's last ``TAIL_READ`` bytes (all
+    of it when smaller): the footer, and the manifest when it is that close, as a writer
+    puts it; else the manifest takes one ``pread`` more. ``manifest`` is ``None`` when every
+    object is a plain dense one in its own blob, in order: then no record is built here."""
+    n = len(tail)
+    if n != min(size, TAIL_READ):  # the file shrank while it was read
         return None
     foot = tail[-FOOTER_SIZE:]
     moff = int.from_bytes(foot[0:8], "little")
@@ -296,7 +301,7 @@ def _lean_manifest(
     return table, blob, None
 
 
-class V2Reader(ZtReader, Mapping[str, Any]):
+class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
     """Read a zTensor v2 file (``89 5A 54 32 0D 0A 1A 0A``).
 
     Parameters
@@ -327,11 +332,10 @@ class V2Reader(ZtReader, Mapping[str, Any]):
     #: Plain dense objects read straight from their plan (a subclass may have none).
     _plans: Mapping[str, DensePlan]
     _names: list[str]
-    _base: np.ndarray | None = None
-    _table: Any = None
-    # what the options default to (the lean open sets only what it is given)
-    copy = False
-    verify_checksums = True
+    # what the options default to (the lean open sets only what it is given); ``copy``,
+    # ``verify_checksums``, ``_table`` (the plans' ``ztplan.PlanTable``), ``_base`` (the map's
+    # bytes) and ``_verified`` are kept by the base class, whose ``__getitem__`` builds a
+    # plain dense object's view in C (and calls :meth:`_lookup` for any other)
     sparse = "auto"
     limits = DEFAULT_LIMITS
     verify_shards = False
@@ -386,9 +390,12 @@ class V2Reader(ZtReader, Mapping[str, Any]):
         self.attributes = man.attributes if man else None
 
     @classmethod
-    def _open_fd(cls, path: str, fd: int, size: int, options: dict[str, Any]) -> V2Reader | None:
+    def _open_fd(
+        cls, path: str, fd: int, size: int, tail: bytes, options: dict[str, Any]
+    ) -> V2Reader | None:
         """The lean open of the regular file ``path`` open on ``fd`` (``size`` from ``fstat``,
-        v2's head magic already read): a reader that owns ``fd``, or ``None`` (``fd`` left
+        v2's head magic already read, ``tail`` its last :data:`TAIL_READ` bytes, as
+        ``fmap.open_ends`` gives them): a reader that owns ``fd``, or ``None`` (``fd`` left
         open, nothing else done) when the general path must decide and name any error.
 
         This is the commonest open, so it does only what building the views needs (see
@@ -405,7 +412,7 @@ class V2Reader(ZtReader, Mapping[str, Any]):
         sparse = options.get("sparse", "auto")
         if sparse not in ("auto", "scipy", "raw"):
             return None
-        got = _lean_manifest(fd, size, limits)
+        got = _lean_manifest(fd, size, tail, limits)
         if got is None:
             return None
         table, blob, man = got
@@ -430,7 +437,7 @@ class V2Reader(ZtReader, Mapping[str, Any]):
         self._table = table
         self._tail_start = size - FOOTER_SIZE
         # last: from here on the reader owns fd (until then, the caller closes it on failure)
-        mf = MappedFile.owned_map(path, fd, mmap.mmap(fd, 0, access=mmap.ACCESS_READ), size, FMT)
+        mf = MappedFile.owned_map(path, fd, _map_fd(fd, size), size, FMT)
         self._adopt(mf)
         self._base = mf._u8
         return self
@@ -442,7 +449,7 @@ class V2Reader(ZtReader, Mapping[str, Any]):
             return names
         if name == "_plans" or name == "_infos":
             d = self.__dict__
-            table = d.get("_table")
+            table = self._table
             if table is None:  # no plans (a V1Reader, or a reader whose open failed)
                 if name == "_plans":
                     return _NO_PLANS
@@ -466,13 +473,9 @@ class V2Reader(ZtReader, Mapping[str, Any]):
         return dict(self.attributes or {})
 
     # -- Mapping ------------------------------------------------------------------------------
-    def __getitem__(self, name: str) -> Any:
-        # a plain dense object (digest checked, or not to be) is a view built from its plan
-        table = self._table
-        if table is not None and not self.copy:
-            arr = table.view(self._base, name, self.verify_checksums, self._verified)
-            if arr is not None:
-                return arr
+    # ``reader[name]``: the base class gives a plain dense object's view straight from the plan
+    # table (its digest checked, or not to be), in C; anything else comes here
+    def _lookup(self, name: str) -> Any:
         plan = self._plans.get(name)
         if (
             plan is not None

@@ -1,0 +1,168 @@
+# cython: language_level=3
+"""Open a file, read its two ends, and map it read-only, in as few system calls as the
+operating system needs (twin: ``_ref_fmap.py``).
+
+Knows nothing of any format: a reader's commonest open (a regular file, a magic at its head,
+its index near its end) is ``open_ends`` (open, fstat, two preads: one Python call instead of
+five) and ``map_fd`` (one mmap: Python's ``mmap.mmap`` adds an fstat and a dup, and a close of
+that dup later). The system calls run without the GIL; an interrupted call is retried after
+Python's signal handlers have run, as the ``os`` functions do (PEP 475).
+"""
+
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.exc cimport PyErr_CheckSignals
+from libc.errno cimport EINTR, errno
+from libc.string cimport memcmp
+from posix.fcntl cimport O_CLOEXEC, O_NONBLOCK, O_RDONLY
+from posix.fcntl cimport open as c_open
+from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, mmap, munmap
+from posix.stat cimport S_ISREG, fstat, struct_stat
+from posix.types cimport off_t
+from posix.unistd cimport close, pread
+
+import os
+
+cdef extern from "Python.h":
+    object PyUnicode_EncodeFSDefault(object)
+
+# what open_ends got to before it stopped
+cdef enum Step:
+    DONE = 0
+    FAILED_OPEN = 1
+    FAILED_OTHER = 2
+    NOT_REGULAR = 3
+    NOT_MAGIC = 4
+
+
+cdef Py_ssize_t _pread_full(int fd, char* buf, Py_ssize_t n, off_t at) noexcept nogil:
+    """Read ``n`` bytes at ``at`` (fewer only at end of file); -1 with ``errno`` on an error
+    (``EINTR`` is returned to the caller, which checks signals and retries)."""
+    cdef Py_ssize_t done = 0, got
+    while done < n:
+        got = pread(fd, buf + done, n - done, at + done)
+        if got < 0:
+            return -1
+        if got == 0:
+            break
+        done += got
+    return done
+
+
+cdef Step _open_ends(const char* cpath, const char* magic, Py_ssize_t nmagic, char* head,
+                     char* tail, Py_ssize_t ntail, int* fd_out, off_t* size_out,
+                     Py_ssize_t* got_tail) noexcept nogil:
+    cdef int fd
+    cdef struct_stat st
+    cdef Py_ssize_t got, n
+    fd = c_open(cpath, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+    if fd < 0:
+        return FAILED_OPEN
+    fd_out[0] = fd
+    if fstat(fd, &st) != 0:
+        return FAILED_OTHER
+    size_out[0] = st.st_size
+    if not S_ISREG(st.st_mode):
+        return NOT_REGULAR
+    if nmagic:
+        got = _pread_full(fd, head, nmagic, 0)
+        if got < 0:
+            return FAILED_OTHER
+        if got != nmagic or memcmp(head, magic, nmagic) != 0:
+            return NOT_MAGIC
+    n = ntail if st.st_size >= ntail else <Py_ssize_t>st.st_size
+    got = _pread_full(fd, tail, n, st.st_size - n)
+    if got < 0:
+        return FAILED_OTHER
+    got_tail[0] = got
+    return DONE
+
+
+def open_ends(path, bytes magic not None, Py_ssize_t tail):
+    """Open ``path`` read-only and read its ends: ``(fd, size, last)`` when it is a regular
+    file whose first bytes are ``magic``, where ``last`` is its last ``min(size, tail)`` bytes
+    (fewer only if the file shrank meanwhile) and ``fd`` is the caller's to close; ``None``
+    (nothing left open) when it is not a regular file or does not start with ``magic``.
+
+    The descriptor is opened with ``O_CLOEXEC | O_NONBLOCK`` (a FIFO is not waited for);
+    ``OSError`` (naming ``path``) when a system call fails, nothing left open.
+    """
+    if tail < 0:
+        raise ValueError(f"tail must be >= 0, got {tail}")
+    fspath = os.fspath(path)
+    encoded = PyUnicode_EncodeFSDefault(fspath) if isinstance(fspath, str) else fspath
+    cdef bytes cpath = <bytes?>encoded
+    if b"\0" in cpath:
+        raise ValueError("embedded null byte")
+    cdef Py_ssize_t nmagic = PyBytes_GET_SIZE(magic), got_tail = 0
+    cdef char head[64]
+    if nmagic > 64:
+        raise ValueError(f"magic is at most 64 bytes, got {nmagic}")
+    cdef bytes last = PyBytes_FromStringAndSize(NULL, tail)
+    cdef const char* cp = PyBytes_AS_STRING(cpath)
+    cdef const char* mg = PyBytes_AS_STRING(magic)
+    cdef char* buf = PyBytes_AS_STRING(last)
+    cdef int fd = -1, err
+    cdef off_t size = 0
+    cdef Step step
+    while True:
+        with nogil:
+            step = _open_ends(cp, mg, nmagic, head, buf, tail, &fd, &size, &got_tail)
+            err = errno
+            if step != DONE and fd >= 0:
+                close(fd)
+        if step == FAILED_OPEN or step == FAILED_OTHER:
+            fd = -1
+            if err == EINTR:
+                PyErr_CheckSignals()  # raises what a handler raised
+                continue
+            raise OSError(err, os.strerror(err), fspath)
+        break
+    if step != DONE:
+        return None
+    if got_tail != tail:
+        last = last[:got_tail]
+    return fd, size, last
+
+
+cdef class Map:
+    """A whole file mapped read-only and shared; exports its bytes (buffer protocol, never
+    writable) and is unmapped when the last object using them is gone. It has no close: a
+    view of it can never outlive the mapping."""
+
+    cdef void* addr
+    cdef readonly Py_ssize_t size
+
+    def __cinit__(self):
+        self.addr = NULL
+        self.size = 0
+
+    def __dealloc__(self):
+        if self.addr != NULL:
+            munmap(self.addr, self.size)
+
+    def __getbuffer__(self, Py_buffer* buf, int flags):
+        if flags & PyBUF_WRITABLE:
+            raise BufferError("a tenfold Map is read-only")
+        PyBuffer_FillInfo(buf, self, self.addr, self.size, 1, flags)
+
+    def __len__(self):
+        return self.size
+
+
+def map_fd(int fd, Py_ssize_t size):
+    """The first ``size`` (> 0) bytes of the file open on ``fd``, mapped read-only and shared
+    (``OSError`` when ``mmap`` fails). The map does not need ``fd`` to stay open."""
+    if size <= 0:
+        raise ValueError(f"size must be > 0, got {size}")
+    cdef Map m = Map.__new__(Map)
+    cdef void* addr
+    cdef int err
+    with nogil:
+        addr = mmap(NULL, size, PROT_READ, MAP_SHARED, fd, 0)
+        err = errno
+    if addr == MAP_FAILED:
+        raise OSError(err, os.strerror(err))
+    m.addr = addr
+    m.size = size
+    return m
