@@ -141,3 +141,39 @@ def test_sharded_wtxt_with_encoded_names_opens(tmp_path):
     with tenfold.open(tmp_path / "m.wtxt.index.json") as f:
         assert sorted(f) == sorted(sd)
         assert f["layer3.weight"][0, 0] == 3 and f["bn.n"].shape == ()
+
+
+def test_inspect_lists_the_decoded_names(tmp_path, capsys):
+    """`tenfold inspect` lists arrays under the names open/load give them (the stored name
+    beside it), 0-d arrays with shape (); a file without the cap item is listed as stored."""
+    import json
+
+    from tenfold import wtxt
+    from tenfold.cli import main
+
+    p = tmp_path / "sd.wtxt"
+    tenfold.save(
+        p,
+        {
+            "layer0.weight": np.ones((2, 3), np.float32),
+            "bn.n": np.int64(7),
+            "b": np.ones(2, np.int32),
+        },
+    )
+    rows = {r["name"]: r for r in wtxt.inspect(p) if not r.get("part")}
+    assert set(rows) >= {"layer0.weight", "bn.n", "b"}
+    assert rows["layer0.weight"]["stored"] == "_Zlayer0_dweight"
+    assert tuple(rows["layer0.weight"]["shape"]) == (2, 3)
+    assert rows["bn.n"]["shape"] == () and rows["bn.n"]["stored"] == "_Zbn_dn_S"
+    assert "stored" not in rows["b"]
+    chunks = [r["name"] for r in wtxt.inspect(p) if r.get("part") == "chunk"]
+    assert "layer0.weight[000000]" in chunks
+    assert main(["inspect", "--json", str(p)]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    names_listed = {o["name"] for o in doc["objects"] if not o.get("part")}
+    assert {"layer0.weight", "bn.n", "b"} <= names_listed
+    with tenfold.open(p) as r:
+        assert {"layer0.weight", "bn.n", "b"} <= set(r)
+    plain = tmp_path / "plain.wtxt"
+    tenfold.save(plain, {"w": np.zeros(3, np.float32)})
+    assert [r["name"] for r in wtxt.inspect(plain) if not r.get("part")] == ["w"]

@@ -12,8 +12,9 @@ import numpy as np
 
 from ..core.mapped import MappedFile
 from ..core.report import ERROR, OK, Report
-from ..errors import TenfoldError
+from ..errors import FormatError, TenfoldError
 from . import _spec as S
+from . import names
 from ._crypto import read_wsum, wsum_path
 from .checks import Check, array_checks, file_checks
 from .delta_parse import parse_delta
@@ -162,9 +163,13 @@ def inspect(source: Any) -> list[dict]:
     finally:
         mf.close()
     rows: list[dict] = []
+    decode = names.CAP_ITEM in p.cap
     for a in p.arrays:
-        rows.append(_array_row(a))
-        rows += [_chunk_row(a, c) for c in a.chunks]
+        row = _array_row(a)
+        if decode:
+            _decoded_name(row, a)
+        rows.append(row)
+        rows += [_chunk_row(a, c, row["name"]) for c in a.chunks]
     rows.append(_root_row(p))
     if p.audit is not None:
         rows.append(
@@ -205,9 +210,24 @@ def _array_row(a: ArrayInfo) -> dict:
     }
 
 
-def _chunk_row(a: ArrayInfo, c: ChunkInfo) -> dict:
+def _decoded_name(row: dict, a: ArrayInfo) -> None:
+    """In a file whose stored names are encoded (cap ``tenfold_names``), list an array under
+    the name ``open``/``load`` give it (0-d arrays with shape ``()``), the stored name beside
+    it; a malformed stored name is listed as stored (``verify`` reports it)."""
+    try:
+        name, scalar = names.decode(a.name)
+    except FormatError:
+        return
+    if name != a.name:
+        row["name"] = name
+        row["stored"] = a.name
+    if scalar and a.nbytes == S.DTYPES[a.dtype].itemsize:
+        row["shape"] = ()
+
+
+def _chunk_row(a: ArrayInfo, c: ChunkInfo, name: str) -> dict:
     return {
-        "name": f"{a.name}[{c.ix:06d}]",
+        "name": f"{name}[{c.ix:06d}]",
         "part": "chunk",
         "dtype": "-",
         "shape": "-",
