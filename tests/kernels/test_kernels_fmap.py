@@ -47,6 +47,8 @@ def test_open_ends_reads_both_ends(kernels, tmp_path):
     assert _ends(k, str(p), tail=len(data) + 100) == (len(data), data, str(p))  # all of it
     assert _ends(k, os.fsencode(p), tail=0) == (len(data), b"", str(p))
     assert _ends(k, p, magic=b"", tail=3) == (len(data), data[-3:], str(p))  # no magic to check
+    # the buffer is the size of what is read, not of the tail asked for
+    assert _ends(k, p, tail=1 << 50) == (len(data), data, str(p))
     assert _fds() == before
 
 

@@ -49,12 +49,12 @@ cdef Py_ssize_t _pread_full(int fd, char* buf, Py_ssize_t n, off_t at) noexcept 
     return done
 
 
-cdef Step _open_ends(const char* cpath, const char* magic, Py_ssize_t nmagic, char* head,
-                     char* tail, Py_ssize_t ntail, int* fd_out, off_t* size_out,
-                     Py_ssize_t* got_tail) noexcept nogil:
+cdef Step _open_head(const char* cpath, const char* magic, Py_ssize_t nmagic, char* head,
+                     int* fd_out, off_t* size_out) noexcept nogil:
+    """Open, fstat and compare the head with ``magic``; ``fd_out`` is set once opened."""
     cdef int fd
     cdef struct_stat st
-    cdef Py_ssize_t got, n
+    cdef Py_ssize_t got
     fd = c_open(cpath, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
     if fd < 0:
         return FAILED_OPEN
@@ -70,11 +70,6 @@ cdef Step _open_ends(const char* cpath, const char* magic, Py_ssize_t nmagic, ch
             return FAILED_OTHER
         if got != nmagic or memcmp(head, magic, nmagic) != 0:
             return NOT_MAGIC
-    n = ntail if st.st_size >= ntail else <Py_ssize_t>st.st_size
-    got = _pread_full(fd, tail, n, st.st_size - n)
-    if got < 0:
-        return FAILED_OTHER
-    got_tail[0] = got
     return DONE
 
 
@@ -94,20 +89,20 @@ def open_ends(path, bytes magic not None, Py_ssize_t tail):
     cdef bytes cpath = <bytes?>encoded
     if b"\0" in cpath:
         raise ValueError("embedded null byte")
-    cdef Py_ssize_t nmagic = PyBytes_GET_SIZE(magic), got_tail = 0
+    cdef Py_ssize_t nmagic = PyBytes_GET_SIZE(magic), n, got = 0
     cdef char head[64]
     if nmagic > 64:
         raise ValueError(f"magic is at most 64 bytes, got {nmagic}")
-    cdef bytes last = PyBytes_FromStringAndSize(NULL, tail)
     cdef const char* cp = PyBytes_AS_STRING(cpath)
     cdef const char* mg = PyBytes_AS_STRING(magic)
-    cdef char* buf = PyBytes_AS_STRING(last)
-    cdef int fd = -1, err
+    cdef int fd = -1, err = 0
     cdef off_t size = 0
     cdef Step step
+    cdef bytes last
+    cdef char* buf
     while True:
         with nogil:
-            step = _open_ends(cp, mg, nmagic, head, buf, tail, &fd, &size, &got_tail)
+            step = _open_head(cp, mg, nmagic, head, &fd, &size)
             err = errno
             if step != DONE and fd >= 0:
                 close(fd)
@@ -120,8 +115,31 @@ def open_ends(path, bytes magic not None, Py_ssize_t tail):
         break
     if step != DONE:
         return None
-    if got_tail != tail:
-        last = last[:got_tail]
+    n = tail if size >= tail else <Py_ssize_t>size
+    try:
+        last = PyBytes_FromStringAndSize(NULL, n)
+    except BaseException:
+        close(fd)
+        raise
+    buf = PyBytes_AS_STRING(last)
+    while True:
+        with nogil:
+            got = _pread_full(fd, buf, n, size - n)
+            err = errno
+            if got < 0 and err != EINTR:
+                close(fd)
+        if got < 0:
+            if err == EINTR:
+                try:
+                    PyErr_CheckSignals()
+                except BaseException:
+                    close(fd)
+                    raise
+                continue
+            raise OSError(err, os.strerror(err), fspath)
+        break
+    if got != n:
+        last = last[:got]
     return fd, size, last
 
 
@@ -152,7 +170,9 @@ cdef class Map:
 
 def map_fd(int fd, Py_ssize_t size):
     """The first ``size`` (> 0) bytes of the file open on ``fd``, mapped read-only and shared
-    (``OSError`` when ``mmap`` fails). The map does not need ``fd`` to stay open."""
+    (``OSError`` when ``mmap`` fails). The map does not need ``fd`` to stay open. ``size`` is
+    the file's size from ``fstat`` (not checked again here: a page past the end of the file
+    faults when touched, as with any map of a file that another process truncates)."""
     if size <= 0:
         raise ValueError(f"size must be > 0, got {size}")
     cdef Map m = Map.__new__(Map)
