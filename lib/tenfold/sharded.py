@@ -148,7 +148,9 @@ def _write_index(path: str, weight_map: Mapping[str, str], total: int, fsync: bo
         f.write(index_document(weight_map, total))
 
 
-def _nbytes(v: Any) -> int:
+def array_nbytes(v: Any) -> int:
+    """Bytes of an array-like's data (anything with ``shape`` and ``dtype``: NumPy, a torch
+    tensor's NumPy view, a shape-only spec), without touching its data."""
     import numpy as np
 
     shape = tuple(int(d) for d in v.shape)
@@ -200,7 +202,7 @@ def save(
         fmt = by_suffix(path).name
     for n, v in tensors.items():
         check_dtype(fmt, n, v.dtype)
-    sizes = {n: _nbytes(v) for n, v in tensors.items()}
+    sizes = {n: array_nbytes(v) for n, v in tensors.items()}
 
     def one(p: str, group: list[str]) -> None:
         save_one(p, {n: tensors[n] for n in group}, format, **options)
@@ -602,7 +604,7 @@ def _nbytes_of(reader: Any, name: str) -> int:
     info = reader.info(name)
     dt = info_dtype(info)
     if dt is None:
-        return _nbytes(reader[name])
+        return array_nbytes(reader[name])
     import numpy as np
 
     return int(np.prod(tuple(info.shape), dtype=np.int64)) * dt.itemsize
@@ -696,7 +698,7 @@ def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
     sizes = {}
     for n in s.names:
         dt, shape = s.spec(n)
-        sizes[n] = _nbytes(_Spec(dt, shape))
+        sizes[n] = array_nbytes(_Spec(dt, shape))
 
     def one(p: str, group: list[str]) -> None:
         sub = copy.copy(s)

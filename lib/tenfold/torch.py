@@ -109,13 +109,13 @@ def save_file(
     if max_shard_size is None:
         write_any(filename, arrays, metadata=metadata, **options)
         return
-    from .sharded import _nbytes, write
+    from .sharded import array_nbytes, write
 
     fmt = target_of(filename)
     for n, a in arrays.items():  # every dtype checked before the first shard is written
         if fmt is not None:
             check_dtype(fmt, n, a.dtype)
-    write(filename, list(arrays), {n: _nbytes(a) for n, a in arrays.items()}, max_shard_size,
+    write(filename, list(arrays), {n: array_nbytes(a) for n, a in arrays.items()}, max_shard_size,
           lambda p, group: write_any(p, {n: arrays[n] for n in group}, metadata=metadata,
                                      **options),
           fsync=options.get("fsync", True))  # fmt: skip

@@ -202,7 +202,6 @@ def test_joined_verifiers_run(tmp_path):
 
 #: "module -> imported private name" pairs allowed today (only shrinks)
 ALLOWED_PRIVATE_NAMES = {
-    "tenfold.torch -> tenfold.sharded._nbytes",
     "tenfold.ztensor -> tenfold.ztensor._generations._generation_or_010",
     "tenfold.ztensor._content -> tenfold.ztensor.v2writer._le_pieces",
     "tenfold.ztensor._content -> tenfold.ztensor.v2writer._pack_f4",
