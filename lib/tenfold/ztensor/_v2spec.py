@@ -872,6 +872,18 @@ def _check_dense(info: ObjectInfo) -> None:
         )
 
 
+def _values_size(info: ObjectInfo, val: PartInfo, nnz: int) -> None:
+    """A sparse object's ``values`` part holds ``nnz`` elements of its type."""
+    want = size_of(val.dtype, val.type, nnz)
+    _need(
+        want is None or want == val.decoded_size,
+        info,
+        "values size",
+        expected=want,
+        got=val.decoded_size,
+    )
+
+
 def _check_csr(info: ObjectInfo) -> None:
     parts, shape = info.parts, info.shape
     _need(len(shape) == 2, info, "rank must be 2", got=len(shape))
@@ -900,14 +912,7 @@ def _check_csr(info: ObjectInfo) -> None:
         expected=(shape[0] + 1) * w,
         got=ptr.decoded_size,
     )
-    want = size_of(val.dtype, val.type, nnz)
-    _need(
-        want is None or want == val.decoded_size,
-        info,
-        "values size",
-        expected=want,
-        got=val.decoded_size,
-    )
+    _values_size(info, val, nnz)
 
 
 def _check_coo(info: ObjectInfo) -> None:
@@ -929,14 +934,7 @@ def _check_coo(info: ObjectInfo) -> None:
         got=c.decoded_size,
     )
     nnz = c.decoded_size // w
-    want = size_of(val.dtype, val.type, nnz)
-    _need(
-        want is None or want == val.decoded_size,
-        info,
-        "values size",
-        expected=want,
-        got=val.decoded_size,
-    )
+    _values_size(info, val, nnz)
 
 
 def _attr(info: ObjectInfo, key: str) -> Any:
