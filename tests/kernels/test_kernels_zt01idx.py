@@ -226,3 +226,16 @@ def test_parse_dense_never_crashes():
             parse(k, b, start=2**64 - 1, nbytes=2**64 - 1)
 
     assert outcome(call, inputs) == "ok"
+
+
+def test_parse_dense_fields_without_make(kernels):
+    """make=None: each record is the tuple of fields make would have been called with."""
+    k = kernels("zt01idx")
+    es = [ent("a", 64), ent("b", 128, (4,), "float64", encoding="zstd", size=9)]
+    raw = cbor.encode(es)
+    recs, ordered = k.parse_dense(raw, START, 1000, 8, 1 << 40, DTYPES, None)
+    assert ordered and all(type(r) is tuple for r in recs)
+    assert (recs, ordered) == parse(k, raw)
+    assert differential(
+        "zt01idx", lambda m: m.parse_dense(raw, START, 10, 8, 1 << 40, DTYPES, None)
+    )

@@ -37,11 +37,20 @@ def result(fn, raw, start=START, limits=DEFAULT_LIMITS):
         return (type(exc).__name__, str(exc))
 
 
+def _table(raw, start, limits):
+    """parse_index_table's records, each built from the kernel's fields when asked for."""
+    table = _index.parse_index_table(raw, start, limits)
+    assert list(table) == [i.name for i in table.values()]
+    return list(table.values())
+
+
 def same(raw, start=START, limits=DEFAULT_LIMITS):
-    """parse_index and parse_index_full agree on ``raw``; returns the outcome."""
+    """parse_index, parse_index_table and parse_index_full agree on ``raw``; returns the
+    outcome."""
     fast = result(_index.parse_index, raw, start, limits)
     full = result(_index.parse_index_full, raw, start, limits)
     assert fast == full
+    assert result(_table, raw, start, limits) == full
     return fast
 
 
@@ -164,3 +173,31 @@ def test_pure_python_runs_the_full_parse(monkeypatch):
     assert _index._kernel() is False
     raw = cbor.encode([ent("a", 64)])
     assert _index.parse_index(raw, START) == _index.parse_index_full(raw, START)
+
+
+def test_the_table_builds_records_when_asked(use_impl, tmp_path):
+    """A 0.1.0 file of dense tensors opens without building a record per tensor: the
+    kernel's fields are kept and made into the same TensorInfo on first use; a file whose
+    entries carry custom keys (here user metadata) takes the full parse."""
+    import tenfold.ztensor as zt
+
+    path = tmp_path / "m.zt"
+    tensors = {f"t{i}": np.full((i + 1, 2), i, np.float32) for i in range(5)}
+    zt.save(path, tensors, checksum=None)
+    with zt.Reader(path) as r:
+        items = r._infos._items
+        assert r._infos.plain and all(type(v) is tuple for v in items.values())
+        got = r.info("t3")
+        assert type(items["t3"]) is _index.TensorInfo and r.info("t3") is got
+        assert sum(type(v) is tuple for v in items.values()) == 4
+        raw = r._mf.u8(r.index_start, r.index_size, "index")
+        assert [r.info(n) for n in r] == _index.parse_index_full(raw, r.index_start)
+        assert r.metadata == {"version": "0.1.0"}
+        np.testing.assert_array_equal(r["t2"], tensors["t2"])
+    meta = tmp_path / "meta.zt"
+    import tenfold
+
+    tenfold.save(meta, tensors, metadata={"author": "x"})
+    with zt.Reader(meta) as r:
+        assert not r._infos.plain
+        assert r.metadata == {"author": "x", "version": "0.1.0"}

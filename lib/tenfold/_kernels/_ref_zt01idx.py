@@ -88,7 +88,7 @@ def parse_dense(
     max_ndim: int,
     max_nbytes: int,
     dtypes: dict[str, tuple[str, Any]],
-    make: Callable[..., Any],
+    make: Callable[..., Any] | None,
 ) -> tuple[list[Any], bool] | None:
     """``(records, ordered)`` for an index of well-formed dense entries, else None (see
     ``zt01idx.pyx``)."""
@@ -110,7 +110,7 @@ def _parse(
     max_ndim: int,
     max_nbytes: int,
     dtypes: dict[str, tuple[str, Any]],
-    make: Callable[..., Any],
+    make: Callable[..., Any] | None,
 ) -> tuple[list[Any], bool]:
     c = _Cursor(data)
     count = c.head(4)
@@ -142,9 +142,10 @@ def _parse(
             if off < prev_end:
                 ordered = False
             prev_end = max(prev_end, off + size)
-        out.append(make(name, dtype_name, np_dtype, tuple(fields["shape"]), "dense",
-                        fields["encoding"], off, size, fields["data_endianness"], None, None,
-                        None, None, None, {}, {}, pos))  # fmt: skip
+        rec: tuple[Any, ...] = (name, dtype_name, np_dtype, tuple(fields["shape"]), "dense",
+                                fields["encoding"], off, size, fields["data_endianness"], None,
+                                None, None, None, None, {}, {}, pos)  # fmt: skip
+        out.append(rec if make is None else make(*rec))
     if c.i != len(data):
         raise _Decline
     return out, ordered

@@ -10,5 +10,5 @@ def parse_dense(
     max_ndim: int,
     max_nbytes: int,
     dtypes: dict[Any, Any],
-    make: Callable[..., Any],
+    make: Callable[..., Any] | None,
 ) -> tuple[list[Any], bool] | None: ...

@@ -13,7 +13,9 @@ it, the blob 64-byte aligned, past the magic and before ``index_start``, names d
 ``max_objects`` entries, no byte after the array.
 
 It then returns ``(records, ordered)``: ``records`` the ``make(...)`` of each entry (called
-with the 17 positional fields of ``tenfold.ztensor._index.TensorInfo``), ``ordered`` True when
+with the 17 positional fields of ``tenfold.ztensor._index.TensorInfo``; with ``make`` None,
+the tuple of those fields, for a caller that builds records when they are asked for),
+``ordered`` True when
 each non-empty blob starts at or after the end of every earlier one (so none overlap; when
 False the caller checks overlaps). Anything else (a tag, a float, a negative or missing
 value, an unknown key, a sparse layout, a bad size, a duplicate, truncation...) returns
@@ -124,6 +126,7 @@ def parse_dense(
     cdef set names = set()
     cdef list shape_items
     cdef object name, got, dtype_name, np_dtype, encoding, endian
+    cdef tuple fields
     c.p = &buf[0] if buf.shape[0] else NULL
     c.n = buf.shape[0]
     c.i = 0
@@ -268,8 +271,9 @@ def parse_dense(
                 ordered = False
             if off + size > prev_end:
                 prev_end = off + size
-        out.append(make(name, dtype_name, np_dtype, tuple(shape_items), "dense", encoding, off,
-                        size, endian, None, None, None, None, None, {}, {}, pos))
+        fields = (name, dtype_name, np_dtype, tuple(shape_items), "dense", encoding, off, size,
+                  endian, None, None, None, None, None, {}, {}, pos)
+        out.append(fields if make is None else make(*fields))
         pos += 1
     if c.i != c.n:
         return None

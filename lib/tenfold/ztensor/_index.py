@@ -8,7 +8,7 @@ shapes. Readers then trust the records.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -32,7 +32,15 @@ from ._spec import (
     SPARSE_FORMATS,
 )
 
-__all__ = ["TensorInfo", "Blob", "parse_file_layout", "parse_index", "parse_index_full"]
+__all__ = [
+    "TensorInfo",
+    "Blob",
+    "InfoTable",
+    "parse_file_layout",
+    "parse_index",
+    "parse_index_full",
+    "parse_index_table",
+]
 
 U64 = (1 << 64) - 1
 
@@ -336,6 +344,59 @@ def parse_index(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) 
                 _check_overlaps(infos)
             return infos  # type: ignore[no-any-return]
     return parse_index_full(raw, index_start, limits)
+
+
+class InfoTable(Mapping[str, TensorInfo]):
+    """name -> :class:`TensorInfo` of one index, in index order. Entries the ``zt01idx``
+    kernel parsed are kept as its field tuples and made into records when first asked for, so
+    opening a file of many tensors builds none it does not use. ``plain``: every entry came
+    from the kernel (dense, no custom keys: no ``attrs`` anywhere)."""
+
+    __slots__ = ("_items", "plain")
+
+    def __init__(self, items: dict[str, Any], plain: bool) -> None:
+        self._items = items
+        self.plain = plain
+
+    def __getitem__(self, name: str) -> TensorInfo:
+        v = self._items[name]
+        if type(v) is tuple:
+            v = self._items[name] = TensorInfo(*v)
+        return v  # type: ignore[no-any-return]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._items)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+
+def parse_index_table(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) -> InfoTable:
+    """:func:`parse_index` as an :class:`InfoTable` (the same checks, the same records, the
+    same errors), its records built on first use where the kernel parsed the index."""
+    mv = memoryview(raw)  # type: ignore[arg-type]
+    kernel = _kernel()
+    if kernel and mv.nbytes <= limits.max_index_bytes and mv.c_contiguous:
+        got = kernel.parse_dense(
+            mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv,
+            index_start,
+            limits.max_objects,
+            limits.max_ndim,
+            max(0, min(limits.max_decoded_bytes, MAX_ARRAY_BYTES)),
+            _DTYPES,
+            None,
+        )
+        if got is not None:
+            recs, ordered = got
+            if ordered:
+                return InfoTable({r[0]: r for r in recs}, True)
+            infos = [TensorInfo(*r) for r in recs]
+            _check_overlaps(infos)
+            return InfoTable({i.name: i for i in infos}, True)
+    return InfoTable({i.name: i for i in parse_index_full(raw, index_start, limits)}, False)
 
 
 def parse_index_full(

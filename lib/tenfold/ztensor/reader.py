@@ -26,7 +26,7 @@ from ..core.compression import zstd_content_size, zstd_decompress_into
 from ..core.slicing import plan
 from ..errors import IntegrityError, describe
 from . import _checksum
-from ._index import Blob, TensorInfo, parse_file_layout, parse_index
+from ._index import Blob, InfoTable, TensorInfo, parse_file_layout, parse_index_table
 from ._readerbase import ZtReader
 from ._spec import ALIGN, FMT, MAGIC
 from .sparse import SparseTensor, check_coo, check_csr, to_result
@@ -89,19 +89,18 @@ class Reader(ZtReader, Mapping[str, Any]):
             head = self._mf.magic(MAGIC)
             footer = int(self._mf.array(size - 8, "<u8", (), "index size")) if size >= 16 else None
             self.index_start, self.index_size = parse_file_layout(head, size, footer)
-            infos = (
-                parse_index(
+            self._infos: InfoTable = (
+                parse_index_table(
                     self._mf.u8(self.index_start, self.index_size, "index"),
                     self.index_start,
                     limits,
                 )
                 if self.index_size
-                else []
+                else InfoTable({}, True)
             )
         except BaseException:
             self.close()
             raise
-        self._infos: dict[str, TensorInfo] = {i.name: i for i in infos}
 
     # -- metadata -----------------------------------------------------------------------------
     @property
@@ -109,6 +108,8 @@ class Reader(ZtReader, Mapping[str, Any]):
         """File-level metadata: ``{"version": "0.1.0"}`` plus the user metadata that
         ``tenfold.save(..., metadata=)`` and ``convert`` keep in the first tensor's
         ``__metadata__`` map (zTensor 0.1.0 has no file-level map; the version wins a clash)."""
+        if self._infos.plain:  # no entry has custom keys
+            return {"version": "0.1.0"}
         for i in self._infos.values():
             md = i.attrs.get("__metadata__")
             if isinstance(md, dict):
