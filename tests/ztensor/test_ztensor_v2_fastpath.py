@@ -243,17 +243,35 @@ def test_open_maps_a_v2_path_with_one_open(mixed, monkeypatch):
     assert opened == [str(path)]
     for name, want in tensors.items():
         np.testing.assert_array_equal(views[name], want)  # after close: still mapped
-    monkeypatch.setattr(os, "open", real_open)
+    # every generation, and a damaged head: opened once too (before: two or three times)
     bad = path.with_name("bad.zt")
     data = bytearray(path.read_bytes())
     data[1] ^= 0xFF  # head magic damaged: the tail magic still picks the v2 reader
     bad.write_bytes(bytes(data))
+    opened.clear()
     with pytest.raises(FormatError, match="header-magic"):
         zt.open(bad)
+    assert opened == [str(bad)]
     v010 = path.with_name("old.zt")
     zt.save(v010, {"x": np.arange(3)})
+    opened.clear()
     with zt.open(v010) as r:
         np.testing.assert_array_equal(r["x"], np.arange(3))
+        assert type(r).__name__ == "Reader" and r.path == str(v010)
+    assert opened == [str(v010)]
+    junk = path.with_name("junk.zt")
+    junk.write_bytes(b"not a zTensor file at all")
+    opened.clear()
+    with pytest.raises(FormatError, match="magic"):
+        zt.open(junk)
+    assert opened == [str(junk)]
+    monkeypatch.setattr(os, "open", real_open)
+    fds = set(os.listdir("/proc/self/fd")) if os.path.isdir("/proc/self/fd") else set()
+    for p in (bad, junk):
+        with pytest.raises(FormatError):
+            zt.open(p)
+    if fds:
+        assert set(os.listdir("/proc/self/fd")) == fds  # nothing left open by the failures
 
 
 def test_mapped_file_adopts_a_descriptor_and_head(tmp_path):

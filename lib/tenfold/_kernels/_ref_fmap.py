@@ -25,30 +25,24 @@ def _pread_full(fd: int, n: int, at: int) -> bytes:
     return b"".join(parts)
 
 
-def open_ends(path: Any, magic: bytes, tail: int) -> tuple[int, int, bytes] | None:
-    """``(fd, size, last)`` of a regular file starting with ``magic`` (``last``: its last
+def open_ends(path: Any, head: int, tail: int) -> tuple[int, int, bytes, bytes] | None:
+    """``(fd, size, first, last)`` of a regular file (its first ``min(size, head)`` and last
     ``min(size, tail)`` bytes), or ``None`` with nothing left open (see the kernel)."""
-    if type(magic) is not bytes:
-        raise TypeError(f"magic must be bytes, not {type(magic).__name__}")
-    if tail < 0:
-        raise ValueError(f"tail must be >= 0, got {tail}")
-    if len(magic) > 64:
-        raise ValueError(f"magic is at most 64 bytes, got {len(magic)}")
+    if head < 0 or tail < 0:
+        raise ValueError(f"head and tail must be >= 0, got {head} and {tail}")
     fd = os.open(path, _FLAGS)
     try:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             os.close(fd)
             return None
-        if magic and _pread_full(fd, len(magic), 0) != magic:
-            os.close(fd)
-            return None
+        first = _pread_full(fd, min(st.st_size, head), 0)
         n = min(st.st_size, tail)
         last = _pread_full(fd, n, st.st_size - n)
     except BaseException:
         os.close(fd)
         raise
-    return fd, st.st_size, last
+    return fd, st.st_size, first, last
 
 
 def map_fd(fd: int, size: int) -> mmap.mmap:

@@ -4,7 +4,7 @@ operating system needs (twin: ``_ref_fmap.py``).
 
 Knows nothing of any format: a reader's commonest open (a regular file, a magic at its head,
 its index near its end) is ``open_ends`` (open, fstat, two preads: one Python call instead of
-five) and ``map_fd`` (one mmap: Python's ``mmap.mmap`` adds an fstat and a dup, and a close of
+five, and the file opened once whatever its magic says) and ``map_fd`` (one mmap: Python's ``mmap.mmap`` adds an fstat and a dup, and a close of
 that dup later). The system calls run without the GIL; an interrupted call is retried after
 Python's signal handlers have run, as the ``os`` functions do (PEP 475).
 """
@@ -13,7 +13,6 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_FillInfo
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.exc cimport PyErr_CheckSignals
 from libc.errno cimport EINTR, errno
-from libc.string cimport memcmp
 from posix.fcntl cimport O_CLOEXEC, O_NONBLOCK, O_RDONLY
 from posix.fcntl cimport open as c_open
 from posix.mman cimport MAP_FAILED, MAP_SHARED, PROT_READ, mmap, munmap
@@ -32,7 +31,6 @@ cdef enum Step:
     FAILED_OPEN = 1
     FAILED_OTHER = 2
     NOT_REGULAR = 3
-    NOT_MAGIC = 4
 
 
 cdef Py_ssize_t _pread_full(int fd, char* buf, Py_ssize_t n, off_t at) noexcept nogil:
@@ -49,12 +47,10 @@ cdef Py_ssize_t _pread_full(int fd, char* buf, Py_ssize_t n, off_t at) noexcept 
     return done
 
 
-cdef Step _open_head(const char* cpath, const char* magic, Py_ssize_t nmagic, char* head,
-                     int* fd_out, off_t* size_out) noexcept nogil:
-    """Open, fstat and compare the head with ``magic``; ``fd_out`` is set once opened."""
+cdef Step _open_stat(const char* cpath, int* fd_out, off_t* size_out) noexcept nogil:
+    """Open and fstat; ``fd_out`` is set once opened."""
     cdef int fd
     cdef struct_stat st
-    cdef Py_ssize_t got
     fd = c_open(cpath, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
     if fd < 0:
         return FAILED_OPEN
@@ -64,45 +60,62 @@ cdef Step _open_head(const char* cpath, const char* magic, Py_ssize_t nmagic, ch
     size_out[0] = st.st_size
     if not S_ISREG(st.st_mode):
         return NOT_REGULAR
-    if nmagic:
-        got = _pread_full(fd, head, nmagic, 0)
-        if got < 0:
-            return FAILED_OTHER
-        if got != nmagic or memcmp(head, magic, nmagic) != 0:
-            return NOT_MAGIC
     return DONE
 
 
-def open_ends(path, bytes magic not None, Py_ssize_t tail):
-    """Open ``path`` read-only and read its ends: ``(fd, size, last)`` when it is a regular
-    file whose first bytes are ``magic``, where ``last`` is its last ``min(size, tail)`` bytes
-    (fewer only if the file shrank meanwhile) and ``fd`` is the caller's to close; ``None``
-    (nothing left open) when it is not a regular file or does not start with ``magic``.
+cdef bytes _read_at(int fd, Py_ssize_t n, off_t at, object fspath):
+    """``n`` bytes at ``at`` (fewer at end of file); closes ``fd`` before raising."""
+    cdef bytes out
+    cdef Py_ssize_t got
+    cdef int err
+    try:
+        out = PyBytes_FromStringAndSize(NULL, n)
+    except BaseException:
+        close(fd)
+        raise
+    cdef char* buf = PyBytes_AS_STRING(out)
+    while True:
+        with nogil:
+            got = _pread_full(fd, buf, n, at)
+            err = errno
+        if got >= 0:
+            break
+        if err == EINTR:
+            try:
+                PyErr_CheckSignals()  # raises what a handler raised
+            except BaseException:
+                close(fd)
+                raise
+            continue
+        close(fd)
+        raise OSError(err, os.strerror(err), fspath)
+    return out if got == n else out[:got]
+
+
+def open_ends(path, Py_ssize_t head, Py_ssize_t tail):
+    """Open ``path`` read-only and read its ends: ``(fd, size, first, last)`` when it is a
+    regular file, where ``first`` is its first ``min(size, head)`` bytes and ``last`` its last
+    ``min(size, tail)`` (fewer only if the file shrank meanwhile), and ``fd`` is the caller's
+    to close; ``None`` (nothing left open) when it is not a regular file.
 
     The descriptor is opened with ``O_CLOEXEC | O_NONBLOCK`` (a FIFO is not waited for);
     ``OSError`` (naming ``path``) when a system call fails, nothing left open.
     """
-    if tail < 0:
-        raise ValueError(f"tail must be >= 0, got {tail}")
+    if head < 0 or tail < 0:
+        raise ValueError(f"head and tail must be >= 0, got {head} and {tail}")
     fspath = os.fspath(path)
     encoded = PyUnicode_EncodeFSDefault(fspath) if isinstance(fspath, str) else fspath
     cdef bytes cpath = <bytes?>encoded
     if b"\0" in cpath:
         raise ValueError("embedded null byte")
-    cdef Py_ssize_t nmagic = PyBytes_GET_SIZE(magic), n, got = 0
-    cdef char head[64]
-    if nmagic > 64:
-        raise ValueError(f"magic is at most 64 bytes, got {nmagic}")
     cdef const char* cp = PyBytes_AS_STRING(cpath)
-    cdef const char* mg = PyBytes_AS_STRING(magic)
     cdef int fd = -1, err = 0
     cdef off_t size = 0
+    cdef Py_ssize_t n
     cdef Step step
-    cdef bytes last
-    cdef char* buf
     while True:
         with nogil:
-            step = _open_head(cp, mg, nmagic, head, &fd, &size)
+            step = _open_stat(cp, &fd, &size)
             err = errno
             if step != DONE and fd >= 0:
                 close(fd)
@@ -115,32 +128,10 @@ def open_ends(path, bytes magic not None, Py_ssize_t tail):
         break
     if step != DONE:
         return None
+    first = _read_at(fd, head if size >= head else <Py_ssize_t>size, 0, fspath)
     n = tail if size >= tail else <Py_ssize_t>size
-    try:
-        last = PyBytes_FromStringAndSize(NULL, n)
-    except BaseException:
-        close(fd)
-        raise
-    buf = PyBytes_AS_STRING(last)
-    while True:
-        with nogil:
-            got = _pread_full(fd, buf, n, size - n)
-            err = errno
-            if got < 0 and err != EINTR:
-                close(fd)
-        if got < 0:
-            if err == EINTR:
-                try:
-                    PyErr_CheckSignals()
-                except BaseException:
-                    close(fd)
-                    raise
-                continue
-            raise OSError(err, os.strerror(err), fspath)
-        break
-    if got != n:
-        last = last[:got]
-    return fd, size, last
+    last = _read_at(fd, n, size - n, fspath)
+    return fd, size, first, last
 
 
 cdef class Map:

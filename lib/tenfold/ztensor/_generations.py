@@ -123,9 +123,12 @@ def open_any(source: Any, **options: Any) -> Any:
             mf.close()
             raise
     if isinstance(source, (str, os.PathLike)) and options.get("mmap", True):
-        fast = _open_v2_path(source, options)
-        if fast is not None:
-            return fast
+        return _open_path(source, options)
+    return _open_generation(source, options)
+
+
+def _open_generation(source: Any, options: dict[str, Any]) -> Any:
+    """The reader of ``source``'s generation, by its magic (see :func:`open_any`)."""
     gen = _generation_or_010(source)
     if gen == "0.1.0":
         from .reader import Reader
@@ -140,27 +143,30 @@ def open_any(source: Any, **options: Any) -> Any:
     return V2Reader(source, **options)
 
 
-def _open_v2_path(path: str | os.PathLike[str], options: dict[str, Any]) -> Any:
-    """A :class:`V2Reader` over ``path`` when it is a regular file with v2's head magic, else
-    ``None`` (the general path then decides and names any error): the commonest open of a v2
-    file, with the file opened once and as few system calls as possible (``fmap.open_ends``:
-    open, fstat, the head magic and the last :data:`TAIL_READ` bytes in one call)."""
-    # O_NONBLOCK: opening a FIFO must not wait (see open_regular); it is left set, as it has
-    # no effect on a regular file
-    ends = _open_ends(path, MAGIC_V2, TAIL_READ)
+def _open_path(path: str | os.PathLike[str], options: dict[str, Any]) -> Any:
+    """The reader of a local file, which is opened once (``fmap.open_ends``: open, fstat, its
+    first 8 and last :data:`TAIL_READ` bytes in one call) and read through that descriptor.
+
+    A v2 file gets the lean open first (:meth:`V2Reader._open_fd`), the commonest open of
+    all, with as few system calls as possible; anything it declines, and every other
+    generation, is read through a :class:`MappedFile` of the same descriptor, whose reader
+    checks everything and names any error. Not a regular file: the general path refuses it
+    (a FIFO is not waited for: ``O_NONBLOCK``, left set as it has no effect on a file)."""
+    ends = _open_ends(path, 8, TAIL_READ)
     if ends is None:
-        return None
-    fd, size, tail = ends
+        return _open_generation(path, options)
+    fd, size, head, tail = ends
+    if head == MAGIC_V2:
+        try:
+            reader = V2Reader._open_fd(os.fspath(path), fd, size, tail, options)
+        except BaseException:
+            os.close(fd)
+            raise
+        if reader is not None:
+            return reader
+    mf = MappedFile(path, fmt="zt", fd=fd, size=size, head=head)  # closes fd on failure
     try:
-        reader = V2Reader._open_fd(os.fspath(path), fd, size, tail, options)
-    except BaseException:
-        os.close(fd)
-        raise
-    if reader is not None:
-        return reader
-    mf = MappedFile(path, fmt="zt", fd=fd, size=size, head=MAGIC_V2)  # closes fd on failure
-    try:
-        return V2Reader(mf, **options)
+        return _open_generation(mf, options)
     except BaseException:
         mf.close()
         raise
