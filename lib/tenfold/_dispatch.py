@@ -55,12 +55,41 @@ def open_remote_path(
         raise
 
 
+#: bytes read from the end of a local file as it is opened: what a zTensor reader needs
+#: (``tenfold.ztensor.open_fd``: a v2 footer and manifest, or all of a smaller file)
+TAIL_READ = 16 << 10
+
+
 def open_local_path(
     path: Any, options: dict[str, Any], load: bool = False, copy: bool = False
 ) -> Any:
     """The file opened once (detection and reading share the descriptor and the map)."""
-    from .formats import module_for, open_local
+    from .formats import SHARDED, SNIFF_BYTES, module_for, name_of_head, open_local
 
+    if options.get("mmap", True) and isinstance(path, (str, os.PathLike)):
+        from . import _kernels
+        from .core.mapped import MappedFile
+
+        ends = _kernels.load("fmap").open_ends(path, SNIFF_BYTES, TAIL_READ)
+        if ends is not None:  # a regular file: (fd, size, first bytes, last bytes)
+            fd, size, head, tail = ends
+            try:
+                name = name_of_head(head, path)
+            except BaseException:
+                os.close(fd)
+                raise
+            if name == "ztensor":  # the descriptor and both ends go to the reader
+                from .ztensor import open_fd
+
+                if not load:
+                    return open_fd(path, fd, size, head, tail, **options)
+                with open_fd(path, fd, size, head, tail, **{**options, "copy": copy}) as r:
+                    return r.read_all()
+            if name == SHARDED:
+                os.close(fd)
+            else:
+                mf = MappedFile(path, fmt="tenfold", fd=fd, size=size, head=head)
+                return read_with(module_for(name), mf, options, load, copy)
     name, mf = open_local(path, mmap=options.get("mmap", True))
     if mf is None:  # a sharded index: its reader takes the path
         mod = module_for(name)

@@ -29,15 +29,40 @@ ARRAYS = {
 
 
 def _count_opens(monkeypatch: pytest.MonkeyPatch, path: str) -> list[str]:
+    """Every open of ``path``: by ``os.open``, or by the ``fmap`` kernel's ``open_ends`` (in
+    C; its pure-Python twin's own ``os.open`` is not counted again)."""
+    from tenfold import _kernels
+    from tenfold.ztensor import _generations
+
     seen: list[str] = []
+    inside: list[int] = []
     real = os.open
 
     def counting(name, *args, **kwargs):
-        if os.fspath(name) == path:
+        if os.fspath(name) == path and not inside:
             seen.append(path)
         return real(name, *args, **kwargs)
 
+    def counted(ends):
+        def wrapper(name, *args, **kwargs):
+            if os.fspath(name) == path:
+                seen.append(path)
+            inside.append(1)
+            try:
+                return ends(name, *args, **kwargs)
+            finally:
+                inside.pop()
+
+        return wrapper
+
     monkeypatch.setattr(os, "open", counting)
+    for impl in ("compiled", "reference"):
+        try:
+            mod = _kernels.load("fmap", impl)
+        except ImportError:
+            continue
+        monkeypatch.setattr(mod, "open_ends", counted(mod.open_ends))
+    monkeypatch.setattr(_generations, "_open_ends", counted(_generations._open_ends))
     return seen
 
 

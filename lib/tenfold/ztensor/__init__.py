@@ -22,6 +22,7 @@ from . import verify as _verify_module  # noqa: F401  (loaded before the functio
 from ._append import V2Appender, append
 from ._content import content_digest
 from ._generations import _generation_or_010, generation, inspect_rows, open_any, verify_any
+from ._generations import open_fd as _open_fd
 from ._index import TensorInfo
 from ._v1 import V1Reader
 from ._v2spec import REFERENCE_RULES, ObjectInfo, PartInfo
@@ -66,6 +67,15 @@ def open(source: Any, **options: Any) -> Any:  # noqa: A001
     """Open a zTensor file of any generation: a :class:`Reader` (0.1.0), :class:`V1Reader` or
     :class:`V2Reader`, chosen by the magic bytes (see those classes for the options)."""
     return open_any(source, **options)
+
+
+def open_fd(
+    path: str | os.PathLike[str], fd: int, size: int, head: bytes, tail: bytes, **options: Any
+) -> Any:
+    """:func:`open` of a local file that :func:`tenfold.open` has already opened on ``fd``
+    and whose ends it has read (``size``, ``head``, ``tail`` as ``fmap.open_ends`` gives
+    them, the tail at least 16 KiB or the whole file): the reader owns ``fd``."""
+    return _open_fd(path, fd, size, head, tail, options)
 
 
 def detect(source: Any) -> str:

@@ -23,7 +23,7 @@ from ..errors import FormatError, TenfoldError, TruncatedError, describe
 from ._spec import MAGIC, MAGIC_V1, MAGIC_V2
 from .v2reader import TAIL_READ, V2Reader
 
-__all__ = ["generation", "open_any", "verify_any", "inspect_rows", "GENERATIONS"]
+__all__ = ["generation", "open_any", "open_fd", "verify_any", "inspect_rows", "GENERATIONS"]
 
 GENERATIONS = {MAGIC: "0.1.0", MAGIC_V1: "v1", MAGIC_V2: "v2"}
 _open_ends = _kernels.load("fmap").open_ends
@@ -145,20 +145,37 @@ def _open_generation(source: Any, options: dict[str, Any]) -> Any:
 
 def _open_path(path: str | os.PathLike[str], options: dict[str, Any]) -> Any:
     """The reader of a local file, which is opened once (``fmap.open_ends``: open, fstat, its
-    first 8 and last :data:`TAIL_READ` bytes in one call) and read through that descriptor.
-
-    A v2 file gets the lean open first (:meth:`V2Reader._open_fd`), the commonest open of
-    all, with as few system calls as possible; anything it declines, and every other
-    generation, is read through a :class:`MappedFile` of the same descriptor, whose reader
-    checks everything and names any error. Not a regular file: the general path refuses it
-    (a FIFO is not waited for: ``O_NONBLOCK``, left set as it has no effect on a file)."""
+    first 8 and last :data:`TAIL_READ` bytes in one call) and read through that descriptor
+    (see :func:`open_fd`). Not a regular file: the general path refuses it (a FIFO is not
+    waited for: ``O_NONBLOCK``, left set as it has no effect on a file)."""
     ends = _open_ends(path, 8, TAIL_READ)
     if ends is None:
         return _open_generation(path, options)
     fd, size, head, tail = ends
-    if head == MAGIC_V2:
+    return open_fd(path, fd, size, head, tail, options)
+
+
+def open_fd(
+    path: str | os.PathLike[str],
+    fd: int,
+    size: int,
+    head: bytes,
+    tail: bytes,
+    options: dict[str, Any],
+) -> Any:
+    """The reader of the regular file ``path`` already open on ``fd`` (``size`` from fstat,
+    ``head`` and ``tail`` at least its first 8 and last :data:`TAIL_READ` bytes, or all of a
+    smaller file, as ``fmap.open_ends`` reads them); the reader owns ``fd`` (closed here on
+    failure).
+
+    A v2 file gets the lean open first (:meth:`V2Reader._open_fd`), the commonest open of
+    all, with as few system calls as possible; anything it declines, and every other
+    generation, is read through a :class:`MappedFile` of the same descriptor, whose reader
+    checks everything and names any error."""
+    options.pop("storage_options", None)
+    if head[:8] == MAGIC_V2 and options.get("mmap", True):
         try:
-            reader = V2Reader._open_fd(os.fspath(path), fd, size, tail, options)
+            reader = V2Reader._open_fd(os.fspath(path), fd, size, tail[-TAIL_READ:], options)
         except BaseException:
             os.close(fd)
             raise
