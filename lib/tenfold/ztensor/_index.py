@@ -326,24 +326,33 @@ def parse_index(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) 
     by the ``zt01idx`` kernel, which declines anything else: then :func:`parse_index_full`
     decodes the index and checks it entry by entry, naming what is wrong. Both give the same
     records for every index the kernel accepts (tests/ztensor/test_ztensor_index_kernel.py)."""
+    got = _parse_dense(raw, index_start, limits, TensorInfo)
+    if got is not None:
+        infos, ordered = got
+        if not ordered:
+            _check_overlaps(infos)
+        return infos
+    return parse_index_full(raw, index_start, limits)
+
+
+def _parse_dense(
+    raw: object, index_start: int, limits: Limits, make: Any
+) -> tuple[list[Any], bool] | None:
+    """The ``zt01idx`` kernel's ``(records, ordered)`` of the index, or None where it
+    declines (or is not compiled, or the index is over the limit or not contiguous)."""
     mv = memoryview(raw)  # type: ignore[arg-type]
     kernel = _kernel()
-    if kernel and mv.nbytes <= limits.max_index_bytes and mv.c_contiguous:
-        got = kernel.parse_dense(
-            mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv,
-            index_start,
-            limits.max_objects,
-            limits.max_ndim,
-            max(0, min(limits.max_decoded_bytes, MAX_ARRAY_BYTES)),
-            _DTYPES,
-            TensorInfo,
-        )
-        if got is not None:
-            infos, ordered = got
-            if not ordered:
-                _check_overlaps(infos)
-            return infos  # type: ignore[no-any-return]
-    return parse_index_full(raw, index_start, limits)
+    if not (kernel and mv.nbytes <= limits.max_index_bytes and mv.c_contiguous):
+        return None
+    return kernel.parse_dense(  # type: ignore[no-any-return]
+        mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv,
+        index_start,
+        limits.max_objects,
+        limits.max_ndim,
+        max(0, min(limits.max_decoded_bytes, MAX_ARRAY_BYTES)),
+        _DTYPES,
+        make,
+    )
 
 
 class InfoTable(Mapping[str, TensorInfo]):
@@ -377,26 +386,15 @@ class InfoTable(Mapping[str, TensorInfo]):
 def parse_index_table(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) -> InfoTable:
     """:func:`parse_index` as an :class:`InfoTable` (the same checks, the same records, the
     same errors), its records built on first use where the kernel parsed the index."""
-    mv = memoryview(raw)  # type: ignore[arg-type]
-    kernel = _kernel()
-    if kernel and mv.nbytes <= limits.max_index_bytes and mv.c_contiguous:
-        got = kernel.parse_dense(
-            mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv,
-            index_start,
-            limits.max_objects,
-            limits.max_ndim,
-            max(0, min(limits.max_decoded_bytes, MAX_ARRAY_BYTES)),
-            _DTYPES,
-            None,
-        )
-        if got is not None:
-            recs, ordered = got
-            if ordered:
-                return InfoTable({r[0]: r for r in recs}, True)
-            infos = [TensorInfo(*r) for r in recs]
-            _check_overlaps(infos)
-            return InfoTable({i.name: i for i in infos}, True)
-    return InfoTable({i.name: i for i in parse_index_full(raw, index_start, limits)}, False)
+    got = _parse_dense(raw, index_start, limits, None)
+    if got is None:
+        return InfoTable({i.name: i for i in parse_index_full(raw, index_start, limits)}, False)
+    recs, ordered = got
+    if ordered:
+        return InfoTable({r[0]: r for r in recs}, True)
+    infos = [TensorInfo(*r) for r in recs]
+    _check_overlaps(infos)
+    return InfoTable({i.name: i for i in infos}, True)
 
 
 def parse_index_full(
