@@ -30,10 +30,13 @@ def test_a_dropped_mapped_file_closes_its_descriptor_quietly(tmp_path):
         warnings.simplefilter("error")  # a bare MappedFile is a building block: no warning
         files = [MappedFile(p) for _ in range(50)]
         views = [m.u8(0, 4) for m in files[:5]]
-        assert _fds() >= before + 50  # (an mmap object holds a dup of the descriptor too)
+        assert _fds() >= before + 50
         del files
         gc.collect()
-    assert _fds() == before + 5  # the 5 maps that views still use (each mmap holds a dup)
+    # the 5 maps that views still use hold no descriptor (the fmap kernel's map), or a dup
+    # each (Python's mmap, which the pure-Python twin uses)
+    held = 5 if _kernels.load("fmap").__name__.endswith("._ref_fmap") else 0
+    assert _fds() == before + held
     assert all(v.tolist() == [1, 1, 1, 1] for v in views)  # the views keep their maps
     del views
     gc.collect()

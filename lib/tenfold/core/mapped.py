@@ -10,7 +10,6 @@ Any further access *through the reader* raises :class:`ValueError`.
 
 from __future__ import annotations
 
-import mmap
 import os
 import stat
 import weakref
@@ -19,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import _kernels
 from ..errors import FormatError, TruncatedError, UnsupportedError, describe
 from .bounds import MAX_ARRAY_BYTES, checked_numel
 
@@ -28,6 +28,8 @@ _PREAD_MAX = 1 << 30
 _Bytes = bytes  # the class below has a method named bytes
 _SMALL_READ = 1 << 16
 _U8 = np.dtype(np.uint8)
+#: a whole file mapped read-only in one system call (``fmap.map_fd``)
+_map_fd = _kernels.load("fmap").map_fd
 
 _KINDS = (
     (stat.S_ISDIR, "a directory"),
@@ -106,7 +108,7 @@ class MappedFile:
         head: bytes = b"",
     ) -> None:
         self.fmt = fmt
-        self._mm: mmap.mmap | None = None
+        self._mm: Any = None  # the map: fmap.Map (or mmap.mmap from the pure-Python twin)
         self._fd: int | None = None
         self._head = head
         if isinstance(source, (str, os.PathLike)):
@@ -120,7 +122,7 @@ class MappedFile:
                 if fd is None or size is None:
                     size = os.fstat(self._fd).st_size
                 if size > 0:
-                    self._mm = mmap.mmap(self._fd, 0, access=mmap.ACCESS_READ)
+                    self._mm = _map_fd(self._fd, size)  # one mmap (Python's adds fstat + dup)
             except BaseException:
                 os.close(self._fd)
                 raise
@@ -156,7 +158,7 @@ class MappedFile:
         self.fmt = fmt
         self.path = path
         self._fd = fd
-        self._mm = mm  # type: ignore[assignment]
+        self._mm = mm
         self._head = b""
         self._release = partial(_release_once, [(fd, mm)])  # type: ignore[assignment]
         self._u8 = np.frombuffer(mm, _U8)  # read-only: the map is
@@ -315,17 +317,19 @@ class MappedFile:
         """Drop prefetched ranges: nothing to do for a map or a buffer."""
 
 
-def _release(fd: int, mm: mmap.mmap | None) -> None:
-    """Close a descriptor and its map (the map survives while views still export it)."""
+def _release(fd: int, mm: Any) -> None:
+    """Close a descriptor and its map (the map survives while views still export it; the
+    ``fmap`` kernel's map has no ``close``: it is unmapped when its last user is gone)."""
     os.close(fd)
-    if mm is not None:
+    close = getattr(mm, "close", None)
+    if close is not None:
         try:
-            mm.close()
+            close()
         except BufferError:
             pass  # views still export the buffer; the OS unmaps when the last one dies
 
 
-def _release_once(box: list[tuple[int, mmap.mmap]]) -> None:
+def _release_once(box: list[tuple[int, Any]]) -> None:
     """Close the descriptor in ``box`` the first time only (``list.pop`` is atomic); the map
     is dropped, not closed: it is unmapped when nothing uses it any more."""
     try:
