@@ -229,13 +229,21 @@ def test_parse_dense_never_crashes():
 
 
 def test_parse_dense_fields_without_make(kernels):
-    """make=None: each record is the tuple of fields make would have been called with."""
+    """make=None: each record is the compact tuple (name, dtype, np_dtype, shape, encoding,
+    offset, size, endianness, position) of the fields make would have been given."""
     k = kernels("zt01idx")
-    es = [ent("a", 64), ent("b", 128, (4,), "float64", encoding="zstd", size=9)]
+    es = [
+        ent("a", 64),
+        ent("b", 128, (4,), "float64", encoding="zstd", size=9),
+        ent("c", 192, (3,), "float64", data_endianness="big"),
+        ent("d", 256, (2,), "uint8"),
+    ]
     raw = cbor.encode(es)
     recs, ordered = k.parse_dense(raw, START, 1000, 8, 1 << 40, DTYPES, None)
-    assert ordered and all(type(r) is tuple for r in recs)
-    assert (recs, ordered) == parse(k, raw)
+    full, ordered2 = parse(k, raw)
+    assert ordered and ordered2
+    assert recs == [(f[0], f[1], f[2], f[3], f[5], f[6], f[7], f[8], f[16]) for f in full]
+    assert recs[2][7] == "big" and recs[1][4] == "zstd" and recs[3][2] == np.dtype("u1")
     assert differential(
         "zt01idx", lambda m: m.parse_dense(raw, START, 10, 8, 1 << 40, DTYPES, None)
     )

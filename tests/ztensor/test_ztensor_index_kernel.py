@@ -201,3 +201,38 @@ def test_the_table_builds_records_when_asked(use_impl, tmp_path):
     with zt.Reader(meta) as r:
         assert not r._infos.plain
         assert r.metadata == {"author": "x", "version": "0.1.0"}
+
+
+def test_bulk_spans_from_compact_records(use_impl, tmp_path):
+    """tenfold.torch's bulk spans read the kernel's compact records without building a
+    TensorInfo, and give what the built records give: raw little-endian (or 1-byte) tensors
+    a span, big-endian and zstd ones none."""
+    from _zt_build import build, entry, write
+
+    from tenfold.interop.frameworks import open_tensors
+
+    le = np.arange(6, dtype="<f4").tobytes()
+    be = np.arange(6, dtype=">f4").tobytes()
+    u8 = bytes(range(6))
+    entries = [
+        entry("le", 64, 24),
+        entry("be", 128, 24, data_endianness="big"),
+        entry("u8", 192, 6, dtype="uint8", data_endianness="big"),
+    ]
+    p = write(tmp_path, build(entries, {64: le, 128: be, 192: u8}))
+    t = open_tensors(p)
+    try:
+        infos = t.reader._infos
+        assert all(infos.compact(n) is not None for n in t.names)
+        fast = t.spans()
+        assert all(infos.compact(n) is not None for n in t.names)  # still not built
+        assert [infos[n] for n in t.names]  # every record built now
+        assert all(infos.compact(n) is None for n in t.names)
+        assert t.spans() == fast
+        spans = dict(zip(t.names, fast, strict=True))
+        assert spans["be"] is None
+        assert spans["le"] == (64, np.dtype("<f4"), (2, 3))
+        assert spans["u8"] == (192, np.dtype("u1"), (2, 3))
+        np.testing.assert_array_equal(t.array("be"), np.arange(6, dtype=np.float32).reshape(2, 3))
+    finally:
+        t.close()

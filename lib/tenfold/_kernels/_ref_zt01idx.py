@@ -142,10 +142,12 @@ def _parse(
             if off < prev_end:
                 ordered = False
             prev_end = max(prev_end, off + size)
-        rec: tuple[Any, ...] = (name, dtype_name, np_dtype, tuple(fields["shape"]), "dense",
-                                fields["encoding"], off, size, fields["data_endianness"], None,
-                                None, None, None, None, {}, {}, pos)  # fmt: skip
-        out.append(rec if make is None else make(*rec))
+        shape, enc, endian = tuple(fields["shape"]), fields["encoding"], fields["data_endianness"]
+        if make is None:  # the compact record
+            out.append((name, dtype_name, np_dtype, shape, enc, off, size, endian, pos))
+        else:
+            out.append(make(name, dtype_name, np_dtype, shape, "dense", enc, off, size, endian,
+                            None, None, None, None, None, {}, {}, pos))  # fmt: skip
     if c.i != len(data):
         raise _Decline
     return out, ordered

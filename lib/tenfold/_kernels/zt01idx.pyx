@@ -14,7 +14,8 @@ it, the blob 64-byte aligned, past the magic and before ``index_start``, names d
 
 It then returns ``(records, ordered)``: ``records`` the ``make(...)`` of each entry (called
 with the 17 positional fields of ``tenfold.ztensor._index.TensorInfo``; with ``make`` None,
-the tuple of those fields, for a caller that builds records when they are asked for),
+the compact tuple ``(name, dtype, np_dtype, shape, encoding, offset, size, endianness,
+position)`` of the fields that vary, for a caller that builds records when asked for),
 ``ordered`` True when
 each non-empty blob starts at or after the end of every earlier one (so none overlap; when
 False the caller checks overlaps). Anything else (a tag, a float, a negative or missing
@@ -126,6 +127,10 @@ def parse_dense(
     cdef set names = set()
     cdef list shape_items
     cdef object name, got, dtype_name, np_dtype, encoding, endian
+    cdef object last_name = None, last_np = None
+    cdef uint64_t last_itemsize = 0
+    cdef const uint8_t* last_dt = NULL
+    cdef Py_ssize_t last_dt_len = -1
     cdef tuple fields
     c.p = &buf[0] if buf.shape[0] else NULL
     c.n = buf.shape[0]
@@ -223,13 +228,21 @@ def parse_dense(
                     except UnicodeDecodeError:
                         return None
                 elif bit == K_DTYPE:
-                    try:
-                        got = dtypes.get(PyUnicode_DecodeUTF8(<const char*>s, ln, NULL))
-                    except UnicodeDecodeError:
-                        return None
-                    if got is None:
-                        return None
-                    dtype_name, np_dtype = got
+                    # entries mostly share a dtype: the last one's bytes are compared first
+                    if last_dt == NULL or ln != last_dt_len or memcmp(s, last_dt, ln) != 0:
+                        try:
+                            got = dtypes.get(PyUnicode_DecodeUTF8(<const char*>s, ln, NULL))
+                        except UnicodeDecodeError:
+                            return None
+                        if got is None:
+                            return None
+                        last_name, last_np = got
+                        last_itemsize = last_np.itemsize
+                        last_dt = s
+                        last_dt_len = ln
+                    dtype_name = last_name
+                    np_dtype = last_np
+                    itemsize = last_itemsize
                 elif bit == K_LAYOUT:
                     if not _is(s, ln, b"dense", 5):
                         return None
@@ -250,7 +263,6 @@ def parse_dense(
         if seen & REQUIRED != REQUIRED:
             return None
         # decoded size: 1 .. max_nbytes (no zero dim: it would hide the others' extent)
-        itemsize = np_dtype.itemsize
         cap = max_nbytes // itemsize
         numel = 1
         for item in shape_items:
@@ -271,9 +283,12 @@ def parse_dense(
                 ordered = False
             if off + size > prev_end:
                 prev_end = off + size
-        fields = (name, dtype_name, np_dtype, tuple(shape_items), "dense", encoding, off, size,
-                  endian, None, None, None, None, None, {}, {}, pos)
-        out.append(fields if make is None else make(*fields))
+        if make is None:  # the compact record (see the module doc)
+            out.append((name, dtype_name, np_dtype, tuple(shape_items), encoding, off, size,
+                        endian, pos))
+        else:
+            out.append(make(name, dtype_name, np_dtype, tuple(shape_items), "dense", encoding,
+                            off, size, endian, None, None, None, None, None, {}, {}, pos))
         pos += 1
     if c.i != c.n:
         return None

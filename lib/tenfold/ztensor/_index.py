@@ -355,11 +355,20 @@ def _parse_dense(
     )
 
 
+def _from_compact(r: tuple[Any, ...]) -> TensorInfo:
+    """The record of a compact kernel record ``(name, dtype, np_dtype, shape, encoding,
+    offset, size, endianness, position)`` (a dense entry with no checksum or custom key)."""
+    name, dtype, np_dtype, shape, encoding, offset, size, endianness, pos = r
+    return TensorInfo(name, dtype, np_dtype, shape, "dense", encoding, offset, size, endianness,
+                      None, None, None, None, None, {}, {}, pos)  # fmt: skip
+
+
 class InfoTable(Mapping[str, TensorInfo]):
     """name -> :class:`TensorInfo` of one index, in index order. Entries the ``zt01idx``
-    kernel parsed are kept as its field tuples and made into records when first asked for, so
-    opening a file of many tensors builds none it does not use. ``plain``: every entry came
-    from the kernel (dense, no custom keys: no ``attrs`` anywhere)."""
+    kernel parsed are kept as its compact tuples and made into records when first asked for
+    (:func:`_from_compact`), so opening a file of many tensors builds none it does not use.
+    ``plain``: every entry came from the kernel (dense, no custom keys: no ``attrs``
+    anywhere)."""
 
     __slots__ = ("_items", "plain")
 
@@ -370,7 +379,7 @@ class InfoTable(Mapping[str, TensorInfo]):
     def __getitem__(self, name: str) -> TensorInfo:
         v = self._items[name]
         if type(v) is tuple:
-            v = self._items[name] = TensorInfo(*v)
+            v = self._items[name] = _from_compact(v)
         return v  # type: ignore[no-any-return]
 
     def __iter__(self) -> Iterator[str]:
@@ -382,6 +391,12 @@ class InfoTable(Mapping[str, TensorInfo]):
     def __contains__(self, name: object) -> bool:
         return name in self._items
 
+    def compact(self, name: str) -> tuple[Any, ...] | None:
+        """The kernel's compact record of ``name`` while no :class:`TensorInfo` has been built
+        for it (None after, or for an entry of the full parse); KeyError for no such name."""
+        v = self._items[name]
+        return v if type(v) is tuple else None
+
 
 def parse_index_table(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) -> InfoTable:
     """:func:`parse_index` as an :class:`InfoTable` (the same checks, the same records, the
@@ -392,7 +407,7 @@ def parse_index_table(raw: object, index_start: int, limits: Limits = DEFAULT_LI
     recs, ordered = got
     if ordered:
         return InfoTable({r[0]: r for r in recs}, True)
-    infos = [TensorInfo(*r) for r in recs]
+    infos = [_from_compact(r) for r in recs]
     _check_overlaps(infos)
     return InfoTable({i.name: i for i in infos}, True)
 
