@@ -68,11 +68,7 @@ def test_allowed_long_functions_only_shrink():
 
 
 #: "importer -> imported" edges that close an import cycle today, each a function-level import.
-ALLOWED_IMPORTS = {
-    # TARIDX: an Index reads samples through a Dataset and verifies through the package
-    "tenfold.taridx.reader -> tenfold.taridx": "Index.verify()",
-    "tenfold.taridx.reader -> tenfold.taridx.dataset": "Index shards dataset",
-}
+ALLOWED_IMPORTS: dict[str, str] = {}
 
 
 def _import_graph() -> dict[str, dict[str, set[str]]]:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ..core.report import ERROR, INFO, OK, WARNING, Report
-from ..errors import EncodeError, TenfoldError, describe
+from ..errors import EncodeError, TenfoldError, UnsupportedError, describe
 from ._spec import FMT, HDR_SIZE, HEADER, ROW_DT
 from ._split import optional_split
 from .build import build, scan_shard, shard_paths, stale_shards
@@ -32,6 +32,8 @@ from .export import export_dali, export_wids
 from .raydata import read_ray
 from .reader import Index, Samples
 from .writer import index_bytes, write_index, write_rows
+
+Index.use_dataset(Dataset)  # an Index reads samples through a Dataset; reader.py never imports it
 
 __all__ = [
     "Index",
@@ -283,3 +285,13 @@ def demo(directory: Path) -> Path:
                     tf.addfile(info, io.BytesIO(payload))
                 k += 1
     return build(directory, "demo", show_progress=False)
+
+
+def _verify_index(idx: Index) -> Report:
+    """:meth:`Index.verify`: :func:`verify` of the index's file with its root and split."""
+    if idx.path is None:
+        raise UnsupportedError(describe(FMT, idx.name, detail="verify needs a file path"))
+    return verify(idx.path, root=idx.root, split=idx.split)
+
+
+Index.use_verifier(_verify_index)  # Index.verify(), without reader.py importing the package

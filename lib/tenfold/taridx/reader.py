@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from xxhash import xxh64_intdigest
@@ -155,6 +155,9 @@ class Index(MappedReader, Mapping[str, dict]):
     (2, ['jpg', 'cls'], True, [0, -1])
     """
 
+    #: the class that reads samples from the shards (``use_dataset``)
+    _dataset_class: ClassVar[Any] = None
+
     def __init__(
         self,
         mf: MappedFile,
@@ -284,9 +287,7 @@ class Index(MappedReader, Mapping[str, dict]):
                         "pass root= and split= to read samples",
                     )
                 )
-            from .dataset import Dataset  # (the dataset module imports this one)
-
-            self._dataset = Dataset(
+            self._dataset = self._dataset_class(
                 self._root,
                 self._split,
                 index=self.path if self.path is not None else self._mf.buffer().tobytes(),
@@ -387,13 +388,22 @@ class Index(MappedReader, Mapping[str, dict]):
             "flags": self.flags,
         }
 
-    def verify(self) -> Any:
-        """Structure, every row, and the shards against the index (:func:`taridx.verify`)."""
-        from . import verify as _verify
+    @property
+    def root(self) -> str | None:
+        """The folder of the shards (``root=``, else the index's folder; None for a buffer)."""
+        return self._root
 
-        if self.path is None:
-            raise UnsupportedError(describe(FMT, self.name, detail="verify needs a file path"))
-        return _verify(self.path, root=self._root, split=self._split)
+    @property
+    def split(self) -> str | None:
+        """The split's name (``split=``, else the index's stem; None for a buffer)."""
+        return self._split
+
+    @classmethod
+    def use_dataset(cls, dataset: Any) -> None:
+        """Make ``dataset`` (:class:`tenfold.taridx.Dataset`) the class that reads this index's
+        samples from its shards. The package joins the two, so that this module never imports
+        the dataset module (which imports this one)."""
+        cls._dataset_class = dataset
 
     @property
     def name(self) -> str:
