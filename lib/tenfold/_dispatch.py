@@ -64,36 +64,63 @@ def open_local_path(
     path: Any, options: dict[str, Any], load: bool = False, copy: bool = False
 ) -> Any:
     """The file opened once (detection and reading share the descriptor and the map)."""
-    from .formats import SHARDED, SNIFF_BYTES, module_for, name_of_head, open_local
-
     if options.get("mmap", True) and isinstance(path, (str, os.PathLike)):
-        from . import _kernels
-        from .core.mapped import MappedFile
+        got = _open_local_ends(path, options, load, copy)
+        if got is not _GENERAL:
+            return got
+    from .formats import module_for, open_local
 
-        ends = _kernels.load("fmap").open_ends(path, SNIFF_BYTES, TAIL_READ)
-        if ends is not None:  # a regular file: (fd, size, first bytes, last bytes)
-            fd, size, head, tail = ends
-            try:
-                name = name_of_head(head, path)
-            except BaseException:
-                os.close(fd)
-                raise
-            if name == "ztensor":  # the descriptor and both ends go to the reader
-                from .ztensor import open_fd
-
-                if not load:
-                    return open_fd(path, fd, size, head, tail, **options)
-                with open_fd(path, fd, size, head, tail, **{**options, "copy": copy}) as r:
-                    return r.read_all()
-            if name == SHARDED:
-                os.close(fd)
-            else:
-                mf = MappedFile(path, fmt="tenfold", fd=fd, size=size, head=head)
-                return read_with(module_for(name), mf, options, load, copy)
     name, mf = open_local(path, mmap=options.get("mmap", True))
     if mf is None:  # a sharded index: its reader takes the path
         mod = module_for(name)
         return mod.load(path, copy=copy, **options) if load else mod.open(path, **options)
+    return read_with(module_for(name), mf, options, load, copy)
+
+
+#: what :func:`_open_local_ends` gives when the general open must answer (not a regular file,
+#: which it names; a sharded checkpoint's index, which its reader reads by path)
+_GENERAL = object()
+#: what the local open needs, imported on its first use (this module stays light to import)
+_LOCAL: tuple[Any, ...] | None = None
+
+
+def _local() -> tuple[Any, ...]:
+    global _LOCAL
+    if _LOCAL is None:
+        from . import _kernels
+        from .core.mapped import MappedFile
+        from .formats import SHARDED, SNIFF_BYTES, module_for, name_of_head
+        from .ztensor import open_fd
+
+        fmap = _kernels.load("fmap")
+        _LOCAL = (fmap, SNIFF_BYTES, name_of_head, SHARDED, open_fd, MappedFile, module_for)
+    return _LOCAL
+
+
+def _open_local_ends(path: Any, options: dict[str, Any], load: bool, copy: bool) -> Any:
+    """:func:`open_local_path` of a path mapped in memory: one ``fmap.open_ends`` call opens
+    it and reads both ends; a zTensor file goes with the descriptor and both ends to
+    ``tenfold.ztensor.open_fd`` (the lean v2 open needs the tail), any other format gets a
+    :class:`~tenfold.core.mapped.MappedFile` of the same descriptor."""
+    fmap, sniff, name_of_head, sharded, open_fd, mapped_file, module_for = _local()
+    ends = fmap.open_ends(path, sniff, TAIL_READ)
+    if ends is None:  # not a regular file
+        return _GENERAL
+    fd, size, head, tail = ends
+    try:
+        name = name_of_head(head, path)
+    except BaseException:
+        os.close(fd)
+        raise
+    if name == "ztensor":
+        if not load:
+            return open_fd(path, fd, size, head, tail, **options)
+        with open_fd(path, fd, size, head, tail, **{**options, "copy": copy}) as r:
+            return r.read_all()
+    if name == sharded:
+        os.close(fd)
+        return _GENERAL
+    mf = mapped_file(path, fmt="tenfold", fd=fd, size=size, head=head)
     return read_with(module_for(name), mf, options, load, copy)
 
 
