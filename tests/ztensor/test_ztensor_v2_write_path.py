@@ -48,10 +48,10 @@ def _parts() -> dict[str, np.ndarray]:
 
 
 @pytest.mark.parametrize("ahead", [1, 2, 5])
-@pytest.mark.parametrize("two_cpus", [True, False])
-def test_digests_at_block_boundaries(tmp_path, monkeypatch, small_blocks, ahead, two_cpus):
+@pytest.mark.parametrize("threaded", [True, False])
+def test_digests_at_block_boundaries(tmp_path, monkeypatch, small_blocks, ahead, threaded):
     monkeypatch.setattr(v2writer, "_AHEAD", ahead)
-    monkeypatch.setattr(v2writer, "_two_cpus", lambda: two_cpus)
+    monkeypatch.setattr(v2writer, "_use_thread", lambda: threaded)
     monkeypatch.setattr(v2writer, "_SLICE", 3 * BLOCK + 5)
     tensors = _parts()
     piped = tmp_path / "p.zt"
@@ -69,7 +69,7 @@ def test_digests_at_block_boundaries(tmp_path, monkeypatch, small_blocks, ahead,
 
 
 def test_one_hashing_thread_per_writer_stopped_on_close(tmp_path, small_blocks, monkeypatch):
-    monkeypatch.setattr(v2writer, "_two_cpus", lambda: True)
+    monkeypatch.setattr(v2writer, "_use_thread", lambda: True)
     started = []
     real = threading.Thread.start
 
@@ -87,7 +87,7 @@ def test_one_hashing_thread_per_writer_stopped_on_close(tmp_path, small_blocks, 
 
 
 def test_dropped_or_aborted_writer_stops_its_thread(tmp_path, small_blocks, monkeypatch):
-    monkeypatch.setattr(v2writer, "_two_cpus", lambda: True)
+    monkeypatch.setattr(v2writer, "_use_thread", lambda: True)
     w = zt.Writer(tmp_path / "a.zt", generation=2)
     w.add("t", np.ones(3 * BLOCK, np.uint8))
     assert len(_hash_threads()) == 1
@@ -101,14 +101,14 @@ def test_dropped_or_aborted_writer_stops_its_thread(tmp_path, small_blocks, monk
     assert os.listdir(tmp_path) == []
 
 
-@pytest.mark.parametrize("two_cpus", [True, False])
+@pytest.mark.parametrize("threaded", [True, False])
 @pytest.mark.parametrize("fail_at", [2, 4])  # the first block of "b", one in its middle
 def test_write_error_mid_part_poisons_writer_and_keeps_old_file(
-    tmp_path, monkeypatch, small_blocks, two_cpus, fail_at
+    tmp_path, monkeypatch, small_blocks, threaded, fail_at
 ):
     """A failing write (disk full) in the middle of a part reaches the caller, the writer
     refuses more work, the hashing thread stops and the previous file is untouched."""
-    monkeypatch.setattr(v2writer, "_two_cpus", lambda: two_cpus)
+    monkeypatch.setattr(v2writer, "_use_thread", lambda: threaded)
     path = tmp_path / "m.zt"
     zt.save(path, {"old": np.arange(5)}, generation=2)
     before = path.read_bytes()
@@ -192,7 +192,7 @@ def test_part_hasher_digests_errors_and_restart():
 
 def test_writer_replaces_a_hasher_from_another_process(tmp_path, monkeypatch, small_blocks):
     """After a fork the child's writer has no hashing thread: it starts its own."""
-    monkeypatch.setattr(v2writer, "_two_cpus", lambda: True)
+    monkeypatch.setattr(v2writer, "_use_thread", lambda: True)
     with zt.Writer(tmp_path / "a.zt", generation=2) as w:
         w.add("a", np.full(2 * BLOCK, 1, np.uint8))
         first = w._hasher
@@ -208,10 +208,10 @@ def test_writer_replaces_a_hasher_from_another_process(tmp_path, monkeypatch, sm
         assert r["b"].tolist() == [2] * 2 * BLOCK
 
 
-@pytest.mark.parametrize("two_cpus", [True, False])
+@pytest.mark.parametrize("threaded", [True, False])
 @pytest.mark.parametrize("fsync", [True, False])
-def test_writeback_started_only_when_fsyncing(tmp_path, monkeypatch, small_blocks, two_cpus, fsync):
-    monkeypatch.setattr(v2writer, "_two_cpus", lambda: two_cpus)
+def test_writeback_started_only_when_fsyncing(tmp_path, monkeypatch, small_blocks, threaded, fsync):
+    monkeypatch.setattr(v2writer, "_use_thread", lambda: threaded)
     monkeypatch.setattr(v2writer, "_WRITEBACK", 2 * BLOCK)
     ranges = []
     monkeypatch.setattr(v2writer, "start_writeback", lambda fd, o, n: ranges.append((o, n)))
@@ -229,5 +229,33 @@ def test_writeback_started_only_when_fsyncing(tmp_path, monkeypatch, small_block
         else:
             covered.append([off, off + n])
     assert covered == [[o, o + n] for o, n in parts]
-    if two_cpus:
+    if threaded:
         assert max(n for _, n in ranges) <= 3 * BLOCK  # in steps, not one call at the end
+
+
+def test_mode_chooser_tries_both_then_keeps_the_cheaper_and_probes():
+    from tenfold.ztensor._parthash import ModeChooser
+
+    c = ModeChooser(probe=4, window=5)
+    assert c.pick() is True  # untried ways first
+    c.record(True, 2.0, 100)
+    assert c.pick() is False
+    c.record(False, 1.0, 100)
+    picks = [c.pick() for _ in range(12)]  # parts 3..14: 4, 8 and 12 probe the thread
+    assert picks.count(False) == 9 and picks.count(True) == 3
+    c.record(False, 50.0, 100)  # one slow part does not change the median
+    assert c.cost(False) == 0.01 and c.cost(True) == 0.02
+    for _ in range(5):  # the load changes: the thread becomes cheaper
+        c.record(True, 0.1, 100)
+    assert c.cost(True) == 0.001
+    c.parts = 0
+    assert [c.pick() for _ in range(4)] == [True, True, True, False]
+    c.record(True, 1.0, 0)  # an empty part teaches nothing
+    assert len(c.samples[True]) == 5
+
+
+def test_one_cpu_never_uses_the_thread(monkeypatch, tmp_path, small_blocks):
+    monkeypatch.setattr(v2writer, "_two_cpus", lambda: False)
+    assert not any(v2writer._use_thread() for _ in range(20))
+    zt.save(tmp_path / "a.zt", {"a": np.ones(3 * BLOCK, np.uint8)}, generation=2)
+    assert _hash_threads() == []

@@ -309,10 +309,10 @@ def test_convert_between_generations(tmp_path):
     assert main(["convert", str(src), str(tmp_path / "e.npz"), "--zt-generation", "2"]) == 1
 
 
-@pytest.mark.parametrize("two_cpus", [True, False])
-def test_large_parts_hashed_on_a_second_thread_give_the_same_file(tmp_path, monkeypatch, two_cpus):
+@pytest.mark.parametrize("threaded", [True, False])
+def test_large_parts_hashed_on_a_second_thread_give_the_same_file(tmp_path, monkeypatch, threaded):
     """Raw parts of 8 MiB and more are written with pwrite and hashed on the writer's worker
-    thread (or, with one CPU, block by block on the writing thread): the file (blobs, digests,
+    thread (or block by block on the writing thread): the file (blobs, digests,
     deduplicated parts) is byte for byte the file of the plain path."""
     import xxhash
 
@@ -328,7 +328,7 @@ def test_large_parts_hashed_on_a_second_thread_give_the_same_file(tmp_path, monk
     }
     tensors["e"] = tensors["a"].copy()  # deduplicated: points at a's blob
     piped, serial = tmp_path / "p.zt", tmp_path / "s.zt"
-    monkeypatch.setattr(v2writer, "_two_cpus", lambda: two_cpus)
+    monkeypatch.setattr(v2writer, "_use_thread", lambda: threaded)
     monkeypatch.setattr(v2writer, "_PIPE_MIN", 1 << 20)
     zt.save(piped, tensors, generation=2)
     monkeypatch.setattr(v2writer, "_PIPE_MIN", 1 << 62)
@@ -342,8 +342,8 @@ def test_large_parts_hashed_on_a_second_thread_give_the_same_file(tmp_path, monk
         assert r.info("a").parts["data"].digest == f"xxh3:{want}"
 
 
-@pytest.mark.parametrize("two_cpus", [True, False])
-def test_pwrite_path_byte_identical_to_ztensor_2_1_2(tmp_path, monkeypatch, two_cpus):
+@pytest.mark.parametrize("threaded", [True, False])
+def test_pwrite_path_byte_identical_to_ztensor_2_1_2(tmp_path, monkeypatch, threaded):
     """Every raw part through the pwrite path (tiny blocks, so parts span several): still the
     bytes ztensor 2.1.2 writes."""
     from tenfold.ztensor import v2writer
@@ -351,7 +351,7 @@ def test_pwrite_path_byte_identical_to_ztensor_2_1_2(tmp_path, monkeypatch, two_
     tensors = _tensors(1)
     tensors["big"] = np.random.default_rng(1).standard_normal(5000, dtype=np.float32)
     theirs = _peer_write(tmp_path, _spec(tensors), "peer")
-    monkeypatch.setattr(v2writer, "_two_cpus", lambda: two_cpus)
+    monkeypatch.setattr(v2writer, "_use_thread", lambda: threaded)
     monkeypatch.setattr(v2writer, "_PIPE_MIN", 1)
     monkeypatch.setattr(v2writer, "_BLOCK", 4096)
     ours = tmp_path / "ours.zt"

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -35,7 +36,7 @@ from ..core.dtypes import BFLOAT16
 from ..core.prealloc import preallocate, start_writeback
 from ..errors import EncodeError, describe
 from . import _dcbor, _seekable
-from ._parthash import PartHasher, pwrite_all
+from ._parthash import ModeChooser, PartHasher, pwrite_all
 from ._v2spec import (
     ALIGN,
     CANONICAL_ALIGN,
@@ -119,6 +120,15 @@ def _two_cpus() -> bool:
         return len(os.sched_getaffinity(0)) > 1
     except (AttributeError, OSError):  # pragma: no cover - not Linux
         return (os.cpu_count() or 1) > 1
+
+
+#: learns, per process, whether the hashing thread pays off (see ModeChooser)
+_MODES = ModeChooser()
+
+
+def _use_thread() -> bool:
+    """Write the next large part with the hashing thread (True) or on this thread alone."""
+    return _two_cpus() and _MODES.pick()
 
 
 def _pack_f4(a: np.ndarray) -> np.ndarray:
@@ -501,10 +511,12 @@ class V2Writer(AtomicFileWriter):
         of ``_BLOCK``-sized blocks, no copy through the file object's buffer) and return its
         XXH3-64.
 
-        With a second CPU the writer's hashing thread computes the digest, kept ``_AHEAD``
-        blocks ahead of the writing: it reads each block from memory first, and the write
-        then copies it from the shared cache. With one CPU each block is hashed and then
-        written by this thread (the write copies it from the core's own cache).
+        Either the writer's hashing thread computes the digest, kept ``_AHEAD`` blocks ahead
+        of the writing (it reads each block from memory first, and the write then copies it
+        from the shared cache), or each block is hashed and then written by this thread (the
+        write copies it from cache). The second is the only way with one CPU; with more,
+        :data:`_MODES` picks the one measured faster (the thread loses when other processes
+        keep every core busy).
 
         When the file will be fsynced, the written range is handed to the disk every
         ``_WRITEBACK`` bytes (:func:`start_writeback`), so the final fsync has less to wait for.
@@ -516,23 +528,34 @@ class V2Writer(AtomicFileWriter):
         blocks = [
             mv[i : i + _BLOCK] for mv in map(byte_view, pieces) for i in range(0, mv.nbytes, _BLOCK)
         ]
+        threaded = _use_thread()
+        start = time.perf_counter()
+        if threaded:
+            digest = self._write_threaded(fd, blocks, offset)
+        else:
+            digest = self._write_inline(fd, blocks, offset, length)
+        _MODES.record(threaded, time.perf_counter() - start, length)
+        f.seek(offset + length)
+        return digest
+
+    def _write_inline(self, fd: int, blocks: list[memoryview], offset: int, length: int) -> int:
+        h = xxhash.xxh3_64()
         pos = offset
-        if not _two_cpus():
-            h = xxhash.xxh3_64()
-            for block in blocks:
-                h.update(block)
-                pwrite_all(fd, block, pos)
-                pos += block.nbytes
-            if self._fsync:
-                start_writeback(fd, offset, length)
-            f.seek(pos)
-            return h.intdigest()
+        for block in blocks:
+            h.update(block)
+            pwrite_all(fd, block, pos)
+            pos += block.nbytes
+        if self._fsync:
+            start_writeback(fd, offset, length)
+        return h.intdigest()
+
+    def _write_threaded(self, fd: int, blocks: list[memoryview], offset: int) -> int:
         hasher = self._hasher
         if hasher is None or not hasher.alive:
             hasher = self._hasher = PartHasher()
         for block in blocks[:_AHEAD]:
             hasher.update(block)
-        flushed = offset  # with fsync: written up to here is already on its way to the disk
+        pos = flushed = offset  # with fsync: written up to flushed is on its way to the disk
         try:
             for j, block in enumerate(blocks):
                 if j + _AHEAD < len(blocks):
@@ -545,9 +568,7 @@ class V2Writer(AtomicFileWriter):
         except BaseException:
             hasher.discard()
             raise
-        digest = hasher.digest()
-        f.seek(pos)
-        return digest
+        return hasher.digest()
 
     def _add_sparse(
         self, name: str, t: SparseTensor, encoding: str | None, attrs: Mapping[str, Any] | None
