@@ -27,12 +27,14 @@ class AtomicFileWriter:
     path: str
     _f: BinaryIO
     _cm: Any
+    _fsync: bool
     _closed: bool
     _failed: BaseException | None
 
     def _open(self, path: str | os.PathLike[str], fsync: bool) -> None:
         """Start the atomic write of ``path``; ``self._f`` is the file being written."""
         self.path = os.fspath(path)
+        self._fsync = fsync
         self._cm = atomic_write(self.path, fsync=fsync)
         self._f = self._cm.__enter__()
         self._closed = False
@@ -41,6 +43,9 @@ class AtomicFileWriter:
     def _finish(self) -> None:  # pragma: no cover - every writer overrides it
         """Write what ends the file (index, manifest, footer)."""
         raise NotImplementedError
+
+    def _release(self) -> None:
+        """Free what the writer holds besides the file (threads); called once on close/abort."""
 
     def close(self) -> None:
         """Write the end of the file and move it into place."""
@@ -53,8 +58,10 @@ class AtomicFileWriter:
         try:
             self._finish()
         except BaseException as exc:
+            self._release()
             self._cm.__exit__(type(exc), exc, exc.__traceback__)
             raise
+        self._release()
         self._cm.__exit__(None, None, None)
 
     def abort(self) -> None:
@@ -62,6 +69,7 @@ class AtomicFileWriter:
         if self._closed:
             return
         self._closed = True
+        self._release()
         exc = _Abort()
         try:
             self._cm.__exit__(_Abort, exc, None)

@@ -20,9 +20,8 @@ bounded slices when a conversion is needed), and only the manifest is kept.
 from __future__ import annotations
 
 import os
-import queue
 import struct
-import threading
+import time
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -34,9 +33,10 @@ import xxhash
 from ..core.atomic import atomic_write
 from ..core.buffers import byte_view
 from ..core.dtypes import BFLOAT16
-from ..core.prealloc import preallocate
+from ..core.prealloc import preallocate, start_writeback
 from ..errors import EncodeError, describe
 from . import _dcbor, _seekable
+from ._parthash import ModeChooser, PartHasher, pwrite_all
 from ._v2spec import (
     ALIGN,
     CANONICAL_ALIGN,
@@ -58,7 +58,10 @@ __all__ = ["V2Writer", "storage_of", "footer_bytes"]
 FMT = "zt"
 _SLICE = 32 << 20
 _CHUNK = 1 << 20  # bytes written, then hashed while still in cache
-_PIPE_MIN = 8 << 20  # raw parts from this size are hashed on a second thread while written
+_PIPE_MIN = 8 << 20  # raw parts from this size: pwrite, hashed on a second thread
+_BLOCK = 4 << 20  # a raw part is written (and hashed) in blocks of this size
+_WRITEBACK = 32 << 20  # with fsync, written blocks are handed to the disk in steps of this
+_AHEAD = 2  # the hashing thread is given this many blocks before the writing reaches them
 _ZEROS = bytes(1 << 16)
 
 #: NumPy dtype -> (storage dtype, logical type).
@@ -111,39 +114,21 @@ def _le_pieces(a: np.ndarray) -> Iterator[np.ndarray]:
         yield np.ascontiguousarray(a[i : i + step], dtype=le).reshape(-1)
 
 
-def _write_hashing(f: Any, pieces: list[np.ndarray]) -> int:
-    """Write ``pieces`` to ``f`` in slices and return the XXH3-64 of all their bytes, hashed
-    on a second thread: slice ``i`` is hashed (still in cache) while slice ``i + 1`` is
-    written. Both the write and the hash release the GIL, so with a free core the hash costs
-    no time; the result is the hash of exactly the bytes written, in order."""
-    h = xxhash.xxh3_64()
-    todo: queue.SimpleQueue[memoryview | None] = queue.SimpleQueue()
-    failed: list[BaseException] = []
-
-    def hash_slices() -> None:
-        try:
-            while (chunk := todo.get()) is not None:
-                h.update(chunk)
-        except BaseException as exc:  # noqa: BLE001 - handed to the writing thread
-            failed.append(exc)
-            while todo.get() is not None:  # let the writer finish its puts
-                pass
-
-    worker = threading.Thread(target=hash_slices, name="tenfold-zt-xxh3", daemon=True)
-    worker.start()
+def _two_cpus() -> bool:
+    """True when this process may run on two CPUs or more (a hashing thread can help)."""
     try:
-        for piece in pieces:
-            mv = byte_view(piece)
-            for i in range(0, mv.nbytes, _CHUNK):
-                chunk = mv[i : i + _CHUNK]
-                f.write(chunk)
-                todo.put(chunk)
-    finally:
-        todo.put(None)
-        worker.join()
-    if failed:
-        raise failed[0]
-    return h.intdigest()
+        return len(os.sched_getaffinity(0)) > 1
+    except (AttributeError, OSError):  # pragma: no cover - not Linux
+        return (os.cpu_count() or 1) > 1
+
+
+#: learns, per process, whether the hashing thread pays off (see ModeChooser)
+_MODES = ModeChooser()
+
+
+def _use_thread() -> bool:
+    """Write the next large part with the hashing thread (True) or on this thread alone."""
+    return _two_cpus() and _MODES.pick()
 
 
 def _pack_f4(a: np.ndarray) -> np.ndarray:
@@ -219,6 +204,7 @@ class V2Writer(AtomicFileWriter):
         self._objects: dict[str, dict[str, Any]] = {}
         self._last: str | None = None
         self._blobs: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        self._hasher: PartHasher | None = None
 
     # -- public -------------------------------------------------------------------------------
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
@@ -333,6 +319,11 @@ class V2Writer(AtomicFileWriter):
         self._f.write(footer_bytes(moff, len(manifest), xxhash.xxh3_64_intdigest(manifest)))
 
     # -- internals ----------------------------------------------------------------------------
+    def _release(self) -> None:
+        hasher, self._hasher = getattr(self, "_hasher", None), None
+        if hasher is not None:
+            hasher.close()
+
     def _check_name(self, name: object) -> None:
         try:
             check_name(name, "writer", "object name")
@@ -480,14 +471,15 @@ class V2Writer(AtomicFileWriter):
     def _write_raw(
         self, pieces: list[np.ndarray], length: int, dtype: str, ltype: str | None
     ) -> dict[str, Any]:
-        """One pass for a raw part: each slice is hashed right after it is written (still in
-        cache). If an earlier blob turns out to hold the same bytes, the copy is cut off again
-        (the temporary file is ours) and the part points at the earlier blob."""
+        """One pass over a raw part's bytes: written and hashed block by block while the block
+        is in cache (large parts: :meth:`_write_piped`). If an earlier blob turns out to hold
+        the same bytes, the copy is cut off again (the temporary file is ours) and the part
+        points at the earlier blob."""
         offset = self._pad_to_align()
-        preallocate(self._f.fileno(), offset, length)
         if length >= _PIPE_MIN:
-            digest = _write_hashing(self._f, pieces)
+            digest = self._write_piped(pieces, offset, length)
         else:
+            preallocate(self._f.fileno(), offset, length)
             h = xxhash.xxh3_64()
             for piece in pieces:
                 mv = byte_view(piece)
@@ -513,6 +505,70 @@ class V2Writer(AtomicFileWriter):
         part["blob"] = [offset, length]
         part["digest"] = f"xxh3:{digest:016x}"
         return part
+
+    def _write_piped(self, pieces: list[np.ndarray], offset: int, length: int) -> int:
+        """Write a large raw part at ``offset`` straight from the caller's memory (``pwrite``
+        of ``_BLOCK``-sized blocks, no copy through the file object's buffer) and return its
+        XXH3-64.
+
+        Either the writer's hashing thread computes the digest, kept ``_AHEAD`` blocks ahead
+        of the writing (it reads each block from memory first, and the write then copies it
+        from the shared cache), or each block is hashed and then written by this thread (the
+        write copies it from cache). The second is the only way with one CPU; with more,
+        :data:`_MODES` picks the one measured faster (the thread loses when other processes
+        keep every core busy).
+
+        When the file will be fsynced, the written range is handed to the disk every
+        ``_WRITEBACK`` bytes (:func:`start_writeback`), so the final fsync has less to wait for.
+        """
+        f = self._f
+        f.flush()
+        fd = f.fileno()
+        preallocate(fd, offset, length)
+        blocks = [
+            mv[i : i + _BLOCK] for mv in map(byte_view, pieces) for i in range(0, mv.nbytes, _BLOCK)
+        ]
+        threaded = _use_thread()
+        start = time.perf_counter()
+        if threaded:
+            digest = self._write_threaded(fd, blocks, offset)
+        else:
+            digest = self._write_inline(fd, blocks, offset, length)
+        _MODES.record(threaded, time.perf_counter() - start, length)
+        f.seek(offset + length)
+        return digest
+
+    def _write_inline(self, fd: int, blocks: list[memoryview], offset: int, length: int) -> int:
+        h = xxhash.xxh3_64()
+        pos = offset
+        for block in blocks:
+            h.update(block)
+            pwrite_all(fd, block, pos)
+            pos += block.nbytes
+        if self._fsync:
+            start_writeback(fd, offset, length)
+        return h.intdigest()
+
+    def _write_threaded(self, fd: int, blocks: list[memoryview], offset: int) -> int:
+        hasher = self._hasher
+        if hasher is None or not hasher.alive:
+            hasher = self._hasher = PartHasher()
+        for block in blocks[:_AHEAD]:
+            hasher.update(block)
+        pos = flushed = offset  # with fsync: written up to flushed is on its way to the disk
+        try:
+            for j, block in enumerate(blocks):
+                if j + _AHEAD < len(blocks):
+                    hasher.update(blocks[j + _AHEAD])
+                pwrite_all(fd, block, pos)
+                pos += block.nbytes
+                if self._fsync and (pos - flushed >= _WRITEBACK or j == len(blocks) - 1):
+                    start_writeback(fd, flushed, pos - flushed)
+                    flushed = pos
+        except BaseException:
+            hasher.discard()
+            raise
+        return hasher.digest()
 
     def _add_sparse(
         self, name: str, t: SparseTensor, encoding: str | None, attrs: Mapping[str, Any] | None
