@@ -197,11 +197,7 @@ def test_joined_verifiers_run(tmp_path):
 
 
 #: "module -> imported private name" pairs allowed today (only shrinks)
-ALLOWED_PRIVATE_NAMES = {
-    "tenfold.ztensor -> tenfold.ztensor._generations._generation_or_010",
-    "tenfold.ztensor._content -> tenfold.ztensor.v2writer._le_pieces",
-    "tenfold.ztensor._content -> tenfold.ztensor.v2writer._pack_f4",
-}
+ALLOWED_PRIVATE_NAMES: set[str] = set()
 
 
 def _private_name_imports(root: Path = ROOT) -> set[str]:

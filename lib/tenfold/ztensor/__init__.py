@@ -21,7 +21,7 @@ import numpy as np
 from . import verify as _verify_module  # noqa: F401  (loaded before the function shadows it)
 from ._append import V2Appender, append
 from ._content import content_digest
-from ._generations import _generation_or_010, generation, inspect_rows, open_any, verify_any
+from ._generations import generation, generation_or_010, inspect_rows, open_any, verify_any
 from ._generations import open_fd as _open_fd
 from ._index import TensorInfo
 from ._v1 import V1Reader
@@ -97,7 +97,7 @@ def load(source: Any, copy: bool = False, **options: Any) -> dict[str, Any]:
 def inspect(source: Any) -> list[dict[str, Any]]:
     """One row per tensor: name, dtype, shape, bytes (stored), encoding, layout, checksum
     (v1/v2 rows add generation, parts and shards)."""
-    if _generation_or_010(source) != "0.1.0":
+    if generation_or_010(source) != "0.1.0":
         with open_any(source) as r2:
             return inspect_rows(r2)
     with Reader(source) as r:

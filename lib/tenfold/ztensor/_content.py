@@ -69,13 +69,13 @@ def _from_manifest(reader: Any) -> dict[str, Any]:
 
 
 def _part(a: np.ndarray) -> dict[str, Any]:
-    from .v2writer import _le_pieces, _pack_f4, storage_of
+    from .v2writer import le_pieces, pack_f4, storage_of
 
     dtype, ltype = storage_of(a.dtype, "tensor")
     if ltype == "f4_e2m1":
-        a = _pack_f4(a)
+        a = pack_f4(a)
     h = xxhash.xxh3_64()
-    for piece in _le_pieces(np.asarray(a)):
+    for piece in le_pieces(np.asarray(a)):
         h.update(byte_view(piece))
     d: dict[str, Any] = {"dtype": dtype}
     if ltype is not None:

@@ -98,7 +98,7 @@ def _tail(source: Any) -> bytes:
     return bytes(mv[-8:]) if mv.nbytes >= 16 else b""
 
 
-def _generation_or_010(source: Any) -> str:
+def generation_or_010(source: Any) -> str:
     """The generation by the head magic, else by the tail magic (v2 and v1.1+ repeat it, so a
     damaged head still gets the right reader's message), else 0.1.0's reader."""
     try:
@@ -129,7 +129,7 @@ def open_any(source: Any, **options: Any) -> Any:
 
 def _open_generation(source: Any, options: dict[str, Any]) -> Any:
     """The reader of ``source``'s generation, by its magic (see :func:`open_any`)."""
-    gen = _generation_or_010(source)
+    gen = generation_or_010(source)
     if gen == "0.1.0":
         from .reader import Reader
 
@@ -191,7 +191,7 @@ def open_fd(
 
 def verify_any(source: Any, **options: Any) -> Report:
     """Full verification of any generation; never raises on a damaged file."""
-    gen = _generation_or_010(source)
+    gen = generation_or_010(source)
     if gen == "0.1.0":
         from .verify import verify as _verify010
 

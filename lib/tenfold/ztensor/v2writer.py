@@ -95,7 +95,7 @@ def footer_bytes(moff: int, mlen: int, mhash: int) -> bytes:
     return struct.pack("<QQQII", moff, mlen, mhash, VERSION, 0) + MAGIC
 
 
-def _le_pieces(a: np.ndarray) -> Iterator[np.ndarray]:
+def le_pieces(a: np.ndarray) -> Iterator[np.ndarray]:
     """``a``'s bytes, little-endian, C order; no copy when it already is (bounded slices
     otherwise)."""
     le = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
@@ -131,7 +131,9 @@ def _use_thread() -> bool:
     return _two_cpus() and _MODES.pick()
 
 
-def _pack_f4(a: np.ndarray) -> np.ndarray:
+def pack_f4(a: np.ndarray) -> np.ndarray:
+    """4-bit codes (the low nibble of each uint8 of ``a``) packed two to a byte, the first in
+    the low nibble, as v2's ``f4_e2m1`` storage holds them."""
     u = np.ascontiguousarray(a).reshape(-1).view(np.uint8) & 0x0F
     n = u.size
     out = np.zeros((n + 1) // 2, np.uint8)
@@ -232,7 +234,7 @@ class V2Writer(AtomicFileWriter):
         a = np.asarray(array)
         dtype, ltype = storage_of(a.dtype, f"tensor {name!r}")
         if ltype == "f4_e2m1":
-            a = _pack_f4(a)
+            a = pack_f4(a)
             shape = list(np.shape(array))
         else:
             shape = [int(d) for d in a.shape]
@@ -293,7 +295,7 @@ class V2Writer(AtomicFileWriter):
                     arr = np.asarray(value)
                     dtype, ltype = storage_of(arr.dtype, f"{what} part {role!r}")
                     if ltype == "f4_e2m1":
-                        arr = _pack_f4(arr)
+                        arr = pack_f4(arr)
                 out_parts[role] = self._write_part(arr, dtype, ltype, enc)
         except EncodeError:
             if self._pos != start:
@@ -425,7 +427,7 @@ class V2Writer(AtomicFileWriter):
     def _write_part(
         self, arr: np.ndarray, dtype: str, ltype: str | None, enc: str | None
     ) -> dict[str, Any]:
-        pieces = list(_le_pieces(arr))
+        pieces = list(le_pieces(arr))
         if enc is None and hasattr(self._f, "truncate"):
             nbytes = sum(byte_view(p).nbytes for p in pieces)
             if nbytes:
