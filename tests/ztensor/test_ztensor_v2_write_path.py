@@ -233,29 +233,26 @@ def test_writeback_started_only_when_fsyncing(tmp_path, monkeypatch, small_block
         assert max(n for _, n in ranges) <= 3 * BLOCK  # in steps, not one call at the end
 
 
-def test_mode_chooser_tries_both_then_keeps_the_cheaper_and_probes():
-    from tenfold.ztensor._parthash import ModeChooser
-
-    c = ModeChooser(probe=4, window=5)
-    assert c.pick() is True  # untried ways first
-    c.record(True, 2.0, 100)
-    assert c.pick() is False
-    c.record(False, 1.0, 100)
-    picks = [c.pick() for _ in range(12)]  # parts 3..14: 4, 8 and 12 probe the thread
-    assert picks.count(False) == 9 and picks.count(True) == 3
-    c.record(False, 50.0, 100)  # one slow part does not change the median
-    assert c.cost(False) == 0.01 and c.cost(True) == 0.02
-    for _ in range(5):  # the load changes: the thread becomes cheaper
-        c.record(True, 0.1, 100)
-    assert c.cost(True) == 0.001
-    c.parts = 0
-    assert [c.pick() for _ in range(4)] == [True, True, True, False]
-    c.record(True, 1.0, 0)  # an empty part teaches nothing
-    assert len(c.samples[True]) == 5
-
-
 def test_one_cpu_never_uses_the_thread(monkeypatch, tmp_path, small_blocks):
     monkeypatch.setattr(v2writer, "_two_cpus", lambda: False)
-    assert not any(v2writer._use_thread() for _ in range(20))
+    assert not v2writer._use_thread()
     zt.save(tmp_path / "a.zt", {"a": np.ones(3 * BLOCK, np.uint8)}, generation=2)
     assert _hash_threads() == []
+
+
+def test_two_cpus_use_the_thread(monkeypatch, tmp_path, small_blocks):
+    monkeypatch.setattr(v2writer, "_two_cpus", lambda: True)
+    assert v2writer._use_thread()
+    threads = []
+    real = v2writer.PartHasher
+
+    def counting():
+        threads.append(1)
+        return real()
+
+    monkeypatch.setattr(v2writer, "PartHasher", counting)
+    data = {"a": np.arange(3 * BLOCK, dtype=np.uint8), "b": np.ones(3 * BLOCK, np.uint8)}
+    zt.save(tmp_path / "a.zt", data, generation=2)
+    assert threads == [1]  # one hashing thread for the writer, both parts through it
+    with zt.open(tmp_path / "a.zt") as r:
+        assert all(np.array_equal(r[k], v) for k, v in data.items())

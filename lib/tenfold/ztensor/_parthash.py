@@ -12,7 +12,6 @@ into a Python buffer), repeating short writes.
 
 from __future__ import annotations
 
-import collections
 import errno
 import os
 import queue
@@ -20,7 +19,7 @@ import threading
 
 import xxhash
 
-__all__ = ["ModeChooser", "PartHasher", "pwrite_all"]
+__all__ = ["PartHasher", "pwrite_all"]
 
 #: marks the end of a part in the job queue
 _END = object()
@@ -98,43 +97,3 @@ def pwrite_all(fd: int, data: memoryview, offset: int) -> None:
             raise OSError(errno.EIO, "write made no progress", f"fd {fd}")
         data = data[n:]
         offset += n
-
-
-class ModeChooser:
-    """Which of two ways to write a large part is faster here and now: with the hashing
-    thread (``True``), or hashing each block on the writing thread just before writing it
-    (``False``).
-
-    With a free core the thread hides the hash; when other processes keep every core busy,
-    the thread only adds switches and the one-thread way is faster. Each way's cost is the
-    median seconds per byte of its last ``window`` parts (a median: a part that waited for
-    the machine, e.g. for memory, does not decide alone). An untried way is tried first,
-    then the cheaper one is used, and every ``probe``-th part the other, so that a change of
-    load is noticed. Only speed depends on the choice, never the bytes written.
-    """
-
-    def __init__(self, probe: int = 4, window: int = 9) -> None:
-        self.probe = probe
-        self.samples: dict[bool, collections.deque[float]] = {
-            mode: collections.deque(maxlen=window) for mode in (True, False)
-        }
-        self.parts = 0
-
-    def cost(self, mode: bool) -> float | None:
-        """Median seconds per byte of ``mode``'s recent parts (None: never measured)."""
-        got = sorted(self.samples[mode])
-        return got[(len(got) - 1) // 2] if got else None  # the lower median
-
-    def pick(self) -> bool:
-        self.parts += 1
-        threaded, alone = self.cost(True), self.cost(False)
-        if threaded is None:
-            return True
-        if alone is None:
-            return False
-        best = threaded <= alone
-        return (not best) if self.parts % self.probe == 0 else best
-
-    def record(self, mode: bool, seconds: float, nbytes: int) -> None:
-        if nbytes > 0:
-            self.samples[mode].append(seconds / nbytes)

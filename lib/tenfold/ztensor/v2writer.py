@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import os
 import struct
-import time
 import unicodedata
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -36,7 +35,7 @@ from ..core.dtypes import BFLOAT16
 from ..core.prealloc import preallocate, start_writeback
 from ..errors import EncodeError, describe
 from . import _dcbor, _seekable
-from ._parthash import ModeChooser, PartHasher, pwrite_all
+from ._parthash import PartHasher, pwrite_all
 from ._v2spec import (
     ALIGN,
     CANONICAL_ALIGN,
@@ -122,13 +121,12 @@ def _two_cpus() -> bool:
         return (os.cpu_count() or 1) > 1
 
 
-#: learns, per process, whether the hashing thread pays off (see ModeChooser)
-_MODES = ModeChooser()
-
-
 def _use_thread() -> bool:
-    """Write the next large part with the hashing thread (True) or on this thread alone."""
-    return _two_cpus() and _MODES.pick()
+    """Write large parts with the hashing thread (True) or on this thread alone: the thread
+    whenever this process may run on two CPUs. On a quiet machine it hid the hash (best of 8
+    pairs of 1 GiB writes: 176-177 ms against 184-195 ms alone, np.save 151-157 ms); with
+    every core busy the one-thread way was 5-10 % faster, a smaller loss than that gain."""
+    return _two_cpus()
 
 
 def pack_f4(a: np.ndarray) -> np.ndarray:
@@ -516,9 +514,7 @@ class V2Writer(AtomicFileWriter):
         Either the writer's hashing thread computes the digest, kept ``_AHEAD`` blocks ahead
         of the writing (it reads each block from memory first, and the write then copies it
         from the shared cache), or each block is hashed and then written by this thread (the
-        write copies it from cache). The second is the only way with one CPU; with more,
-        :data:`_MODES` picks the one measured faster (the thread loses when other processes
-        keep every core busy).
+        write copies it from cache); the second only with one CPU (:func:`_use_thread`).
 
         When the file will be fsynced, the written range is handed to the disk every
         ``_WRITEBACK`` bytes (:func:`start_writeback`), so the final fsync has less to wait for.
@@ -530,13 +526,10 @@ class V2Writer(AtomicFileWriter):
         blocks = [
             mv[i : i + _BLOCK] for mv in map(byte_view, pieces) for i in range(0, mv.nbytes, _BLOCK)
         ]
-        threaded = _use_thread()
-        start = time.perf_counter()
-        if threaded:
+        if _use_thread():
             digest = self._write_threaded(fd, blocks, offset)
         else:
             digest = self._write_inline(fd, blocks, offset, length)
-        _MODES.record(threaded, time.perf_counter() - start, length)
         f.seek(offset + length)
         return digest
 
