@@ -355,3 +355,18 @@ def test_iterating_an_index_over_a_replaced_shard_is_an_integrity_error(tmp_path
     shard(["t1.txt", "t2.txt"])  # same layout, other names
     with tenfold.open(idx) as r, pytest.raises(IntegrityError, match="keyhash"):
         list(r)
+
+
+def test_verify_of_an_index_read_from_a_buffer_is_refused(tmp_path):
+    """Index.verify() checks the shards beside the index file: an index read from bytes has
+    no file, and says so (the package joins the verifier to Index)."""
+    p = tmp_path / "d.taridx"
+    tx.write_index(p, [(0, 0, 5, "a", "jpg")])
+    with tx.Index.open(p) as idx:
+        report = idx.verify()  # from a path: a report (no shards beside it: not checked)
+    assert report.ok and "shards" in report.format()
+    with tx.Index.from_buffer(p.read_bytes()) as idx:
+        with pytest.raises(UnsupportedError, match="verify needs a file path") as info:
+            idx.verify()
+    assert "expected an index opened from a path" in str(info.value)
+    assert "got an index read from a buffer" in str(info.value)

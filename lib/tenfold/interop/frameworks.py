@@ -269,15 +269,14 @@ class Tensors:
             infos = r._infos
             check = r.verify_checksums
             verified = r._verified
-            compact = getattr(infos, "compact", None)
+            compact_span = getattr(infos, "compact_span", None)
             out: list[tuple[int, np.dtype, tuple[int, ...]] | None] = []
             for n in self.names:
-                c = compact(n) if compact is not None else None
-                if c is not None:  # a dense entry with no checksum, its record not built
-                    _, _, npdt, shape, encoding, offset, _, endian, _ = c
-                    raw_le = encoding == "raw" and (endian == "little" or npdt.itemsize == 1)
-                    out.append((offset, npdt, shape) if raw_le else None)
-                    continue
+                if compact_span is not None:  # from the index kernel's record, none built
+                    known, span = compact_span(n)
+                    if known:
+                        out.append(span)
+                        continue
                 i = infos[n]
                 if (
                     i.layout != "dense"

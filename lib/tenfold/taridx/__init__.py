@@ -290,7 +290,15 @@ def demo(directory: Path) -> Path:
 def _verify_index(idx: Index) -> Report:
     """:meth:`Index.verify`: :func:`verify` of the index's file with its root and split."""
     if idx.path is None:
-        raise UnsupportedError(describe(FMT, idx.name, detail="verify needs a file path"))
+        raise UnsupportedError(
+            describe(
+                FMT,
+                idx.name,
+                detail="verify needs a file path",
+                expected="an index opened from a path",
+                got="an index read from a buffer",
+            )
+        )
     return verify(idx.path, root=idx.root, split=idx.split)
 
 

@@ -397,6 +397,19 @@ class InfoTable(Mapping[str, TensorInfo]):
         v = self._items[name]
         return v if type(v) is tuple else None
 
+    def compact_span(self, name: str) -> tuple[bool, tuple[int, np.dtype, tuple[int, ...]] | None]:
+        """Where ``name``'s bytes can be viewed as they are, read from its compact record:
+        ``(True, (offset, np_dtype, shape))`` when it is raw and little-endian (or one byte
+        wide; a compact record has no checksum), ``(True, None)`` when it is not, and
+        ``(False, None)`` when its :class:`TensorInfo` is built (ask that instead)."""
+        v = self._items[name]
+        if type(v) is not tuple:
+            return False, None
+        _, _, np_dtype, shape, encoding, offset, _, endianness, _ = v
+        if encoding == "raw" and (endianness == "little" or np_dtype.itemsize == 1):
+            return True, (offset, np_dtype, shape)
+        return True, None
+
 
 def parse_index_table(raw: object, index_start: int, limits: Limits = DEFAULT_LIMITS) -> InfoTable:
     """:func:`parse_index` as an :class:`InfoTable` (the same checks, the same records, the
