@@ -12,6 +12,7 @@ keeps working::
       IntegrityError(TenfoldError, ValueError)   checksum / hash / signature / HMAC mismatch
         UncorrectableError(IntegrityError)       ECC could not repair
       EncodeError(TenfoldError, ValueError)      a writer was given what the format cannot hold
+      LockedError(TenfoldError, TimeoutError)    another writer holds the file's lock
 
 Messages follow one form: ``"<format>: <object> at offset 0x1f8: <field> mismatch; expected
 36, got 32"`` (lower case, no final period), with the rule, where a format names one, at the end
@@ -45,6 +46,7 @@ __all__ = [
     "IntegrityError",
     "UncorrectableError",
     "EncodeError",
+    "LockedError",
     "describe",
     "Message",
     "FIELDS",
@@ -166,6 +168,12 @@ class UncorrectableError(IntegrityError):
 
 class EncodeError(TenfoldError, ValueError):
     """A writer was given something the format cannot hold."""
+
+
+class LockedError(TenfoldError, TimeoutError):
+    """A file changed in place (e.g. a zTensor append) is locked by another writer and stayed
+    so for the time allowed, or the calling thread holds its lock already
+    (see :mod:`tenfold.core.locking`)."""
 
 
 def describe(

@@ -12,6 +12,17 @@ file that opens to either the old or the new manifest:
    opens to the old manifest (the new bytes are unreferenced blobs, which the spec allows);
 3. the new footer overwrites the copy of the old one (one 40-byte write), and is synced.
 
+One append at a time: the appender takes an exclusive lock on the file
+(:class:`tenfold.core.locking.FileLock`, an ``flock``) before it reads the footer and manifest,
+and keeps it until the new footer is written and synced (or the append is abandoned). Two
+appenders started together therefore run one after the other, the second reading the footer
+the first wrote; none of them can lose what another added. By default a second appender waits
+for the first; ``lock_timeout`` (seconds, 0: do not wait) makes it raise
+:class:`~tenfold.errors.LockedError` instead once that time has passed, with the file
+unchanged. An appender object holds the lock from its creation to its :meth:`close`, so keep
+it open no longer than needed. The lock is advisory: it excludes tenfold appenders (in any
+thread or process), not programs writing the file without it.
+
 With ``fsync=True`` each sync is an ``fdatasync`` (``fsync`` where the platform has no
 ``fdatasync``): it flushes the data and the file size; only the modification time may be
 older after a power loss.
@@ -31,6 +42,8 @@ import xxhash
 
 from .. import _kernels
 from ..core.buffers import byte_view
+from ..core.locking import FileLock
+from ..core.mapped import MappedFile
 from ..errors import EncodeError, describe
 from . import _dcbor
 from ._v2spec import ALIGN, CANONICAL_ALIGN, FOOTER_SIZE
@@ -66,6 +79,11 @@ class V2Appender(V2Writer):
     Same ``add``/``add_object``/``set_attributes`` as :class:`V2Writer` (never canonical: names
     in any order, encodings allowed); nothing reaches the file before :meth:`close`. A name
     already in the file is refused.
+
+    The appender holds the file's exclusive lock from its creation to :meth:`close` or
+    :meth:`abort` (see the module doc): another appender of the same file waits for it, or
+    raises :class:`~tenfold.errors.LockedError` after ``lock_timeout`` seconds (None, the
+    default: wait as long as it takes; 0: do not wait).
     """
 
     def __init__(
@@ -76,6 +94,7 @@ class V2Appender(V2Writer):
         attributes: Mapping[str, Any] | None = None,
         fsync: bool = True,
         canonical: bool = False,
+        lock_timeout: float | None = None,
     ) -> None:
         if canonical:
             raise EncodeError(
@@ -92,14 +111,13 @@ class V2Appender(V2Writer):
         self.canonical = False
         self.align = align
         self.fsync = fsync
-        with V2Reader(self.path, verify_checksums=False) as r:  # validates the generation
-            if r.data_shard:
-                raise EncodeError(describe(FMT, self.path, detail="cannot append to a data shard"))
-            self._old_size = r.size
-            self._old_footer = r._mf.bytes(r.size - FOOTER_SIZE, FOOTER_SIZE, "footer")
-            moff, mlen = r.manifest_blob
-            self._old_manifest = _OldManifest(r._mf.bytes(moff, mlen, "manifest"))
-            self._old_names = frozenset(r)
+        # Locked before anything is read: what is read is what the previous append left.
+        self._lock = FileLock(self.path, timeout=lock_timeout, write=True, fmt=FMT)
+        try:
+            self._read_current()
+        except BaseException:
+            self._lock.release()
+            raise
         self._attributes = None  # the old ones are kept as they are encoded unless replaced
         if attributes is not None:
             self.set_attributes(attributes)
@@ -111,6 +129,20 @@ class V2Appender(V2Writer):
         self._blob_bytes: dict[int, list[memoryview]] = {}
         self._closed = False
         self._failed = None
+
+    def _read_current(self) -> None:
+        """The footer, manifest and names of the locked file (through its descriptor, so even
+        a file renamed over the path meanwhile cannot be read in its place)."""
+        fd = os.dup(self._lock.fd)
+        mf = MappedFile(self.path, fmt=FMT, fd=fd)  # owns fd from here
+        with V2Reader(mf, verify_checksums=False) as r:  # validates the generation
+            if r.data_shard:
+                raise EncodeError(describe(FMT, self.path, detail="cannot append to a data shard"))
+            self._old_size = r.size
+            self._old_footer = r._mf.bytes(r.size - FOOTER_SIZE, FOOTER_SIZE, "footer")
+            moff, mlen = r.manifest_blob
+            self._old_manifest = _OldManifest(r._mf.bytes(moff, mlen, "manifest"))
+            self._old_names = frozenset(r)
 
     def _pad_to_align(self) -> int:
         # The gap is a hole of the grown file (zeros): nothing to write.
@@ -144,13 +176,21 @@ class V2Appender(V2Writer):
         return part
 
     def close(self) -> None:
-        """Write the new generation (see the module doc for the crash-safe order)."""
+        """Write the new generation (see the module doc for the crash-safe order), then
+        release the file's lock."""
         if self._closed:
             return
         if self._failed is not None:
             self.abort()
             raise ValueError(f"zt: appender failed earlier ({self._failed}); file unchanged")
         self._closed = True
+        try:
+            self._commit()
+        finally:
+            self._release()
+            self._lock.release()
+
+    def _commit(self) -> None:
         old = self._old_manifest
         if not self._objects and self._attributes is None and old.attributes is None:
             return
@@ -158,37 +198,40 @@ class V2Appender(V2Writer):
         moff = -(-self._pos // self.align) * self.align
         end = moff + len(manifest) + FOOTER_SIZE
         new_footer = footer_bytes(moff, len(manifest), xxhash.xxh3_64_intdigest(manifest))
-        fd = os.open(self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
-        try:
-            if os.fstat(fd).st_size != self._old_size:
-                raise EncodeError(
-                    describe(
-                        FMT,
-                        self.path,
-                        detail="file changed since it was opened for appending",
-                        expected=self._old_size,
-                        got=os.fstat(fd).st_size,
-                    )
+        fd = self._lock.fd  # the locked file, whatever the path names now
+        size = os.fstat(fd).st_size
+        if size != self._old_size:  # changed by something that does not take the lock
+            raise EncodeError(
+                describe(
+                    FMT,
+                    self.path,
+                    detail="file changed since it was opened for appending",
+                    expected=self._old_size,
+                    got=size,
                 )
-            _hook("start")
-            os.pwrite(fd, self._old_footer, end - FOOTER_SIZE)  # 1: grow, old footer at EOF
-            _hook("grown")
-            for off, mv in self._f.chunks:  # type: ignore[attr-defined]
-                _pwrite_all(fd, mv, off)
-                _hook("blob")
-            _pwrite_all(fd, memoryview(manifest), moff)
-            if self.fsync:
-                _datasync(fd)
-            _hook("written")
-            os.pwrite(fd, new_footer, end - FOOTER_SIZE)  # 3: switch generations
-            if self.fsync:
-                _datasync(fd)
-            _hook("done")
-        finally:
-            os.close(fd)
+            )
+        _hook("start")
+        os.pwrite(fd, self._old_footer, end - FOOTER_SIZE)  # 1: grow, old footer at EOF
+        _hook("grown")
+        for off, mv in self._f.chunks:  # type: ignore[attr-defined]
+            _pwrite_all(fd, mv, off)
+            _hook("blob")
+        _pwrite_all(fd, memoryview(manifest), moff)
+        if self.fsync:
+            _datasync(fd)
+        _hook("written")
+        os.pwrite(fd, new_footer, end - FOOTER_SIZE)  # 3: switch generations
+        if self.fsync:
+            _datasync(fd)
+        _hook("done")
 
     def abort(self) -> None:
+        """Give the append up (nothing was written) and release the file's lock."""
         self._closed = True
+        self._release()
+        lock = getattr(self, "_lock", None)
+        if lock is not None:
+            lock.release()
 
 
 _OBJECTS_KEY = _dcbor.encode("objects")
@@ -271,8 +314,16 @@ def append(
     encoding: str | None = None,
     align: int | None = None,
     fsync: bool = True,
+    lock_timeout: float | None = None,
 ) -> None:
-    """Add ``tensors`` (name -> array) to the v2 file ``path`` without rewriting it."""
-    with V2Appender(path, align=align, fsync=fsync) as w:
+    """Add ``tensors`` (name -> array) to the v2 file ``path`` without rewriting it.
+
+    Holds the file's exclusive lock throughout (see the module doc): an append that starts
+    while another is under way waits for it to finish, or raises
+    :class:`~tenfold.errors.LockedError` (file unchanged) once ``lock_timeout`` seconds have
+    passed (None, the default: wait as long as it takes; 0: do not wait). Every append that
+    returns is in the file.
+    """
+    with V2Appender(path, align=align, fsync=fsync, lock_timeout=lock_timeout) as w:
         for name, value in tensors.items():
             w.add(name, value, encoding=encoding)

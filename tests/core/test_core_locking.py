@@ -1,0 +1,94 @@
+"""tenfold.core.locking: the exclusive lock of files changed in place."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+
+from tenfold.core.locking import FileLock
+from tenfold.errors import LockedError
+
+
+def _waiter(path, out: list, **kw) -> threading.Thread:
+    def run() -> None:
+        try:
+            out.append(FileLock(path, **kw))
+        except BaseException as exc:
+            out.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    return t
+
+
+def test_waits_for_the_holder_then_takes_it(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"x")
+    first = FileLock(p)
+    out: list = []
+    t = _waiter(p, out)
+    t.join(0.2)
+    assert t.is_alive() and not out  # still waiting (no time limit given)
+    first.release()
+    t.join(30)
+    assert isinstance(out[0], FileLock) and out[0].held
+    out[0].release()
+    with pytest.raises(LockedError, match="the lock was released"):
+        _ = out[0].fd
+
+
+def test_timeout(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"x")
+    with FileLock(p, fmt="zt"):
+        out: list = []
+        _waiter(p, out, timeout=0.1, fmt="zt").join(30)
+        assert isinstance(out[0], LockedError)
+        assert str(out[0]) == f"zt: {p}: locked by another writer (waited 0.1 s)"
+    with pytest.raises(ValueError, match="timeout"):
+        FileLock(p, timeout=-1)
+
+
+def test_file_replaced_while_waiting_locks_the_new_file(tmp_path, monkeypatch):
+    p = tmp_path / "f"
+    p.write_bytes(b"old")
+    checks: list[bool] = []
+    same = FileLock._same_file
+
+    def spy(self, st):
+        checks.append(same(self, st))
+        return checks[-1]
+
+    monkeypatch.setattr(FileLock, "_same_file", spy)
+    first = FileLock(p)
+    out: list = []
+    t = _waiter(p, out, write=True)
+    while not t.is_alive():  # pragma: no cover - started above
+        time.sleep(0.01)
+    time.sleep(0.2)  # let it reach flock(); if it does not, it simply opens the new file
+    (tmp_path / "new").write_bytes(b"new")
+    os.replace(tmp_path / "new", p)  # what an atomic writer does
+    first.release()
+    t.join(30)
+    lock = out[0]
+    assert isinstance(lock, FileLock)
+    assert os.fstat(lock.fd).st_ino == os.stat(p).st_ino
+    assert os.pread(lock.fd, 3, 0) == b"new"
+    assert checks[-1] is True and checks.count(False) <= 1
+    lock.release()
+
+
+def test_file_removed_while_waiting(tmp_path):
+    p = tmp_path / "f"
+    p.write_bytes(b"x")
+    first = FileLock(p)
+    out: list = []
+    t = _waiter(p, out)
+    time.sleep(0.2)
+    os.unlink(p)
+    first.release()
+    t.join(30)
+    assert isinstance(out[0], FileNotFoundError) and out[0].filename == str(p)
