@@ -6,6 +6,7 @@ import os
 import threading
 import time
 
+import numpy as np
 import pytest
 
 from tenfold.core.locking import FileLock
@@ -92,3 +93,54 @@ def test_file_removed_while_waiting(tmp_path):
     first.release()
     t.join(30)
     assert isinstance(out[0], FileNotFoundError) and out[0].filename == str(p)
+
+
+def _fold_repair_in_place(tmp_path):
+    from tenfold import fold
+
+    d = fold.demo(tmp_path)
+    return d, lambda: fold.repair(d, d)
+
+
+def _wtxt_sign_in_place(tmp_path):
+    pytest.importorskip("cryptography", reason="WTXT signing needs cryptography")
+    from tenfold import wtxt
+    from tenfold.wtxt.signing import sign_file
+
+    p = tmp_path / "a.wtxt"
+    wtxt.write(
+        p,
+        {"b": np.arange(7, dtype=np.int16)},
+        schema="s/1",
+        gen=1,
+        ts="2025-01-01T00:00:00Z",
+        build="b",
+    )
+    return p, lambda: sign_file(p, bytes(range(32)))
+
+
+@pytest.mark.parametrize("make", [_fold_repair_in_place, _wtxt_sign_in_place])
+def test_in_place_rewrites_wait_for_the_lock(tmp_path, make):
+    """A read-modify-write that replaces its own file holds the file's lock from the read to
+    the rename: while someone else holds it, it does not start."""
+    path, rewrite = make(tmp_path)
+    before = path.read_bytes()
+    holder = FileLock(path)
+    out: list = []
+
+    def run() -> None:
+        try:
+            out.append(rewrite())
+        except BaseException as exc:
+            out.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and not out  # waiting for the lock, the file as it was
+    assert path.read_bytes() == before
+    holder.release()
+    t.join(60)
+    assert not t.is_alive() and not isinstance(out[0], BaseException), out
+    with FileLock(path, timeout=0):  # and released afterwards
+        pass

@@ -35,6 +35,7 @@ Without ``fcntl`` (not POSIX), no lock is taken.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import threading
@@ -49,7 +50,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["FileLock"]
+__all__ = ["FileLock", "lock_if_rewritten"]
 
 _CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
@@ -203,6 +204,21 @@ class FileLock:
                 errno.ENOENT, "removed while waiting for its lock", self.path
             ) from None
         return (now.st_dev, now.st_ino) == (st.st_dev, st.st_ino)
+
+
+def lock_if_rewritten(src: Any, dst: Any, *, fmt: str | None = None) -> Any:
+    """A context holding ``src``'s lock when ``dst`` is the same file (a read-modify-write that
+    replaces its source), or doing nothing (``dst`` another file, ``src`` not a path).
+
+    The lock is taken before ``src`` is read and should be kept until ``dst`` is in place.
+    """
+    if not isinstance(src, (str, os.PathLike)) or not isinstance(dst, (str, os.PathLike)):
+        return contextlib.nullcontext()
+    try:
+        same = os.path.samefile(src, dst)
+    except OSError:  # dst does not exist yet (or src does not: the reader will say so)
+        same = False
+    return FileLock(src, fmt=fmt) if same else contextlib.nullcontext()
 
 
 def _forget_in_child() -> None:

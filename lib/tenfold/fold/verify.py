@@ -19,6 +19,7 @@ import numpy as np
 
 from .. import _kernels
 from ..core.atomic import atomic_write
+from ..core.locking import lock_if_rewritten
 from ..core.report import ERROR, INFO, OK, REPAIRED, WARNING, Report
 from ..errors import TenfoldError
 from ._spec import CHUNK_HEADER, FMT
@@ -120,8 +121,14 @@ def repair(src: Any, dst: Any, *, hmac_key: str | bytes | None = None) -> Report
     layout is unchanged (same offsets, same index). ``dst`` is written atomically and may be
     ``src``. The returned report has one row per chunk: ok (unchanged), repaired (what was
     fixed) or error (left as it was: not repairable). Raises when the header or index itself
-    is unreadable.
+    is unreadable. Repairing in place holds the file's lock (:mod:`tenfold.core.locking`) from
+    the read to the rename.
     """
+    with lock_if_rewritten(src, dst, fmt=FMT):
+        return _repair(src, dst, hmac_key)
+
+
+def _repair(src: Any, dst: Any, hmac_key: str | bytes | None) -> Report:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FoldWarning)
         r = Reader(src, strict=False, hmac_key=hmac_key)

@@ -6,6 +6,7 @@ import os
 from typing import Any
 
 from ..core.atomic import atomic_write
+from ..core.locking import lock_if_rewritten
 from ..errors import FormatError, describe
 from . import _spec as S
 from ._crypto import private_key, sign_line
@@ -24,8 +25,15 @@ def sign_file(
     """Verify ``path`` and write it (to ``out``, default in place) with a fresh ``sign`` line.
 
     The result is byte-identical to what :func:`write` gives with the same key and
-    ``sign_all``: the ``cap`` line gains or loses ``sign_all`` accordingly.
+    ``sign_all``: the ``cap`` line gains or loses ``sign_all`` accordingly. Re-signing in place
+    holds the file's lock (:mod:`tenfold.core.locking`) from the read to the rename.
     """
+    dst = out if out is not None else path
+    with lock_if_rewritten(path, dst, fmt=S.FMT):
+        _sign_file(path, signing_key, sign_all, dst)
+
+
+def _sign_file(path: Any, signing_key: Any, sign_all: bool, dst: Any) -> None:
     key = private_key(signing_key)
     with WtxtFile(path) as f:
         p = f.parsed
@@ -51,7 +59,7 @@ def sign_file(
     body = data[p.sign_span[1] :] if p.sign_span else data[root_end:]
     msg = head + body if sign_all else head
     new = head + sign_line(key, msg).encode() + b"\n" + body
-    with atomic_write(out if out is not None else path) as fh:
+    with atomic_write(dst) as fh:
         fh.write(new)
 
 
