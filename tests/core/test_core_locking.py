@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from tenfold.core.locking import FileLock
-from tenfold.errors import LockedError
+from tenfold.errors import LockedError, UnsupportedError
 
 
 def _waiter(path, out: list, **kw) -> threading.Thread:
@@ -144,3 +144,15 @@ def test_in_place_rewrites_wait_for_the_lock(tmp_path, make):
     assert not t.is_alive() and not isinstance(out[0], BaseException), out
     with FileLock(path, timeout=0):  # and released afterwards
         pass
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs os.mkfifo")
+def test_fifo_is_refused_without_blocking(tmp_path):
+    import tenfold.ztensor as zt
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    with pytest.raises(UnsupportedError, match="not a regular file"):
+        FileLock(fifo)
+    with pytest.raises(UnsupportedError, match="not a regular file"):
+        zt.append(fifo, {"a": np.zeros(2)})

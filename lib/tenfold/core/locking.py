@@ -44,6 +44,7 @@ import weakref
 from typing import Any
 
 from ..errors import LockedError, describe
+from .mapped import open_regular
 
 try:
     import fcntl
@@ -51,8 +52,6 @@ except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
 __all__ = ["FileLock", "lock_if_rewritten"]
-
-_CLOEXEC = getattr(os, "O_CLOEXEC", 0)
 
 #: Files locked by this process: (st_dev, st_ino) -> id of the thread holding the lock.
 _held: dict[tuple[int, int], int] = {}
@@ -66,7 +65,8 @@ class FileLock:
     Parameters
     ----------
     path
-        The file (it must exist).
+        The file (it must exist, and be a regular file: anything else is an
+        :class:`~tenfold.errors.UnsupportedError`).
     timeout
         Seconds to wait for another holder; None (default): as long as it takes; 0: not at all.
     write
@@ -108,10 +108,9 @@ class FileLock:
         self._pid = os.getpid()
         if timeout is not None and not timeout >= 0:
             raise ValueError(f"lock timeout must be None or >= 0, not {timeout!r}")
-        flags = (os.O_RDWR if write else os.O_RDONLY) | _CLOEXEC
         deadline = None if timeout is None else time.monotonic() + timeout
         while True:
-            fd = os.open(self.path, flags)
+            fd = open_regular(self.path, fmt=fmt or "tenfold", write=write)  # a FIFO: refused
             try:
                 st = os.fstat(fd)
                 key = (st.st_dev, st.st_ino)

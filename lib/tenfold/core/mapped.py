@@ -40,8 +40,9 @@ _KINDS = (
 )
 
 
-def open_regular(path: str | os.PathLike[str], *, fmt: str = "tenfold") -> int:
-    """Open ``path`` read-only and return the descriptor, refusing anything but a regular file.
+def open_regular(path: str | os.PathLike[str], *, fmt: str = "tenfold", write: bool = False) -> int:
+    """Open ``path`` read-only (``write=True``: read-write) and return the descriptor, refusing
+    anything but a regular file.
 
     The open itself never blocks: it uses ``O_NONBLOCK`` (opening a FIFO with no writer would
     otherwise wait forever), then ``fstat`` decides, on the descriptor actually opened. A FIFO,
@@ -49,7 +50,8 @@ def open_regular(path: str | os.PathLike[str], *, fmt: str = "tenfold") -> int:
     regular file the flag is cleared again.
     """
     name = os.fspath(path)
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+    flags = (os.O_RDWR if write else os.O_RDONLY) | getattr(os, "O_CLOEXEC", 0)
+    flags |= getattr(os, "O_NONBLOCK", 0)
     fd = os.open(name, flags)
     try:
         mode = os.fstat(fd).st_mode
