@@ -240,58 +240,7 @@ class EpochSampler:
         """Continue from ``state`` (see :meth:`state_dict`); the next iteration yields the
         rest of its epoch."""
         what = "sampler state"
-        if not isinstance(state, Mapping):
-            raise FormatError(describe("taridx", what, expected="a mapping", got=type(state)))
-        for key, typ in (
-            ("version", int),
-            ("fingerprint", str),
-            ("n", int),
-            ("seed", int),
-            ("world_size", int),
-            ("rank", int),
-            ("shuffle", bool),
-            ("drop_last", bool),
-            ("block", int),
-            ("epoch", int),
-            ("position", int),
-        ):
-            v = state.get(key)
-            if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
-                raise FormatError(
-                    describe(
-                        "taridx", what, field=key, detail="wrong type", expected=typ.__name__, got=v
-                    )
-                )
-        if state["version"] != STATE_VERSION:
-            raise FormatError(
-                describe(
-                    "taridx", what, field="version", expected=STATE_VERSION, got=state["version"]
-                )
-            )
-        # ranges, before any comparison: a malformed state is a FormatError naming its field
-        for key, ok, expected in (
-            ("n", state["n"] >= 0, ">= 0"),
-            ("seed", state["seed"] >= 0, ">= 0"),
-            ("world_size", state["world_size"] >= 1, ">= 1"),
-            (
-                "rank",
-                0 <= state["rank"] < state["world_size"],
-                f"0 <= rank < {state['world_size']}",
-            ),
-            ("block", state["block"] >= 1, ">= 1"),
-            ("epoch", state["epoch"] >= 0, ">= 0"),
-        ):
-            if not ok:
-                raise FormatError(
-                    describe(
-                        "taridx",
-                        what,
-                        field=key,
-                        detail="out of range",
-                        expected=expected,
-                        got=state[key],
-                    )
-                )
+        _check_state(state, what)
         mine = self.state_dict()
         for key, detail in (
             ("fingerprint", "saved for another dataset"),
@@ -328,6 +277,60 @@ class EpochSampler:
         self.epoch = state["epoch"]
         self.position = state["position"]
         self._resume = state["position"]
+
+
+def _check_state(state: Any, what: str) -> None:
+    """Every field of a sampler state has its type and range (FormatError naming it)."""
+    if not isinstance(state, Mapping):
+        raise FormatError(describe("taridx", what, expected="a mapping", got=type(state)))
+    for key, typ in (
+        ("version", int),
+        ("fingerprint", str),
+        ("n", int),
+        ("seed", int),
+        ("world_size", int),
+        ("rank", int),
+        ("shuffle", bool),
+        ("drop_last", bool),
+        ("block", int),
+        ("epoch", int),
+        ("position", int),
+    ):
+        v = state.get(key)
+        if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
+            raise FormatError(
+                describe(
+                    "taridx", what, field=key, detail="wrong type", expected=typ.__name__, got=v
+                )
+            )
+    if state["version"] != STATE_VERSION:
+        raise FormatError(
+            describe("taridx", what, field="version", expected=STATE_VERSION, got=state["version"])
+        )
+    # ranges, before any comparison: a malformed state is a FormatError naming its field
+    for key, ok, expected in (
+        ("n", state["n"] >= 0, ">= 0"),
+        ("seed", state["seed"] >= 0, ">= 0"),
+        ("world_size", state["world_size"] >= 1, ">= 1"),
+        (
+            "rank",
+            0 <= state["rank"] < state["world_size"],
+            f"0 <= rank < {state['world_size']}",
+        ),
+        ("block", state["block"] >= 1, ">= 1"),
+        ("epoch", state["epoch"] >= 0, ">= 0"),
+    ):
+        if not ok:
+            raise FormatError(
+                describe(
+                    "taridx",
+                    what,
+                    field=key,
+                    detail="out of range",
+                    expected=expected,
+                    got=state[key],
+                )
+            )
 
 
 def index_fingerprint(buf: Any) -> str:
