@@ -3,9 +3,13 @@
 Decompression never trusts a frame's header: it decodes in streaming mode straight into the
 preallocated output (no intermediate ``bytes``) and fails when the stream would produce more or
 fewer bytes than expected, so a decompression bomb costs at most the expected size.
+:func:`zstd_decode_pieces` decodes in pieces of a fixed size through one reused buffer, for
+verifiers, which keep nothing: their memory does not grow with the decoded size.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterator
 
 import numpy as np
 import zstandard
@@ -19,11 +23,14 @@ __all__ = [
     "zstd_compress",
     "zstd_decompress_into",
     "zstd_decompress",
+    "zstd_decode_pieces",
     "zstd_content_size",
     "ZSTD_MAGIC",
 ]
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: Decoded bytes per piece of :func:`zstd_decode_pieces`.
+PIECE = 1 << 20
 
 
 def zstd_compress(
@@ -66,6 +73,66 @@ def zstd_decompress_into(
     if out_mv.readonly:
         raise ValueError(f"{fmt}: {what}: output buffer is read-only")
     expected = out_mv.nbytes
+    src_mv = _checked_head(src, expected, fmt, what, offset)
+    try:
+        reader = zstandard.ZstdDecompressor().stream_reader(src_mv, read_across_frames=True)
+        got = 0
+        while got < expected:
+            n = reader.readinto(out_mv[got:])
+            if n == 0:
+                break
+            got += n
+        extra = reader.read(1) if got == expected else b""
+    except zstandard.ZstdError as exc:
+        raise IntegrityError(
+            fmt=fmt, obj=what, offset=offset, detail=f"corrupt zstd data: {exc}"
+        ) from None
+    _check_total(got, expected, bool(extra), fmt, what, offset)
+
+
+def zstd_decode_pieces(
+    src: object,
+    expected: int,
+    *,
+    fmt: str = "zstd",
+    what: str = "payload",
+    offset: int = 0,
+    piece: int = PIECE,
+) -> Iterator[np.ndarray]:
+    """Decode the zstd stream ``src`` of ``expected`` decoded bytes in pieces, keeping none.
+
+    Yields read-only ``uint8`` views of one reused buffer of ``min(piece, expected)`` bytes:
+    each is valid until the next is asked for (hash or check it, do not keep it). Memory stays
+    at that buffer and zstd's window, whatever the decoded size. The checks are those of
+    :func:`zstd_decompress_into`, made as the stream goes: the decode stops with
+    :class:`IntegrityError` as soon as it would pass ``expected`` (never decoding more than
+    one byte beyond it), and at its end when it decoded fewer.
+    """
+    src_mv = _checked_head(src, expected, fmt, what, offset)
+    buf = np.empty(max(1, min(piece, expected)), np.uint8)
+    ro = buf.view()
+    ro.flags.writeable = False
+    got = 0
+    extra = b""
+    try:
+        with zstandard.ZstdDecompressor().stream_reader(src_mv, read_across_frames=True) as rd:
+            while got < expected:
+                n = rd.readinto(buf[: min(buf.size, expected - got)])
+                if n == 0:
+                    break
+                got += n
+                yield ro[:n]
+            if got == expected:
+                extra = rd.read(1)
+    except zstandard.ZstdError as exc:
+        raise IntegrityError(
+            fmt=fmt, obj=what, offset=offset, detail=f"corrupt zstd data: {exc}"
+        ) from None
+    _check_total(got, expected, bool(extra), fmt, what, offset)
+
+
+def _checked_head(src: object, expected: int, fmt: str, what: str, offset: int) -> memoryview:
+    """``src`` as bytes after its magic and declared content size (if any) are checked."""
     src_mv = byte_view(src)
     if src_mv.nbytes < 4 or bytes(src_mv[:4]) != ZSTD_MAGIC:
         raise FormatError(
@@ -92,19 +159,10 @@ def zstd_decompress_into(
             expected=expected,
             got=declared,
         )
-    try:
-        reader = zstandard.ZstdDecompressor().stream_reader(src_mv, read_across_frames=True)
-        got = 0
-        while got < expected:
-            n = reader.readinto(out_mv[got:])
-            if n == 0:
-                break
-            got += n
-        extra = reader.read(1) if got == expected else b""
-    except zstandard.ZstdError as exc:
-        raise IntegrityError(
-            fmt=fmt, obj=what, offset=offset, detail=f"corrupt zstd data: {exc}"
-        ) from None
+    return src_mv
+
+
+def _check_total(got: int, expected: int, extra: bool, fmt: str, what: str, offset: int) -> None:
     if got != expected or extra:
         raise IntegrityError(
             fmt=fmt,

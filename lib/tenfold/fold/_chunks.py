@@ -21,7 +21,7 @@ from ..core import parallel
 from ..core.alloc import empty
 from ..core.bounds import Budget, Limits, check_limit
 from ..core.checksums import crc32c, sha256_hex
-from ..core.compression import zstd_content_size, zstd_decompress_into
+from ..core.compression import zstd_content_size, zstd_decode_pieces, zstd_decompress_into
 from ..core.mapped import MappedFile
 from ..errors import (
     FormatError,
@@ -286,6 +286,34 @@ class ChunkReading:
     def decode(self, c: ChunkInfo, comp: np.ndarray, budget: Budget | None = None) -> np.ndarray:
         """Decompress verified stored bytes into the chunk's payload (read-only uint8); the
         output is charged to ``budget`` (default: a fresh one from ``limits``)."""
+        if not self._compressed(c, comp):
+            return comp
+        out = empty(
+            c.uncomp_len,
+            np.uint8,
+            fmt=FMT,
+            what=c.what,
+            offset=c.payload_offset,
+            budget=self.limits.budget() if budget is None else budget,
+        )
+        zstd_decompress_into(comp, out, fmt=FMT, what=c.what, offset=c.payload_offset)
+        out.flags.writeable = False
+        return out
+
+    def check_decode(self, c: ChunkInfo, comp: np.ndarray) -> None:
+        """Every check of :meth:`decode`, keeping nothing: a zstd chunk is decoded in pieces
+        through one small buffer (verify and repair), so memory does not grow with
+        ``uncomp_len``."""
+        if self._compressed(c, comp):
+            pieces = zstd_decode_pieces(
+                comp, c.uncomp_len, fmt=FMT, what=c.what, offset=c.payload_offset
+            )
+            for _ in pieces:
+                pass
+
+    def _compressed(self, c: ChunkInfo, comp: np.ndarray) -> bool:
+        """Whether ``comp`` is to be decompressed (after checking flags and sizes), or is the
+        payload itself."""
         if c.flags == FLAG_NONE:
             if c.comp_len != c.uncomp_len:
                 raise FormatError(
@@ -297,7 +325,7 @@ class ChunkReading:
                     expected=c.comp_len,
                     got=c.uncomp_len,
                 )
-            return comp
+            return False
         if c.flags != FLAG_ZSTD:
             raise UnsupportedError(
                 fmt=FMT,
@@ -328,17 +356,7 @@ class ChunkReading:
                 expected=c.uncomp_len,
                 got=declared,
             )
-        out = empty(
-            c.uncomp_len,
-            np.uint8,
-            fmt=FMT,
-            what=c.what,
-            offset=c.payload_offset,
-            budget=self.limits.budget() if budget is None else budget,
-        )
-        zstd_decompress_into(comp, out, fmt=FMT, what=c.what, offset=c.payload_offset)
-        out.flags.writeable = False
-        return out
+        return True
 
 
 def _sha_async(buf: np.ndarray) -> concurrent.futures.Future:

@@ -45,7 +45,8 @@ def _stale_parity(r: Reader, c: ChunkInfo, comp: np.ndarray) -> int:
 
 
 def verify_reader(r: Reader) -> Report:
-    """Check every chunk of an open reader (full decode included)."""
+    """Check every chunk of an open reader (full decode included, in pieces: nothing decoded
+    is kept, so memory does not grow with the chunks' sizes)."""
     rep = Report(FMT, r.path or "<buffer>")
     rep.summary["chunks"] = len(r.chunks)
     rep.summary["version"] = r.version
@@ -71,7 +72,7 @@ def verify_reader(r: Reader) -> Report:
     for c in r.chunks:
         try:
             st = r.load_comp(c.name, tolerate_header=True)
-            r.decode(c, st.comp)
+            r.check_decode(c, st.comp)
         except TenfoldError as exc:
             rep.add_error(exc, c.what, offset=c.offset)
             continue
@@ -146,7 +147,7 @@ def _repair(src: Any, dst: Any, hmac_key: str | bytes | None) -> Report:
         for c in r.chunks:
             try:
                 st = r.load_comp(c.name, tolerate_header=True)
-                r.decode(c, st.comp)
+                r.check_decode(c, st.comp)
             except TenfoldError as exc:
                 rep.add(c.what, ERROR, f"not repaired: {exc}", offset=c.offset)
                 continue

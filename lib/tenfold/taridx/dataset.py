@@ -606,7 +606,15 @@ class Dataset:
         if self._rows_of is None:
             self._index()
         n = self._len
-        idx = np.fromiter((operator.index(i) for i in indices), np.int64)
+        wanted = [operator.index(i) for i in indices]
+        try:
+            idx = np.array(wanted, np.int64)
+        except OverflowError:  # beyond int64: out of range, as ds[i] says (not OverflowError)
+            for i in wanted:
+                j = i + n if i < 0 else i
+                if not 0 <= j < n:
+                    raise IndexError(f"sample {j} out of range for a split of {n}") from None
+            raise  # pragma: no cover - every value outside int64 is out of range
         if idx.size:
             idx[idx < 0] += n
             bad = np.flatnonzero((idx < 0) | (idx >= n))

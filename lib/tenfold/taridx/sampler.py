@@ -10,6 +10,7 @@ job stopped after ``k`` batches and restarted yields exactly the samples it had 
 from __future__ import annotations
 
 import hashlib
+import operator
 import sys
 from collections.abc import Iterator, Mapping
 from typing import Any
@@ -51,11 +52,18 @@ def epoch_order(
     then holds a few runs, each fetched as one range (see ``Dataset.__getitems__``), instead
     of one request per sample. ``block=1`` is the plain per-sample shuffle.
     """
+    n, rank, world_size, block = (
+        _count("n", n),
+        _count("rank", rank, None),
+        _count("world_size", world_size, None),
+        _count("block", block, None),
+    )
     if world_size < 1 or not 0 <= rank < world_size:
         raise ValueError(f"rank {rank} not in [0, world_size={world_size})")
     if block < 1:
         raise ValueError(f"block must be >= 1, got {block}")
-    rng = np.random.default_rng([int(seed), int(epoch)])
+    seed, epoch = _count("seed", seed), _count("epoch", epoch)
+    rng = np.random.default_rng([seed, epoch])
     if not shuffle:
         order = np.arange(n)
     elif block == 1:
@@ -77,6 +85,20 @@ def epoch_order(
     return order[rank * per : (rank + 1) * per]
 
 
+def _count(name: str, value: Any, low: int | None = 0) -> int:
+    """``value`` as an int of at least ``low`` (None: any); TypeError for what is not an
+    integer (a bool or a float included), ValueError below ``low``."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{name} must be an int, got {type(value).__name__}") from None
+    if low is not None and v < low:
+        raise ValueError(f"{name} must be >= {low}, got {v}")
+    return v
+
+
 def _dist() -> tuple[int, int] | None:
     """``(rank, world_size)`` from ``torch.distributed`` when a process group is initialised."""
     torch = sys.modules.get("torch")
@@ -93,8 +115,8 @@ def _dist() -> tuple[int, int] | None:
 
 def _fingerprint(data: Any) -> str:
     """What identifies the samples: the index's bytes (a Dataset) or the count (an int)."""
-    if isinstance(data, int):
-        return f"n={data}"
+    if isinstance(data, (int, np.integer)):
+        return f"n={int(data)}"
     fp = getattr(data, "fingerprint", None)
     if callable(fp):
         return str(fp())
@@ -135,16 +157,20 @@ class EpochSampler:
         drop_last: bool = False,
         block: int = 1,
     ) -> None:
-        self.n = data if isinstance(data, int) else len(data)
+        self.n = _count("n", data) if isinstance(data, (int, np.integer)) else len(data)
         self._data = data
-        self.shuffle, self.seed, self.drop_last = bool(shuffle), int(seed), bool(drop_last)
-        self.block = int(block)
+        self.shuffle, self.drop_last = bool(shuffle), bool(drop_last)
+        self.seed = _count("seed", seed)
+        self.block = _count("block", block, None)
         got = _dist() if rank is None or world_size is None else None
         if rank is None:
             rank = got[0] if got is not None else 0
         if world_size is None:
             world_size = got[1] if got is not None else 1
-        self.rank, self.world_size = int(rank), int(world_size)
+        self.rank, self.world_size = (
+            _count("rank", rank, None),
+            _count("world_size", world_size, None),
+        )
         self.epoch = 0
         #: samples of the current epoch this rank has yielded
         self.position = 0
@@ -154,7 +180,7 @@ class EpochSampler:
 
     def set_epoch(self, epoch: int) -> None:
         """Start epoch ``epoch`` (from its beginning unless a loaded state is for this epoch)."""
-        epoch = int(epoch)
+        epoch = _count("epoch", epoch)
         if epoch != self.epoch:
             self._resume = None
             self.position = 0
@@ -214,30 +240,7 @@ class EpochSampler:
         """Continue from ``state`` (see :meth:`state_dict`); the next iteration yields the
         rest of its epoch."""
         what = "sampler state"
-        if not isinstance(state, Mapping):
-            raise FormatError(describe("taridx", what, expected="a mapping", got=type(state)))
-        for key, typ in (
-            ("version", int),
-            ("fingerprint", str),
-            ("n", int),
-            ("seed", int),
-            ("world_size", int),
-            ("rank", int),
-            ("shuffle", bool),
-            ("drop_last", bool),
-            ("block", int),
-            ("epoch", int),
-            ("position", int),
-        ):
-            v = state.get(key)
-            if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
-                raise FormatError(describe("taridx", what, field=key, expected=typ.__name__, got=v))
-        if state["version"] != STATE_VERSION:
-            raise FormatError(
-                describe(
-                    "taridx", what, field="version", expected=STATE_VERSION, got=state["version"]
-                )
-            )
+        _check_state(state, what)
         mine = self.state_dict()
         for key, detail in (
             ("fingerprint", "saved for another dataset"),
@@ -266,6 +269,7 @@ class EpochSampler:
                     "taridx",
                     what,
                     field="position",
+                    detail="out of range",
                     expected=f"0 <= position <= {len(self)}",
                     got=state["position"],
                 )
@@ -273,6 +277,60 @@ class EpochSampler:
         self.epoch = state["epoch"]
         self.position = state["position"]
         self._resume = state["position"]
+
+
+def _check_state(state: Any, what: str) -> None:
+    """Every field of a sampler state has its type and range (FormatError naming it)."""
+    if not isinstance(state, Mapping):
+        raise FormatError(describe("taridx", what, expected="a mapping", got=type(state)))
+    for key, typ in (
+        ("version", int),
+        ("fingerprint", str),
+        ("n", int),
+        ("seed", int),
+        ("world_size", int),
+        ("rank", int),
+        ("shuffle", bool),
+        ("drop_last", bool),
+        ("block", int),
+        ("epoch", int),
+        ("position", int),
+    ):
+        v = state.get(key)
+        if not isinstance(v, typ) or (typ is int and isinstance(v, bool)):
+            raise FormatError(
+                describe(
+                    "taridx", what, field=key, detail="wrong type", expected=typ.__name__, got=v
+                )
+            )
+    if state["version"] != STATE_VERSION:
+        raise FormatError(
+            describe("taridx", what, field="version", expected=STATE_VERSION, got=state["version"])
+        )
+    # ranges, before any comparison: a malformed state is a FormatError naming its field
+    for key, ok, expected in (
+        ("n", state["n"] >= 0, ">= 0"),
+        ("seed", state["seed"] >= 0, ">= 0"),
+        ("world_size", state["world_size"] >= 1, ">= 1"),
+        (
+            "rank",
+            0 <= state["rank"] < state["world_size"],
+            f"0 <= rank < {state['world_size']}",
+        ),
+        ("block", state["block"] >= 1, ">= 1"),
+        ("epoch", state["epoch"] >= 0, ">= 0"),
+    ):
+        if not ok:
+            raise FormatError(
+                describe(
+                    "taridx",
+                    what,
+                    field=key,
+                    detail="out of range",
+                    expected=expected,
+                    got=state[key],
+                )
+            )
 
 
 def index_fingerprint(buf: Any) -> str:

@@ -6,21 +6,23 @@ every frame but the last of the same decoded size), then a zstd skippable frame 
 (frame count u32, descriptor u8, magic ``0x8F92EAB1``).
 
 Decoding checks the whole table against the blob length and ``decoded_length`` before writing
-a byte, then decodes each frame into its slice of the output with an exact size bound.
+a byte, then decodes each frame into its slice of the output with an exact size bound
+(:func:`decode_pieces`, for verifiers, decodes in pieces through one reused buffer instead).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 import zstandard
 
 from ..core.buffers import byte_view
-from ..core.compression import ZSTD_MAGIC, zstd_decompress_into
+from ..core.compression import ZSTD_MAGIC, zstd_decode_pieces, zstd_decompress_into
 from ._v2spec import reject
 
-__all__ = ["decode_into", "encode", "FRAME_SIZE"]
+__all__ = ["decode_into", "decode_pieces", "encode", "FRAME_SIZE"]
 
 SKIPPABLE_MAGIC = 0x184D2A5E
 SEEK_MAGIC = 0x8F92EAB1
@@ -176,14 +178,14 @@ def decode_range(
     return out
 
 
-def decode_into(src: object, out: np.ndarray, *, what: str, offset: int) -> None:
-    """Decode the seekable stream ``src`` into ``out`` (filled exactly)."""
-    mv = byte_view(src)
-    dst = out.reshape(-1).view(np.uint8)
-    frames = _table(mv, dst.nbytes, what, offset)
-    cpos = dpos = 0
-    for csize, dsize in frames:
-        frame = mv[cpos : cpos + csize]
+def _frames(
+    src: memoryview, decoded: int, what: str, offset: int
+) -> Iterator[tuple[int, int, int]]:
+    """``(stored offset, stored size, decoded size)`` of each frame, its checksum flag checked
+    (the whole table is checked first)."""
+    cpos = 0
+    for csize, dsize in _table(src, decoded, what, offset):
+        frame = src[cpos : cpos + csize]
         if csize < 5 or bytes(frame[:4]) != ZSTD_MAGIC or not frame[4] & 0x04:
             raise reject(
                 "encoding-data",
@@ -191,11 +193,35 @@ def decode_into(src: object, out: np.ndarray, *, what: str, offset: int) -> None
                 offset=offset + cpos,
                 detail="zstd-seekable: frame without a content checksum",
             )
-        zstd_decompress_into(
-            frame, dst[dpos : dpos + dsize], fmt="zt", what=what, offset=offset + cpos
-        )
+        yield cpos, csize, dsize
         cpos += csize
+
+
+def decode_into(src: object, out: np.ndarray, *, what: str, offset: int) -> None:
+    """Decode the seekable stream ``src`` into ``out`` (filled exactly)."""
+    mv = byte_view(src)
+    dst = out.reshape(-1).view(np.uint8)
+    dpos = 0
+    for cpos, csize, dsize in _frames(mv, dst.nbytes, what, offset):
+        zstd_decompress_into(
+            mv[cpos : cpos + csize],
+            dst[dpos : dpos + dsize],
+            fmt="zt",
+            what=what,
+            offset=offset + cpos,
+        )
         dpos += dsize
+
+
+def decode_pieces(src: object, decoded: int, *, what: str, offset: int) -> Iterator[np.ndarray]:
+    """The seekable stream ``src`` (``decoded`` bytes) decoded in pieces, with the checks of
+    :func:`decode_into`; each piece is valid until the next (see
+    :func:`~tenfold.core.compression.zstd_decode_pieces`), so nothing is kept."""
+    mv = byte_view(src)
+    for cpos, csize, dsize in _frames(mv, decoded, what, offset):
+        yield from zstd_decode_pieces(
+            mv[cpos : cpos + csize], dsize, fmt="zt", what=what, offset=offset + cpos
+        )
 
 
 def encode(data: object, level: int = 3, frame_size: int = FRAME_SIZE) -> bytes:

@@ -1084,25 +1084,30 @@ _LAYOUT_CHECKS: dict[str, Any] = {
 
 
 # -- data rules (when decoding or verifying) ------------------------------------------------------
-def check_type_data(info: ObjectInfo, part: PartInfo, raw: np.ndarray, count: int | None) -> None:
-    """Logical-type data rules over decoded bytes ``raw`` (bool bytes 0/1, f4 final nibble)."""
+def check_type_data(
+    info: ObjectInfo, part: PartInfo, raw: np.ndarray, count: int | None, start: int = 0
+) -> None:
+    """Logical-type data rules over decoded bytes ``raw`` (bool bytes 0/1, f4 final nibble).
+
+    ``raw`` may be a piece of the part that starts ``start`` bytes in (the final-nibble rule
+    is then checked on the last piece, given with ``count``)."""
     if part.type == "bool":
         if raw.size and int(raw.max()) > 1:
-            bad = int(np.flatnonzero(raw > 1)[0])
+            bad = start + int(np.flatnonzero(raw > 1)[0])
             raise reject(
                 "layout-data",
                 f"object {info.name!r} part {part.name!r}",
                 offset=part.offset + bad,
                 detail="bool byte is not 0 or 1",
                 expected="0 or 1",
-                got=int(raw[bad]),
+                got=int(raw[bad - start]),
             )
     elif part.type == "f4_e2m1" and count is not None and count % 2 and raw.size:
         if int(raw[-1]) >> 4:
             raise reject(
                 "layout-data",
                 f"object {info.name!r} part {part.name!r}",
-                offset=part.offset + raw.size - 1,
+                offset=part.offset + start + raw.size - 1,
                 detail="final odd f4 nibble is not zero",
                 expected="high nibble 0",
                 got=f"{int(raw[-1]):#04x}",

@@ -30,6 +30,7 @@ footer and exactly the size the table gives (its whole-file digest is checked by
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Iterator, Mapping
@@ -115,6 +116,15 @@ def digest_hex(algo: str, data: object) -> str:
         return xxh3_hex(data)
     if algo == "sha256":
         return sha256_hex(data)
+    raise reject("unsupported", "digest", detail="unknown digest algorithm", got=algo)
+
+
+def digest_hasher(algo: str) -> Any:
+    """A hashlib-style object (``update``, ``hexdigest``) giving :func:`digest_hex`'s value."""
+    if algo == "xxh3":
+        return xxhash.xxh3_64()
+    if algo == "sha256":
+        return hashlib.sha256()
     raise reject("unsupported", "digest", detail="unknown digest algorithm", got=algo)
 
 
@@ -596,6 +606,30 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
         what = f"object {name!r} part {part!r}"
         if p.encoding is None:
             return self._file(p).u8(p.offset, p.length, what)
+        self._check_encoding(p, what)
+        out = empty(p.decoded_length, np.uint8, fmt=FMT, what=what, offset=p.offset)
+        _seekable.decode_into(
+            self._file(p).u8(p.offset, p.length, what), out, what=what, offset=p.offset
+        )
+        return out
+
+    def _pieces(self, info: ObjectInfo, p: PartInfo) -> Iterator[np.ndarray]:
+        """A part's decoded bytes in pieces, each valid until the next (verification keeps
+        nothing, so its memory does not grow with the part)."""
+        what = f"object {info.name!r} part {p.name!r}"
+        stored = self._file(p).u8(p.offset, p.length, what)
+        if p.encoding is None:
+            yield stored
+            return
+        self._check_encoding(p, what)
+        yield from _seekable.decode_pieces(
+            stored,
+            p.decoded_length,  # type: ignore[arg-type]
+            what=what,
+            offset=p.offset,
+        )
+
+    def _check_encoding(self, p: PartInfo, what: str) -> None:
         if p.encoding != ZSTD_SEEKABLE:
             raise reject(
                 "unsupported",
@@ -615,11 +649,6 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
                 got=p.decoded_length,
                 cls=LimitError,
             )
-        out = empty(p.decoded_length, np.uint8, fmt=FMT, what=what, offset=p.offset)
-        _seekable.decode_into(
-            self._file(p).u8(p.offset, p.length, what), out, what=what, offset=p.offset
-        )
-        return out
 
     def _checked(self, info: ObjectInfo, p: PartInfo, raw: np.ndarray, count: int | None) -> None:
         key = (info.name, p.name)
@@ -642,13 +671,13 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
             )
 
     def verify_part(self, name: str, part: str) -> None:
-        """Decode one part and check its digest and its logical type's data rules."""
+        """Decode one part and check its digest and its logical type's data rules (decoded
+        in pieces, keeping none: the memory it takes does not grow with the part)."""
         info = self.info(name)
         p = self._part(info, part)
-        raw = self.decoded(name, part)
-        if p.digest is not None:
-            self._check_digest(info, p, raw)
-        if p.type is not None and p.type not in LOGICAL:
+        known = p.type is None or p.type in LOGICAL
+        self._scan_part(info, p, types=known)
+        if not known:
             raise reject(
                 "unsupported",
                 f"object {name!r} part {part!r}",
@@ -656,8 +685,45 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
                 detail="unknown logical type",
                 got=p.type,
             )
-        count = info.numel if info.layout == DENSE else None
-        check_type_data(info, p, raw, count)
+
+    def _digest_scan(self, info: ObjectInfo, p: PartInfo) -> Any:
+        """The hasher a scan feeds (v2 digests cover the decoded bytes), or None."""
+        if p.digest is None:
+            return None
+        if p.digest_algo not in DIGESTS:
+            what = f"object {info.name!r} part {p.name!r}"
+            raise reject(
+                "unsupported", what, field="digest", detail="unknown algorithm", got=p.digest_algo
+            )
+        return digest_hasher(p.digest_algo)  # type: ignore[arg-type]
+
+    def _scan_part(self, info: ObjectInfo, p: PartInfo, *, types: bool = True) -> None:
+        """Decode part ``p`` in pieces, checking its digest and (with ``types``) its logical
+        type's data rules on each piece as it goes; nothing is kept."""
+        hasher = self._digest_scan(info, p)
+        pos = 0
+        last = np.empty(0, np.uint8)
+        for piece in self._pieces(info, p):
+            if hasher is not None:
+                hasher.update(piece)
+            if types:
+                check_type_data(info, p, piece, None, pos)
+            if piece.size:
+                last = piece[-1:].copy()
+            pos += piece.size
+        if hasher is not None:
+            got = hasher.hexdigest()
+            if got != p.digest_hex:
+                raise reject(
+                    "digest",
+                    f"object {info.name!r} part {p.name!r}",
+                    offset=p.offset,
+                    field=f"{p.digest_algo} digest",
+                    expected=p.digest_hex,
+                    got=got,
+                )
+        if types and info.layout == DENSE:
+            check_type_data(info, p, last, info.numel, pos - last.size)
 
     def _typed(
         self, info: ObjectInfo, role: str, count: int, shape: tuple[int, ...] | None, copy: bool
@@ -911,7 +977,7 @@ def check_v2(reader: V2Reader, report: Report) -> Report:
                 if p.type is None or p.type in LOGICAL:
                     reader.verify_part(info.name, role)
                 elif p.digest is not None:
-                    reader._check_digest(info, p, reader.decoded(info.name, role))
+                    reader._scan_part(info, p, types=False)
             if info.layout in reader._SPARSE:
                 reader._read_sparse(info)
             sums = info.checksum or "no digest"
