@@ -13,6 +13,8 @@ keeps working::
         UncorrectableError(IntegrityError)       ECC could not repair
       EncodeError(TenfoldError, ValueError)      a writer was given what the format cannot hold
 
+    UnverifiedRemoteWarning(UserWarning)         a remote object with no ETag or Last-Modified
+
 Messages follow one form: ``"<format>: <object> at offset 0x1f8: <field> mismatch; expected
 36, got 32"`` (lower case, no final period), with the rule, where a format names one, at the end
 in brackets. The parts are also attributes of the exception, so code that handles an error reads
@@ -45,6 +47,7 @@ __all__ = [
     "IntegrityError",
     "UncorrectableError",
     "EncodeError",
+    "UnverifiedRemoteWarning",
     "describe",
     "Message",
     "FIELDS",
@@ -166,6 +169,13 @@ class UncorrectableError(IntegrityError):
 
 class EncodeError(TenfoldError, ValueError):
     """A writer was given something the format cannot hold."""
+
+
+class UnverifiedRemoteWarning(UserWarning):
+    """A remote object was opened whose server gives nothing (no ETag, no Last-Modified) to
+    tell one version from another, so a change while it is read can be detected only by its
+    size. Turn it into an error with ``warnings.simplefilter("error", UnverifiedRemoteWarning)``
+    to refuse such objects."""
 
 
 def describe(
