@@ -49,7 +49,7 @@ import re
 import threading
 import warnings
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -76,6 +76,7 @@ __all__ = [
     "CONNECT_TIMEOUT",
     "READ_TIMEOUT",
     "fetch_prefix",
+    "cat_ranges",
 ]
 
 #: Speculative first block fetched when a remote file's header sits at its start.
@@ -94,6 +95,7 @@ COALESCE_MAX = 256 << 20
 #: A deferred magic check is folded into a data request that starts at most this far in.
 _HEAD_SLACK = 64 << 10
 _PREAD_MAX = 1 << 30
+_GATHER = 64  # range requests in flight at once in cat_ranges
 _Bytes = bytes  # SourceFile has a method named bytes
 _RECENT = 2
 
@@ -467,13 +469,7 @@ class _Remote:
             with self._errors("metadata"):
                 details = _info(self.fs, self.path)
             self.stats["requests"] += 1
-        protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
-        if "s3" in protocols or "s3a" in protocols:
-            self.mode = "s3"
-        elif "http" in protocols or "https" in protocols:
-            self.mode = "http"
-        else:
-            self.mode = "recheck"
+        self.mode = _mode(self.fs)
         self._timeout = _http_timeout(self.fs) if self.mode == "http" else {}
         if details.get("size") is None and self.mode == "http":
             # no Content-Length (a chunked answer): the size from a one-byte range request
@@ -605,12 +601,70 @@ def fetch_prefix(fs: Any, path: str, limit: int) -> bytes:
     within the remote timeouts (:data:`CONNECT_TIMEOUT`, :data:`READ_TIMEOUT`). Callers use
     ``limit = cap + 1`` to tell an object longer than ``cap`` from one that fits. Failures
     are raised as fsspec or aiohttp give them (the caller names the URL)."""
-    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    if "http" in protocols or "https" in protocols:
+    if _mode(fs) == "http":
         from fsspec.asyn import sync
 
         return sync(fs.loop, _http.http_prefix, fs, path, limit, _http_timeout(fs))  # type: ignore[no-any-return]
     return bytes(fs.cat_file(path, start=0, end=limit))
+
+
+def cat_ranges(
+    fs: Any,
+    paths: Sequence[str],
+    starts: Sequence[int],
+    ends: Sequence[int],
+    *,
+    fmt: str,
+    known: Mapping[str, tuple[int, str | None]] | None = None,
+) -> list[Any]:
+    """``fs.cat_ranges(paths, starts, ends, on_error="return")`` with, on HTTP and S3, every
+    response checked as a remote reader's are (:mod:`tenfold.core._http`) against
+    ``known[path] = (size, etag)`` where given (size -1: not known), bodies streamed and cut
+    at the bytes asked for, within the remote timeouts. Each result is a bytes-like object
+    or the exception that range raised (a changed object: :class:`IntegrityError`)."""
+    mode = _mode(fs)
+    if mode == "recheck":
+        return list(fs.cat_ranges(list(paths), list(starts), list(ends), on_error="return"))
+    import asyncio
+
+    from fsspec.asyn import sync
+
+    timeout = _http_timeout(fs)
+    seen = known or {}
+
+    async def one(gate: asyncio.Semaphore, path: str, start: int, end: int) -> Any:
+        out = np.empty(max(0, end - start), np.uint8)
+        size, etag = seen.get(path, (-1, None))
+        expect = _http.Expect(fmt, path, size, etag, None)
+        try:
+            async with gate:
+                if out.size and mode == "http":
+                    await _http.http_range(fs, path, start, out, expect, timeout)
+                elif out.size:
+                    bucket, key, vers = fs.split_path(path)
+                    await _http.s3_range(fs, bucket, key, vers, start, out, expect)
+        except Exception as exc:  # noqa: BLE001 - returned, as fsspec's on_error="return"
+            return exc
+        return out.data
+
+    async def gather() -> list[Any]:
+        gate = asyncio.Semaphore(_GATHER)
+        return list(
+            await asyncio.gather(
+                *(one(gate, p, a, b) for p, a, b in zip(paths, starts, ends, strict=True))
+            )
+        )
+
+    return sync(fs.loop, gather)  # type: ignore[no-any-return]
+
+
+def _mode(fs: Any) -> str:
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if "s3" in protocols or "s3a" in protocols:
+        return "s3"
+    if "http" in protocols or "https" in protocols:
+        return "http"
+    return "recheck"
 
 
 def _info(fs: Any, path: str) -> dict[str, Any]:
@@ -630,8 +684,7 @@ def _info(fs: Any, path: str) -> dict[str, Any]:
 def _http_timeout(fs: Any) -> dict[str, Any]:
     """tenfold's default timeouts as an aiohttp request option, for an HTTP filesystem whose
     caller set none (``timeout`` in its storage options or in ``client_kwargs``)."""
-    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
-    if "http" not in protocols and "https" not in protocols:
+    if _mode(fs) != "http":
         return {}
     if "timeout" in getattr(fs, "kwargs", {}) or "timeout" in getattr(fs, "client_kwargs", {}):
         return {}
