@@ -586,12 +586,19 @@ class _Remote:
             def one(o: int, out: np.ndarray) -> Any:
                 return _http.http_range(self.fs, self.path, o, out, self.expect, self._timeout)
 
-        async def gather() -> None:
+        async def gather() -> list[Any]:
             import asyncio
 
-            await asyncio.gather(*(one(o, out) for (o, _n), out in zip(ranges, outs, strict=True)))
+            pairs = zip(ranges, outs, strict=True)
+            return await asyncio.gather(
+                *(one(o, out) for (o, _n), out in pairs), return_exceptions=True
+            )
 
-        sync(self.fs.loop, gather)
+        # every request ends (none is left writing into an array after we return); a changed
+        # object is reported before other failures
+        errors = [e for e in sync(self.fs.loop, gather) if isinstance(e, BaseException)]
+        if errors:
+            raise next((e for e in errors if isinstance(e, TenfoldError)), errors[0])
 
 
 def fetch_prefix(fs: Any, path: str, limit: int) -> bytes:
