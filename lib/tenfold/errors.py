@@ -14,6 +14,8 @@ keeps working::
       EncodeError(TenfoldError, ValueError)      a writer was given what the format cannot hold
       LockedError(TenfoldError, TimeoutError)    another writer holds the file's lock
 
+    UnverifiedRemoteWarning(UserWarning)         a remote object with no ETag or Last-Modified
+
 Messages follow one form: ``"<format>: <object> at offset 0x1f8: <field> mismatch; expected
 36, got 32"`` (lower case, no final period), with the rule, where a format names one, at the end
 in brackets. The parts are also attributes of the exception, so code that handles an error reads
@@ -47,6 +49,7 @@ __all__ = [
     "UncorrectableError",
     "EncodeError",
     "LockedError",
+    "UnverifiedRemoteWarning",
     "describe",
     "Message",
     "FIELDS",
@@ -174,6 +177,13 @@ class LockedError(TenfoldError, TimeoutError):
     """A file changed in place (e.g. a zTensor append) is locked by another writer and stayed
     so for the time allowed, or the calling thread holds its lock already
     (see :mod:`tenfold.core.locking`)."""
+
+
+class UnverifiedRemoteWarning(UserWarning):
+    """A remote object was opened whose server gives nothing (no ETag, no Last-Modified) to
+    tell one version from another, so a change while it is read can be detected only by its
+    size. Turn it into an error with ``warnings.simplefilter("error", UnverifiedRemoteWarning)``
+    to refuse such objects."""
 
 
 def describe(

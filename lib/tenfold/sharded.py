@@ -239,7 +239,9 @@ def _fetch_index(url: str, storage_options: dict[str, Any] | None) -> tuple[str,
     fsspec = require("fsspec", extra="remote", what=f"{FMT}: reading a URL")
     try:
         fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
-        data = fs.cat_file(path, start=0, end=MAX_INDEX_BYTES + 1)
+        from .core.source import fetch_prefix  # stops at the limit even on a 200 answer
+
+        data = fetch_prefix(fs, path, MAX_INDEX_BYTES + 1)
     except FileNotFoundError as exc:
         raise FileNotFoundError(errno.ENOENT, f"{FMT}: {url}: index not found: {exc}", url) from exc
     except TenfoldError:

@@ -24,11 +24,17 @@ the end of the file (zTensor), else the first :data:`HEAD_BLOCK` bytes (safetens
 FOLD ...), or the whole object when it is at most twice that. A later range that a block
 covers only partly is completed with one request for the missing part.
 
-Consistency: the object's ETag (or, where the filesystem has none, its size and modification
-stamp) is recorded at open. S3 and HTTP range requests carry ``If-Match``; other filesystems
-re-check the stamp after each fetch. An object that changed between the index fetch and a
-tensor fetch raises :class:`~tenfold.errors.IntegrityError`, never mixes versions. Network
-and server errors raise :class:`OSError` naming the URL.
+Consistency (``docs/readers.md``, "Remote reads: consistency model"): the object's size and
+validators (ETag, Last-Modified, S3 VersionId; elsewhere a modification stamp) are recorded at
+open. Every HTTP or S3 range response is then checked on its own before its body is read
+(:mod:`tenfold.core._http`): the exact range and total size in ``Content-Range``, the
+validators it carries, a strong ETag sent as ``If-Match`` (a weak one never is). Bodies are
+streamed into place and never read past the bytes asked for. Other filesystems re-check the
+stamp after each fetch. An object that changed between the index fetch and a tensor fetch
+raises :class:`~tenfold.errors.IntegrityError`, never mixes versions; an object with no
+validator at all opens with an :class:`~tenfold.errors.UnverifiedRemoteWarning`. Network
+and server errors raise :class:`OSError` naming the URL (:class:`TimeoutError` after
+:data:`CONNECT_TIMEOUT` or :data:`READ_TIMEOUT` seconds without progress).
 
 Caching: wrap a URL in fsspec's caching layers to keep fetched bytes on local disk, e.g.
 ``simplecache::s3://bucket/model.zt`` (whole object downloaded once, then read locally) or
@@ -41,13 +47,22 @@ import errno
 import os
 import re
 import threading
+import warnings
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError, IntegrityError, TenfoldError, TruncatedError, describe
+from ..errors import (
+    FormatError,
+    IntegrityError,
+    TenfoldError,
+    TruncatedError,
+    UnverifiedRemoteWarning,
+    describe,
+)
+from . import _http
 from .bounds import MAX_ARRAY_BYTES, checked_numel
 from .mapped import MappedFile, open_regular
 
@@ -58,6 +73,10 @@ __all__ = [
     "HEAD_BLOCK",
     "TAIL_BLOCK",
     "COALESCE_GAP",
+    "CONNECT_TIMEOUT",
+    "READ_TIMEOUT",
+    "fetch_prefix",
+    "cat_ranges",
 ]
 
 #: Speculative first block fetched when a remote file's header sits at its start.
@@ -66,11 +85,17 @@ HEAD_BLOCK = 64 << 10
 TAIL_BLOCK = 128 << 10
 #: Ranges at most this far apart are fetched in one request when many are read at once.
 COALESCE_GAP = 64 << 10
+#: Seconds an HTTP connection may take to open, and a response may go without a byte, before
+#: the read fails with :class:`TimeoutError` naming the URL (when the caller's storage options
+#: set no ``timeout`` of their own; s3fs has its own, 5 s and 15 s, set by ``config_kwargs``).
+CONNECT_TIMEOUT = 30.0
+READ_TIMEOUT = 60.0
 #: Largest single coalesced request.
 COALESCE_MAX = 256 << 20
 #: A deferred magic check is folded into a data request that starts at most this far in.
 _HEAD_SLACK = 64 << 10
 _PREAD_MAX = 1 << 30
+_GATHER = 64  # range requests in flight at once in cat_ranges
 _Bytes = bytes  # SourceFile has a method named bytes
 _RECENT = 2
 
@@ -409,7 +434,16 @@ class _Pread:
             self.stats["bytes"] += got
 
 
-_STAMPS = ("ETag", "etag", "generation", "md5Hash", "LastModified", "Last-Modified", "mtime")
+_STAMPS = (
+    "ETag",
+    "etag",
+    "generation",
+    "md5Hash",
+    "LastModified",
+    "Last-Modified",
+    "mtime",
+    "created",  # memory://: a new upload is a new object
+)
 
 
 class _Remote:
@@ -431,21 +465,43 @@ class _Remote:
             self.fs, self.path = source.fs, source.path
             self.name = _unstrip(self.fs, self.path)
             details = getattr(source, "details", None)
-        if not details or "size" not in details or _stamp(details) is None:
+        if not details or details.get("size") is None or _stamp(details) is None:
             with self._errors("metadata"):
-                details = self.fs.info(self.path)
+                details = _info(self.fs, self.path)
             self.stats["requests"] += 1
+        self.mode = _mode(self.fs)
+        self._timeout = _http_timeout(self.fs) if self.mode == "http" else {}
+        if details.get("size") is None and self.mode == "http":
+            # no Content-Length (a chunked answer): the size from a one-byte range request
+            from fsspec.asyn import sync
+
+            probe = _http.Expect(fmt, self.name, -1, None, None)
+            with self._errors("metadata"):
+                got = sync(self.fs.loop, _http.http_probe, self.fs, self.path, probe, self._timeout)
+            self.stats["requests"] += 1
+            details = {**details, **{k: v for k, v in got.items() if not details.get(k)}}
+        if details.get("size") is None:
+            raise OSError(errno.EIO, f"{fmt}: {self.name}: metadata: the object's size is unknown")
         self.size = int(details["size"])
         self.etag = details.get("ETag") or details.get("etag")
         self.stamp = _stamp(details)
         self.version = details.get("VersionId")
-        protocols = self.fs.protocol if isinstance(self.fs.protocol, tuple) else (self.fs.protocol,)
-        if "s3" in protocols or "s3a" in protocols:
-            self.mode = "s3"
-        elif ("http" in protocols or "https" in protocols) and self.etag:
-            self.mode = "http"
-        else:
-            self.mode = "recheck"
+        last_modified = details.get("Last-Modified") or details.get("LastModified")
+        self.expect = _http.Expect(
+            fmt,
+            self.name,
+            self.size,
+            self.etag,
+            last_modified if isinstance(last_modified, str) else None,
+        )
+        if self.stamp is None if self.mode == "recheck" else not self.expect.validated:
+            warnings.warn(
+                f"{fmt}: {self.name}: the server gives no ETag or Last-Modified: a change of "
+                "the object while it is read cannot be detected beyond its size (see "
+                "docs/readers.md, remote consistency model)",
+                UnverifiedRemoteWarning,
+                stacklevel=4,
+            )
 
     def close(self) -> None:
         pass  # fsspec filesystems are shared, cached instances: nothing of ours to release
@@ -457,9 +513,14 @@ class _Remote:
         return self.fetch_many([(offset, length)])[0]
 
     def fetch_into(self, offset: int, dst: np.ndarray) -> None:
-        dst[:] = self.fetch(offset, dst.nbytes)
+        if self.mode == "recheck" or not dst.flags.c_contiguous:
+            dst[:] = self.fetch(offset, dst.nbytes)
+        else:  # streamed straight into the caller's array
+            self.fetch_many([(offset, dst.nbytes)], [dst.reshape(-1).view(np.uint8)])
 
-    def fetch_many(self, ranges: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+    def fetch_many(
+        self, ranges: Sequence[tuple[int, int]], outs: Sequence[np.ndarray] | None = None
+    ) -> list[np.ndarray]:
         if not ranges:
             return []
         if os.getpid() != self._pid:
@@ -469,15 +530,17 @@ class _Remote:
                 self.fs = type(self.fs)(**self.fs.storage_options)
             self._pid = os.getpid()
         what = f"bytes {ranges[0][0]}-{ranges[-1][0] + ranges[-1][1]}"
+        if self.mode != "recheck":
+            out = list(outs) if outs is not None else [np.empty(n, np.uint8) for _o, n in ranges]
+            with self._errors(what):
+                self._gather(ranges, out)
+            self.stats["requests"] += len(ranges)
+            self.stats["bytes"] += sum(n for _o, n in ranges)
+            return out
         with self._errors(what):
-            if self.mode == "s3":
-                blobs = self._s3(ranges)
-            elif self.mode == "http":
-                blobs = self._http(ranges)
-            else:
-                blobs = [self.fs.cat_file(self.path, start=o, end=o + n) for o, n in ranges]
+            blobs = [self.fs.cat_file(self.path, start=o, end=o + n) for o, n in ranges]
         self.stats["requests"] += len(ranges)
-        out = []
+        got: list[np.ndarray] = []
         for (o, n), blob in zip(ranges, blobs, strict=True):
             if len(blob) != n:
                 raise OSError(
@@ -486,14 +549,13 @@ class _Remote:
                     f"expected {n} (does the server honour Range requests?)",
                 )
             self.stats["bytes"] += n
-            out.append(np.frombuffer(blob, np.uint8))
-        if self.mode == "recheck":
-            with self._errors("metadata"):
-                now = self.fs.info(self.path)
-            self.stats["requests"] += 1
-            if int(now["size"]) != self.size or _stamp(now) != self.stamp:
-                raise self._changed((self.size, self.stamp), (int(now["size"]), _stamp(now)))
-        return out
+            got.append(np.frombuffer(blob, np.uint8))
+        with self._errors("metadata"):
+            now = self.fs.info(self.path)
+        self.stats["requests"] += 1
+        if int(now["size"]) != self.size or _stamp(now) != self.stamp:
+            raise self._changed((self.size, self.stamp), (int(now["size"]), _stamp(now)))
+        return got
 
     def _changed(self, expected: Any, got: Any) -> IntegrityError:
         return IntegrityError(
@@ -507,48 +569,142 @@ class _Remote:
             )
         )
 
-    def _s3(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    def _gather(self, ranges: Sequence[tuple[int, int]], outs: Sequence[np.ndarray]) -> None:
+        """Every range fetched concurrently into its array, each response checked on its own
+        (:mod:`tenfold.core._http`)."""
         from fsspec.asyn import sync
 
-        bucket, key, vers = self.fs.split_path(self.path)
-        version = vers or self.version
+        if self.mode == "s3":
+            bucket, key, vers = self.fs.split_path(self.path)
+            version = vers or self.version
 
-        async def one(o: int, n: int) -> bytes:
-            kw: dict[str, Any] = {"Bucket": bucket, "Key": key, "Range": f"bytes={o}-{o + n - 1}"}
-            if self.etag:
-                kw["IfMatch"] = self.etag
-            if version:
-                kw["VersionId"] = version
-            resp = await self.fs._call_s3("get_object", **kw)
-            try:
-                return bytes(await resp["Body"].read())
-            finally:
-                resp["Body"].close()
+            def one(o: int, out: np.ndarray) -> Any:
+                return _http.s3_range(self.fs, bucket, key, version, o, out, self.expect)
 
-        async def gather() -> list[bytes]:
+        else:
+
+            def one(o: int, out: np.ndarray) -> Any:
+                return _http.http_range(self.fs, self.path, o, out, self.expect, self._timeout)
+
+        async def gather() -> list[Any]:
             import asyncio
 
-            return list(await asyncio.gather(*(one(o, n) for o, n in ranges)))
-
-        return sync(self.fs.loop, gather)  # type: ignore[no-any-return]
-
-    def _http(self, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
-        from fsspec.asyn import sync
-
-        async def gather() -> list[bytes]:
-            import asyncio
-
-            headers = {"If-Match": self.etag}
-            return list(
-                await asyncio.gather(
-                    *(
-                        self.fs._cat_file(self.path, start=o, end=o + n, headers=headers)
-                        for o, n in ranges
-                    )
-                )
+            pairs = zip(ranges, outs, strict=True)
+            return await asyncio.gather(
+                *(one(o, out) for (o, _n), out in pairs), return_exceptions=True
             )
 
-        return sync(self.fs.loop, gather)  # type: ignore[no-any-return]
+        # every request ends (none is left writing into an array after we return); a changed
+        # object is reported before other failures
+        errors = [e for e in sync(self.fs.loop, gather) if isinstance(e, BaseException)]
+        if errors:
+            raise next((e for e in errors if isinstance(e, TenfoldError)), errors[0])
+
+
+def fetch_prefix(fs: Any, path: str, limit: int) -> bytes:
+    """At most the first ``limit`` bytes of ``path`` on fsspec filesystem ``fs``, with one
+    request whose body is read no further than ``limit`` bytes, whether or not the server
+    honours ``Range`` (an HTTP server answering 200 with the whole object is cut off there),
+    within the remote timeouts (:data:`CONNECT_TIMEOUT`, :data:`READ_TIMEOUT`). Callers use
+    ``limit = cap + 1`` to tell an object longer than ``cap`` from one that fits. Failures
+    are raised as fsspec or aiohttp give them (the caller names the URL)."""
+    if _mode(fs) == "http":
+        from fsspec.asyn import sync
+
+        return sync(fs.loop, _http.http_prefix, fs, path, limit, _http_timeout(fs))  # type: ignore[no-any-return]
+    return bytes(fs.cat_file(path, start=0, end=limit))
+
+
+def cat_ranges(
+    fs: Any,
+    paths: Sequence[str],
+    starts: Sequence[int],
+    ends: Sequence[int],
+    *,
+    fmt: str,
+    known: Mapping[str, tuple[int, str | None]] | None = None,
+) -> list[Any]:
+    """``fs.cat_ranges(paths, starts, ends, on_error="return")`` with, on HTTP and S3, every
+    response checked as a remote reader's are (:mod:`tenfold.core._http`) against
+    ``known[path] = (size, etag)`` where given (size -1: not known), bodies streamed and cut
+    at the bytes asked for, within the remote timeouts. Each result is a bytes-like object
+    or the exception that range raised (a changed object: :class:`IntegrityError`)."""
+    mode = _mode(fs)
+    if mode == "recheck":
+        return list(fs.cat_ranges(list(paths), list(starts), list(ends), on_error="return"))
+    import asyncio
+
+    from fsspec.asyn import sync
+
+    timeout = _http_timeout(fs)
+    seen = known or {}
+
+    async def one(gate: asyncio.Semaphore, path: str, start: int, end: int) -> Any:
+        out = np.empty(max(0, end - start), np.uint8)
+        size, etag = seen.get(path, (-1, None))
+        expect = _http.Expect(fmt, path, size, etag, None)
+        try:
+            async with gate:
+                if out.size and mode == "http":
+                    await _http.http_range(fs, path, start, out, expect, timeout)
+                elif out.size:
+                    bucket, key, vers = fs.split_path(path)
+                    await _http.s3_range(fs, bucket, key, vers, start, out, expect)
+        except Exception as exc:  # noqa: BLE001 - returned, as fsspec's on_error="return"
+            return exc
+        return out.data
+
+    async def gather() -> list[Any]:
+        gate = asyncio.Semaphore(_GATHER)
+        return list(
+            await asyncio.gather(
+                *(one(gate, p, a, b) for p, a, b in zip(paths, starts, ends, strict=True))
+            )
+        )
+
+    return sync(fs.loop, gather)  # type: ignore[no-any-return]
+
+
+def _mode(fs: Any) -> str:
+    protocols = fs.protocol if isinstance(fs.protocol, tuple) else (fs.protocol,)
+    if "s3" in protocols or "s3a" in protocols:
+        return "s3"
+    if "http" in protocols or "https" in protocols:
+        return "http"
+    return "recheck"
+
+
+def _info(fs: Any, path: str) -> dict[str, Any]:
+    """``fs.info(path)``, within tenfold's timeouts on HTTP (``fs.info`` itself cannot take
+    aiohttp's ``timeout``: fsspec's ``sync`` takes that name)."""
+    timeout = _http_timeout(fs)
+    if not timeout:
+        return fs.info(path)  # type: ignore[no-any-return]
+    from fsspec.asyn import sync
+
+    async def info() -> dict[str, Any]:
+        return await fs._info(path, **timeout)  # type: ignore[no-any-return]
+
+    return sync(fs.loop, info)  # type: ignore[no-any-return]
+
+
+def _http_timeout(fs: Any) -> dict[str, Any]:
+    """tenfold's default timeouts as an aiohttp request option, for an HTTP filesystem whose
+    caller set none (``timeout`` in its storage options or in ``client_kwargs``)."""
+    if _mode(fs) != "http":
+        return {}
+    if "timeout" in getattr(fs, "kwargs", {}) or "timeout" in getattr(fs, "client_kwargs", {}):
+        return {}
+    import aiohttp
+
+    return {
+        "timeout": aiohttp.ClientTimeout(
+            total=None,
+            connect=CONNECT_TIMEOUT,
+            sock_connect=CONNECT_TIMEOUT,
+            sock_read=READ_TIMEOUT,
+        )
+    }
 
 
 def _stamp(details: dict[str, Any]) -> Any:
@@ -598,8 +754,18 @@ class _RemoteErrors:
         r = self.r
         if _precondition_failed(exc):
             raise r._changed(r.etag, "a different ETag (HTTP 412)") from exc
+        if isinstance(exc, OSError) and str(exc.strerror or "").startswith(f"{r.fmt}: {r.name}: "):
+            return  # ours (tenfold.core._http), already naming the URL
         msg = f"{r.fmt}: {r.name}: {self.what}: {type(exc).__name__}: {exc}"
         cause = exc.__cause__
+        for e in (exc, cause):
+            if isinstance(e, TimeoutError) or "Timeout" in type(e).__name__:
+                raise TimeoutError(
+                    errno.ETIMEDOUT,
+                    f"{r.fmt}: {r.name}: {self.what}: timed out ({type(e).__name__}: {e}); "
+                    "tenfold.core.source.CONNECT_TIMEOUT/READ_TIMEOUT or a 'timeout' in "
+                    "storage_options set the limits",
+                ) from exc
         if isinstance(exc, FileNotFoundError) and cause is not None:
             # fsspec's HTTP filesystem reports any failed HEAD as "not found": say what it was
             if not isinstance(cause, FileNotFoundError) and getattr(cause, "status", 0) != 404:

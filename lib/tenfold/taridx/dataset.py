@@ -34,7 +34,8 @@ from .. import _kernels
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.mapped import MappedFile
 from ..core.optional import require
-from ..errors import IntegrityError, TruncatedError, describe
+from ..core.source import cat_ranges
+from ..errors import IntegrityError, TenfoldError, TruncatedError, describe
 from ._members import member_problem
 from ._remote import RANGE_CAP, LinkModel, info_etag, info_mtime_ns, missing_shard, plan_ranges
 from ._spec import BLOCK, FMT
@@ -789,9 +790,12 @@ class Dataset:
         if not paths:
             return []
         t0 = time.perf_counter()
-        blobs = self._filesystem().cat_ranges(paths, starts, ends, on_error="return")
+        known = {self._join(self.shards[f]): (s[0], s[2]) for f, s in self._seen.items()}
+        blobs = cat_ranges(self._filesystem(), paths, starts, ends, fmt=FMT, known=known)
         seconds = time.perf_counter() - t0
         for k, blob in enumerate(blobs):
+            if isinstance(blob, TenfoldError):
+                raise blob  # each response checked (core.source.cat_ranges): a changed shard
             if isinstance(blob, BaseException):
                 raise missing_shard(
                     paths[k], blob, f"reading bytes {starts[k]}-{ends[k]}"
@@ -898,8 +902,10 @@ class Dataset:
         fs = self._filesystem()
         starts = (self._cols[pick, 0] - BLOCK).tolist()
         ends = (self._cols[pick, 0] + self._cols[pick, 1]).tolist()
-        blobs = fs.cat_ranges([url] * len(starts), starts, ends, on_error="return")
+        blobs = cat_ranges(fs, [url] * len(starts), starts, ends, fmt=FMT)
         for row, lo, blob in zip(pick.tolist(), starts, blobs, strict=True):
+            if isinstance(blob, TenfoldError):
+                raise blob
             if isinstance(blob, BaseException):
                 raise missing_shard(url, blob, f"reading bytes {lo}-") from blob
             _, size, _, extid = self._cols[row].tolist()
