@@ -22,11 +22,28 @@ beside its shards) opens the same way.
   shard on first use.
 * Refused with a :class:`~tenfold.errors.FormatError` naming them, before any shard is
   opened: shard names that leave the index's directory (``..``, absolute paths), shards that
-  do not exist; when a shard is opened: tensors the index puts in it that it lacks.
+  do not exist, shards that are symbolic links (or lie under one) resolving outside the
+  index's directory (see *Symbolic links* below); when a shard is opened: a shard that is
+  itself an index (an index naming itself, two naming each other), tensors the index puts in
+  it that it lacks.
+* At most ``max_open_shards`` shards (default :data:`MAX_OPEN_SHARDS`) stay open at once: the
+  least recently used one is closed when another must open (arrays already handed out stay
+  valid), so a checkpoint of thousands of shards needs no more file descriptors than that.
+
+Symbolic links: a shard is followed through a link only when its target resolves inside the
+index's directory or, in the Hugging Face cache layout
+(``models--org--name/snapshots/<rev>/x -> ../../blobs/<sha>``), inside that repository's cache
+folder (``models--org--name``). Anything else is refused naming the link, so that an untrusted
+directory (a clone, an extracted archive) cannot make tenfold read a file elsewhere on the
+machine. ``trust_links=True`` (on :func:`open`, :func:`load`, :func:`verify`,
+:func:`inspect` and the framework loaders given an index) follows every link, for trees one
+trusts.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import json
 import os
 import re
@@ -50,12 +67,23 @@ __all__ = [
     "shard_paths",
     "sniff",
     "INDEX_SUFFIX",
+    "MAX_OPEN_SHARDS",
 ]
 
 FMT = "sharded"
 INDEX_SUFFIX = ".index.json"
 #: Largest index file read (Hub indexes of the largest models are a few MiB).
 MAX_INDEX_BYTES = 64 << 20
+#: Shards a reader keeps open at once by default (``max_open_shards=``): the least recently
+#: used one is closed when another must open.
+MAX_OPEN_SHARDS = 64
+#: The options this module takes itself (the others go to each shard's reader).
+_OWN_OPTIONS = ("trust_links", "max_open_shards")
+#: The index (and shard name) whose shard is being opened, while it is: a shard that turns out
+#: to be an index itself is refused instead of opened (no recursion, no request storm).
+_OPENING_SHARD: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar(
+    "tenfold_sharded_opening", default=None
+)
 
 _UNITS = {
     "": 1,
@@ -340,11 +368,58 @@ def parse_index(
     return dict(wm), dict(md)
 
 
+def _index_shard_error(index: str, file: str) -> FormatError:
+    return FormatError(
+        describe(
+            FMT,
+            f"index {index!r}",
+            detail=f"shard {file!r} is itself a sharded checkpoint's index (an index naming "
+            "itself or another index); a shard must be a tensor file",
+        )  # fmt: skip
+    )
+
+
+def _inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+#: The folder of one repository in the Hugging Face cache (``models--org--name``...).
+_HF_REPO = re.compile(r"(models|datasets|spaces)--.+")
+
+
+def _hf_repo(real_dir: str) -> str | None:
+    """The repository's cache folder when ``real_dir`` (a resolved path) lies in a snapshot of
+    the Hugging Face cache layout (``<repo>/snapshots/<rev>[/sub...]``), else None."""
+    d = real_dir
+    while True:
+        up = os.path.dirname(d)
+        if up == d:
+            return None
+        if os.path.basename(up) == "snapshots":
+            repo = os.path.dirname(up)
+            return repo if _HF_REPO.fullmatch(os.path.basename(repo)) else None
+        d = up
+
+
+def _link_of(base: str, shard: str) -> str:
+    """The first part of ``shard`` (``a``, ``a/b``...) that is a symbolic link under ``base``
+    (what an error names), or ``shard`` itself."""
+    parts = shard.split("/")
+    for i in range(1, len(parts) + 1):
+        sub = "/".join(parts[:i])
+        if os.path.islink(os.path.join(base, sub)):
+            return sub
+    return shard
+
+
 class ShardedReader(Mapping[str, Any]):
     """Every tensor of a sharded checkpoint, one ``Mapping`` (see the module doc).
 
-    ``options`` go to each shard's reader (``limits``...). Shards are opened on first use,
-    once, under a lock (threads may share the reader).
+    ``options`` go to each shard's reader (``limits``...), except ``trust_links`` (follow
+    symbolic links wherever they lead; see the module doc) and ``max_open_shards`` (how many
+    shards stay open at once, :data:`MAX_OPEN_SHARDS` by default). Shards are opened on first
+    use under a lock (threads may share the reader); beyond ``max_open_shards`` the least
+    recently used one is closed, and opened again when next needed.
     """
 
     fmt = FMT
@@ -352,6 +427,14 @@ class ShardedReader(Mapping[str, Any]):
     def __init__(self, path: Any, *, _fetched: bytes | None = None, **options: Any) -> None:
         from .core.source import is_remote
 
+        outer = _OPENING_SHARD.get()
+        if outer is not None:  # this index is a shard of another: refused before any read
+            raise _index_shard_error(*outer)
+        self._trust_links = bool(options.pop("trust_links", False))
+        max_open = options.pop("max_open_shards", MAX_OPEN_SHARDS)
+        if isinstance(max_open, bool) or not isinstance(max_open, int) or max_open < 1:
+            raise ValueError(f"{FMT}: max_open_shards: expected an int >= 1, got {max_open!r}")
+        self._max_open = max_open
         self._options = options
         self._remote = is_remote(path)
         if self._remote:
@@ -371,104 +454,192 @@ class ShardedReader(Mapping[str, Any]):
             self._dir = os.path.dirname(os.path.abspath(self.path))
         self.size = len(data)
         self._weight_map, self._metadata = parse_index(data, repr(self.path), self._remote)
-        missing: dict[str, list[str]] = {}
+        self._by_shard: dict[str, list[str]] = {}
         for name, shard in self._weight_map.items():
-            if not self._remote and not os.path.isfile(os.path.join(self._dir, shard)):
-                missing.setdefault(shard, []).append(name)
+            self._by_shard.setdefault(shard, []).append(name)
+        if not self._remote:
+            self._check_files()
+        self._shards: dict[str, Any] = {}  # the open ones, least recently used first
+        self._pins: dict[str, int] = {}  # shards in use by a call now (never closed under it)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _check_files(self) -> None:
+        """Every shard a regular file inside the index's directory (one ``realpath`` and one
+        ``stat`` per shard, not per tensor); links leading elsewhere refused (module doc)."""
+        real_dir = os.path.realpath(self._dir)
+        roots = [real_dir]
+        repo = _hf_repo(real_dir)
+        if repo is not None:
+            roots.append(repo)
+        outside: list[str] = []
+        missing: list[str] = []
+        for shard in self._by_shard:
+            real = os.path.realpath(os.path.join(self._dir, shard))
+            if not self._trust_links and not any(_inside(real, r) for r in roots):
+                link = _link_of(self._dir, shard)
+                what = "" if link == shard else f" (under the link {link!r})"
+                outside.append(f"{shard!r}{what} -> {real!r}")
+            elif not os.path.isfile(real):
+                missing.append(shard)
+        if outside:
+            where = "the index's directory" + (" or its cache repository" if repo else "")
+            raise FormatError(
+                describe(
+                    FMT,
+                    f"index {self.path!r}",
+                    detail=f"symbolic links leading outside {where} refused: "
+                    + ", ".join(outside[:5])
+                    + (" ..." if len(outside) > 5 else "")
+                    + "; pass trust_links=True to follow links in a tree you trust",
+                )  # fmt: skip
+            )
         if missing:
-            parts = [
-                f"{s!r} (tensors {', '.join(map(repr, ns[:3]))}{' ...' if len(ns) > 3 else ''})"
-                for s, ns in missing.items()
-            ]
+            parts = [f"{s!r} (tensors {_names(self._by_shard[s], 3)})" for s in missing]
             raise FormatError(
                 describe(
                     FMT, f"index {self.path!r}", detail=f"missing shard files: {', '.join(parts)}"
                 )  # fmt: skip
             )
-        self._shards: dict[str, Any] = {}
-        self._lock = threading.Lock()
-        self._closed = False
 
     # -- shards
     @property
     def shards(self) -> list[str]:
         """Shard file names, in first-use order of the weight map."""
-        return list(dict.fromkeys(self._weight_map.values()))
+        return list(self._by_shard)
 
     @property
     def weight_map(self) -> dict[str, str]:
         return dict(self._weight_map)
 
+    def names_in(self, file: str) -> list[str]:
+        """The tensors the index puts in shard ``file``, in the index's order."""
+        return list(self._by_shard.get(file, ()))
+
     def shard(self, file: str) -> Any:
-        """The reader of shard ``file`` (opened and checked against the index on first use)."""
-        if self._closed:
-            raise ValueError(f"{FMT}: I/O operation on a closed reader")
-        r = self._shards.get(file)
-        if r is not None:
+        """The reader of shard ``file`` (opened and checked against the index on first use).
+        It may be closed once more than ``max_open_shards`` others were used since."""
+        with self._using(file) as r:
             return r
+
+    @contextlib.contextmanager
+    def _using(self, file: str) -> Iterator[Any]:
+        """Shard ``file``'s reader, open and kept open while the block runs."""
         with self._lock:
-            r = self._shards.get(file)
+            if self._closed:
+                raise ValueError(f"{FMT}: I/O operation on a closed reader")
+            r = self._shards.pop(file, None)
             if r is None:
-                if self._remote:
-                    r = self._open_remote_shard(file)
+                if file not in self._by_shard:
+                    raise KeyError(f"{FMT}: no shard named {file!r}")
+                r = self._open_shard(file)
+            self._shards[file] = r  # the most recently used, last
+            self._pins[file] = self._pins.get(file, 0) + 1
+        try:
+            yield r
+        finally:
+            with self._lock:
+                left = self._pins[file] - 1
+                if left:
+                    self._pins[file] = left
                 else:
-                    r = open_any(os.path.join(self._dir, file), dict(self._options))
-                want = [n for n, s in self._weight_map.items() if s == file]
-                lacking = [n for n in want if n not in r]
-                if lacking:
-                    r.close()
-                    raise FormatError(
-                        describe(
-                            FMT,
-                            f"shard {file!r}",
-                            detail="lacks tensors the index puts in it: "
-                            + ", ".join(map(repr, lacking[:10]))
-                            + (" ..." if len(lacking) > 10 else ""),
-                        )  # fmt: skip
-                    )
-                self._shards[file] = r
-            return r
+                    del self._pins[file]
+                victims = []
+                for f in list(self._shards):
+                    if len(self._shards) <= self._max_open:
+                        break
+                    if f not in self._pins:
+                        victims.append(self._shards.pop(f))
+            for v in victims:
+                v.close()
+
+    def _open_shard(self, file: str) -> Any:
+        token = _OPENING_SHARD.set((self.path, file))
+        try:
+            if self._remote:
+                r = self._open_remote_shard(file)
+            else:
+                r = open_any(os.path.join(self._dir, file), dict(self._options))
+        finally:
+            _OPENING_SHARD.reset(token)
+        lacking = [n for n in self._by_shard[file] if n not in r]
+        if lacking:
+            r.close()
+            raise _lacking_error(file, lacking)
+        return r
 
     def _open_remote_shard(self, file: str) -> Any:
         url = self._dir + file
         try:
             return open_any(url, dict(self._options))
         except FileNotFoundError:
-            names = [n for n, s in self._weight_map.items() if s == file]
-            raise FormatError(
-                describe(
-                    FMT,
-                    f"index {self.path!r}",
-                    detail=f"missing shard file: {file!r} at {url} (tensors "
-                    f"{', '.join(map(repr, names[:3]))}{' ...' if len(names) > 3 else ''})",
-                )  # fmt: skip
-            ) from None
+            raise self._missing_remote(file, url) from None
 
-    def _of(self, name: str) -> Any:
+    def _missing_remote(self, file: str, url: str) -> FormatError:
+        return FormatError(
+            describe(
+                FMT,
+                f"index {self.path!r}",
+                detail=f"missing shard file: {file!r} at {url} (tensors "
+                f"{_names(self._by_shard[file], 3)})",
+            )  # fmt: skip
+        )
+
+    def _input(self, file: str) -> tuple[str, Any]:
+        """``(format, input)`` of shard ``file`` for its format's ``inspect`` / ``verify``: the
+        local path, or an opened remote source (the caller closes it). A shard that is an
+        index is refused."""
+        from .formats import SHARDED, detect, open_remote
+
+        if not self._remote:
+            full = os.path.join(self._dir, file)
+            fmt = detect(full)
+            if fmt == SHARDED:
+                raise _index_shard_error(self.path, file)
+            return fmt, full
+        url = self._dir + file
         try:
-            file = self._weight_map[name]
+            fmt, mf = open_remote(url, storage_options=self._options.get("storage_options"),
+                                  tail_first=False)  # fmt: skip
+        except FileNotFoundError:
+            raise self._missing_remote(file, url) from None
+        if fmt not in (SHARDED, "wtxt", "taridx"):
+            return fmt, mf
+        try:
+            if fmt == SHARDED:
+                raise _index_shard_error(self.path, file)
+            if fmt == "taridx":
+                raise UnsupportedError(f"{FMT}: shard {file!r}: a TARIDX index is not a shard")
+            return fmt, mf.u8(0, int(mf.size), "the whole object")  # WTXT is parsed whole
+        finally:
+            mf.close()
+
+    def _file_of(self, name: str) -> str:
+        try:
+            return self._weight_map[name]
         except KeyError:
             raise KeyError(f"{FMT}: no tensor named {name!r}") from None
-        return self.shard(file)
 
     # -- the reader protocol
     def __getitem__(self, name: str) -> Any:
-        return self._of(name)[name]
+        with self._using(self._file_of(name)) as r:
+            return r[name]
 
     def read(self, name: str, index: Any = None, **kw: Any) -> Any:
         """``read(name)`` of the shard holding ``name``; with ``index`` (a basic index),
         that part of it, read by the shard's reader when it reads slices itself."""
-        r = self._of(name)
-        if index is None:
-            return r.read(name, **kw)
-        from .interop.frameworks import takes_index
+        with self._using(self._file_of(name)) as r:
+            if index is None:
+                return r.read(name, **kw)
+            from .interop.frameworks import takes_index
 
-        if takes_index(r):
-            return r.read(name, index, **kw)
-        return r.read(name, **kw)[index]
+            if takes_index(r):
+                return r.read(name, index, **kw)
+            return r.read(name, **kw)[index]
 
     def info(self, name: str) -> Any:
-        return self._of(name).info(name)
+        with self._using(self._file_of(name)) as r:
+            return r.info(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self._weight_map)
@@ -485,9 +656,7 @@ class ShardedReader(Mapping[str, Any]):
         return dict(self._metadata)
 
     def verify(self) -> Any:
-        if self._remote:
-            raise UnsupportedError(f"{FMT}: verify of a remote index: verify each shard's URL")
-        return verify(self.path, **self._options)
+        return verify(self.path, trust_links=self._trust_links, **self._options)
 
     @property
     def closed(self) -> bool:
@@ -514,6 +683,20 @@ class ShardedReader(Mapping[str, Any]):
     __hash__ = object.__hash__  # type: ignore[assignment]
 
 
+def _names(names: list[str], n: int) -> str:
+    return ", ".join(map(repr, names[:n])) + (" ..." if len(names) > n else "")
+
+
+def _lacking_error(file: str, lacking: list[str]) -> FormatError:
+    return FormatError(
+        describe(
+            FMT,
+            f"shard {file!r}",
+            detail=f"lacks tensors the index puts in it: {_names(lacking, 10)}",
+        )  # fmt: skip
+    )
+
+
 def open(path: Any, **options: Any) -> ShardedReader:  # noqa: A001
     """Open a sharded checkpoint's index (see :class:`ShardedReader`): a path, or an fsspec
     URL (``https://host/m.safetensors.index.json``, ``s3://bucket/m.zt.index.json``; the
@@ -524,7 +707,10 @@ def open(path: Any, **options: Any) -> ShardedReader:  # noqa: A001
         return ShardedReader(path, **options)
     if getattr(path, "remote", False) and isinstance(getattr(path, "path", None), str):
         # a remote source tenfold.open opened and recognised by content: its bytes so far
+        outer = _OPENING_SHARD.get()
         try:
+            if outer is not None:  # a shard that is an index: refused before reading more
+                raise _index_shard_error(*outer)
             data = path.bytes(0, min(path.size, MAX_INDEX_BYTES + 1), "index")
         finally:
             path.close()
@@ -536,36 +722,64 @@ def open(path: Any, **options: Any) -> ShardedReader:  # noqa: A001
     return ShardedReader(path, **options)
 
 
-def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> dict[str, Any]:
-    """Every tensor of every shard, in the index's order."""
+def load(path: Any, copy: bool = False, **options: Any) -> dict[str, Any]:
+    """Every tensor of every shard, in the index's order (read shard by shard: each is
+    opened once, whatever the order of the index)."""
     import numpy as np
 
     with open(path, **options) as r:
-        return {n: (np.array(r[n]) if copy else r[n]) for n in r}
+        got: dict[str, Any] = {}
+        for file in r.shards:
+            with r._using(file) as shard:
+                for n in r._by_shard[file]:
+                    got[n] = np.array(shard[n]) if copy else shard[n]
+        return {n: got[n] for n in r}
 
 
-def inspect(path: str | os.PathLike[str], **options: Any) -> list[dict[str, Any]]:
-    """One row per tensor (the shard's row, plus the shard's file name)."""
-    from .formats import detect, module_for
+def _where(path: Any) -> str:
+    return path.path if getattr(path, "remote", False) else os.fspath(path)
+
+
+def _close(source: Any) -> None:
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()
+
+
+def inspect(path: Any, **options: Any) -> list[dict[str, Any]]:
+    """One row per object of each shard (the shard's row, plus the shard's file name), every
+    tensor the index names checked present in its shard; the index's ``metadata`` as rows of
+    layout ``metadata``. ``path`` is what :func:`open` takes."""
+    from .formats import module_for
 
     rows: list[dict[str, Any]] = []
-    with ShardedReader(path, **options) as r:
+    with open(path, **options) as r:
         for file in r.shards:
-            full = os.path.join(r._dir, file)
-            for row in module_for(detect(full)).inspect(full):
-                rows.append(dict(row) | {"shard": file})
+            fmt, source = r._input(file)
+            try:
+                got = module_for(fmt).inspect(source)
+            finally:
+                _close(source)
+            have = {row.get("name") for row in got}
+            if any(n not in have for n in r._by_shard[file]):
+                r.shard(file)  # its reader decides (FOLD rows name chunks); refuses what it lacks
+            rows.extend(dict(row) | {"shard": file} for row in got)
+        for k, v in r.metadata.items():
+            text = repr(v)
+            rows.append({"name": k, "dtype": type(v).__name__, "layout": "metadata",
+                         "value": text if len(text) <= 60 else text[:57] + "..."})  # fmt: skip
     return rows
 
 
-def verify(path: str | os.PathLike[str], **options: Any) -> Any:
+def verify(path: Any, **options: Any) -> Any:
     """Check the index (names, shard files present, every tensor in its shard, ``total_size``)
-    and verify every shard with its format's verifier."""
+    and verify every shard with its format's verifier. ``path`` is what :func:`open` takes."""
     from .core.report import ERROR, OK, WARNING, Report
-    from .formats import detect, module_for
+    from .formats import module_for
 
-    report = Report(FMT, os.fspath(path))
+    report = Report(FMT, _where(path))
     try:
-        r = ShardedReader(path, **options)
+        r = open(path, **options)
     except (TenfoldError, OSError) as exc:
         report.add("index", ERROR, str(exc))
         return report
@@ -574,18 +788,21 @@ def verify(path: str | os.PathLike[str], **options: Any) -> Any:
         report.summary["tensors"] = len(r)
         total = 0
         for file in r.shards:
-            full = os.path.join(r._dir, file)
             try:
-                sub = module_for(detect(full)).verify(full)
-                shard = r.shard(file)
-                total += sum(_nbytes_of(shard, n) for n in r if r._weight_map[n] == file)
+                fmt, source = r._input(file)
+                try:
+                    sub = module_for(fmt).verify(source)
+                finally:
+                    _close(source)
+                with r._using(file) as shard:
+                    total += sum(_nbytes_of(shard, n) for n in r._by_shard[file])
+                    extra = [n for n in shard if n not in r._weight_map]
             except (TenfoldError, OSError) as exc:
                 report.add(f"shard {file!r}", ERROR, str(exc))
                 continue
             for f in sub.findings:
                 report.add(f"{file}: {f.obj}", f.status, f.message, offset=f.offset)
             report.unverified.extend(f"{file}: {u}" for u in sub.unverified)
-            extra = [n for n in shard if n not in r._weight_map]
             if extra:
                 report.add(f"shard {file!r}", WARNING, "holds tensors the index does not name: "
                            + ", ".join(map(repr, extra[:10])))  # fmt: skip
@@ -593,10 +810,15 @@ def verify(path: str | os.PathLike[str], **options: Any) -> Any:
                 report.repairable = sub.repairable
             if sub.ok:
                 report.add(f"shard {file!r}", OK)
-        want = r.metadata.get("total_size")
-        if isinstance(want, int) and not report.errors and want != total:
-            report.add("index", ERROR, describe(FMT, "metadata", field="total_size",
-                       expected=total, got=want))  # fmt: skip
+        if "total_size" in r.metadata:
+            want = r.metadata["total_size"]
+            if isinstance(want, bool) or not isinstance(want, int):
+                report.add("index", ERROR, describe(FMT, "metadata", field="total_size",
+                           detail="not an integer", expected="an integer byte count",
+                           got=f"{type(want).__name__} {want!r}"))  # fmt: skip
+            elif not report.errors and want != total:
+                report.add("index", ERROR, describe(FMT, "metadata", field="total_size",
+                           expected=total, got=want))  # fmt: skip
     return report
 
 
@@ -621,18 +843,16 @@ def open_source(path: str | os.PathLike[str], open_one: Any) -> Any:
     subs: dict[str, Any] = {}
     try:
         for file in r.shards:
-            sub = open_one(os.path.join(r._dir, file))
+            token = _OPENING_SHARD.set((r.path, file))
+            try:
+                sub = open_one(os.path.join(r._dir, file))
+            finally:
+                _OPENING_SHARD.reset(token)
             subs[file] = sub
-            lacking = [n for n, s in r._weight_map.items() if s == file and n not in sub.names]
+            names = set(sub.names)
+            lacking = [n for n in r._by_shard[file] if n not in names]
             if lacking:
-                raise FormatError(
-                    describe(
-                        FMT,
-                        f"shard {file!r}",
-                        detail="lacks tensors the index puts in it: "
-                        + ", ".join(map(repr, lacking[:10])),
-                    )  # fmt: skip
-                )
+                raise _lacking_error(file, lacking)
     except BaseException:
         for sub in subs.values():
             sub.close()

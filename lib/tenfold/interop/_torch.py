@@ -124,6 +124,11 @@ class Converter:
         shards = getattr(self._reader, "_shards", None)
         readers = list(shards.values()) if isinstance(shards, dict) else [self._reader]
         with self._lock:
+            if isinstance(shards, dict):  # shards the sharded reader closed: their maps go
+                live = {id(r): r for r in readers}  # (each held till then: no id reused)
+                for k in [k for k in self._maps if k not in live]:
+                    del self._maps[k]
+                self._held = live
             for r in readers:
                 if id(r) not in self._maps:
                     try:
