@@ -1,47 +1,52 @@
-"""Build one kernel family in place (``lib/tenfold/_kernels/<family>*.so``) for development.
+"""Build kernel families in place (``lib/tenfold/_kernels/<family>*.so``) for development.
 
-    python scripts/build_kernel.py bitpack
+    python scripts/build_kernel.py bitpack [rs ...]     # the named families
+    python scripts/build_kernel.py --all                # every family
 
-Each family gets its own build directory, so several families can be built at once. Releases
-and CI build every family through ``pip install .`` (setup.py); this script is only a shortcut
-for an editable checkout.
+It runs the package's own build (``setup.py build_ext --inplace``) restricted to the named
+families through ``TENFOLD_KERNELS``, so the compiler flags are the ones a release uses. Needs
+Cython and setuptools (both in the ``test`` extra).
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
-
-import numpy
-from Cython.Build import cythonize
-from setuptools import Distribution, Extension
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def build(family: str) -> None:
-    src = os.path.join("lib", "tenfold", "_kernels", f"{family}.pyx")
-    ext = Extension(
-        f"tenfold._kernels.{family}",
-        [src],
-        include_dirs=[numpy.get_include()],
-        extra_compile_args=["-O3"],
-        define_macros=[("NPY_NO_DEPRECATED_API", "NPY_1_7_API_VERSION")],
-    )
-    mods = cythonize(
-        [ext],
-        language_level=3,
-        quiet=True,
-        compiler_directives={"embedsignature": True, "cdivision": True, "autotestdict": False},
-    )
-    dist = Distribution({"ext_modules": mods, "package_dir": {"": "lib"}})
-    cmd = dist.get_command_obj("build_ext")
-    cmd.inplace = True
-    cmd.build_temp = os.path.join("build", f"tmp-{family}")
-    dist.run_command("build_ext")
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    env = dict(os.environ, TENFOLD_BUILD_EXT="1")
+    if argv != ["--all"]:
+        known = {
+            f[:-4]
+            for f in os.listdir(os.path.join(ROOT, "lib", "tenfold", "_kernels"))
+            if f.endswith(".pyx")
+        }
+        unknown = sorted(set(argv) - known)
+        if unknown:
+            print(
+                f"unknown kernel families {unknown}; expected some of {sorted(known)}",
+                file=sys.stderr,
+            )
+            return 2
+        env["TENFOLD_KERNELS"] = ",".join(argv)
+    cmd = [
+        sys.executable,
+        "setup.py",
+        "-q",
+        "build_ext",
+        "--inplace",
+        "--build-temp",
+        os.path.join("build", "kernels"),
+    ]
+    return subprocess.run(cmd, cwd=ROOT, env=env).returncode
 
 
 if __name__ == "__main__":
-    os.chdir(ROOT)
-    for fam in sys.argv[1:]:
-        build(fam)
+    sys.exit(main(sys.argv[1:]))

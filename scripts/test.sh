@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it, from nothing but Python 3.11, pip and a C compiler:
-#   0. build ONE wheel of tenfold (the Cython kernels are compiled here, and only here);
+#   0. build ONE wheel and the sdist of tenfold, and check what each holds
+#      (scripts/check_dist.py);
 #   1. a fresh venv gets that wheel with no extras (dependencies from the package index) and
 #      runs README command 1 as a new user would: `tenfold demo`, `--help`, `--version`, and an
-#      import of every format;
+#      import of every format; a second fresh venv installs the sdist (compiling the kernels
+#      from it) and runs `tenfold demo` too;
 #   2. the same venv gets the test and peer extras of the same wheel, then, from a neutral
 #      directory (so `import tenfold` is the installed package, never the tree):
 #      pytest with the compiled kernels, pytest with TENFOLD_PUREPYTHON=1 (the reference
@@ -43,7 +45,13 @@ run_pytest() {
     return "$rc"
 }
 
-echo "== build the wheel (once)"
+# Whatever the tools below keep in the home folder (asv's machine file, Ray's state, caches)
+# goes to $work; pyenv's shims still find their root.
+export PYENV_ROOT=${PYENV_ROOT:-$HOME/.pyenv}
+export HOME=$work/home RUFF_CACHE_DIR=$work/ruff-cache
+mkdir -p "$HOME"
+
+echo "== build the wheel (once) and the sdist"
 t=$SECONDS
 "$PY" -m pip wheel --disable-pip-version-check --no-deps -q . -w "$work/dist" \
     >"$work/wheel.log" 2>&1 || { cat "$work/wheel.log"; exit 1; }
@@ -51,6 +59,13 @@ wheels=("$work"/dist/tenfold-*.whl)
 [ "${#wheels[@]}" -eq 1 ] || { echo "expected one wheel, got: ${wheels[*]}" >&2; exit 1; }
 wheel=${wheels[0]}
 echo "$(basename "$wheel") in $((SECONDS - t)) s"
+"$PY" -m venv "$work/build-venv"
+pip_install "$work/build-venv/bin/python" build
+"$work/build-venv/bin/python" -m build --sdist --outdir "$work/sdist" . >"$work/sdist.log" 2>&1 \
+    || { cat "$work/sdist.log"; exit 1; }
+sdists=("$work"/sdist/tenfold-*.tar.gz)
+sdist=${sdists[0]}
+"$PY" scripts/check_dist.py "$wheel" "$sdist"
 
 echo "== README command 1 in a fresh venv: pip install (no extras) && tenfold demo"
 "$PY" -m venv "$work/venv"
@@ -66,6 +81,19 @@ tenfold --help >/dev/null
 tenfold --version
 "$VPY" -c "import tenfold.wtxt, tenfold.fold, tenfold.oinf, tenfold.taridx, tenfold.ztensor"
 echo "every format imports with the base install"
+
+echo "== the sdist in a fresh venv: pip install tenfold-*.tar.gz (no extras) && tenfold demo"
+t=$SECONDS
+"$PY" -m venv "$work/sdist-venv"
+pip_install "$work/sdist-venv/bin/python" "$sdist"
+mkdir "$work/sdist-demo"
+(cd "$work/sdist-demo" && TMPDIR=$work/sdist-demo "$work/sdist-venv/bin/tenfold" demo \
+    >"$work/sdist-demo.log" 2>&1) || { cat "$work/sdist-demo.log"; exit 1; }
+"$work/sdist-venv/bin/python" -c "import tenfold._kernels as k, importlib; \
+[importlib.import_module('tenfold._kernels.' + f) for f in k.FAMILIES]"
+echo "sdist install (kernels compiled) + demo: $((SECONDS - t)) s" \
+    "($(grep -c '^OK' "$work/sdist-demo.log") formats verified OK)"
+rm -rf "$work/sdist-venv" "$work/build-venv"
 
 echo "== test dependencies: the same wheel with the test, peers and ray extras"
 t=$SECONDS
