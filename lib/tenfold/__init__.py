@@ -24,10 +24,12 @@ from .errors import (
     FormatError,
     IntegrityError,
     LimitError,
+    LockedError,
     TenfoldError,
     TruncatedError,
     UncorrectableError,
     UnsupportedError,
+    UnverifiedRemoteWarning,
 )
 
 __version__ = "0.1.0"
@@ -48,6 +50,8 @@ __all__ = [
     "IntegrityError",
     "UncorrectableError",
     "EncodeError",
+    "LockedError",
+    "UnverifiedRemoteWarning",
 ]
 
 _builtin_open = open

@@ -14,6 +14,7 @@ from tenfold.errors import (
     FormatError,
     IntegrityError,
     LimitError,
+    LockedError,
     TenfoldError,
     TruncatedError,
     UncorrectableError,
@@ -30,6 +31,7 @@ CLASSES = [
     IntegrityError,
     UncorrectableError,
     EncodeError,
+    LockedError,
 ]
 
 
