@@ -279,3 +279,21 @@ def test_torch_fast_path_huge_steps(raw_file, index):
     with tenfold.torch.safe_open(p) as f:
         got = f.get_slice("a")[index]
     np.testing.assert_array_equal(got.numpy(), a[index])
+
+
+# -- the record itself -----------------------------------------------------------------------------
+def test_handout_claims():
+    from tenfold.interop._handout import Handout
+
+    h = Handout()
+    assert h.claim_many([0, 20, 5, 0], [10, 30, 15, 10]) == [True, True, False, False]
+    assert not h.claim(9, 11)  # overlaps [0, 10)
+    assert h.claim(10, 20)  # touches both neighbours, overlaps neither
+    assert not h.claim(29, 40)
+    assert h.claim(30, 30)  # empty
+    owner = np.zeros(4)
+    assert h.claim(100, 132, owner)
+    assert not h.claim(120, 140)  # its owner is alive: its memory may be written
+    del owner  # gone: the address may be reused by a new array
+    assert h.claim(120, 140)
+    assert not h.claim(100, 121)

@@ -17,7 +17,7 @@ Rules (:mod:`tenfold.torch` documents them for users):
   aligned to its element size, and FP4 (``float4_e2m1fn``, one element per byte in NumPy),
   which becomes torch's packed ``float4_e2m1fn_x2`` (two per byte, last axis halved).
   Owned, writable arrays (decoded zstd / base64 / packed OINF tensors) are wrapped, not copied.
-* No two writable tensors share a byte (:class:`~tenfold.interop.frameworks.Handout`):
+* No two writable tensors share a byte (:class:`~tenfold.interop._handout.Handout`):
   the byte ranges of the private map handed out are recorded, and a tensor whose bytes were
   handed out before (a zTensor v2 part stored once for two tensors, a second
   ``get_tensor`` of one name, an overlapping slice) is copied from the reader's read-only
@@ -40,7 +40,7 @@ import numpy as np
 from ..core.dtypes import canonical
 from ..core.optional import require
 from ..errors import EncodeError, UnsupportedError
-from .frameworks import Handout, extent
+from ._handout import Handout, extent
 
 __all__ = ["Converter", "torch_module", "to_torch", "from_torch", "TORCH_NAMES"]
 
