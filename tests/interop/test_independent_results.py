@@ -9,6 +9,7 @@ share memory: nothing can be written through them.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -297,3 +298,49 @@ def test_handout_claims():
     del owner  # gone: the address may be reused by a new array
     assert h.claim(120, 140)
     assert not h.claim(100, 121)
+
+
+# -- a file truncated while mapped -----------------------------------------------------------------
+_TRUNCATE = """
+import os, sys
+import numpy as np
+import tenfold
+path, with_torch = sys.argv[1], sys.argv[2] == "1"
+files = [os.path.join(os.path.dirname(path), f) for f in os.listdir(os.path.dirname(path))]
+got = {"np-copy": tenfold.load(path, copy=True), "np-nomap": tenfold.load(path, mmap=False)}
+if with_torch:
+    import tenfold.torch
+    got["pt-nomap"] = tenfold.torch.load_file(path, mmap=False)
+    with tenfold.torch.safe_open(path, mmap=False) as f:
+        got["pt-safe-open-nomap"] = {k: f.get_tensor(k) for k in f.keys()}
+for f in files:
+    if not f.endswith(".json"):
+        os.truncate(f, 0)  # another program truncates the file in place
+for kind, arrays in got.items():
+    print(kind, sorted((k, float(np.asarray(v, np.float64).sum())) for k, v in arrays.items()))
+"""
+
+
+@pytest.mark.parametrize("suffix", [".zt", ".safetensors", ".oinf", "sharded"])
+def test_what_docs_say_avoids_sigbus_on_a_truncated_file(tmp_path, suffix):
+    """docs/frameworks.md: a file truncated in place while mapped ends the process (SIGBUS);
+    ``mmap=False``, and for NumPy ``tenfold.load(copy=True)``, give results that no longer
+    need the file. Run in a child process: a regression is a failed test, not a crashed
+    test run."""
+    import subprocess
+
+    t = {"a": np.arange(4096, dtype=np.float32), "b": np.ones((64, 64), np.float32)}
+    path = tmp_path / ("m.zt" if suffix == "sharded" else f"m{suffix}")
+    kw = {"checksum": None} if path.suffix == ".zt" else {}
+    if suffix == "sharded":
+        tenfold.save(path, t, max_shard_size=20000, **kw)
+        path = Path(str(path) + ".index.json")
+    else:
+        tenfold.save(path, t, **kw)
+    env = {**os.environ, "PYTHONPATH": str(Path(tenfold.__file__).parents[1])}
+    args = [sys.executable, "-c", _TRUNCATE, str(path), "1" if torch is not None else "0"]
+    run = subprocess.run(args, env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, (run.returncode, run.stderr[-2000:])
+    want = str(sorted((k, float(v.sum())) for k, v in t.items()))
+    kinds = ["np-copy", "np-nomap"] + (["pt-nomap", "pt-safe-open-nomap"] if torch else [])
+    assert run.stdout.splitlines() == [f"{k} {want}" for k in kinds]
