@@ -6,8 +6,8 @@
   ``framework="jax"``: ``get_tensor`` and ``get_slice(name)[...]`` give JAX arrays.
 
 Arrays are read as NumPy (views of the file's map where the format stores them raw; bfloat16
-and float8 are ml_dtypes types, which JAX uses natively) and handed to ``jax.device_put``:
-JAX owns its buffers, so this is one copy into JAX memory (on CPU, into host memory). A
+and float8 are ml_dtypes types, which JAX uses natively) and copied once into a buffer of
+the array's own (on CPU, host memory; never the file's map, nor another array's). A
 ``device`` (a ``jax.Device``, or a platform name such as ``"cpu"`` / ``"gpu"``) chooses where.
 
 JAX narrows 64-bit types to 32 bits unless ``jax_enable_x64`` is set; tenfold refuses such

@@ -18,7 +18,9 @@ so writing into the tensor changes only the process's copy, never the file. bflo
 float8 types map straight to torch's dtypes. Decoded tensors (zstd, base64, packed OINF
 types) are owned arrays wrapped without a further copy. Copied: big-endian tensors, unaligned
 data, FP4 (packed into ``float4_e2m1fn_x2``, two per byte, last axis halved, as
-safetensors does), files opened from an in-memory buffer. ``device="cuda"`` copies each
+safetensors does), files opened from an in-memory buffer, and a tensor whose bytes another
+tensor already has (a zTensor v2 part stored once for two tensors, a second ``get_tensor``
+of one name): no two tensors share a byte. ``device="cuda"`` copies each
 tensor into pinned host memory and on to the GPU asynchronously, then waits once at the end.
 
 PyTorch is an optional extra (``pip install "tenfold[torch]"``); without it these functions

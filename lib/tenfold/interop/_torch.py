@@ -17,6 +17,13 @@ Rules (:mod:`tenfold.torch` documents them for users):
   aligned to its element size, and FP4 (``float4_e2m1fn``, one element per byte in NumPy),
   which becomes torch's packed ``float4_e2m1fn_x2`` (two per byte, last axis halved).
   Owned, writable arrays (decoded zstd / base64 / packed OINF tensors) are wrapped, not copied.
+* No two writable tensors share a byte (:class:`~tenfold.interop._handout.Handout`):
+  the byte ranges of the private map handed out are recorded, and a tensor whose bytes were
+  handed out before (a zTensor v2 part stored once for two tensors, a second
+  ``get_tensor`` of one name, an overlapping slice) is copied from the reader's read-only
+  view, i.e. from the file's bytes, never from a tensor that may have been written. Only
+  those duplicates are copied. An owned array the reader gives twice is copied the second
+  time too.
 * ``device`` other than CPU: for CUDA the tensor is copied into pinned host memory and sent
   with ``non_blocking=True``; :meth:`Converter.synchronize` waits for the copies.
 """
@@ -33,6 +40,7 @@ import numpy as np
 from ..core.dtypes import canonical
 from ..core.optional import require
 from ..errors import EncodeError, UnsupportedError
+from ._handout import Handout, extent
 
 __all__ = ["Converter", "torch_module", "to_torch", "from_torch", "TORCH_NAMES"]
 
@@ -114,9 +122,11 @@ class Converter:
         self._reader = reader
         self._maps: dict[int, _PrivateMap] = {}
         self._typed: dict[str, Any] = {}  # the private map viewed as each torch dtype (at())
-        self._typed_of: dict[np.dtype, tuple[Any, int]] = {}  # by NumPy dtype, with numel
+        # by NumPy dtype, with numel and address
+        self._typed_of: dict[np.dtype, tuple[Any, int, int]] = {}
         self._cpu = self.device.type == "cpu"
         self._lock = threading.Lock()
+        self.handout = Handout()  # the memory given out writable (CPU tensors)
         self.copies = 0  # arrays that had to be copied (tests check zero-copy with this)
 
     def _private_maps(self) -> list[_PrivateMap]:
@@ -146,17 +156,21 @@ class Converter:
                 return got
         return None
 
-    def at(self, offset: int, dtype: np.dtype, shape: tuple[int, ...]) -> Any:
+    def at(self, offset: int, dtype: np.dtype, shape: tuple[int, ...], claim: bool = True) -> Any:
         """The tensor of ``dtype`` and ``shape`` stored raw at ``offset`` of the reader's file,
         built in torch over the private map (no NumPy array per tensor), or None when it
-        cannot be (no map, a dtype needing conversion, unaligned, a non-CPU device)."""
+        cannot be (no map, a dtype needing conversion, unaligned, a non-CPU device) or when
+        its bytes were handed out before (the caller copies). ``claim=False`` leaves the
+        claim to the caller (:meth:`claim`, for a view of part of the tensor)."""
         if not self._cpu or offset % dtype.itemsize:
             return None
         got_t = self._typed_of.get(dtype)
         if got_t is None:
             t = self._typed_view(dtype)
-            got_t = self._typed_of[dtype] = (t, t.numel() if t is not None else 0)
-        typed, total = got_t
+            got_t = self._typed_of[dtype] = (
+                (t, t.numel(), t.data_ptr()) if t is not None else (None, 0, 0)
+            )
+        typed, total, addr = got_t
         if typed is None:
             return None
         n = 1
@@ -165,12 +179,23 @@ class Converter:
         first = offset // dtype.itemsize
         if n == 0 or first + n > total:
             return None
+        if claim and not self.handout.claim(addr + offset, addr + offset + n * dtype.itemsize):
+            return None
         strides = []
         step = 1
         for d in reversed(shape):
             strides.append(step)
             step *= d
         return typed.as_strided(shape, strides[::-1], first)
+
+    def claim(self, t: Any) -> bool:
+        """Whether the bytes of ``t`` (a view of the private map from ``at(claim=False)``)
+        were not handed out before; they are recorded as handed out when so."""
+        if not t.numel():
+            return True
+        k = t.element_size()
+        lo, hi = extent(t.data_ptr(), t.shape, [s * k for s in t.stride()], k)
+        return self.handout.claim(lo, hi)
 
     def many(self, spans: list[tuple[int, np.dtype, tuple[int, ...]] | None]) -> list[Any]:
         """:meth:`at` for many spans at once (the per-tensor work of a whole file's load):
@@ -185,6 +210,10 @@ class Converter:
             return out
         typed_of: dict[np.dtype, tuple[Any, int]] = {}
         strides_of: dict[tuple[int, ...], tuple[int, list[int]]] = {}
+        addr = int(maps[0].u8.__array_interface__["data"][0])
+        los: list[int] = []  # the bytes of each tensor made, for the claims
+        his: list[int] = []
+        made: list[int] = []
         for i, span in enumerate(spans):
             if span is None:
                 continue
@@ -208,6 +237,14 @@ class Converter:
             first = offset // k
             if n and first + n <= total:
                 out[i] = typed.as_strided(shape, strides, first)
+                los.append(addr + offset)
+                his.append(addr + offset + n * k)
+                made.append(i)
+        # no two tensors over the same bytes: those whose bytes another one has are left to
+        # the caller (None), which copies them from the reader's view of the file
+        for i, ok in zip(made, self.handout.claim_many(los, his), strict=True):
+            if not ok:
+                out[i] = None
         return out
 
     def _typed_view(self, dtype: np.dtype) -> Any:
@@ -243,15 +280,21 @@ class Converter:
             raise UnsupportedError(f"tenfold.torch: dtype {a.dtype} has no torch equivalent")
         if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and np.little_endian is False):
             a = a.astype(a.dtype.newbyteorder("<"))
-        if not a.flags.writeable and self._reader is not None:
-            shared = self._shared(a)
-            if shared is not None:
-                a = shared
-        if (
-            not a.flags.writeable
-            or any(s < 0 for s in a.strides)
+        wrappable = not (
+            any(s < 0 for s in a.strides)
             or (a.size and a.__array_interface__["data"][0] % a.dtype.itemsize)
-        ):
+        )
+        if not wrappable:
+            pass
+        elif not a.flags.writeable:
+            shared = self._shared(a) if self._reader is not None else None
+            # bytes of the private map already handed out: copied from the reader's view
+            if shared is not None and (not self._cpu or self.handout.claim_array(shared, True)):
+                a = shared
+        elif self._cpu and not self.handout.claim_array(a):
+            a = np.array(a)  # an owned array the reader gave before (and may give again)
+            self.copies += 1
+        if not a.flags.writeable or not wrappable:
             self.copies += 1
             a = np.array(a, order="C")
         return _wrap(torch, a, name)

@@ -29,8 +29,17 @@ import numpy as np
 from ..core.dtypes import canonical, numpy_dtype
 from ..core.source import is_remote
 from ..errors import FormatError, TenfoldError, UnsupportedError
+from ._handout import Handout
 
-__all__ = ["safe_open", "Slice", "Tensors", "normalize_index", "FRAMEWORKS", "dtype_tag"]
+__all__ = [
+    "safe_open",
+    "Slice",
+    "Tensors",
+    "normalize_index",
+    "bounded_index",
+    "FRAMEWORKS",
+    "dtype_tag",
+]
 
 #: Accepted ``framework`` names and the one each means.
 FRAMEWORKS = {
@@ -123,6 +132,47 @@ def _is_int(v: Any) -> bool:
     return isinstance(v, (int, np.integer)) and not isinstance(v, (bool, np.bool_))
 
 
+def bounded_index(index: tuple[Any, ...], shape: tuple[int, ...]) -> tuple[Any, ...]:
+    """``index`` (from :func:`normalize_index`) with every slice's start, stop and step
+    within its axis, selecting the same elements as NumPy does with the slice as given.
+
+    A framework that stores bounds in 64 bits (torch truncates larger ones, and treats a step
+    of ``2**63`` as negative) then slices as NumPy does: a step at least the axis length
+    selects one element, so it becomes the length itself.
+
+    >>> bounded_index((slice(None, None, 2**64 + 2), 1), (6, 3))
+    (slice(0, 6, 6), 1)
+    >>> bounded_index((slice(-2**70, 2**70, 3),), (10,))
+    (slice(0, 10, 3),)
+    """
+    out: list[Any] = []
+    for item, size in zip(index, shape, strict=False):
+        if type(item) is slice:
+            start, stop, step = item.indices(size)
+            if step > 0:
+                step = min(step, max(size, 1))
+            else:
+                step = max(step, -max(size, 1))
+            item = slice(start, stop if stop >= 0 else None, step)
+        out.append(item)
+    return tuple(out)
+
+
+class _NumpyResults:
+    """The ``framework="np"`` converter: arrays as they are, except a writable array whose
+    memory was already given out, which is copied (see :class:`Handout`)."""
+
+    def __init__(self) -> None:
+        self.handout = Handout()
+        self.copies = 0
+
+    def __call__(self, a: Any) -> Any:
+        if isinstance(a, np.ndarray) and a.flags.writeable and not self.handout.claim_array(a):
+            self.copies += 1
+            return np.array(a)
+        return a
+
+
 # -- a reader of any format as one set of tensors ---------------------------------------------
 class Tensors:
     """The tensors of a file, whatever its format: ``names``, ``spec(name)`` -> (dtype,
@@ -175,6 +225,9 @@ class Tensors:
             got = self._fold.get(chunk)
             if got is None:
                 got = self.reader.read_state_dict(chunk)
+                for a in got.values():  # cached and handed out again: never written into
+                    if isinstance(a, np.ndarray):
+                        a.flags.writeable = False
                 self._fold[chunk] = got
             return got
 
@@ -542,9 +595,12 @@ class Slice:
         if span is not None:  # stored raw in a mapped file: index a view of the private map
             idx = normalize_index(index, span[2], what=f"tensor {self._name!r}")
             if all(type(i) is not slice or i.step is None or i.step > 0 for i in idx):
-                whole = at(*span)  # type: ignore[misc]
+                whole = at(*span, claim=False)  # type: ignore[misc]
                 if whole is not None:
-                    return whole[idx]
+                    # bounds within each axis: torch truncates (or misreads) huge ones
+                    part = whole[bounded_index(idx, span[2])]
+                    if owner._convert.claim(part):  # else its bytes were handed out: a copy
+                        return part
         shape = self.shape
         idx = normalize_index(index, shape, what=f"tensor {self._name!r}")
         arr = owner._t.sliced(self._name, idx)
@@ -556,7 +612,7 @@ class Slice:
 
 def _converter(framework: str, reader: Any, device: Any) -> Any:
     if framework == "np":
-        return lambda a: a
+        return _NumpyResults()
     if framework == "pt":
         from ._torch import Converter
 
