@@ -12,10 +12,11 @@ Rules
   hold it (:mod:`tenfold.capabilities`). No file appears at ``dst`` on any error.
 * File metadata travels too: safetensors ``__metadata__`` <-> FOLD index ``metadata`` <->
   OINF metadata (string values whose key and value fit OINF's ``[A-Za-z0-9._-]+``) <->
-  zTensor (a ``__metadata__`` map in the first tensor's entry, a custom key that other
-  readers ignore). What the target cannot hold (any metadata in ``.npz`` / ``.wtxt``,
-  non-string values outside OINF, OINF sizevars outside OINF) is refused too;
-  ``metadata=False`` (``--no-metadata``) drops it on purpose.
+  zTensor 0.1.0 (a ``__metadata__`` map in the first tensor's entry, a custom key that other
+  readers ignore) <-> zTensor v1 / v2 file attributes (v1 / v2 -> v2 keeps any value). What
+  the target cannot hold (any metadata in ``.npz`` / ``.wtxt``, non-string values outside
+  OINF, OINF sizevars outside OINF) is refused too; ``metadata=False`` (``--no-metadata``)
+  drops it on purpose.
 * OINF packed types (i4, t2, ...) become their unpacked int8/uint8 values elsewhere (exact
   values); OINF tensors without data exist only in OINF. Sparse zTensor tensors are densified
   for formats with no sparse layout.
@@ -31,9 +32,10 @@ Rules
   to every tensor.
 
 Memory: tensors are read one at a time (views of memory-mapped zTensor, OINF, safetensors
-and stored npz sources; WTXT arrays and deflated npz members decoded alone), written and
-released (:mod:`tenfold.core.release`), and every writer takes one tensor at a time, so a
-conversion needs about the largest tensor, not the file. Exceptions: compressed FOLD chunks
+and stored npz sources; WTXT arrays, deflated npz members and encoded zTensor v2 parts
+decoded alone), written and released (:mod:`tenfold.core.release`), and every writer (the
+zTensor v2 one included) takes one tensor at a time, so a conversion needs about the largest
+tensor, not the file. Exceptions: compressed FOLD chunks
 (compressed or decompressed whole) and the signature of a ``sign_all`` WTXT source (over all
 its bytes).
 """
@@ -50,7 +52,7 @@ import numpy as np
 from .capabilities import NOT_TENSOR_FORMATS, TARGETS, check_all, target_of
 from .core.alloc import dense as _dense
 from .core.bounds import DEFAULT_LIMITS, Limits
-from .errors import EncodeError, UnsupportedError
+from .errors import EncodeError, FormatError, UnsupportedError
 from .tensor_source import Source
 
 __all__ = ["convert", "read_any", "write_any", "open_source", "Source"]
@@ -81,9 +83,9 @@ def zt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     from .ztensor import Reader
 
     if ztensor.detect(path) != "0.1.0":  # v1 / v2: read through the generation's reader
-        return _dict_source("ztensor", ztensor.load(path, copy=True, limits=limits))
+        return _zt2_source(path, limits)
 
-    r = Reader(path, limits=limits)
+    r = Reader(path, limits=limits, sparse="raw")  # sparse stays sparse for a zTensor target
     infos = {i.name: i for i in r.infos()}
     md: dict[str, Any] = {}
     for i in infos.values():
@@ -104,6 +106,41 @@ def zt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     src = Source("ztensor", list(infos), spec, lambda n: r.read(n, copy=False), metadata=md,
                  close=r.close, raw=raw, path=path)  # fmt: skip
     src.stored = lambda n: (infos[n].encoding, infos[n].checksum_algo)
+    src.generation = "0.1.0"
+    return src
+
+
+def _zt2_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
+    """The objects of a zTensor v1 / v2 file, read one at a time (raw dense parts as views
+    of the map, each part's digest checked when it is read); the file attributes are its
+    metadata. Layouts other than dense and sparse (``zt.mx/1``, ``zt.quant_group/1``, ...)
+    and unknown logical types have no form in another file yet: they are refused."""
+    from .ztensor import open as zt_open
+    from .ztensor._v2spec import DENSE, LOGICAL
+
+    r = zt_open(path, limits=limits, sparse="raw")
+    try:
+        names = list(r)
+        infos = {n: r.info(n) for n in names}
+        metadata = r.metadata
+    except BaseException:
+        r.close()
+        raise
+    refuse = []
+    for n, i in infos.items():
+        t = i.main_part.type
+        if i.layout != DENSE and i.layout not in r.sparse_layouts:
+            refuse.append(f"tensor {n!r} has layout {i.layout} (parts {', '.join(i.parts)})")
+        elif t is not None and t not in LOGICAL:
+            refuse.append(f"tensor {n!r} has logical type {t!r}, unknown to tenfold")
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        i = infos[n]
+        return np.dtype(i.np_dtype), tuple(i.shape)
+
+    src = Source("ztensor", names, spec, lambda n: r.read(n, copy=False), metadata=metadata,
+                 close=r.close, path=path, refuse=refuse)  # fmt: skip
+    src.generation = r.generation
     return src
 
 
@@ -424,8 +461,9 @@ def _meta_refusal(fmt: str, key: str, why: str) -> EncodeError:
     )
 
 
-def plan_metadata(fmt: str, src: Source) -> dict[str, Any]:
-    """The metadata ``fmt`` receives from ``src`` (EncodeError when some cannot go)."""
+def plan_metadata(fmt: str, src: Source, *, v2: bool = False) -> dict[str, Any]:
+    """The metadata ``fmt`` receives from ``src`` (EncodeError when some cannot go); ``v2``:
+    the target is zTensor v2 (file attributes)."""
     if fmt == "oinf":
         if src.fmt == "oinf":
             return dict(src.oinf_meta or {})
@@ -445,6 +483,8 @@ def plan_metadata(fmt: str, src: Source) -> dict[str, Any]:
         raise _meta_refusal(fmt, next(iter(src.metadata)), f"{fmt} has no file metadata")
     if fmt == "fold" and src.fmt == "fold":
         return dict(src.metadata)
+    if v2:
+        return _v2_attributes(src)
     for k, v in src.metadata.items():
         if not isinstance(v, str):
             raise _meta_refusal(fmt, k, f"value of type {type(v).__name__}; only string "
@@ -455,6 +495,75 @@ def plan_metadata(fmt: str, src: Source) -> dict[str, Any]:
         raise _meta_refusal(fmt, next(iter(src.metadata)), "zTensor keeps file metadata on "
                             "the first tensor and this file has none")  # fmt: skip
     return dict(src.metadata)
+
+
+def _v2_attributes(src: Source) -> dict[str, Any]:
+    """File attributes of a zTensor v2 target: a v1 / v2 source's attributes as they are
+    (any value deterministic CBOR holds), strings from any other source; keys follow v2's
+    name rule (non-empty, no U+0000, at most 1024 UTF-8 bytes)."""
+    from .ztensor import _dcbor
+    from .ztensor._v2spec import check_name
+
+    fmt = "zt"
+    keep_all = src.generation in ("v1", "v2")
+    for k, v in src.metadata.items():
+        try:
+            check_name(k, "file attributes", "attribute key")
+        except FormatError as exc:
+            raise _meta_refusal(fmt, k, f"not a zTensor v2 attribute key ({exc.detail})") from None
+        if not keep_all and not isinstance(v, str):
+            raise _meta_refusal(fmt, k, f"value of type {type(v).__name__}; only string "
+                                "metadata converts between formats")  # fmt: skip
+        try:
+            _dcbor.encode(v)
+        except (TypeError, ValueError) as exc:
+            raise _meta_refusal(fmt, k, f"value not encodable in CBOR ({exc})") from None
+    return dict(src.metadata)
+
+
+def _v2_target(dst: Any, fmt: str, generation: Any, max_shard_size: Any) -> bool:
+    """True when ``zt_generation`` asks for zTensor v2 (checked against the destination)."""
+    if generation in (None, 0, "0", "0.1.0"):
+        return False
+    if generation not in (2, "2", "v2"):
+        raise UnsupportedError(
+            f"tenfold: {os.fspath(dst)}: zt_generation must be 0.1.0 or 2, got {generation!r}"
+        )
+    if fmt != "ztensor":
+        raise UnsupportedError(f"tenfold: {os.fspath(dst)}: --zt-generation needs a .zt file")
+    if max_shard_size is not None:
+        raise UnsupportedError(
+            f"tenfold: {os.fspath(dst)}: --max-shard-size writes zTensor 0.1.0 shards; "
+            "it does not combine with --zt-generation"
+        )
+    return True
+
+
+def _check_v2(src: Source) -> None:
+    """What a canonical zTensor v2 file cannot hold, refused before anything is written:
+    element types without a v2 storage type, names that break v2's rule or are not NFC
+    (canonical form), OINF declarations without data."""
+    import unicodedata
+
+    from .ztensor._v2spec import check_name
+    from .ztensor.v2writer import storage_of
+
+    for n in src.names:
+        try:
+            check_name(n, f"tensor {n!r}", "name")
+        except FormatError as exc:
+            raise EncodeError(str(exc)) from None
+        if unicodedata.normalize("NFC", n) != n:
+            raise EncodeError(
+                f"zt: tensor {n!r}: name: not in Unicode NFC, which canonical zTensor v2 needs; "
+                "formats that keep it: .zt (0.1.0), .safetensors, .fold/.mind, .npz"
+            )
+        storage_of(src.spec(n)[0], f"tensor {n!r}")
+    if src.uninitialized:
+        n = next(iter(src.uninitialized))
+        raise EncodeError(
+            f"zt: tensor {n!r} has no data (an OINF declaration); only .oinf can hold it"
+        )
 
 
 def _check_all(fmt: str, src: Source) -> None:
@@ -499,29 +608,20 @@ def convert(
     raw bytes at memory speed and ignore it.
 
     ``zt_generation`` chooses the zTensor generation of a ``.zt`` destination: ``0``/``"0.1.0"``
-    (the default) or ``2``/``"v2"`` (canonical v2, written by :func:`tenfold.ztensor.save`).
+    (the default) or ``2``/``"v2"``: canonical v2 (:class:`tenfold.ztensor.V2Writer`), one
+    tensor at a time; ``compress="zstd"`` writes ``zt.zstd-seekable/1`` parts (not canonical).
+    Every v2 part carries an xxh3 digest, so ``checksum`` other than ``"keep"`` is refused.
 
     ``src`` may be a sharded checkpoint's index (:mod:`tenfold.sharded`); ``max_shard_size``
     writes ``dst`` as shards plus an index (one file when everything fits).
     """
     fmt = _target(dst)
-    if zt_generation not in (None, 0, "0", "0.1.0"):
-        if fmt != "ztensor":
-            raise UnsupportedError(f"tenfold: {os.fspath(dst)}: --zt-generation needs a .zt file")
-        if max_shard_size is not None:
-            raise UnsupportedError(
-                f"tenfold: {os.fspath(dst)}: --max-shard-size writes zTensor 0.1.0 shards; "
-                "it does not combine with --zt-generation"
-            )
-        from . import ztensor
-        from .formats import detect
-
-        if detect(src) == "ztensor":  # zTensor to zTensor: sparse tensors stay sparse
-            tensors = ztensor.load(src, copy=True, sparse="raw")
-        else:
-            tensors = read_any(src)
-        ztensor.save(dst, tensors, generation=zt_generation)
-        return len(tensors)
+    v2 = _v2_target(dst, fmt, zt_generation, max_shard_size)
+    if v2 and checksum != KEEP:
+        raise EncodeError(
+            f"convert: {os.fspath(dst)}: checksum={checksum!r} does not apply to zTensor v2 "
+            "(every part carries an xxh3 digest)"
+        )
     if compress not in (None, "zstd", KEEP):
         raise EncodeError(f"convert: compress must be None, 'zstd' or 'keep', got {compress!r}")
     if checksum not in (None, "crc32c", "sha256", KEEP):
@@ -537,10 +637,18 @@ def convert(
                 "copy (tensors and metadata only); pass metadata=False (--no-metadata) to "
                 "convert the tensors alone"
             )
-        _check_all(fmt, s)
-        md = plan_metadata(fmt, s) if metadata else {}
+        if v2:
+            _check_v2(s)
+        else:
+            _check_all(fmt, s)
+        md = plan_metadata(fmt, s, v2=v2) if metadata else {}
         if not metadata:
             s.sizevars = {}
+        if v2:
+            _write(fmt, dst, s, md, checksum=None, compress=None if compress == KEEP else
+                   compress, level=level, threads=threads, fsync=fsync, show=progress,
+                   v2=True)  # fmt: skip
+            return len(s.names)
         checksum, compress = _faithful(fmt, s, checksum, compress)
         if max_shard_size is not None:
             from .sharded import write_source
@@ -580,6 +688,7 @@ def _write(
     threads: int,
     fsync: bool,
     show: bool | None,
+    v2: bool = False,
 ) -> None:
     from .core.progress import ByteProgress
 
@@ -589,7 +698,9 @@ def _write(
         total += int(np.prod(shape, dtype=np.int64)) * dt.itemsize
     bar = ByteProgress(total, desc=os.path.basename(os.fspath(dst)), show=show)
     with bar:
-        if fmt == "ztensor":
+        if v2:
+            _write_ztensor_v2(dst, s, md, bar, compress=compress, fsync=fsync)
+        elif fmt == "ztensor":
             _write_ztensor(dst, s, md, bar, checksum=checksum, compress=compress, level=level,
                            threads=threads, fsync=fsync)  # fmt: skip
         elif fmt == "safetensors":
@@ -659,6 +770,26 @@ def _write_ztensor(
             w.add(n, v, checksum=ck, encoding=enc or "raw", level=level,
                   attrs=attrs)  # fmt: skip
             bar.update(getattr(v, "nbytes", 0))
+            release(v)
+            del v  # before the next tensor is read: one decoded tensor at a time
+
+
+def _write_ztensor_v2(
+    dst: Any, s: Source, md: dict[str, Any], bar: Any, *, compress: str | None, fsync: bool
+) -> None:
+    """A zTensor v2 file, one tensor at a time (names in UTF-8 byte order, as canonical form
+    needs); sparse tensors of a zTensor source stay sparse. ``compress="zstd"`` writes
+    ``zt.zstd-seekable/1`` parts (not canonical)."""
+    from .core.release import release
+    from .ztensor import V2Writer
+
+    zstd = compress == "zstd"
+    with V2Writer(dst, canonical=not zstd, attributes=md or None, fsync=fsync) as w:
+        for n in sorted(s.names, key=lambda n: n.encode()):
+            v = s.get(n)
+            w.add(n, v, encoding="zstd" if zstd else None)
+            dt, shape = s.spec(n)
+            bar.update(math.prod(shape) * dt.itemsize)
             release(v)
             del v  # before the next tensor is read: one decoded tensor at a time
 

@@ -69,6 +69,8 @@ class Source:
         self.stored: Callable[[str], tuple[str, str | None]] | None = None
         #: the source's tensors are compressed (FOLD zstd chunks, deflated npz members)
         self.compressed = False
+        #: a zTensor source's generation ("0.1.0", "v1", "v2"); None for other formats
+        self.generation: str | None = None
 
     def raw(self, name: str) -> tuple[int, int, str | None] | None:
         """``(file offset, nbytes, stored checksum)`` when the tensor's bytes in the source

@@ -31,6 +31,28 @@ def test_read_only_map_released_and_still_readable(tmp_path):
     assert view.tobytes() == data.tobytes()  # faulted in again from the page cache
 
 
+def test_views_of_the_fmap_kernels_map_are_released(tmp_path):
+    # Before: release() knew only mmap.mmap, and MappedFile (every reader's map) and the v2
+    # reader map files with the fmap kernel's Map, so a conversion kept every page it read.
+    from tenfold.core.mapped import MappedFile
+
+    p = tmp_path / "d.bin"
+    data = np.arange(4 << 20, dtype=np.uint8)
+    p.write_bytes(data.tobytes())
+    mf = MappedFile(p)
+    try:
+        view = mf.buffer()
+        before = _rss_pages(view)
+        assert int(view.sum(dtype=np.uint64)) == int(data.sum(dtype=np.uint64))
+        touched = _rss_pages(view)
+        release(view)
+        after = _rss_pages(view)
+        assert touched - before > 3000 and touched - after > 3000
+        assert view.tobytes() == data.tobytes()
+    finally:
+        mf.close()
+
+
 def test_private_copy_on_write_map_is_left_alone(tmp_path):
     p = tmp_path / "d.bin"
     p.write_bytes(bytes(1 << 20))

@@ -83,7 +83,8 @@ def dense(v: Any, name: str = "", budget: Any = None) -> Any:
         budget.take(n, "convert", what)
         try:
             return v.toarray() if hasattr(v, "toarray") else np.asarray(v.todense())
-        except MemoryError:  # within the budget, but not what the machine (or its caps) can give
+        except (MemoryError, LimitError):  # within the budget, but not what the machine (or
+            # its caps) can give: SciPy raises MemoryError, SparseTensor.todense a LimitError
             budget.used -= n
             raise LimitError(
                 fmt="convert",

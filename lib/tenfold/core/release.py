@@ -6,8 +6,9 @@ pages resident in this process, and they stay counted in its RSS until the mappi
 needs the whole pages the view covers; for a read-only shared file mapping the data stays in
 the page cache and a later access simply faults it in again, so this is safe and only lowers
 the peak memory of a conversion to about one tensor. Only views of read-only mappings
-(``mmap.ACCESS_READ``) are released: pages of a private or writable mapping may hold changes.
-Owned arrays and non-Linux systems are left alone (best effort, never an error).
+(``mmap.ACCESS_READ``, or the ``fmap`` kernel's ``Map``, never writable) are released: pages
+of a private or writable mapping may hold changes. Owned arrays and non-Linux systems are left
+alone (best effort, never an error).
 """
 
 from __future__ import annotations
@@ -38,6 +39,9 @@ def _mapped_base(a: np.ndarray) -> bool:
         base = base.base
     if isinstance(base, memoryview):  # np.frombuffer(mmap) keeps a memoryview of it
         base = base.obj
+    kernel_map = _kernel_map()
+    if kernel_map is not mmap.mmap and isinstance(base, kernel_map):
+        return True  # the compiled fmap kernel's Map: always read-only and shared
     if not isinstance(base, mmap.mmap):
         return False
     # Only a read-only mapping (ACCESS_READ: shared, PROT_READ): dropping pages of a private
@@ -47,6 +51,14 @@ def _mapped_base(a: np.ndarray) -> bool:
             return mv.readonly
     except (ValueError, TypeError):  # closed
         return False
+
+
+def _kernel_map() -> type:
+    """The type of the ``fmap`` kernel's whole-file maps (what :class:`MappedFile` and the
+    zTensor v2 reader map files with); ``mmap.mmap`` itself in the reference twin."""
+    from .. import _kernels
+
+    return _kernels.load("fmap").Map  # type: ignore[no-any-return]
 
 
 def release(value: Any) -> None:

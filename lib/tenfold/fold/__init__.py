@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..core import alloc
-from ..errors import UnsupportedError
+from ..errors import UnsupportedError, describe
 from ._spec import MAX_CHUNK_SIZE, MAX_INDEX_SIZE
 from .reader import ChunkInfo, FoldWarning, Reader
 from .verify import repair, verify, verify_reader
@@ -57,7 +57,9 @@ def load(
     """The arrays of a file's tensor chunks (``STEN`` safetensors and ``NPZ0``).
 
     With ``chunk`` only that chunk is read. Otherwise every tensor chunk is: with exactly one,
-    its arrays keep their names; with several, names become ``"<chunk>/<array>"``.
+    its arrays keep their names; with several, names become ``"<chunk>/<array>"``, and two
+    arrays that would get the same name (chunk ``x`` array ``y/z``, chunk ``x/y`` array ``z``)
+    are refused (:class:`UnsupportedError` naming both), never one dropped.
     ``copy=True`` gives writable arrays that do not keep the file mapped.
     """
     with Reader(source, **kw) as r:
@@ -71,11 +73,23 @@ def load(
                 fmt="fold", obj=str(source), detail="no tensor chunk (STEN or NPZ0) to load"
             )
         out: dict[str, np.ndarray] = {}
+        origin: dict[str, tuple[str, str]] = {}
         budget = r.limits.budget()  # one for the whole call
         for name in names:
             arrays = r.read_state_dict(name, budget=budget)
             for k, v in arrays.items():
                 key = k if len(names) == 1 else f"{name}/{k}"
+                if key in origin:  # chunk 'x' array 'y/z' and chunk 'x/y' array 'z'
+                    c0, k0 = origin[key]
+                    raise UnsupportedError(
+                        describe(
+                            "fold",
+                            f"chunk {name!r} array {k!r}",
+                            detail=f"named {key!r}, as chunk {c0!r} array {k0!r} is; read "
+                            "one chunk at a time (tenfold.fold.load(path, chunk=...))",
+                        )
+                    )
+                origin[key] = (name, k)
                 if copy and isinstance(v, np.ndarray):
                     v = alloc.copy(v, fmt="fold", what=f"chunk {name!r} array {k!r}", budget=budget)
                 out[key] = v

@@ -48,12 +48,14 @@ _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
 
 def npz_bytes(arrays: Mapping[str, Any], *, compressed: bool = False) -> bytes:
     """An ``.npz`` archive of ``arrays`` (``np.load`` reads it), byte-for-byte deterministic."""
+    for name in arrays:
+        if not isinstance(name, str) or not name:
+            raise EncodeError(fmt=FMT, obj="npz array", detail=f"bad name {name!r}")
+        _npz.check_member_name(FMT, name, "npz array")  # what a zip member carries back
     buf = io.BytesIO()
     method = zipfile.ZIP_DEFLATED if compressed else zipfile.ZIP_STORED
     with zipfile.ZipFile(buf, "w", compression=method) as zf:
         for name, value in arrays.items():
-            if not isinstance(name, str) or not name:
-                raise EncodeError(fmt=FMT, obj="npz array", detail=f"bad name {name!r}")
             arr = np.asanyarray(value)
             if arr.dtype.hasobject:
                 raise EncodeError(

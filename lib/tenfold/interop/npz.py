@@ -38,7 +38,15 @@ from ..errors import (
     describe,
 )
 
-__all__ = ["read_npz", "write_npz", "parse_npz", "Archive", "Member", "BufferFile"]
+__all__ = [
+    "read_npz",
+    "write_npz",
+    "parse_npz",
+    "check_member_name",
+    "Archive",
+    "Member",
+    "BufferFile",
+]
 
 FMT = "npz"
 #: deflate cannot expand by more than about 1032:1 (258-byte matches coded in 2 bits)
@@ -695,6 +703,41 @@ _WRITE_STEP = 1 << 20
 
 
 _ZIP_DATE = (1980, 1, 1, 0, 0, 0)
+#: a zip header stores a member name's length in 16 bits
+_MAX_MEMBER_NAME = 0xFFFF
+
+
+def check_member_name(fmt: str, name: object, what: str = "array") -> str:
+    """The zip member name of array ``name`` (``name + ".npy"``), or :class:`EncodeError` when
+    a zip member cannot carry it back unchanged: a name that is not a string, holds U+0000
+    (:mod:`zipfile` cuts a member name at its first NUL, on writing and on reading, so the
+    array would come back under another name), cannot be encoded in UTF-8 (a lone
+    surrogate), or is longer than the 65,535 bytes of the header's length field.
+
+    >>> check_member_name("npz", "layers.0/w")
+    'layers.0/w.npy'
+    """
+    if not isinstance(name, str):
+        raise EncodeError(
+            describe(fmt, what, field="name", expected="str", got=type(name).__name__)
+        )
+    bad: str | None = None
+    if "\x00" in name:
+        bad = "contains U+0000, where zipfile cuts a member name"
+        if fmt == "npz":
+            bad += "; formats that can hold it: .zt (0.1.0), .safetensors, .fold/.mind, .wtxt"
+    else:
+        try:
+            n = len(name.encode("utf-8")) + 4
+        except UnicodeEncodeError:
+            bad = "not encodable in UTF-8 (a lone surrogate)"
+        else:
+            if n > _MAX_MEMBER_NAME:
+                bad = f"member name of {n} bytes; a zip header holds at most {_MAX_MEMBER_NAME}"
+    if bad is not None:
+        shown = repr(name if len(name) <= 80 else name[:60] + "...")
+        raise EncodeError(describe(fmt, f"{what} {shown}", field="name", detail=bad))
+    return name + ".npy"
 
 
 def write_npz(
@@ -715,9 +758,11 @@ def write_npz(
     Only NumPy's own dtypes are written: bfloat16, float8 and float4 arrays (ml_dtypes) would
     be stored as opaque ``|V2`` / ``|V1`` / ``<f1`` records that NumPy cannot read back, so
     they are refused before anything is written (:class:`EncodeError` naming the tensor, its
-    dtype and the formats that can hold it).
+    dtype and the formats that can hold it), as are names a zip member cannot carry back
+    (:func:`check_member_name`).
     """
     for k, v in tensors.items():
+        check_member_name("npz", k)
         dt = np.dtype(v.dtype) if hasattr(v, "dtype") else np.asarray(v).dtype
         if dt.hasobject:
             raise EncodeError(
@@ -735,7 +780,7 @@ def write_npz(
         with zipfile.ZipFile(f, "w", compression=method, allowZip64=True) as zf:
             for k, v in tensors.items():
                 a = np.asarray(v)
-                info = zipfile.ZipInfo(str(k) + ".npy", date_time=_ZIP_DATE)
+                info = zipfile.ZipInfo(k + ".npy", date_time=_ZIP_DATE)
                 info.compress_type = method
                 info.external_attr = 0o600 << 16
                 with zf.open(info, "w", force_zip64=True) as member:

@@ -482,6 +482,12 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
         """File-level metadata: the manifest's file attributes (``{}`` when it has none)."""
         return dict(self.attributes or {})
 
+    @property
+    def sparse_layouts(self) -> frozenset[str]:
+        """The layouts :meth:`read` gives as sparse tensors (the others: ``dense`` gives an
+        array, any other layout a :class:`PartsObject`)."""
+        return frozenset(self._SPARSE)
+
     # -- Mapping ------------------------------------------------------------------------------
     # ``reader[name]``: the base class gives a plain dense object's view straight from the plan
     # table (its digest checked, or not to be), in C; anything else comes here
