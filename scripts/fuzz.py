@@ -17,15 +17,34 @@ flags), keeping the rest of the file valid (checksums recomputed where the lie m
 parser behind them: FOLD payloads are rewritten through the writer); generic mutators flip,
 truncate, extend and overwrite bytes.
 
-Every finding is saved under ``--out`` with the mutated file (the reproducer) and a JSON record
-(format, seed, case, mutation, operation, traceback). ``--replay FILE --format F`` runs the
-operations on one file in this process and prints what each one raised.
+Three kinds put a directory behind each case (a :class:`Bundle`) and judge more than the
+exception's class:
+
+    ztensor2  zTensor v2 files (manifest, footer, digests, appends cut short, data shards);
+              a crashed append's file must read as the old generation
+    sharded   an index and its shards, plain or in the Hugging Face cache layout; the oracle
+              knows the links it planted out of the index's directory (or, in the cache, out of
+              the repository's folder): a read through one that succeeds, an error that shows
+              the outside file, or a refusal that does not name the link is a finding
+    remote    a seed served by a misbehaving HTTP server on 127.0.0.1 (a thread of this
+              process); every tensor read must equal one consistent version of the object
+              (``MixedVersions``/``WrongValues`` otherwise), and a network failure must be an
+              OSError naming the URL (outcome ``oserror``, not a finding)
+
+Valid input of these kinds must read (``RefusedValid``); warnings are allowed except a
+``ResourceWarning`` from tenfold (a leak). These findings are class ``other``.
+
+Every finding is saved under ``--out`` with the mutated file (the reproducer; ``case.tar`` for
+the kinds above, links and FIFOs kept) and a JSON record (format, seed, case, mutation,
+operation, traceback). ``--replay FILE --format F`` runs the operations on one file (or a
+``case.tar``) in this process and prints what each one raised.
 
 Examples::
 
     python scripts/fuzz.py --minutes 10                  # all formats
     python scripts/fuzz.py --seconds 30 --seed 1 --format fold,npz
     python scripts/fuzz.py --replay fuzz-findings/<id>/case.fold --format fold
+    python scripts/fuzz.py --replay fuzz-findings/<id>/case.tar --format sharded
 
 Exit status: 0 when no finding, 1 otherwise.
 """
@@ -1383,7 +1402,7 @@ def ops_ztensor2(p: str, work: Path) -> list[tuple[str, Callable, set]]:
                 for role in getattr(info, "parts", {}) or {}:
                     r.stored(n, role)
                     r.decoded(n, role)
-                if getattr(info, "layout", None) == "dense" and len(info.shape):
+                if getattr(info, "layout", None) == "dense" and len(info.shape) and info.shape[0]:
                     r.read(n, (slice(0, 2),))
                     r.read(n, (-1,))
                 r.read(n, copy=True)
@@ -1411,7 +1430,7 @@ def ops_ztensor2(p: str, work: Path) -> list[tuple[str, Callable, set]]:
     return [
         ("zt2.read", read, {"reads"}),
         ("zt2.read_unchecked", unchecked, set()),
-        ("zt2.verify", verify, {"reads"}),
+        ("zt2.verify", verify, {"must"}),
         ("zt2.inspect", lambda: zt.inspect(p), set()),
         ("zt2.content_digest", lambda: zt.content_digest(p), set()),
         ("zt2.append", append, set()),
@@ -2082,7 +2101,7 @@ def ops_remote(url: str, ctx: dict) -> list[tuple[str, Callable, set]]:
     ops = [
         ("remote.open", top_open, {"reads"}),
         ("remote.load", lambda: read_all(tenfold.load(url, copy=True, **opts)), {"reads"}),
-        ("remote.verify", verify, set()),
+        ("remote.verify", verify, {"must"}),
     ]
     if ctx["remote"]["mode"] not in STALLS:  # the CLI takes no timeout option
         ops.append(("remote.cli.inspect", lambda: _cli(["inspect", url]), set()))
@@ -2120,6 +2139,7 @@ def run_op(name: str, fn: Callable, tags: set, ctx: dict | None, refs: Refs | No
     """Run one operation and classify it (``ctx`` None: the plain formats' rules)."""
     rec: dict[str, Any] = {"op": name}
     result = None
+    full = ""  # the whole message of a refusal (the record keeps its first 500 characters)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always" if ctx is not None else "ignore")
         try:
@@ -2128,8 +2148,10 @@ def run_op(name: str, fn: Callable, tags: set, ctx: dict | None, refs: Refs | No
         except MemoryError:
             rec.update(outcome="memory", exc="MemoryError", tb=traceback.format_exc())
         except TenfoldError as exc:
-            rec.update(outcome="tenfold", exc=type(exc).__name__, msg=str(exc)[:500])
+            full = str(exc)
+            rec.update(outcome="tenfold", exc=type(exc).__name__, msg=full[:500])
         except OSError as exc:
+            full = str(exc)
             rec.update(
                 outcome="other",
                 exc=type(exc).__name__,
@@ -2160,7 +2182,7 @@ def run_op(name: str, fn: Callable, tags: set, ctx: dict | None, refs: Refs | No
     if others:
         rec["warnings"] = others  # allowed (a missing validator may be warned about)
     bad = None
-    msg = rec.get("msg", "")
+    msg = full or rec.get("msg", "")
     escapes = ctx.get("escapes") or []
     if rec["outcome"] == "ok":
         if escapes and "shards" in tags:
@@ -2175,7 +2197,7 @@ def run_op(name: str, fn: Callable, tags: set, ctx: dict | None, refs: Refs | No
             bad = ("LinkFollowed", "the error shows the outside file's content")
         elif escapes and "shards" in tags and not _named(msg, escapes):
             bad = ("RefusalNotNamingLink", f"refused without naming {escapes}: {msg[:300]}")
-        elif ctx.get("must_read") and ("reads" in tags or "shards" in tags):
+        elif ctx.get("must_read") and tags & {"reads", "shards", "must"}:
             bad = ("RefusedValid", f"{rec['exc']}: {msg[:400]}")
     if bad is not None:
         rec.update(outcome="other", exc=bad[0], msg=bad[1])
@@ -2346,7 +2368,8 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
 
 def kind_operations(fmt: str, path: Path, work: Path, ctx: dict) -> list[tuple]:
     """(name, callable, tags) of a kind's case; tags: ``reads`` (returns the fingerprints of
-    what it read), ``shards`` (reaches every shard an index names)."""
+    what it read), ``shards`` (reaches every shard an index names), ``must`` (succeeds on
+    valid input, like the other two)."""
     if fmt == "ztensor2":
         ops: list[tuple] = ops_ztensor2(str(path), work)
         mine = {op[0] for op in ops}
