@@ -17,15 +17,34 @@ flags), keeping the rest of the file valid (checksums recomputed where the lie m
 parser behind them: FOLD payloads are rewritten through the writer); generic mutators flip,
 truncate, extend and overwrite bytes.
 
-Every finding is saved under ``--out`` with the mutated file (the reproducer) and a JSON record
-(format, seed, case, mutation, operation, traceback). ``--replay FILE --format F`` runs the
-operations on one file in this process and prints what each one raised.
+Three kinds put a directory behind each case (a :class:`Bundle`) and judge more than the
+exception's class:
+
+    ztensor2  zTensor v2 files (manifest, footer, digests, appends cut short, data shards);
+              a crashed append's file must read as the old generation
+    sharded   an index and its shards, plain or in the Hugging Face cache layout; the oracle
+              knows the links it planted out of the index's directory (or, in the cache, out of
+              the repository's folder): a read through one that succeeds, an error that shows
+              the outside file, or a refusal that does not name the link is a finding
+    remote    a seed served by a misbehaving HTTP server on 127.0.0.1 (a thread of this
+              process); every tensor read must equal one consistent version of the object
+              (``MixedVersions``/``WrongValues`` otherwise), and a network failure must be an
+              OSError naming the URL (outcome ``oserror``, not a finding)
+
+Valid input of these kinds must read (``RefusedValid``); warnings are allowed except a
+``ResourceWarning`` from tenfold (a leak). These findings are class ``other``.
+
+Every finding is saved under ``--out`` with the mutated file (the reproducer; ``case.tar`` for
+the kinds above, links and FIFOs kept) and a JSON record (format, seed, case, mutation,
+operation, traceback). ``--replay FILE --format F`` runs the operations on one file (or a
+``case.tar``) in this process and prints what each one raised.
 
 Examples::
 
     python scripts/fuzz.py --minutes 10                  # all formats
     python scripts/fuzz.py --seconds 30 --seed 1 --format fold,npz
     python scripts/fuzz.py --replay fuzz-findings/<id>/case.fold --format fold
+    python scripts/fuzz.py --replay fuzz-findings/<id>/case.tar --format sharded
 
 Exit status: 0 when no finding, 1 otherwise.
 """
@@ -34,7 +53,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import hashlib
+import http.server
 import io
 import json
 import os
@@ -48,12 +69,13 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 import warnings
 import zipfile
 from collections import Counter, defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -62,7 +84,10 @@ import numpy as np
 import tenfold
 from tenfold.errors import TenfoldError
 
-FORMATS = ["ztensor", "oinf", "fold", "wtxt", "taridx", "npz", "safetensors"]
+#: kinds whose case is a directory (a Bundle) with its own oracle: zTensor v2 files, sharded
+#: indexes, remote reads through a misbehaving HTTP server
+KINDS = ["ztensor2", "sharded", "remote"]
+FORMATS = ["ztensor", "oinf", "fold", "wtxt", "taridx", "npz", "safetensors", *KINDS]
 SUFFIX = {
     "ztensor": ".zt",
     "oinf": ".oinf",
@@ -90,7 +115,7 @@ SHAPES = [
 # seeds
 
 
-def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
+def make_seeds(d: Path) -> dict[str, list[tuple[str, Any]]]:
     """Valid files of every format (each module's demo plus variants that reach more code)."""
     import tenfold.fold as fold
     import tenfold.oinf as oinf
@@ -102,7 +127,7 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
 
     rng = np.random.default_rng(1)
     d.mkdir(parents=True, exist_ok=True)
-    seeds: dict[str, list[tuple[str, bytes]]] = defaultdict(list)
+    seeds: dict[str, list[tuple[str, Any]]] = defaultdict(list)
 
     def add(fmt: str, name: str, path: Path) -> None:
         seeds[fmt].append((name, path.read_bytes()))
@@ -240,6 +265,9 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, bytes]]]:
         {"k": "v"},
     )
     add("safetensors", "basic", p)
+    seeds["ztensor2"].extend(v2_seeds(d / "v2"))
+    seeds["sharded"].extend(sharded_seeds(d / "sharded"))
+    seeds["remote"].extend(remote_seeds(d / "remote"))
     return dict(seeds)
 
 
@@ -821,6 +849,1362 @@ def mutate(fmt: str, data: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 
 # ------------------------------------------------------------------------------------------
+# kinds whose cases are more than one file: zTensor v2, sharded indexes, remote reads
+#
+# A case of these kinds is a Bundle: files (and symbolic links, FIFOs) under the case's work
+# directory, the one the operations open (``entry``) and what the oracle expects (``ctx``,
+# JSON): links planted out of the index's directory (``escapes``), valid input that must be
+# read (``must_read``), reference files a successful read must equal one of (``refs``), the
+# misbehaviour of the HTTP server (``remote``).
+
+OUTSIDE_SECRET = b"root:x:0:0:root:/root:/bin/bash\nfuzz-outside-secret\n"
+SECRET_MARKS = ("fuzz-outside-secret", "root:x:0")
+WORK = "{work}"  # a link target starting with this is made absolute under the case's directory
+
+
+@dataclasses.dataclass(frozen=True)
+class Link:
+    """A symbolic link to ``target`` (``{work}/...`` is made absolute)."""
+
+    target: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Fifo:
+    """A named pipe (a reader must refuse it at once, never block on it)."""
+
+
+@dataclasses.dataclass
+class Bundle:
+    """Files of a case, by path relative to the case's work directory."""
+
+    files: dict[str, Any]
+    entry: str
+    extra: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    def copy(self) -> Bundle:
+        return Bundle(dict(self.files), self.entry, dict(self.extra))
+
+
+def materialize(b: Bundle, work: Path) -> Path:
+    for rel, v in b.files.items():
+        p = work / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(v, Link):
+            os.symlink(v.target.replace(WORK, str(work)), p)
+        elif isinstance(v, Fifo):
+            os.mkfifo(p)
+        else:
+            p.write_bytes(v)
+    return work / b.entry
+
+
+def bundle_tar(b: Bundle, ctx: dict) -> bytes:
+    """The case as a tar (links keep their ``{work}`` targets; ``fuzz-case.json`` holds the
+    entry and the oracle's expectations): what ``--replay`` takes."""
+    import tarfile
+
+    out = io.BytesIO()
+    with tarfile.open(fileobj=out, mode="w") as t:
+
+        def put(
+            name: str, data: bytes | None = None, kind: bytes = tarfile.REGTYPE, link: str = ""
+        ) -> None:
+            ti = tarfile.TarInfo(name)
+            ti.type, ti.linkname = kind, link
+            ti.size = len(data) if data is not None else 0
+            t.addfile(ti, io.BytesIO(data) if data is not None else None)
+
+        meta = {"entry": b.entry, "ctx": ctx}
+        put("fuzz-case.json", json.dumps(meta, indent=2, default=repr).encode())
+        for rel, v in b.files.items():
+            if isinstance(v, Link):
+                put(rel, kind=tarfile.SYMTYPE, link=v.target)
+            elif isinstance(v, Fifo):
+                put(rel, kind=tarfile.FIFOTYPE)
+            else:
+                put(rel, v)
+    return out.getvalue()
+
+
+def bundle_from_tar(path: Path) -> tuple[Bundle, dict]:
+    import tarfile
+
+    files: dict[str, Any] = {}
+    meta: dict = {}
+    with tarfile.open(path) as t:
+        for m in t.getmembers():
+            if m.name == "fuzz-case.json":
+                meta = json.loads(t.extractfile(m).read())  # type: ignore[union-attr]
+            elif m.issym():
+                files[m.name] = Link(m.linkname)
+            elif m.isfifo():
+                files[m.name] = Fifo()
+            elif m.isfile():
+                files[m.name] = t.extractfile(m).read()  # type: ignore[union-attr]
+    return Bundle(files, meta["entry"]), meta["ctx"]
+
+
+def fingerprint(value: Any) -> Any:
+    """What a read gave, comparable across reads (dtype, shape and bytes of every array)."""
+    if isinstance(value, np.ndarray):
+        a = np.ascontiguousarray(value)
+        return [a.dtype.str, list(a.shape), hashlib.sha256(a.view(np.uint8).data).hexdigest()]
+    if hasattr(value, "numpy") and hasattr(value, "dtype"):  # a torch tensor
+        return fingerprint(value.numpy())
+    if isinstance(value, Mapping):
+        return {str(k): fingerprint(value[k]) for k in value}
+    fields = getattr(value, "__dict__", None) or {
+        k: getattr(value, k) for k in getattr(value, "__slots__", ()) if hasattr(value, k)
+    }
+    if fields:
+        return {k: fingerprint(v) for k, v in fields.items() if not callable(v)}
+    if isinstance(value, (list, tuple)):
+        return [fingerprint(v) for v in value]
+    return repr(value)[:200]
+
+
+def read_all(r: Any) -> dict:
+    """Every tensor of a reader, fingerprinted (read each by name, as a user would)."""
+    return {n: fingerprint(r[n]) for n in list(r)}
+
+
+# -- zTensor v2 -----------------------------------------------------------------------------
+
+
+def v2_seeds(d: Path) -> list[tuple[str, Bundle]]:
+    import ml_dtypes
+
+    import tenfold.ztensor as zt
+    from tenfold.ztensor.sparse import SparseTensor
+
+    d.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(2)
+    small = {"canonical": False, "align": 4096, "fsync": False}
+    out: list[tuple[str, Bundle]] = []
+
+    def one(name: str, path: Path, **extra: Any) -> None:
+        out.append((name, Bundle({"case/case.zt": path.read_bytes()}, "case/case.zt", extra)))
+
+    p = d / "dense.zt"
+    with zt.Writer(p, generation=2, attributes={"k": "v", "n": [1, 2]}, **small) as w:
+        w.add("f32", rng.standard_normal((3, 5)).astype(np.float32), attrs={"a": 1})
+        w.add("bf16", np.arange(6, dtype=np.float32).astype(tenfold.core.BFLOAT16))
+        w.add("i8", np.arange(-4, 4, dtype=np.int8).reshape(2, 4))
+        w.add("u64", np.array([2**64 - 1, 0], np.uint64))
+        w.add("b", np.array([True, False, True]))
+        w.add("c64", np.array([1 + 2j, 3 - 4j], np.complex64))
+        w.add("e4m3", np.arange(4, dtype=np.float32).astype(ml_dtypes.float8_e4m3fn))
+        w.add("f4", np.array([0.5, 1.0, -2.0], np.float32).astype(ml_dtypes.float4_e2m1fn))
+        w.add("scalar", np.array(2.5, np.float64))
+        w.add("empty", np.zeros((0, 3), np.float16))
+    one("dense", p)
+    p = d / "dedup.zt"  # identical parts stored once (aliased blobs)
+    same = np.arange(1024, dtype=np.int32)
+    with zt.Writer(p, generation=2, **small) as w:
+        w.add("a", same)
+        w.add("b", same.copy())
+        w.add("c", same[:512].copy())
+    one("dedup", p)
+    p = d / "sparse.zt"
+    with zt.Writer(p, generation=2, **small) as w:
+        w.add(
+            "csr",
+            SparseTensor(
+                "csr",
+                (3, 4),
+                np.array([1.0, 2.0, 3.0], np.float32),
+                indices=np.array([0, 3, 1], np.uint64),
+                indptr=np.array([0, 2, 2, 3], np.uint64),
+            ),
+        )
+        w.add(
+            "coo",
+            SparseTensor(
+                "coo",
+                (3, 4, 5),
+                np.array([1.0, 2.0], np.float64),
+                coords=np.array([[0, 2], [1, 3], [4, 0]], np.uint64),
+            ),
+        )
+        w.add("d", np.ones(3, np.float32))
+    one("sparse", p)
+    p = d / "zstd.zt"
+    with zt.Writer(p, generation=2, **small) as w:
+        w.add("z", np.arange(3000, dtype=np.int64).reshape(30, 100), encoding="zstd")
+        w.add("r", np.zeros(10, np.float32), encoding="zstd")
+        w.add("raw", np.ones(4, np.uint16))
+    one("zstd", p)
+    p = d / "append.zt"
+    with zt.Writer(p, generation=2, **small) as w:
+        w.add("old", np.arange(12, dtype=np.float32).reshape(3, 4))
+        w.add("old2", np.ones(5, np.int16))
+    old = p.read_bytes()
+    zt.append(
+        p, {"new": np.arange(7, dtype=np.int64), "new_z": np.zeros(50, np.float32)}, fsync=False
+    )
+    zt.append(p, {"newer": same[:16].copy()}, encoding="zstd", fsync=False)
+    one("append", p, old=old)
+    p = d / "canonical.zt"  # the default form (64 KiB placement)
+    zt.save(p, {"x": np.arange(10, dtype=np.float32), "y": same[:8]}, generation=2, fsync=False)
+    one("canonical", p)
+    p = d / "sh" / "m.zt"  # a root manifest with a shard table, data shards beside it
+    p.parent.mkdir(exist_ok=True)
+    paths = zt.save_sharded(
+        p,
+        {"a": same, "b": np.ones((4, 4), np.float32), "c": same[:4]},
+        shard_bytes=4096,
+        align=4096,
+        digest=rng.choice(["sha256", "xxh3"]),
+        fsync=False,
+    )
+    files = {f"case/{Path(q).name}": Path(q).read_bytes() for q in paths}
+    out.append(("sharded", Bundle(files, "case/m.zt")))
+    root = Path(__file__).resolve().parents[1] / "tests" / "conformance" / "ztensor"
+    for sub in ("v2", "v2-corpus/valid", "v2-corpus/reject"):
+        for f in sorted((root / sub).glob("*.zt")) if (root / sub).is_dir() else []:
+            if f.stat().st_size < 1 << 18 and not f.stem.startswith(("data-shard", "shard")):
+                out.append(
+                    (f"{sub}/{f.name}", Bundle({"case/case.zt": f.read_bytes()}, "case/case.zt"))
+                )
+    return out
+
+
+def _v2_parse(data: bytes) -> tuple[int, int, dict]:
+    from tenfold.ztensor import _dcbor
+
+    moff, mlen = struct.unpack_from("<QQ", data, len(data) - 40)
+    return moff, mlen, _dcbor.decode(data[moff : moff + mlen])
+
+
+def _v2_build(data: bytes, moff: int, root: Any, rng: random.Random) -> bytes:
+    """``data`` up to ``moff`` + ``root`` encoded + a footer with the right hash (so the lie
+    reaches the manifest's checks), or now and then somewhere else."""
+    import xxhash
+
+    from tenfold.ztensor import _dcbor
+    from tenfold.ztensor.v2writer import footer_bytes
+
+    raw = _dcbor.encode(root)
+    if rng.random() < 0.1:  # the manifest after the current end (a new generation)
+        moff = len(data) - 40 + (-(len(data) - 40) % 4096)
+        data = data[:-40] + bytes(moff - len(data) + 40)
+    return data[:moff] + raw + footer_bytes(moff, len(raw), xxhash.xxh3_64_intdigest(raw))
+
+
+def _v2_digest(algo: str, raw: bytes) -> str:
+    import xxhash
+
+    if algo == "sha256":
+        return "sha256:" + hashlib.sha256(raw).hexdigest()
+    return f"xxh3:{xxhash.xxh3_64_intdigest(raw):016x}"
+
+
+def mut_ztensor2(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """Lie in a v2 file's manifest (parts, objects, shard table), footer or digests."""
+    r = rng.random()
+    if r < 0.15:  # footer fields
+        b = bytearray(data)
+        pos, size, name = rng.choice(
+            [
+                (-40, 8, "manifest_offset"),
+                (-32, 8, "manifest_length"),
+                (-24, 8, "manifest_hash"),
+                (-16, 4, "version"),
+                (-12, 4, "reserved"),
+                (-8, 8, "magic"),
+                (0, 8, "head magic"),
+            ]
+        )
+        n = len(b)
+        old = int.from_bytes(b[n + pos : n + pos + size] if pos < 0 else b[:size], "little")
+        v = hostile_int(rng, old) & ((1 << (8 * size)) - 1)
+        if name == "manifest_offset" and rng.random() < 0.5:
+            v = rng.choice([8, 4096, old + 4096, old - 4096, n - 40, n]) & (2**64 - 1)
+        at = n + pos if pos < 0 else 0
+        b[at : at + size] = v.to_bytes(size, "little")
+        return bytes(b), f"footer {name}: {old} -> {v}"
+    moff, mlen, root = _v2_parse(data)
+    objects = root.get("objects") if isinstance(root, dict) else None
+    if not isinstance(objects, dict) or not objects:
+        root = {
+            "objects": {
+                "x": {
+                    "shape": [2],
+                    "layout": "dense",
+                    "parts": {"data": {"dtype": "u8", "blob": [8, 2]}},
+                }
+            }
+        }
+        return _v2_build(data, moff, root, rng), "manifest replaced by a one-object lie"
+    name = rng.choice(sorted(objects))
+    obj = objects[name]
+    parts = obj.get("parts") if isinstance(obj, dict) else None
+    role = rng.choice(sorted(parts)) if isinstance(parts, dict) and parts else None
+    part = parts[role] if role is not None and isinstance(parts[role], dict) else None
+    all_blobs = [
+        p.get("blob")
+        for o in objects.values()
+        if isinstance(o, dict)
+        for p in (o.get("parts") or {}).values()
+        if isinstance(p, dict)
+    ]
+    all_blobs = [x for x in all_blobs if isinstance(x, list) and len(x) == 2]
+    desc = f"{name!r}"
+    if r < 0.45 and part is not None:  # a part's field
+        key = rng.choice(
+            [
+                "dtype",
+                "type",
+                "blob",
+                "blob",
+                "encoding",
+                "decoded_length",
+                "digest",
+                "digest",
+                "shard",
+                "zzz",
+            ]
+        )
+        old = part.get(key)
+        if key == "dtype":
+            v = rng.choice(["f64", "f32", "f16", "bf16", "i64", "u8", "i8", "f128", "", "F32", 3])
+        elif key == "type":
+            v = rng.choice(
+                [
+                    "bool",
+                    "f4_e2m1",
+                    "complex64",
+                    "complex128",
+                    "f8_e4m3fn",
+                    "f8_e8m0",
+                    "x.unknown/1",
+                    "",
+                    7,
+                    None,
+                ]
+            )
+        elif key == "blob":
+            off, ln = old if isinstance(old, list) and len(old) == 2 else (8, 8)
+            v = rng.choice(
+                [
+                    [hostile_int(rng, off), ln],
+                    [off, hostile_int(rng, ln)],
+                    [off + 1, ln],
+                    [off - 4096, ln],
+                    [moff, mlen],
+                    [moff, ln],
+                    [len(data) - 40, 40],
+                    [0, 8],
+                    [off, ln, 0],
+                    [off],
+                    [off, -1],
+                    ["0", ln],
+                    [off + 4096, ln],
+                    [off, ln + 1],
+                    rng.choice(all_blobs) if all_blobs else [off, ln],
+                    [off, 2**63],
+                    [2**64 - 4096, 4096],
+                ]
+            )
+        elif key == "encoding":
+            v = rng.choice(["zt.zstd-seekable/1", "zt.unknown/1", "", 1, None])
+            if v == "zt.zstd-seekable/1" and "decoded_length" not in part:
+                part["decoded_length"] = (old or 0) if rng.random() < 0.2 else hostile_int(rng, 64)
+        elif key == "decoded_length":
+            v = hostile_int(rng, old if isinstance(old, int) else 64)
+        elif key == "digest":  # valid-looking but wrong
+            b0 = all_blobs and rng.choice(all_blobs)
+            other = data[b0[0] : b0[0] + b0[1]] if b0 and 0 <= b0[0] < len(data) else b"x"
+            v = rng.choice(
+                [
+                    _v2_digest("xxh3", other),
+                    _v2_digest("sha256", other),
+                    f"xxh3:{rng.getrandbits(64):016x}",
+                    "sha256:" + os.urandom(32).hex(),
+                    "xxh3:" + "F" * 16,
+                    "md5:" + "0" * 32,
+                    "xxh3:",
+                    "xxh3:" + "0" * 15,
+                    5,
+                ]
+            )
+        elif key == "shard":
+            v = rng.choice(["00001", "../case", "", "x" * 70, ".hidden", "a/b", 1, "case"])
+        else:
+            v = rng.choice(ODD)
+        part[key] = v
+        desc += f" part {role!r}.{key}: {old!r} -> {v!r}"
+    elif r < 0.6 and part is not None and "blob" in part and rng.random() < 0.8:
+        # the data lies behind a matching digest: the part's bytes changed and its digest
+        # recomputed, so the lie reaches the layout checks (CSR/COO indices, bool bytes, f4)
+        off, ln = part["blob"]
+        if not (isinstance(off, int) and isinstance(ln, int) and 0 < ln and off + ln <= moff):
+            return mut_generic(data, rng)
+        b = bytearray(data)
+        how = rng.choice(["flip", "max", "zero", "pattern"])
+        for _ in range(rng.randrange(1, 4)):
+            i = off + rng.randrange(ln)
+            b[i] = {
+                "flip": b[i] ^ (1 << rng.randrange(8)),
+                "max": 0xFF,
+                "zero": 0,
+                "pattern": 0x7F,
+            }[how]
+        if part.get("encoding") is None and isinstance(part.get("digest"), str):
+            part["digest"] = _v2_digest(part["digest"].split(":")[0], bytes(b[off : off + ln]))
+        data = bytes(b)
+        desc += f" part {role!r}: bytes changed ({how}), digest recomputed"
+    elif r < 0.75:  # the object
+        key = rng.choice(
+            [
+                "shape",
+                "shape",
+                "layout",
+                "drop part",
+                "rename part",
+                "extra part",
+                "attributes",
+                "name",
+            ]
+        )
+        if key == "shape":
+            old = obj.get("shape")
+            obj["shape"] = rng.choice(SHAPES + [[1] * 65, [2**32, 2**32, 2**32], None, "3"])
+            desc += f" shape {old!r} -> {obj['shape']!r}"
+        elif key == "layout":
+            obj["layout"] = rng.choice(
+                [
+                    "dense",
+                    "zt.sparse_csr/1",
+                    "zt.sparse_coo/1",
+                    "zt.mx/1",
+                    "zt.quant_group/1",
+                    "x.unknown/1",
+                    "",
+                    3,
+                ]
+            )
+            desc += f" layout -> {obj['layout']!r}"
+        elif key == "drop part" and role is not None:
+            del parts[role]
+            desc += f" part {role!r} dropped"
+        elif key == "rename part" and role is not None:
+            parts[rng.choice(["data", "values", "indices", "indptr", "coords", "scales", "x"])] = (
+                parts.pop(role)
+            )
+            desc += f" part {role!r} renamed"
+        elif key == "extra part" and part is not None:
+            alias = dict(part)
+            if all_blobs and rng.random() < 0.5:
+                alias["blob"] = rng.choice(all_blobs)
+            parts[rng.choice(["data", "values", "indices", "scales", "extra"])] = alias
+            desc += " extra part aliasing a blob"
+        elif key == "attributes":
+            deep: Any = 1
+            for _ in range(rng.choice([3, 30, 40])):
+                deep = [deep]
+            obj["attributes"] = rng.choice([deep, {"": 1}, {"a\0": 1}, [], "x", {"k": deep}])
+            desc += " attributes lie"
+        else:
+            new = rng.choice(["", "a\0b", "x" * 2000, "e\u0301", "\u00e9", name + "/..", "."])
+            objects[new] = objects.pop(name)
+            desc = f"object {name!r} renamed {new!r}"
+    elif r < 0.85:  # the root: shard table, attributes, objects' type
+        key = rng.choice(["shards", "shards", "objects", "attributes", "extra"])
+        if key == "shards":
+            shards = root.get("shards") if isinstance(root.get("shards"), dict) else {}
+            label = rng.choice(sorted(shards)) if shards and rng.random() < 0.7 else "00001"
+            entry = dict(shards.get(label) or {"size": 4096, "digest": "sha256:" + "0" * 64})
+            f = rng.choice(["size", "digest", "name", "drop"])
+            if f == "size":
+                entry["size"] = hostile_int(rng, entry.get("size") or 0)
+            elif f == "digest":
+                entry["digest"] = rng.choice(
+                    ["sha256:" + os.urandom(32).hex(), "xxh3:" + "0" * 16, "sha256:", 1]
+                )
+            elif f == "name":
+                shards.pop(label, None)
+                label = rng.choice(["../case", "", ".x", "a/b", "x" * 65, "case", "00001"])
+            else:
+                shards.pop(label, None)
+                entry = None
+            if entry is not None:
+                shards[label] = entry
+            root["shards"] = shards
+            if rng.random() < 0.5 and part is not None:
+                part["shard"] = label
+            desc = f"shard table {label!r}: {f}"
+        elif key == "objects":
+            root["objects"] = rng.choice([[], "x", None, {"a": 1}, {"a": {"shape": []}}])
+            desc = f"objects -> {root['objects']!r}"
+        elif key == "attributes":
+            root["attributes"] = rng.choice([[], "x", {"": 1}, {"k": [[[[[]]]]]}])
+            desc = f"file attributes -> {root['attributes']!r}"
+        else:
+            root[rng.choice(["zzz", "version", "objectz"])] = rng.choice(ODD)
+            desc = "unknown root key"
+    else:
+        return mut_generic(data, rng)
+    try:
+        return _v2_build(data, moff, root, rng), desc[:200]
+    except (TypeError, ValueError, OverflowError):
+        return mut_generic(data, rng)
+
+
+def build_ztensor2(seed: Bundle, rng: random.Random) -> tuple[Bundle, str, dict]:
+    b = seed.copy()
+    old = seed.extra.get("old")
+    main = b.files[b.entry]
+    ctx: dict[str, Any] = {}
+    if old is not None and rng.random() < 0.35:  # an append cut short
+        n = len(main)
+        how = rng.choice(["hole", "unlinked", "old size", "anywhere"])
+        if how == "hole":  # step 1 of an append: old bytes, a hole, the old footer at the end
+            b.files[b.entry] = old + bytes(max(0, n - len(old) - 40)) + old[-40:]
+        elif how == "unlinked":  # step 2: new blobs and manifest written, the old footer
+            b.files[b.entry] = main[:-40] + old[-40:]
+        elif how == "old size":
+            b.files[b.entry] = main[: len(old)]
+        else:
+            b.files[b.entry] = main[: rng.randrange(len(old), n)]
+        if how != "anywhere":  # the file means the old generation: it must read as the old one
+            b.files["ref/old.zt"] = old
+            ctx.update(must_read=True, refs=["ref/old.zt"])
+        return b, f"append cut short ({how})", ctx
+    if len(b.files) > 1 and rng.random() < 0.3:  # a data shard of a sharded v2 model
+        shard = rng.choice(sorted(k for k in b.files if k != b.entry))
+        b.files[shard], desc = mut_generic(b.files[shard], rng)
+        if rng.random() < 0.2:
+            del b.files[shard]
+            desc = "removed"
+        return b, f"{shard}: {desc}", ctx
+    data, descs = main, []
+    for _ in range(1 if rng.random() < 0.75 else 2):
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                data, d = (mut_ztensor2 if rng.random() < 0.8 else mut_generic)(data, rng)
+        except Exception:  # noqa: BLE001 - the previous mutation broke the structure
+            data, d = mut_generic(data, rng)
+        descs.append(d)
+    b.files[b.entry] = data
+    return b, "; ".join(descs), ctx
+
+
+def ops_ztensor2(p: str, work: Path) -> list[tuple[str, Callable, set]]:
+    import tenfold.ztensor as zt
+
+    def read() -> dict:
+        with tenfold.open(p) as r:
+            for n in list(r):
+                info = r.info(n)
+                for role in getattr(info, "parts", {}) or {}:
+                    r.stored(n, role)
+                    r.decoded(n, role)
+                if getattr(info, "layout", None) == "dense" and len(info.shape) and info.shape[0]:
+                    r.read(n, (slice(0, 2),))
+                    r.read(n, (-1,))
+                r.read(n, copy=True)
+            return read_all(r)
+
+    def unchecked() -> None:
+        with zt.V2Reader(p, verify_checksums=False, sparse="raw", mmap=False) as r:
+            read_all(r)
+
+    def verify() -> None:
+        rep = zt.verify(p)
+        if not rep.ok:
+            raise TenfoldError("; ".join(f.message for f in rep.errors)[:300])
+
+    def append() -> None:
+        q = work / "appended.zt"
+        shutil.copyfile(p, q)
+        for s in Path(p).parent.glob(Path(p).stem + "-*.zt"):  # its data shards, if any
+            shutil.copyfile(s, work / ("appended" + s.name[len(Path(p).stem) :]))
+        zt.append(q, {"fuzz_new": np.arange(3, dtype=np.int32)}, fsync=False)
+        got = zt.load(q)
+        if not np.array_equal(got["fuzz_new"], np.arange(3)):
+            raise AssertionError("appended tensor reads back wrong")
+
+    return [
+        ("zt2.read", read, {"reads"}),
+        ("zt2.read_unchecked", unchecked, set()),
+        ("zt2.verify", verify, {"must"}),
+        ("zt2.inspect", lambda: zt.inspect(p), set()),
+        ("zt2.content_digest", lambda: zt.content_digest(p), set()),
+        ("zt2.append", append, set()),
+        ("load", lambda: read_all(tenfold.load(p)), {"reads"}),
+        ("load_copy", lambda: read_all(tenfold.load(p, copy=True)), {"reads"}),
+    ]
+
+
+# -- sharded indexes ------------------------------------------------------------------------
+
+
+def sharded_seeds(d: Path) -> list[tuple[str, Bundle]]:
+    import tenfold.sharded as sharded
+
+    rng = np.random.default_rng(3)
+    tensors = {
+        "embed.weight": rng.standard_normal((8, 4)).astype(np.float32),
+        "layer.0.w": np.arange(24, dtype=np.int64).reshape(4, 6),
+        "layer.0.b": np.ones(6, np.float16),
+        "layer.1.w": np.arange(24, dtype=np.int32).reshape(6, 4),
+        "head": np.zeros(3, np.float64),
+    }
+    out = []
+    for ext in (".safetensors", ".zt"):
+        sub = d / ext[1:]
+        sub.mkdir(parents=True, exist_ok=True)
+        paths = sharded.save(sub / f"model{ext}", tensors, 200, fsync=False)
+        files = {f"case/{Path(q).name}": Path(q).read_bytes() for q in paths}
+        index = f"case/model{ext}.index.json"
+        out.append((f"plain{ext}", Bundle(files, index)))
+        # the Hugging Face cache: snapshots/<rev>/<file> -> ../../blobs/<sha256 of the file>
+        repo = "case/hub/models--org--m"
+        hf: dict[str, Any] = {}
+        for rel, data in files.items():
+            sha = hashlib.sha256(data).hexdigest()
+            hf[f"{repo}/blobs/{sha}"] = data
+            hf[f"{repo}/snapshots/abc123/{Path(rel).name}"] = Link(f"../../blobs/{sha}")
+        hf[f"{repo}/refs/main"] = b"abc123"
+        out.append(
+            (
+                f"hf-cache{ext}",
+                Bundle(hf, f"{repo}/snapshots/abc123/model{ext}.index.json", {"hf": repo}),
+            )
+        )
+    return out
+
+
+def _index(b: Bundle) -> dict | None:
+    try:
+        doc = json.loads(_content(b, b.entry))
+    except (ValueError, TypeError, KeyError):
+        return None
+    return doc if isinstance(doc, dict) and isinstance(doc.get("weight_map"), dict) else None
+
+
+def _content(b: Bundle, rel: str) -> bytes:
+    """The bytes at ``rel`` of the bundle, following its links (a few hops)."""
+    for _ in range(8):
+        v = b.files[rel]
+        if not isinstance(v, Link):
+            return v
+        rel = os.path.normpath(os.path.join(os.path.dirname(rel), v.target))
+    raise KeyError(rel)
+
+
+def _put_index(b: Bundle, rel: str, doc: Any) -> None:
+    """Write an index to ``rel`` (through the link there, if any: the HF cache's blob)."""
+    v = b.files.get(rel)
+    if isinstance(v, Link):
+        rel = os.path.normpath(os.path.join(os.path.dirname(rel), v.target))
+    b.files[rel] = json.dumps(doc, indent=1).encode() if not isinstance(doc, bytes) else doc
+
+
+def build_sharded(seed: Bundle, rng: random.Random) -> tuple[Bundle, str, dict]:
+    b = seed.copy()
+    doc = _index(b)
+    assert doc is not None
+    wm: dict[str, str] = doc["weight_map"]
+    here = os.path.dirname(b.entry)
+    shards = sorted(set(wm.values()))
+    ctx: dict[str, Any] = {}
+    r = rng.random()
+    if r < 0.08:  # unchanged: valid input must read
+        ctx["must_read"] = True
+        return b, "valid", ctx
+    if r < 0.13:  # the index's directory reached through a link (allowed: the target is inside)
+        files = {}
+        for rel, v in b.files.items():
+            files[rel.replace("case/", "case/real/", 1) if rel.startswith("case/") else rel] = v
+        files["case/via"] = Link("real")
+        b.files = files
+        b.entry = b.entry.replace("case/", "case/via/", 1)
+        ctx["must_read"] = True
+        return b, "index's directory is a link to a directory inside the case", ctx
+    if r < 0.4:  # links
+        shard = rng.choice(shards)
+        at = f"{here}/{shard}"
+        moved = f"outside/{shard}"
+        how = rng.choice(
+            [
+                "moved out",
+                "moved out abs",
+                "passwd",
+                "subdir",
+                "dev",
+                "other repo",
+                "inside",
+                "dangling",
+                "loop",
+                "to index",
+                "to dir",
+                "fifo",
+            ]
+        )
+        out_target = os.path.relpath(moved, here)
+        escape = None
+        if how in ("moved out", "moved out abs"):  # the shard lives outside, a link points at it
+            b.files[moved] = _content(b, at)
+            b.files[at] = Link(out_target if how == "moved out" else f"{WORK}/{moved}")
+            escape = [shard]
+        elif how == "passwd":
+            b.files["outside/passwd"] = OUTSIDE_SECRET
+            b.files[at] = Link(os.path.relpath("outside/passwd", here))
+            escape = [shard]
+        elif how == "subdir":  # a directory link out of the index's directory
+            b.files[moved] = _content(b, at)
+            del b.files[at]
+            b.files[f"{here}/sub"] = Link(os.path.relpath("outside", here))
+            for n, s in wm.items():
+                if s == shard:
+                    wm[n] = f"sub/{shard}"
+            _put_index(b, b.entry, doc)
+            escape = [f"sub/{shard}", "sub"]
+        elif how == "dev":
+            b.files[at] = Link("/dev/zero")
+            escape = [shard]
+        elif how == "other repo" and "hf" in seed.extra:  # a blob of another repository
+            other = seed.extra["hf"].replace("models--org--m", "models--org--other")
+            b.files[f"{other}/blobs/x"] = _content(b, at)
+            b.files[at] = Link(os.path.relpath(f"{other}/blobs/x", here))
+            escape = [shard]
+        elif how == "inside":  # a link to another shard in the directory (allowed)
+            b.files[at] = Link(rng.choice(shards))
+        elif how == "dangling":
+            b.files[at] = Link("nowhere.safetensors")
+        elif how == "loop":
+            b.files[at] = Link(shard)
+        elif how == "to index":
+            b.files[at] = Link(os.path.basename(b.entry))
+        elif how == "to dir":
+            b.files[at] = Link(rng.choice([".", "..", "/"]))
+            escape = [shard] if b.files[at].target != "." else None
+        else:
+            b.files[at] = Fifo()
+        if escape:
+            ctx["escapes"] = escape
+        return b, f"shard {shard!r}: {how}", ctx
+    if r < 0.55:  # index cycles
+        own = os.path.basename(b.entry)
+        how = rng.choice(["self", "self all", "mutual", "nested", "nested cycle"])
+        if how.startswith("self"):
+            for n in list(wm) if how == "self all" else [rng.choice(list(wm))]:
+                wm[n] = own
+        elif how == "mutual":
+            other = f"other{Path(own).suffixes[0]}.index.json"
+            name = rng.choice(list(wm))
+            wm[name] = other
+            b.files[f"{here}/{other}"] = json.dumps(
+                {"metadata": {}, "weight_map": {name: own}}
+            ).encode()
+        else:  # a shard that is itself an index (of the real shards, or of the first index)
+            inner = f"inner{Path(own).suffixes[0]}.index.json"
+            shard = rng.choice(shards)
+            names = [n for n, s in wm.items() if s == shard]
+            target = shard if how == "nested" else own
+            b.files[f"{here}/{inner}"] = json.dumps(
+                {"metadata": {}, "weight_map": {n: target for n in names}}
+            ).encode()
+            for n in names:
+                wm[n] = inner
+        _put_index(b, b.entry, doc)
+        return b, f"index cycle: {how}", ctx
+    if r < 0.68:  # names
+        name = rng.choice(list(wm))
+        v = rng.choice(
+            [
+                "../outside/x.safetensors",
+                "/etc/passwd",
+                f"{WORK}/outside/passwd",
+                "sub/../../x",
+                "a\\..\\b",
+                "C:/x",
+                "",
+                ".",
+                "./" + shards[0],
+                "%2e%2e/x",
+                "x\0y",
+                "..",
+                "~/x",
+                " " + shards[0],
+                shards[0] + "/",
+                "a" * 5000,
+                "case",
+                "\u2025/x",
+            ]
+        )
+        if v.startswith(WORK):
+            b.files["outside/passwd"] = OUTSIDE_SECRET
+        wm[name] = v.replace(WORK, str(Path(tempfile.gettempdir()) / "no-such-fuzz-dir"))
+        _put_index(b, b.entry, doc)
+        return b, f"weight_map[{name!r}] = {v[:60]!r}", ctx
+    if r < 0.8:  # shards and tensors
+        how = rng.choice(["missing", "lacks", "extra", "mutate"])
+        shard = rng.choice(shards)
+        if how == "missing":
+            del b.files[f"{here}/{shard}"]
+        elif how == "lacks":
+            name = rng.choice(list(wm))
+            wm[name] = rng.choice([s for s in shards if s != wm[name]] or shards)
+            if rng.random() < 0.3:
+                wm["fuzz.absent"] = shard
+            _put_index(b, b.entry, doc)
+        elif how == "extra":
+            wm.pop(rng.choice(list(wm)))
+            _put_index(b, b.entry, doc)
+        else:
+            at = f"{here}/{shard}"
+            fmt = "safetensors" if shard.endswith(".safetensors") else "ztensor"
+            data, d = mutate(fmt, _content(b, at), rng)
+            if isinstance(b.files[at], Link):
+                del b.files[at]
+            b.files[at] = data
+            return b, f"shard {shard!r}: {d}", ctx
+        return b, f"shard {shard!r}: {how}", ctx
+    if r < 0.9:  # metadata and JSON types
+        how = rng.choice(["total_size", "metadata", "weight_map", "doc", "value"])
+        if how == "total_size":
+            doc.setdefault("metadata", {})
+            if not isinstance(doc["metadata"], dict):
+                doc["metadata"] = {}
+            doc["metadata"]["total_size"] = rng.choice(
+                [-1, -(2**63), 2**70, 1.5, "100", None, [], {}, True, float("nan"), 0]
+            )
+        elif how == "metadata":
+            doc["metadata"] = rng.choice([[], "x", 3, None, {"total_size": {"a": [1]}}])
+        elif how == "weight_map":
+            doc["weight_map"] = rng.choice(
+                [[], "x", None, {}, {"a": 1}, {"a": None}, {"a": ["x"]}, {"": shards[0]}]
+            )
+        elif how == "doc":
+            doc = rng.choice([[], "x", 1, None])  # type: ignore[assignment]
+        else:
+            doc["weight_map"] = {k: rng.choice([v, 1, None, [v], {"f": v}]) for k, v in wm.items()}
+        _put_index(b, b.entry, doc)
+        return b, f"json {how}", ctx
+    # size and shape of the JSON itself
+    how = rng.choice(["deep", "deep metadata", "wide", "long name", "bytes", "over limit"])
+    if how == "deep":
+        raw = b'{"weight_map": ' + b"[" * 200000 + b"]" * 200000 + b"}"
+    elif how == "deep metadata":
+        raw = b'{"metadata": ' + b'{"a":' * 50000 + b"1" + b"}" * 50001
+        raw = raw[:-1] + b', "weight_map": ' + json.dumps(wm).encode() + b"}"
+    elif how == "wide":
+        big = dict(wm)
+        big.update({f"t{i}": shards[0] for i in range(200000)})
+        doc["weight_map"] = big
+        raw = json.dumps(doc).encode()
+    elif how == "long name":
+        wm["n" * (1 << 20)] = shards[0]
+        raw = json.dumps(doc).encode()
+    elif how == "bytes":
+        raw = rng.choice(
+            [
+                b"\xef\xbb\xbf" + json.dumps(doc).encode(),
+                b"\xff\xfe{}",
+                b'{"weight_map": {"a": "x", "a": "y"}}',
+                b'{"weight_map": NaN}',
+                b"{" * 10,
+                b'{"weight_map": {"a": "\\ud800"}}',
+                b"",
+            ]
+        )
+    elif rng.random() < 0.2:  # just over the 64 MiB index limit
+        raw = b'{"weight_map": {}, "metadata": {"pad": "' + b"x" * (64 << 20) + b'"}}'
+    else:
+        raw = b'{"weight_map": {}, "metadata": {"pad": "' + b"x" * (4 << 20) + b'"}}'
+    _put_index(b, b.entry, raw)
+    return b, f"json {how} ({len(raw)} bytes)", ctx
+
+
+def ops_sharded(p: str, work: Path) -> list[tuple[str, Callable, set]]:
+    import tenfold.convert as conv
+    import tenfold.sharded as sharded
+
+    def top_open() -> dict:
+        with tenfold.open(p) as r:
+            for n in list(r):
+                r.info(n)
+                r.read(n)
+            return read_all(r)
+
+    def verify() -> None:
+        rep = sharded.verify(p)
+        if not rep.ok:
+            raise TenfoldError("; ".join(f.message for f in rep.errors)[:1000])
+
+    def convert() -> None:
+        tensors = conv.read_any(p)
+        with contextlib.suppress(TenfoldError):
+            conv.write_any(work / "out.safetensors", tensors)
+
+    ops: list[tuple[str, Callable, set]] = [
+        ("detect", lambda: tenfold.detect(p), set()),
+        ("open", top_open, {"reads", "shards"}),
+        ("load", lambda: read_all(tenfold.load(p)), {"reads", "shards"}),
+        ("load_copy", lambda: read_all(tenfold.load(p, copy=True)), {"reads", "shards"}),
+        ("sharded.verify", verify, {"shards"}),
+        ("sharded.inspect", lambda: sharded.inspect(p), {"shards"}),
+        ("convert", convert, {"shards"}),
+        ("cli.inspect", lambda: _cli(["inspect", p]), {"shards"}),
+        ("cli.verify", lambda: _cli(["verify", p]), {"shards"}),
+    ]
+    if os.environ.get("TENFOLD_FUZZ_TORCH", "1") == "1":
+        with contextlib.suppress(ImportError):
+            import torch  # noqa: F401
+
+            import tenfold.torch as tt
+
+            ops.append(("torch.load_file", lambda: read_all(tt.load_file(p)), {"reads", "shards"}))
+    return ops
+
+
+# -- remote reads through a misbehaving HTTP server -----------------------------------------
+
+#: What the server does wrong, chosen per case. ``BENIGN`` ones serve the object faithfully
+#: (a valid file must then read, and equal the local read); the others may make a read fail,
+#: but only with a tenfold error or an OSError naming the URL, never with wrong values.
+REMOTE_MODES = [
+    "honest",
+    "ignore-range",
+    "short",
+    "short-cl",
+    "shift",
+    "total-lie",
+    "change",
+    "change-no-if-match",
+    "weak-etag",
+    "weak-etag-change",
+    "no-validators",
+    "last-modified",
+    "last-modified-change",
+    "chunked",
+    "no-length",
+    "stall-head",
+    "stall-body",
+    "error-500",
+]
+BENIGN = {"honest", "weak-etag", "no-validators", "last-modified", "chunked"}
+STALLS = {"stall-head", "stall-body"}
+CHANGES = {"change", "change-no-if-match", "weak-etag-change", "last-modified-change"}
+#: seconds a child waits on the network before its read must fail (with an OSError)
+REMOTE_TIMEOUT = 2.0
+
+
+def remote_options(seconds: float) -> dict[str, Any]:
+    """The options every remote read in a child gets for a short network timeout: the one
+    place to change when tenfold names its own option (issue #21).
+
+    ``TENFOLD_FUZZ_TIMEOUT_OPTION=name`` passes ``name=seconds`` to ``tenfold.open``;
+    ``=storage:name`` passes it in ``storage_options``. By default: tenfold's ``timeout``
+    option where ``tenfold.core.source.open_file`` takes one, else aiohttp's ``ClientTimeout``
+    through fsspec's ``client_kwargs`` (what fsspec's HTTP filesystem takes today).
+    """
+    import inspect
+
+    style = os.environ.get("TENFOLD_FUZZ_TIMEOUT_OPTION", "")
+    if style.startswith("storage:"):
+        return {"storage_options": {style[8:]: seconds}}
+    if style:
+        return {style: seconds}
+    from tenfold.core import source
+
+    if "timeout" in inspect.signature(source.open_file).parameters:
+        return {"timeout": seconds}
+    import aiohttp
+
+    t = aiohttp.ClientTimeout(total=seconds, sock_connect=seconds, sock_read=seconds)
+    return {"storage_options": {"client_kwargs": {"timeout": t}}}
+
+
+class RemoteCase:
+    """One case's objects (path -> [version A, version B]) and misbehaviour."""
+
+    def __init__(self, objects: dict[str, list[bytes]], cfg: dict) -> None:
+        self.objects = objects
+        self.cfg = cfg
+        self.requests = 0
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+
+
+class _MisbehavingHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: Any
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def do_HEAD(self) -> None:  # noqa: N802 - http.server's naming
+        self._serve(head=True)
+
+    def do_GET(self) -> None:  # noqa: N802
+        self._serve(head=False)
+
+    def _serve(self, head: bool) -> None:
+        srv = self.server
+        with srv.lock:
+            srv.active += 1
+        try:
+            self._answer(head)
+        except OSError:
+            self.close_connection = True  # the client went away
+        finally:
+            with srv.lock:
+                srv.active -= 1
+
+    def _answer(self, head: bool) -> None:
+        path = self.path.split("?", 1)[0]
+        token, _, rest = path.lstrip("/").partition("/")
+        case = self.server.cases.get(token)
+        versions = case.objects.get("/" + rest) if case else None
+        if case is None or versions is None:
+            self._reply(404, b"not found", {})
+            return
+        cfg = case.cfg
+        mode = cfg["mode"]
+        with case.lock:
+            case.requests += 1
+            n = case.requests
+        active = n >= cfg["from"]
+        which = 1 if mode in CHANGES and active else 0
+        data = versions[which]
+        size = len(data)
+        tag = hashlib.md5(data).hexdigest()
+        hdr: dict[str, str] = {"Accept-Ranges": "bytes"}
+        if mode.startswith("weak-etag"):
+            hdr["ETag"] = f'W/"{tag}"'
+        elif mode.startswith("last-modified"):
+            hdr["Last-Modified"] = [
+                "Mon, 01 Jan 2024 00:00:00 GMT",
+                "Tue, 02 Jan 2024 00:00:00 GMT",
+            ][which]
+        elif mode != "no-validators":
+            hdr["ETag"] = f'"{tag}"'
+        if mode in STALLS and active and (mode == "stall-head" or not head):
+            if mode == "stall-body":  # headers, then nothing
+                self.send_response(206 if self.headers.get("Range") else 200)
+                self.send_header("Content-Length", str(size))
+                self.end_headers()
+                self.wfile.flush()
+            case.stop.wait(600)
+            self.close_connection = True
+            return
+        if mode == "error-500" and active:
+            self._reply(500, b"internal error", {})
+            return
+        want = self.headers.get("If-Match")
+        etag = hdr.get("ETag", "")
+        if want is not None and mode != "change-no-if-match":
+            # RFC 9110: If-Match compares strongly, so a weak tag never matches
+            if want != etag or want.startswith("W/") or etag.startswith("W/"):
+                self._reply(412, b"precondition failed", {})
+                return
+        if head:
+            if mode == "no-length":
+                hdr["Transfer-Encoding"] = "chunked"
+                self._reply(200, b"", hdr, length=None, body=False)
+            else:
+                self._reply(200, b"", hdr, length=size, body=False)
+            return
+        m = re.match(r"^bytes=(\d*)-(\d*)$", self.headers.get("Range") or "")
+        if not m or mode == "ignore-range" and active:
+            self._reply(200, data, hdr, chunked=mode in ("chunked", "no-length"))
+            return
+        a, z = m.groups()
+        if a == "":
+            start, end = max(0, size - int(z)), size
+        else:
+            start, end = int(a), min(size, int(z) + 1 if z else size)
+        if start >= size or start >= end:
+            self._reply(416, b"", {"Content-Range": f"bytes */{size}"})
+            return
+        total = size
+        if active:
+            if mode == "short":
+                end = start + max(0, (end - start) // 2)
+            elif mode == "shift":
+                k = cfg["shift"]
+                start, end = max(0, min(size - 1, start + k)), max(1, min(size, end + k))
+            elif mode == "total-lie":
+                total = size + cfg["shift"]
+        body = data[start:end]
+        hdr["Content-Range"] = f"bytes {start}-{max(start, end - 1)}/{total}"
+        if mode == "short-cl" and active:
+            self._reply(206, body[: len(body) // 2], hdr, length=len(body))
+            self.close_connection = True
+            return
+        self._reply(206, body, hdr, chunked=mode in ("chunked", "no-length"))
+
+    def _reply(
+        self,
+        code: int,
+        payload: bytes,
+        hdr: dict[str, str],
+        *,
+        length: int | None = -1,
+        body: bool = True,
+        chunked: bool = False,
+    ) -> None:
+        self.send_response(code)
+        for k, v in hdr.items():
+            self.send_header(k, v)
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        elif length is not None:
+            self.send_header("Content-Length", str(len(payload) if length == -1 else length))
+        self.end_headers()
+        if not body:
+            return
+        if chunked:
+            for i in range(0, len(payload), 1000):
+                piece = payload[i : i + 1000]
+                self.wfile.write(f"{len(piece):x}\r\n".encode() + piece + b"\r\n")
+            self.wfile.write(b"0\r\n\r\n")
+        else:
+            self.wfile.write(payload)
+
+
+class _QuietServer(http.server.ThreadingHTTPServer):
+    daemon_threads = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        pass  # a client that went away mid-answer (a stall, a timeout): nothing to report
+
+
+class MisbehavingServer:
+    """An HTTP server on 127.0.0.1 (a thread of the fuzzer's parent process) serving each
+    case's objects under ``/<token>/`` with that case's misbehaviour."""
+
+    def __init__(self) -> None:
+        self.httpd = _QuietServer(("127.0.0.1", 0), _MisbehavingHandler)
+        self.httpd.cases = {}  # type: ignore[attr-defined]
+        self.httpd.lock = threading.Lock()  # type: ignore[attr-defined]
+        self.httpd.active = 0  # type: ignore[attr-defined]
+        self.port = self.httpd.server_address[1]
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+        self.thread.start()
+
+    def add(self, token: str, case: RemoteCase) -> str:
+        self.httpd.cases[token] = case  # type: ignore[attr-defined]
+        return f"http://127.0.0.1:{self.port}/{token}/"
+
+    def end(self, token: str) -> None:
+        case = self.httpd.cases.pop(token, None)  # type: ignore[attr-defined]
+        if case is not None:
+            case.stop.set()
+        deadline = time.monotonic() + 2
+        while self.httpd.active and time.monotonic() < deadline:  # type: ignore[attr-defined]
+            time.sleep(0.005)  # no handler mid-request when the next child forks
+
+    def close(self) -> None:
+        for case in self.httpd.cases.values():  # type: ignore[attr-defined]
+            case.stop.set()
+        for token in list(self.httpd.cases):  # type: ignore[attr-defined]
+            self.end(token)
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+REMOTE_FORMATS = ["safetensors", "npz", "oinf", "ztensor", "ztensor2"]
+
+
+def remote_seeds(d: Path) -> list[tuple[str, Bundle]]:
+    """Two versions of one file per format: same names, dtypes and shapes, other values."""
+    import tenfold.oinf as oinf
+    import tenfold.ztensor as zt
+    from tenfold.interop import write_safetensors
+
+    d.mkdir(parents=True, exist_ok=True)
+    out = []
+    for fmt in REMOTE_FORMATS:
+        ext = ".zt" if fmt.startswith("ztensor") else SUFFIX[fmt]
+        vers = []
+        for v in (0, 1):
+            t = {
+                "w": (np.arange(40, dtype=np.float32).reshape(5, 8) + v),
+                "i": np.arange(9, dtype=np.int64) * (v + 1),
+                "big": np.full(70000, v + 1, np.int32),  # past the first speculative block
+            }
+            p = d / f"{fmt}{v}{ext}"
+            if fmt == "safetensors":
+                write_safetensors(p, t, {"v": str(v)})
+            elif fmt == "npz":
+                np.savez(p, **t)
+            elif fmt == "oinf":
+                oinf.write(p, tensors=t)
+            elif fmt == "ztensor":
+                zt.save(p, t, fsync=False)
+            else:
+                zt.save(p, t, generation=2, canonical=False, align=4096, fsync=False)
+            vers.append(p.read_bytes())
+        out.append(
+            (
+                fmt,
+                Bundle(
+                    {f"A/case{ext}": vers[0], f"B/case{ext}": vers[1]}, f"A/case{ext}", {"fmt": fmt}
+                ),
+            )
+        )
+    return out
+
+
+def build_remote(seed: Bundle, rng: random.Random) -> tuple[Bundle, str, dict]:
+    b = seed.copy()
+    fmt = seed.extra["fmt"]
+    ext = Path(b.entry).suffix
+    modes = os.environ.get("TENFOLD_FUZZ_REMOTE_MODES")  # e.g. "stall-body,change"
+    mode = rng.choice(modes.split(",") if modes else REMOTE_MODES)
+    desc = ""
+    if mode not in CHANGES and rng.random() < 0.5:  # a damaged file, served (no second version)
+        data = b.files[b.entry]
+        if fmt == "ztensor2":
+            data, desc = mut_ztensor2(data, rng) if rng.random() < 0.8 else mut_generic(data, rng)
+        else:
+            data, desc = mutate(fmt, data, rng)
+        b.files[b.entry] = data
+    cfg = {
+        "mode": mode,
+        "from": rng.choice([1, 1, 2, 2, 3, 4, 6]),  # the first request that misbehaves
+        "shift": rng.choice([1, 8, 4096, -8]),
+        "object": f"/case{ext}",
+    }
+    if mode not in CHANGES:
+        del b.files[f"B/case{ext}"]
+    ctx: dict[str, Any] = {"remote": cfg, "refs": sorted(b.files), "changed": mode in CHANGES}
+    if mode in BENIGN and not desc:
+        ctx["must_read"] = True
+    return (
+        b,
+        f"{fmt} served with {mode} from request {cfg['from']}" + (f"; {desc}" if desc else ""),
+        ctx,
+    )
+
+
+def ops_remote(url: str, ctx: dict) -> list[tuple[str, Callable, set]]:
+    opts = remote_options(REMOTE_TIMEOUT)
+
+    def top_open() -> dict:
+        with tenfold.open(url, **opts) as r:
+            return read_all(r)
+
+    def verify() -> None:
+        with tenfold.open(url, **opts) as r:
+            rep = r.verify()
+            if rep is not None and not getattr(rep, "ok", True):
+                raise TenfoldError("; ".join(f.message for f in rep.errors)[:300])
+
+    ops = [
+        ("remote.open", top_open, {"reads"}),
+        ("remote.load", lambda: read_all(tenfold.load(url, copy=True, **opts)), {"reads"}),
+        ("remote.verify", verify, {"must"}),
+    ]
+    if ctx["remote"]["mode"] not in STALLS:  # the CLI takes no timeout option
+        ops.append(("remote.cli.inspect", lambda: _cli(["inspect", url]), set()))
+    return ops
+
+
+# -- the oracle of the kinds above ----------------------------------------------------------
+
+
+class Refs:
+    """The fingerprints a successful read may give (read locally from ``ctx['refs']``)."""
+
+    def __init__(self, ctx: dict, work: Path) -> None:
+        self.paths = [work / p for p in ctx.get("refs", [])]
+        self._got: list | None = None
+
+    def get(self) -> list:
+        if self._got is None:
+            self._got = []
+            for p in self.paths:
+                try:
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        self._got.append(read_all(tenfold.load(p, copy=True)))
+                except Exception:  # noqa: BLE001 - a damaged reference: nothing to compare
+                    pass
+        return self._got
+
+
+def _named(msg: str, names: list[str]) -> bool:
+    return any(n in msg for n in names)
+
+
+def run_op(name: str, fn: Callable, tags: set, ctx: dict | None, refs: Refs | None) -> dict:
+    """Run one operation and classify it (``ctx`` None: the plain formats' rules)."""
+    rec: dict[str, Any] = {"op": name}
+    result = None
+    full = ""  # the whole message of a refusal (the record keeps its first 500 characters)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always" if ctx is not None else "ignore")
+        try:
+            result = fn()
+            rec["outcome"] = "ok"
+        except MemoryError:
+            rec.update(outcome="memory", exc="MemoryError", tb=traceback.format_exc())
+        except TenfoldError as exc:
+            full = str(exc)
+            rec.update(outcome="tenfold", exc=type(exc).__name__, msg=full[:500])
+        except OSError as exc:
+            full = str(exc)
+            rec.update(
+                outcome="other",
+                exc=type(exc).__name__,
+                msg=str(exc)[:500],
+                tb=traceback.format_exc(),
+            )
+            if ctx is not None and ctx.get("url") and ctx["url"] in str(exc):
+                rec["outcome"] = "oserror"  # a network failure, named: as promised
+                rec.pop("tb")
+        except Exception as exc:  # noqa: BLE001 - that is what we are looking for
+            rec.update(
+                outcome="other",
+                exc=type(exc).__name__,
+                msg=str(exc)[:500],
+                tb=traceback.format_exc(),
+            )
+    if ctx is None:
+        return rec
+    leaks = [
+        f"{w.category.__name__}: {w.message}"
+        for w in caught
+        if issubclass(w.category, ResourceWarning) and "tenfold" in w.filename
+    ]
+    if rec["outcome"] in ("ok", "tenfold", "oserror") and leaks:
+        rec.update(outcome="other", exc="ResourceWarning", msg="; ".join(leaks)[:500])
+        return rec
+    others = sorted({w.category.__name__ for w in caught})
+    if others:
+        rec["warnings"] = others  # allowed (a missing validator may be warned about)
+    bad = None
+    msg = full or rec.get("msg", "")
+    escapes = ctx.get("escapes") or []
+    if rec["outcome"] == "ok":
+        if escapes and "shards" in tags:
+            bad = ("LinkFollowed", f"read through a link out of the directory: {escapes}")
+        elif "reads" in tags and refs is not None and refs.paths:
+            want = refs.get()
+            if want and result not in want:
+                kind = "MixedVersions" if ctx.get("changed") else "WrongValues"
+                bad = (kind, f"values equal none of {len(want)} reference read(s)")
+    elif rec["outcome"] in ("tenfold", "oserror"):
+        if escapes and any(m in msg for m in SECRET_MARKS):
+            bad = ("LinkFollowed", "the error shows the outside file's content")
+        elif escapes and "shards" in tags and not _named(msg, escapes):
+            bad = ("RefusalNotNamingLink", f"refused without naming {escapes}: {msg[:300]}")
+        elif ctx.get("must_read") and tags & {"reads", "shards", "must"}:
+            bad = ("RefusedValid", f"{rec['exc']}: {msg[:400]}")
+    if bad is not None:
+        rec.update(outcome="other", exc=bad[0], msg=bad[1])
+    return rec
+
+
+# ------------------------------------------------------------------------------------------
 # operations (run in the child)
 
 
@@ -836,7 +2220,8 @@ def _cli(args: list[str]) -> None:
     if rc not in (0, 1):
         raise RuntimeError(f"cli {args[0]}: exit {rc}: {err.getvalue()[-300:]}")
     if rc == 1:
-        raise TenfoldError(err.getvalue().strip()[-300:])  # refused with a one-line message
+        # refused: a one-line message on stderr, or (verify) the report on stdout
+        raise TenfoldError((err.getvalue().strip() or out.getvalue().strip())[-2000:])
 
 
 def _drain(mapping: Any) -> None:
@@ -981,30 +2366,42 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
     return ops
 
 
+def kind_operations(fmt: str, path: Path, work: Path, ctx: dict) -> list[tuple]:
+    """(name, callable, tags) of a kind's case; tags: ``reads`` (returns the fingerprints of
+    what it read), ``shards`` (reaches every shard an index names), ``must`` (succeeds on
+    valid input, like the other two)."""
+    if fmt == "ztensor2":
+        ops: list[tuple] = ops_ztensor2(str(path), work)
+        mine = {op[0] for op in ops}
+        rng = random.Random(0)
+        ops += [op + (set(),) for op in operations(fmt, path, work, rng) if op[0] not in mine]
+        return ops
+    if fmt == "sharded":
+        return ops_sharded(str(path), work)
+    return ops_remote(ctx["url"] + Path(ctx["remote"]["object"]).name, ctx)
+
+
 def run_child(
-    fmt: str, path: Path, work: Path, seed: int, write: Callable[[dict], None], subprocess_cli: bool
+    fmt: str,
+    path: Path,
+    work: Path,
+    seed: int,
+    write: Callable[[dict], None],
+    subprocess_cli: bool,
+    ctx: dict | None = None,
 ) -> None:
     rng = random.Random(seed)
     warnings.simplefilter("ignore")
-    for name, fn in operations(fmt, path, work, rng):
+    if ctx is None:
+        ops: list[tuple] = [op + (set(),) for op in operations(fmt, path, work, rng)]
+        refs = None
+    else:
+        ops = kind_operations(fmt, path, work, ctx)
+        refs = Refs(ctx, work)
+    for name, fn, tags in ops:
         write({"start": name})
-        rec: dict[str, Any] = {"op": name}
-        try:
-            fn()
-            rec["outcome"] = "ok"
-        except MemoryError:
-            rec.update(outcome="memory", exc="MemoryError", tb=traceback.format_exc())
-        except TenfoldError as exc:
-            rec.update(outcome="tenfold", exc=type(exc).__name__)
-        except Exception as exc:  # noqa: BLE001 - that is what we are looking for
-            rec.update(
-                outcome="other",
-                exc=type(exc).__name__,
-                msg=str(exc)[:500],
-                tb=traceback.format_exc(),
-            )
-        write(rec)
-    if subprocess_cli:
+        write(run_op(name, fn, tags, ctx, refs))
+    if subprocess_cli and fmt != "remote":
         write({"start": "cli.subprocess"})
         proc = subprocess.run(
             [sys.executable, "-m", "tenfold", "verify", str(path)],
@@ -1032,6 +2429,7 @@ def run_case(
     timeout: float,
     mem_cap: int,
     subprocess_cli: bool,
+    ctx: dict | None = None,
 ) -> list[dict]:
     """Fork a child, cap its memory, run the operations; return one record per operation."""
     rfd, wfd = os.pipe()
@@ -1051,7 +2449,7 @@ def run_case(
             def write(rec: dict) -> None:
                 out.write(json.dumps(rec) + "\n")
 
-            run_child(fmt, path, work, seed, write, subprocess_cli)
+            run_child(fmt, path, work, seed, write, subprocess_cli, ctx)
             out.flush()
         except BaseException:  # noqa: BLE001
             code = 3
@@ -1124,6 +2522,56 @@ def _address_space() -> int:
     return 0
 
 
+BUILDERS: dict[str, Callable[[Bundle, random.Random], tuple[Bundle, str, dict]]] = {
+    "ztensor2": build_ztensor2,
+    "sharded": build_sharded,
+    "remote": build_remote,
+}
+
+
+def prepare(fmt: str, seed: Any, crng: random.Random, work: Path, root: Path,
+            server: Any, token: str) -> tuple[Path, str, dict | None, Any]:  # fmt: skip
+    """Write the case under ``work``: ``(path, mutation, ctx, saved)``; ``saved`` is what a
+    finding keeps (the file's bytes, or a Bundle)."""
+    if fmt not in KINDS:
+        mutated, desc = mutate(fmt, seed, crng)
+        if fmt == "taridx":  # the index next to its shards
+            for s in (root / "seeds" / "taridx").glob("*.tar"):
+                os.symlink(s, work / s.name)
+            case = work / "demo.taridx"
+        else:
+            case = work / f"case{SUFFIX[fmt]}"
+        case.write_bytes(mutated)
+        return case, desc, None, mutated
+    bundle, desc, ctx = BUILDERS[fmt](seed, crng)
+    path = materialize(bundle, work)
+    ctx = {**ctx, "work": str(work)}
+    if fmt == "remote":
+        ctx["url"] = start_remote(server, token, bundle, ctx)
+    return path, desc, ctx, bundle
+
+
+def start_remote(server: MisbehavingServer, token: str, b: Bundle, ctx: dict) -> str:
+    """Serve the case's versions (``A/``, and ``B/`` when the object changes) under
+    ``/<token>/``; the URL of that folder."""
+    name = ctx["remote"]["object"]
+    a = b.files["A" + name]
+    objects = {name: [a, b.files.get("B" + name, a)]}
+    return server.add(token, RemoteCase(objects, ctx["remote"]))
+
+
+def _save_finding(d: Path, fmt: str, case: Path, saved: Any, ctx: dict | None) -> str:
+    """The reproducer under ``d``; returns the path ``--replay`` takes."""
+    if ctx is None:
+        (d / case.name).write_bytes(saved)
+        return str(d / case.name)
+    public = {k: v for k, v in ctx.items() if k not in ("work", "url")}
+    (d / "case.tar").write_bytes(bundle_tar(saved, public))
+    if len(saved.files) == 1 or fmt == "ztensor2":  # the file itself too, for other tools
+        (d / Path(saved.entry).name).write_bytes(saved.files[saved.entry])
+    return str(d / "case.tar")
+
+
 def fuzz(args: argparse.Namespace) -> int:
     formats = FORMATS if args.format == "all" else args.format.split(",")
     unknown = set(formats) - set(FORMATS)
@@ -1131,6 +2579,7 @@ def fuzz(args: argparse.Namespace) -> int:
         raise SystemExit(f"unknown format(s) {sorted(unknown)}; expected {FORMATS}")
     root = Path(tempfile.mkdtemp(prefix="tenfold-fuzz-"))
     out_dir = Path(args.out)
+    server = None
     try:
         seeds = make_seeds(root / "seeds")
         if os.environ.get("TENFOLD_FUZZ_TORCH", "1") == "1":
@@ -1140,9 +2589,15 @@ def fuzz(args: argparse.Namespace) -> int:
         import tenfold.cli  # noqa: F401
         import tenfold.convert  # noqa: F401
         import tenfold.interop  # noqa: F401
+        import tenfold.sharded  # noqa: F401
 
         for f in ("ztensor", "oinf", "fold", "wtxt", "taridx"):
             __import__(f"tenfold.{f}")
+        if "remote" in formats:
+            import aiohttp  # noqa: F401
+            import fsspec.implementations.http  # noqa: F401
+
+            server = MisbehavingServer()
         mem_cap = _address_space() + (args.mem_mb << 20) if args.mem_mb else 0
         rng = random.Random(args.seed)
         stop = time.monotonic() + args.seconds
@@ -1157,25 +2612,24 @@ def fuzz(args: argparse.Namespace) -> int:
             seed_name, data = rng.choice(own if own and rng.random() < 0.5 else seeds[fmt])
             case_seed = rng.randrange(2**32)
             crng = random.Random(case_seed)
-            mutated, desc = mutate(fmt, data, crng)
             shutil.rmtree(work, ignore_errors=True)
             work.mkdir(parents=True)
-            if fmt == "taridx":  # the index next to its shards
-                for s in (root / "seeds" / "taridx").glob("*.tar"):
-                    os.symlink(s, work / s.name)
-                case = work / "demo.taridx"
-            else:
-                case = work / f"case{SUFFIX[fmt]}"
-            case.write_bytes(mutated)
-            records = run_case(
-                fmt,
-                case,
-                work,
-                case_seed,
-                timeout=args.timeout,
-                mem_cap=mem_cap,
-                subprocess_cli=crng.random() < args.subprocess_rate,
-            )
+            token = f"c{n}"
+            case, desc, ctx, saved = prepare(fmt, data, crng, work, root, server, token)
+            try:
+                records = run_case(
+                    fmt,
+                    case,
+                    work,
+                    case_seed,
+                    timeout=args.timeout,
+                    mem_cap=mem_cap,
+                    subprocess_cli=crng.random() < args.subprocess_rate,
+                    ctx=ctx,
+                )
+            finally:
+                if server is not None and fmt == "remote":
+                    server.end(token)
             cases[fmt] += 1
             n += 1
             for rec in records:
@@ -1188,7 +2642,7 @@ def fuzz(args: argparse.Namespace) -> int:
                     fid = hashlib.sha256(key.encode()).hexdigest()[:12]
                     d = out_dir / fid
                     d.mkdir(parents=True, exist_ok=True)
-                    (d / case.name).write_bytes(mutated)
+                    where = _save_finding(d, fmt, case, saved, ctx)
                     meta = {
                         "id": fid,
                         "format": fmt,
@@ -1198,7 +2652,7 @@ def fuzz(args: argparse.Namespace) -> int:
                         "case_seed": case_seed,
                         "mutation": desc,
                         **rec,
-                        "replay": f"python scripts/fuzz.py --replay {d / case.name} --format {fmt}",
+                        "replay": f"python scripts/fuzz.py --replay {where} --format {fmt}",
                     }
                     (d / "finding.json").write_text(json.dumps(meta, indent=2))
                     findings[key] = {"count": 1, **meta}
@@ -1220,13 +2674,15 @@ def fuzz(args: argparse.Namespace) -> int:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
         print(f"{n} cases in {args.seconds:.0f} s, seed {args.seed}")
-        cols = ["ok", "tenfold", "other", "memory", "signal", "timeout"]
+        cols = ["ok", "tenfold", "oserror", "other", "memory", "signal", "timeout"]
         print(f"{'format':12} {'cases':>6} " + " ".join(f"{c:>8}" for c in cols))
         for f in formats:
             print(f"{f:12} {cases[f]:>6} " + " ".join(f"{counts[f][c]:>8}" for c in cols))
         print(f"findings: {len(findings)} distinct")
         return 1 if findings else 0
     finally:
+        if server is not None:
+            server.close()
         shutil.rmtree(root, ignore_errors=True)
 
 
@@ -1236,20 +2692,40 @@ def replay(args: argparse.Namespace) -> int:
     if fmt == "all":
         raise SystemExit("--replay needs --format")
     work = Path(tempfile.mkdtemp(prefix="tenfold-replay-"))
+    server = None
     bad = 0
     try:
-        for name, fn in operations(fmt, path, work, random.Random(0)):
-            try:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    fn()
-                print(f"{name}: ok")
-            except TenfoldError as exc:
-                print(f"{name}: {type(exc).__name__}: {str(exc)[:200]}")
-            except Exception:  # noqa: BLE001
+        if fmt in KINDS:
+            tar = path / "case.tar" if path.is_dir() else path
+            if tar.suffix != ".tar":  # a single file (a zTensor v2 reproducer): no oracle
+                bundle, ctx = Bundle({"case/" + path.name: path.read_bytes()},
+                                     "case/" + path.name), {}  # fmt: skip
+            else:
+                bundle, ctx = bundle_from_tar(tar)
+            case = materialize(bundle, work)
+            ctx = {**ctx, "work": str(work)}
+            if fmt == "remote":
+                server = MisbehavingServer()
+                ctx["url"] = start_remote(server, "r0", bundle, ctx)
+            ops = kind_operations(fmt, case, work, ctx)
+            refs = Refs(ctx, work)
+        else:
+            ctx, refs = None, None
+            ops = [op + (set(),) for op in operations(fmt, path, work, random.Random(0))]
+        for name, fn, tags in ops:
+            rec = run_op(name, fn, tags, ctx, refs)
+            if rec["outcome"] in FINDINGS:
                 bad += 1
-                print(f"{name}: FINDING\n{traceback.format_exc()}")
+                print(f"{name}: FINDING {rec.get('exc')}: {rec.get('msg', '')}")
+                if rec.get("tb"):
+                    print(rec["tb"])
+            elif rec["outcome"] == "ok":
+                print(f"{name}: ok")
+            else:
+                print(f"{name}: {rec['exc']}: {rec.get('msg', '')[:200]}")
     finally:
+        if server is not None:
+            server.close()
         shutil.rmtree(work, ignore_errors=True)
     return 1 if bad else 0
 
