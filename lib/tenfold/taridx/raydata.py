@@ -27,8 +27,9 @@ import numpy as np
 import xxhash
 
 from ..core.optional import require
-from ..errors import IntegrityError, describe
+from ..errors import IntegrityError, TenfoldError, describe
 from ._members import name_at, split_name
+from ._remote import missing_shard
 from ._spec import BLOCK, FMT
 from ._split import required_split
 from .dataset import Dataset
@@ -274,9 +275,20 @@ class _Keys:
         return out
 
     def _remote_heads(self, fids: list[int], offs: list[int]) -> list[tuple[memoryview, int]]:
-        fs = self.ds._filesystem()
-        urls = [self.ds._join(self.ds.shards[f]) for f in fids]
-        blobs = fs.cat_ranges(urls, offs, [o + BLOCK for o in offs])
+        from ..core.source import cat_ranges
+
+        ds = self.ds
+        urls = [ds._join(ds.shards[f]) for f in fids]
+        known = {ds._join(ds.shards[f]): (s[0], s[2]) for f, s in ds._seen.items()}
+        ends = [o + BLOCK for o in offs]
+        # every response checked like the dataset's own batches (a changed shard, a server
+        # ignoring Range or answering other bytes is an error, never a misread)
+        blobs = cat_ranges(ds._filesystem(), urls, offs, ends, fmt=FMT, known=known)
+        for url, o, blob in zip(urls, offs, blobs, strict=True):
+            if isinstance(blob, TenfoldError):
+                raise blob
+            if isinstance(blob, BaseException):
+                raise missing_shard(url, blob, f"reading bytes {o}-{o + BLOCK}") from blob
         return [(memoryview(b), o) for b, o in zip(blobs, offs, strict=True)]
 
     def _remote_window(self, fid: int, off: int) -> tuple[memoryview, int]:
