@@ -52,6 +52,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 from ._dispatch import open_any, save_one
+from .core import links
 from .errors import FormatError, TenfoldError, UnsupportedError, describe
 from .tensor_source import Source
 
@@ -379,39 +380,6 @@ def _index_shard_error(index: str, file: str) -> FormatError:
     )
 
 
-def _inside(path: str, root: str) -> bool:
-    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-#: The folder of one repository in the Hugging Face cache (``models--org--name``...).
-_HF_REPO = re.compile(r"(models|datasets|spaces)--.+")
-
-
-def _hf_repo(real_dir: str) -> str | None:
-    """The repository's cache folder when ``real_dir`` (a resolved path) lies in a snapshot of
-    the Hugging Face cache layout (``<repo>/snapshots/<rev>[/sub...]``), else None."""
-    d = real_dir
-    while True:
-        up = os.path.dirname(d)
-        if up == d:
-            return None
-        if os.path.basename(up) == "snapshots":
-            repo = os.path.dirname(up)
-            return repo if _HF_REPO.fullmatch(os.path.basename(repo)) else None
-        d = up
-
-
-def _link_of(base: str, shard: str) -> str:
-    """The first part of ``shard`` (``a``, ``a/b``...) that is a symbolic link under ``base``
-    (what an error names), or ``shard`` itself."""
-    parts = shard.split("/")
-    for i in range(1, len(parts) + 1):
-        sub = "/".join(parts[:i])
-        if os.path.islink(os.path.join(base, sub)):
-            return sub
-    return shard
-
-
 class ShardedReader(Mapping[str, Any]):
     """Every tensor of a sharded checkpoint, one ``Mapping`` (see the module doc).
 
@@ -467,23 +435,17 @@ class ShardedReader(Mapping[str, Any]):
     def _check_files(self) -> None:
         """Every shard a regular file inside the index's directory (one ``realpath`` and one
         ``stat`` per shard, not per tensor); links leading elsewhere refused (module doc)."""
-        real_dir = os.path.realpath(self._dir)
-        roots = [real_dir]
-        repo = _hf_repo(real_dir)
-        if repo is not None:
-            roots.append(repo)
+        allowed = links.roots(self._dir)
         outside: list[str] = []
         missing: list[str] = []
         for shard in self._by_shard:
-            real = os.path.realpath(os.path.join(self._dir, shard))
-            if not self._trust_links and not any(_inside(real, r) for r in roots):
-                link = _link_of(self._dir, shard)
-                what = "" if link == shard else f" (under the link {link!r})"
-                outside.append(f"{shard!r}{what} -> {real!r}")
-            elif not os.path.isfile(real):
+            escaped = None if self._trust_links else links.escape(self._dir, shard, allowed)
+            if escaped is not None:
+                outside.append(escaped)
+            elif not os.path.isfile(os.path.join(self._dir, shard)):
                 missing.append(shard)
         if outside:
-            where = "the index's directory" + (" or its cache repository" if repo else "")
+            where = "the index's directory" + (" or its cache repository" if allowed[1:] else "")
             raise FormatError(
                 describe(
                     FMT,

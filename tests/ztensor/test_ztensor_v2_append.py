@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import tenfold.ztensor as zt
-from tenfold.errors import EncodeError, UnsupportedError
+from tenfold.errors import EncodeError, FormatError, UnsupportedError
 
 HERE = Path(__file__).resolve().parent
 PEER = os.environ.get("TENFOLD_ZTENSOR2_PYTHON")
@@ -150,7 +150,8 @@ def test_sharded_model_round_trip_and_verify(tmp_path):
     os.unlink(tmp_path / "model-00003.zt")
     with zt.open(root, verify_checksums=False) as r:
         r["w0"]
-        with pytest.raises(FileNotFoundError):
+        # a FormatError naming the shard, as for a sharded index's missing shard file
+        with pytest.raises(FormatError, match=r"shard '00003'.*not found"):
             r["w4"]
 
 

@@ -41,6 +41,7 @@ import numpy as np
 import xxhash
 
 from .. import _kernels
+from ..core import links
 from ..core.alloc import empty
 from ..core.bounds import DEFAULT_LIMITS, Limits
 from ..core.buffers import byte_view
@@ -48,7 +49,7 @@ from ..core.checksums import sha256_hex
 from ..core.mapped import MappedFile
 from ..core.report import ERROR, OK, WARNING, Report
 from ..core.slicing import plan
-from ..core.source import open_file
+from ..core.source import is_remote, open_file
 from ..errors import LimitError, TenfoldError
 from . import _dcbor, _seekable
 from ._dcbor import MAX_DEPTH, CborReject
@@ -330,6 +331,10 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
         Optional mapping shard name -> path (default: ``<stem>-<name>.zt`` next to ``source``).
     verify_shards
         Check each shard's whole-file digest when it is first opened.
+    trust_links
+        Follow a data shard that is a symbolic link wherever it leads; by default a link is
+        followed only inside the file's directory (or its Hugging Face cache repository), see
+        :mod:`tenfold.core.links`.
     mmap
         ``False`` reads a local file with ``pread`` into owned memory instead of mapping it
         (a URL or fsspec file is read in range requests: :mod:`tenfold.core.source`).
@@ -349,6 +354,7 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
     sparse = "auto"
     limits = DEFAULT_LIMITS
     verify_shards = False
+    trust_links = False
     _mmap = True
     _shard_paths: dict[str, str | os.PathLike[str]] = MappingProxyType({})  # type: ignore[assignment]
     data_shard = False
@@ -365,6 +371,7 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
         shards: Mapping[str, str | os.PathLike[str]] | None = None,
         verify_shards: bool = False,
         mmap: bool = True,
+        trust_links: bool = False,
     ) -> None:
         if sparse not in ("auto", "scipy", "raw"):
             raise ValueError(f"sparse must be 'auto', 'scipy' or 'raw', not {sparse!r}")
@@ -379,6 +386,7 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
         self.sparse = sparse
         self.limits = limits
         self.verify_shards = verify_shards
+        self.trust_links = trust_links
         self._shard_paths = dict(shards or {})
         self._shard_files: dict[str, MappedFile] = {}
         self._lock = threading.Lock()
@@ -552,7 +560,15 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
                 return mf
             entry = self.shards[name]
             path = self.shard_path(name)
-            mf = open_file(path, fmt=FMT, mmap=self._mmap)  # a URL when the manifest's is
+            self._check_shard_link(name, path)
+            try:
+                mf = open_file(path, fmt=FMT, mmap=self._mmap)  # a URL when the manifest's is
+            except FileNotFoundError as exc:
+                raise reject(
+                    "shard-file",
+                    f"shard {name!r}",
+                    detail=f"file {path} not found (a v2 data shard lies beside its root file)",
+                ) from exc
             try:
                 if mf.size != entry.size:
                     raise reject(
@@ -571,6 +587,23 @@ class V2Reader(_TableReader, ZtReader, Mapping[str, Any]):
                 raise
             self._shard_files[name] = mf
             return mf
+
+    def _check_shard_link(self, name: str, path: str) -> None:
+        """A data shard found beside the root file (not named by the caller's ``shards=``)
+        is followed through a symbolic link only where the link rule allows
+        (:mod:`tenfold.core.links`; ``trust_links=True`` follows any)."""
+        base = self._mf.path
+        if self.trust_links or name in self._shard_paths or base is None or is_remote(base):
+            return
+        d = os.path.dirname(os.path.abspath(base))
+        escaped = links.escape(d, os.path.basename(path), links.roots(d))
+        if escaped is not None:
+            raise reject(
+                "shard-file",
+                f"shard {name!r}",
+                detail=f"a symbolic link leading outside the file's directory refused: {escaped}"
+                "; pass trust_links=True to follow links in a tree you trust",
+            )
 
     def _check_shard_digest(self, name: str, mf: MappedFile) -> None:
         entry = self.shards[name]
