@@ -360,13 +360,31 @@ def build_cases(paths: dict[str, pathlib.Path], device: str) -> list[tuple[str, 
     def tf(path: pathlib.Path, **kw: Any) -> Callable[[], Any]:
         return lambda: tenfold.torch.load_file(path, device=device, **kw)
 
-    def pread(path: pathlib.Path) -> Callable[[], Any]:
+    def varied(path: pathlib.Path, **settings: Any) -> Callable[[], Any]:
+        """The load with module settings (READ, BUFFERS, BUFFER_BYTES) or TENFOLD_THREADS
+        changed for its duration."""
+
         def run() -> Any:
-            _device.READ = "pread"
+            saved = {}
+            env = settings.get("threads")
+            old_env = os.environ.get(parallel.THREADS_ENV)
+            for key, value in settings.items():
+                mod = _device if key == "READ" else _staging
+                if key != "threads":
+                    saved[key] = getattr(mod, key)
+                    setattr(mod, key, value)
+            if env is not None:
+                os.environ[parallel.THREADS_ENV] = str(env)
             try:
                 return tenfold.torch.load_file(path, device=device)
             finally:
-                _device.READ = "map"
+                for key, value in saved.items():
+                    setattr(_device if key == "READ" else _staging, key, value)
+                if env is not None:
+                    if old_env is None:
+                        os.environ.pop(parallel.THREADS_ENV, None)
+                    else:
+                        os.environ[parallel.THREADS_ENV] = old_env
 
         return run
 
@@ -380,7 +398,15 @@ def build_cases(paths: dict[str, pathlib.Path], device: str) -> list[tuple[str, 
         ("tenfold .zt crc32c unverified", tf(paths["zt"], verify_checksums=False)),
         ("tenfold .zt v2 xxh3 verified", tf(paths["zt2"])),
         ("tenfold .zt v2 xxh3 unverified", tf(paths["zt2"], verify_checksums=False)),
-        ("diag: tenfold .zt crc32c verified, pread", pread(paths["zt"])),
+        ("diag: tenfold .zt crc32c verified, pread", varied(paths["zt"], READ="pread")),
+        ("diag: tenfold .zt v2 xxh3 verified, pread", varied(paths["zt2"], READ="pread")),
+        ("diag: tenfold .zt crc32c verified, ring 8 x 64 MiB", varied(paths["zt"], BUFFERS=8)),
+        (
+            "diag: tenfold .zt crc32c verified, ring 8 x 16 MiB",
+            varied(paths["zt"], BUFFERS=8, BUFFER_BYTES=16 << 20, PIECE=2 << 20),
+        ),
+        ("diag: tenfold .zt crc32c verified, 8 threads", varied(paths["zt"], threads=8)),
+        ("diag: tenfold .safetensors, pread", varied(paths["safetensors"], READ="pread")),
     ]
 
 

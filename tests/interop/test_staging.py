@@ -105,9 +105,10 @@ def _staging_threads():
     return [t for t in threading.enumerate() if t.name.startswith("tenfold-staging")]
 
 
-def _jobs(device, sources, checks=None, seen=None):
+def _jobs(device, sources, checks=None, seen=None, in_place=False):
     """One job per source array, into a fresh destination; each read asserts that no copy
-    out of the range it writes is in flight."""
+    out of the range it writes is in flight. ``in_place``: the jobs say where their bytes
+    are (``Job.source``)."""
     dsts = [np.zeros(s.nbytes, np.uint8) for s in sources]
     jobs = []
     for i, (s, d) in enumerate(zip(sources, dsts, strict=True)):
@@ -119,7 +120,8 @@ def _jobs(device, sources, checks=None, seen=None):
                 seen.add(threading.current_thread().name)
             inner(out, start)
 
-        jobs.append(Job(s.nbytes, read, d, None if checks is None else checks[i]))
+        check = None if checks is None else checks[i]
+        jobs.append(Job(s.nbytes, read, d, check, s if in_place else None))
     return jobs, dsts
 
 
@@ -195,23 +197,27 @@ def test_plan_splits_large_jobs_and_aligns_segments():
     assert covered == {1: 10, 2: 3000, 3: 1, 4: 600}
 
 
+@pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("algo", ["crc32c", "xxh3", "sha256"])
-def test_checksums_are_checked_on_the_way(device, algo):
+def test_checksums_are_checked_on_the_way(device, algo, in_place):
     sources = _sources()
     done: list[int] = []
     checks = [
         Check(algo, _digest(algo, s.tobytes()), Mismatch, lambda i=i: done.append(i))
         for i, s in enumerate(sources)
     ]
-    jobs, dsts = _jobs(device, sources, checks)
+    jobs, dsts = _jobs(device, sources, checks, in_place=in_place)
     Ring(device, buffers=3, buffer_bytes=16 << 10, piece=2 << 10).run(jobs, threads=4)
     assert done == list(range(len(sources)))  # each checked once, in order
     assert all(d.tobytes() == s.tobytes() for s, d in zip(sources, dsts, strict=True))
 
 
+@pytest.mark.parametrize("in_place", [False, True])
 @pytest.mark.parametrize("algo", ["crc32c", "xxh3", "sha256"])
 @pytest.mark.parametrize("threads", [1, 4])
-def test_a_mismatch_in_the_middle_raises_and_leaves_nothing_running(device, algo, threads):
+def test_a_mismatch_in_the_middle_raises_and_leaves_nothing_running(
+    device, algo, threads, in_place
+):
     sources = _sources()
     bad = 4  # 20 000 bytes, in the middle
     checks = [Check(algo, _digest(algo, s.tobytes()), Mismatch) for s in sources]
@@ -219,7 +225,7 @@ def test_a_mismatch_in_the_middle_raises_and_leaves_nothing_running(device, algo
     checks[bad] = Check(
         algo, "0" * len(want), lambda got: Mismatch(f"tensor 'w4': expected 0..., got {got}")
     )
-    jobs, _ = _jobs(device, sources, checks)
+    jobs, _ = _jobs(device, sources, checks, in_place=in_place)
     ring = Ring(device, buffers=2, buffer_bytes=16 << 10, piece=2 << 10)
     with pytest.raises(Mismatch, match=f"tensor 'w4': expected 0..., got {want}"):
         ring.run(jobs, threads=threads)

@@ -138,7 +138,10 @@ class DeviceStager:
                 nbytes = dst.numel() * dst.element_size()
                 if not nbytes:
                     return dst, Job(0, _nothing, None, check)
-                return dst, Job(nbytes, _file_reader(mf, offset, nbytes, name), _bytes(dst), check)
+                src = mf.u8(offset, nbytes, f"tensor {name!r}")
+                read = _file_reader(mf, offset, src, name)
+                # with pread, an in-order checksum reads the buffer (not the map) too
+                return dst, Job(nbytes, read, _bytes(dst), check, src if READ == "map" else None)
         cpu = self.conv.to_cpu(np.asarray(t.array(name)))  # the reader reads, checks, decodes
         return self._from_cpu(cpu)
 
@@ -167,15 +170,16 @@ def _nothing(out: np.ndarray, start: int) -> None:
     raise AssertionError("staging: an empty job has nothing to read")  # pragma: no cover
 
 
-def _file_reader(mf: MappedFile, offset: int, nbytes: int, name: str) -> Any:
-    what = f"tensor {name!r}"
+def _file_reader(mf: MappedFile, offset: int, src: np.ndarray, name: str) -> Any:
+    """Reads ``src`` (``mf``'s bytes at ``offset``) from the map, or with ``pread``."""
     if READ == "pread":
+        what = f"tensor {name!r}"
 
         def pread(out: np.ndarray, start: int) -> None:
             mf.pread_into(offset + start, out, what)
 
         return pread
-    return array_reader(mf.u8(offset, nbytes, what))
+    return array_reader(src)
 
 
 # -- where a reader stores a tensor raw, and what checksum it would check -----------------------

@@ -25,7 +25,9 @@ and reading, checking and copying to the device overlap.
 
 CRC-32C is computed piece by piece in parallel and the pieces joined with
 :func:`crc32c_combine`; xxh3-64 and SHA-256 need the bytes in order, so a job's pieces are
-hashed in order by whichever worker finished the piece that comes next (no worker waits).
+hashed in order by whichever worker finished the piece that comes next (no worker waits). A
+job whose bytes are also readable in place (:attr:`Job.source`, e.g. a memory map) has them
+hashed there, so its buffers are not held while one thread works through a large tensor.
 
 An error in a worker, or a checksum that does not match (checked as soon as a job's last byte
 is hashed), stops the run: no new piece starts, the workers finish the piece they are in, the
@@ -97,9 +99,10 @@ class Check:
 class Job:
     """``nbytes`` to deliver to ``dst`` (whatever the backend's ``copy`` takes), read by
     ``read(out, start)``, which fills the ``uint8`` array ``out`` with the bytes at ``start``
-    of the job (it is called from worker threads, for disjoint ranges)."""
+    of the job (it is called from worker threads, for disjoint ranges). ``source``, when
+    given, is the same bytes as a ``uint8`` array (an in-order checksum reads them there)."""
 
-    __slots__ = ("nbytes", "read", "dst", "check")
+    __slots__ = ("nbytes", "read", "dst", "check", "source")
 
     def __init__(
         self,
@@ -107,11 +110,13 @@ class Job:
         read: Callable[[np.ndarray, int], None],
         dst: Any,
         check: Check | None = None,
+        source: np.ndarray | None = None,
     ) -> None:
         self.nbytes = int(nbytes)
         self.read = read
         self.dst = dst
         self.check = check
+        self.source = source
 
 
 def array_reader(src: np.ndarray) -> Callable[[np.ndarray, int], None]:
@@ -290,7 +295,7 @@ class _Ordered:
         self.lock = threading.Lock()
         self.hash: Any = xxhash.xxh3_64() if algo == "xxh3" else hashlib.sha256()
         self.next = 0
-        self.ready: dict[int, tuple[np.ndarray, int]] = {}
+        self.ready: dict[int, tuple[np.ndarray, int | None]] = {}
         self.busy = False
 
 
@@ -305,7 +310,9 @@ class _Run:
         self.error: BaseException | None = None
         self.stop = False
         self.reads = [len(g.tasks) for g in self.gens]  # tasks not yet finished, per generation
-        self.hashes = [0] * len(self.gens)  # in-order pieces not yet hashed, per generation
+        # in-order pieces not yet hashed: those hashed in a buffer, per generation, and all
+        self.hashes = [0] * len(self.gens)
+        self.unhashed = 0
         self.bufs: list[np.ndarray | None] = [None] * len(self.gens)
         self.crc: dict[int, list[tuple[int, int, int]]] = {}  # job -> (start, nbytes, crc)
         self.ordered: dict[int, _Ordered] = {}
@@ -317,7 +324,11 @@ class _Run:
             else:
                 self.ordered[i] = _Ordered(job.check.algo)
         for g, gen in enumerate(self.gens):
-            self.hashes[g] = sum(1 for t in gen.tasks for p in t if p[0] in self.ordered)
+            for task in gen.tasks:
+                for p in task:
+                    if p[0] in self.ordered:
+                        self.unhashed += 1
+                        self.hashes[g] += jobs[p[0]].source is None
         self.unchecked = [i for i, job in enumerate(jobs) if job.check is not None]
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
 
@@ -348,7 +359,7 @@ class _Run:
                 h = g + k - 1
                 if h < len(gens):
                     self._submit(h, (base + h) % k)
-            self._wait(lambda: not any(self.hashes))
+            self._wait(lambda: not self.unhashed)
             self._check_ready(final=True)
             ok = True
         finally:
@@ -446,7 +457,10 @@ class _Run:
                     continue
                 job.read(out, start)
                 if j in self.ordered:
-                    self._in_order(j, start, out, h)
+                    if job.source is None:
+                        self._in_order(j, start, out, h)
+                    else:  # hashed where it lies: the buffer is free once copied
+                        self._in_order(j, start, job.source[start : start + n], None)
         except BaseException as e:  # noqa: BLE001 - handed to the calling thread
             self._fail(e)
         finally:
@@ -454,7 +468,7 @@ class _Run:
                 self.reads[h] -= 1
                 self.cv.notify_all()
 
-    def _in_order(self, j: int, start: int, out: np.ndarray, h: int) -> None:
+    def _in_order(self, j: int, start: int, out: np.ndarray, h: int | None) -> None:
         o = self.ordered[j]
         with o.lock:
             o.ready[start] = (out, h)
@@ -472,5 +486,7 @@ class _Run:
             with o.lock:
                 o.next += view.size
             with self.cv:
-                self.hashes[g] -= 1
+                self.unhashed -= 1
+                if g is not None:
+                    self.hashes[g] -= 1
                 self.cv.notify_all()
