@@ -233,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
         "staging_threads": parallel.threads(),
         "TENFOLD_THREADS": os.environ.get(parallel.THREADS_ENV),
         "ring": f"{_staging.BUFFERS} x {_staging.BUFFER_BYTES >> 20} MiB",
+        "compiled_kernels_missing": _missing_kernels(),
         "repeat": repeat,
     }
     try:
@@ -262,6 +263,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def _missing_kernels() -> list[str]:
+    from tenfold import _kernels
+
+    missing = []
+    for family in _kernels.FAMILIES:
+        try:
+            _kernels.load(family, "compiled")
+        except ImportError:
+            missing.append(family)
+    return missing
 
 
 def check(where: pathlib.Path, device: str, sync: Callable[[], None]) -> int:

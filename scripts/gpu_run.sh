@@ -21,7 +21,13 @@ import tenfold, tenfold._kernels as k
 print("python", sys.version.split()[0], "torch", torch.__version__, "numpy", numpy.__version__,
       "tenfold", tenfold.__version__, "from", os.path.dirname(tenfold.__file__))
 print("cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "")
-print("kernels", [k.load(f, "compiled").__name__.rsplit(".", 1)[1] for f in k.FAMILIES])
+bad = []
+for f in k.FAMILIES:  # a kernel that fails to load is reported, the run goes on (slower open)
+    try:
+        k.load(f, "compiled")
+    except ImportError as e:
+        bad.append(f"{f}: {e}")
+print("compiled kernels:", "all" if not bad else "MISSING " + "; ".join(bad))
 print("cpus", os.cpu_count(), "usable", len(os.sched_getaffinity(0)))
 PY
 nvidia-smi --query-gpu=name,memory.total,pcie.link.gen.current,pcie.link.width.current --format=csv || true
