@@ -20,8 +20,10 @@ types) are owned arrays wrapped without a further copy. Copied: big-endian tenso
 data, FP4 (packed into ``float4_e2m1fn_x2``, two per byte, last axis halved, as
 safetensors does), files opened from an in-memory buffer, and a tensor whose bytes another
 tensor already has (a zTensor v2 part stored once for two tensors, a second ``get_tensor``
-of one name): no two tensors share a byte. ``device="cuda"`` copies each
-tensor into pinned host memory and on to the GPU asynchronously, then waits once at the end.
+of one name): no two tensors share a byte. ``device="cuda"`` streams the
+tensors through a small ring of reused pinned buffers, filled by worker threads from the page
+cache (checking checksums on the way) while earlier buffers are copied to the GPU; see
+:mod:`tenfold.interop._device` and the ``TENFOLD_THREADS`` cap.
 
 PyTorch is an optional extra (``pip install "tenfold[torch]"``); without it these functions
 raise one :class:`~tenfold.core.optional.MissingDependencyError` line naming the extra.
@@ -51,6 +53,8 @@ def _load(source: Any, device: Any, options: dict[str, Any]) -> dict[str, Any]:
     t = open_tensors(source, **options)
     try:
         conv = Converter(t.reader, device)
+        if conv.staged:  # CUDA: a ring of pinned buffers, checksums checked on the way
+            return conv.stager().load(t)  # type: ignore[no-any-return]
         names = t.names
         out = dict(zip(names, conv.many(t.spans()), strict=True))  # views of one private map
         for n in names:

@@ -10,6 +10,9 @@ on it). So tenfold never keeps an executor in a module global of its own:
 * :class:`Pool` is a pool owned by one object (a reader or writer): created lazily, shut down by
   :meth:`Pool.close`, recreated in a forked child.
 
+How many threads an operation that scales with cores starts comes from :func:`threads`: the
+CPUs this process may run on, capped by the environment variable ``TENFOLD_THREADS``.
+
 >>> with scoped(2, "demo") as pool:
 ...     sorted(pool.map(abs, [-2, 1]))
 [1, 2]
@@ -26,12 +29,40 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["shared", "scoped", "Pool", "submit"]
+__all__ = ["shared", "scoped", "Pool", "submit", "threads", "THREADS_ENV"]
 
 _lock = threading.Lock()
 _shared: concurrent.futures.ThreadPoolExecutor | None = None
 _shared_pid = -1
 _SHARED_WORKERS = 2
+
+#: The environment variable that caps :func:`threads` (a positive integer).
+THREADS_ENV = "TENFOLD_THREADS"
+
+
+def threads() -> int:
+    """Worker threads for one operation that scales with cores: the CPUs this process may run
+    on (``os.sched_getaffinity(0)``, so a ``taskset`` or container CPU set counts, not the
+    machine's cores; ``os.cpu_count()`` where there is no affinity), capped by
+    ``TENFOLD_THREADS`` when that is set. Read at each call.
+
+    >>> threads() >= 1
+    True
+    """
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    cap = os.environ.get(THREADS_ENV)
+    if cap is not None and cap.strip():
+        try:
+            limit = int(cap)
+        except ValueError:
+            limit = 0
+        if limit < 1:
+            raise ValueError(f"{THREADS_ENV}: expected a positive integer, got {cap!r}")
+        n = min(n, limit)
+    return max(1, n)
 
 
 def _after_fork_in_child() -> None:

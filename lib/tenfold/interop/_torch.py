@@ -24,8 +24,9 @@ Rules (:mod:`tenfold.torch` documents them for users):
   view, i.e. from the file's bytes, never from a tensor that may have been written. Only
   those duplicates are copied. An owned array the reader gives twice is copied the second
   time too.
-* ``device`` other than CPU: for CUDA the tensor is copied into pinned host memory and sent
-  with ``non_blocking=True``; :meth:`Converter.synchronize` waits for the copies.
+* ``device`` other than CPU: for CUDA through a ring of reused pinned buffers filled by worker
+  threads (:mod:`tenfold.interop._device`), sent with ``non_blocking=True``;
+  :meth:`Converter.synchronize` waits for the copies. Other devices: ``Tensor.to(device)``.
 """
 
 from __future__ import annotations
@@ -300,12 +301,39 @@ class Converter:
         return _wrap(torch, a, name)
 
     def _send(self, t: Any) -> Any:
-        torch = self.torch
-        if self.device.type == "cuda":
-            pinned = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-            pinned.copy_(t)
-            return pinned.to(self.device, non_blocking=True)
+        if self.staged:  # through the staging ring: no pinned allocation per tensor
+            return self.stager().send(t)
         return t.to(self.device)
+
+    @property
+    def staged(self) -> bool:
+        """Whether tensors reach the device through the staging ring (CUDA)."""
+        from ._device import stages
+
+        return stages(self.device)
+
+    def stager(self) -> Any:
+        """The :class:`~tenfold.interop._device.DeviceStager` of this converter."""
+        got = getattr(self, "_stager", None)
+        if got is None:
+            from ._device import DeviceStager
+
+            with self._lock:
+                got = getattr(self, "_stager", None)
+                if got is None:
+                    got = self._stager = DeviceStager(self, TORCH_NAMES)
+        return got
+
+    def get(self, t: Any, name: str) -> Any:
+        """Tensor ``name`` of ``t`` (:class:`~tenfold.interop.frameworks.Tensors`) on the
+        device, read from the file by the staging workers where it is stored raw."""
+        return self.stager().get(t, name)
+
+    def release(self) -> None:
+        """Wait for the copies in flight and free the staging buffers."""
+        got = getattr(self, "_stager", None)
+        if got is not None:
+            got.release()
 
     def synchronize(self) -> None:
         """Wait for the asynchronous copies to the device."""

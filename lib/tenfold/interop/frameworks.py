@@ -496,6 +496,9 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         self.close()
 
     def close(self) -> None:
+        release = getattr(self._convert, "release", None)
+        if release is not None:  # a device's staging buffers
+            release()
         self._t.close()
 
     @property
@@ -538,6 +541,8 @@ class safe_open:  # noqa: N801 - the name safetensors users know
 
     def get_tensor(self, name: str) -> Any:
         """Tensor ``name`` in the framework chosen at open."""
+        if getattr(self._convert, "staged", False):  # CUDA: through the staging ring
+            return self._convert.get(self._t, name)
         at = getattr(self._convert, "at", None)
         if at is not None:
             try:
