@@ -100,6 +100,9 @@ def test_fold_chunk_array_names_that_collide_are_refused(tmp_path):
         with pytest.raises(UnsupportedError, match=both):
             convert(src, dst)
         assert not dst.exists()
+    # the framework front (safe_open / tenfold.torch) builds the same names: refused too
+    with pytest.raises(UnsupportedError, match=both):
+        tenfold.safe_open(src, framework="np")
     # one chunk at a time is still readable
     assert fold.load(src, chunk="x")["y/z"].tolist() == [0, 1]
     assert fold.load(src, chunk="x/y")["z"].tolist() == [0, 1, 2]

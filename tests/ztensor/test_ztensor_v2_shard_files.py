@@ -62,3 +62,14 @@ def test_data_shard_linked_inside_the_directory_reads(tmp_path):
     os.symlink(os.path.relpath(target, tmp_path), paths[1])
     got = tenfold.load(paths[0])
     assert all(np.array_equal(got[k], v) for k, v in tensors.items())
+
+
+def test_trust_links_is_accepted_by_every_generation(tmp_path):
+    # the multi-file options mean nothing for a one-file 0.1.0 checkpoint: accepted, as by v2
+    for gen in (None, 2):
+        p = tmp_path / f"g{gen}.zt"
+        tenfold.save(
+            p, {"w": np.arange(3, dtype=np.float32)}, **({"generation": gen} if gen else {})
+        )
+        with tenfold.open(p, trust_links=True) as r:
+            assert r["w"].tolist() == [0, 1, 2]

@@ -28,7 +28,7 @@ import numpy as np
 
 from ..core.dtypes import canonical, numpy_dtype
 from ..core.source import is_remote
-from ..errors import FormatError, TenfoldError, UnsupportedError
+from ..errors import FormatError, TenfoldError, UnsupportedError, describe
 from ._handout import Handout
 
 __all__ = [
@@ -214,6 +214,16 @@ class Tensors:
             for c in chunks:
                 for k in self._sten[c] if c in self._sten else self._chunk(c):
                     key = k if len(chunks) == 1 else f"{c}/{k}"
+                    if key in self._fold_names:  # chunk 'x' array 'y/z', chunk 'x/y' array 'z'
+                        c0, k0 = self._fold_names[key]
+                        raise UnsupportedError(
+                            describe(
+                                "fold",
+                                f"chunk {c!r} array {k!r}",
+                                detail=f"named {key!r}, as chunk {c0!r} array {k0!r} is; read "
+                                "one chunk at a time (tenfold.fold.load(path, chunk=...))",
+                            )
+                        )
                     self._fold_names[key] = (c, k)
                     self.names.append(key)
         else:

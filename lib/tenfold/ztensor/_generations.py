@@ -133,8 +133,8 @@ def _open_generation(source: Any, options: dict[str, Any]) -> Any:
     if gen == "0.1.0":
         from .reader import Reader
 
-        options.pop("shards", None)
-        options.pop("verify_shards", None)
+        for multi_file in ("shards", "verify_shards", "trust_links"):  # one file: nothing to do
+            options.pop(multi_file, None)
         return Reader(source, **options)
     if gen == "v1":
         from ._v1 import V1Reader
