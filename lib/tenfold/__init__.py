@@ -18,7 +18,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from . import errors
+from . import _aliases, errors
 from .errors import (
     EncodeError,
     FormatError,
@@ -33,6 +33,8 @@ from .errors import (
 )
 
 __version__ = "0.1.0"
+
+_aliases.install()  # tenfold.ztensor ... are the packages under tenfold.formats
 
 __all__ = [
     "__version__",
@@ -59,7 +61,7 @@ _builtin_open = open
 
 def detect(path: str | os.PathLike[str]) -> str:
     """Name of the format of ``path``, from its content (e.g. ``"ztensor"``)."""
-    from .formats import detect as _detect
+    from .registry import detect as _detect
 
     return _detect(path)
 

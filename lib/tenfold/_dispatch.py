@@ -30,33 +30,41 @@ def open_any(path: Any, options: dict[str, Any], load: bool = False, copy: bool 
 def open_remote_path(
     path: Any, options: dict[str, Any], load: bool = False, copy: bool = False
 ) -> Any:
-    from .formats import SHARDED, module_for, open_remote
+    from .registry import get, open_remote
 
-    if isinstance(path, str) and path.split("?", 1)[0].lower().endswith(".index.json"):
-        sharded = module_for(SHARDED)  # a sharded checkpoint's index: fetched once, shards lazily
-        return sharded.load(path, copy=copy, **options) if load else sharded.open(path, **options)
+    low = path.split("?", 1)[0].lower() if isinstance(path, str) else ""
+    by_name = next((f for f in _formats() if f.url_suffixes and low.endswith(f.url_suffixes)), None)
+    if by_name is not None:  # a sharded index: fetched once by its reader, shards lazily
+        mod = by_name.load_module()
+        return mod.load(path, copy=copy, **options) if load else mod.open(path, **options)
     so = options.pop("storage_options", None)
     name, mf = open_remote(path, storage_options=so)
     guessed = mf.defer_head
-    if name == "sharded" and so is not None:  # its shards are fetched with the same options
+    if get(name).opens_path and so is not None:  # its files are fetched with the same options
         options = {**options, "storage_options": so}
     try:
-        return read_with(module_for(name), mf, options, load, copy)
+        return read_with(get(name).load_module(), mf, options, load, copy)
     except FormatError:
         mf.close()
         if not guessed:
             raise
-        # the suffix said zTensor but the tail holds no 0.1.0 index: decide by the head (a
-        # misnamed file, or a damaged v1/v2 footer that the generation's reader reports)
+        # the suffix named a format whose index is at the end, but the tail holds no index:
+        # decide by the head (a misnamed file, or a damaged footer its reader reports)
         name2, mf2 = open_remote(path, storage_options=so, tail_first=False)
-        return read_with(module_for(name2), mf2, options, load, copy)
+        return read_with(get(name2).load_module(), mf2, options, load, copy)
     except BaseException:
         mf.close()
         raise
 
 
-#: bytes read from the end of a local file as it is opened: what a zTensor reader needs
-#: (``tenfold.ztensor.open_fd``: a v2 footer and manifest, or all of a smaller file)
+def _formats() -> list[Any]:
+    from .registry import formats
+
+    return formats()
+
+
+#: bytes read from the end of a local file as it is opened: what a format's ``open_fd`` hook
+#: needs (zTensor's: a v2 footer and manifest, or all of a smaller file)
 TAIL_READ = 16 << 10
 
 
@@ -68,7 +76,7 @@ def open_local_path(
         got = _open_local_ends(path, options, load, copy)
         if got is not _GENERAL:
             return got
-    from .formats import module_for, open_local
+    from .registry import module_for, open_local
 
     name, mf = open_local(path, mmap=options.get("mmap", True))
     if mf is None:  # a sharded index: its reader takes the path
@@ -78,7 +86,7 @@ def open_local_path(
 
 
 #: what :func:`_open_local_ends` gives when the general open must answer (not a regular file,
-#: which it names; a sharded checkpoint's index, which its reader reads by path)
+#: which it names; a format whose reader takes the path)
 _GENERAL = object()
 #: what the local open needs, imported on its first use (this module stays light to import)
 _LOCAL: tuple[Any, ...] | None = None
@@ -89,39 +97,39 @@ def _local() -> tuple[Any, ...]:
     if _LOCAL is None:
         from . import _kernels
         from .core.mapped import MappedFile
-        from .formats import SHARDED, SNIFF_BYTES, module_for, name_of_head
-        from .ztensor import open_fd
+        from .registry import SNIFF_BYTES, get, name_of_head
 
         fmap = _kernels.load("fmap")
-        _LOCAL = (fmap, SNIFF_BYTES, name_of_head, SHARDED, open_fd, MappedFile, module_for)
+        _LOCAL = (fmap, SNIFF_BYTES, name_of_head, get, MappedFile)
     return _LOCAL
 
 
 def _open_local_ends(path: Any, options: dict[str, Any], load: bool, copy: bool) -> Any:
     """:func:`open_local_path` of a path mapped in memory: one ``fmap.open_ends`` call opens
-    it and reads both ends; a zTensor file goes with the descriptor and both ends to
-    ``tenfold.ztensor.open_fd`` (the lean v2 open needs the tail), any other format gets a
+    it and reads both ends; a format with an ``open_fd`` hook gets the descriptor and both
+    ends (zTensor's lean v2 open needs the tail), any other format a
     :class:`~tenfold.core.mapped.MappedFile` of the same descriptor."""
-    fmap, sniff, name_of_head, sharded, open_fd, mapped_file, module_for = _local()
+    fmap, sniff, name_of_head, get, mapped_file = _local()
     ends = fmap.open_ends(path, sniff, TAIL_READ)
     if ends is None:  # not a regular file
         return _GENERAL
     fd, size, head, tail = ends
     try:
-        name = name_of_head(head, path)
+        fmt = get(name_of_head(head, path))
+        open_fd = fmt.hook("open_fd")
     except BaseException:
         os.close(fd)
         raise
-    if name == "ztensor":
+    if open_fd is not None:
         if not load:
             return open_fd(path, fd, size, head, tail, **options)
         with open_fd(path, fd, size, head, tail, **{**options, "copy": copy}) as r:
             return r.read_all()
-    if name == sharded:
+    if fmt.opens_path:
         os.close(fd)
         return _GENERAL
     mf = mapped_file(path, fmt="tenfold", fd=fd, size=size, head=head)
-    return read_with(module_for(name), mf, options, load, copy)
+    return read_with(fmt.load_module(), mf, options, load, copy)
 
 
 def read_with(mod: Any, mf: Any, options: dict[str, Any], load: bool, copy: bool) -> Any:
@@ -141,20 +149,24 @@ def save_one(
     **options: Any,
 ) -> None:
     """:func:`tenfold.save` of one file (no sharding)."""
-    from .formats import by_suffix, module_for
+    from .registry import by_suffix, get
 
-    name = format if format is not None else by_suffix(path).name
-    mod = module_for(name)
-    if name == "ztensor":
+    fmt = get(format) if format is not None else by_suffix(path)
+    if fmt.save_checksum == "pass":
         options["checksum"] = checksum
-    elif name == "oinf" and checksum is not DEFAULT_CHECKSUM and checksum is not None:
-        raise EncodeError(f"oinf: checksum {checksum!r}: OINF has no per-tensor checksum field")
-    if name in ("npz", "wtxt") and "metadata" in options:
+    elif (
+        fmt.save_checksum == "refuse" and checksum is not DEFAULT_CHECKSUM and checksum is not None
+    ):
+        raise EncodeError(
+            f"{fmt.name}: checksum {checksum!r}: {fmt.description} has no per-tensor checksum field"
+        )
+    if fmt.metadata == "none" and "metadata" in options:
         if options["metadata"]:
             key = next(iter(options["metadata"]))
+            keep = ", ".join(s for f in _formats() if f.metadata != "none" for s in f.suffixes)
             raise EncodeError(
-                f"{name}: metadata {key!r}: {name} has no file metadata; use .safetensors, .zt, "
-                ".oinf or .fold to keep it"
+                f"{fmt.name}: metadata {key!r}: {fmt.name} has no file metadata; use {keep} to "
+                "keep it"
             )
         del options["metadata"]
-    mod.save(path, tensors, **options)
+    fmt.load_module().save(path, tensors, **options)

@@ -6,7 +6,8 @@ written, with one line naming the tensor, its dtype and the formats that can hol
     npz: tensor 'w' has dtype bfloat16, which npz cannot hold; formats that can: .zt, .oinf,
     .fold/.mind, .safetensors
 
-The tables list canonical dtype names (:func:`tenfold.core.dtypes.canonical`).
+Each format's descriptor in :mod:`tenfold.registry` lists the canonical dtype names
+(:func:`tenfold.core.dtypes.canonical`) it holds; for the built-in formats:
 
 ============  =======================================================================
 format        element types
@@ -33,12 +34,12 @@ from typing import Any
 
 import numpy as np
 
+from . import registry
 from .core.dtypes import canonical
 from .errors import EncodeError
 
 __all__ = [
-    "TARGETS",
-    "HOLDS",
+    "targets",
     "target_of",
     "holders",
     "check_dtype",
@@ -46,34 +47,23 @@ __all__ = [
     "check_all",
 ]
 
-_NATIVE = frozenset(
-    "float64 float32 float16 int64 int32 int16 int8 uint64 uint32 uint16 uint8 bool".split()
-)
-_ZT = _NATIVE | {"bfloat16"}
-_OINF = _ZT | {"float8_e5m2"}
-_ST = _OINF | {
-    "float8_e4m3fn",
-    "float8_e8m0fnu",
-    "float4_e2m1fn",
-    "float8_e4m3fnuz",
-    "float8_e5m2fnuz",
-    "complex64",
-}
-_WTXT = frozenset("float64 float32 int64 int32 int16 int8 uint64 uint32 uint16 uint8".split())
 
-#: target name -> (suffixes, canonical dtype names it holds)
-TARGETS: dict[str, tuple[tuple[str, ...], frozenset[str]]] = {
-    "ztensor": ((".zt",), _ZT),
-    "oinf": ((".oinf",), _OINF),
-    "fold": ((".fold", ".mind"), _ST),
-    "safetensors": ((".safetensors",), _ST),
-    "npz": ((".npz",), _NATIVE | {"complex64"}),
-    "wtxt": ((".wtxt",), _WTXT),
-}
-HOLDS = {name: dts for name, (_, dts) in TARGETS.items()}
+def __getattr__(name: str) -> Any:
+    # the tables, built from the registry when first asked for (a format registered later is
+    # in the next answer: they are rebuilt each time)
+    if name == "TARGETS":
+        return targets()
+    if name == "HOLDS":
+        return {n: dts for n, (_, dts) in targets().items()}
+    if name == "NOT_TENSOR_FORMATS":
+        return {s: f.holds for f in registry.formats() if not f.tensors for s in f.suffixes}
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-#: Formats tenfold reads that hold no tensors (``convert`` says so).
-NOT_TENSOR_FORMATS = {".taridx": "TARIDX is a tar-shard index (rows of member offsets)"}
+
+def targets() -> dict[str, tuple[tuple[str, ...], frozenset[str]]]:
+    """``target name -> (suffixes, canonical dtype names it holds)`` for every format tenfold
+    writes tensors to (the registry's formats with dtypes)."""
+    return {f.name: (f.suffixes, f.dtypes) for f in registry.targets()}
 
 
 def target_of(path: Any) -> str | None:
@@ -81,9 +71,9 @@ def target_of(path: Any) -> str | None:
     import os
 
     low = os.fspath(path).lower()
-    for name, (suffixes, _) in TARGETS.items():
-        if low.endswith(suffixes):
-            return name
+    for f in registry.targets():
+        if f.suffixes and low.endswith(f.suffixes):
+            return f.name
     return None
 
 
@@ -97,7 +87,7 @@ def _dtype_name(dtype: Any) -> str | None:
 def holders(dtype: Any) -> list[str]:
     """Suffixes of the formats that can hold ``dtype`` (empty when none can)."""
     name = _dtype_name(dtype)
-    return ["/".join(sfx) for sfx, dts in TARGETS.values() if name is not None and name in dts]
+    return ["/".join(f.suffixes) for f in registry.targets() if f.holds_dtype(name)]
 
 
 def check_dtype(
@@ -109,7 +99,7 @@ def check_dtype(
     ``"a FOLD NPZ0 chunk"``; default ``fmt``).
     """
     name = _dtype_name(dtype)
-    if name is not None and name in HOLDS[fmt]:
+    if registry.get(fmt).holds_dtype(name):
         return
     shown = name or (str(np.dtype(dtype)) if _is_dtype(dtype) else repr(dtype))
     can = holders(dtype)

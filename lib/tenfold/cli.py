@@ -74,7 +74,7 @@ def check_dir(path: str) -> None:
 
 
 def _known_suffix(path: str) -> bool:
-    from .formats import by_suffix
+    from .registry import by_suffix
 
     if os.path.splitext(path)[1].lower() in (".npz", ".safetensors"):
         return True  # tenfold convert writes both (tenfold.interop)
@@ -94,7 +94,7 @@ def check_output(path: str, *, suffix: bool = False) -> None:
     if not os.path.isdir(parent):
         raise UsageError(f"{path}: no such directory: {os.path.dirname(path) or parent}")
     if suffix and not _known_suffix(path):
-        from .formats import FORMATS
+        from .registry import FORMATS
 
         known = " ".join(
             dict.fromkeys([s for i in FORMATS for s in i.suffixes] + [".npz", ".safetensors"])
@@ -123,7 +123,7 @@ def _open_url(url: str) -> tuple[str, Any, int]:
     file, fetched range by range) goes to the format's ``inspect`` / ``verify`` in place of a
     path. A WTXT file is parsed whole, so it is fetched whole; a TARIDX index is refused (its
     shards are files beside it)."""
-    from .formats import open_remote
+    from .registry import open_remote
 
     name, mf = open_remote(url, tail_first=False)
     size = int(mf.size)
@@ -158,7 +158,7 @@ def _url_metadata(url: str, fmt: str) -> dict[str, Any]:
             src._path = None  # nothing is copied: no descriptor to open
             with src:
                 return dict(src.metadata)
-        from .fold import Reader
+        from .formats.fold import Reader
 
         with Reader(source) as r:
             return {k: v for k, v in r.metadata.items() if k not in FOLD_INTERNAL}
@@ -271,7 +271,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def _inspect_rows(file: str) -> tuple[str, int, list[dict[str, Any]], list[dict[str, Any]]]:
     """``(format, file size, object rows, metadata rows)`` of a path or URL."""
-    from .formats import detect, module_for
+    from .registry import detect, module_for
 
     url = _is_url(file)
     if url:
@@ -323,7 +323,7 @@ def _print_inspect_json(
 
 def _oinf_meta_values(file: str, meta: list[dict[str, Any]]) -> None:
     """Fill the ``value`` of OINF metadata rows from the typed values the reader decodes."""
-    from .oinf import OinfReader
+    from .formats.oinf import OinfReader
 
     source = _open_url(file)[1] if _is_url(file) else file
     try:
@@ -339,7 +339,7 @@ def _oinf_meta_values(file: str, meta: list[dict[str, Any]]) -> None:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .formats import detect, module_for
+    from .registry import detect, module_for
 
     if _is_url(args.file):
         fmt, source, _ = _open_url(args.file)
@@ -423,7 +423,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from .formats import FORMATS
+    from .registry import FORMATS
 
     if args.dir and os.path.exists(args.dir) and not os.path.isdir(args.dir):
         raise UsageError(f"{args.dir}: is not a directory")
@@ -576,7 +576,7 @@ def _add_demo(sub: Any) -> None:
 
 def _add_format_commands(sub: Any) -> None:
     """Each format's own commands (``tenfold.<format>._cli.register``)."""
-    from .formats import FORMATS
+    from .registry import FORMATS
 
     for info in FORMATS:
         try:

@@ -61,7 +61,7 @@ __all__ = ["convert", "read_any", "write_any", "open_source", "Source"]
 KEEP = "keep"
 #: The zTensor custom key that carries file metadata (on the first tensor).
 ZT_METADATA_KEY = "__metadata__"
-from .fold._spec import INTERNAL_METADATA as FOLD_INTERNAL  # noqa: E402
+from .formats.fold._spec import INTERNAL_METADATA as FOLD_INTERNAL  # noqa: E402
 
 
 def _suffix(path: str | os.PathLike[str]) -> str:
@@ -79,8 +79,8 @@ def _dict_source(fmt: str, tensors: Mapping[str, Any], **kw: Any) -> Source:
 
 
 def zt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
-    from . import ztensor
-    from .ztensor import Reader
+    from .formats import ztensor
+    from .formats.ztensor import Reader
 
     if ztensor.detect(path) != "0.1.0":  # v1 / v2: read through the generation's reader
         return _zt2_source(path, limits)
@@ -115,8 +115,8 @@ def _zt2_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     of the map, each part's digest checked when it is read); the file attributes are its
     metadata. Layouts other than dense and sparse (``zt.mx/1``, ``zt.quant_group/1``, ...)
     and unknown logical types have no form in another file yet: they are refused."""
-    from .ztensor import open as zt_open
-    from .ztensor._v2spec import DENSE, LOGICAL
+    from .formats.ztensor import open as zt_open
+    from .formats.ztensor._v2spec import DENSE, LOGICAL
 
     r = zt_open(path, limits=limits, sparse="raw")
     try:
@@ -145,8 +145,8 @@ def _zt2_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
 
 
 def _oinf_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
-    from .oinf import OinfReader, Scalar, Tensor
-    from .oinf import _spec as S
+    from .formats.oinf import OinfReader, Scalar, Tensor
+    from .formats.oinf import _spec as S
 
     r = OinfReader(path, limits=limits)
     infos = {t.name: t for t in r.infos()}
@@ -185,7 +185,7 @@ def _oinf_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
 
 def _safetensors_source(path: Any) -> Source:
     from .core.mapped import MappedFile
-    from .interop.safetensors import parse, parse_metadata
+    from .formats.safetensors.writer import parse, parse_metadata
 
     mf = MappedFile(path, fmt="safetensors")
     try:
@@ -210,7 +210,7 @@ def _safetensors_source(path: Any) -> Source:
 
 
 def _fold_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
-    from . import fold
+    from .formats import fold
 
     with fold.Reader(path, limits=limits) as r:
         md = {k: v for k, v in r.metadata.items() if k not in FOLD_INTERNAL}
@@ -235,7 +235,7 @@ def _fold_chunk_intact(path: Any, r: Any, c: Any) -> bool:
     import hashlib
 
     from .core.checksums import crc32c
-    from .fold import _digest
+    from .formats.fold import _digest
 
     tmp = Source("fold", [], lambda n: (np.dtype("u1"), ()), lambda n: None, path=path)
     tmp._raw = lambda n: None
@@ -252,7 +252,7 @@ def _fold_chunk_intact(path: Any, r: Any, c: Any) -> bool:
 def _fold_sten_source(path: Any, c: Any, md: dict[str, Any]) -> Source:
     """The tensors of an intact, uncompressed STEN chunk, copied as raw ranges of the file."""
     from .core.mapped import MappedFile
-    from .interop.safetensors import parse
+    from .formats.safetensors.writer import parse
 
     mf = MappedFile(path, fmt="fold")
     try:
@@ -279,8 +279,8 @@ def _wtxt_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     reader checks every chunk, hash and signature when it opens the file but keeps no
     decoded bytes. Its keys are the tensor names (``tenfold_names`` decoded, as
     :func:`wtxt.load` does)."""
-    from . import wtxt
-    from .wtxt import _spec as WS
+    from .formats import wtxt
+    from .formats.wtxt import _spec as WS
 
     f = wtxt.open(path, limits=limits)
     try:
@@ -306,7 +306,7 @@ def _npz_source(path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = 
     decompressed alone into an array charged to a fresh decode budget. :func:`read_any` sets
     ``budget``: then every array is an owned copy charged to that one budget."""
     from .core.mapped import MappedFile
-    from .interop.npz import Archive
+    from .formats.npz.writer import Archive
 
     mf = MappedFile(path, fmt="npz")
     try:
@@ -344,7 +344,7 @@ def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
     is written)."""
     from .core.mapped import open_regular
     from .core.source import is_remote
-    from .formats import SNIFF_BYTES
+    from .registry import SNIFF_BYTES
 
     if is_remote(path):
         return _remote_source(path, limits)
@@ -354,7 +354,7 @@ def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
 
 
 def _remote_source(url: Any, limits: Limits) -> Source:
-    from .formats import SNIFF_BYTES, open_remote
+    from .registry import SNIFF_BYTES, open_remote
 
     name, mf = open_remote(url, tail_first=False)
     try:
@@ -376,19 +376,16 @@ _BUFFER_SOURCES = ("ztensor", "oinf", "fold", "wtxt", "safetensors", "npz")
 
 
 def _source_for(path: Any, head: bytes, limits: Limits, label: str | None = None) -> Source:
-    from .formats import FORMATS, detect_bytes
+    from .registry import FORMATS, detect_bytes
 
     if label is None:
         label = os.fspath(path)
     info = detect_bytes(head)
     suffix = _suffix(label)
-    if info is None:
-        from .sharded import sniff
+    if info is not None and info.opens_path:  # a sharded checkpoint's index
+        from .sharded import open_source as sharded_source
 
-        if sniff(head):
-            from .sharded import open_source as sharded_source
-
-            return sharded_source(path, lambda p: open_source(p, limits=limits))
+        return sharded_source(path, lambda p: open_source(p, limits=limits))
     if info is not None:
         if info.name == "ztensor":
             return zt_source(path, limits)
@@ -501,8 +498,8 @@ def _v2_attributes(src: Source) -> dict[str, Any]:
     """File attributes of a zTensor v2 target: a v1 / v2 source's attributes as they are
     (any value deterministic CBOR holds), strings from any other source; keys follow v2's
     name rule (non-empty, no U+0000, at most 1024 UTF-8 bytes)."""
-    from .ztensor import _dcbor
-    from .ztensor._v2spec import check_name
+    from .formats.ztensor import _dcbor
+    from .formats.ztensor._v2spec import check_name
 
     fmt = "zt"
     keep_all = src.generation in ("v1", "v2")
@@ -545,8 +542,8 @@ def _check_v2(src: Source) -> None:
     (canonical form), OINF declarations without data."""
     import unicodedata
 
-    from .ztensor._v2spec import check_name
-    from .ztensor.v2writer import storage_of
+    from .formats.ztensor._v2spec import check_name
+    from .formats.ztensor.v2writer import storage_of
 
     for n in src.names:
         try:
@@ -707,7 +704,7 @@ def _write(
             _write_safetensors(dst, s, md, bar, total, fsync=fsync)
         elif fmt == "npz":
             from .core.release import release
-            from .interop.npz import write_npz
+            from .formats.npz.writer import write_npz
 
             def done(a: np.ndarray) -> None:
                 bar.update(a.nbytes)
@@ -718,13 +715,13 @@ def _write(
         elif fmt == "oinf":
             _write_oinf(dst, s, md, bar)
         elif fmt == "fold":
-            from . import fold
+            from .formats import fold
 
             lazy = {n: _Lazy(s, n, bar) for n in s.names}
             fold.save(dst, lazy, metadata=md, compress=compress, level=level,  # type: ignore[arg-type]
                       threads=threads, fsync=fsync)  # fmt: skip
         elif fmt == "wtxt":
-            from . import wtxt
+            from .formats import wtxt
 
             # the writer reads each array twice (digests for the root line, then the text);
             # threads >= 2 runs the two passes side by side (two tensors in memory)
@@ -747,7 +744,7 @@ def _write_ztensor(
     fsync: bool,
 ) -> None:
     from .core.release import release
-    from .ztensor import Writer
+    from .formats.ztensor import Writer
 
     with Writer(dst, fsync=fsync, threads=threads) as w:
         for i, n in enumerate(s.names):
@@ -781,7 +778,7 @@ def _write_ztensor_v2(
     needs); sparse tensors of a zTensor source stay sparse. ``compress="zstd"`` writes
     ``zt.zstd-seekable/1`` parts (not canonical)."""
     from .core.release import release
-    from .ztensor import V2Writer
+    from .formats.ztensor import V2Writer
 
     zstd = compress == "zstd"
     with V2Writer(dst, canonical=not zstd, attributes=md or None, fsync=fsync) as w:
@@ -802,7 +799,7 @@ def _write_safetensors(
     from .core.checksums import crc32c
     from .core.prealloc import preallocate
     from .core.release import release
-    from .interop.safetensors import header, stored, tag_of
+    from .formats.safetensors.writer import header, stored, tag_of
 
     specs = {}
     for n in s.names:
@@ -836,7 +833,7 @@ def _write_safetensors(
 
 
 def _write_oinf(dst: Any, s: Source, md: dict[str, Any], bar: Any) -> None:
-    from . import oinf
+    from .formats import oinf
 
     tensors: dict[str, Any] = {}
     for n in s.names:  # packed OINF types come from OINF sources: views of their map

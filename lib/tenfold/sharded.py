@@ -226,7 +226,7 @@ def save(
 
     fmt = format or target_of(path)
     if fmt is None:
-        from .formats import by_suffix
+        from .registry import by_suffix
 
         fmt = by_suffix(path).name
     for n, v in tensors.items():
@@ -241,10 +241,25 @@ def save(
 
 
 # -- reading ---------------------------------------------------------------------------------------
+def demo(directory: Any) -> str:
+    """Write a small deterministic sharded checkpoint (two safetensors shards and the index)
+    into ``directory``; return the index's path."""
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    tensors = {
+        "embed.weight": rng.standard_normal((32, 16)).astype(np.float32),
+        "layer.0.weight": rng.standard_normal((16, 16)).astype(np.float32),
+        "layer.0.bias": np.zeros(16, np.float32),
+    }
+    path = os.path.join(os.fspath(directory), "demo-sharded.safetensors")
+    return save(path, tensors, max_shard_size=2048)[-1]
+
+
 def sniff(head: bytes) -> bool:
     """Whether ``head`` starts like a sharded checkpoint's index (a JSON object naming
     ``weight_map`` or ``metadata``): :func:`tenfold.formats.sniff_sharded`."""
-    from .formats import sniff_sharded
+    from .registry import sniff_sharded
 
     return sniff_sharded(head)
 
@@ -551,7 +566,7 @@ class ShardedReader(Mapping[str, Any]):
         """``(format, input)`` of shard ``file`` for its format's ``inspect`` / ``verify``: the
         local path, or an opened remote source (the caller closes it). A shard that is an
         index is refused."""
-        from .formats import SHARDED, detect, open_remote
+        from .registry import SHARDED, detect, open_remote
 
         if not self._remote:
             full = os.path.join(self._dir, file)
@@ -712,7 +727,7 @@ def inspect(path: Any, **options: Any) -> list[dict[str, Any]]:
     """One row per object of each shard (the shard's row, plus the shard's file name), every
     tensor the index names checked present in its shard; the index's ``metadata`` as rows of
     layout ``metadata``. ``path`` is what :func:`open` takes."""
-    from .formats import module_for
+    from .registry import module_for
 
     rows: list[dict[str, Any]] = []
     with open(path, **options) as r:
@@ -737,7 +752,7 @@ def verify(path: Any, **options: Any) -> Any:
     """Check the index (names, shard files present, every tensor in its shard, ``total_size``)
     and verify every shard with its format's verifier. ``path`` is what :func:`open` takes."""
     from .core.report import ERROR, OK, WARNING, Report
-    from .formats import module_for
+    from .registry import module_for
 
     report = Report(FMT, _where(path))
     try:

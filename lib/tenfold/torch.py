@@ -129,6 +129,6 @@ def save_file(
 
 def save(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:
     """``tensors`` as the bytes of a safetensors file (what ``safetensors.torch.save`` gives)."""
-    from .interop.safetensors import to_bytes
+    from .formats.safetensors.writer import to_bytes
 
     return to_bytes(_arrays(tensors), metadata)

@@ -17,7 +17,7 @@ import pytest
 import tenfold
 from tenfold import cli
 from tenfold.cli import main
-from tenfold.formats import FORMATS
+from tenfold.registry import FORMATS
 
 
 @pytest.fixture(scope="module")

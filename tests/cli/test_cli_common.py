@@ -147,7 +147,7 @@ def test_convert_unknown_suffix(model, tmp_path, capsys):
 def test_demo_writes_and_verifies_every_format(tmp_path, capsys):
     assert main(["demo", str(tmp_path)]) == 0
     out = capsys.readouterr().out
-    assert "zTensor 0.1.0: wrote" in out and "not available" not in out
+    assert "zTensor 0.1.0 / v1 / v2: wrote" in out and "not available" not in out
 
 
 @pytest.mark.skipif(shutil.which("tenfold") is None, reason="tenfold entry point not on PATH")

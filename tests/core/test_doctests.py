@@ -29,11 +29,11 @@ MODULES = _modules()
 def test_discovery_finds_the_format_packages():
     # Guards the discovery itself: if walking the package found nothing, every doctest would pass.
     for name in (
-        "tenfold.ztensor.reader",
-        "tenfold.fold.reader",
-        "tenfold.oinf.writer",
-        "tenfold.wtxt._spec",
-        "tenfold.taridx.reader",
+        "tenfold.formats.ztensor.reader",
+        "tenfold.formats.fold.reader",
+        "tenfold.formats.oinf.writer",
+        "tenfold.formats.wtxt._spec",
+        "tenfold.formats.taridx.reader",
         "tenfold.core.mapped",
     ):
         assert name in MODULES

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import tenfold
+import tenfold.interop.safetensors_reader
 from tenfold.errors import FormatError, IntegrityError
 
 fsspec = pytest.importorskip("fsspec", reason="fsspec (the remote extra) is not installed")
@@ -149,7 +150,7 @@ def test_misnamed_file_is_still_read_by_content(http, files):
     assert tenfold.detect(url) == "safetensors"
     assert tenfold.detect(http.url("v2.zt")) == "ztensor"
     with tenfold.open(url) as r:
-        assert type(r).__module__ == "tenfold.interop.safetensors_reader"
+        assert type(r) is tenfold.interop.safetensors_reader.Reader
         assert np.array_equal(r["bias"], TENSORS["bias"])
 
 

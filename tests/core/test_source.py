@@ -16,7 +16,7 @@ import tenfold
 from tenfold.core.mapped import MappedFile
 from tenfold.core.slicing import plan
 from tenfold.core.source import SourceFile
-from tenfold.formats import SNIFF_BYTES
+from tenfold.registry import SNIFF_BYTES
 
 ARRAYS = {
     "w": np.arange(48 * 6, dtype=np.float32).reshape(48, 6),

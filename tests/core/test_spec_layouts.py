@@ -20,7 +20,10 @@ import tenfold.fold._spec as fold_spec
 import tenfold.oinf._spec as oinf_spec
 import tenfold.taridx._spec as taridx_spec
 from tenfold.core.records import Record
-from tenfold.formats import FORMATS, MAGICS
+from tenfold.registry import FORMATS
+
+#: each format's magic bytes, from its descriptor in the registry
+MAGICS = {f.name: f.magics for f in FORMATS if f.magics}
 
 SPECS = {"oinf": (oinf_spec, "<"), "fold": (fold_spec, ">"), "taridx": (taridx_spec, "<")}
 HEADING = re.compile(r"^(?P<what>\S.*)\((?P<size>\d+) bytes, (?P<record>[A-Z][A-Z0-9_]*)\b.*\)::$")
@@ -103,7 +106,7 @@ def test_magic_defined_once(fmt: str) -> None:
     module, _ = SPECS[fmt]
     assert (module.MAGIC,) == MAGICS[fmt]
     (info,) = [f for f in FORMATS if f.name == fmt]
-    assert info.sniff(module.MAGIC + bytes(64)) and not info.sniff(bytes(64))
+    assert info.matches(module.MAGIC + bytes(64)) and not info.matches(bytes(64))
     found = tables(module)
     shown = [
         rest
@@ -150,13 +153,13 @@ def magic_literals(path: Path, magics: set[bytes]) -> list[str]:
     ]
 
 
-def test_magic_bytes_spelled_only_in_the_registry() -> None:
+def test_magic_bytes_spelled_only_in_the_format_descriptors() -> None:
     magics = {m for ms in MAGICS.values() for m in ms}
-    root = Path(oinf_spec.__file__ or "").parents[1]
+    root = Path(oinf_spec.__file__ or "").parents[2]
     found = [
         hit
         for path in sorted(root.rglob("*.py"))
-        if path != root / "formats.py"
+        if path.name != "_format.py"  # each format's descriptor for the registry
         for hit in magic_literals(path, magics)
     ]
     assert not found, found

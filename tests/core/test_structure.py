@@ -52,7 +52,7 @@ LENGTHS = _lengths()
 def test_the_walk_sees_the_package():
     assert len(LENGTHS) > 500
     assert "convert.py:convert" in LENGTHS
-    assert "ztensor/reader.py:Reader.read" in LENGTHS
+    assert "formats/ztensor/reader.py:Reader.read" in LENGTHS
 
 
 def test_no_function_over_80_lines():
@@ -148,8 +148,8 @@ def _a_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 
 def test_the_import_graph_sees_function_level_imports():
-    assert GRAPH["tenfold.convert"]["tenfold.fold"] == {"function"}
-    assert "top" in GRAPH["tenfold.fold.verify"]["tenfold.fold.reader"]
+    assert GRAPH["tenfold.convert"]["tenfold.formats.fold"] == {"function"}
+    assert "top" in GRAPH["tenfold.formats.fold.verify"]["tenfold.formats.fold.reader"]
     assert _a_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
 
 
@@ -176,9 +176,9 @@ def test_allowed_import_edges_only_shrink():
 def test_readers_do_not_import_their_verifiers():
     # the verifier takes the reader; the package __init__ joins them (use_verifier)
     for reader, verifier in (
-        ("tenfold.fold.reader", "tenfold.fold.verify"),
-        ("tenfold.oinf.reader", "tenfold.oinf._verify"),
-        ("tenfold.ztensor.reader", "tenfold.ztensor.verify"),
+        ("tenfold.formats.fold.reader", "tenfold.formats.fold.verify"),
+        ("tenfold.formats.oinf.reader", "tenfold.formats.oinf._verify"),
+        ("tenfold.formats.ztensor.reader", "tenfold.formats.ztensor.verify"),
     ):
         assert verifier not in GRAPH[reader]
         assert reader in GRAPH[verifier]

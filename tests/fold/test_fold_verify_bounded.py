@@ -22,7 +22,7 @@ from tenfold.core.checksums import crc32c, sha256_hex
 
 DECLARED = 2 << 30  # MAX_CHUNK_SIZE: the most a FOLD chunk may declare
 PEAK_LIMIT = 200 << 20
-LIB = Path(fold.__file__).resolve().parents[2]
+LIB = Path(fold.__file__).resolve().parents[3]
 
 _SCRIPT = """
 import json, resource, sys

@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 from test_taridx_members import _fold
 
+import tenfold
 import tenfold.taridx as tx
 from tenfold.errors import FormatError, IntegrityError
 
@@ -215,7 +216,7 @@ def _free_port() -> int:
 def _torchrun(script, args, tmp_path):
     env = {**os.environ, "OMP_NUM_THREADS": "1", "GLOO_SOCKET_IFNAME": "lo"}
     env["TMPDIR"] = str(tmp_path)  # torchrun's torchelastic_* directories, removed with it
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(tx.__file__).parents[2])] + sys.path)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(tenfold.__file__).parents[1])] + sys.path)
     cmd = [
         sys.executable,
         "-m",

@@ -121,12 +121,12 @@ def test_private_import_finder_finds_one(tmp_path):
 
 _ALONE = """
 import importlib, importlib.util, sys, types
-spec = importlib.util.find_spec("tenfold")
-pkg = types.ModuleType("tenfold.wtxt")  # the package without its __init__ (which imports all)
+spec = importlib.util.find_spec("tenfold.formats")
+pkg = types.ModuleType("tenfold.formats.wtxt")  # the package without its __init__ (imports all)
 pkg.__path__ = [spec.submodule_search_locations[0] + "/wtxt"]
-sys.modules["tenfold.wtxt"] = pkg
-mod = importlib.import_module("tenfold.wtxt." + sys.argv[1])
-loaded = sorted(m for m in sys.modules if m.startswith("tenfold.wtxt."))
+sys.modules["tenfold.formats.wtxt"] = pkg
+mod = importlib.import_module("tenfold.formats.wtxt." + sys.argv[1])
+loaded = sorted(m for m in sys.modules if m.startswith("tenfold.formats.wtxt."))
 print(" ".join(loaded))
 """
 
@@ -141,7 +141,7 @@ def test_module_imports_alone_in_a_fresh_interpreter(name):
         env={**os.environ},
     )
     assert out.returncode == 0, out.stderr
-    assert f"tenfold.wtxt.{name}" in out.stdout.split()
+    assert f"tenfold.formats.wtxt.{name}" in out.stdout.split()
 
 
 #: Longest function (def line through its last line, docstring included) the package keeps.

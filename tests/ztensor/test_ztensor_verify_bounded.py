@@ -29,7 +29,7 @@ from tenfold.ztensor._spec import MAGIC_V2
 DECLARED = 2 << 30
 #: far below DECLARED: an interpreter with numpy and tenfold is ~60 MiB, a piece 1 MiB
 PEAK_LIMIT = 200 << 20
-LIB = Path(zt.__file__).resolve().parents[2]
+LIB = Path(zt.__file__).resolve().parents[3]
 
 _SCRIPT = """
 import json, resource, sys

@@ -99,12 +99,20 @@ class TensorReader(Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
+def _label(cls: type) -> str:
+    """``module.Class`` by the names users import (``tenfold.ztensor...``, not
+    ``tenfold.formats.ztensor...``)."""
+    from .._aliases import public_name
+
+    return f"{public_name(cls.__module__)}.{cls.__qualname__}"
+
+
 def _unclosed(mf: MappedFile, cls: type) -> None:
     if mf.closed:
         return
     mf.close()
     if mf.path is not None:  # a buffer holds no descriptor: nothing leaked
-        label = f"{cls.__module__}.{cls.__qualname__} {mf.path!r}"  # built only when needed
+        label = f"{_label(cls)} {mf.path!r}"  # built only when needed
         warnings.warn(f"unclosed {label}", ResourceWarning, stacklevel=2)
 
 
@@ -183,8 +191,7 @@ class MappedReader:
         self.close()
 
     def __repr__(self) -> str:
-        cls = type(self)
-        name = f"{cls.__module__}.{cls.__qualname__}"
+        name = _label(type(self))
         where = self._mf.path or "<buffer>"
         if self.closed:
             return f"<{name} {where!r} closed>"

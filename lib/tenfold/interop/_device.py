@@ -199,8 +199,8 @@ def file_source(
         return None if span is None else (mf, span[0], span[1], span[2], None)
     if t.fmt != "ztensor":
         return None
-    from ..ztensor.reader import Reader
-    from ..ztensor.v2reader import V2Reader
+    from ..formats.ztensor.reader import Reader
+    from ..formats.ztensor.v2reader import V2Reader
 
     if type(r) is Reader:
         return _zt010(r, mf, name)
@@ -246,7 +246,7 @@ def _zt2(r: Any, mf: MappedFile, name: str) -> Any:
             return None  # the reader names an unknown algorithm
 
         def error(got: str) -> BaseException:  # what V2Reader._check_digest raises
-            from ..ztensor._v2spec import reject
+            from ..formats.ztensor._v2spec import reject
 
             return reject(
                 "digest", f"object {name!r} part 'data'", offset=offset,

@@ -350,7 +350,7 @@ def _wrap(torch: Any, a: np.ndarray, name: str) -> Any:
 
 
 def _fp4_to_torch(torch: Any, a: np.ndarray) -> Any:
-    from .safetensors import pack_f4
+    from ..formats.safetensors.writer import pack_f4
 
     if not hasattr(torch, "float4_e2m1fn_x2"):
         raise UnsupportedError("tenfold.torch: float4_e2m1fn needs torch>=2.8 (float4_e2m1fn_x2)")
@@ -384,7 +384,7 @@ def from_torch(t: Any, name: str = "tensor") -> np.ndarray:
         t = t.contiguous()
     tname = str(t.dtype).removeprefix("torch.")
     if tname == "float4_e2m1fn_x2":
-        from .safetensors import unpack_f4
+        from ..formats.safetensors.writer import unpack_f4
 
         raw = t.view(torch.uint8).numpy().reshape(-1)
         shape = tuple(t.shape[:-1]) + (t.shape[-1] * 2,) if t.dim() else (2,)

@@ -68,7 +68,7 @@ def framework_of(framework: str) -> str:
 def dtype_tag(dtype: np.dtype) -> str:
     """The safetensors name of a NumPy dtype (``"F32"``, ``"BF16"``...), as ``get_dtype()``
     gives it; the canonical tenfold name when safetensors has none."""
-    from .safetensors import TAG_OF_DTYPE
+    from ..formats.safetensors.writer import TAG_OF_DTYPE
 
     name = canonical(dtype)
     return TAG_OF_DTYPE.get(name, name)
@@ -246,7 +246,7 @@ class Tensors:
         md = self.reader.metadata
         out = dict(md) if md is not None else {}
         if self.fmt == "fold":  # the index's own bookkeeping, as convert leaves it out
-            from ..fold._spec import INTERNAL_METADATA
+            from ..formats.fold._spec import INTERNAL_METADATA
 
             for k in INTERNAL_METADATA:
                 out.pop(k, None)
@@ -266,7 +266,7 @@ class Tensors:
         if self.fmt == "fold":
             c, k = self._fold_names[name]
             if c in self._sten and c not in self._fold:
-                from .safetensors import DTYPES, PACKED_BITS
+                from ..formats.safetensors.writer import DTYPES, PACKED_BITS
 
                 tag, shape = self._sten[c][k][:2]
                 if tag not in PACKED_BITS:
@@ -296,7 +296,7 @@ class Tensors:
         if self.fmt == "safetensors":
             entries, start0 = getattr(r, "_entries", None), getattr(r, "data_start", None)
             if isinstance(entries, dict) and isinstance(start0, int):  # fast: no record per call
-                from .safetensors import DTYPES
+                from ..formats.safetensors.writer import DTYPES
 
                 tag, shape, begin, end = entries[name]
                 if tag in _PACKED_TAGS or tag not in DTYPES:
@@ -409,7 +409,7 @@ def info_dtype(info: Any) -> np.dtype | None:
                 return np.dtype(cand)
             except TypeError:
                 pass
-        from .safetensors import DTYPES
+        from ..formats.safetensors.writer import DTYPES
 
         if cand in DTYPES:
             return DTYPES[cand]
@@ -431,7 +431,7 @@ def _dense(v: Any, name: str) -> Any:
 
 def open_tensors(source: Any, **options: Any) -> Tensors:
     """:class:`Tensors` over ``source`` (a path, or a buffer holding a whole file)."""
-    from .. import formats
+    from .. import registry as formats
 
     if isinstance(source, (str, os.PathLike)) or is_remote(source):
         from .._dispatch import open_any
@@ -453,7 +453,7 @@ def open_tensors(source: Any, **options: Any) -> Tensors:
 
 def _format_of(reader: Any) -> str:
     """The name of the format whose module defines ``reader``'s class."""
-    from .. import formats
+    from .. import registry as formats
 
     mod = type(reader).__module__
     for info in formats.FORMATS:

@@ -1,0 +1,40 @@
+"""OINF's descriptor in the registry (:mod:`tenfold.registry`), and its magic bytes."""
+
+from __future__ import annotations
+
+from ...registry import Format, register
+
+MAGIC = b"OINF\0"
+
+#: Element types an OINF file holds (besides its packed 1/2/4-bit and ternary types).
+DTYPES = frozenset(
+    {
+        "float64",
+        "float32",
+        "float16",
+        "int64",
+        "int32",
+        "int16",
+        "int8",
+        "uint64",
+        "uint32",
+        "uint16",
+        "uint8",
+        "bool",
+        "bfloat16",
+        "float8_e5m2",
+    }
+)
+
+FORMAT = register(
+    Format(
+        name="oinf",
+        description="OINF",
+        suffixes=(".oinf",),
+        magics=(MAGIC,),
+        package="tenfold.formats.oinf",
+        dtypes=DTYPES,
+        metadata="any",
+        save_checksum="refuse",
+    )
+)

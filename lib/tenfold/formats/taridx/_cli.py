@@ -1,0 +1,261 @@
+"""``tenfold index``: build and check TARIDX indexes of tar-shard splits.
+
+Every subcommand takes the split the same way, ``ROOT --split NAME [--index PATH]`` (the index
+defaults to ``ROOT/NAME.taridx``); ``lookup`` also accepts the index file itself as ROOT::
+
+    tenfold index build ROOT --split NAME [--index PATH] [--workers N] [-q] [--no-fsync]
+                        [--on-bad-name error|skip]
+    tenfold index check ROOT --split NAME [--index PATH]     exit 1 when shards changed
+    tenfold index lookup ROOT --split NAME STEM...           sample number and rows of stems
+    tenfold index lookup INDEX STEM...
+    tenfold index export ROOT --split NAME [--index PATH] [--dali [DIR]] [--wids [PATH]]
+                         [--dali-version v1.2|v1.1] [--url-prefix URL] [--name NAME]
+                         [--no-fsync]                   DALI .idx files and a wids shard list
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+
+class _FoldAlias(argparse.Action):
+    """``--fold``: the old name of ``--split`` (deprecated, said on stderr)."""
+
+    def __call__(
+        self, parser: Any, ns: argparse.Namespace, values: Any, option: Any = None
+    ) -> None:
+        print(
+            "tenfold index: --fold is deprecated; use --split "
+            "(--fold will be removed in the next release)",
+            file=sys.stderr,
+        )
+        ns.split = values
+
+
+def _split_option(p: Any, help: str, required: bool = True) -> None:
+    g = p.add_mutually_exclusive_group(required=required)
+    g.add_argument("--split", help=help)
+    g.add_argument("--fold", dest="split", action=_FoldAlias, help=argparse.SUPPRESS)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    from .build import build
+
+    t = time.perf_counter()
+    skipped: list[tuple[str, int, bytes, str]] = []
+    path = build(
+        args.root,
+        args.split,
+        out=args.index,
+        workers=args.workers,
+        show_progress=False if args.no_progress else None,
+        fsync=not args.no_fsync,
+        on_bad_name=args.on_bad_name,
+        skipped=skipped,
+    )
+    for shard, off, name, why in skipped:
+        print(f"skipped: {shard} at offset {off:#x}: member {name!r}: {why}")
+    from .reader import Index
+
+    with Index.open(path) as idx:
+        print(
+            f"{path}: {idx.n_rows} rows, {idx.n_stems} samples, ext {idx.ext}, "
+            f"{len(idx.crash)} crash stems, "
+            f"{'contiguous' if idx.is_contiguous else 'interleaved'} "
+            f"({time.perf_counter() - t:.3f} s)"
+        )
+    return 0
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    from .build import stale_shards
+    from .reader import Index
+
+    path = args.index or os.path.join(args.root, f"{args.split}.taridx")
+    with Index.open(path) as idx:
+        stale = stale_shards(idx, args.root, args.split, sample=args.sample)
+    for name, why in stale.items():
+        print(f"stale: {name}: {why}")
+    print(f"{path}: {'up to date' if not stale else f'{len(stale)} shard(s) changed'}")
+    return 1 if stale else 0
+
+
+def cmd_lookup(args: argparse.Namespace) -> int:
+    from ...cli import UsageError, check_input
+    from .reader import Index
+
+    if args.index:
+        path = args.index
+    elif os.path.isdir(args.root):
+        if not args.split:
+            raise UsageError(
+                f"{args.root}: is a directory; give --split NAME (or the .taridx file)"
+            )
+        path = os.path.join(args.root, f"{args.split}.taridx")
+    else:
+        path = args.root
+    check_input(path)
+    with Index.open(path) as idx:
+        found = idx.lookup(args.stems)
+        for stem, i in zip(args.stems, found.tolist(), strict=True):
+            if i < 0:
+                print(f"{stem}: not found")
+                continue
+            rows = idx.rows[idx.samples.rows_of(i)]
+            parts = [
+                f"{idx.ext[int(r['extid'])]}@fid{int(r['fid'])}+{int(r['offset'])}"
+                f"[{int(r['size'])}]"
+                for r in rows
+            ]
+            print(f"{stem}: sample {i}: " + " ".join(parts))
+    return 0 if (found >= 0).all() else 1
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    from ...cli import UsageError, check_dir
+    from .export import export
+
+    both = args.dali is None and args.wids is None
+    dali = args.dali if args.dali else (args.root if both or args.dali == "" else None)
+    wids = args.wids if args.wids else None
+    if both or args.wids == "":
+        wids = os.path.join(args.root, f"{args.split}.wids.json")
+    index = args.index or os.path.join(args.root, f"{args.split}.taridx")
+    if "://" not in index and not os.path.exists(index):
+        raise UsageError(
+            f"{index}: no such index; build it first: "
+            f"tenfold index build {args.root} --split {args.split}"
+        )
+    if (
+        dali is not None
+        and not os.path.exists(dali)
+        and os.path.isdir(os.path.dirname(os.path.abspath(dali)))
+    ):
+        os.mkdir(dali)  # the DALI index folder, like an output file: made when its parent exists
+    if dali is not None:
+        check_dir(dali)
+    if wids is not None and os.path.isdir(wids):
+        raise UsageError(f"{wids}: is a directory; give the shard list's file name")
+    t = time.perf_counter()
+    paths, doc = export(
+        args.root,
+        args.split,
+        index=args.index,
+        dali=dali,
+        wids=wids,
+        version=args.dali_version,
+        name=args.name,
+        url_prefix=args.url_prefix,
+        fsync=not args.no_fsync,
+    )
+    dt = time.perf_counter() - t
+    if paths:
+        print(f"dali: {len(paths)} index file(s) {args.dali_version} in {dali}")
+    if doc is not None:
+        print(f"wids: {doc}")
+    print(f"exported in {dt:.3f} s")
+    return 0
+
+
+def register(subparsers: Any) -> None:
+    p = subparsers.add_parser("index", help="build / check TARIDX indexes of tar-shard splits")
+    sub = p.add_subparsers(dest="index_command", required=True)
+    _add_build(sub)
+    _add_check(sub)
+    _add_lookup(sub)
+    _add_export(sub)
+
+
+def _add_build(sub: Any) -> None:
+    b = sub.add_parser("build", help="scan ROOT/<split>_<id>.tar and write ROOT/<split>.taridx")
+    b.add_argument("root", help="directory holding the shards <split>_<id>.tar")
+    _split_option(b, "split name (the shards' common prefix)")
+    b.add_argument(
+        "--index", "--out", dest="index", help="index path (default ROOT/<split>.taridx)"
+    )
+    b.add_argument("--workers", type=int, help="threads scanning shards (default: auto)")
+    b.add_argument(
+        "-q", "--no-progress", dest="no_progress", action="store_true", help="no progress bar"
+    )
+    b.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="skip the fsyncs (still atomic, not durable across a power loss)",
+    )
+    b.add_argument(
+        "--on-bad-name",
+        choices=("error", "skip"),
+        default="error",
+        help="a member whose basename holds a newline cannot be indexed: fail "
+        "(default) or leave it out",
+    )
+    b.set_defaults(func=cmd_build, dirs=("root",), outputs=("index",))
+
+
+def _add_check(sub: Any) -> None:
+    c = sub.add_parser("check", help="say which shards changed since the index was built")
+    c.add_argument("root", help="directory holding the shards <split>_<id>.tar")
+    _split_option(c, "split name (the shards' common prefix)")
+    c.add_argument("--index", help="index path (default ROOT/<split>.taridx)")
+    c.add_argument("--sample", type=int, default=8, help="headers re-read per shard")
+    c.set_defaults(func=cmd_check, dirs=("root",), inputs=("index",))
+
+
+def _add_lookup(sub: Any) -> None:
+    q = sub.add_parser("lookup", help="find samples by stem")
+    q.add_argument(
+        "root",
+        metavar="ROOT|INDEX",
+        help="shard directory (with --split) or the .taridx file itself",
+    )
+    _split_option(q, "split name: the index is ROOT/<split>.taridx", required=False)
+    q.add_argument("--index", help="index path (overrides ROOT/--split)")
+    q.add_argument("stems", nargs="+", help="sample stems to look up")
+    q.set_defaults(func=cmd_lookup)
+
+
+def _add_export(sub: Any) -> None:
+    e = sub.add_parser(
+        "export",
+        help="write DALI's per-shard .idx files and a wids shard list from the index",
+        description="Write indexes for other loaders from the TARIDX index (only member "
+        "headers are read from the shards): DALI's wds2idx files <shard stem>.idx (for "
+        "fn.readers.webdataset index_paths) and a wids shard-list JSON (for "
+        "wids.ShardListDataset). With neither --dali nor --wids, both are written beside "
+        "the shards.",
+    )
+    e.add_argument("root", help="directory holding the shards <split>_<id>.tar")
+    _split_option(e, "split name (the shards' common prefix)")
+    e.add_argument("--index", help="index path (default ROOT/<split>.taridx)")
+    e.add_argument(
+        "--dali",
+        nargs="?",
+        const="",
+        metavar="DIR",
+        help="write the DALI .idx files (into DIR; default ROOT)",
+    )
+    e.add_argument(
+        "--wids",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="write the wids shard list (to PATH; default ROOT/<split>.wids.json)",
+    )
+    e.add_argument(
+        "--dali-version",
+        choices=("v1.2", "v1.1"),
+        default="v1.2",
+        help="v1.2 (default) lists member names; v1.1 leaves them out",
+    )
+    e.add_argument("--url-prefix", help="wids shard URLs as PREFIX/<shard> (default: relative)")
+    e.add_argument("--name", help="the wids dataset name (default: the split)")
+    e.add_argument(
+        "--no-fsync",
+        action="store_true",
+        help="skip the fsyncs (still atomic, not durable across a power loss)",
+    )
+    e.set_defaults(func=cmd_export, dirs=("root",), inputs=("index",))

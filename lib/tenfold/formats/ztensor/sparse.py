@@ -1,0 +1,220 @@
+"""Sparse tensors: validation of CSR/COO components and the result type.
+
+With SciPy installed, sparse tensors are returned as ``scipy.sparse.csr_array`` /
+``scipy.sparse.coo_array``. Without it (or with ``sparse="raw"``) they are returned as
+:class:`SparseTensor`, a small container holding the stored components as NumPy arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from ...errors import FormatError, LimitError, UnsupportedError, describe
+from ._spec import FMT
+
+__all__ = ["SparseTensor", "check_csr", "check_coo", "to_result", "from_input"]
+
+
+@dataclasses.dataclass(frozen=True)
+class SparseTensor:
+    """A sparse tensor as stored: ``format`` is ``"csr"`` or ``"coo"``.
+
+    CSR: ``data`` (nnz values), ``indices`` (nnz column indices, uint64), ``indptr`` (rows + 1,
+    uint64). COO: ``data`` and ``coords`` (ndim x nnz, uint64).
+
+    >>> t = SparseTensor("coo", (2, 2), np.array([5.0]), coords=np.array([[1], [0]], np.uint64))
+    >>> t.todense().tolist()
+    [[0.0, 0.0], [5.0, 0.0]]
+    """
+
+    format: str
+    shape: tuple[int, ...]
+    data: np.ndarray
+    indices: np.ndarray | None = None
+    indptr: np.ndarray | None = None
+    coords: np.ndarray | None = None
+
+    @property
+    def nnz(self) -> int:
+        return int(self.data.shape[0])
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.data.dtype
+
+    def todense(self) -> np.ndarray:
+        """The dense NumPy array (duplicates are summed, as SciPy does); LimitError when the
+        machine cannot hold it."""
+        try:
+            out = np.zeros(self.shape, dtype=self.data.dtype)
+        except (MemoryError, ValueError):
+            raise LimitError(
+                describe(
+                    FMT,
+                    "sparse tensor",
+                    field="dense size",
+                    detail="cannot allocate",
+                    expected="memory available",
+                    got=f"{list(self.shape)} x {self.data.dtype.itemsize} bytes",
+                )
+            ) from None
+        if self.format == "csr":
+            assert self.indptr is not None and self.indices is not None
+            counts = np.diff(self.indptr.astype(np.int64)).astype(np.intp)
+            rows = np.repeat(np.arange(self.shape[0]), counts)
+            np.add.at(out, (rows, self.indices.astype(np.intp)), self.data)
+        else:
+            assert self.coords is not None
+            np.add.at(out, tuple(self.coords.astype(np.intp)), self.data)
+        return out
+
+    def to_scipy(self) -> Any:
+        """The equivalent ``scipy.sparse`` array (needs SciPy)."""
+        from ...core.optional import require
+
+        sp = require("scipy.sparse", extra="scipy", what="zt: a SciPy sparse array")
+
+        if self.format == "csr":
+            assert self.indptr is not None and self.indices is not None
+            return sp.csr_array(
+                (self.data, self.indices.astype(np.int64), self.indptr.astype(np.int64)),
+                shape=self.shape,
+            )
+        assert self.coords is not None
+        return sp.coo_array((self.data, tuple(self.coords.astype(np.int64))), shape=self.shape)
+
+
+def check_csr(
+    name: str,
+    offset: int,
+    shape: tuple[int, ...],
+    indptr: np.ndarray,
+    indices: np.ndarray,
+    nnz: int,
+) -> None:
+    """Raise FormatError unless ``indptr``/``indices`` describe a valid CSR structure."""
+    what = f"tensor {name!r}"
+    if indptr.shape[0] != shape[0] + 1:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="indptr length",
+                expected=shape[0] + 1,
+                got=indptr.shape[0],
+            )
+        )
+    if int(indptr[0]) != 0 or int(indptr[-1]) != nnz:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="indptr ends",
+                detail="must run from 0 to nnz",
+                expected=(0, nnz),
+                got=(int(indptr[0]), int(indptr[-1])),
+            )
+        )
+    if indptr.shape[0] > 1 and np.any(indptr[1:] < indptr[:-1]):
+        bad = int(np.argmax(indptr[1:] < indptr[:-1]))
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="indptr",
+                detail=f"decreases at row {bad}",
+                expected="non-decreasing",
+                got=(int(indptr[bad]), int(indptr[bad + 1])),
+            )
+        )
+    if nnz and int(indices.max()) >= shape[1]:
+        raise FormatError(
+            describe(
+                FMT,
+                what,
+                offset=offset,
+                field="indices",
+                detail="column index out of range",
+                expected=f"< {shape[1]}",
+                got=int(indices.max()),
+            )
+        )
+
+
+def check_coo(name: str, offset: int, shape: tuple[int, ...], coords: np.ndarray) -> None:
+    """Raise FormatError unless every coordinate lies inside ``shape``."""
+    what = f"tensor {name!r}"
+    if coords.shape[1] == 0:
+        return
+    top = coords.max(axis=1)
+    for dim, (m, n) in enumerate(zip(top.tolist(), shape, strict=True)):
+        if m >= n:
+            raise FormatError(
+                describe(
+                    FMT,
+                    what,
+                    offset=offset,
+                    field=f"coords[{dim}]",
+                    detail="index out of range",
+                    expected=f"< {n}",
+                    got=m,
+                )
+            )
+
+
+def to_result(t: SparseTensor, mode: str) -> Any:
+    """Return ``t`` as SciPy (``mode`` "scipy", or "auto" with SciPy installed) or as is."""
+    if mode == "raw":
+        return t
+    from ...core.optional import available
+
+    if mode == "auto" and not available("scipy.sparse"):
+        return t
+    try:
+        return t.to_scipy()  # with mode "scipy" and no SciPy: one line naming the extra
+    except (TypeError, ValueError) as exc:  # a structure SciPy has no type for
+        raise UnsupportedError(
+            describe(
+                FMT,
+                "sparse tensor",
+                detail=f"{t.format} {list(t.shape)} has no SciPy form ({exc}); read it with "
+                "sparse='raw'",
+            )
+        ) from None
+
+
+def from_input(value: Any) -> SparseTensor | None:
+    """Recognise sparse input to a writer: a :class:`SparseTensor` or a SciPy sparse object."""
+    if isinstance(value, SparseTensor):
+        return value
+    fmt = getattr(value, "format", None)
+    if fmt not in ("csr", "coo") or not hasattr(value, "nnz"):
+        return None
+    shape = tuple(int(d) for d in value.shape)
+    if fmt == "csr":
+        v = value.copy()
+        v.sum_duplicates()
+        return SparseTensor(
+            "csr",
+            shape,
+            np.asarray(v.data),
+            indices=np.asarray(v.indices, np.uint64),
+            indptr=np.asarray(v.indptr, np.uint64),
+        )
+    coords = getattr(value, "coords", None)
+    if coords is None:
+        coords = (value.row, value.col)
+    return SparseTensor(
+        "coo",
+        shape,
+        np.asarray(value.data),
+        coords=np.stack([np.asarray(c, np.uint64) for c in coords])
+        if len(coords)
+        else np.zeros((len(shape), 0), np.uint64),
+    )

@@ -1,0 +1,586 @@
+"""zTensor 0.1.0 writer: streams blobs to a temporary file, then renames it into place.
+
+For the same dense raw tensors the output is byte-identical to ztensor 0.1.4: blobs in the
+order added, each at the next multiple of 64 (zero padding, also before an empty tensor), the
+CBOR index right after the last blob, maps written indefinite-length with keys in 0.1.4's order.
+Memory use does not grow with the file: each array is written from its own memory (in bounded
+slices when it must be converted first) and only the index is kept.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ...core import cbor
+from ...core.bounds import padding
+from ...core.buffers import byte_view
+from ...core.checksums import crc32c
+from ...core.compression import zstd_compress
+from ...core.dtypes import canonical
+from ...core.prealloc import preallocate
+from ...errors import EncodeError, describe
+from . import _checksum
+from ._spec import ALIGN, DTYPES, FMT, KNOWN_KEYS, MAGIC
+from ._writerbase import AtomicFileWriter
+from .sparse import SparseTensor, from_input
+
+__all__ = ["Writer", "save"]
+
+_SLICE = 32 << 20  # bytes converted at a time for non-contiguous / big-endian input
+_ZEROS = bytes(ALIGN)
+
+
+class Writer(AtomicFileWriter):
+    """Write a zTensor 0.1.0 file atomically.
+
+    Use as a context manager; the file appears under ``path`` only when the block exits
+    without an exception (an existing file is replaced then, and survives any failure).
+
+    Parameters
+    ----------
+    path
+        Destination.
+    fsync
+        Flush to stable storage before the rename (default True).
+
+    Examples
+    --------
+    >>> import numpy as np, tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "w.zt")
+    >>> with Writer(path) as w:
+    ...     w.add("a", np.ones(3, np.float32), checksum="crc32c")
+    ...     w.add("b", np.arange(4, dtype=np.int64), encoding="zstd", attrs={"unit": "m"})
+    >>> os.path.getsize(path) > 0
+    True
+    """
+
+    def __new__(cls, path: str | os.PathLike[str], *, generation: int | str = 0, **options: Any):
+        """``generation=2`` (or ``"v2"``) gives a :class:`~tenfold.ztensor.v2writer.V2Writer`;
+        the default ``0`` (or ``"0.1.0"``) this 0.1.0 writer."""
+        if generation in (2, "2", "v2"):
+            if options.pop("append", False):
+                from ._append import V2Appender
+
+                return V2Appender(path, **options)
+            from .v2writer import V2Writer
+
+            return V2Writer(path, **options)
+        if generation not in (0, "0", "0.1.0"):
+            raise ValueError(f"zt: generation must be 0 (0.1.0) or 2 (v2), not {generation!r}")
+        return super().__new__(cls)
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        fsync: bool = True,
+        generation: int | str = 0,
+        threads: int = 0,
+    ) -> None:
+        self._open(path, fsync)
+        #: zstd worker threads per tensor (``encoding="zstd"``); 0 = single-threaded, the
+        #: frames ztensor 0.1.4 writes; more: other (equally valid) frames, made faster
+        self.threads = threads
+        self._f.write(MAGIC)
+        self._pos = len(MAGIC)
+        self._entries: list[dict[str, Any]] = []
+        self._names: set[str] = set()
+
+    # -- public -------------------------------------------------------------------------------
+    def add(
+        self,
+        name: str,
+        array: Any,
+        *,
+        encoding: str = "raw",
+        level: int = 3,
+        checksum: str | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> None:
+        """Append one tensor (dense array-like, :class:`SparseTensor` or SciPy CSR/COO)."""
+        self._check_open()
+        if not isinstance(name, str):
+            raise EncodeError(
+                describe(
+                    FMT,
+                    "writer",
+                    field="name",
+                    detail="not a string",
+                    expected="str",
+                    got=type(name).__name__,
+                )
+            )
+        if name in self._names:
+            raise EncodeError(
+                describe(FMT, f"tensor {name!r}", field="name", detail="duplicate name")
+            )
+        if encoding not in ("raw", "zstd"):
+            raise EncodeError(
+                describe(
+                    FMT,
+                    f"tensor {name!r}",
+                    field="encoding",
+                    detail="unknown",
+                    expected="raw | zstd",
+                    got=encoding,
+                )
+            )
+        algo = _checksum.check_algorithm(checksum)
+        extra = self._check_attrs(name, attrs)
+        sparse = from_input(array)
+        start = self._pos
+        try:
+            if sparse is not None:
+                entry = self._add_sparse(name, sparse, encoding, level, algo)
+            else:
+                entry = self._add_dense(name, array, encoding, level, algo)
+        except EncodeError:
+            if self._pos != start:  # bytes were written: the offsets no longer line up
+                self._failed = EncodeError(f"zt: tensor {name!r} was partly written")
+            raise
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        entry.update(extra)
+        self._names.add(name)
+        self._entries.append(entry)
+
+    def add_sparse(
+        self,
+        name: str,
+        sparse_format: str,
+        shape: Sequence[int],
+        values: Any,
+        *,
+        indptr: Any = None,
+        indices: Any = None,
+        coords: Any = None,
+        **options: Any,
+    ) -> None:
+        """Append a sparse tensor from explicit arrays.
+
+        ``sparse_format`` is ``"csr"`` (2-D; give ``indptr`` of rows + 1 and ``indices`` of
+        nnz column indices) or ``"coo"`` (any rank; give ``coords`` of shape ndim x nnz).
+        ``options`` are those of :meth:`add`.
+        """
+        t = SparseTensor(
+            sparse_format,
+            tuple(int(d) for d in shape),
+            np.asarray(values),
+            indices=indices,
+            indptr=indptr,
+            coords=coords,
+        )
+        self.add(name, t, **options)
+
+    def add_raw(
+        self,
+        name: str,
+        dtype: Any,
+        shape: Sequence[int],
+        pieces: Iterable[Any],
+        *,
+        checksum: str | None = None,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> str | None:
+        """Append a dense raw tensor from its little-endian C-order bytes, given as an
+        iterable of buffers (e.g. blocks read from another file). The pieces are written and
+        checksummed as they come, so memory stays at one piece. Returns the hex digest of the
+        ``checksum`` algorithm (``None`` without one). The bytes are those :meth:`add` writes
+        for the same array."""
+        self._check_open()
+        if not isinstance(name, str) or name in self._names:
+            raise EncodeError(
+                describe(FMT, f"tensor {name!r}", field="name", detail="duplicate or not a str")
+            )
+        dname = self._dtype_name(name, np.dtype(dtype))
+        algo = _checksum.check_algorithm(checksum)
+        extra = self._check_attrs(name, attrs)
+        shape = [int(d) for d in shape]
+        nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+        offset = self._align()
+        preallocate(self._f.fileno(), self._pos, nbytes)
+        crc, sha, size = 0, None, 0
+        if algo == "sha256":
+            import hashlib
+
+            sha = hashlib.sha256()
+        try:
+            for piece in pieces:
+                mv = byte_view(piece)
+                self._f.write(mv)
+                size += mv.nbytes
+                if algo == "crc32c":
+                    crc = crc32c(mv, crc)
+                elif sha is not None:
+                    sha.update(mv)
+            if size != nbytes:
+                raise EncodeError(
+                    describe(FMT, f"tensor {name!r}", field="size", expected=nbytes, got=size)
+                )
+        except BaseException as exc:
+            self._failed = exc
+            raise
+        self._pos += size
+        digest = f"{crc:08x}" if algo == "crc32c" else (sha.hexdigest() if sha else None)
+        entry: dict[str, Any] = {
+            "name": name,
+            "offset": offset,
+            "size": size,
+            "dtype": dname,
+            "layout": "dense",
+            "shape": shape,
+            "encoding": "raw",
+        }
+        if np.dtype(dtype).itemsize > 1:
+            entry["data_endianness"] = "little"
+        if algo:
+            entry["checksum"] = _checksum.render(algo, digest)  # type: ignore[arg-type]
+        entry.update(extra)
+        self._names.add(name)
+        self._entries.append(entry)
+        return digest
+
+    def _finish(self) -> None:
+        """The index and its size: the end of a 0.1.0 file."""
+        index = cbor.encode(self._entries, indefinite_maps=True)
+        self._f.write(index)
+        self._f.write(len(index).to_bytes(8, "little"))
+
+    # -- internals ----------------------------------------------------------------------------
+    def _check_attrs(self, name: str, attrs: Mapping[str, Any] | None) -> dict[str, Any]:
+        if not attrs:
+            return {}
+        out = {}
+        for k, v in attrs.items():
+            if not isinstance(k, str):
+                raise EncodeError(
+                    describe(
+                        FMT,
+                        f"tensor {name!r}",
+                        field="attrs",
+                        detail="non-string key",
+                        expected="str",
+                        got=repr(k),
+                    )
+                )
+            if k in KNOWN_KEYS:
+                raise EncodeError(
+                    describe(
+                        FMT,
+                        f"tensor {name!r}",
+                        field="attrs",
+                        detail=f"key {k!r} is reserved by the format",
+                    )
+                )
+            try:
+                cbor.encode(v)
+            except (TypeError, ValueError) as exc:
+                raise EncodeError(
+                    describe(
+                        FMT,
+                        f"tensor {name!r}",
+                        field=f"attrs[{k!r}]",
+                        detail=f"not CBOR-encodable ({exc})",
+                    )
+                ) from None
+            out[k] = v
+        return out
+
+    def _align(self) -> int:
+        pad = padding(self._pos, ALIGN)
+        if pad:
+            self._f.write(_ZEROS[:pad])
+            self._pos += pad
+        return self._pos
+
+    def _write_blob(
+        self, a: np.ndarray, encoding: str, level: int, algo: str | None
+    ) -> tuple[int, int, str | None]:
+        """Write ``a`` (any layout/byte order) as little-endian bytes; return offset, size, sum."""
+        offset = self._align()
+        if encoding == "zstd":
+            data = zstd_compress(_le_contiguous(a), level, threads=self.threads)
+            self._f.write(data)
+            size = len(data)
+            digest = _checksum.compute(algo, data) if algo else None
+        else:
+            size, digest = self._write_raw(a, algo)
+        self._pos += size
+        return offset, size, digest
+
+    def _write_raw(self, a: np.ndarray, algo: str | None) -> tuple[int, str | None]:
+        preallocate(self._f.fileno(), self._pos, a.nbytes)
+        crc = 0
+        sha = None
+        if algo == "sha256":
+            import hashlib
+
+            sha = hashlib.sha256()
+        size = 0
+        for piece in _le_pieces(a):
+            mv = byte_view(piece)
+            self._f.write(mv)
+            size += mv.nbytes
+            if algo == "crc32c":
+                crc = crc32c(mv, crc)
+            elif sha is not None:
+                sha.update(mv)
+        digest = None
+        if algo == "crc32c":
+            digest = f"{crc:08x}"
+        elif sha is not None:
+            digest = sha.hexdigest()
+        return size, digest
+
+    def _dtype_name(self, name: str, dtype: np.dtype) -> str:
+        try:
+            dname = canonical(dtype)
+        except Exception:
+            dname = str(dtype)
+        if dname not in DTYPES:
+            raise EncodeError(
+                describe(
+                    FMT,
+                    f"tensor {name!r}",
+                    field="dtype",
+                    detail="cannot be stored",
+                    expected=" | ".join(DTYPES),
+                    got=str(dtype),
+                )
+            )
+        return dname
+
+    def _add_dense(
+        self, name: str, array: Any, encoding: str, level: int, algo: str | None
+    ) -> dict[str, Any]:
+        a = np.asarray(array)
+        dname = self._dtype_name(name, a.dtype)
+        offset, size, digest = self._write_blob(a, encoding, level, algo)
+        entry: dict[str, Any] = {
+            "name": name,
+            "offset": offset,
+            "size": size,
+            "dtype": dname,
+            "layout": "dense",
+            "shape": [int(d) for d in a.shape],
+            "encoding": encoding,
+        }
+        if encoding == "raw" and a.dtype.itemsize > 1:
+            entry["data_endianness"] = "little"
+        if algo:
+            entry["checksum"] = _checksum.render(algo, digest)  # type: ignore[arg-type]
+        return entry
+
+    def _add_sparse(
+        self, name: str, t: SparseTensor, encoding: str, level: int, algo: str | None
+    ) -> dict[str, Any]:
+        data = np.asarray(t.data)
+        dname = self._dtype_name(name, data.dtype)
+        nnz = int(data.shape[0]) if data.ndim == 1 else -1
+        if data.ndim != 1:
+            raise EncodeError(
+                describe(
+                    FMT, f"tensor {name!r}", field="values", detail="must be 1-D", got=data.shape
+                )
+            )
+        shape = [int(d) for d in t.shape]
+        comps: list[tuple[str, np.ndarray]]
+        if t.format == "csr":
+            if len(shape) != 2 or t.indptr is None or t.indices is None:
+                raise EncodeError(
+                    describe(
+                        FMT,
+                        f"tensor {name!r}",
+                        field="sparse_format",
+                        detail="csr needs a 2-D shape, indptr and indices",
+                    )
+                )
+            indptr = _index_array(name, "indptr", t.indptr, (shape[0] + 1,))
+            indices = _index_array(name, "indices", t.indices, (nnz,))
+            from .sparse import check_csr
+
+            try:
+                check_csr(name, 0, tuple(shape), indptr, indices, nnz)
+            except ValueError as exc:
+                raise EncodeError(str(exc)) from None
+            comps = [("indptr", indptr), ("indices", indices)]
+        elif t.format == "coo":
+            if t.coords is None:
+                raise EncodeError(
+                    describe(FMT, f"tensor {name!r}", field="coords", detail="coo needs coords")
+                )
+            coords = _index_array(name, "coords", t.coords, (len(shape), nnz))
+            from .sparse import check_coo
+
+            try:
+                check_coo(name, 0, tuple(shape), coords)
+            except ValueError as exc:
+                raise EncodeError(str(exc)) from None
+            comps = [("coords", coords)]
+        else:
+            raise EncodeError(
+                describe(
+                    FMT,
+                    f"tensor {name!r}",
+                    field="sparse_format",
+                    detail="unknown",
+                    expected="csr | coo",
+                    got=t.format,
+                )
+            )
+        offset, size, digest = self._write_blob(data, encoding, level, algo)
+        entry: dict[str, Any] = {
+            "name": name,
+            "offset": offset,
+            "size": size,
+            "dtype": dname,
+            "layout": "sparse",
+            "shape": shape,
+            "encoding": encoding,
+        }
+        if encoding == "raw" and data.dtype.itemsize > 1:
+            entry["data_endianness"] = "little"
+        if algo:
+            entry["checksum"] = _checksum.render(algo, digest)  # type: ignore[arg-type]
+        entry["sparse_format"] = t.format
+        entry["nnz"] = nnz
+        for label, arr in comps:
+            off, sz, _ = self._write_blob(arr, encoding, level, None)
+            entry[f"{label}_offset"] = off
+            entry[f"{label}_size"] = sz
+        return entry
+
+
+def _index_array(name: str, label: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    a = np.asarray(value)
+    if a.shape != shape:
+        raise EncodeError(
+            describe(FMT, f"tensor {name!r}", field=f"{label} shape", expected=shape, got=a.shape)
+        )
+    if a.size and (a.dtype.kind not in "iu" or (a.dtype.kind == "i" and a.min() < 0)):
+        raise EncodeError(
+            describe(
+                FMT,
+                f"tensor {name!r}",
+                field=label,
+                detail="must hold non-negative integers",
+                got=str(a.dtype),
+            )
+        )
+    return np.ascontiguousarray(a, dtype="<u8")
+
+
+def _le_dtype(dt: np.dtype) -> np.dtype:
+    if dt.itemsize > 1 and dt.byteorder == ">":
+        return dt.newbyteorder("<")
+    return dt
+
+
+def _le_contiguous(a: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray(a, dtype=_le_dtype(a.dtype))
+
+
+def _le_pieces(a: np.ndarray) -> Iterator[np.ndarray]:
+    """Yield ``a``'s bytes, little-endian, C order, without copying when it already is.
+
+    Other input (strided, Fortran-ordered, big-endian) is converted in slices along the first
+    axis of at most ``_SLICE`` bytes, so memory use stays bounded.
+    """
+    le = _le_dtype(a.dtype)
+    if a.flags.c_contiguous and a.dtype == le and a.dtype.byteorder != ">":
+        yield a.reshape(-1)
+        return
+    if a.ndim == 0:
+        yield np.ascontiguousarray(a, dtype=le).reshape(-1)
+        return
+    if a.size == 0:
+        return
+    row_bytes = (a.size // a.shape[0]) * a.dtype.itemsize
+    step = max(1, _SLICE // max(1, row_bytes))
+    for i in range(0, a.shape[0], step):
+        yield np.ascontiguousarray(a[i : i + step], dtype=le).reshape(-1)
+
+
+def save(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    *,
+    encoding: str = "raw",
+    level: int = 3,
+    checksum: str | None = None,
+    fsync: bool = True,
+    generation: int | str = 0,
+    metadata: Mapping[str, Any] | None = None,
+    **v2_options: Any,
+) -> None:
+    """Write ``tensors`` (name -> array) to ``path`` atomically, in mapping order.
+
+    ``metadata`` (file metadata, like safetensors' ``__metadata__``): zTensor 0.1.0 has no
+    file-level map, so it goes into the first tensor's attributes under ``__metadata__``
+    (where ``tenfold convert`` puts it and reads it back); in v2 it becomes the file
+    attributes. Metadata with no tensor to carry it is refused.
+
+    ``generation=2`` writes zTensor v2 instead (names sorted, canonical form unless
+    ``canonical=False``; ``encoding="zstd"`` means ``zt.zstd-seekable/1``; ``checksum`` does
+    not apply, every v2 part has an xxh3 digest). ``canonical``, ``align`` and
+    ``attributes`` are v2 options; any other keyword is a ``TypeError``.
+    """
+    if not isinstance(tensors, Mapping):
+        raise EncodeError(
+            describe(
+                FMT,
+                "save",
+                detail="tensors must be a mapping",
+                expected="Mapping[str, array]",
+                got=type(tensors).__name__,
+            )
+        )
+    if metadata is not None and not isinstance(metadata, Mapping):
+        raise EncodeError(
+            describe(
+                FMT, "save", field="metadata", expected="a mapping", got=type(metadata).__name__
+            )
+        )
+    if generation in (2, "2", "v2"):
+        from .v2writer import V2Writer
+
+        if metadata:
+            if v2_options.get("attributes") is not None:
+                raise EncodeError(
+                    describe(
+                        FMT,
+                        "save",
+                        field="metadata",
+                        detail="give metadata or attributes, not both",
+                    )
+                )
+            v2_options["attributes"] = dict(metadata)
+        if encoding != "raw":
+            v2_options.setdefault("canonical", False)
+        with V2Writer(path, fsync=fsync, **v2_options) as w2:
+            for name in sorted(tensors, key=lambda n: n.encode()):
+                w2.add(name, tensors[name], encoding=None if encoding == "raw" else encoding)
+        return
+    if v2_options:
+        raise TypeError(
+            f"ztensor.save() got unexpected keyword arguments: {', '.join(sorted(v2_options))} "
+            "(canonical, align and attributes are zTensor v2 options: pass generation=2)"
+        )
+    if metadata and not tensors:
+        raise EncodeError(
+            describe(
+                FMT,
+                "save",
+                field="metadata",
+                detail="zTensor 0.1.0 keeps file metadata on the first tensor and there is none",
+            )
+        )
+    with Writer(path, fsync=fsync) as w:
+        for i, (name, value) in enumerate(tensors.items()):
+            attrs = {"__metadata__": dict(metadata)} if i == 0 and metadata else None
+            w.add(name, value, encoding=encoding, level=level, checksum=checksum, attrs=attrs)
