@@ -267,6 +267,10 @@ def sniff(head: bytes) -> bool:
 def _safe_name(shard: str, index: str) -> bool:
     if not shard or "\0" in shard or "\\" in shard or os.path.isabs(shard):
         return False
+    try:  # a file name: a lone surrogate ("\ud800" in the JSON) names no file
+        shard.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
     if shard.startswith("/") or re.match(r"^[A-Za-z]:", shard):
         return False
     return all(part not in ("..", "") for part in shard.split("/"))
@@ -378,7 +382,8 @@ def parse_index(
                 f"index {where}",
                 field="weight_map",
                 detail="shard names must stay in the index's directory (no '..', no "
-                f"absolute path); refused {', '.join(map(repr, unsafe[:5]))}",
+                "absolute path) and be file names (no NUL, no lone surrogate); refused "
+                f"{', '.join(map(ascii, unsafe[:5]))}",
             )  # fmt: skip
         )
     return dict(wm), dict(md)

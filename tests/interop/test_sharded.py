@@ -254,7 +254,8 @@ def _index(tmp_path: Path, weight_map: dict, metadata: dict | None = None) -> Pa
 
 
 @pytest.mark.parametrize(
-    "shard", ["../x.zt", "/etc/passwd", "a/../../x.zt", "..", "sub\\..\\x.zt", "", "C:/x.zt"]
+    "shard",
+    ["../x.zt", "/etc/passwd", "a/../../x.zt", "..", "sub\\..\\x.zt", "", "C:/x.zt", "\ud800.zt"],
 )
 def test_path_traversal_refused_before_opening_anything(tmp_path, monkeypatch, shard):
     inner = tmp_path / "inner"
