@@ -17,5 +17,6 @@ FORMAT = register(
         metadata="json",
         opens_path=True,
         url_suffixes=(".index.json",),
+        hooks={"convert_source": "tenfold.sharded:convert_source"},
     )
 )

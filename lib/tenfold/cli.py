@@ -149,7 +149,8 @@ def _close(source: Any) -> None:
 def _url_metadata(url: str, fmt: str) -> dict[str, Any]:
     """The file metadata ``inspect`` lists for a zTensor or FOLD file at ``url`` (as
     :func:`tenfold.convert.open_source` gives it for a local file), fetched range by range."""
-    from .convert import FOLD_INTERNAL, zt_source
+    from .formats.fold._spec import INTERNAL_METADATA as FOLD_INTERNAL
+    from .formats.ztensor._convert import source as zt_source
 
     _, source, _ = _open_url(url)
     try:

@@ -107,7 +107,33 @@ class Format:
         A URL whose name ends with one of these is opened as this format without a first
         request to recognise it (a sharded index: ``.index.json``).
     hooks
-        ``name -> "module:attribute"`` (see :meth:`hook`).
+        ``name -> "module:attribute"`` (see :meth:`hook`; the names in use are listed below).
+
+    Notes
+    -----
+    The hooks in use (a format has those it needs):
+
+    ``open_fd``
+        a lean open of an already-open descriptor (zTensor: :func:`tenfold.ztensor.open_fd`).
+    ``cli``
+        ``register(subparsers)``: the format's own ``tenfold`` subcommands.
+    ``remote_input``
+        ``take(mf)``: what its ``inspect`` / ``verify`` take for a remote object when not
+        the opened source (WTXT: its bytes).
+    ``convert_source``
+        ``source(path, *, limits, label, open_one) -> tenfold.tensor_source.Source``: its
+        tensors for ``tenfold convert`` (``path`` may be a remote file's bytes).
+    ``convert_fallback``
+        ``claims(head, label) -> bool``: read a file no magic matched as this format (so
+        that its parser says what is wrong).
+    ``convert_target``
+        ``target(fmt, dst, generation) -> tenfold.conversion.Target``: checks and writes a
+        conversion's destination (without it: the package's ``save``).
+    ``convert_generation``
+        ``generation(dst, value, max_shard_size)``: reads ``convert(zt_generation=)`` for
+        the format that owns that option.
+
+    :mod:`tenfold.conversion` describes the ``convert_*`` hooks in full.
     """
 
     name: str

@@ -571,7 +571,7 @@ class ShardedReader(Mapping[str, Any]):
         """``(format, input)`` of shard ``file`` for its format's ``inspect`` / ``verify``: the
         local path, or an opened remote source (the caller closes it). A shard that is an
         index is refused."""
-        from .registry import SHARDED, detect, open_remote
+        from .registry import SHARDED, detect, get, open_remote
 
         if not self._remote:
             full = os.path.join(self._dir, file)
@@ -585,14 +585,15 @@ class ShardedReader(Mapping[str, Any]):
                                   tail_first=False)  # fmt: skip
         except FileNotFoundError:
             raise self._missing_remote(file, url) from None
-        if fmt not in (SHARDED, "wtxt", "taridx"):
+        take = get(fmt).hook("remote_input")  # e.g. WTXT is parsed whole, from its bytes
+        if fmt != SHARDED and get(fmt).tensors and take is None:
             return fmt, mf
         try:
             if fmt == SHARDED:
                 raise _index_shard_error(self.path, file)
-            if fmt == "taridx":
+            if not get(fmt).tensors:
                 raise UnsupportedError(f"{FMT}: shard {file!r}: a TARIDX index is not a shard")
-            return fmt, mf.u8(0, int(mf.size), "the whole object")  # WTXT is parsed whole
+            return fmt, take(mf)
         finally:
             mf.close()
 
@@ -842,6 +843,11 @@ def open_source(path: str | os.PathLike[str], open_one: Any) -> Any:
     return _ShardedSource(r, subs)
 
 
+def convert_source(path: Any, limits: Any = None, label: Any = None, open_one: Any = None) -> Any:
+    """The ``convert_source`` hook (:mod:`tenfold.conversion`): :func:`open_source`."""
+    return open_source(path, open_one)
+
+
 class _ShardedSource(Source):
     """The shards' sources as one (built by :func:`open_source`)."""
 
@@ -866,7 +872,7 @@ class _ShardedSource(Source):
             extras=extras + [e for s in subs.values() for e in s.extras],
             refuse=[e for s in subs.values() for e in s.refuse],
         )
-        if self.fmt == "oinf":
+        if self.fmt != FMT:  # one format: its own metadata form (OINF's typed values)
             self.oinf_meta = next(iter(subs.values())).oinf_meta
 
     def _owner(self, name: str) -> Source:

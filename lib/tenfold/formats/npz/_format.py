@@ -51,5 +51,10 @@ FORMAT = register(
         dtypes=DTYPES,
         metadata="none",
         save_checksum="ignore",
+        hooks={
+            "convert_source": "tenfold.formats.npz._convert:source",
+            "convert_target": "tenfold.formats.npz._convert:target",
+            "convert_fallback": "tenfold.formats.npz._convert:claims",
+        },
     )
 )

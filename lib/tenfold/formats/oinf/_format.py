@@ -36,5 +36,9 @@ FORMAT = register(
         dtypes=DTYPES,
         metadata="any",
         save_checksum="refuse",
+        hooks={
+            "convert_source": "tenfold.formats.oinf._convert:source",
+            "convert_target": "tenfold.formats.oinf._convert:target",
+        },
     )
 )

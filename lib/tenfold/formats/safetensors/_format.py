@@ -54,5 +54,10 @@ FORMAT = register(
         dtypes=DTYPES,
         metadata="str",
         save_checksum="ignore",
+        hooks={
+            "convert_source": "tenfold.formats.safetensors._convert:source",
+            "convert_target": "tenfold.formats.safetensors._convert:target",
+            "convert_fallback": "tenfold.formats.safetensors._convert:claims",
+        },
     )
 )

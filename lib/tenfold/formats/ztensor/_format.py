@@ -44,6 +44,9 @@ FORMAT = register(
         hooks={
             "open_fd": "tenfold.formats.ztensor:open_fd",
             "cli": "tenfold.formats.ztensor._cli:register",
+            "convert_source": "tenfold.formats.ztensor._convert:source",
+            "convert_target": "tenfold.formats.ztensor._convert:target",
+            "convert_generation": "tenfold.formats.ztensor._convert:generation",
         },
     )
 )

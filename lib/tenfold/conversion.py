@@ -1,0 +1,233 @@
+"""What :mod:`tenfold.convert` asks of a format, and what the formats' conversion hooks share.
+
+A format takes part in ``tenfold convert`` through hooks in its descriptor
+(:class:`tenfold.registry.Format`), each in its own package (``formats/<name>/_convert.py``):
+
+``convert_source``
+    ``source(path, *, limits, label, open_one) -> Source``: the file's tensors, one at a time
+    (:class:`tenfold.tensor_source.Source`). ``path`` is a local path or, for a remote file, its
+    bytes (a ``uint8`` array; a format that cannot read bytes sets
+    :attr:`~tenfold.registry.Format.opens_path`); ``label`` names it in messages;
+    ``open_one(path)`` opens another file's source (a sharded index opens its shards with it).
+``convert_fallback``
+    ``claims(head, label) -> bool``: a file no format recognised by content is read as this
+    format anyway (its own parser then says what is wrong), e.g. by its suffix.
+``convert_target``
+    ``target(fmt, dst, generation) -> Target``: the :class:`Target` that checks and writes a
+    destination of this format. Without the hook the format is no conversion target.
+``convert_generation``
+    ``generation(dst, value, max_shard_size) -> object | None``: reads ``convert(...,
+    zt_generation=value)`` for the format that owns that option (None: its default
+    generation); a non-default value for another target is refused.
+
+:class:`Target` holds the rules every target shares, driven by its descriptor: dtypes through
+:mod:`tenfold.capabilities`, file metadata by :attr:`~tenfold.registry.Format.metadata` (``none``
+refuses any); a format's own rules are methods of its subclass.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .capabilities import check_all
+from .core.alloc import dense
+from .errors import EncodeError, IntegrityError
+from .tensor_source import Source
+
+__all__ = [
+    "KEEP",
+    "Target",
+    "WriteOptions",
+    "Lazy",
+    "dict_source",
+    "check_source_sum",
+    "meta_refusal",
+    "declaration_refusal",
+    "source_format",
+    "SaveTarget",
+    "package_source",
+]
+
+#: ``checksum`` / ``compress`` value: what the source has (same format), else the default.
+KEEP = "keep"
+
+
+def dict_source(fmt: str, tensors: Mapping[str, Any], **kw: Any) -> Source:
+    """A :class:`Source` over a mapping of arrays (or objects with ``dtype`` and ``shape``)."""
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        v = tensors[n]
+        if not hasattr(v, "dtype"):
+            v = np.asarray(v)
+        return np.dtype(v.dtype), tuple(int(d) for d in v.shape)
+
+    return Source(fmt, list(tensors), spec, tensors.__getitem__, **kw)
+
+
+def source_format(src: Source) -> Any:
+    """The registered format of ``src`` (None for a source no format made, e.g. a dict)."""
+    from . import registry
+
+    try:
+        return registry.get(src.fmt)
+    except Exception:
+        return None
+
+
+def meta_refusal(fmt: str, key: str, why: str) -> EncodeError:
+    return EncodeError(
+        f"{fmt}: metadata {key!r}: {why}; pass metadata=False (--no-metadata) to drop metadata"
+    )
+
+
+def declaration_refusal(prefix: str, src: Source) -> EncodeError:
+    """A tensor declared without data (``src.uninitialized``), which only its own format
+    holds."""
+    n = next(iter(src.uninitialized))
+    own = source_format(src)
+    what = own.description if own is not None else src.fmt
+    where = "/".join(own.suffixes) if own is not None else src.fmt
+    return EncodeError(
+        f"{prefix}: tensor {n!r} has no data (an {what} declaration); only {where} can hold it"
+    )
+
+
+def check_source_sum(s: Source, name: str, stored: str | None, got: str | None) -> None:
+    """A source tensor copied without decoding is checked against its stored checksum (when
+    the copy computed the same algorithm): a mismatch aborts the conversion."""
+    if stored is None or got is None:
+        return
+    algo, _, want = stored.partition(":")
+    if algo == "crc32c" and want.lower() != got.lower() or algo == "sha256" and want != got:
+        raise IntegrityError(
+            f"{s.fmt}: tensor {name!r}: checksum mismatch; expected {stored}, got {algo}:{got}"
+        )
+
+
+class Lazy:
+    """A source tensor fetched only when a writer asks for it (``np.asarray``); each fetch
+    credits ``share`` of its bytes to the progress bar ``bar`` (a writer that reads every
+    tensor twice, like WTXT's hash-then-write, passes ``share=0.5``)."""
+
+    def __init__(self, s: Source, name: str, bar: Any = None, share: float = 1.0) -> None:
+        self.s, self.name, self.bar, self.share = s, name, bar, share
+        self.dtype, self.shape = s.spec(name)
+        self.ndim = len(self.shape)
+        self._left = math.prod(self.shape) * self.dtype.itemsize  # bytes not yet credited
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        a = np.asarray(dense(self.s.get(self.name), self.name))
+        if self.bar is not None:
+            credit = min(self._left, math.ceil(a.nbytes * self.share))
+            self._left -= credit
+            self.bar.update(credit)
+        return a if dtype is None else a.astype(dtype)
+
+
+@dataclasses.dataclass(frozen=True)
+class WriteOptions:
+    """How :meth:`Target.write` writes: the resolved ``checksum`` and ``compress`` (see
+    :meth:`Target.resolve`), zstd ``level`` and ``threads``, ``fsync``, and ``total`` (the
+    bytes of every tensor, for a writer that preallocates)."""
+
+    checksum: str | None
+    compress: str | None
+    level: int = 3
+    threads: int = 0
+    fsync: bool = True
+    total: int = 0
+
+
+class Target:
+    """A conversion target: what :func:`tenfold.convert.convert` checks before writing
+    anything, then how it writes. A format's ``convert_target`` hook gives an instance (of
+    a subclass that implements :meth:`write`, and overrides what its format does its own
+    way)."""
+
+    #: whether ``max_shard_size`` (shards plus an index) applies
+    shards = True
+
+    def __init__(self, fmt: Any, dst: Any, generation: Any = None) -> None:
+        self.fmt = fmt
+        self.name: str = fmt.name
+        self.dst = dst
+        self.generation = generation
+
+    def check_options(self, checksum: str | None, compress: str | None) -> None:
+        """Refuse an option value this target cannot honour (before the source is opened)."""
+
+    def check(self, src: Source) -> None:
+        """Refuse what the target cannot hold, before anything is written: dtypes
+        (:func:`tenfold.capabilities.check_all`), tensors declared without data."""
+        check_all(self.name, ((n, src.spec(n)[0]) for n in src.names))
+        if src.uninitialized:
+            raise declaration_refusal(self.name, src)
+
+    def metadata(self, src: Source) -> dict[str, Any]:
+        """The file metadata the target receives from ``src`` (:class:`EncodeError` when some
+        cannot go): none where the descriptor keeps none, string values from other formats."""
+        fmt = self.name
+        if src.sizevars:
+            own = source_format(src)
+            what = own.description if own is not None else src.fmt
+            raise meta_refusal(
+                fmt, next(iter(src.sizevars)), f"{what} sizevars have no place in {fmt}"
+            )
+        if not src.metadata:
+            return {}
+        if self.fmt.metadata == "none":
+            raise meta_refusal(fmt, next(iter(src.metadata)), f"{fmt} has no file metadata")
+        for k, v in src.metadata.items():
+            if not isinstance(v, str):
+                raise meta_refusal(fmt, k, f"value of type {type(v).__name__}; only string "
+                                   "metadata converts between formats")  # fmt: skip
+            self.check_key(k)
+        return dict(src.metadata)
+
+    def check_key(self, key: str) -> None:
+        """Refuse a metadata key the format reserves."""
+
+    def resolve(
+        self, src: Source, checksum: str | None, compress: str | None
+    ) -> tuple[str | None, str | None]:
+        """Resolve ``"keep"``: a source of the target's format keeps its compression; else
+        crc32c and no compression."""
+        if checksum == KEEP:
+            checksum = "crc32c"
+        if compress == KEEP:
+            compress = "zstd" if src.fmt == self.name and src.compressed else None
+        return checksum, compress
+
+    def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:
+        """Write every tensor of ``s`` and the metadata ``md`` to ``dst`` (atomically: no file
+        at ``dst`` on any error), crediting the bytes written to the progress ``bar``."""
+        raise NotImplementedError(f"tenfold: no writer for {self.name} at {os.fspath(dst)}")
+
+
+class SaveTarget(Target):
+    """The target of a format without a ``convert_target`` hook: its package's ``save``
+    writes the tensors (fetched one at a time as it asks for them) and, when there is some,
+    the metadata."""
+
+    def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:
+        lazy = {n: Lazy(s, n, bar) for n in s.names}
+        extra = {"metadata": md} if md else {}
+        self.fmt.load_module().save(dst, lazy, **extra)
+
+
+def package_source(fmt: Any, path: Any) -> Source:
+    """The source of a format without a ``convert_source`` hook: its package's ``open``
+    (a mapping of tensors, with ``metadata`` when the format keeps some)."""
+    r = fmt.load_module().open(path)
+    try:
+        md = dict(getattr(r, "metadata", None) or {})
+    except BaseException:
+        r.close()
+        raise
+    return dict_source(fmt.name, r, metadata=md, close=getattr(r, "close", None))

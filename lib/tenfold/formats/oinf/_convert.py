@@ -1,0 +1,108 @@
+"""OINF in ``tenfold convert`` (the hooks of :mod:`tenfold.conversion`): its source (typed
+metadata, sizevars, packed types and declarations without data travel to an OINF target) and
+its target (names and metadata as ``[A-Za-z0-9._-]+`` tokens)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import numpy as np
+
+from ...capabilities import check_all
+from ...conversion import Lazy, Target, WriteOptions, meta_refusal
+from ...core.alloc import dense
+from ...core.bounds import DEFAULT_LIMITS, Limits
+from ...errors import EncodeError
+from ...tensor_source import Source
+from ._format import FORMAT
+
+
+def source(
+    path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = None, open_one: Any = None
+) -> Source:
+    """The tensors of an OINF file (``convert_source``)."""
+    from . import OinfReader, Scalar, Tensor
+    from . import _spec as S
+
+    r = OinfReader(path, limits=limits)
+    infos = {t.name: t for t in r.infos()}
+    with_data = [n for n, t in infos.items() if t.has_data]
+    uninit = {n: (t.dtype, tuple(t.shape)) for n, t in infos.items() if not t.has_data}
+    typed: dict[str, Any] = {}
+    plain: dict[str, Any] = {}
+    for key, value in r.metadata.items():
+        tname = r.metadata_info(key).dtype
+        plain[key] = value
+        if tname == "ndarray":
+            typed[key] = Tensor(value)
+        elif tname in ("str", "bitset"):
+            typed[key] = value
+        else:
+            typed[key] = Scalar(value, tname)
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        t = infos[n]
+        return np.dtype(t.numpy_dtype), tuple(t.shape)
+
+    packed = {n: t.dtype for n, t in infos.items() if t.has_data and t.tag in S.PACKED_BITS}
+    quant = [f"tensor {n!r} carries OINF v2 quantization parameters" for n, t in infos.items()
+             if t.quant is not None]  # fmt: skip
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        t = infos[n]
+        if t.tag not in S.NUMPY_DTYPE or t.quant is not None:
+            return None
+        return t.data_offset, t.data_nbytes, None
+
+    return Source(FORMAT.name, with_data, spec, lambda n: r.tensor(n), metadata=plain,
+                  sizevars=r.sizevars, close=r.close, oinf_meta=typed, uninitialized=uninit,
+                  oinf_types=packed, raw=raw, path=path, refuse=quant)  # fmt: skip
+
+
+def _token_ok(s: str) -> bool:
+    return bool(re.fullmatch(r"[A-Za-z0-9._-]+", s))
+
+
+def target(fmt: Any, dst: Any, generation: Any = None) -> Target:
+    """The target of a ``.oinf`` destination (``convert_target``)."""
+    return OinfTarget(fmt, dst, generation)
+
+
+class OinfTarget(Target):
+    """OINF: names and string metadata are ``[A-Za-z0-9._-]+`` tokens; an OINF source keeps
+    its typed metadata, sizevars, packed types and declarations without data."""
+
+    def check(self, src: Source) -> None:
+        check_all(self.name, ((n, src.spec(n)[0]) for n in src.names))
+        for n in src.names:
+            if not _token_ok(n):
+                raise EncodeError(
+                    f"oinf: tensor {n!r}: name must match [A-Za-z0-9._-]+ (OINF's rule); "
+                    "formats that can hold any name: .zt, .fold/.mind, .safetensors, .npz, "
+                    ".wtxt (encoded)"
+                )
+
+    def metadata(self, src: Source) -> dict[str, Any]:
+        if src.fmt == self.name:
+            return dict(src.oinf_meta or {})
+        for k, v in src.metadata.items():
+            if not isinstance(v, str):
+                raise meta_refusal(self.name, k, f"value of type {type(v).__name__} (OINF "
+                                   "metadata from other formats must be strings)")  # fmt: skip
+            if not (_token_ok(k) and _token_ok(v)):
+                raise meta_refusal(self.name, k, "key and value must match [A-Za-z0-9._-]+")
+        return dict(src.metadata)
+
+    def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:
+        from . import Tensor, Uninitialized, write
+
+        tensors: dict[str, Any] = {}
+        for n in s.names:  # packed OINF types come from OINF sources: views of their map
+            if n in s.oinf_types:
+                tensors[n] = Tensor(dense(s.get(n), n), s.oinf_types[n])
+            else:
+                tensors[n] = Lazy(s, n, bar)
+        for n, (dtype, shape) in s.uninitialized.items():
+            tensors[n] = Uninitialized(dtype, shape)
+        write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)

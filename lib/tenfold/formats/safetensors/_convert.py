@@ -1,0 +1,97 @@
+"""safetensors in ``tenfold convert`` (the hooks of :mod:`tenfold.conversion`): its source
+(tensors as raw ranges of the file where their bytes are already little-endian C order), the
+suffix fallback, and its target (string metadata, one preallocated extent for the data)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...conversion import Target, WriteOptions, check_source_sum, dict_source
+from ...core.alloc import dense
+from ...core.bounds import DEFAULT_LIMITS, Limits
+from ...tensor_source import Source
+from ._format import FORMAT
+
+
+def source(
+    path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = None, open_one: Any = None
+) -> Source:
+    """The tensors of a safetensors file (``convert_source``)."""
+    from ...core.mapped import MappedFile
+    from .writer import parse, parse_metadata
+
+    mf = MappedFile(path, fmt=FORMAT.name)
+    try:
+        buf = mf.buffer()
+        tensors = parse(buf)
+        md = parse_metadata(buf)
+    except BaseException:
+        mf.close()
+        raise
+    base = buf.ctypes.data
+    packed = {n for n, v in tensors.items() if v.base is None or not v.flags.c_contiguous}
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        v = tensors[n]
+        if v.nbytes == 0:
+            return 0, 0, None
+        if n in packed or v.dtype.byteorder == ">":
+            return None
+        return v.ctypes.data - base, v.nbytes, None
+
+    return dict_source(FORMAT.name, tensors, metadata=md, close=mf.close, raw=raw, path=path)
+
+
+def claims(head: bytes, label: str) -> bool:
+    """A file named ``.safetensors`` that does not look like one is read as one anyway
+    (``convert_fallback``): the parser says what is wrong with it."""
+    return label.lower().endswith(FORMAT.suffixes)
+
+
+def target(fmt: Any, dst: Any, generation: Any = None) -> Target:
+    """The target of a ``.safetensors`` destination (``convert_target``)."""
+    return SafetensorsTarget(fmt, dst, generation)
+
+
+class SafetensorsTarget(Target):
+    """safetensors: string metadata in ``__metadata__``; raw tensors copied block by block."""
+
+    def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:
+        from ...core.atomic import atomic_write
+        from ...core.buffers import byte_view
+        from ...core.checksums import crc32c
+        from ...core.prealloc import preallocate
+        from ...core.release import release
+        from .writer import header, stored, tag_of
+
+        specs = {}
+        for n in s.names:
+            dt, shape = s.spec(n)
+            specs[n] = (tag_of(n, dt), shape)
+        head, order = header(specs, md if md else None)
+        with atomic_write(dst, fsync=opts.fsync) as f:
+            f.write(head)
+            f.flush()
+            preallocate(f.fileno(), len(head), opts.total)  # one extent for the data
+            for n in order:
+                raw = s.raw(n)
+                if (
+                    raw is not None
+                    and specs[n][0] != "F4"
+                    and (raw[2] is None or raw[2].startswith("crc32c:"))
+                ):
+                    crc = 0
+                    for block in s.blocks(raw[0], raw[1]):
+                        f.write(block)
+                        if raw[2] is not None:
+                            crc = crc32c(block, crc)
+                    check_source_sum(s, n, raw[2], f"{crc:08x}")
+                    bar.update(raw[1])
+                    continue
+                v = np.asarray(dense(s.get(n), n))
+                f.write(byte_view(stored(specs[n][0], v)))
+                bar.update(v.nbytes)
+                release(v)
+                del v  # before the next tensor is read: one decoded tensor at a time

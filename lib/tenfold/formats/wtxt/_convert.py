@@ -1,0 +1,56 @@
+"""WTXT in ``tenfold convert`` (the hooks of :mod:`tenfold.conversion`): its source (each array
+decoded and checked again only when asked for) and its target (no file metadata)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ...conversion import Lazy, Target, WriteOptions
+from ...core.bounds import DEFAULT_LIMITS, Limits
+from ...tensor_source import Source
+from ._format import FORMAT
+
+
+def source(
+    path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = None, open_one: Any = None
+) -> Source:
+    """The arrays of a WTXT file (``convert_source``), each decoded (and checked again) only
+    when asked for: the reader checks every chunk, hash and signature when it opens the file
+    but keeps no decoded bytes. Its keys are the tensor names (``tenfold_names`` decoded, as
+    :func:`tenfold.wtxt.load` does)."""
+    from . import _spec as WS
+    from . import open as wtxt_open
+
+    f = wtxt_open(path, limits=limits)
+    try:
+        plan: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
+        for n in f:
+            info = f.info(n)
+            plan[n] = (np.dtype(WS.DTYPES[info.dtype]), tuple(info.shape))
+    except BaseException:
+        f.close()
+        raise
+
+    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
+        return plan[n]
+
+    return Source(FORMAT.name, list(plan), spec, f.read, close=f.close)
+
+
+def target(fmt: Any, dst: Any, generation: Any = None) -> Target:
+    """The target of a ``.wtxt`` destination (``convert_target``)."""
+    return WtxtTarget(fmt, dst, generation)
+
+
+class WtxtTarget(Target):
+    """WTXT: every chunk has its parity and CRC; no file metadata (the descriptor's)."""
+
+    def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:
+        from . import save
+
+        # the writer reads each array twice (digests for the root line, then the text);
+        # threads >= 2 runs the two passes side by side (two tensors in memory)
+        save(dst, {n: Lazy(s, n, bar, 0.5) for n in s.names}, fsync=opts.fsync,
+             workers=2 if opts.threads >= 2 or opts.threads < 0 else 1)  # fmt: skip
