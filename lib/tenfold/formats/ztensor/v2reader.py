@@ -11,7 +11,7 @@ owned arrays. A part with a digest is checked the first time it is read
 Opening is cheap for the commonest objects: the ``ztplan`` kernel decodes the manifest and keeps
 a plain dense object (one raw local ``data`` part of a storage type) as a small plan, checked
 against every rule at open; its :class:`ObjectInfo` is built on the first :meth:`info`, and
-``reader[name]`` builds its view straight from the plan (see :func:`_v2spec.decode_manifest`).
+``reader[name]`` builds its view straight from the plan (see :func:`_v2manifest.decode_manifest`).
 
 What reading an object gives depends on its layout: ``dense`` -> ``np.ndarray``;
 ``zt.sparse_csr/1`` / ``zt.sparse_coo/1`` -> SciPy array or :class:`SparseTensor` (see
@@ -54,6 +54,8 @@ from ...errors import LimitError, TenfoldError
 from . import _dcbor, _seekable
 from ._dcbor import MAX_DEPTH, CborReject
 from ._readerbase import ZtReader
+from ._v2layout import check_type_data
+from ._v2manifest import decode_manifest, finish_scan, scan_table
 from ._v2spec import (
     ALIGN,
     COO,
@@ -78,11 +80,7 @@ from ._v2spec import (
     PlanMap,
     ShardInfo,
     check_shard_name,
-    check_type_data,
-    decode_manifest,
-    finish_scan,
     reject,
-    scan_table,
 )
 from .sparse import SparseTensor, to_result
 
