@@ -49,7 +49,8 @@ from ._v2spec import (
     ObjectInfo,
     PartInfo,
 )
-from .v2reader import V2Reader, check_v2
+from ._v2verify import check_v2
+from .v2reader import V2Reader
 
 __all__ = ["V1Reader", "MAGIC_V1", "layout_of"]
 

@@ -288,3 +288,72 @@ def check_type_data(
                 expected="high nibble 0",
                 got=f"{int(raw[-1]):#04x}",
             )
+
+
+def check_csr_data(
+    what: str, info: ObjectInfo, indptr: np.ndarray, indices: np.ndarray, nnz: int
+) -> None:
+    rows, cols = info.shape
+    ptr = indptr.astype(np.uint64)
+    if int(ptr[0]) != 0:
+        raise reject("layout-data", what, field="indptr[0]", expected=0, got=int(ptr[0]))
+    if rows and np.any(ptr[1:] < ptr[:-1]):
+        bad = int(np.argmax(ptr[1:] < ptr[:-1]))
+        raise reject("layout-data", what, field="indptr", detail=f"decreases at row {bad}")
+    if int(ptr[-1]) != nnz:
+        raise reject("layout-data", what, field="indptr[R]", expected=nnz, got=int(ptr[-1]))
+    if nnz:
+        idx = indices.astype(np.uint64)
+        if int(idx.max()) >= cols:
+            raise reject(
+                "layout-data",
+                what,
+                field="indices",
+                detail="column index out of range",
+                expected=f"< {cols}",
+                got=int(idx.max()),
+            )
+        # strictly increasing within each row: a step that is not a row start must grow
+        if nnz > 1:
+            step_ok = idx[1:] > idx[:-1]
+            starts = np.zeros(nnz, dtype=bool)
+            starts[ptr[:-1][ptr[:-1] < nnz].astype(np.intp)] = True
+            bad_step = ~step_ok & ~starts[1:]
+            if np.any(bad_step):
+                i = int(np.argmax(bad_step)) + 1
+                raise reject(
+                    "layout-data",
+                    what,
+                    field="indices",
+                    detail=f"not strictly increasing within a row at position {i}",
+                )
+
+
+def check_coo_data(what: str, info: ObjectInfo, coords: np.ndarray) -> None:
+    shape = info.shape
+    if coords.shape[1] == 0:
+        return
+    top = coords.max(axis=1)
+    for d, (m, n) in enumerate(zip(top.tolist(), shape, strict=True)):
+        if m >= n:
+            raise reject(
+                "layout-data",
+                what,
+                field=f"coords[{d}]",
+                detail="index out of range",
+                expected=f"< {n}",
+                got=m,
+            )
+    flat = (
+        np.ravel_multi_index(tuple(coords.astype(np.intp)), shape)
+        if all(s < (1 << 62) for s in shape) and np.prod([float(s) for s in shape]) < 2**62
+        else None
+    )
+    if flat is not None:
+        uniq = np.unique(flat)
+        if uniq.size != flat.size:
+            raise reject("layout-data", what, field="coords", detail="duplicate coordinates")
+    else:
+        view = np.ascontiguousarray(coords.T).view([("", coords.dtype)] * coords.shape[0])
+        if np.unique(view).size != coords.shape[1]:
+            raise reject("layout-data", what, field="coords", detail="duplicate coordinates")
