@@ -3,7 +3,7 @@
 :func:`scan_manifest` decodes the manifest (``_ref_dcbor.decode``: it raises exactly what that
 raises) and splits the root map: the ``objects`` map goes to two dicts, ``plans`` for the
 objects of the commonest form, which it checks against every rule the full validation in
-``tenfold.ztensor._v2spec`` applies, and ``others`` (decoded values) for the rest, which that
+``tenfold.ztensor._v2manifest`` applies, and ``others`` (decoded values) for the rest, which that
 validation then checks and names the rule they break; every other root key goes to ``rest``.
 
 The plain dense form: a map with exactly the keys ``layout`` (``"dense"``), ``shape`` (an array of

@@ -26,7 +26,10 @@ from ...core.mapped import MappedFile
 from ...core.reader import MappedReader
 from ...errors import FormatError
 from . import _spec as S
-from ._parse import Tables, fail, parse_ndarray_header, parse_quant, parse_tables
+from ._metadata import parse_ndarray_header
+from ._parse import Tables, fail
+from ._tables import parse_tables
+from ._tensors import parse_quant
 
 __all__ = ["OinfReader", "TensorInfo", "MetadataInfo", "QuantParams", "Bitset"]
 

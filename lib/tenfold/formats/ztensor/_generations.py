@@ -21,7 +21,8 @@ from ...core.report import Report
 from ...core.source import is_remote, open_file
 from ...errors import FormatError, TenfoldError, TruncatedError, describe
 from ._spec import MAGIC, MAGIC_V1, MAGIC_V2
-from .v2reader import TAIL_READ, V2Reader
+from ._v2file import TAIL_READ
+from .v2reader import V2Reader
 
 __all__ = ["generation", "open_any", "open_fd", "verify_any", "inspect_rows", "GENERATIONS"]
 

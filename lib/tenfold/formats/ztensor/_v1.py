@@ -38,6 +38,7 @@ from ...core.source import open_file
 from ...errors import FormatError, LimitError, TruncatedError, UnsupportedError
 from . import _checksum
 from ._spec import MAGIC_V1
+from ._v2layout import check_layout, check_type_data
 from ._v2spec import (
     COO,
     CSR,
@@ -47,10 +48,9 @@ from ._v2spec import (
     U64,
     ObjectInfo,
     PartInfo,
-    check_layout,
-    check_type_data,
 )
-from .v2reader import V2Reader, check_v2
+from ._v2verify import check_v2
+from .v2reader import V2Reader
 
 __all__ = ["V1Reader", "MAGIC_V1", "layout_of"]
 
