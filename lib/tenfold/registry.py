@@ -107,7 +107,11 @@ class Format:
         A URL whose name ends with one of these is opened as this format without a first
         request to recognise it (a sharded index: ``.index.json``).
     hooks
-        ``name -> "module:attribute"`` (see :meth:`hook`).
+        ``name -> "module:attribute"`` (see :meth:`hook`). The CLI asks for ``cli``
+        (``register(subparsers)``: the format's own subcommands), ``metadata``
+        (``metadata(source) -> dict``: the file metadata ``tenfold inspect`` lists) and
+        ``remote_source`` (``remote_source(opened, url)``: what ``inspect`` / ``verify`` read
+        of a remote file, or a refusal); :func:`tenfold.open` asks for ``open_fd``.
     """
 
     name: str

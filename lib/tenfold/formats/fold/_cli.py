@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 
 def _default_output(path: str) -> str:
@@ -12,7 +13,7 @@ def _default_output(path: str) -> str:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    from ...cli import UsageError, check_output
+    from ...core.cli_support import UsageError, check_output
     from . import repair
 
     if args.in_place and args.output:
@@ -40,3 +41,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--hmac-key", help="key of hmac-sha256: digests")
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     p.set_defaults(func=cmd_repair, inputs=("file",), outputs=("output",))
+
+
+def metadata(source: Any) -> dict[str, Any]:
+    """The file metadata ``tenfold inspect`` lists (the ``metadata`` hook): the index's
+    metadata without the keys FOLD keeps for itself (chunk hashes, manifest hash)."""
+    from ._spec import INTERNAL_METADATA
+    from .reader import Reader
+
+    with Reader(source) as r:
+        return {k: v for k, v in r.metadata.items() if k not in INTERNAL_METADATA}

@@ -36,5 +36,6 @@ FORMAT = register(
         dtypes=DTYPES,
         metadata="any",
         save_checksum="refuse",
+        hooks={"metadata": "tenfold.formats.oinf._cli:metadata"},
     )
 )

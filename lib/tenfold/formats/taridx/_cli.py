@@ -85,7 +85,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
-    from ...cli import UsageError, check_input
+    from ...core.cli_support import UsageError, check_input
     from .reader import Index
 
     if args.index:
@@ -116,7 +116,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ...cli import UsageError, check_dir
+    from ...core.cli_support import UsageError, check_dir
     from .export import export
 
     both = args.dali is None and args.wids is None
@@ -259,3 +259,15 @@ def _add_export(sub: Any) -> None:
         help="skip the fsyncs (still atomic, not durable across a power loss)",
     )
     e.set_defaults(func=cmd_export, dirs=("root",), inputs=("index",))
+
+
+def remote_source(mf: Any, url: str) -> Any:
+    """A TARIDX index is read from a local file (the ``remote_source`` hook refuses a URL:
+    its tar shards are files beside it); ``mf`` is closed."""
+    from ...errors import UnsupportedError
+
+    mf.close()
+    raise UnsupportedError(
+        f"tenfold: {url}: a TARIDX index is read from a local file (its tar shards are files "
+        "beside it), not from a URL"
+    )

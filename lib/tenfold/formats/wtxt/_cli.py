@@ -31,11 +31,9 @@ def cmd_sign(args: argparse.Namespace) -> int:
 
 
 def cmd_delta(args: argparse.Namespace) -> int:
-    import tenfold
-
     from .delta import make_delta
 
-    arrays = tenfold.load(args.new)
+    arrays = args.front.load(args.new)
     n = make_delta(
         args.base,
         arrays,
@@ -110,9 +108,7 @@ def cmd_recover(args: argparse.Namespace) -> int:
     for d in rec.damage:
         print(f"DAMAGE   {d.where()}: {d.reason}")
     if args.output and rec.arrays:
-        from ...convert import write_any
-
-        write_any(args.output, _original_names(args.file, rec.arrays))
+        args.front.write(args.output, _original_names(args.file, rec.arrays))
         print(f"{args.output}: {len(rec.arrays)} intact arrays written")
     return 0 if rec.ok else 1
 
@@ -194,3 +190,12 @@ def register(sub: Any) -> None:
     )
     p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
     p.set_defaults(func=cmd_wverify, inputs=("file", "hmac_key_file", "public_key"))
+
+
+def remote_source(mf: Any, url: str) -> Any:
+    """What ``inspect`` / ``verify`` read of a remote WTXT file (the ``remote_source`` hook):
+    a WTXT file is parsed whole, so the object is fetched whole (``mf`` is closed)."""
+    try:
+        return mf.u8(0, int(mf.size), "the whole object")
+    finally:
+        mf.close()

@@ -22,6 +22,9 @@ FORMAT = register(
         dtypes=DTYPES,
         metadata="none",
         save_checksum="ignore",  # every chunk has its parity and CRC
-        hooks={"cli": "tenfold.formats.wtxt._cli:register"},
+        hooks={
+            "cli": "tenfold.formats.wtxt._cli:register",
+            "remote_source": "tenfold.formats.wtxt._cli:remote_source",
+        },
     )
 )

@@ -44,6 +44,7 @@ FORMAT = register(
         hooks={
             "open_fd": "tenfold.formats.ztensor:open_fd",
             "cli": "tenfold.formats.ztensor._cli:register",
+            "metadata": "tenfold.formats.ztensor._cli:metadata",
         },
     )
 )
