@@ -30,9 +30,19 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .core.cli_support import UsageError, check_dir, check_input, check_output, human
+from .core.cli_support import (
+    REPORT_SCHEMA,
+    UsageError,
+    add_json,
+    add_quiet,
+    check_dir,
+    check_input,
+    check_output,
+    human,
+    print_json,
+)
 from .core.optional import MissingDependencyError
-from .errors import TenfoldError, UnsupportedError
+from .errors import FormatError, TenfoldError, TruncatedError, UnsupportedError
 
 __all__ = ["main", "build_parser", "UsageError", "check_input", "check_output"]
 
@@ -99,6 +109,22 @@ def _metadata_values(file: str, fmt: str) -> dict[str, Any] | None:
     finally:
         if source is not file:
             _close(source)
+
+
+def _detect(path: str) -> str:
+    """The format of the local file ``path``. Content of no known format is a damaged file
+    (exit 1) when the suffix names a format, else a usage error (exit 2: e.g. a ``.txt``)."""
+    from .registry import detect, formats
+
+    try:
+        return detect(path)
+    except TruncatedError:
+        raise  # an empty file
+    except FormatError as exc:
+        low = os.fspath(path).lower()
+        if any(f.suffixes and low.endswith(f.suffixes) for f in formats()):
+            raise
+        raise UsageError(f"{exc}; not a file tenfold reads") from None
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -205,7 +231,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def _inspect_rows(file: str) -> tuple[str, int, list[dict[str, Any]], list[dict[str, Any]]]:
     """``(format, file size, object rows, metadata rows)`` of a path or URL."""
-    from .registry import detect, module_for
+    from .registry import module_for
 
     url = _is_url(file)
     if url:
@@ -215,7 +241,7 @@ def _inspect_rows(file: str) -> tuple[str, int, list[dict[str, Any]], list[dict[
         finally:
             _close(source)
     else:
-        fmt = detect(file)
+        fmt = _detect(file)
         rows = module_for(fmt).inspect(file)
         size = os.path.getsize(file)
     objects = [r for r in rows if r.get("layout") not in _META_LAYOUTS]
@@ -261,7 +287,7 @@ def _print_inspect_json(
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .registry import detect, module_for
+    from .registry import module_for
 
     if _is_url(args.file):
         fmt, source, _ = _open_url(args.file)
@@ -271,9 +297,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
             _close(source)
         report.path = args.file  # not "<buffer>"
     else:
-        fmt = detect(args.file)
+        fmt = _detect(args.file)
         report = module_for(fmt).verify(args.file)
-    if not (args.quiet and report.exit_code == 0):  # -q: silent on success
+    if args.json:
+        print_json(report.to_json() | {"format": fmt})  # the registry's name, as inspect's
+    elif not (args.quiet and report.exit_code == 0):  # -q: silent on success
         print(report.format(verbose=not args.quiet))
     return report.exit_code
 
@@ -309,6 +337,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
 
     start = time.monotonic()
     from .convert import KEEP
+
+    if not _is_url(args.src):
+        _detect(args.src)  # a file of no format with no format's suffix: a usage error
 
     algo, level = args.compress if args.compress else (KEEP, 3)
     checksum = KEEP if args.checksum is None else args.checksum
@@ -386,7 +417,8 @@ def _add_inspect(sub: Any) -> None:
         description="One row per object (tensor, chunk, array) with its dtype, shape as "
         "(d0, d1, ...), size, encoding, layout and checksum; metadata and size variables in "
         "their own section.",
-        epilog="--json prints one object: {schema: 'tenfold.inspect/1', file, format, size "
+        epilog="--json prints one object (schema tenfold.inspect/1): {schema: "
+        "'tenfold.inspect/1', file, format, size "
         "(bytes), objects: [{name, dtype, shape (list of ints or a string), bytes (int), "
         "encoding, layout, checksum, and format-specific keys; part ('chunk' or 'file') on "
         "rows that describe a piece of an object, not counted in the summary}], "
@@ -395,16 +427,24 @@ def _add_inspect(sub: Any) -> None:
     )
     p.add_argument("file", help="any file tenfold reads (format detected from its content)")
     p.add_argument("--bytes", action="store_true", help="exact byte counts instead of KiB/MiB")
-    p.add_argument("--json", action="store_true", help="machine-readable output (see below)")
+    add_json(p, "tenfold.inspect/1")
     p.set_defaults(func=cmd_inspect, inputs=("file",))
 
 
 def _add_verify(sub: Any) -> None:
-    p = sub.add_parser("verify", help="check structure and checksums (exit 0 ok, 1 damaged)")
-    p.add_argument("file", help="any file tenfold reads (format detected from its content)")
-    p.add_argument(
-        "-q", "--quiet", action="store_true", help="print nothing on success; else the problems"
+    p = sub.add_parser(
+        "verify",
+        help="check structure and checksums (exit 0 ok, 1 damaged)",
+        description="Check every structure the reader relies on and every stored checksum "
+        "(hash, HMAC, parity) of FILE, whatever its format; one row per object checked. "
+        "Exit 0 when the file is as it was written, 1 when it is damaged or only readable "
+        "through error correction (REPAIRABLE: the verdict names the command that fixes it).",
+        epilog=REPORT_SCHEMA,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("file", help="any file tenfold reads (format detected from its content)")
+    add_quiet(p, "print nothing on success; else the problems")
+    add_json(p, "tenfold.verify/1")
     p.set_defaults(func=cmd_verify, inputs=("file",))
 
 
@@ -465,7 +505,7 @@ def _add_convert(sub: Any) -> None:
         action="store_true",
         help="drop file metadata (and FOLD non-tensor chunks) instead of refusing",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary line")
+    add_quiet(p, "no progress bar, no summary line")
     p.add_argument(
         "--zt-generation",
         choices=["0.1.0", "2", "v2"],
@@ -482,7 +522,13 @@ def _add_convert(sub: Any) -> None:
 
 
 def _add_demo(sub: Any) -> None:
-    p = sub.add_parser("demo", help="write, inspect and verify a sample of every format")
+    p = sub.add_parser(
+        "demo",
+        help="write, inspect and verify a sample of every format",
+        description="Write a small sample file of every registered format into DIR, then "
+        "inspect and verify each. Exit 1 when a format is not available or a sample fails "
+        "to verify.",
+    )
     p.add_argument("dir", nargs="?", help="where to write the samples (default: a temp dir)")
     p.set_defaults(func=cmd_demo)
 

@@ -330,6 +330,10 @@ def detect(path: str | os.PathLike[str]) -> str:
 
 
 def _unknown(path: Any, head: bytes) -> FormatError:
+    if not head:  # the message the CLI gives too
+        from .core.bounds import empty_file
+
+        return empty_file(path)
     known = ", ".join(f.name for f in formats())
     return FormatError(
         fmt="tenfold",

@@ -20,7 +20,7 @@ import stat
 from collections.abc import Mapping
 from typing import Any, Protocol
 
-from ..errors import FormatError
+from .bounds import empty_file
 
 __all__ = [
     "UsageError",
@@ -32,7 +32,17 @@ __all__ = [
     "add_quiet",
     "add_json",
     "print_json",
+    "REPORT_SCHEMA",
 ]
+
+#: The epilog of every command that prints a verification report (``--json``).
+REPORT_SCHEMA = """\
+--json prints one object (schema tenfold.verify/1):
+  {schema: "tenfold.verify/1", file, format, verdict ("OK", "REPAIRABLE" or "DAMAGED"),
+   ok (bool: as written), intact (bool: readable, perhaps through error correction),
+   exit_code (0 or 1), summary: {key: value}, findings: [{object, status ("ok", "info",
+   "warning", "repairable", "repaired" or "error"), message, offset (int or null)}],
+   unverified: [objects with no checksum], repair (the command that fixes it, or null)}"""
 
 
 class UsageError(Exception):
@@ -73,7 +83,7 @@ def check_input(path: str) -> None:
         kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
         raise UsageError(f"{path}: is {kind}, not a regular file")
     if st.st_size == 0:
-        raise FormatError(f"{path}: the file is empty (0 bytes)")
+        raise empty_file(path)
 
 
 def check_dir(path: str) -> None:

@@ -19,6 +19,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "id",
         help="content digest of a zTensor file (same for the same tensors however stored)",
+        description="Print the content digest of FILE (zTensor v2 spec 6.4: each tensor's "
+        "name, shape, layout, attributes, dtypes and decoded bytes), the same however the "
+        "tensors are stored (generation, encoding, offsets, shards), then the file name.",
     )
     p.add_argument("file", help="a .zt file of any generation (or a sharded v2 root)")
     p.add_argument(
