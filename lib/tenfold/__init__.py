@@ -14,6 +14,7 @@ The top level is small and imports nothing heavy:
 
 from __future__ import annotations
 
+import errno
 import os
 from collections.abc import Mapping
 from typing import Any
@@ -104,6 +105,30 @@ def safe_open(filename: Any, framework: str = "np", device: Any = "cpu", **optio
 from ._dispatch import DEFAULT_CHECKSUM as _DEFAULT  # noqa: E402
 
 
+def _check_save_args(path: Any, tensors: Any) -> None:
+    """Name what is wrong before any writer runs: the safetensors argument order
+    (``save_file(tensors, path)``), or a folder to write into that does not exist."""
+    if isinstance(path, Mapping) and isinstance(tensors, (str, bytes, os.PathLike)):
+        raise TypeError(
+            "tenfold.save(path, tensors): the path comes first, then the tensors "
+            "(safetensors' save_file takes them the other way round); got a "
+            f"{type(path).__name__} and then {os.fsdecode(tensors)!r}"
+        )
+    if not isinstance(path, (str, os.PathLike)):
+        return
+    from .core.source import is_remote
+
+    if is_remote(path):
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FileNotFoundError(
+            errno.ENOENT,
+            f"no such directory to write {os.fspath(path)!r} in",
+            folder,
+        )
+
+
 def save(
     path: str | os.PathLike[str],
     tensors: Mapping[str, Any],
@@ -126,6 +151,7 @@ def save(
     ``<path>.index.json`` in the Hugging Face layout; a model that fits in one shard is one
     file at ``path`` (see :mod:`tenfold.sharded`; :func:`open` opens the index).
     """
+    _check_save_args(path, tensors)
     if max_shard_size is not None:
         from .sharded import save as save_sharded
 

@@ -7,11 +7,12 @@ Common commands work on every format (the reader is chosen by magic bytes)::
     tenfold convert SRC DST     between tensor formats, by suffix (.zt .npz .safetensors ...)
     tenfold demo [DIR]          write, inspect and verify a sample of every format
 
-A format adds its own commands with a ``tenfold.<format>._cli`` module that defines
-``register(subparsers)``. A subcommand names its file arguments in its defaults
-(``inputs=("file",)``, ``outputs=(...)``, ``suffixed=(...)``, ``dirs=(...)``) and :func:`main`
-checks them before the command runs: a missing input, a directory, a FIFO or an unknown output
-suffix is a usage error, an empty input a bad file.
+A format adds its own commands through its ``cli`` hook in the registry (a
+``register(subparsers)``; :mod:`tenfold.registry`); this module names no format and no format
+imports it (what they share is :mod:`tenfold.core.cli_support`). A subcommand names its file
+arguments in its defaults (``inputs=("file",)``, ``outputs=(...)``, ``suffixed=(...)``,
+``dirs=(...)``) and :func:`main` checks them before the command runs: a missing input, a
+directory, a FIFO or an unknown output suffix is a usage error, an empty input a bad file.
 
 Errors print one line (no traceback). Exit status: 0 ok, 1 the file is damaged or invalid, 2 a
 usage error (bad arguments, a missing file, a directory, an unknown suffix, a missing optional
@@ -21,9 +22,7 @@ dependency).
 from __future__ import annotations
 
 import argparse
-import importlib
 import os
-import stat
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
@@ -31,77 +30,36 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .core.cli_support import (
+    REPORT_SCHEMA,
+    UsageError,
+    add_json,
+    add_quiet,
+    check_dir,
+    check_input,
+    check_output,
+    human,
+    print_json,
+)
 from .core.optional import MissingDependencyError
-from .errors import FormatError, TenfoldError, UnsupportedError
+from .errors import FormatError, TenfoldError, TruncatedError, UnsupportedError
 
 __all__ = ["main", "build_parser", "UsageError", "check_input", "check_output"]
 
 
-class UsageError(Exception):
-    """A mistake on the command line (exit status 2), e.g. a missing input file."""
+def _check_suffix(path: str) -> None:
+    """Refuse an output whose suffix names no format tenfold writes tensors to."""
+    from .registry import by_suffix, targets
 
-
-_KINDS = (
-    (stat.S_ISFIFO, "a FIFO"),
-    (stat.S_ISCHR, "a character device"),
-    (stat.S_ISBLK, "a block device"),
-    (stat.S_ISSOCK, "a socket"),
-)
-
-
-def check_input(path: str) -> None:
-    """Refuse what cannot be an input file, before any reader opens it (a FIFO would block)."""
     try:
-        st = os.stat(path)
-    except (FileNotFoundError, NotADirectoryError):
-        raise UsageError(f"{path}: no such file") from None
-    except PermissionError:
-        raise UsageError(f"{path}: permission denied") from None
-    if stat.S_ISDIR(st.st_mode):
-        raise UsageError(f"{path}: is a directory, not a file")
-    if not stat.S_ISREG(st.st_mode):
-        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a regular file")
-        raise UsageError(f"{path}: is {kind}, not a regular file")
-    if st.st_size == 0:
-        raise FormatError(f"{path}: the file is empty (0 bytes)")
-
-
-def check_dir(path: str) -> None:
-    if not os.path.exists(path):
-        raise UsageError(f"{path}: no such directory")
-    if not os.path.isdir(path):
-        raise UsageError(f"{path}: is not a directory")
-
-
-def _known_suffix(path: str) -> bool:
-    from .registry import by_suffix
-
-    if os.path.splitext(path)[1].lower() in (".npz", ".safetensors"):
-        return True  # tenfold convert writes both (tenfold.interop)
-    try:
-        by_suffix(path)
+        if by_suffix(path).dtypes:
+            return
     except UnsupportedError:
-        return False
-    return True
-
-
-def check_output(path: str, *, suffix: bool = False) -> None:
-    """Refuse an output path that is a directory, in a missing directory or, with ``suffix``,
-    whose suffix names no format tenfold writes."""
-    if os.path.isdir(path):
-        raise UsageError(f"{path}: is a directory; give a file name to write")
-    parent = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(parent):
-        raise UsageError(f"{path}: no such directory: {os.path.dirname(path) or parent}")
-    if suffix and not _known_suffix(path):
-        from .registry import FORMATS
-
-        known = " ".join(
-            dict.fromkeys([s for i in FORMATS for s in i.suffixes] + [".npz", ".safetensors"])
-        )
-        raise UsageError(
-            f"{path}: unknown suffix {os.path.splitext(path)[1]!r}; expected one of {known}"
-        )
+        pass
+    known = " ".join(dict.fromkeys(s for f in targets() for s in f.suffixes))
+    raise UsageError(
+        f"{path}: unknown suffix {os.path.splitext(path)[1]!r}; expected one of {known}"
+    )
 
 
 def _paths(args: argparse.Namespace, kind: str) -> Iterator[str]:
@@ -121,23 +79,14 @@ def _is_url(path: str) -> bool:
 def _open_url(url: str) -> tuple[str, Any, int]:
     """``(format, source, size)`` for a URL given as an input: the source (an opened remote
     file, fetched range by range) goes to the format's ``inspect`` / ``verify`` in place of a
-    path. A WTXT file is parsed whole, so it is fetched whole; a TARIDX index is refused (its
-    shards are files beside it)."""
-    from .registry import open_remote
+    path. A format with a ``remote_source`` hook turns the opened file into what its
+    ``inspect`` / ``verify`` read (or refuses a URL)."""
+    from .registry import get, open_remote
 
     name, mf = open_remote(url, tail_first=False)
     size = int(mf.size)
-    if name not in ("wtxt", "taridx"):
-        return name, mf, size
-    try:
-        if name == "taridx":
-            raise UnsupportedError(
-                f"tenfold: {url}: a TARIDX index is read from a local file (its tar shards "
-                "are files beside it), not from a URL"
-            )
-        return name, mf.u8(0, size, "the whole object"), size
-    finally:
-        mf.close()
+    hook = get(name).hook("remote_source")
+    return name, (mf if hook is None else hook(mf, url)), size
 
 
 def _close(source: Any) -> None:
@@ -146,25 +95,36 @@ def _close(source: Any) -> None:
         close()
 
 
-def _url_metadata(url: str, fmt: str) -> dict[str, Any]:
-    """The file metadata ``inspect`` lists for a zTensor or FOLD file at ``url`` (as
-    :func:`tenfold.convert.open_source` gives it for a local file), fetched range by range."""
-    from .formats.fold._spec import INTERNAL_METADATA as FOLD_INTERNAL
-    from .formats.ztensor._convert import source as zt_source
+def _metadata_values(file: str, fmt: str) -> dict[str, Any] | None:
+    """The file metadata of ``file`` (a path or URL) as its format's ``metadata`` hook gives
+    it, or None when the format has none."""
+    from .registry import get
 
-    _, source, _ = _open_url(url)
+    hook = get(fmt).hook("metadata")
+    if hook is None:
+        return None
+    source = _open_url(file)[1] if _is_url(file) else file
     try:
-        if fmt == "ztensor":
-            src = zt_source(source)
-            src._path = None  # nothing is copied: no descriptor to open
-            with src:
-                return dict(src.metadata)
-        from .formats.fold import Reader
-
-        with Reader(source) as r:
-            return {k: v for k, v in r.metadata.items() if k not in FOLD_INTERNAL}
+        return dict(hook(source))
     finally:
-        _close(source)
+        if source is not file:
+            _close(source)
+
+
+def _detect(path: str) -> str:
+    """The format of the local file ``path``. Content of no known format is a damaged file
+    (exit 1) when the suffix names a format, else a usage error (exit 2: e.g. a ``.txt``)."""
+    from .registry import detect, formats
+
+    try:
+        return detect(path)
+    except TruncatedError:
+        raise  # an empty file
+    except FormatError as exc:
+        low = os.fspath(path).lower()
+        if any(f.suffixes and low.endswith(f.suffixes) for f in formats()):
+            raise
+        raise UsageError(f"{exc}; not a file tenfold reads") from None
 
 
 def _check_args(args: argparse.Namespace) -> None:
@@ -177,7 +137,8 @@ def _check_args(args: argparse.Namespace) -> None:
     for path in _paths(args, "outputs"):
         check_output(path)
     for path in _paths(args, "suffixed"):
-        check_output(path, suffix=True)
+        check_output(path)
+        _check_suffix(path)
 
 
 def _table(rows: list[dict], columns: Sequence[str]) -> str:
@@ -244,7 +205,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     # counted: listed, not counted again
     whole = [r for r in objects if not r.get("part")]
     total = sum(r["bytes"] for r in whole if isinstance(r.get("bytes"), int))
-    shown = (lambda n: f"{n} bytes") if args.bytes else _human
+    shown = (lambda n: f"{n} bytes") if args.bytes else human
     print(f"{args.file}: {fmt}, {len(whole)} objects, {shown(total)} of data, file {shown(size)}")
     table = []
     for r in objects:
@@ -253,14 +214,12 @@ def cmd_inspect(args: argparse.Namespace) -> int:
             r["name"] = "  " + str(r["name"])
         r["shape"] = _shape_text(r.get("shape"))
         if isinstance(r.get("bytes"), int):
-            r["bytes"] = r["bytes"] if args.bytes else _human(r["bytes"])
+            r["bytes"] = r["bytes"] if args.bytes else human(r["bytes"])
         table.append(r)
     extra = [k for r in table for k in r if k not in INSPECT_COLUMNS]
     cols = list(INSPECT_COLUMNS) + sorted(set(extra), key=extra.index)
     if table:
         print(_table(table, cols))
-    if meta and fmt == "oinf":
-        _oinf_meta_values(args.file, meta)
     if meta:
         print("\nmetadata and size variables:")
         for r in meta:
@@ -272,7 +231,7 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 def _inspect_rows(file: str) -> tuple[str, int, list[dict[str, Any]], list[dict[str, Any]]]:
     """``(format, file size, object rows, metadata rows)`` of a path or URL."""
-    from .registry import detect, module_for
+    from .registry import module_for
 
     url = _is_url(file)
     if url:
@@ -282,24 +241,29 @@ def _inspect_rows(file: str) -> tuple[str, int, list[dict[str, Any]], list[dict[
         finally:
             _close(source)
     else:
-        fmt = detect(file)
+        fmt = _detect(file)
         rows = module_for(fmt).inspect(file)
         size = os.path.getsize(file)
     objects = [r for r in rows if r.get("layout") not in _META_LAYOUTS]
     meta = [r for r in rows if r.get("layout") in _META_LAYOUTS]
-    if not meta and fmt in ("ztensor", "fold"):
-        from .convert import open_source
-
-        if url:
-            values = _url_metadata(file, fmt)
-        else:
-            with open_source(file) as src:
-                values = dict(src.metadata)
-        for k, v in values.items():
-            text = repr(v)
-            meta.append({"name": k, "dtype": type(v).__name__, "layout": "metadata",
-                         "value": text if len(text) <= 60 else text[:57] + "..."})  # fmt: skip
+    values = _metadata_values(file, fmt)
+    if values is not None:
+        _add_metadata_values(meta, values)
     return fmt, size, objects, meta
+
+
+def _add_metadata_values(meta: list[dict[str, Any]], values: dict[str, Any]) -> None:
+    """Fill the ``value`` of the metadata rows from ``values`` (decoded by the format); when
+    the format's rows list no metadata, one row per value."""
+    listed = {r["name"]: r for r in meta if r.get("layout") == "metadata"}
+    for k, v in values.items():
+        text = repr(v.tolist()) if hasattr(v, "tolist") else repr(v)
+        text = text if len(text) <= 60 else text[:57] + "..."
+        if k in listed:
+            listed[k]["value"] = text
+        elif not listed:
+            meta.append({"name": k, "dtype": type(v).__name__, "layout": "metadata",
+                         "value": text})  # fmt: skip
 
 
 def _print_inspect_json(
@@ -322,25 +286,8 @@ def _print_inspect_json(
     print(json.dumps(doc, indent=1))
 
 
-def _oinf_meta_values(file: str, meta: list[dict[str, Any]]) -> None:
-    """Fill the ``value`` of OINF metadata rows from the typed values the reader decodes."""
-    from .formats.oinf import OinfReader
-
-    source = _open_url(file)[1] if _is_url(file) else file
-    try:
-        with OinfReader(source) as r:
-            values = dict(r.metadata)
-    finally:
-        _close(source)
-    for r in meta:
-        if r.get("layout") == "metadata" and r["name"] in values:
-            v = values[r["name"]]
-            text = repr(v) if not hasattr(v, "tolist") else repr(v.tolist())
-            r["value"] = text if len(text) <= 60 else text[:57] + "..."
-
-
 def cmd_verify(args: argparse.Namespace) -> int:
-    from .registry import detect, module_for
+    from .registry import module_for
 
     if _is_url(args.file):
         fmt, source, _ = _open_url(args.file)
@@ -350,20 +297,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
             _close(source)
         report.path = args.file  # not "<buffer>"
     else:
-        fmt = detect(args.file)
+        fmt = _detect(args.file)
         report = module_for(fmt).verify(args.file)
-    if not (args.quiet and report.exit_code == 0):  # -q: silent on success
+    if args.json:
+        print_json(report.to_json() | {"format": fmt})  # the registry's name, as inspect's
+    elif not (args.quiet and report.exit_code == 0):  # -q: silent on success
         print(report.format(verbose=not args.quiet))
     return report.exit_code
-
-
-def _human(n: int) -> str:
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{n} B"  # pragma: no cover
 
 
 def _compress_arg(text: str) -> tuple[str | None, int]:
@@ -398,6 +338,9 @@ def cmd_convert(args: argparse.Namespace) -> int:
     start = time.monotonic()
     from .convert import KEEP
 
+    if not _is_url(args.src):
+        _detect(args.src)  # a file of no format with no format's suffix: a usage error
+
     algo, level = args.compress if args.compress else (KEEP, 3)
     checksum = KEEP if args.checksum is None else args.checksum
     n = convert(
@@ -419,7 +362,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
             return 0
         size = os.path.getsize(args.dst)
         secs = time.monotonic() - start
-        print(f"{args.src} -> {args.dst}: {n} tensors, {_human(size)} in {secs:.1f} s")
+        print(f"{args.src} -> {args.dst}: {n} tensors, {human(size)} in {secs:.1f} s")
     return 0
 
 
@@ -474,7 +417,8 @@ def _add_inspect(sub: Any) -> None:
         description="One row per object (tensor, chunk, array) with its dtype, shape as "
         "(d0, d1, ...), size, encoding, layout and checksum; metadata and size variables in "
         "their own section.",
-        epilog="--json prints one object: {schema: 'tenfold.inspect/1', file, format, size "
+        epilog="--json prints one object (schema tenfold.inspect/1): {schema: "
+        "'tenfold.inspect/1', file, format, size "
         "(bytes), objects: [{name, dtype, shape (list of ints or a string), bytes (int), "
         "encoding, layout, checksum, and format-specific keys; part ('chunk' or 'file') on "
         "rows that describe a piece of an object, not counted in the summary}], "
@@ -483,16 +427,24 @@ def _add_inspect(sub: Any) -> None:
     )
     p.add_argument("file", help="any file tenfold reads (format detected from its content)")
     p.add_argument("--bytes", action="store_true", help="exact byte counts instead of KiB/MiB")
-    p.add_argument("--json", action="store_true", help="machine-readable output (see below)")
+    add_json(p, "tenfold.inspect/1")
     p.set_defaults(func=cmd_inspect, inputs=("file",))
 
 
 def _add_verify(sub: Any) -> None:
-    p = sub.add_parser("verify", help="check structure and checksums (exit 0 ok, 1 damaged)")
-    p.add_argument("file", help="any file tenfold reads (format detected from its content)")
-    p.add_argument(
-        "-q", "--quiet", action="store_true", help="print nothing on success; else the problems"
+    p = sub.add_parser(
+        "verify",
+        help="check structure and checksums (exit 0 ok, 1 damaged)",
+        description="Check every structure the reader relies on and every stored checksum "
+        "(hash, HMAC, parity) of FILE, whatever its format; one row per object checked. "
+        "Exit 0 when the file is as it was written, 1 when it is damaged or only readable "
+        "through error correction (REPAIRABLE: the verdict names the command that fixes it).",
+        epilog=REPORT_SCHEMA,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("file", help="any file tenfold reads (format detected from its content)")
+    add_quiet(p, "print nothing on success; else the problems")
+    add_json(p, "tenfold.verify/1")
     p.set_defaults(func=cmd_verify, inputs=("file",))
 
 
@@ -553,7 +505,7 @@ def _add_convert(sub: Any) -> None:
         action="store_true",
         help="drop file metadata (and FOLD non-tensor chunks) instead of refusing",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="no progress bar, no summary line")
+    add_quiet(p, "no progress bar, no summary line")
     p.add_argument(
         "--zt-generation",
         choices=["0.1.0", "2", "v2"],
@@ -570,23 +522,25 @@ def _add_convert(sub: Any) -> None:
 
 
 def _add_demo(sub: Any) -> None:
-    p = sub.add_parser("demo", help="write, inspect and verify a sample of every format")
+    p = sub.add_parser(
+        "demo",
+        help="write, inspect and verify a sample of every format",
+        description="Write a small sample file of every registered format into DIR, then "
+        "inspect and verify each. Exit 1 when a format is not available or a sample fails "
+        "to verify.",
+    )
     p.add_argument("dir", nargs="?", help="where to write the samples (default: a temp dir)")
     p.set_defaults(func=cmd_demo)
 
 
 def _add_format_commands(sub: Any) -> None:
-    """Each format's own commands (``tenfold.<format>._cli.register``)."""
+    """Each format's own commands (its ``cli`` hook: ``register(subparsers)``)."""
     from .registry import FORMATS
 
     for info in FORMATS:
-        try:
-            mod = importlib.import_module(info.module + "._cli")
-        except ModuleNotFoundError as exc:
-            if exc.name is not None and (info.module + "._cli").startswith(exc.name):
-                continue  # this format adds no commands (or is not installed)
-            raise
-        mod.register(sub)
+        register = info.hook("cli")
+        if register is not None:
+            register(sub)
 
 
 def _error(message: object) -> None:
@@ -622,9 +576,27 @@ def _os_error(exc: OSError) -> str:
     return f"{os.fsdecode(name)}: {(exc.strerror or str(exc)).lower()}"
 
 
+class _Front:
+    """The front door lent to the formats' commands (``args.front``, see
+    :class:`tenfold.core.cli_support.Front`): they import neither it nor :mod:`tenfold.convert`."""
+
+    @staticmethod
+    def load(path: str) -> dict[str, Any]:
+        from . import load
+
+        return load(path)
+
+    @staticmethod
+    def write(path: str, tensors: Any) -> None:
+        from .convert import write_any
+
+        write_any(path, tensors)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.front = _Front()
     try:
         _check_args(args)
         return int(args.func(args) or 0)

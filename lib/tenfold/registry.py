@@ -117,6 +117,11 @@ class Format:
         a lean open of an already-open descriptor (zTensor: :func:`tenfold.ztensor.open_fd`).
     ``cli``
         ``register(subparsers)``: the format's own ``tenfold`` subcommands.
+    ``metadata``
+        ``metadata(source) -> dict``: the file metadata ``tenfold inspect`` lists.
+    ``remote_source``
+        ``remote_source(opened, url)``: what ``tenfold inspect`` / ``verify`` read of a remote
+        file, or a refusal.
     ``remote_input``
         ``take(mf)``: what its ``inspect`` / ``verify`` take for a remote object when not
         the opened source (WTXT: its bytes).
@@ -352,6 +357,10 @@ def detect(path: str | os.PathLike[str]) -> str:
 
 
 def _unknown(path: Any, head: bytes) -> FormatError:
+    if not head:  # the message the CLI gives too
+        from .core.bounds import empty_file
+
+        return empty_file(path)
     known = ", ".join(f.name for f in formats())
     return FormatError(
         fmt="tenfold",

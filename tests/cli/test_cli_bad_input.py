@@ -209,7 +209,9 @@ def test_writer_errors_name_the_destination_not_the_temp_file(tmp_path):
     assert ".tmp" not in str(ei.value) and str(ei.value.filename).endswith("d.zt")
     with pytest.raises(FileNotFoundError) as ei:
         tenfold.save(tmp_path / "nowhere" / "x.zt", arrays)
-    assert ".tmp" not in str(ei.value) and str(ei.value.filename).endswith("x.zt")
+    # the missing folder is named, and the file that was to be written in it (#24)
+    assert ".tmp" not in str(ei.value) and str(ei.value.filename).endswith("nowhere")
+    assert "x.zt" in str(ei.value)
     assert sorted(os.listdir(tmp_path)) == ["d.zt"]
 
 

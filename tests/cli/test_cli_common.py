@@ -83,9 +83,9 @@ def test_verify_ok_and_damaged(model, tmp_path, capsys):
 
 
 def test_errors_are_one_line(tmp_path, capsys):
-    junk = tmp_path / "junk.bin"
+    junk = tmp_path / "junk.bin"  # no format's suffix either: a usage error (#24)
     junk.write_bytes(b"not a tensor file at all")
-    assert main(["inspect", str(junk)]) == 1
+    assert main(["inspect", str(junk)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("tenfold: error:") and "unknown format" in err
     assert main(["inspect", str(tmp_path / "missing.zt")]) == 2  # a usage error

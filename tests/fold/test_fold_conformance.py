@@ -18,6 +18,7 @@ import pytest
 
 import tenfold.fold as fold
 from tenfold.core.report import ERROR, REPAIRED, WARNING
+from tenfold.core.report import REPAIRABLE as REPAIRABLE_  # verify's status (REPAIRABLE: cases)
 from tenfold.errors import (
     FormatError,
     IntegrityError,
@@ -336,9 +337,9 @@ def test_corrupt_vector(conformance, corrupt_case):
         rep = r.verify()
     by_obj = {f.obj: f.status for f in rep.findings}
     for name in errors:
-        assert by_obj[f"chunk {name!r}"] == (REPAIRED if case in HEADER_CASES else ERROR)
+        assert by_obj[f"chunk {name!r}"] == (REPAIRABLE_ if case in HEADER_CASES else ERROR)
     if case in REPAIRABLE and REPAIRABLE[case] not in errors:
-        assert by_obj[f"chunk {REPAIRABLE[case]!r}"] == REPAIRED
+        assert by_obj[f"chunk {REPAIRABLE[case]!r}"] == REPAIRABLE_
 
 
 def test_corrupt_vector_repair(conformance, corrupt_case, tmp_path):

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import tenfold.fold as fold
-from tenfold.core.report import ERROR, REPAIRED, WARNING
+from tenfold.core.report import ERROR, REPAIRABLE, WARNING
 from tenfold.errors import (
     FormatError,
     IntegrityError,
@@ -117,7 +117,10 @@ def test_flip_every_byte_of_a_chunk_is_repaired(tmp_path):
         p.write_bytes(bytes(b))
         assert _read_all(p)["blob"] == BLOB
     # damage in the data: correctable; damage in the parity only: data intact, parity stale
-    for pos, status in ((c["offset"] + 40, REPAIRED), (c["offset"] + 32 + c["comp_len"], WARNING)):
+    for pos, status in (
+        (c["offset"] + 40, REPAIRABLE),
+        (c["offset"] + 32 + c["comp_len"], WARNING),
+    ):
         b = bytearray(base)
         b[pos] ^= 1
         p.write_bytes(bytes(b))

@@ -336,7 +336,7 @@ def test_cli_repair(tmp_path, capsys):
     # correctable: exit 1 (the file needs fixing) and the verdict says how (issue 10)
     assert cli_main(["verify", str(d)]) == 1
     out = capsys.readouterr().out
-    assert "REPAIRED" in out
+    assert "REPAIRABLE chunk 'blob'" in out and "REPAIRED" not in out  # nothing was written
     assert "REPAIRABLE:" in out and "repairable: run `tenfold repair" in out
     rep = fold.verify(d)  # intact through ECC, but not ok: the file needs repair
     assert rep.intact and not rep.ok and rep.exit_code == 1

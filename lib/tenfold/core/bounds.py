@@ -13,7 +13,7 @@ import math
 import os
 from collections.abc import Iterable
 
-from ..errors import FormatError, LimitError
+from ..errors import FormatError, LimitError, TruncatedError
 
 __all__ = [
     "Limits",
@@ -24,6 +24,8 @@ __all__ = [
     "align_up",
     "checked_numel",
     "padding",
+    "truncated",
+    "empty_file",
 ]
 
 U64_MAX = (1 << 64) - 1
@@ -153,6 +155,31 @@ def check_limit(
             expected=f"<= {limit}",
             got=value,
         )
+
+
+def truncated(
+    fmt: str,
+    size: int,
+    needs: int,
+    part: str = "header",
+    *,
+    obj: str = "file",
+    offset: int | None = None,
+) -> TruncatedError:
+    """The error for a file shorter than its own ``part`` (header, footer) says it must be:
+    the cause, named before any size field that only shows the symptom.
+
+    >>> str(truncated("zt", 100, 4096, "footer"))
+    'zt: file: truncated: the file has 100 bytes, its footer needs at least 4096'
+    """
+    detail = f"truncated: the file has {size} bytes, its {part} needs at least {needs}"
+    return TruncatedError(fmt=fmt, obj=obj, offset=offset, detail=detail)
+
+
+def empty_file(path: object) -> TruncatedError:
+    """The error for an empty file, the same from :func:`tenfold.open` and the CLI."""
+    name = os.fsdecode(path) if isinstance(path, (str, bytes, os.PathLike)) else str(path)
+    return TruncatedError(fmt="tenfold", obj=name, detail="the file is empty (0 bytes)")
 
 
 def align_up(n: int, alignment: int) -> int:

@@ -10,18 +10,21 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-__all__ = ["Finding", "Report", "OK", "WARNING", "ERROR", "REPAIRED", "INFO"]
+__all__ = ["Finding", "Report", "OK", "WARNING", "ERROR", "REPAIRED", "REPAIRABLE", "INFO"]
 
 OK = "ok"
 INFO = "info"
 WARNING = "warning"
+#: found damaged and corrected in the copy written (``repair``)
 REPAIRED = "repaired"
+#: found damaged but correctable (``verify``: nothing was written; ``tenfold repair`` fixes it)
+REPAIRABLE = "repairable"
 ERROR = "error"
 
 
 @dataclasses.dataclass(frozen=True)
 class Finding:
-    """One verified object: ``status`` is ok, info, warning, repaired or error."""
+    """One verified object: ``status`` is ok, info, warning, repairable, repaired or error."""
 
     obj: str
     status: str
@@ -100,6 +103,39 @@ class Report:
     def exit_code(self) -> int:
         return 0 if self.ok else 1
 
+    @property
+    def verdict(self) -> str:
+        """``"OK"``, ``"REPAIRABLE"`` (intact through error correction) or ``"DAMAGED"``."""
+        if not self.intact:
+            return "DAMAGED"
+        return "OK" if self.repairable is None else "REPAIRABLE"
+
+    def to_json(self) -> dict[str, Any]:
+        """The report as JSON values (``tenfold verify --json``, schema ``tenfold.verify/1``).
+
+        >>> r = Report("zt", "a.zt")
+        >>> r.add("tensor 'w'", OK)
+        >>> d = r.to_json()
+        >>> d["verdict"], d["exit_code"], d["findings"][0]["status"]
+        ('OK', 0, 'ok')
+        """
+        return {
+            "schema": "tenfold.verify/1",
+            "file": self.path,
+            "format": self.fmt,
+            "verdict": self.verdict,
+            "ok": self.ok,
+            "intact": self.intact,
+            "exit_code": self.exit_code,
+            "summary": {str(k): _json_value(v) for k, v in self.summary.items()},
+            "findings": [
+                {"object": f.obj, "status": f.status, "message": f.message, "offset": f.offset}
+                for f in self.findings
+            ],
+            "unverified": list(self.unverified),
+            "repair": self.repairable,
+        }
+
     def format(self, *, verbose: bool = True) -> str:
         lines = [f"{self.fmt}: {self.path}"]
         for key, value in self.summary.items():
@@ -112,16 +148,20 @@ class Report:
             more = f" and {len(self.unverified) - 8} more" if len(self.unverified) > 8 else ""
             lines.append(f"  unverified: no checksum: {shown}{more}")
         n_err, n_warn = len(self.errors), len(self.warnings)
-        if not self.intact:
-            verdict = "DAMAGED"
-        elif self.repairable is not None:
-            verdict = "REPAIRABLE"
-        else:
-            verdict = "OK"
-        text = f"{verdict}: {len(self.findings)} checked, {n_err} errors, {n_warn} warnings"
+        text = f"{self.verdict}: {len(self.findings)} checked, {n_err} errors, {n_warn} warnings"
         if self.unverified:
             text += f", {len(self.unverified)} unverified (no checksum)"
         if self.intact and self.repairable is not None:
             text += f"; repairable: run `{self.repairable}`"
         lines.append(text)
         return "\n".join(lines)
+
+
+def _json_value(v: object) -> object:
+    if isinstance(v, (str, int, float, bool)) or v is None:
+        return v
+    if isinstance(v, (list, tuple)):
+        return [_json_value(x) for x in v]
+    if isinstance(v, dict):
+        return {str(k): _json_value(x) for k, x in v.items()}
+    return str(v)

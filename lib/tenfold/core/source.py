@@ -43,13 +43,14 @@ Caching: wrap a URL in fsspec's caching layers to keep fetched bytes on local di
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import re
 import threading
 import warnings
 from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -110,6 +111,25 @@ def is_remote(source: Any) -> bool:
     if isinstance(source, str):
         return bool(_URL.match(source))
     return _is_fsspec_file(source)
+
+
+@contextlib.contextmanager
+def _protocol_package(url: str, fmt: str) -> Iterator[None]:
+    """fsspec's own ImportError for a protocol whose package is missing (``aiohttp`` for
+    http(s), ``s3fs`` for s3) as a :class:`MissingDependencyError` naming the extra."""
+    from .optional import MissingDependencyError
+
+    try:
+        yield
+    except ImportError as exc:
+        if isinstance(exc, MissingDependencyError):
+            raise
+        extra = "s3" if url.split("::")[-1].startswith(("s3://", "s3a://")) else "remote"
+        raise MissingDependencyError(
+            f'{fmt}: reading {url}: {exc}: pip install "tenfold[{extra}]"',
+            module=exc.name or "",
+            extra=extra,
+        ) from None
 
 
 def _is_fsspec_file(source: Any) -> bool:
@@ -458,7 +478,7 @@ class _Remote:
         self._pid = os.getpid()
         if isinstance(source, str):
             self.name = source
-            with self._errors("open"):
+            with self._errors("open"), _protocol_package(source, fmt):
                 self.fs, self.path = fsspec.core.url_to_fs(source, **(storage_options or {}))
             details = None
         else:  # an open fsspec file: its details were fetched when it was opened

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import os
+from typing import Any
 
 
 def _default_output(path: str) -> str:
@@ -12,7 +13,7 @@ def _default_output(path: str) -> str:
 
 
 def cmd_repair(args: argparse.Namespace) -> int:
-    from ...cli import UsageError, check_output
+    from ...core.cli_support import UsageError, check_output, print_json
     from . import repair
 
     if args.in_place and args.output:
@@ -21,22 +22,45 @@ def cmd_repair(args: argparse.Namespace) -> int:
         check_output(_default_output(args.file))
     dst = args.file if args.in_place else (args.output or _default_output(args.file))
     report = repair(args.file, dst, hmac_key=args.hmac_key)
-    print(report.format(verbose=not args.quiet))
-    print(f"wrote {dst}")
+    if args.json:
+        print_json(report.to_json() | {"output": dst})
+    elif not (args.quiet and report.exit_code == 0):
+        print(report.format(verbose=not args.quiet))
+        print(f"wrote {dst}")
     return report.exit_code
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    from ...core.cli_support import REPORT_SCHEMA, add_json, add_quiet
+
     p = subparsers.add_parser(
         "repair",
         help="FOLD: write a copy with every correctable chunk corrected",
         description="Correct FOLD chunks with their Reed-Solomon parity, rewrite binary chunk "
         "headers from the index and recompute stale parity. Exit 1 when some chunk "
         "could not be repaired.",
+        epilog=REPORT_SCHEMA + "\n  and, from repair, output: the path written",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", help="the FOLD / MIND file to repair")
-    p.add_argument("-o", "--output", help="where to write (default: FILE.repaired.fold)")
+    p.add_argument(
+        "-o",
+        "--output",
+        help="where to write (default: FILE with .repaired before its suffix: "
+        "m.fold -> m.repaired.fold, m.mind -> m.repaired.mind)",
+    )
     p.add_argument("--in-place", action="store_true", help="replace FILE (atomically)")
     p.add_argument("--hmac-key", help="key of hmac-sha256: digests")
-    p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    add_quiet(p, "print nothing on success; else only the problems")
+    add_json(p, "tenfold.verify/1 plus output")
     p.set_defaults(func=cmd_repair, inputs=("file",), outputs=("output",))
+
+
+def metadata(source: Any) -> dict[str, Any]:
+    """The file metadata ``tenfold inspect`` lists (the ``metadata`` hook): the index's
+    metadata without the keys FOLD keeps for itself (chunk hashes, manifest hash)."""
+    from ._spec import INTERNAL_METADATA
+    from .reader import Reader
+
+    with Reader(source) as r:
+        return {k: v for k, v in r.metadata.items() if k not in INTERNAL_METADATA}

@@ -21,6 +21,7 @@ FORMAT = register(
             "cli": "tenfold.formats.fold._cli:register",
             "convert_source": "tenfold.formats.fold._convert:source",
             "convert_target": "tenfold.formats.fold._convert:target",
+            "metadata": "tenfold.formats.fold._cli:metadata",
         },
     )
 )

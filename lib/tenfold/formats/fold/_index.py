@@ -12,7 +12,7 @@ import warnings
 from typing import Any
 
 from ...core import jsonio
-from ...core.bounds import check_limit
+from ...core.bounds import check_limit, truncated
 from ...core.checksums import sha256_hex
 from ...core.mapped import MappedFile
 from ...errors import (
@@ -160,15 +160,9 @@ def parse_header(mf: MappedFile) -> dict[str, int]:
         offset=HEADER.offset("index_len"),
         detail="above MAX_INDEX_SIZE",
     )
-    if index_off + index_len > mf.size:
-        raise TruncatedError(
-            fmt=FMT,
-            obj="index",
-            offset=index_off,
-            detail="ends past end of file",
-            expected=f"end <= {mf.size}",
-            got=index_off + index_len,
-        )
+    if index_off + index_len > mf.size:  # the header places the index past the end
+        need = index_off + index_len
+        raise truncated(FMT, mf.size, need, "header", obj="index", offset=index_off)
     return {"header_len": header_len, "index_off": index_off, "index_len": index_len}
 
 

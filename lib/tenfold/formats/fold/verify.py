@@ -20,7 +20,7 @@ import numpy as np
 from ... import _kernels
 from ...core.atomic import atomic_write
 from ...core.locking import lock_if_rewritten
-from ...core.report import ERROR, INFO, OK, REPAIRED, WARNING, Report
+from ...core.report import ERROR, INFO, OK, REPAIRABLE, REPAIRED, WARNING, Report
 from ...errors import TenfoldError
 from ._spec import CHUNK_HEADER, FMT
 from .reader import ChunkInfo, FoldWarning, Reader
@@ -83,7 +83,8 @@ def verify_reader(r: Reader) -> Report:
             notes.append("binary header disagrees with the index in " + ", ".join(st.header_fixes))
         stale = _stale_parity(r, c, st.comp) if st.state == "ok" else 0
         if st.state == "repaired" or st.header_fixes:
-            rep.add(c.what, REPAIRED, "; ".join(notes) + "; run `tenfold repair`", offset=c.offset)
+            notes.append("run `tenfold repair`")
+            rep.add(c.what, REPAIRABLE, "; ".join(notes), offset=c.offset)
             rep.repairable = f"tenfold repair {rep.path}"
         elif stale:
             rep.add(

@@ -39,6 +39,7 @@ FORMAT = register(
         hooks={
             "convert_source": "tenfold.formats.oinf._convert:source",
             "convert_target": "tenfold.formats.oinf._convert:target",
+            "metadata": "tenfold.formats.oinf._cli:metadata",
         },
     )
 )

@@ -23,7 +23,7 @@ import numpy as np
 from ...core import jsonio
 from ...core.alloc import copy as alloc_copy
 from ...core.atomic import atomic_write
-from ...core.bounds import DEFAULT_LIMITS, Budget, Limits, checked_numel
+from ...core.bounds import DEFAULT_LIMITS, Budget, Limits, checked_numel, truncated
 from ...core.buffers import byte_view
 from ...core.dtypes import (
     BFLOAT16,
@@ -142,17 +142,8 @@ def header_length(
                 fmt, obj, offset=offset, detail="above the limit", expected=f"<= {limit}", got=n
             )
         )
-    if n > size - 8:
-        raise TruncatedError(
-            describe(
-                fmt,
-                obj,
-                offset=offset,
-                detail="header ends past end of file",
-                expected=f"<= {size - 8}",
-                got=n,
-            )
-        )
+    if n > size - 8:  # the file ends before the header its first 8 bytes announce
+        raise truncated(fmt, size, n + 8, "header", obj=obj, offset=offset)
     return n
 
 

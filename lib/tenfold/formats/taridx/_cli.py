@@ -21,6 +21,8 @@ import sys
 import time
 from typing import Any
 
+from ...core.cli_support import add_json, add_quiet
+
 
 class _FoldAlias(argparse.Action):
     """``--fold``: the old name of ``--split`` (deprecated, said on stderr)."""
@@ -52,13 +54,15 @@ def cmd_build(args: argparse.Namespace) -> int:
         args.split,
         out=args.index,
         workers=args.workers,
-        show_progress=False if args.no_progress else None,
+        show_progress=False if args.no_progress or args.quiet else None,
         fsync=not args.no_fsync,
         on_bad_name=args.on_bad_name,
         skipped=skipped,
     )
     for shard, off, name, why in skipped:
         print(f"skipped: {shard} at offset {off:#x}: member {name!r}: {why}")
+    if args.quiet:
+        return 0
     from .reader import Index
 
     with Index.open(path) as idx:
@@ -78,6 +82,18 @@ def cmd_check(args: argparse.Namespace) -> int:
     path = args.index or os.path.join(args.root, f"{args.split}.taridx")
     with Index.open(path) as idx:
         stale = stale_shards(idx, args.root, args.split, sample=args.sample)
+    if args.json:
+        from ...core.cli_support import print_json
+
+        print_json(
+            {
+                "schema": "tenfold.index.check/1",
+                "index": path,
+                "up_to_date": not stale,
+                "stale": [{"shard": n, "why": w} for n, w in stale.items()],
+            }
+        )
+        return 1 if stale else 0
     for name, why in stale.items():
         print(f"stale: {name}: {why}")
     print(f"{path}: {'up to date' if not stale else f'{len(stale)} shard(s) changed'}")
@@ -85,7 +101,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_lookup(args: argparse.Namespace) -> int:
-    from ...cli import UsageError, check_input
+    from ...core.cli_support import UsageError, check_input
     from .reader import Index
 
     if args.index:
@@ -116,7 +132,7 @@ def cmd_lookup(args: argparse.Namespace) -> int:
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    from ...cli import UsageError, check_dir
+    from ...core.cli_support import UsageError, check_dir
     from .export import export
 
     both = args.dali is None and args.wids is None
@@ -162,7 +178,13 @@ def cmd_export(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    p = subparsers.add_parser("index", help="build / check TARIDX indexes of tar-shard splits")
+    """Add ``tenfold index`` and its subcommands."""
+    p = subparsers.add_parser(
+        "index",
+        help="build / check TARIDX indexes of tar-shard splits",
+        description="Build, check, query and export the TARIDX index of a split of tar "
+        "shards ROOT/<split>_<id>.tar (the index: ROOT/<split>.taridx).",
+    )
     sub = p.add_subparsers(dest="index_command", required=True)
     _add_build(sub)
     _add_check(sub)
@@ -171,16 +193,20 @@ def register(subparsers: Any) -> None:
 
 
 def _add_build(sub: Any) -> None:
-    b = sub.add_parser("build", help="scan ROOT/<split>_<id>.tar and write ROOT/<split>.taridx")
+    b = sub.add_parser(
+        "build",
+        help="scan ROOT/<split>_<id>.tar and write ROOT/<split>.taridx",
+        description="Scan the tar shards of a split (member headers only) and write its "
+        "TARIDX index atomically.",
+    )
     b.add_argument("root", help="directory holding the shards <split>_<id>.tar")
     _split_option(b, "split name (the shards' common prefix)")
     b.add_argument(
         "--index", "--out", dest="index", help="index path (default ROOT/<split>.taridx)"
     )
     b.add_argument("--workers", type=int, help="threads scanning shards (default: auto)")
-    b.add_argument(
-        "-q", "--no-progress", dest="no_progress", action="store_true", help="no progress bar"
-    )
+    add_quiet(b, "no progress bar, no summary line (skipped members are still listed)")
+    b.add_argument("--no-progress", action="store_true", help="no progress bar")
     b.add_argument(
         "--no-fsync",
         action="store_true",
@@ -197,16 +223,29 @@ def _add_build(sub: Any) -> None:
 
 
 def _add_check(sub: Any) -> None:
-    c = sub.add_parser("check", help="say which shards changed since the index was built")
+    c = sub.add_parser(
+        "check",
+        help="say which shards changed since the index was built",
+        description="Compare each shard with what the index recorded (size, time, a sample "
+        "of member headers re-read). Exit 1 when a shard changed.",
+        epilog="--json prints one object (schema tenfold.index.check/1): {schema: "
+        "'tenfold.index.check/1', index (path), up_to_date (bool), stale: [{shard, why}]}",
+    )
     c.add_argument("root", help="directory holding the shards <split>_<id>.tar")
     _split_option(c, "split name (the shards' common prefix)")
     c.add_argument("--index", help="index path (default ROOT/<split>.taridx)")
     c.add_argument("--sample", type=int, default=8, help="headers re-read per shard")
+    add_json(c, "tenfold.index.check/1")
     c.set_defaults(func=cmd_check, dirs=("root",), inputs=("index",))
 
 
 def _add_lookup(sub: Any) -> None:
-    q = sub.add_parser("lookup", help="find samples by stem")
+    q = sub.add_parser(
+        "lookup",
+        help="find samples by stem",
+        description="Print the sample number and the member rows (extension, shard, offset, "
+        "size) of each STEM. Exit 1 when a stem is not found.",
+    )
     q.add_argument(
         "root",
         metavar="ROOT|INDEX",
@@ -259,3 +298,15 @@ def _add_export(sub: Any) -> None:
         help="skip the fsyncs (still atomic, not durable across a power loss)",
     )
     e.set_defaults(func=cmd_export, dirs=("root",), inputs=("index",))
+
+
+def remote_source(mf: Any, url: str) -> Any:
+    """A TARIDX index is read from a local file (the ``remote_source`` hook refuses a URL:
+    its tar shards are files beside it); ``mf`` is closed."""
+    from ...errors import UnsupportedError
+
+    mf.close()
+    raise UnsupportedError(
+        f"tenfold: {url}: a TARIDX index is read from a local file (its tar shards are files "
+        "beside it), not from a URL"
+    )

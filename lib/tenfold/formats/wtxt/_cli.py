@@ -31,11 +31,9 @@ def cmd_sign(args: argparse.Namespace) -> int:
 
 
 def cmd_delta(args: argparse.Namespace) -> int:
-    import tenfold
-
     from .delta import make_delta
 
-    arrays = tenfold.load(args.new)
+    arrays = args.front.load(args.new)
     n = make_delta(
         args.base,
         arrays,
@@ -100,6 +98,8 @@ def cmd_recover(args: argparse.Namespace) -> int:
     from .verify import recover
 
     rec = recover(args.file)
+    if args.json:
+        return _recover_json(args, rec)
     for name, arr in rec.arrays.items():
         print(f"intact   {name} {arr.dtype} {arr.shape}")
     for name, (arr, mask) in rec.partial.items():
@@ -110,10 +110,49 @@ def cmd_recover(args: argparse.Namespace) -> int:
     for d in rec.damage:
         print(f"DAMAGE   {d.where()}: {d.reason}")
     if args.output and rec.arrays:
-        from ...convert import write_any
-
-        write_any(args.output, _original_names(args.file, rec.arrays))
+        args.front.write(args.output, _original_names(args.file, rec.arrays))
         print(f"{args.output}: {len(rec.arrays)} intact arrays written")
+    return 0 if rec.ok else 1
+
+
+#: ``recover --json``'s shape
+RECOVER_SCHEMA = """\
+--json prints one object (schema tenfold.wtxt.recover/1):
+  {schema: "tenfold.wtxt.recover/1", file, ok (bool: nothing damaged),
+   intact: [{name, dtype, shape}], partial: [{name, dtype, shape, recovered (bytes),
+   bytes}], damage: [{where, reason}], output (the file written, or null)}"""
+
+
+def _recover_json(args: argparse.Namespace, rec: Any) -> int:
+    from ...core.cli_support import print_json
+
+    written = None
+    if args.output and rec.arrays:
+        args.front.write(args.output, _original_names(args.file, rec.arrays))
+        written = args.output
+    print_json(
+        {
+            "schema": "tenfold.wtxt.recover/1",
+            "file": args.file,
+            "ok": bool(rec.ok),
+            "intact": [
+                {"name": n, "dtype": str(a.dtype), "shape": list(a.shape)}
+                for n, a in rec.arrays.items()
+            ],
+            "partial": [
+                {
+                    "name": n,
+                    "dtype": str(a.dtype),
+                    "shape": list(a.shape),
+                    "recovered": int(m.sum()),
+                    "bytes": int(m.size),
+                }  # fmt: skip
+                for n, (a, m) in rec.partial.items()
+            ],
+            "damage": [{"where": d.where(), "reason": d.reason} for d in rec.damage],
+            "output": written,
+        }
+    )
     return 0 if rec.ok else 1
 
 
@@ -126,20 +165,35 @@ def cmd_wverify(args: argparse.Namespace) -> int:
     keys = [_key_bytes(p) for p in args.hmac_key_file or []]
     pubs = [load_public_key(p) for p in args.public_key or []]
     report = verify(args.file, hmac_keys=[k for k in keys if k is not None], public_keys=pubs)
-    print(report.format(verbose=not args.quiet))
+    if args.json:
+        from ...core.cli_support import print_json
+
+        print_json(report.to_json())
+    elif not (args.quiet and report.exit_code == 0):
+        print(report.format(verbose=not args.quiet))
     return report.exit_code
 
 
 def register(sub: Any) -> None:
     """Add the WTXT subcommands."""
-    p = sub.add_parser("sign", help="WTXT: add or replace the Ed25519 sign line")
+    p = sub.add_parser(
+        "sign",
+        help="WTXT: add or replace the Ed25519 sign line",
+        description="Sign a WTXT file with an Ed25519 key: the sign line covers the header "
+        "and the root (or, with --sign-all, every byte but the sign line itself).",
+    )
     p.add_argument("file", help="the .wtxt file to sign")
     p.add_argument("--key", required=True, help="Ed25519 private key (PEM, raw 32 B or hex)")
     p.add_argument("--sign-all", action="store_true", help="cover every byte but the sign line")
     p.add_argument("-o", "--output", help="write here instead of in place")
     p.set_defaults(func=cmd_sign, inputs=("file", "key"), outputs=("output",))
 
-    p = sub.add_parser("delta", help="WTXT: write a DELTA v2 from BASE to the arrays of NEW")
+    p = sub.add_parser(
+        "delta",
+        help="WTXT: write a DELTA v2 from BASE to the arrays of NEW",
+        description="Write a WTXT DELTA v2 file holding the chunks of NEW's arrays that differ "
+        "from BASE (NEW may be any file tenfold loads); `tenfold apply` rebuilds NEW.",
+    )
     p.add_argument("base", help="the base .wtxt the delta applies to")
     p.add_argument("new", help="any file tenfold can load (e.g. the new .wtxt)")
     p.add_argument("out", help="where to write the .wtxt delta")
@@ -149,7 +203,12 @@ def register(sub: Any) -> None:
     p.add_argument("--hmac-key-file", help="file holding the HMAC key of the arrays")
     p.set_defaults(func=cmd_delta, inputs=("base", "new", "hmac_key_file"), outputs=("out",))
 
-    p = sub.add_parser("apply", help="WTXT: apply a DELTA v2 to BASE, writing OUT")
+    p = sub.add_parser(
+        "apply",
+        help="WTXT: apply a DELTA v2 to BASE, writing OUT",
+        description="Apply a WTXT DELTA v2 to BASE and write the resulting WTXT file to OUT "
+        "(the delta's checks and, with --hmac-key-file, its HMACs verified first).",
+    )
     p.add_argument("base", help="the base .wtxt")
     p.add_argument("delta", help="the DELTA v2 file")
     p.add_argument("out", help="where to write the resulting .wtxt")
@@ -160,13 +219,32 @@ def register(sub: Any) -> None:
         func=cmd_apply, inputs=("base", "delta", "key", "hmac_key_file"), outputs=("out",)
     )
 
-    p = sub.add_parser("wsum", help="WTXT: finalize a root_pending file with a .wsum sidecar")
+    _register_more(sub)
+
+
+def _register_more(sub: Any) -> None:
+    from ...core.cli_support import REPORT_SCHEMA, add_json, add_quiet
+
+    p = sub.add_parser(
+        "wsum",
+        help="WTXT: finalize a root_pending file with a .wsum sidecar",
+        description="Finalize a WTXT file written as a stream (root_pending): compute its "
+        "root and write it to a .wsum sidecar beside FILE (signed with --key).",
+    )
     p.add_argument("file", help="the root_pending .wtxt file")
     p.add_argument("--key", help="Ed25519 private key to sign the WSUM line")
     p.add_argument("--merkle-prev", help="previous generation's merkle_this (hex)")
     p.set_defaults(func=cmd_wsum, inputs=("file", "key"))
 
-    p = sub.add_parser("recover", help="WTXT: list damage by line and save the intact arrays")
+    p = sub.add_parser(
+        "recover",
+        help="WTXT: list damage by line and save the intact arrays",
+        description="Read a damaged WTXT file line by line: list the intact arrays, the "
+        "partly recovered ones and the damage; with -o, save the intact arrays. Exit 1 when "
+        "anything is damaged.",
+        epilog=RECOVER_SCHEMA,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     p.add_argument("file", help="the (damaged) .wtxt file")
     p.add_argument(
         "-o",
@@ -174,12 +252,19 @@ def register(sub: Any) -> None:
         help="save the intact arrays here; the suffix picks any format tenfold writes "
         "(.zt .oinf .fold .mind .wtxt .safetensors .npz)",
     )
+    add_json(p, "tenfold.wtxt.recover/1")
     p.set_defaults(func=cmd_recover, inputs=("file",), suffixed=("output",))
 
     p = sub.add_parser(
         "wverify",
         help="WTXT: verify with HMAC keys and Ed25519 public keys "
         "(keys given: every array must authenticate / the signature must verify)",
+        description="Verify a WTXT file as `tenfold verify` does, and authenticate it: with "
+        "--hmac-key-file every array must carry an HMAC by one of the keys, with --public-key "
+        "the file must carry a signature by one of them. Exit 0 ok, 1 damaged or not "
+        "authentic.",
+        epilog=REPORT_SCHEMA,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", help="the .wtxt file")
     p.add_argument(
@@ -192,5 +277,15 @@ def register(sub: Any) -> None:
         action="append",
         help="Ed25519 public key (repeatable); a signature by one of them is required",
     )
-    p.add_argument("-q", "--quiet", action="store_true", help="print only problems")
+    add_quiet(p, "print nothing on success; else only the problems")
+    add_json(p, "tenfold.verify/1")
     p.set_defaults(func=cmd_wverify, inputs=("file", "hmac_key_file", "public_key"))
+
+
+def remote_source(mf: Any, url: str) -> Any:
+    """What ``inspect`` / ``verify`` read of a remote WTXT file (the ``remote_source`` hook):
+    a WTXT file is parsed whole, so the object is fetched whole (``mf`` is closed)."""
+    try:
+        return mf.u8(0, int(mf.size), "the whole object")
+    finally:
+        mf.close()

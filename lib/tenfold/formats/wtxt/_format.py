@@ -36,6 +36,7 @@ FORMAT = register(
             "convert_source": "tenfold.formats.wtxt._convert:source",
             "convert_target": "tenfold.formats.wtxt._convert:target",
             "remote_input": "tenfold.formats.wtxt._format:whole",
+            "remote_source": "tenfold.formats.wtxt._cli:remote_source",
         },
     )
 )

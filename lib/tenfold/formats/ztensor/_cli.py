@@ -19,6 +19,9 @@ def register(sub: Any) -> None:
     p = sub.add_parser(
         "id",
         help="content digest of a zTensor file (same for the same tensors however stored)",
+        description="Print the content digest of FILE (zTensor v2 spec 6.4: each tensor's "
+        "name, shape, layout, attributes, dtypes and decoded bytes), the same however the "
+        "tensors are stored (generation, encoding, offsets, shards), then the file name.",
     )
     p.add_argument("file", help="a .zt file of any generation (or a sharded v2 root)")
     p.add_argument(
@@ -28,3 +31,19 @@ def register(sub: Any) -> None:
         help="digest of the content (default sha256)",
     )
     p.set_defaults(func=cmd_id, inputs=("file",))
+
+
+def metadata(source: Any) -> dict[str, Any]:
+    """The file metadata ``tenfold inspect`` lists (the ``metadata`` hook): what
+    ``tenfold.save(..., metadata=)`` stored, without the reader's own ``version`` key."""
+    from . import open as zt_open
+    from .reader import Reader
+
+    with zt_open(source) as r:
+        if not isinstance(r, Reader):  # v1 / v2: the manifest's file attributes
+            return dict(r.metadata)
+        for info in r.infos():  # 0.1.0: the first tensor's ``__metadata__`` map
+            md = info.attrs.get("__metadata__")
+            if isinstance(md, dict):
+                return dict(md)
+    return {}

@@ -47,6 +47,7 @@ FORMAT = register(
             "convert_source": "tenfold.formats.ztensor._convert:source",
             "convert_target": "tenfold.formats.ztensor._convert:target",
             "convert_generation": "tenfold.formats.ztensor._convert:generation",
+            "metadata": "tenfold.formats.ztensor._cli:metadata",
         },
     )
 )

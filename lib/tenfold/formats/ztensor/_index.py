@@ -15,7 +15,7 @@ import numpy as np
 
 from ... import _kernels
 from ...core import cbor
-from ...core.bounds import DEFAULT_LIMITS, MAX_ARRAY_BYTES, Limits, checked_numel
+from ...core.bounds import DEFAULT_LIMITS, MAX_ARRAY_BYTES, Limits, checked_numel, truncated
 from ...core.dtypes import numpy_dtype, registry
 from ...errors import FormatError, LimitError, TruncatedError, UnsupportedError, describe
 from . import _checksum
@@ -195,18 +195,8 @@ def parse_file_layout(head: bytes, size: int, footer: int | None) -> tuple[int, 
             )
         )
     room = size - 16
-    if footer > room:
-        raise TruncatedError(
-            describe(
-                FMT,
-                "index",
-                offset=size - 8,
-                field="index size",
-                detail="larger than the file allows",
-                expected=f"<= {room}",
-                got=footer,
-            )
-        )
+    if footer > room:  # the cause, not the symptom: the file ends before its footer says
+        raise truncated(FMT, size, footer + 16, "footer", obj="index size", offset=size - 8)
     return size - 8 - footer, footer
 
 

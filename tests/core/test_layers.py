@@ -1,0 +1,75 @@
+"""Layer gates (#22): the formats sit below the front door and the CLI, and the CLI finds the
+formats' commands through the registry.
+
+No module under ``tenfold/formats/`` imports :mod:`tenfold.cli`, :mod:`tenfold.convert`, the
+root package or its front module (:mod:`tenfold._dispatch`), function-level imports counted
+(the import graph of ``test_structure``); ``cli.py`` imports no format package and holds no
+string naming a registered format or one of its suffixes.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from test_structure import GRAPH, ROOT
+
+import tenfold.registry as reg
+
+#: what the formats may not import: the front door and what sits above the formats
+FRONT = ("tenfold", "tenfold.cli", "tenfold.convert", "tenfold._dispatch")
+
+
+def _front_imports(graph: dict[str, dict[str, set[str]]]) -> dict[str, list[str]]:
+    return {
+        mod: sorted(t for t in targets if t in FRONT)
+        for mod, targets in graph.items()
+        if mod.startswith("tenfold.formats.") and any(t in FRONT for t in targets)
+    }
+
+
+def test_the_graph_sees_the_format_packages():
+    assert "tenfold.formats.fold._cli" in GRAPH
+    assert "tenfold.registry" in GRAPH["tenfold.formats.fold._format"]
+
+
+def test_no_format_imports_the_cli_convert_or_the_root_package():
+    found = _front_imports(GRAPH)
+    assert not found, f"format modules importing the front door: {found}"
+
+
+def test_the_cli_imports_no_format_package():
+    named = sorted(t for t in GRAPH["tenfold.cli"] if t.startswith("tenfold.formats"))
+    assert not named, f"tenfold.cli imports format packages: {named}"
+
+
+def _format_words() -> set[str]:
+    words = set()
+    for fmt in reg.formats():
+        words.add(fmt.name)
+        words.update(fmt.suffixes)
+    return words
+
+
+def _named_formats(path: Path) -> list[tuple[int, str]]:
+    """``(line, text)`` of each string constant in ``path`` that is a format's name or one of
+    its suffixes (a branch or a table on a format: help prose is longer text)."""
+    words = _format_words()
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [
+        (node.lineno, node.value)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Constant) and isinstance(node.value, str)
+        if node.value.lower() in words
+    ]
+
+
+def test_the_cli_names_no_format():
+    found = _named_formats(ROOT / "cli.py")
+    assert not found, f"cli.py names formats (ask the registry): {found}"
+
+
+def test_the_name_finder_finds_one(tmp_path):
+    p = tmp_path / "m.py"
+    p.write_text('if fmt == "oinf" or path.endswith((".zt", ".NPZ")):\n    pass\n')
+    assert _named_formats(p) == [(1, "oinf"), (1, ".zt"), (1, ".NPZ")]
