@@ -107,7 +107,10 @@ class Format:
         A URL whose name ends with one of these is opened as this format without a first
         request to recognise it (a sharded index: ``.index.json``).
     hooks
-        ``name -> "module:attribute"`` (see :meth:`hook`).
+        ``name -> "module:attribute"`` (see :meth:`hook`). ``reader``: what
+        :func:`tenfold.open` gives, ``reader(source, **options)`` (default: the package's
+        ``open``), for a format whose own ``open`` gives something else (FOLD's gives its
+        chunks; its ``reader`` the tensors, as ``load`` does).
     """
 
     name: str
@@ -161,6 +164,13 @@ class Format:
             return None
         module, _, attr = where.partition(":")
         return getattr(importlib.import_module(module), attr)
+
+    def open_reader(self, source: Any, **options: Any) -> Any:
+        """The reader :func:`tenfold.open` gives for ``source`` (a path, buffer or opened
+        :class:`~tenfold.core.mapped.MappedFile`): the ``reader`` hook's, else the package's
+        ``open``."""
+        opener = self.hook("reader") or self.load_module().open
+        return opener(source, **options)
 
     def holds_dtype(self, name: str | None) -> bool:
         """Whether a tensor of canonical dtype ``name`` can be written to this format."""

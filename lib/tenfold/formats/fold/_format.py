@@ -17,6 +17,9 @@ FORMAT = register(
         dtypes=_STEN,  # tensors live in a STEN (safetensors) chunk
         metadata="json",
         save_checksum="ignore",  # every chunk has its CRC-32C and SHA-256
-        hooks={"cli": "tenfold.formats.fold._cli:register"},
+        hooks={
+            "cli": "tenfold.formats.fold._cli:register",
+            "reader": "tenfold.formats.fold.tensors:TensorView",  # tenfold.open: the tensors
+        },
     )
 )
