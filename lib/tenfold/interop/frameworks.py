@@ -428,20 +428,21 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         """A lazy handle on tensor ``name``: ``get_shape()``, ``get_dtype()``, and
         ``[...]`` with basic indexing (integers, slices with steps, ``...``)."""
         self._t.check(name)
-        return Slice(self, name)
+        return Slice(self._t, self._convert, name)
 
 
 class Slice:
     """What :meth:`safe_open.get_slice` returns; reading happens in ``__getitem__``."""
 
-    def __init__(self, owner: safe_open, name: str) -> None:
-        self._owner = owner
+    def __init__(self, tensors: Tensors, convert: Any, name: str) -> None:
+        self._t = tensors  # the owner's (a safe_open): the file stays open while it is
+        self._convert = convert
         self._name = name
         self._spec: tuple[np.dtype, tuple[int, ...]] | None = None
 
     def _get_spec(self) -> tuple[np.dtype, tuple[int, ...]]:
         if self._spec is None:
-            self._spec = self._owner._t.spec(self._name)
+            self._spec = self._t.spec(self._name)
         return self._spec
 
     def get_shape(self) -> list[int]:
@@ -462,9 +463,9 @@ class Slice:
         return shape[0]
 
     def __getitem__(self, index: Any) -> Any:
-        owner = self._owner
-        at = getattr(owner._convert, "at", None)
-        span = owner._t.span(self._name) if at is not None else None
+        convert = self._convert
+        at = getattr(convert, "at", None)
+        span = self._t.span(self._name) if at is not None else None
         if span is not None:  # stored raw in a mapped file: index a view of the private map
             idx = normalize_index(index, span[2], what=f"tensor {self._name!r}")
             if all(type(i) is not slice or i.step is None or i.step > 0 for i in idx):
@@ -472,12 +473,12 @@ class Slice:
                 if whole is not None:
                     # bounds within each axis: torch truncates (or misreads) huge ones
                     part = whole[bounded_index(idx, span[2])]
-                    if owner._convert.claim(part):  # else its bytes were handed out: a copy
+                    if convert.claim(part):  # else its bytes were handed out: a copy
                         return part
         shape = self.shape
         idx = normalize_index(index, shape, what=f"tensor {self._name!r}")
-        arr = owner._t.sliced(self._name, idx)
-        return owner._convert(arr)
+        arr = self._t.sliced(self._name, idx)
+        return convert(arr)
 
     def __repr__(self) -> str:
         return f"<tenfold slice {self._name!r} {self.get_dtype()} {self.get_shape()}>"
