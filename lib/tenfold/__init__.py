@@ -17,7 +17,7 @@ from __future__ import annotations
 import errno
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import _aliases, errors
 from .errors import (
@@ -32,6 +32,9 @@ from .errors import (
     UnsupportedError,
     UnverifiedRemoteWarning,
 )
+
+if TYPE_CHECKING:  # the package imports nothing heavy at run time
+    from .core.reader import TensorReader
 
 __version__ = "0.1.0"
 
@@ -67,10 +70,13 @@ def detect(path: str | os.PathLike[str]) -> str:
     return _detect(path)
 
 
-def open(path: str | os.PathLike[str], **options: Any) -> Any:  # noqa: A001 - public API name
+def open(path: str | os.PathLike[str], **options: Any) -> TensorReader:  # noqa: A001
     """Open ``path`` with the reader of its format (chosen by content, not suffix).
 
-    The reader is a context manager and a ``Mapping`` (see :mod:`tenfold.core.reader`).
+    The reader is a context manager and a ``Mapping`` of the file's tensors, following
+    :class:`tenfold.core.reader.TensorReader` (see :mod:`tenfold.core.reader`); a FOLD file
+    gives the arrays of its tensor chunks, as :func:`load` does (its chunks:
+    :func:`tenfold.fold.open`).
     ``path`` may also be an fsspec URL (``s3://``, ``https://``, ``gs://``, ``memory://``,
     ``simplecache::s3://...``; ``storage_options=`` go to fsspec) or an open fsspec file:
     the index is fetched with a few range requests and each tensor with one (see
@@ -79,7 +85,7 @@ def open(path: str | os.PathLike[str], **options: Any) -> Any:  # noqa: A001 - p
     """
     from ._dispatch import open_any
 
-    return open_any(path, options)
+    return open_any(path, options)  # type: ignore[no-any-return]
 
 
 def load(path: str | os.PathLike[str], copy: bool = False, **options: Any) -> dict[str, Any]:

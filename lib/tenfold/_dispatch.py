@@ -35,15 +35,16 @@ def open_remote_path(
     low = path.split("?", 1)[0].lower() if isinstance(path, str) else ""
     by_name = next((f for f in _formats() if f.url_suffixes and low.endswith(f.url_suffixes)), None)
     if by_name is not None:  # a sharded index: fetched once by its reader, shards lazily
-        mod = by_name.load_module()
-        return mod.load(path, copy=copy, **options) if load else mod.open(path, **options)
+        if load:
+            return by_name.load_module().load(path, copy=copy, **options)
+        return by_name.open_reader(path, **options)
     so = options.pop("storage_options", None)
     name, mf = open_remote(path, storage_options=so)
     guessed = mf.defer_head
     if get(name).opens_path and so is not None:  # its files are fetched with the same options
         options = {**options, "storage_options": so}
     try:
-        return read_with(get(name).load_module(), mf, options, load, copy)
+        return read_with(get(name), mf, options, load, copy)
     except FormatError:
         mf.close()
         if not guessed:
@@ -51,7 +52,7 @@ def open_remote_path(
         # the suffix named a format whose index is at the end, but the tail holds no index:
         # decide by the head (a misnamed file, or a damaged footer its reader reports)
         name2, mf2 = open_remote(path, storage_options=so, tail_first=False)
-        return read_with(get(name2).load_module(), mf2, options, load, copy)
+        return read_with(get(name2), mf2, options, load, copy)
     except BaseException:
         mf.close()
         raise
@@ -76,13 +77,14 @@ def open_local_path(
         got = _open_local_ends(path, options, load, copy)
         if got is not _GENERAL:
             return got
-    from .registry import module_for, open_local
+    from .registry import get, open_local
 
     name, mf = open_local(path, mmap=options.get("mmap", True))
     if mf is None:  # a sharded index: its reader takes the path
-        mod = module_for(name)
-        return mod.load(path, copy=copy, **options) if load else mod.open(path, **options)
-    return read_with(module_for(name), mf, options, load, copy)
+        if load:
+            return get(name).load_module().load(path, copy=copy, **options)
+        return get(name).open_reader(path, **options)
+    return read_with(get(name), mf, options, load, copy)
 
 
 #: what :func:`_open_local_ends` gives when the general open must answer (not a regular file,
@@ -129,12 +131,16 @@ def _open_local_ends(path: Any, options: dict[str, Any], load: bool, copy: bool)
         os.close(fd)
         return _GENERAL
     mf = mapped_file(path, fmt="tenfold", fd=fd, size=size, head=head)
-    return read_with(fmt.load_module(), mf, options, load, copy)
+    return read_with(fmt, mf, options, load, copy)
 
 
-def read_with(mod: Any, mf: Any, options: dict[str, Any], load: bool, copy: bool) -> Any:
+def read_with(fmt: Any, mf: Any, options: dict[str, Any], load: bool, copy: bool) -> Any:
+    """``load`` or :meth:`~tenfold.registry.Format.open_reader` of format ``fmt`` over the
+    opened ``mf`` (closed when that fails)."""
     try:
-        return mod.load(mf, copy=copy, **options) if load else mod.open(mf, **options)
+        if load:
+            return fmt.load_module().load(mf, copy=copy, **options)
+        return fmt.open_reader(mf, **options)
     except BaseException:
         mf.close()
         raise

@@ -113,6 +113,10 @@ class Format:
     -----
     The hooks in use (a format has those it needs):
 
+    ``reader``
+        ``reader(source, **options)``: what :func:`tenfold.open` gives (default: the
+        package's ``open``), for a format whose own ``open`` gives something else (FOLD's
+        gives its chunks; its ``reader`` the tensors, as ``load`` does).
     ``open_fd``
         a lean open of an already-open descriptor (zTensor: :func:`tenfold.ztensor.open_fd`).
     ``cli``
@@ -192,6 +196,13 @@ class Format:
             return None
         module, _, attr = where.partition(":")
         return getattr(importlib.import_module(module), attr)
+
+    def open_reader(self, source: Any, **options: Any) -> Any:
+        """The reader :func:`tenfold.open` gives for ``source`` (a path, buffer or opened
+        :class:`~tenfold.core.mapped.MappedFile`): the ``reader`` hook's, else the package's
+        ``open``."""
+        opener = self.hook("reader") or self.load_module().open
+        return opener(source, **options)
 
     def holds_dtype(self, name: str | None) -> bool:
         """Whether a tensor of canonical dtype ``name`` can be written to this format."""

@@ -53,6 +53,7 @@ from typing import Any
 
 from ._dispatch import open_any, save_one
 from .core import links
+from .core.reader import BaseReader
 from .errors import FormatError, TenfoldError, UnsupportedError, describe
 from .tensor_source import Source
 
@@ -400,7 +401,7 @@ def _index_shard_error(index: str, file: str) -> FormatError:
     )
 
 
-class ShardedReader(Mapping[str, Any]):
+class ShardedReader(BaseReader):
     """Every tensor of a sharded checkpoint, one ``Mapping`` (see the module doc).
 
     ``options`` go to each shard's reader (``limits``...), except ``trust_links`` (follow
@@ -609,29 +610,21 @@ class ShardedReader(Mapping[str, Any]):
             return r[name]
 
     def read(self, name: str, index: Any = None, **kw: Any) -> Any:
-        """``read(name)`` of the shard holding ``name``; with ``index`` (a basic index),
-        that part of it, read by the shard's reader when it reads slices itself."""
+        """``read(name, index)`` of the shard holding ``name`` (every reader reads a basic
+        slice ``index`` itself: :mod:`tenfold.core.reader`)."""
         with self._using(self._file_of(name)) as r:
-            if index is None:
-                return r.read(name, **kw)
-            from .interop.frameworks import takes_index
-
-            if takes_index(r):
-                return r.read(name, index, **kw)
-            return r.read(name, **kw)[index]
+            return r.read(name, index, **kw)
 
     def info(self, name: str) -> Any:
         with self._using(self._file_of(name)) as r:
             return r.info(name)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._weight_map)
+    def verified(self, name: str) -> bool:
+        with self._using(self._file_of(name)) as r:
+            return bool(r.verified(name))
 
-    def __len__(self) -> int:
-        return len(self._weight_map)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._weight_map
+    def _keys(self) -> Mapping[str, str]:
+        return self._weight_map
 
     @property
     def metadata(self) -> dict[str, Any]:
@@ -806,10 +799,8 @@ def verify(path: Any, **options: Any) -> Any:
 
 
 def _nbytes_of(reader: Any, name: str) -> int:
-    from .interop.frameworks import info_dtype
-
     info = reader.info(name)
-    dt = info_dtype(info)
+    dt = getattr(info, "np_dtype", None)
     if dt is None:
         return array_nbytes(reader[name])
     import numpy as np

@@ -125,9 +125,29 @@ def test_tensor_formats_give_the_arrays_that_were_saved(tmp_path, fmt):
     }
 
 
-def test_fold_values_are_decoded_by_chunk_type(tmp_path):
+def test_fold_open_gives_what_load_gives(tmp_path):
+    """Issue 22: ``tenfold.open`` of a FOLD file gives the tensors (as ``tenfold.load``), the
+    chunks staying available through the FOLD API (``tenfold.fold.open``)."""
+
     p = make("fold", tmp_path)
+    loaded = tenfold.load(p)
     with tenfold.open(p) as r:
+        assert list(r) == list(loaded) == list(ARRAYS)
+        assert same(dict(r.items()), loaded)
+        assert r.info("w").np_dtype == np.float32 and r.info("w").shape == (3, 4)
+        assert r.info("w").extras["chunk"] == "tensors"
+        assert same(r.read("w", (slice(1, 3), 2)), ARRAYS["w"][1:3, 2])
+        assert r.metadata == {"model": "test"}  # the index's bookkeeping left out
+        assert [c.name for c in r.chunks_reader.chunks] == ["meta", "tensors", "blob"]
+        assert r.verify().ok
+    assert r.closed and r.chunks_reader.closed
+
+
+def test_fold_values_are_decoded_by_chunk_type(tmp_path):
+    import tenfold.fold as fold
+
+    p = make("fold", tmp_path)
+    with fold.open(p) as r:
         assert list(r) == ["meta", "tensors", "blob"]
         assert r["meta"] == {"a": 1, "b": [1, 2]}  # JSON: the decoded value
         assert same(r["tensors"], ARRAYS)  # STEN / NPZ0 / TSAV: a dict of arrays

@@ -9,7 +9,7 @@ from .dtypes import BFLOAT16, FLOAT8_E4M3FN, FLOAT8_E5M2, canonical, registry
 from .locking import FileLock
 from .mapped import MappedFile
 from .progress import progress
-from .reader import MappedReader, TensorInfo, TensorReader
+from .reader import BaseReader, MappedReader, Span, TensorInfo, TensorReader
 from .records import record
 
 __all__ = [
@@ -34,7 +34,9 @@ __all__ = [
     "canonical",
     "registry",
     "MappedFile",
+    "BaseReader",
     "MappedReader",
+    "Span",
     "TensorInfo",
     "TensorReader",
     "progress",

@@ -4,20 +4,45 @@ Whatever :func:`tenfold.open` returns, for every format, follows :class:`TensorR
 context manager that closes, and a read-only ``Mapping[str, value]`` (``len``, ``in``,
 iteration, ``keys/values/items``, ``get(key, default)``) with
 
-* ``read(name)``: the value of ``name`` (``reader[name]`` is the same, with the format's
-  default options); the tensor formats also take ``read(name, index)``, a basic slice that
-  reads only the rows it needs (:mod:`tenfold.core.slicing`);
-* ``info(name)``: a record with at least the fields of :class:`TensorInfo` (dtype, shape,
-  byte range, encoding, checksum, format-specific ``extras``);
+* ``read(name, index=None)``: the value of ``name`` (``reader[name]`` is the same, with the
+  format's default options); with ``index``, a basic slice (:mod:`tenfold.core.slicing`) that
+  the tensor formats read for the rows it needs only;
+* ``info(name)``: a record with at least the fields of :class:`TensorInfo` (dtype as the
+  format names it, ``np_dtype`` the NumPy dtype of the array ``read`` gives, shape, byte
+  range, encoding, checksum, format-specific ``extras``);
+* ``span(name)`` / ``spans(names)``: a :class:`Span` ``(offset, dtype, shape)`` when the
+  tensor lies raw, little-endian and C-ordered at that offset of :attr:`MappedReader.file`
+  and reading it needs no check the reader would make first (a checksum not yet verified),
+  else ``None``; a framework may then build the tensor straight over the file's bytes;
+* ``read_raw(name)``: the stored bytes of ``name`` (before any decoding) as a read-only
+  ``uint8`` array, where they are one byte range of the file;
+* ``verified(name)``: whether the entry's stored checksum has been checked (and held) by this
+  reader, by a whole read or :meth:`verify` (``False`` when it has none or not yet);
 * ``metadata``: file-level metadata, a ``dict``;
 * ``verify()``: a :class:`~tenfold.core.report.Report` of every check the format has;
 * ``close()`` / ``closed`` / ``path`` / ``size``.
 
-:class:`MappedReader` is the base class that owns the file: the :class:`MappedFile`, ``close``,
-the context manager, ``repr``, and a finalizer that closes the descriptor and the map and emits
-a :class:`ResourceWarning` when a reader is garbage-collected without being closed.
+:class:`BaseReader` is the ``Mapping`` implementation, written once: a format's reader gives
+``_keys()`` (its names in order, as a collection with a fast ``in``), ``read`` and ``info``;
+``__getitem__``, iteration, ``len``, ``in``, ``keys/values/items`` and ``get`` come from it,
+as do the defaults of ``span``, ``spans``, ``read_raw`` and ``verified``.
+:class:`MappedReader` adds the file: the :class:`MappedFile`, ``close``, ``repr``, and a
+finalizer that closes the descriptor and the map and emits a :class:`ResourceWarning` when a
+reader is garbage-collected without being closed.
 
 Readers compare by identity (``Mapping.__eq__`` would read every value of both files).
+
+Threads
+-------
+One opened reader may be shared by many threads: ``read`` (whole or sliced), ``[]``, ``get``,
+``info``, ``span``/``spans``, ``read_raw``, ``verified``, iteration, ``len``, ``in`` and
+``metadata`` may be called from several threads at once and give what one thread would (the
+caches a reader fills on first use, such as a checksum verified once or a FOLD chunk decoded
+once, are filled under a lock or idempotently). ``verify()`` may run beside reads.
+``close()`` must not race reads: call it once the other threads are done. Arrays already
+handed out stay valid after it (they keep the map alive); a read (``[]``, ``read``) that
+starts after it raises a ``ValueError`` ("I/O operation on a closed file"), never returns other
+bytes (``info`` may still answer from the index parsed at open).
 """
 
 from __future__ import annotations
@@ -26,12 +51,23 @@ import dataclasses
 import os
 import warnings
 import weakref
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, ClassVar, Protocol, runtime_checkable
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
 
 from .mapped import MappedFile
 
-__all__ = ["TensorInfo", "TensorReader", "MappedReader", "INFO_FIELDS", "verify_file"]
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = [
+    "TensorInfo",
+    "TensorReader",
+    "Span",
+    "BaseReader",
+    "MappedReader",
+    "INFO_FIELDS",
+    "verify_file",
+]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +93,9 @@ class TensorInfo:
         The stored checksum as ``"<algo>:<hex>"``, or ``None``.
     extras
         Format-specific fields.
+    np_dtype
+        The NumPy dtype of the array ``read`` returns (of the values, for a sparse tensor),
+        or ``None`` when the value is not an array (a TARIDX sample, a FOLD JSON chunk).
 
     >>> TensorInfo("w", "float32", (2, 3), (64, 88), "raw", None).byte_range
     (64, 88)
@@ -69,10 +108,20 @@ class TensorInfo:
     encoding: str
     checksum: str | None
     extras: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    np_dtype: np.dtype | None = None
 
 
 #: The attributes every ``info(name)`` record has (format records may have more).
 INFO_FIELDS = tuple(f.name for f in dataclasses.fields(TensorInfo))
+
+
+class Span(NamedTuple):
+    """Where a tensor stored raw lies in its reader's file: ``offset`` of its first byte,
+    its (little-endian) ``dtype`` and its C-ordered ``shape``."""
+
+    offset: int
+    dtype: np.dtype
+    shape: tuple[int, ...]
 
 
 @runtime_checkable
@@ -87,14 +136,20 @@ class TensorReader(Protocol):
     def values(self) -> Any: ...
     def items(self) -> Any: ...
     def get(self, name: str, default: Any = None) -> Any: ...
-    def read(self, name: str) -> Any: ...
+    def read(self, name: str, index: Any = None) -> Any: ...
     def info(self, name: str) -> Any: ...
+    def span(self, name: str) -> Span | None: ...
+    def spans(self, names: Iterable[str]) -> list[Span | None]: ...
+    def read_raw(self, name: str) -> np.ndarray: ...
+    def verified(self, name: str) -> bool: ...
     @property
     def metadata(self) -> Mapping[str, Any]: ...
     def verify(self) -> Any: ...
     def close(self) -> None: ...
     @property
     def closed(self) -> bool: ...
+    @property
+    def path(self) -> str | None: ...
     def __enter__(self) -> Any: ...
     def __exit__(self, *exc: object) -> None: ...
 
@@ -116,14 +171,102 @@ def _unclosed(mf: MappedFile, cls: type) -> None:
         warnings.warn(f"unclosed {label}", ResourceWarning, stacklevel=2)
 
 
-class MappedReader:
-    """Base of every reader: owns a :class:`MappedFile` and closes it, now or when collected.
+class BaseReader(Mapping[str, Any]):
+    """The ``Mapping`` face and the protocol's defaults, over ``_keys``, ``read`` and
+    ``info`` (see the module doc). Subclasses give those three, ``metadata``, ``verify``,
+    ``close`` and ``closed``."""
+
+    fmt: str = "tenfold"
+
+    def _keys(self) -> Collection[str]:  # pragma: no cover - every format overrides it
+        """The entry names in the reader's order, as a collection with a fast ``in`` (a
+        ``dict``, its keys, a ``frozenset`` beside a list is not: order matters)."""
+        raise NotImplementedError
+
+    def read(self, name: str, index: Any = None) -> Any:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def info(self, name: str) -> Any:  # pragma: no cover - every format overrides it
+        raise NotImplementedError
+
+    # -- the Mapping face ---------------------------------------------------------------------
+    def __getitem__(self, name: str) -> Any:
+        return self.read(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._keys())
+
+    def __len__(self) -> int:
+        return len(self._keys())
+
+    def __contains__(self, name: object) -> bool:
+        try:
+            return name in self._keys()
+        except TypeError:  # an unhashable key is in no reader
+            return False
+
+    # -- what frameworks ask ------------------------------------------------------------------
+    def span(self, name: str) -> Span | None:
+        """Where tensor ``name`` lies raw in :attr:`MappedReader.file` (see the module doc),
+        or ``None``; the default knows none (a ``KeyError`` for a name that is not here)."""
+        if name not in self:
+            raise KeyError(f"{self.fmt}: no tensor named {name!r}")
+        return None
+
+    def spans(self, names: Iterable[str]) -> list[Span | None]:
+        """:meth:`span` of each of ``names`` (a format may read them from its index in one
+        pass)."""
+        return [self.span(n) for n in names]
+
+    def verified(self, name: str) -> bool:
+        """Whether the stored checksum of ``name`` has been checked and held by this reader
+        (the default: the format checks none per entry, or keeps no record of it)."""
+        if name not in self:
+            raise KeyError(f"{self.fmt}: no tensor named {name!r}")
+        return False
+
+    def read_raw(self, name: str) -> np.ndarray:
+        """The stored bytes of ``name`` (before decoding) as a read-only ``uint8`` array,
+        from ``info(name).byte_range``; an :class:`~tenfold.errors.UnsupportedError` when
+        they are not one range of the file."""
+        from ..errors import UnsupportedError
+
+        rng = self.info(name).byte_range
+        mf = getattr(self, "file", None)
+        if rng is None or mf is None:
+            raise UnsupportedError(
+                f"{self.fmt}: {name!r}: its stored bytes are not one range of the file"
+            )
+        start, end = rng
+        return mf.u8(start, end - start, f"{name!r}")  # type: ignore[no-any-return]
+
+    # -- lifetime -----------------------------------------------------------------------------
+    @property
+    def closed(self) -> bool:  # pragma: no cover - every reader overrides it
+        raise NotImplementedError
+
+    def close(self) -> None:  # pragma: no cover - every reader overrides it
+        raise NotImplementedError
+
+    def __enter__(self) -> Any:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # Readers are resources: equal only to themselves (Mapping.__eq__ would read both files).
+    __eq__ = object.__eq__
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+
+class MappedReader(BaseReader):
+    """Base of every reader of one file: owns a :class:`MappedFile` and closes it, now or when
+    collected.
 
     A subclass calls :meth:`_map` (or :meth:`_adopt`) first in ``__init__``; if parsing then
     fails it calls :meth:`close` before re-raising.
     """
 
-    fmt: str = "tenfold"
     _mf: MappedFile
     _finalizer: Any
     #: ``verifier(reader) -> Report`` joined by :meth:`use_verifier` (a staticmethod)
@@ -166,6 +309,11 @@ class MappedReader:
 
     # -- lifetime ---------------------------------------------------------------------------
     @property
+    def file(self) -> MappedFile:
+        """The :class:`MappedFile` this reader reads (what a :class:`Span` is an offset of)."""
+        return self._mf
+
+    @property
     def path(self) -> str | None:
         """The file's path (``None`` for a buffer)."""
         return self._mf.path
@@ -184,40 +332,16 @@ class MappedReader:
         self._mf.close()
         self._finalizer.detach()
 
-    def __enter__(self) -> Any:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
     def __repr__(self) -> str:
         name = _label(type(self))
         where = self._mf.path or "<buffer>"
         if self.closed:
             return f"<{name} {where!r} closed>"
         try:
-            n = len(self)  # type: ignore[arg-type]
+            n = len(self)
         except Exception:  # noqa: BLE001 - repr must not raise
             return f"<{name} {where!r}>"
         return f"<{name} {where!r} {n} entries>"
-
-    # Readers are resources: equal only to themselves (Mapping.__eq__ would read both files).
-    __eq__ = object.__eq__
-    __hash__ = object.__hash__
-
-    # -- the Mapping face ---------------------------------------------------------------------
-    def __getitem__(self, name: str) -> Any:
-        return self.read(name)
-
-    def read(self, name: str) -> Any:  # pragma: no cover - every format overrides it
-        raise NotImplementedError
-
-    def get(self, name: str, default: Any = None) -> Any:
-        """``self[name]``, or ``default`` when there is no such entry."""
-        try:
-            return self[name]
-        except KeyError:
-            return default
 
 
 def verify_file(fmt: str, opener: Any, source: Any, **kw: Any) -> Any:

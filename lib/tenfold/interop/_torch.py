@@ -34,6 +34,7 @@ from __future__ import annotations
 import mmap
 import os
 import threading
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -83,7 +84,7 @@ class _PrivateMap:
     """The reader's file mapped again, copy-on-write, and where the reader's map starts."""
 
     def __init__(self, reader: Any) -> None:
-        mf = reader._mf
+        mf: Any = getattr(reader, "file", None)  # what the reader's spans are offsets of
         self.u8: np.ndarray | None = None
         if getattr(mf, "_mm", None) is None:
             return  # not a mapped file (a buffer, or a reader that reads without a map)
@@ -198,7 +199,7 @@ class Converter:
         lo, hi = extent(t.data_ptr(), t.shape, [s * k for s in t.stride()], k)
         return self.handout.claim(lo, hi)
 
-    def many(self, spans: list[tuple[int, np.dtype, tuple[int, ...]] | None]) -> list[Any]:
+    def many(self, spans: Sequence[tuple[int, np.dtype, tuple[int, ...]] | None]) -> list[Any]:
         """:meth:`at` for many spans at once (the per-tensor work of a whole file's load):
         the torch dtype, the typed view of the private map and the strides of each shape are
         worked out once per distinct value. ``None`` in, or a span :meth:`at` refuses, gives

@@ -20,15 +20,15 @@ from __future__ import annotations
 
 import inspect
 import os
-import threading
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
-from ..core.dtypes import canonical, numpy_dtype
+from ..core.dtypes import canonical
+from ..core.reader import Span
 from ..core.source import is_remote
-from ..errors import FormatError, TenfoldError, UnsupportedError, describe
+from ..errors import FormatError, UnsupportedError
 from ._handout import Handout
 
 __all__ = [
@@ -51,9 +51,6 @@ FRAMEWORKS = {
     "jax": "jax",
     "flax": "jax",
 }
-
-_FOLD_TENSOR_CTYPES = ("STEN", "NPZ0")
-_PACKED_TAGS = ("F4",)
 
 
 def framework_of(framework: str) -> str:
@@ -175,199 +172,71 @@ class _NumpyResults:
 
 # -- a reader of any format as one set of tensors ---------------------------------------------
 class Tensors:
-    """The tensors of a file, whatever its format: ``names``, ``spec(name)`` -> (dtype,
-    shape), ``array(name)`` (a view of the map where the format stores the tensor raw),
-    ``sliced(name, index)``, ``metadata`` and ``close``.
+    """The tensors of a file, whatever its format, over the reader protocol
+    (:mod:`tenfold.core.reader`): ``names``, ``spec(name)`` -> (dtype, shape),
+    ``array(name)`` (a view of the map where the format stores the tensor raw),
+    ``span(name)`` / ``spans()``, ``sliced(name, index)``, ``metadata`` and ``close``.
 
-    FOLD files give the tensors of their ``STEN``/``NPZ0`` chunks, named as
-    :func:`tenfold.fold.load` names them (``"<chunk>/<array>"`` with several chunks).
-    TARIDX indexes hold samples, not tensors, and are refused.
+    It knows no format: what a reader gives is what it holds (a FOLD file's reader gives the
+    arrays of its tensor chunks, as :func:`tenfold.load` does).
     """
 
     def __init__(self, reader: Any, fmt: str) -> None:
         self.reader = reader
-        self.fmt = fmt
-        self._lock = threading.Lock()
-        self._fold: dict[str, dict[str, np.ndarray]] = {}
-        self._fold_names: dict[str, tuple[str, str]] = {}
-        self._sten: dict[str, dict[str, tuple[str, tuple[int, ...], int, int]]] = {}
-        if fmt == "taridx":
-            raise UnsupportedError(
-                "tenfold: a TARIDX index holds tar samples, not tensors; use tenfold.taridx.Dataset"
-            )
-        if fmt == "fold":
-            chunks = [c.name for c in reader.chunks if c.ctype in _FOLD_TENSOR_CTYPES]
-            if not chunks:
-                raise UnsupportedError(
-                    f"fold: {reader.path or '<buffer>'}: no tensor chunk (STEN or NPZ0)"
-                )
-            self._chunks = chunks
-            self.names = []
-            # uncompressed STEN chunks: their tables from the header alone (slices read rows)
-            for c in chunks:
-                try:
-                    table = reader.sten_entries(c)
-                except TenfoldError:  # a damaged header: the checked (repairing) read decides
-                    table = None
-                if table is not None:
-                    self._sten[c] = table
-            for c in chunks:
-                for k in self._sten[c] if c in self._sten else self._chunk(c):
-                    key = k if len(chunks) == 1 else f"{c}/{k}"
-                    if key in self._fold_names:  # chunk 'x' array 'y/z', chunk 'x/y' array 'z'
-                        c0, k0 = self._fold_names[key]
-                        raise UnsupportedError(
-                            describe(
-                                "fold",
-                                f"chunk {c!r} array {k!r}",
-                                detail=f"named {key!r}, as chunk {c0!r} array {k0!r} is; read "
-                                "one chunk at a time (tenfold.fold.load(path, chunk=...))",
-                            )
-                        )
-                    self._fold_names[key] = (c, k)
-                    self.names.append(key)
-        else:
-            self.names = list(reader.keys())
+        self.fmt = fmt  # for messages
+        self.names: list[str] = list(reader.keys())
         self._read_index = takes_index(reader)
-
-    def _chunk(self, chunk: str) -> dict[str, np.ndarray]:
-        with self._lock:
-            got = self._fold.get(chunk)
-            if got is None:
-                got = self.reader.read_state_dict(chunk)
-                for a in got.values():  # cached and handed out again: never written into
-                    if isinstance(a, np.ndarray):
-                        a.flags.writeable = False
-                self._fold[chunk] = got
-            return got
 
     @property
     def metadata(self) -> dict[str, Any]:
         md = self.reader.metadata
-        out = dict(md) if md is not None else {}
-        if self.fmt == "fold":  # the index's own bookkeeping, as convert leaves it out
-            from ..formats.fold._spec import INTERNAL_METADATA
-
-            for k in INTERNAL_METADATA:
-                out.pop(k, None)
-        return out
+        return dict(md) if md is not None else {}
 
     def check(self, name: str) -> None:
-        if self.fmt == "fold":
-            if name not in self._fold_names:
-                raise KeyError(f"{self.fmt}: no tensor named {name!r}")
-        elif name not in self.reader:
+        if name not in self.reader:
             raise KeyError(f"{self.fmt}: no tensor named {name!r}")
 
     def spec(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
         """The dtype and shape ``array(name)`` has, without decoding it where the format's
-        index says them."""
+        index says them (``info(name).np_dtype``)."""
         self.check(name)
-        if self.fmt == "fold":
-            c, k = self._fold_names[name]
-            if c in self._sten and c not in self._fold:
-                from ..formats.safetensors.writer import DTYPES, PACKED_BITS
-
-                tag, shape = self._sten[c][k][:2]
-                if tag not in PACKED_BITS:
-                    return np.dtype(DTYPES[tag]), tuple(int(d) for d in shape)
-        else:
-            info = self.reader.info(name)
-            dt = info_dtype(info)
-            if dt is not None:
-                return dt, tuple(int(d) for d in info.shape)
+        info = self.reader.info(name)
+        dt = getattr(info, "np_dtype", None)
+        if isinstance(dt, np.dtype):
+            return dt, tuple(int(d) for d in info.shape)
         a = self.array(name)
         return np.dtype(a.dtype), tuple(int(d) for d in a.shape)
 
     def array(self, name: str) -> Any:
         """The tensor as a NumPy array (sparse zTensor tensors made dense)."""
         self.check(name)
-        if self.fmt == "fold":
-            c, k = self._fold_names[name]
-            return self._chunk(c)[k]
         return _dense(self.reader[name], name)
 
-    def span(self, name: str) -> tuple[int, np.dtype, tuple[int, ...]] | None:
-        """``(file offset, dtype, shape)`` when tensor ``name`` is stored raw, little-endian,
-        C-ordered at that offset of the reader's file and reading it needs no check the reader
-        would make first (a zTensor checksum not yet verified): then a framework may build the
+    def span(self, name: str) -> Span | None:
+        """The reader's :meth:`~tenfold.core.reader.BaseReader.span`: ``(file offset, dtype,
+        shape)`` when tensor ``name`` lies raw, little-endian, C-ordered at that offset of the
+        reader's file and reading it needs no check first; then a framework may build the
         tensor straight over the file's bytes. None otherwise (use :meth:`array`)."""
-        r = self.reader
-        if self.fmt == "safetensors":
-            entries, start0 = getattr(r, "_entries", None), getattr(r, "data_start", None)
-            if isinstance(entries, dict) and isinstance(start0, int):  # fast: no record per call
-                from ..formats.safetensors.writer import DTYPES
+        span = getattr(self.reader, "span", None)
+        return None if span is None else span(name)  # type: ignore[no-any-return]
 
-                tag, shape, begin, end = entries[name]
-                if tag in _PACKED_TAGS or tag not in DTYPES:
-                    return None
-                tdt = DTYPES[tag]
-                n = tdt.itemsize
-                for d in shape:
-                    n *= d
-                return (start0 + begin, tdt, tuple(shape)) if end - begin == n else None
-            info = r.info(name)
-            dt = info_dtype(info)
-            if dt is None or info.byte_range is None or info.dtype in _PACKED_TAGS:
-                return None
-            start, end = info.byte_range
-            shape = tuple(info.shape)
-            if end - start != int(np.prod(shape, dtype=np.int64)) * dt.itemsize:
-                return None
-            return start, dt, shape
-        if self.fmt == "ztensor" and type(r).__name__ == "Reader":
-            info = r.info(name)
-            if info.layout != "dense" or info.encoding != "raw" or not info.zero_copy:
-                return None
-            if r.verify_checksums and info.checksum_algo and name not in r._verified:
-                return None
-            return info.offset, info.np_dtype, tuple(info.shape)
-        return None
-
-    def spans(self) -> list[tuple[int, np.dtype, tuple[int, ...]] | None]:
-        """:meth:`span` of every name, in ``names`` order, read from the index in one pass
-        where the format allows (zTensor 0.1.0, safetensors)."""
-        r = self.reader
-        if self.fmt == "ztensor" and type(r).__name__ == "Reader":
-            infos = r._infos
-            check = r.verify_checksums
-            verified = r._verified
-            compact_span = getattr(infos, "compact_span", None)
-            out: list[tuple[int, np.dtype, tuple[int, ...]] | None] = []
-            for n in self.names:
-                if compact_span is not None:  # from the index kernel's record, none built
-                    known, span = compact_span(n)
-                    if known:
-                        out.append(span)
-                        continue
-                i = infos[n]
-                if (
-                    i.layout != "dense"
-                    or i.encoding != "raw"
-                    or not i.zero_copy
-                    or (check and i.checksum_algo and n not in verified)
-                ):
-                    out.append(None)
-                else:
-                    out.append((i.offset, i.np_dtype, i.shape))
-            return out
-        return [self.span(n) for n in self.names]
+    def spans(self) -> list[Span | None]:
+        """:meth:`span` of every name, in ``names`` order (read from the index in one pass
+        where the format allows)."""
+        spans = getattr(self.reader, "spans", None)
+        if spans is None:
+            return [None] * len(self.names)
+        return spans(self.names)  # type: ignore[no-any-return]
 
     def sliced(self, name: str, index: tuple[Any, ...]) -> np.ndarray:
         """``array(name)[index]`` (``index`` from :func:`normalize_index`); a reader that
         reads slices itself (``read(name, index)``) is asked to."""
-        if self._read_index and self.fmt != "fold":
+        if self._read_index:
             self.check(name)
             return np.asarray(_dense(self.reader.read(name, index), name))
-        if self.fmt == "fold":
-            self.check(name)
-            c, k = self._fold_names[name]
-            if c in self._sten and c not in self._fold:  # rows only, as zTensor's slices
-                return self.reader.read_tensor(c, k, index, verify=False)  # type: ignore[no-any-return]
         return np.asarray(self.array(name)[index])
 
     def close(self) -> None:
-        self._fold.clear()
         self.reader.close()
 
 
@@ -391,29 +260,10 @@ def takes_index(reader: Any) -> bool:
 
 
 def info_dtype(info: Any) -> np.dtype | None:
-    for attr in ("np_dtype", "numpy_dtype"):
-        dt = getattr(info, attr, None)
-        if isinstance(dt, np.dtype):
-            return dt
-    extras = getattr(info, "extras", None) or {}
-    text = extras.get("numpy_dtype") if isinstance(extras, dict) else None
-    for cand in (text, getattr(info, "dtype", None)):
-        if not isinstance(cand, str):
-            continue
-        try:
-            return numpy_dtype(cand)
-        except KeyError:
-            pass
-        if cand.isascii() and cand[:1] in "<>|=fiubc":
-            try:
-                return np.dtype(cand)
-            except TypeError:
-                pass
-        from ..formats.safetensors.writer import DTYPES
-
-        if cand in DTYPES:
-            return DTYPES[cand]
-    return None
+    """The NumPy dtype of the array ``read`` gives, from an ``info`` record (its
+    ``np_dtype``: :class:`tenfold.core.reader.TensorInfo`), or None."""
+    dt = getattr(info, "np_dtype", None)
+    return dt if isinstance(dt, np.dtype) else None
 
 
 def _dense(v: Any, name: str) -> Any:
@@ -431,7 +281,7 @@ def _dense(v: Any, name: str) -> Any:
 
 def open_tensors(source: Any, **options: Any) -> Tensors:
     """:class:`Tensors` over ``source`` (a path, or a buffer holding a whole file)."""
-    from .. import registry as formats
+    from .. import registry
 
     if isinstance(source, (str, os.PathLike)) or is_remote(source):
         from .._dispatch import open_any
@@ -439,27 +289,35 @@ def open_tensors(source: Any, **options: Any) -> Tensors:
         reader = open_any(source, dict(options))  # a local file is opened and mapped once
         fmt = _format_of(reader)
     else:
-        info = formats.detect_bytes(bytes(memoryview(source)[: formats.SNIFF_BYTES]))
-        if info is None:
+        fmt = registry.detect_bytes(bytes(memoryview(source)[: registry.SNIFF_BYTES]))
+        if fmt is None:
             raise FormatError("tenfold: <buffer>: unknown format")
-        fmt = info.name
-        reader = formats.module_for(fmt).open(source, **options)
+        if not fmt.tensors:  # refused before it is opened
+            raise _not_tensors(fmt)
+        reader = fmt.open_reader(source, **options)
     try:
-        return Tensors(reader, fmt)
+        if not fmt.tensors:
+            raise _not_tensors(fmt)
+        return Tensors(reader, fmt.name)
     except BaseException:
         reader.close()
         raise
 
 
-def _format_of(reader: Any) -> str:
-    """The name of the format whose module defines ``reader``'s class."""
-    from .. import registry as formats
+def _not_tensors(fmt: Any) -> UnsupportedError:
+    return UnsupportedError(f"tenfold: {fmt.name}: not a tensor file; {fmt.holds}")
+
+
+def _format_of(reader: Any) -> Any:
+    """The registered format whose package defines ``reader``'s class (the sharded index's
+    when none does)."""
+    from .. import registry
 
     mod = type(reader).__module__
-    for info in formats.FORMATS:
-        if mod == info.module or mod.startswith(info.module + "."):
-            return info.name
-    return formats.SHARDED
+    for f in registry.formats():
+        if mod == f.module or mod.startswith(f.module + "."):
+            return f
+    return registry.get(registry.SHARDED)
 
 
 # -- the safetensors API ---------------------------------------------------------------------------
@@ -545,7 +403,7 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         ``metadata`` object (``total_size``...). Values are what the format stores: strings,
         and for WTXT/OINF/zTensor/FOLD/sharded also numbers, lists, objects or null.
         """
-        if self._t.fmt == "safetensors" and not getattr(self._t.reader, "has_metadata", True):
+        if not getattr(self._t.reader, "has_metadata", True):  # safetensors: none at all
             return None
         return self._t.metadata
 
@@ -570,20 +428,21 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         """A lazy handle on tensor ``name``: ``get_shape()``, ``get_dtype()``, and
         ``[...]`` with basic indexing (integers, slices with steps, ``...``)."""
         self._t.check(name)
-        return Slice(self, name)
+        return Slice(self._t, self._convert, name)
 
 
 class Slice:
     """What :meth:`safe_open.get_slice` returns; reading happens in ``__getitem__``."""
 
-    def __init__(self, owner: safe_open, name: str) -> None:
-        self._owner = owner
+    def __init__(self, tensors: Tensors, convert: Any, name: str) -> None:
+        self._t = tensors  # the owner's (a safe_open): the file stays open while it is
+        self._convert = convert
         self._name = name
         self._spec: tuple[np.dtype, tuple[int, ...]] | None = None
 
     def _get_spec(self) -> tuple[np.dtype, tuple[int, ...]]:
         if self._spec is None:
-            self._spec = self._owner._t.spec(self._name)
+            self._spec = self._t.spec(self._name)
         return self._spec
 
     def get_shape(self) -> list[int]:
@@ -604,9 +463,9 @@ class Slice:
         return shape[0]
 
     def __getitem__(self, index: Any) -> Any:
-        owner = self._owner
-        at = getattr(owner._convert, "at", None)
-        span = owner._t.span(self._name) if at is not None else None
+        convert = self._convert
+        at = getattr(convert, "at", None)
+        span = self._t.span(self._name) if at is not None else None
         if span is not None:  # stored raw in a mapped file: index a view of the private map
             idx = normalize_index(index, span[2], what=f"tensor {self._name!r}")
             if all(type(i) is not slice or i.step is None or i.step > 0 for i in idx):
@@ -614,12 +473,12 @@ class Slice:
                 if whole is not None:
                     # bounds within each axis: torch truncates (or misreads) huge ones
                     part = whole[bounded_index(idx, span[2])]
-                    if owner._convert.claim(part):  # else its bytes were handed out: a copy
+                    if convert.claim(part):  # else its bytes were handed out: a copy
                         return part
         shape = self.shape
         idx = normalize_index(index, shape, what=f"tensor {self._name!r}")
-        arr = owner._t.sliced(self._name, idx)
-        return owner._convert(arr)
+        arr = self._t.sliced(self._name, idx)
+        return convert(arr)
 
     def __repr__(self) -> str:
         return f"<tenfold slice {self._name!r} {self.get_dtype()} {self.get_shape()}>"

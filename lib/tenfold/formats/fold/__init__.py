@@ -4,6 +4,8 @@ variant).
 
 * :class:`Reader` / :func:`open` read chunks (zero-copy when stored uncompressed), checking
   CRC-32C first and running Reed-Solomon correction only when it fails;
+* :class:`TensorView` is what :func:`tenfold.open` gives: the arrays of the tensor chunks,
+  named as :func:`load` names them;
 * :class:`Writer` writes chunks as they come, atomically, deterministically;
 * :func:`verify` reports each chunk as ok, repaired or damaged; :func:`repair` writes a
   corrected copy.
@@ -22,6 +24,7 @@ from ...core import alloc
 from ...errors import UnsupportedError, describe
 from ._spec import MAX_CHUNK_SIZE, MAX_INDEX_SIZE
 from .reader import ChunkInfo, FoldWarning, Reader
+from .tensors import TensorView
 from .verify import repair, verify, verify_reader
 from .writer import Writer
 
@@ -29,6 +32,7 @@ Reader.use_verifier(verify_reader)  # Reader.verify(), without reader.py importi
 
 __all__ = [
     "Reader",
+    "TensorView",
     "Writer",
     "ChunkInfo",
     "FoldWarning",

@@ -22,6 +22,7 @@ FORMAT = register(
             "convert_source": "tenfold.formats.fold._convert:source",
             "convert_target": "tenfold.formats.fold._convert:target",
             "metadata": "tenfold.formats.fold._cli:metadata",
+            "reader": "tenfold.formats.fold.tensors:TensorView",  # tenfold.open: the tensors
         },
     )
 )

@@ -8,7 +8,7 @@ on a mismatch, SHA-256, decompression). ``ChunkInfo``, ``ChunkStatus``, ``FoldWa
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -111,14 +111,8 @@ class Reader(ChunkReading, MappedReader, Mapping[str, Any]):
     def names(self) -> list[str]:
         return [c.name for c in self.chunks]
 
-    def __contains__(self, name: object) -> bool:
-        return name in self._by_name
-
-    def __len__(self) -> int:
-        return len(self.chunks)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._by_name)
+    def _keys(self) -> Mapping[str, ChunkInfo]:
+        return self._by_name
 
     def __getitem__(self, name: str) -> Any:
         """The decoded chunk: JSON value, ``dict`` of arrays, or the payload (class doc)."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -83,14 +83,8 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         return self._npz
 
     # -- Mapping ------------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._members)
-
-    def __len__(self) -> int:
-        return len(self._members)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._members
+    def _keys(self) -> Mapping[str, Any]:
+        return self._members
 
     def _member(self, name: str) -> Member:
         if name not in self._members:
@@ -164,6 +158,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
                 "fortran_order": m.fortran,
                 "header_offset": zi.header_offset,
             },
+            m.dtype,
         )
 
     @property

@@ -13,7 +13,7 @@ made up for them.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -145,6 +145,11 @@ class TensorInfo(NamedTuple):
         }
 
     @property
+    def np_dtype(self) -> np.dtype:
+        """The dtype of the array ``reader[name]`` returns (:mod:`tenfold.core.reader`)."""
+        return self.numpy_dtype
+
+    @property
     def numpy_dtype(self) -> np.dtype:
         """The dtype of the array ``reader[name]`` returns."""
         if self.tag in S.PACKED_BITS:
@@ -163,25 +168,6 @@ class MetadataInfo(NamedTuple):
     value_nbytes: int
     value_offset: int
     entry_offset: int
-
-
-class _Tensors(Mapping[str, np.ndarray]):
-    """``Mapping`` of the tensors that have data; values are read on access."""
-
-    def __init__(self, reader: OinfReader) -> None:
-        self._r = reader
-
-    def __getitem__(self, name: str) -> np.ndarray:
-        return self._r.tensor(name)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._r._with_data)
-
-    def __len__(self) -> int:
-        return len(self._r._with_data)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._r._with_data_set
 
 
 class OinfReader(MappedReader, Mapping[str, np.ndarray]):
@@ -211,11 +197,9 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
         t = self._t
         self.version: int = t.header.version
         self._index = {e[0]: i for i, e in enumerate(t.tensors)}
-        self._with_data = [e[0] for e in t.tensors if e[3] & S.HAS_DATA]
-        self._with_data_set = frozenset(self._with_data)
+        self._with_data = dict.fromkeys(e[0] for e in t.tensors if e[3] & S.HAS_DATA)
         self._meta_index = {e[0]: i for i, e in enumerate(t.metadata)}
         self._metadata: dict[str, Any] | None = None
-        self.tensors: Mapping[str, np.ndarray] = _Tensors(self)
 
     # -- tables ----------------------------------------------------------------------------
     @property
@@ -271,14 +255,13 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
     def __getitem__(self, name: str) -> np.ndarray:
         return self.tensor(name)
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._with_data)
+    def _keys(self) -> Mapping[str, None]:
+        return self._with_data
 
-    def __len__(self) -> int:
-        return len(self._with_data)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._with_data_set
+    @property
+    def tensors(self) -> Mapping[str, np.ndarray]:
+        """The tensors that have data: the reader itself (a ``Mapping`` of them)."""
+        return self
 
     def read(
         self, name: str, index: Any = None, *, packed: bool = False, copy: bool = False

@@ -23,13 +23,13 @@ from __future__ import annotations
 import math
 import os
 import pathlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...core.reader import MappedReader, TensorInfo, verify_file
+from ...core.reader import MappedReader, Span, TensorInfo, verify_file
 from ...core.report import ERROR, OK, Report
 from ...core.slicing import plan
 from ...errors import TenfoldError
@@ -97,14 +97,20 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         )
 
     # -- Mapping ------------------------------------------------------------------------------
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+    def _keys(self) -> Mapping[str, Any]:
+        return self._entries
 
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._entries
+    def span(self, name: str) -> Span | None:
+        """Where tensor ``name`` lies in the file (every type but the packed ``F4``): see
+        :mod:`tenfold.core.reader`."""
+        tag, shape, begin, end = self._get(name)
+        dt = DTYPES.get(tag)
+        if tag in PACKED_BITS or dt is None:
+            return None
+        n = dt.itemsize
+        for d in shape:
+            n *= d
+        return Span(self.data_start + begin, dt, tuple(shape)) if end - begin == n else None
 
     def _get(self, name: str) -> tuple[str, tuple[int, ...], int, int]:
         try:
@@ -171,6 +177,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             "raw",
             None,
             {"numpy_dtype": str(DTYPES[tag])},
+            DTYPES[tag],
         )
 
     @property

@@ -296,8 +296,12 @@ class Index(MappedReader, Mapping[str, dict]):
             )
         return self._dataset
 
-    def read(self, key: str) -> dict[str, Any]:
-        """Sample ``key`` as ``{extension: memoryview}`` (zero-copy views of the shard)."""
+    def read(self, key: str, index: Any = None) -> dict[str, Any]:
+        """Sample ``key`` as ``{extension: memoryview}`` (zero-copy views of the shard); a
+        sample is not an array, so ``index`` (the protocol's slice) is refused."""
+        if index is not None:
+            raise UnsupportedError(describe(FMT, f"sample {key!r}", detail="not an array; "
+                                            "read(key) gives the whole sample"))  # fmt: skip
         i = int(self.lookup([key])[0]) if isinstance(key, str) else -1
         if i < 0:
             raise KeyError(key)

@@ -9,7 +9,7 @@ array again (:func:`.codec.decode_array`).
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -100,14 +100,8 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
             a.loader = lambda info, data=data: decode_array(data, info)
 
     # -- the Mapping face (tenfold.core.reader) -----------------------------------------------
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._by_name)
-
-    def __len__(self) -> int:
-        return len(self._by_name)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._by_name
+    def _keys(self) -> Mapping[str, Any]:
+        return self._by_name
 
     def _array_info(self, name: str) -> ArrayInfo:
         try:
@@ -119,7 +113,10 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         """Array ``name``, decoded and checked again (a new owned array on every call), or
         its basic slice ``index`` (of the decoded array: base64 text cannot be read in row
         ranges)."""
-        a = self._array_info(name).array()
+        info = self._array_info(name)
+        if self.closed:  # the text may still be in memory: a closed reader reads nothing
+            raise ValueError(f"{S.FMT}: I/O operation on a closed file")
+        a = info.array()
         if name in self._scalars:
             a = a.reshape(())
         if index is None:
@@ -149,6 +146,7 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
                 "idx": a.idx,
                 "stored_name": a.name,
             },
+            np_dtype=S.DTYPES[a.dtype],
         )
 
     @property

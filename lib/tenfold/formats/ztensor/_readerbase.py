@@ -6,7 +6,7 @@ in the reader's order), ``info`` / ``infos``, the whole file as bytes, and the `
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -24,14 +24,8 @@ class ZtReader(MappedReader):
     _label = "tenfold.ztensor.Reader"
     _infos: Mapping[str, Any]
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._infos)
-
-    def __len__(self) -> int:
-        return len(self._infos)
-
-    def __contains__(self, name: object) -> bool:
-        return name in self._infos
+    def _keys(self) -> Mapping[str, Any]:
+        return self._infos
 
     def __repr__(self) -> str:
         where = self._mf.path or "<buffer>"

@@ -304,6 +304,25 @@ class ObjectInfo:
         ]
         return " ".join(ds) if ds else None
 
+    # -- the fields every format's info record has (tenfold.core.reader.TensorInfo) ------------
+    @property
+    def byte_range(self) -> tuple[int, int] | None:
+        """``(start, end)`` of a one-part object stored in this file (None otherwise)."""
+        if len(self.parts) != 1:
+            return None
+        p = self.main_part
+        return None if p.shard is not None else (p.offset, p.offset + p.length)
+
+    @property
+    def extras(self) -> dict[str, Any]:
+        """The zTensor fields: generation, layout, parts (``as_dict`` form), attributes."""
+        return {
+            "generation": self.generation,
+            "layout": self.layout,
+            "parts": {r: p.as_dict() for r, p in self.parts.items()},
+            "attributes": dict(self.attributes or {}),
+        }
+
     @property
     def zero_copy(self) -> bool:
         """True when reading gives a view of the file (dense, raw, a byte-exact dtype)."""

@@ -15,7 +15,7 @@ a URL or fsspec file is read in range requests (see :mod:`tenfold.core.source`).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ import numpy as np
 from ...core.alloc import empty
 from ...core.bounds import DEFAULT_LIMITS, Budget, Limits, align_up
 from ...core.compression import zstd_content_size, zstd_decompress_into
+from ...core.reader import Span
 from ...core.slicing import plan
 from ...errors import IntegrityError, describe
 from . import _checksum
@@ -120,6 +121,32 @@ class Reader(ZtReader, Mapping[str, Any]):
         """Index record of ``name``: dtype, shape, layout, encoding, offset, size, checksum,
         custom keys (``attrs``) and sparse components."""
         return super().info(name)  # type: ignore[no-any-return]
+
+    # -- what frameworks ask (tenfold.core.reader) ---------------------------------------------
+    def verified(self, name: str) -> bool:
+        """Whether tensor ``name``'s checksum has been checked (and held) by this reader."""
+        return bool(self.info(name).checksum_algo) and name in self._verified
+
+    def span(self, name: str) -> Span | None:
+        """Where dense raw little-endian tensor ``name`` lies in the file, unless its checksum
+        is still to be checked by a whole read (see :mod:`tenfold.core.reader`)."""
+        i = self.info(name)
+        if i.layout != "dense" or i.encoding != "raw" or not i.zero_copy:
+            return None
+        if self.verify_checksums and i.checksum_algo and name not in self._verified:
+            return None
+        return Span(i.offset, i.np_dtype, tuple(i.shape))
+
+    def spans(self, names: Iterable[str]) -> list[Span | None]:
+        """:meth:`span` of each name, from the index kernel's compact records where the
+        tensor has one (no record built)."""
+        infos = self._infos
+        compact_span = infos.compact_span
+        out: list[Span | None] = []
+        for n in names:
+            known, got = compact_span(n)  # a compact record has no checksum to check
+            out.append((None if got is None else Span(*got)) if known else self.span(n))
+        return out
 
     # -- data ---------------------------------------------------------------------------------
     def stored(self, name: str) -> np.ndarray:

@@ -282,11 +282,11 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
             return d[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    def __iter__(self) -> Iterator[str]:
-        return iter(self._names)
-
-    def __len__(self) -> int:
-        return len(self._names)
+    def verified(self, name: str) -> bool:
+        """Whether every digest of object ``name``'s parts has been checked (and held)."""
+        parts = self.info(name).parts
+        keys = [(name, k) for k, p in parts.items() if p.digest is not None]
+        return bool(keys) and all(k in self._verified for k in keys)
 
     @property
     def metadata(self) -> dict[str, Any]:
