@@ -158,6 +158,10 @@ def save_one(
     from .registry import by_suffix, get
 
     fmt = get(format) if format is not None else by_suffix(path)
+    if fmt.dtypes:  # lossless or loud, whatever the format's own writer checks
+        from .capabilities import check_tensors
+
+        check_tensors(fmt.name, tensors)
     if fmt.save_checksum == "pass":
         options["checksum"] = checksum
     elif (

@@ -53,7 +53,6 @@ __all__ = [
     "open_remote",
     "sniff_sharded",
     "FORMATS",
-    "SHARDED",
     "SNIFF_BYTES",
 ]
 
@@ -321,9 +320,6 @@ class _Formats:
 
 
 FORMATS = _Formats()
-
-#: A sharded checkpoint's JSON index (Hugging Face layout; :mod:`tenfold.sharded`).
-SHARDED = "sharded"
 
 #: Bytes read from the start of a file to recognise it.
 SNIFF_BYTES = 512

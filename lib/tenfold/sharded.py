@@ -572,12 +572,12 @@ class ShardedReader(BaseReader):
         """``(format, input)`` of shard ``file`` for its format's ``inspect`` / ``verify``: the
         local path, or an opened remote source (the caller closes it). A shard that is an
         index is refused."""
-        from .registry import SHARDED, detect, get, open_remote
+        from .registry import detect, get, open_remote
 
         if not self._remote:
             full = os.path.join(self._dir, file)
             fmt = detect(full)
-            if fmt == SHARDED:
+            if fmt == FMT:
                 raise _index_shard_error(self.path, file)
             return fmt, full
         url = self._dir + file
@@ -587,10 +587,10 @@ class ShardedReader(BaseReader):
         except FileNotFoundError:
             raise self._missing_remote(file, url) from None
         take = get(fmt).hook("remote_input")  # e.g. WTXT is parsed whole, from its bytes
-        if fmt != SHARDED and get(fmt).tensors and take is None:
+        if fmt != FMT and get(fmt).tensors and take is None:
             return fmt, mf
         try:
-            if fmt == SHARDED:
+            if fmt == FMT:
                 raise _index_shard_error(self.path, file)
             if not get(fmt).tensors:
                 raise UnsupportedError(f"{FMT}: shard {file!r}: a TARIDX index is not a shard")

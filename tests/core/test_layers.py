@@ -73,3 +73,27 @@ def test_the_name_finder_finds_one(tmp_path):
     p = tmp_path / "m.py"
     p.write_text('if fmt == "oinf" or path.endswith((".zt", ".NPZ")):\n    pass\n')
     assert _named_formats(p) == [(1, "oinf"), (1, ".zt"), (1, ".NPZ")]
+
+
+#: modules that are a format's own outside ``tenfold/formats/`` (the sharded index's)
+OWN = {"sharded.py": "sharded", "_sharded_format.py": "sharded"}
+
+
+def _outside_the_formats() -> dict[str, list[tuple[int, str]]]:
+    found = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        rel = path.relative_to(ROOT).as_posix()
+        if rel.startswith("formats/"):
+            continue
+        own = OWN.get(rel)
+        hits = [(n, w) for n, w in _named_formats(path) if w != own]
+        if hits:
+            found[rel] = hits
+    return found
+
+
+def test_no_module_outside_the_format_packages_names_a_format():
+    # issue #22: 62 such names (branches, dict keys, `in` tuples) in convert, interop,
+    # cli, _dispatch and sharded; every question about a format goes to the registry
+    found = _outside_the_formats()
+    assert not found, f"modules naming formats (ask the registry instead): {found}"

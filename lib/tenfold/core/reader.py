@@ -63,6 +63,8 @@ __all__ = [
     "TensorInfo",
     "TensorReader",
     "Span",
+    "CheckedSpan",
+    "CheckedSpan",
     "BaseReader",
     "MappedReader",
     "INFO_FIELDS",
@@ -111,6 +113,20 @@ class TensorInfo:
     np_dtype: np.dtype | None = None
 
 
+class CheckedSpan(NamedTuple):
+    """What a reader would check before giving a tensor stored raw
+    (:meth:`BaseReader.checked_span`): its :class:`Span`, and its stored checksum when one is
+    still to be checked (``algo`` and ``expected`` lowercase hex; ``error(got_hex)`` builds the
+    exception the reader raises on a mismatch; ``done()`` records that it held, as if the
+    reader had checked it), else None."""
+
+    span: Span
+    algo: str | None = None
+    expected: str | None = None
+    error: Callable[[str], BaseException] | None = None
+    done: Callable[[], None] | None = None
+
+
 #: The attributes every ``info(name)`` record has (format records may have more).
 INFO_FIELDS = tuple(f.name for f in dataclasses.fields(TensorInfo))
 
@@ -142,6 +158,7 @@ class TensorReader(Protocol):
     def spans(self, names: Iterable[str]) -> list[Span | None]: ...
     def read_raw(self, name: str) -> np.ndarray: ...
     def verified(self, name: str) -> bool: ...
+    def checked_span(self, name: str) -> CheckedSpan | None: ...
     @property
     def metadata(self) -> Mapping[str, Any]: ...
     def verify(self) -> Any: ...
@@ -217,6 +234,14 @@ class BaseReader(Mapping[str, Any]):
         """:meth:`span` of each of ``names`` (a format may read them from its index in one
         pass)."""
         return [self.span(n) for n in names]
+
+    def checked_span(self, name: str) -> CheckedSpan | None:
+        """Where tensor ``name`` lies raw and the checksum this reader would check before
+        giving it (so that a caller copying the bytes itself, the device staging ring, checks
+        it on the way), or None when the reader must read it. The default: its :meth:`span`,
+        with nothing to check."""
+        span = self.span(name)
+        return None if span is None else CheckedSpan(span)
 
     def verified(self, name: str) -> bool:
         """Whether the stored checksum of ``name`` has been checked and held by this reader

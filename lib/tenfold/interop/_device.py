@@ -26,7 +26,6 @@ import numpy as np
 
 from ..core.dtypes import canonical
 from ..core.mapped import MappedFile
-from ..errors import IntegrityError, describe
 from . import _staging
 from ._staging import Check, Job, Ring, array_reader
 
@@ -189,69 +188,20 @@ def file_source(
     """``(mapped file, offset, dtype, shape, check)`` when tensor ``name`` of ``t`` lies raw,
     little-endian and C-ordered at ``offset`` of a local map (or in-memory buffer) of the
     reader, with the checksum the reader would check before giving it (None: none to
-    check); None when the reader must read it (any other storage)."""
+    check); None when the reader must read it (any other storage). The reader says which
+    (:meth:`tenfold.core.reader.BaseReader.checked_span`)."""
     r = t.reader
-    mf = getattr(r, "_mf", None)
-    if type(mf) is not MappedFile or mf.closed:
+    mf = getattr(r, "file", None)
+    checked_span = getattr(r, "checked_span", None)
+    if type(mf) is not MappedFile or mf.closed or checked_span is None:
         return None
-    if t.fmt == "safetensors":
-        span = t.span(name)
-        return None if span is None else (mf, span[0], span[1], span[2], None)
-    if t.fmt != "ztensor":
+    got = checked_span(name)
+    if got is None:
         return None
-    from ..formats.ztensor.reader import Reader
-    from ..formats.ztensor.v2reader import V2Reader
-
-    if type(r) is Reader:
-        return _zt010(r, mf, name)
-    if isinstance(r, V2Reader):
-        return _zt2(r, mf, name)
-    return None
-
-
-def _zt010(r: Any, mf: MappedFile, name: str) -> Any:
-    info = r.info(name)
-    if not info.zero_copy or info.size != info.nbytes:
-        return None
+    span = got.span
     check = None
-    algo = info.checksum_algo
-    if algo and r.verify_checksums and name not in r._verified:
-        if algo != "crc32c" and algo != "sha256":
-            return None
-        want, at = info.checksum_hex, info.offset
-
-        def error(got: str) -> BaseException:  # what ztensor's _checksum.verify raises
-            return IntegrityError(
-                describe(
-                    "zt", f"tensor {name!r}", offset=at, field=f"{algo} checksum",
-                    expected=want, got=got,
-                )
-            )  # fmt: skip
-
-        check = Check(algo, want, error, lambda: r._verified.add(name))
-    return mf, info.offset, info.np_dtype, tuple(info.shape), check
-
-
-def _zt2(r: Any, mf: MappedFile, name: str) -> Any:
-    plan = r._plans.get(name)
-    if plan is None:  # not a plain dense object (sparse, encoded, sharded...): the reader's
-        return None
-    offset, length, _, dtype, shape, digest = plan
-    if length != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
-        return None
-    check = None
-    if digest is not None and r.verify_checksums and (name, "data") not in r._verified:
-        algo, _, want = digest.partition(":")
-        if algo != "xxh3" and algo != "sha256":
-            return None  # the reader names an unknown algorithm
-
-        def error(got: str) -> BaseException:  # what V2Reader._check_digest raises
-            from ..formats.ztensor._v2spec import reject
-
-            return reject(
-                "digest", f"object {name!r} part 'data'", offset=offset,
-                field=f"{algo} digest", expected=want, got=got,
-            )  # fmt: skip
-
-        check = Check(algo, want, error, lambda: r._verified.add((name, "data")))
-    return mf, offset, dtype, tuple(shape), check
+    if got.algo is not None:
+        if got.algo not in _staging.ALGORITHMS or got.expected is None or got.error is None:
+            return None  # one the ring cannot compute: the reader reads and checks it
+        check = Check(got.algo, got.expected, got.error, got.done)
+    return mf, span.offset, span.dtype, tuple(span.shape), check

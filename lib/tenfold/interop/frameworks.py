@@ -317,7 +317,7 @@ def _format_of(reader: Any) -> Any:
     for f in registry.formats():
         if mod == f.module or mod.startswith(f.module + "."):
             return f
-    return registry.get(registry.SHARDED)
+    return next(f for f in registry.formats() if f.opens_path)  # a multi-file checkpoint
 
 
 # -- the safetensors API ---------------------------------------------------------------------------

@@ -23,7 +23,7 @@ import numpy as np
 from ...core.alloc import empty
 from ...core.bounds import DEFAULT_LIMITS, Budget, Limits, align_up
 from ...core.compression import zstd_content_size, zstd_decompress_into
-from ...core.reader import Span
+from ...core.reader import CheckedSpan, Span
 from ...core.slicing import plan
 from ...errors import IntegrityError, describe
 from . import _checksum
@@ -136,6 +136,32 @@ class Reader(ZtReader, Mapping[str, Any]):
         if self.verify_checksums and i.checksum_algo and name not in self._verified:
             return None
         return Span(i.offset, i.np_dtype, tuple(i.shape))
+
+    def checked_span(self, name: str) -> CheckedSpan | None:
+        """Where dense raw tensor ``name`` lies and the CRC-32C / SHA-256 this reader would
+        check before giving it (None when it must read it: see :mod:`tenfold.core.reader`)."""
+        info = self.info(name)
+        if info.layout != "dense" or info.encoding != "raw" or not info.zero_copy:
+            return None
+        if info.size != info.nbytes:
+            return None
+        span = Span(info.offset, info.np_dtype, tuple(info.shape))
+        algo = info.checksum_algo
+        if not algo or not self.verify_checksums or name in self._verified:
+            return CheckedSpan(span)
+        if algo not in ("crc32c", "sha256"):
+            return None  # the reader names it
+        want, at = info.checksum_hex, info.offset
+
+        def error(got: str) -> BaseException:  # what _checksum.verify raises
+            return IntegrityError(
+                describe(
+                    "zt", f"tensor {name!r}", offset=at, field=f"{algo} checksum",
+                    expected=want, got=got,
+                )
+            )  # fmt: skip
+
+        return CheckedSpan(span, algo, want, error, lambda: self._verified.add(name))
 
     def spans(self, names: Iterable[str]) -> list[Span | None]:
         """:meth:`span` of each name, from the index kernel's compact records where the

@@ -46,6 +46,7 @@ import numpy as np
 from ... import _kernels
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...core.mapped import MappedFile
+from ...core.reader import CheckedSpan, Span
 from ...core.report import Report
 from ...core.slicing import plan
 from ...core.source import open_file
@@ -69,6 +70,7 @@ from ._v2spec import (
     PlanMap,
     ShardInfo,
     check_shard_name,
+    reject,
 )
 from ._v2verify import check_v2
 from .sparse import SparseTensor, to_result
@@ -281,6 +283,30 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
             d.setdefault("_infos", infos)
             return d[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def checked_span(self, name: str) -> CheckedSpan | None:
+        """Where plain dense object ``name`` lies raw and the digest this reader would check
+        before giving it (None when it must read it: see :mod:`tenfold.core.reader`)."""
+        plan = self._plans.get(name)
+        if plan is None:  # not a plain dense object (sparse, encoded, sharded...)
+            return None
+        offset, length, _, dtype, shape, digest = plan
+        if length != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
+            return None
+        span = Span(offset, dtype, tuple(shape))
+        if digest is None or not self.verify_checksums or (name, "data") in self._verified:
+            return CheckedSpan(span)
+        algo, _, want = digest.partition(":")
+        if algo not in ("xxh3", "sha256"):
+            return None  # the reader names an unknown algorithm
+
+        def error(got: str) -> BaseException:  # what the reader's digest check raises
+            return reject(
+                "digest", f"object {name!r} part 'data'", offset=offset,
+                field=f"{algo} digest", expected=want, got=got,
+            )  # fmt: skip
+
+        return CheckedSpan(span, algo, want, error, lambda: self._verified.add((name, "data")))
 
     def verified(self, name: str) -> bool:
         """Whether every digest of object ``name``'s parts has been checked (and held)."""
