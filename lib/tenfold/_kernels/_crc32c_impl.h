@@ -7,7 +7,8 @@
  *   2 "pclmul": the same with four 128-bit accumulators (64 bytes per step);
  *   1 "sse4.2": the crc32 instruction on three interleaved streams, joined by multiplying
  *     the first two by x^(8 * bytes after them) modulo the polynomial;
- *   0 "table": slice-by-8 tables (any CPU, any byte order).
+ *   0 "table": slice-by-8 tables (any CPU, any byte order; the only one off x86-64, or when
+ *     built with -DTF_CRC_PORTABLE).
  *
  * Folding: an accumulator X of 128 bits stands for a polynomial of degree < 128 (reflected:
  * bit 0 of the first byte is the highest degree). Moving it D bits further down the message is
@@ -99,7 +100,7 @@ static uint32_t tf_crc_sw(uint32_t c, const uint8_t *p, size_t n)
     return c;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(TF_CRC_PORTABLE)
 #define TF_CRC_X86 1
 #include <immintrin.h>
 
@@ -335,6 +336,8 @@ static uint32_t tf_crc_raw(int level, uint32_t c, const uint8_t *p, size_t n, ui
 #ifdef TF_CRC_X86
     if (level == 1)
         return tf_crc_hw3(c, p, n);
+#else
+    (void)level;
 #endif
     return tf_crc_sw(c, p, n);
 }
@@ -386,6 +389,7 @@ static void tf_crc_init(void)
     for (k = 1; k < 67; k++)
         tf_crc_x2n[k] = tf_crc_mulmod(tf_crc_x2n[k - 1], tf_crc_x2n[k - 1]);
     tf_crc_best = 0;
+    tf_crc_nt = 0;
 #ifdef TF_CRC_X86
     {
         static const unsigned dist[5] = {128, 256, 384, 512, 2048};
