@@ -24,7 +24,11 @@ reading it has finished. So at most ``buffers`` host buffers exist, none is allo
 and reading, checking and copying to the device overlap.
 
 CRC-32C is computed piece by piece in parallel and the pieces joined with
-:func:`crc32c_combine`; xxh3-64 and SHA-256 need the bytes in order, so a job's pieces are
+:func:`crc32c_combine`. With the compiled ``crc32c`` kernel, a piece whose bytes are readable
+in place (:attr:`Job.source`) is copied into the buffer and checked in one pass with the GIL
+released (``copy_crc32c``); other pieces are read, then checked every :data:`STEP` bytes while
+those are in the CPU's cache (by the ``crc32c`` package when the kernels are not compiled, or
+under ``TENFOLD_PUREPYTHON``). xxh3-64 and SHA-256 need the bytes in order, so a job's pieces are
 hashed in order by whichever worker finished the piece that comes next (no worker waits). A
 job whose bytes are also readable in place (:attr:`Job.source`, e.g. a memory map) has them
 hashed there, so its buffers are not held while one thread works through a large tensor.
@@ -100,7 +104,9 @@ class Job:
     """``nbytes`` to deliver to ``dst`` (whatever the backend's ``copy`` takes), read by
     ``read(out, start)``, which fills the ``uint8`` array ``out`` with the bytes at ``start``
     of the job (it is called from worker threads, for disjoint ranges). ``source``, when
-    given, is the same bytes as a ``uint8`` array (an in-order checksum reads them there)."""
+    given, is the same bytes as a ``uint8`` array: an in-order checksum reads them there, and
+    the pieces of a CRC-32C job are copied from there and checked in one pass (not by
+    ``read``) when the compiled kernel is loaded."""
 
     __slots__ = ("nbytes", "read", "dst", "check", "source")
 
@@ -154,7 +160,8 @@ for _ in range(31):
 
 
 def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
-    """The CRC-32C of ``A + B`` from ``crc1`` of ``A``, ``crc2`` of ``B`` and ``len(B)``.
+    """The CRC-32C of ``A + B`` from ``crc1`` of ``A``, ``crc2`` of ``B`` and ``len(B)``
+    (in Python: the compiled kernel's ``crc32c_combine`` is used when loaded).
 
     >>> import crc32c
     >>> crc32c_combine(crc32c.crc32c(b"12345"), crc32c.crc32c(b"6789"), 4) == 0xE3069283
@@ -174,6 +181,18 @@ def _crc32c(data: np.ndarray, value: int) -> int:
     import crc32c
 
     return int(crc32c.crc32c(data, value))  # type: ignore[arg-type]
+
+
+def crc_kernel() -> Any:
+    """The compiled ``crc32c`` kernel module, or None where the kernels are not in use
+    (``TENFOLD_PUREPYTHON``, or a missing build: reported by :func:`tenfold._kernels.load`);
+    its pure-Python twin is never used on payloads."""
+    from .._kernels import load, pure_python
+
+    if pure_python():
+        return None
+    mod = load("crc32c")
+    return mod if mod.implementation() != "python" else None
 
 
 # -- planning ---------------------------------------------------------------------------------
@@ -331,6 +350,10 @@ class _Run:
                         self.hashes[g] += jobs[p[0]].source is None
         self.unchecked = [i for i, job in enumerate(jobs) if job.check is not None]
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        kernel = crc_kernel() if self.crc else None
+        self.copy_crc = None if kernel is None else kernel.copy_crc32c
+        self.crc_step = _crc32c if kernel is None else kernel.crc32c
+        self.combine = crc32c_combine if kernel is None else kernel.crc32c_combine
 
     # -- the calling thread
     def go(self, sync: bool) -> None:
@@ -420,8 +443,9 @@ class _Run:
                 return None
             parts.sort()
             value = parts[0][2]
+            combine = self.combine
             for _, n, crc in parts[1:]:
-                value = crc32c_combine(value, crc, n)
+                value = combine(value, crc, n)
             return f"{value:08x}"
         o = self.ordered[i]
         with o.lock:  # the last piece is hashed before ``next`` reaches the end
@@ -447,12 +471,16 @@ class _Run:
                 out = buf[off : off + n]
                 parts = self.crc.get(j)
                 if parts is not None:
-                    value, pos = 0, 0
-                    while pos < n:
-                        step = out[pos : pos + STEP]
-                        job.read(step, start + pos)
-                        value = _crc32c(step, value)
-                        pos += step.size
+                    if job.source is not None and self.copy_crc is not None:
+                        # one pass over the bytes, the GIL released
+                        value = self.copy_crc(job.source[start : start + n], out, 0)
+                    else:
+                        value, pos = 0, 0
+                        while pos < n:
+                            step = out[pos : pos + STEP]
+                            job.read(step, start + pos)
+                            value = self.crc_step(step, value)
+                            pos += step.size
                     parts.append((start, n, value))
                     continue
                 job.read(out, start)
