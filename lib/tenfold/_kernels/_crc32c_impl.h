@@ -6,7 +6,7 @@
  *     VPCLMULQDQ, reduced to 128 bits, then to 32 bits with the crc32 instruction;
  *   2 "pclmul": the same with four 128-bit accumulators (64 bytes per step);
  *   1 "sse4.2": the crc32 instruction on three interleaved streams, joined by multiplying
- *     the first two by x^(8 * bytes after them) modulo the polynomial;
+ *     the first two by x^(8 * bytes after them) modulo the polynomial (four table lookups);
  *   0 "table": slice-by-8 tables (any CPU, any byte order; the only one off x86-64, or when
  *     built with -DTF_CRC_PORTABLE).
  *
@@ -105,8 +105,25 @@ static uint32_t tf_crc_sw(uint32_t c, const uint8_t *p, size_t n)
 #include <immintrin.h>
 
 /* -- 1: the crc32 instruction, three streams ------------------------------------------------ */
-#define TF_CRC_BLOCK 4096 /* bytes of each of the three streams per round */
-static uint32_t tf_crc_xblock1, tf_crc_xblock2; /* x^(8 * BLOCK), x^(16 * BLOCK) */
+/* bytes of each of the three streams per round: 16 KiB measured best on a 2-core AMD EPYC
+ * (Zen 4) VM, 28 GB/s in cache (4 KiB: 11.7 GB/s from memory, 16 KiB: 14) */
+#define TF_CRC_BLOCK 16384
+/* multiplication by x^(8 * BLOCK) and x^(16 * BLOCK), one table per byte of the factor */
+static uint32_t tf_crc_shift[2][4][256];
+
+static void tf_crc_shift_init(int which, uint32_t k)
+{
+    int i, v;
+    for (i = 0; i < 4; i++)
+        for (v = 0; v < 256; v++) /* byte i of the register holds x^(8i)..x^(8i+7) */
+            tf_crc_shift[which][i][v] = tf_crc_mulmod((uint32_t)v << (8 * i), k);
+}
+
+static inline uint32_t tf_crc_shifted(int which, uint32_t c)
+{
+    const uint32_t(*t)[256] = tf_crc_shift[which];
+    return t[0][c & 0xff] ^ t[1][(c >> 8) & 0xff] ^ t[2][(c >> 16) & 0xff] ^ t[3][c >> 24];
+}
 
 static inline uint64_t tf_crc_ld64(const uint8_t *p)
 {
@@ -145,13 +162,15 @@ __attribute__((target("sse4.2"))) static uint32_t tf_crc_hw3(uint32_t c, const u
     while (n >= 3 * TF_CRC_BLOCK) {
         uint64_t a = c, b = 0, d = 0;
         size_t i;
-        for (i = 0; i < TF_CRC_BLOCK; i += 8) {
-            a = _mm_crc32_u64(a, tf_crc_ld64(p + i));
-            b = _mm_crc32_u64(b, tf_crc_ld64(p + TF_CRC_BLOCK + i));
-            d = _mm_crc32_u64(d, tf_crc_ld64(p + 2 * TF_CRC_BLOCK + i));
+        for (i = 0; i < TF_CRC_BLOCK; i += 64) {
+            size_t j;
+            for (j = i; j < i + 64; j += 8) {
+                a = _mm_crc32_u64(a, tf_crc_ld64(p + j));
+                b = _mm_crc32_u64(b, tf_crc_ld64(p + TF_CRC_BLOCK + j));
+                d = _mm_crc32_u64(d, tf_crc_ld64(p + 2 * TF_CRC_BLOCK + j));
+            }
         }
-        c = tf_crc_mulmod((uint32_t)a, tf_crc_xblock2) ^ tf_crc_mulmod((uint32_t)b, tf_crc_xblock1) ^
-            (uint32_t)d;
+        c = tf_crc_shifted(1, (uint32_t)a) ^ tf_crc_shifted(0, (uint32_t)b) ^ (uint32_t)d;
         p += 3 * TF_CRC_BLOCK;
         n -= 3 * TF_CRC_BLOCK;
     }
@@ -397,8 +416,8 @@ static void tf_crc_init(void)
             tf_crc_k[k][0] = (uint64_t)tf_crc_xpow(dist[k] + 32) << 1; /* H: x^(D+64) / x^32 */
             tf_crc_k[k][1] = (uint64_t)tf_crc_xpow(dist[k] - 32) << 1; /* L: x^D / x^32 */
         }
-        tf_crc_xblock1 = tf_crc_xpow(8ull * TF_CRC_BLOCK);
-        tf_crc_xblock2 = tf_crc_xpow(16ull * TF_CRC_BLOCK);
+        tf_crc_shift_init(0, tf_crc_xpow(8ull * TF_CRC_BLOCK));
+        tf_crc_shift_init(1, tf_crc_xpow(16ull * TF_CRC_BLOCK));
         __builtin_cpu_init();
         if (__builtin_cpu_supports("sse4.2")) {
             tf_crc_best = 1;
