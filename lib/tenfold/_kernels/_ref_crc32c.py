@@ -7,7 +7,7 @@ when the compiled kernel is not in use).
 
 from __future__ import annotations
 
-from ._cargs import _convert, u64
+from ._cargs import u32, u64
 
 __all__ = ["crc32c", "copy_crc32c", "crc32c_combine", "implementation", "NOGIL_BYTES"]
 
@@ -40,7 +40,7 @@ def _bytes(data: object, what: str, writable: bool = False) -> memoryview:
 
 
 def _u32(value: object, what: str) -> int:
-    return _convert(value, 0, 2**32 - 1, "uint32_t")
+    return u32(value)
 
 
 def implementation() -> str:
