@@ -51,6 +51,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..core import parallel
+from ..core.checksums import crc32c_combine
 
 __all__ = ["Backend", "Check", "Job", "Ring", "crc32c_combine", "ALIGN", "BUFFERS"]
 
@@ -135,48 +136,7 @@ def array_reader(src: np.ndarray) -> Callable[[np.ndarray, int], None]:
     return read
 
 
-# -- CRC-32C of two pieces joined ------------------------------------------------------------
-_POLY = 0x82F63B78  # CRC-32C, reflected
-
-
-def _mulmod(a: int, b: int) -> int:
-    """``a * b`` modulo the CRC polynomial (reflected bit order, x^0 is bit 31)."""
-    m = 1 << 31
-    p = 0
-    while True:
-        if a & m:
-            p ^= b
-            if not a & (m - 1):
-                return p
-        m >>= 1
-        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
-        if not m:
-            return p
-
-
-_X2N = [1 << 30]  # x^(2^k) modulo the polynomial, k = 0..31
-for _ in range(31):
-    _X2N.append(_mulmod(_X2N[-1], _X2N[-1]))
-
-
-def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
-    """The CRC-32C of ``A + B`` from ``crc1`` of ``A``, ``crc2`` of ``B`` and ``len(B)``
-    (in Python: the compiled kernel's ``crc32c_combine`` is used when loaded).
-
-    >>> import crc32c
-    >>> crc32c_combine(crc32c.crc32c(b"12345"), crc32c.crc32c(b"6789"), 4) == 0xE3069283
-    True
-    """
-    p = 1 << 31  # x^0
-    n, k = len2, 3  # x^(8 * len2)
-    while n:
-        if n & 1:
-            p = _mulmod(_X2N[k & 31], p)
-        n >>= 1
-        k += 1
-    return _mulmod(p, crc1) ^ crc2
-
-
+# -- CRC-32C -----------------------------------------------------------------------------------
 def _crc32c(data: np.ndarray, value: int) -> int:
     import crc32c
 
