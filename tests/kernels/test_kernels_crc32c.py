@@ -161,7 +161,7 @@ def test_copy_crc32c_rejects(kernels):
 
 def test_crc32c_implementation_names(kernels):
     assert kernels("crc32c").implementation() in {
-        "python", "table", "sse4.2", "pclmul", "avx512-vpclmul"
+        "python", "table", "sse4.2", "pclmul", "avx2-vpclmul", "avx512-vpclmul"
     }  # fmt: skip
 
 

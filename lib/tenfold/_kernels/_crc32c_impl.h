@@ -2,8 +2,10 @@
  *
  * Four implementations, chosen once at import by what the CPU supports (tf_crc_init):
  *
- *   3 "avx512-vpclmul": four 512-bit accumulators folded over 256 bytes per step with
+ *   4 "avx512-vpclmul": four 512-bit accumulators folded over 256 bytes per step with
  *     VPCLMULQDQ, reduced to 128 bits, then to 32 bits with the crc32 instruction;
+ *   3 "avx2-vpclmul": the same with four 256-bit accumulators (128 bytes per step), for CPUs
+ *     with VPCLMULQDQ but no AVX-512 (AMD Zen 3, Intel Alder Lake);
  *   2 "pclmul": the same with four 128-bit accumulators (64 bytes per step);
  *   1 "sse4.2": the crc32 instruction on three interleaved streams, joined by multiplying
  *     the first two by x^(8 * bytes after them) modulo the polynomial (four table lookups);
@@ -179,12 +181,13 @@ __attribute__((target("sse4.2"))) static uint32_t tf_crc_hw3(uint32_t c, const u
 
 /* -- 2: PCLMULQDQ, four 128-bit accumulators ---------------------------------------------- */
 /* fold constants (H half in the low qword, L half in the high one) for distances in bits */
-static uint64_t tf_crc_k[5][2]; /* D = 128, 256, 384, 512, 2048 */
+static uint64_t tf_crc_k[6][2]; /* D = 128, 256, 384, 512, 2048, 1024 */
 #define TF_K128 0
 #define TF_K256 1
 #define TF_K384 2
 #define TF_K512 3
 #define TF_K2048 4
+#define TF_K1024 5
 
 __attribute__((target("sse4.2,pclmul"))) static inline __m128i tf_crc_fold(__m128i x, __m128i k,
                                                                            __m128i d)
@@ -261,7 +264,77 @@ tf_crc_clmul(uint32_t c, const uint8_t *p, size_t n, uint8_t *dst)
     return tf_crc_finish(x0, p, n, dst);
 }
 
-/* -- 3: VPCLMULQDQ, four 512-bit accumulators ------------------------------------------- */
+/* -- 3: VPCLMULQDQ, four 256-bit accumulators ------------------------------------------- */
+#define TF_CRC_AVX2 "avx2,vpclmulqdq,pclmul,sse4.2"
+
+__attribute__((target(TF_CRC_AVX2))) static inline __m256i tf_crc_fold256(__m256i x, __m256i k,
+                                                                          __m256i d)
+{
+    return _mm256_xor_si256(_mm256_xor_si256(_mm256_clmulepi64_epi128(x, k, 0x00),
+                                             _mm256_clmulepi64_epi128(x, k, 0x11)),
+                            d);
+}
+
+__attribute__((target(TF_CRC_AVX2))) static inline __m256i tf_crc_ld256(const uint8_t *p,
+                                                                        uint8_t *dst, size_t at)
+{
+    __m256i v = _mm256_loadu_si256((const __m256i *)(p + at));
+    if (dst)
+        _mm256_storeu_si256((__m256i *)(dst + at), v);
+    return v;
+}
+
+__attribute__((target(TF_CRC_AVX2))) static uint32_t
+tf_crc_avx2(uint32_t c, const uint8_t *p, size_t n, uint8_t *dst)
+{
+    __m256i y0, y1, y2, y3, k;
+    __m128i x, k1;
+    if (n < 256)
+        return tf_crc_clmul(c, p, n, dst);
+    y0 = _mm256_xor_si256(tf_crc_ld256(p, dst, 0), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)c)));
+    y1 = tf_crc_ld256(p, dst, 32);
+    y2 = tf_crc_ld256(p, dst, 64);
+    y3 = tf_crc_ld256(p, dst, 96);
+    p += 128;
+    n -= 128;
+    if (dst)
+        dst += 128;
+    k = _mm256_broadcastsi128_si256(tf_crc_kv(TF_K1024));
+    while (n >= 128) {
+        y0 = tf_crc_fold256(y0, k, tf_crc_ld256(p, dst, 0));
+        y1 = tf_crc_fold256(y1, k, tf_crc_ld256(p, dst, 32));
+        y2 = tf_crc_fold256(y2, k, tf_crc_ld256(p, dst, 64));
+        y3 = tf_crc_fold256(y3, k, tf_crc_ld256(p, dst, 96));
+        p += 128;
+        n -= 128;
+        if (dst)
+            dst += 128;
+    }
+    k = _mm256_broadcastsi128_si256(tf_crc_kv(TF_K256));
+    y0 = tf_crc_fold256(y0, k, y1);
+    y0 = tf_crc_fold256(y0, k, y2);
+    y0 = tf_crc_fold256(y0, k, y3);
+    while (n >= 32) {
+        y0 = tf_crc_fold256(y0, k, tf_crc_ld256(p, dst, 0));
+        p += 32;
+        n -= 32;
+        if (dst)
+            dst += 32;
+    }
+    /* the two 128-bit lanes of y0 (at bytes 0 and 16) into one */
+    k1 = tf_crc_kv(TF_K128);
+    x = tf_crc_fold(_mm256_castsi256_si128(y0), k1, _mm256_extracti128_si256(y0, 1));
+    while (n >= 16) {
+        x = tf_crc_fold(x, k1, tf_crc_ld(p, dst, 0));
+        p += 16;
+        n -= 16;
+        if (dst)
+            dst += 16;
+    }
+    return tf_crc_finish(x, p, n, dst);
+}
+
+/* -- 4: VPCLMULQDQ, four 512-bit accumulators ------------------------------------------- */
 #define TF_CRC_AVX512 "avx512f,avx512vl,avx512bw,avx512dq,vpclmulqdq,pclmul,sse4.2"
 
 __attribute__((target(TF_CRC_AVX512))) static inline __m512i tf_crc_fold512(__m512i x, __m512i k,
@@ -341,14 +414,19 @@ tf_crc_avx512(uint32_t c, const uint8_t *p, size_t n, uint8_t *dst)
 #endif /* x86-64 */
 
 /* -- dispatch -------------------------------------------------------------------------------- */
-static const char *const tf_crc_names[4] = {"table", "sse4.2", "pclmul", "avx512-vpclmul"};
+static const char *const tf_crc_names[5] = {"table", "sse4.2", "pclmul", "avx2-vpclmul",
+                                            "avx512-vpclmul"};
 
 /* the raw CRC register c (not inverted) over p[0:n]; copies the bytes to dst when dst */
 static uint32_t tf_crc_raw(int level, uint32_t c, const uint8_t *p, size_t n, uint8_t *dst)
 {
 #ifdef TF_CRC_X86
-    if (level >= 2)
-        return level == 3 ? tf_crc_avx512(c, p, n, dst) : tf_crc_clmul(c, p, n, dst);
+    if (level == 4)
+        return tf_crc_avx512(c, p, n, dst);
+    if (level == 3)
+        return tf_crc_avx2(c, p, n, dst);
+    if (level == 2)
+        return tf_crc_clmul(c, p, n, dst);
 #endif
     if (dst)
         memcpy(dst, p, n);
@@ -411,8 +489,8 @@ static void tf_crc_init(void)
     tf_crc_nt = 0;
 #ifdef TF_CRC_X86
     {
-        static const unsigned dist[5] = {128, 256, 384, 512, 2048};
-        for (k = 0; k < 5; k++) {
+        static const unsigned dist[6] = {128, 256, 384, 512, 2048, 1024};
+        for (k = 0; k < 6; k++) {
             tf_crc_k[k][0] = (uint64_t)tf_crc_xpow(dist[k] + 32) << 1; /* H: x^(D+64) / x^32 */
             tf_crc_k[k][1] = (uint64_t)tf_crc_xpow(dist[k] - 32) << 1; /* L: x^D / x^32 */
         }
@@ -423,10 +501,12 @@ static void tf_crc_init(void)
             tf_crc_best = 1;
             if (__builtin_cpu_supports("pclmul")) {
                 tf_crc_best = 2;
-                if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                    __builtin_cpu_supports("vpclmulqdq"))
+                if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("vpclmulqdq"))
                     tf_crc_best = 3;
+                if (tf_crc_best == 3 && __builtin_cpu_supports("avx512f") &&
+                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+                    __builtin_cpu_supports("avx512dq"))
+                    tf_crc_best = 4;
             }
         }
     }

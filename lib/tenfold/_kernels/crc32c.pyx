@@ -1,11 +1,12 @@
 # cython: language_level=3
 """CRC-32C (Castagnoli): checksum, copy-and-checksum in one pass, and the CRC of two joined.
 
-The C is in ``_crc32c_impl.h``: carry-less-multiply folding (AVX-512 VPCLMULQDQ, or PCLMULQDQ)
-where the CPU has it, the SSE4.2 ``crc32`` instruction on three interleaved streams where it
-has only that, slice-by-8 tables anywhere else (any architecture). The best level is chosen
-at import; ``TENFOLD_CRC32C=table|sse4.2|pclmul|avx512-vpclmul`` (read at import) or
-:func:`_force` (tests) lowers it. Every level gives the same values.
+The C is in ``_crc32c_impl.h``: carry-less-multiply folding (VPCLMULQDQ on AVX-512 or AVX2
+registers, or PCLMULQDQ) where the CPU has it, the SSE4.2 ``crc32`` instruction on three
+interleaved streams where it has only that, slice-by-8 tables anywhere else (any
+architecture). The best level is chosen at import; ``TENFOLD_CRC32C`` (read at import:
+``table``, ``sse4.2``, ``pclmul``, ``avx2-vpclmul`` or ``avx512-vpclmul``) or :func:`_force`
+(tests) lowers it. Every level gives the same values.
 
 Calls on more than :data:`NOGIL_BYTES` bytes release the GIL, so threads check in parallel.
 """
@@ -20,7 +21,7 @@ cdef extern from "_crc32c_impl.h":
     int tf_crc_level
     int tf_crc_copy_fused
     int tf_crc_nt
-    const char* const tf_crc_names[4]
+    const char* const tf_crc_names[5]
     void tf_crc_init() noexcept nogil
     uint32_t tf_crc32c(uint32_t value, const uint8_t* p, size_t n) noexcept nogil
     uint32_t tf_copy_crc32c(uint32_t value, const uint8_t* src, uint8_t* dst,
@@ -33,7 +34,7 @@ tf_crc_init()
 NOGIL_BYTES = 1 << 15
 cdef size_t _NOGIL = NOGIL_BYTES
 
-_NAMES = tuple(tf_crc_names[i].decode() for i in range(4))
+_NAMES = tuple(tf_crc_names[i].decode() for i in range(5))
 
 
 def _force(name=None):
@@ -88,8 +89,8 @@ if _env:
 
 
 def implementation():
-    """The implementation in use: ``"avx512-vpclmul"``, ``"pclmul"``, ``"sse4.2"`` or
-    ``"table"``."""
+    """The implementation in use: ``"avx512-vpclmul"``, ``"avx2-vpclmul"``, ``"pclmul"``,
+    ``"sse4.2"`` or ``"table"``."""
     return _NAMES[tf_crc_level]
 
 
