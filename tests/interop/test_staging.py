@@ -302,6 +302,34 @@ def test_a_crc32c_job_in_place_is_copied_and_checked_in_one_pass(device):
     assert dst.tobytes() == src.tobytes()
 
 
+def test_lazy_destinations_are_made_during_the_run(device):
+    """A callable ``dst`` is made on the calling thread just before its bytes' buffer is
+    waited for: the device allocation of a later tensor overlaps the reading of earlier ones."""
+    sources = [np.full(40_000, i + 1, np.uint8) for i in range(3)]  # a generation each
+    events: list[str] = []
+    made: list[np.ndarray] = []
+    jobs = []
+    for i, src in enumerate(sources):
+        inner = array_reader(src)
+
+        def read(out, start, i=i, inner=inner):
+            events.append(f"read {i}")
+            inner(out, start)
+
+        def make(i=i):
+            events.append(f"make {i}")
+            made.append(np.zeros(40_000, np.uint8))
+            return made[-1]
+
+        jobs.append(Job(src.size, read, make))
+    Ring(device, buffers=3, buffer_bytes=40_000, piece=8 << 10).run(jobs, threads=2)
+    assert [d.tobytes() for d in made] == [s.tobytes() for s in sources]
+    assert [j.dst for j in jobs] == made and not any(j.lazy for j in jobs)
+    for i in (1, 2):  # every read of the previous tensor came before this one was made
+        last_read = max(k for k, e in enumerate(events) if e == f"read {i - 1}")
+        assert events.index(f"make {i}") > last_read
+
+
 # -- how many threads -------------------------------------------------------------------------
 def test_threads_come_from_the_cpus_this_process_may_use(monkeypatch):
     monkeypatch.delenv(parallel.THREADS_ENV, raising=False)

@@ -107,9 +107,12 @@ class Job:
     of the job (it is called from worker threads, for disjoint ranges). ``source``, when
     given, is the same bytes as a ``uint8`` array: an in-order checksum reads them there, and
     the pieces of a CRC-32C job are copied from there and checked in one pass (not by
-    ``read``) when the compiled kernel is loaded."""
+    ``read``) when the compiled kernel is loaded. ``dst`` may be a callable making the
+    destination (``lazy``): the run calls it on the calling thread just before waiting for
+    the first buffer holding the job's bytes, so that allocating on the device overlaps the
+    workers' reading; :attr:`dst` is the destination afterwards."""
 
-    __slots__ = ("nbytes", "read", "dst", "check", "source")
+    __slots__ = ("nbytes", "read", "dst", "check", "source", "lazy")
 
     def __init__(
         self,
@@ -124,6 +127,7 @@ class Job:
         self.dst = dst
         self.check = check
         self.source = source
+        self.lazy = callable(dst)
 
 
 def array_reader(src: np.ndarray) -> Callable[[np.ndarray, int], None]:
@@ -330,6 +334,10 @@ class _Run:
             for h in range(min(k - 1, len(gens))):
                 self._submit(h, (base + h) % k)
             for g, gen in enumerate(gens):
+                for j, *_ in gen.segments:  # destinations made now, while the workers read
+                    job = self.jobs[j]
+                    if job.lazy:
+                        job.dst, job.lazy = job.dst(), False
                 self._wait(lambda g=g: self.reads[g] == 0)  # type: ignore[misc]
                 slot = (base + g) % k
                 buf = ring._bufs[slot]
