@@ -197,6 +197,22 @@ def alloc_only(
     return timed(run, repeat, sync)
 
 
+def cold(fn: Callable[[], Any], device: str, repeat: int, sync: Callable[[], None]) -> list[float]:
+    """``fn`` timed with the CUDA caching allocator emptied before each run (as a first load
+    in a process finds it: every device tensor a ``cudaMalloc``)."""
+    times = []
+    for _ in range(repeat):
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        sync()
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+        del out
+    return times
+
+
 def kernel_rates(mib: int, device: str, repeat: int) -> list[dict[str, Any]]:
     """GB/s of the checksum and copy kernels on ``mib`` MiB, split over 1..16 threads (each
     thread one contiguous part; the best of ``repeat``)."""
@@ -578,6 +594,14 @@ def run_cases(
          lambda: host_only(paths["zt"], repeat, verify=False)),
         ("diag: device tensors allocated only (no copy)",
          lambda: alloc_only(paths["safetensors"], device, repeat, sync)),
+        ("diag: cold allocator, device tensors allocated only",
+         lambda: cold(lambda: alloc_only(paths["safetensors"], device, 1, sync), device, repeat,
+                      sync)),
+        ("diag: cold allocator, tenfold .zt crc32c verified",
+         lambda: cold(lambda: tenfold.torch.load_file(paths["zt"], device=device), device,
+                      repeat, sync)),
+        ("diag: cold allocator, safetensors.torch .safetensors",
+         lambda: cold(lambda: _st_load(paths["safetensors"], device), device, repeat, sync)),
     ):  # fmt: skip
         try:
             add(name, diag())
@@ -592,6 +616,12 @@ def run_cases(
             if st:
                 r["x_safetensors"] = st / r["best_s"]
     return rows
+
+
+def _st_load(path: pathlib.Path, device: str) -> Any:
+    from safetensors.torch import load_file
+
+    return load_file(str(path), device=device)
 
 
 def _best(rows: list[dict[str, Any]], prefix: str) -> float | None:
