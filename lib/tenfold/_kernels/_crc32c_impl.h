@@ -22,6 +22,7 @@
  *
  * The constants are computed at import from x^n mod P (tf_crc_xpow), not written out.
  * Copy variants (dst != NULL) store every byte they load to dst: one pass over the source.
+ * No zero-extension casts (_mm256_zextsi128_si256...): older compilers lack them.
  */
 #ifndef TF_CRC32C_IMPL_H
 #define TF_CRC32C_IMPL_H
@@ -291,7 +292,7 @@ tf_crc_avx2(uint32_t c, const uint8_t *p, size_t n, uint8_t *dst)
     __m128i x, k1;
     if (n < 256)
         return tf_crc_clmul(c, p, n, dst);
-    y0 = _mm256_xor_si256(tf_crc_ld256(p, dst, 0), _mm256_zextsi128_si256(_mm_cvtsi32_si128((int)c)));
+    y0 = _mm256_xor_si256(tf_crc_ld256(p, dst, 0), _mm256_set_m128i(_mm_setzero_si128(), _mm_cvtsi32_si128((int)c)));
     y1 = tf_crc_ld256(p, dst, 32);
     y2 = tf_crc_ld256(p, dst, 64);
     y3 = tf_crc_ld256(p, dst, 96);
@@ -364,7 +365,7 @@ tf_crc_avx512(uint32_t c, const uint8_t *p, size_t n, uint8_t *dst)
     __m128i x, k1;
     if (n < 512)
         return tf_crc_clmul(c, p, n, dst);
-    z0 = _mm512_xor_si512(tf_crc_ld512(p, dst, 0), _mm512_zextsi128_si512(_mm_cvtsi32_si128((int)c)));
+    z0 = _mm512_xor_si512(tf_crc_ld512(p, dst, 0), _mm512_inserti32x4(_mm512_setzero_si512(), _mm_cvtsi32_si128((int)c), 0));
     z1 = tf_crc_ld512(p, dst, 64);
     z2 = tf_crc_ld512(p, dst, 128);
     z3 = tf_crc_ld512(p, dst, 192);
