@@ -117,10 +117,14 @@ def test_copy_crc32c_differential(n, src_align, dst_align, value):
                 old = (k._force(level), k._copy_strategy(fused), k._stream_stores(stream))
                 try:
                     got = k.copy_crc32c(data, dst[dst_align : dst_align + n], value)
+                    dst2 = np.zeros(n + 16, np.uint8)  # the per-call hint, not the switch
+                    got2 = k.copy_crc32c(data, dst2[dst_align : dst_align + n], value, stream)
+                    assert k._stream_stores() == stream  # the call put the thread's back
                 finally:
                     k._force(old[0]), k._copy_strategy(old[1]), k._stream_stores(old[2])
-                assert got == want, (level, fused, stream)
+                assert got == want == got2, (level, fused, stream)
                 assert np.array_equal(dst[dst_align : dst_align + n], data)
+                assert np.array_equal(dst2, dst)
                 assert not dst[:dst_align].any() and not dst[dst_align + n :].any()
 
 

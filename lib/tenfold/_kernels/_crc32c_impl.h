@@ -37,7 +37,7 @@ static uint32_t tf_crc_table[8][256];
 static uint32_t tf_crc_x2n[67]; /* x^(2^k) mod P, reflected (bit 31 is x^0) */
 static int tf_crc_best = 0;     /* the best level this CPU runs */
 static int tf_crc_level = 0;    /* the level in use (tests may lower it) */
-static int tf_crc_nt = 0;       /* non-temporal stores in the AVX-512 copy */
+static __thread int tf_crc_nt = 0; /* non-temporal stores in the AVX-512 copy (this thread) */
 
 /* a * b modulo P, reflected representation (bit 31 is the coefficient of x^0) */
 static uint32_t tf_crc_mulmod(uint32_t a, uint32_t b)
@@ -466,6 +466,19 @@ static uint32_t tf_copy_crc32c(uint32_t value, const uint8_t *src, uint8_t *dst,
         n -= take;
     }
     return ~c;
+}
+
+/* tf_copy_crc32c with this thread's non-temporal stores on for the call when stream is set */
+static uint32_t tf_copy_crc32c_nt(uint32_t value, const uint8_t *src, uint8_t *dst, size_t n,
+                                  int stream)
+{
+    int was = tf_crc_nt;
+    uint32_t v;
+    if (stream)
+        tf_crc_nt = 1;
+    v = tf_copy_crc32c(value, src, dst, n);
+    tf_crc_nt = was;
+    return v;
 }
 
 /* tables, constants and the CPU's best level; called once at import */

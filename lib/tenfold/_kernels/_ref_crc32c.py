@@ -57,9 +57,9 @@ def crc32c(data: object, value: int = 0) -> int:
     return c ^ 0xFFFFFFFF
 
 
-def copy_crc32c(src: object, dst: object, value: int = 0) -> int:
+def copy_crc32c(src: object, dst: object, value: int = 0, stream: bool = False) -> int:
     """Copy ``src`` into ``dst`` (the same length, not overlapping) and return their CRC-32C,
-    continuing from ``value``."""
+    continuing from ``value`` (``stream`` is a store hint with no effect here)."""
     s = _bytes(src, "src")
     d = _bytes(dst, "dst", writable=True)
     if len(d) != len(s):

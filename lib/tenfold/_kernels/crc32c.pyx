@@ -26,6 +26,8 @@ cdef extern from "_crc32c_impl.h":
     uint32_t tf_crc32c(uint32_t value, const uint8_t* p, size_t n) noexcept nogil
     uint32_t tf_copy_crc32c(uint32_t value, const uint8_t* src, uint8_t* dst,
                             size_t n) noexcept nogil
+    uint32_t tf_copy_crc32c_nt(uint32_t value, const uint8_t* src, uint8_t* dst,
+                               size_t n, int stream) noexcept nogil
     uint32_t tf_crc_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) noexcept nogil
 
 tf_crc_init()
@@ -70,7 +72,8 @@ def _copy_strategy(fused=None):
 
 def _stream_stores(on=None):
     """Whether the AVX-512 copy stores to 64-byte-aligned destinations bypass the cache
-    (non-temporal stores); sets it when given. Off by default; for benchmarks."""
+    (non-temporal stores) on this thread; sets it when given. Off by default; for benchmarks
+    (a call asks for it with ``copy_crc32c(..., stream=True)``)."""
     global tf_crc_nt
     old = bool(tf_crc_nt)
     if on is not None:
@@ -112,9 +115,12 @@ def crc32c(const uint8_t[::1] data, uint32_t value=0):
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def copy_crc32c(const uint8_t[::1] src, uint8_t[::1] dst, uint32_t value=0):
+def copy_crc32c(const uint8_t[::1] src, uint8_t[::1] dst, uint32_t value=0, bint stream=False):
     """Copy ``src`` into ``dst`` (the same length, not overlapping) and return the CRC-32C of
-    the bytes, continuing from ``value``: one pass over the source."""
+    the bytes, continuing from ``value``: one pass over the source. ``stream=True`` stores to
+    the destination past the CPU caches where the CPU can (AVX-512; for a buffer the CPU does not
+    read again, such as a pinned buffer a device copies from); the bytes are visible to other
+    threads and devices when the call returns."""
     cdef size_t n = src.shape[0]
     cdef uint32_t v = value
     cdef uintptr_t s, d
@@ -128,7 +134,7 @@ def copy_crc32c(const uint8_t[::1] src, uint8_t[::1] dst, uint32_t value=0):
         raise ValueError("copy_crc32c: src and dst overlap")
     if n > _NOGIL:
         with nogil:
-            v = tf_copy_crc32c(v, &src[0], &dst[0], n)
+            v = tf_copy_crc32c_nt(v, &src[0], &dst[0], n, stream)
     else:
         v = tf_copy_crc32c(v, &src[0], &dst[0], n)
     return v

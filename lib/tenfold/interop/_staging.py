@@ -314,7 +314,7 @@ class _Run:
                         self.hashes[g] += jobs[p[0]].source is None
         self.unchecked = [i for i, job in enumerate(jobs) if job.check is not None]
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
-        kernel = crc_kernel() if self.crc else None
+        kernel = crc_kernel()
         self.copy_crc = None if kernel is None else kernel.copy_crc32c
         self.crc_step = _crc32c if kernel is None else kernel.crc32c
         self.combine = crc32c_combine if kernel is None else kernel.crc32c_combine
@@ -440,8 +440,9 @@ class _Run:
                 parts = self.crc.get(j)
                 if parts is not None:
                     if job.source is not None and self.copy_crc is not None:
-                        # one pass over the bytes, the GIL released
-                        value = self.copy_crc(job.source[start : start + n], out, 0)
+                        # one pass over the bytes, the GIL released; the host buffer is read
+                        # by the device's copy, not by the CPU: stored past the caches
+                        value = self.copy_crc(job.source[start : start + n], out, 0, True)
                     else:
                         value, pos = 0, 0
                         while pos < n:
@@ -450,6 +451,9 @@ class _Run:
                             value = self.crc_step(step, value)
                             pos += step.size
                     parts.append((start, n, value))
+                    continue
+                if j not in self.ordered and job.source is not None and self.copy_crc is not None:
+                    self.copy_crc(job.source[start : start + n], out, 0, True)  # as above
                     continue
                 job.read(out, start)
                 if j in self.ordered:
