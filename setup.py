@@ -80,10 +80,13 @@ def extensions():
         sources = [s for s in sources if os.path.splitext(os.path.basename(s))[0] in only]
     # stripped shared objects on Linux (the debug sections are most of each file)
     link = ["-Wl,--strip-debug"] if sys.platform.startswith("linux") else []
+    # C headers beside the .pyx (crc32c's _crc32c_impl.h): a change to one rebuilds the kernels
+    headers = sorted(glob.glob(os.path.join("lib", "tenfold", "_kernels", "*.h")))
     exts = [
         Extension(
             "tenfold._kernels." + os.path.splitext(os.path.basename(src))[0],
             [src],
+            depends=headers,
             include_dirs=[numpy.get_include()],  # ztplan builds arrays with NumPy's C API
             extra_compile_args=["-O3"],
             extra_link_args=link,

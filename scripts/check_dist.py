@@ -2,8 +2,8 @@
 
     python scripts/check_dist.py dist/tenfold-X-....whl dist/tenfold-X.tar.gz
 
-- the sdist has every kernel source a build needs (``.pyx`` with its ``.pxd`` headers and
-  ``.pyi`` stubs) and no generated C or built object;
+- the sdist has every kernel source a build needs (``.pyx`` with its ``.pxd`` and C ``.h``
+  headers and ``.pyi`` stubs) and no generated C or built object;
 - the wheel has every kernel compiled, its stubs and ``py.typed``, no generated C, and its shared
   objects carry no debug sections.
 Prints the sizes; exits 1 naming each problem.
@@ -27,7 +27,8 @@ def check_sdist(path: Path) -> list[str]:
     with tarfile.open(path) as tf:
         names = [PurePosixPath(n) for n in tf.getnames()]
     kernels = {n.name for n in names if n.parent.name == "_kernels"}
-    problems = [f"sdist lacks {n}" for n in sorted(_expected(".pyx", ".pxd", ".pyi") - kernels)]
+    sources = _expected(".pyx", ".pxd", ".h", ".pyi")
+    problems = [f"sdist lacks {n}" for n in sorted(sources - kernels)]
     problems += [f"sdist holds {n}" for n in names if n.suffix in {".c", ".so", ".html"}]
     return problems
 

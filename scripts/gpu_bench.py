@@ -13,8 +13,12 @@ One run, on one machine, with the page cache warm (each file is loaded once unti
 * ``tenfold.torch.load_file(path, device="cuda")`` of the same tensors as ``.safetensors``, as
   zTensor 0.1.0 with a CRC-32C per tensor and as zTensor v2 (xxh3 per tensor), each with
   checksums verified and with ``verify_checksums=False``; and, as diagnostics, the 0.1.0 file
-  read with ``pread`` instead of the memory map, and the host side alone (the staging ring
-  filled and checked with no device copy).
+  read with ``pread`` instead of the memory map, the host side alone (the staging ring
+  filled, checked or not, with no device copy), the device tensors allocated alone, and the
+  staging ring with other buffer, piece and thread settings;
+* the kernels alone (``--kernels-mib`` MiB, 1 GiB by default, split over 1/2/4/8/16 threads):
+  tenfold's CRC-32C, ``copy_crc32c`` into a pinned buffer (stores cached and streamed), a
+  plain NumPy copy, and on one thread the ``crc32c`` package and xxh3-64 for comparison.
 
 The model is llama-like (Qwen2-style q/k/v biases): 16 layers of 12 tensors plus embedding,
 final norm and head, 195 tensors, the hidden size chosen to make ``--gb`` GB in bfloat16. Every
@@ -136,8 +140,9 @@ def copy_limit(total: int, device: str, repeat: int, sync: Callable[[], None]) -
     return timed(lambda: dst.copy_(host, non_blocking=cuda), repeat, sync)
 
 
-def host_only(path: pathlib.Path, repeat: int) -> list[float]:
-    """The staging ring filled from ``path`` and checked, with no device copy (diagnostic)."""
+def host_only(path: pathlib.Path, repeat: int, verify: bool = True) -> list[float]:
+    """The staging ring filled from ``path`` and checked (unless not ``verify``), with no
+    device copy (diagnostic)."""
 
     class NoDevice:
         def alloc(self, n: int) -> tuple[np.ndarray, Any]:
@@ -170,12 +175,96 @@ def host_only(path: pathlib.Path, repeat: int) -> list[float]:
                 mf, off, dtype, shape, check = got
                 nbytes = int(np.prod(shape)) * dtype.itemsize
                 src = mf.u8(off, nbytes, n)
-                jobs.append(_staging.Job(nbytes, _staging.array_reader(src), None, check))
+                check = check if verify else None
+                jobs.append(_staging.Job(nbytes, _staging.array_reader(src), None, check, src))
             ring.run(jobs)
         finally:
             t.close()
 
     return timed(run, repeat, lambda: None)
+
+
+def alloc_only(
+    path: pathlib.Path, device: str, repeat: int, sync: Callable[[], None]
+) -> list[float]:
+    """``torch.empty`` of every tensor of ``path`` on the device, nothing copied (diagnostic:
+    what the load spends allocating before its first copy)."""
+    specs = [(t.shape, t.dtype) for t in tenfold.torch.load_file(path).values()]
+
+    def run() -> Any:
+        return [torch.empty(shape, dtype=dtype, device=device) for shape, dtype in specs]
+
+    return timed(run, repeat, sync)
+
+
+def cold(fn: Callable[[], Any], device: str, repeat: int, sync: Callable[[], None]) -> list[float]:
+    """``fn`` timed with the CUDA caching allocator emptied before each run (as a first load
+    in a process finds it: every device tensor a ``cudaMalloc``)."""
+    times = []
+    for _ in range(repeat):
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+        sync()
+        t0 = time.perf_counter()
+        out = fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+        del out
+    return times
+
+
+def kernel_rates(mib: int, device: str, repeat: int) -> list[dict[str, Any]]:
+    """GB/s of the checksum and copy kernels on ``mib`` MiB, split over 1..16 threads (each
+    thread one contiguous part; the best of ``repeat``)."""
+    import concurrent.futures
+
+    import xxhash
+
+    from tenfold import _kernels
+
+    n = mib << 20
+    src = np.resize(np.random.default_rng(1).integers(0, 256, 1 << 20, dtype=np.uint8), n)
+    pinned = torch.empty(n, dtype=torch.uint8, pin_memory=device.startswith("cuda"))
+    dst = pinned.numpy()
+    dst.fill(1)  # touched: no page faults in the timed runs
+    rows: list[dict[str, Any]] = []
+    k = None if _kernels.pure_python() else _kernels.load("crc32c")
+    if k is not None and k.implementation() == "python":
+        k = None
+
+    def rate(case: str, threads: int, fn: Callable[[int, int], Any]) -> None:
+        bounds = [n * i // threads // 4096 * 4096 for i in range(threads)] + [n]
+        parts = list(zip(bounds[:-1], bounds[1:], strict=True))
+        with concurrent.futures.ThreadPoolExecutor(threads) as pool:
+            times = []
+            for _ in range(repeat):
+                t0 = time.perf_counter()
+                list(pool.map(lambda p: fn(*p), parts))
+                times.append(time.perf_counter() - t0)
+        gbs = n / min(times) / 1e9
+        rows.append({"case": case, "threads": threads, "gb_per_s": gbs, "best_s": min(times)})
+        print(f"  kernel {case}, {threads} threads: {gbs:.1f} GB/s", flush=True)
+
+    import crc32c as pkg
+
+    rate("crc32c package", 1, lambda a, b: pkg.crc32c(src[a:b]))
+    rate("xxh3-64 (xxhash)", 1, lambda a, b: xxhash.xxh3_64_intdigest(src[a:b]))
+    counts = [t for t in (1, 2, 4, 8, 16) if t <= max(1, parallel.threads())] or [1]
+    for t in counts:
+        rate("np.copyto", t, lambda a, b: np.copyto(dst[a:b], src[a:b]))
+    if k is None:
+        return rows
+    for t in counts:
+        rate(f"tenfold crc32c ({k.implementation()})", t, lambda a, b: k.crc32c(src[a:b]))
+    for t in counts:
+        rate("tenfold copy_crc32c", t, lambda a, b: k.copy_crc32c(src[a:b], dst[a:b]))
+    old = k._stream_stores(True)
+    try:
+        rate("tenfold copy_crc32c, streaming stores", counts[-1],
+             lambda a, b: k.copy_crc32c(src[a:b], dst[a:b]))  # fmt: skip
+    finally:
+        k._stream_stores(old)
+    return rows
 
 
 def same_bits(a: dict[str, Any], b: dict[str, Any]) -> bool:
@@ -198,6 +287,10 @@ def main(argv: list[str] | None = None) -> int:
         "--smoke", action="store_true", help="tiny model, CPU, 2 runs: checks the script"
     )
     ap.add_argument("--keep", action="store_true", help="keep the files")
+    ap.add_argument(
+        "--kernels-mib", type=int, default=None,
+        help="buffer of the kernel rates in MiB (default 1024; 16 with --smoke; 0: skip them)",
+    )  # fmt: skip
     ap.add_argument(
         "--check", action="store_true", help="only check correctness on the device (seconds)"
     )
@@ -234,6 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         "TENFOLD_THREADS": os.environ.get(parallel.THREADS_ENV),
         "ring": f"{_staging.BUFFERS} x {_staging.BUFFER_BYTES >> 20} MiB",
         "compiled_kernels_missing": _missing_kernels(),
+        "crc32c": _crc32c_facts(),
         "repeat": repeat,
     }
     try:
@@ -257,12 +351,30 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if not args.keep and args.dir is None:
             shutil.rmtree(where, ignore_errors=True)
-    report = {"facts": facts, "rows": rows, "verdict": verdict(rows)}
+    mib = args.kernels_mib if args.kernels_mib is not None else (16 if args.smoke else 1024)
+    kernels: list[dict[str, Any]] = []
+    if mib > 0:
+        try:
+            kernels = kernel_rates(mib, device, 3 if not args.smoke else 1)
+        except Exception as e:  # noqa: BLE001 - reported; the loads were measured
+            kernels = [{"case": "kernel rates", "error": f"{type(e).__name__}: {e}"}]
+            print(f"  kernel rates: {kernels[0]['error']}", flush=True)
+    report = {"facts": facts, "rows": rows, "kernels": kernels, "verdict": verdict(rows)}
     print_table(rows, facts)
+    print_kernels(kernels)
     print(json.dumps(report["verdict"]), flush=True)
     if args.out:
         pathlib.Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     return 0
+
+
+def _crc32c_facts() -> str:
+    from tenfold.core import checksums
+
+    try:
+        return checksums.crc32c_implementation()
+    except Exception as e:  # noqa: BLE001 - a fact, not a failure
+        return f"{type(e).__name__}: {e}"
 
 
 def _missing_kernels() -> list[str]:
@@ -419,6 +531,14 @@ def build_cases(paths: dict[str, pathlib.Path], device: str) -> list[tuple[str, 
             varied(paths["zt"], BUFFERS=8, BUFFER_BYTES=16 << 20, PIECE=2 << 20),
         ),
         ("diag: tenfold .zt crc32c verified, 8 threads", varied(paths["zt"], threads=8)),
+        ("diag: tenfold .zt crc32c verified, 4 threads", varied(paths["zt"], threads=4)),
+        ("diag: tenfold .zt crc32c verified, piece 1 MiB", varied(paths["zt"], PIECE=1 << 20)),
+        ("diag: tenfold .zt crc32c verified, piece 16 MiB", varied(paths["zt"], PIECE=16 << 20)),
+        (
+            "diag: tenfold .zt crc32c verified, ring 3 x 128 MiB",
+            varied(paths["zt"], BUFFERS=3, BUFFER_BYTES=128 << 20),
+        ),
+        ("diag: tenfold .safetensors, 8 threads", varied(paths["safetensors"], threads=8)),
         ("diag: tenfold .safetensors, pread", varied(paths["safetensors"], READ="pread")),
     ]
 
@@ -467,10 +587,26 @@ def run_cases(
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     del reference
-    try:
-        add("diag: host side only (.zt crc32c, no device copy)", host_only(paths["zt"], repeat))
-    except Exception as e:  # noqa: BLE001
-        add("diag: host side only (.zt crc32c, no device copy)", None, f"{type(e).__name__}: {e}")
+    for name, diag in (
+        ("diag: host side only (.zt crc32c, no device copy)",
+         lambda: host_only(paths["zt"], repeat)),
+        ("diag: host side only (.zt unverified, no device copy)",
+         lambda: host_only(paths["zt"], repeat, verify=False)),
+        ("diag: device tensors allocated only (no copy)",
+         lambda: alloc_only(paths["safetensors"], device, repeat, sync)),
+        ("diag: cold allocator, device tensors allocated only",
+         lambda: cold(lambda: alloc_only(paths["safetensors"], device, 1, sync), device, repeat,
+                      sync)),
+        ("diag: cold allocator, tenfold .zt crc32c verified",
+         lambda: cold(lambda: tenfold.torch.load_file(paths["zt"], device=device), device,
+                      repeat, sync)),
+        ("diag: cold allocator, safetensors.torch .safetensors",
+         lambda: cold(lambda: _st_load(paths["safetensors"], device), device, repeat, sync)),
+    ):  # fmt: skip
+        try:
+            add(name, diag())
+        except Exception as e:  # noqa: BLE001
+            add(name, None, f"{type(e).__name__}: {e}")
     limit = _best(rows, "copy limit")
     st = _best(rows, "safetensors.torch")
     for r in rows:
@@ -480,6 +616,12 @@ def run_cases(
             if st:
                 r["x_safetensors"] = st / r["best_s"]
     return rows
+
+
+def _st_load(path: pathlib.Path, device: str) -> Any:
+    from safetensors.torch import load_file
+
+    return load_file(str(path), device=device)
 
 
 def _best(rows: list[dict[str, Any]], prefix: str) -> float | None:
@@ -529,6 +671,20 @@ def print_table(rows: list[dict[str, Any]], facts: dict[str, Any]) -> None:
         x = f"{r['x_safetensors']:.2f}" if "x_safetensors" in r else ""
         print(f"{r['case']:52} {r['best_s']:8.4f} {r['median_s']:9.4f} {r['gb_per_s']:7.1f} "
               f"{frac:>9} {x:>6}")  # fmt: skip
+
+
+def print_kernels(rows: list[dict[str, Any]]) -> None:
+    if not rows:
+        return
+    print()
+    head = f"{'kernel (one buffer split over threads)':52} {'threads':>7} {'GB/s':>7}"
+    print(head)
+    print("-" * len(head))
+    for r in rows:
+        if "gb_per_s" not in r:
+            print(f"{r['case']:52} {r.get('error', '')}")
+            continue
+        print(f"{r['case']:52} {r['threads']:7d} {r['gb_per_s']:7.1f}")
 
 
 if __name__ == "__main__":

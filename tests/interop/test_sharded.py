@@ -26,7 +26,7 @@ def _model(n: int = 5, size: int = 64) -> dict[str, np.ndarray]:
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "lib"))
+    env = dict(os.environ, PYTHONPATH=str(Path(tenfold.__file__).resolve().parents[1]))
     return subprocess.run([sys.executable, "-m", "tenfold", *args], cwd=cwd, env=env,
                           capture_output=True, text=True, timeout=120)  # fmt: skip
 

@@ -158,6 +158,13 @@ def _many_shards(d: Path, n: int) -> Path:
 def test_thousands_of_shards_under_a_low_descriptor_limit(tmp_path):
     """1,200 shards, 256 descriptors: load, a walk over the reader, verify and inspect close
     shards as they go (the limit is lowered in a child process, not in the test's)."""
+    from tenfold import _kernels
+
+    if _kernels.pure_python() or _kernels.load("fmap").__name__.endswith("_ref_fmap"):
+        pytest.skip(
+            "the pure-Python fmap maps with Python's mmap, which keeps a duplicate descriptor "
+            "per live map before Python 3.13 (trackfd=False): one per shard whose arrays live"
+        )
     p = _many_shards(tmp_path, 1200)
     code = textwrap.dedent(
         f"""
@@ -178,7 +185,8 @@ def test_thousands_of_shards_under_a_low_descriptor_limit(tmp_path):
         print("ok")
         """
     )
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "lib"))
+    # the tenfold this test runs (an installed wheel in CI, with its compiled kernels)
+    env = dict(os.environ, PYTHONPATH=str(Path(tenfold.__file__).resolve().parents[1]))
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                        timeout=300)  # fmt: skip
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-2000:]

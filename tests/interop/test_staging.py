@@ -262,6 +262,74 @@ def test_crc32c_pieces_join_to_the_whole():
         assert crc32c_combine(crc32c.crc32c(a), crc32c.crc32c(b), len(b)) == crc32c.crc32c(data)
 
 
+@pytest.mark.parametrize("kernel", ["compiled", "package"])
+@pytest.mark.parametrize("in_place", [False, True])
+def test_crc32c_jobs_through_the_kernel_and_the_package(device, monkeypatch, kernel, in_place):
+    """The same run with the compiled crc32c kernel and with the ``crc32c`` package (what
+    TENFOLD_PUREPYTHON and a missing build use): same bytes, same verdicts."""
+    if kernel == "compiled" and _staging.crc_kernel() is None:
+        pytest.skip("no compiled crc32c kernel (TENFOLD_PUREPYTHON or no build)")
+    if kernel == "package":
+        monkeypatch.setattr(_staging, "crc_kernel", lambda: None)
+    sources = _sources()
+    checks = [Check("crc32c", _digest("crc32c", s.tobytes()), Mismatch) for s in sources]
+    bad = 8  # 150 001 bytes: several pieces, joined
+    checks[bad] = Check("crc32c", "00000000", lambda got: Mismatch(f"w8 got {got}"))
+    jobs, _ = _jobs(device, sources, checks, in_place=in_place)
+    ring = Ring(device, buffers=3, buffer_bytes=16 << 10, piece=3 << 10)
+    with pytest.raises(Mismatch, match=f"w8 got {_digest('crc32c', sources[bad].tobytes())}"):
+        ring.run(jobs, threads=3)
+    checks[bad] = Check("crc32c", _digest("crc32c", sources[bad].tobytes()), Mismatch)
+    jobs, dsts = _jobs(device, sources, checks, in_place=in_place)
+    ring.run(jobs, threads=3)
+    assert all(d.tobytes() == s.tobytes() for s, d in zip(sources, dsts, strict=True))
+
+
+def test_a_crc32c_job_in_place_is_copied_and_checked_in_one_pass(device):
+    """With the compiled kernel, the pieces of a CRC-32C job whose bytes lie in place are
+    copied from there by ``copy_crc32c`` (GIL released): its ``read`` is never called."""
+    if _staging.crc_kernel() is None:
+        pytest.skip("no compiled crc32c kernel (TENFOLD_PUREPYTHON or no build)")
+    src = np.random.default_rng(9).integers(0, 256, 100_000, dtype=np.uint8)
+    dst = np.zeros_like(src)
+
+    def read(out, start):
+        raise AssertionError("read called for a CRC-32C job with a source")
+
+    check = Check("crc32c", _digest("crc32c", src.tobytes()), Mismatch)
+    ring = Ring(device, buffers=2, buffer_bytes=32 << 10, piece=4 << 10)
+    ring.run([Job(src.size, read, dst, check, src)], threads=2)
+    assert dst.tobytes() == src.tobytes()
+
+
+def test_lazy_destinations_are_made_during_the_run(device):
+    """A callable ``dst`` is made on the calling thread just before its bytes' buffer is
+    waited for: the device allocation of a later tensor overlaps the reading of earlier ones."""
+    sources = [np.full(40_000, i + 1, np.uint8) for i in range(3)]  # a generation each
+    events: list[str] = []
+    made: list[np.ndarray] = []
+    jobs = []
+    for i, src in enumerate(sources):
+        inner = array_reader(src)
+
+        def read(out, start, i=i, inner=inner):
+            events.append(f"read {i}")
+            inner(out, start)
+
+        def make(i=i):
+            events.append(f"make {i}")
+            made.append(np.zeros(40_000, np.uint8))
+            return made[-1]
+
+        jobs.append(Job(src.size, read, make))
+    Ring(device, buffers=3, buffer_bytes=40_000, piece=8 << 10).run(jobs, threads=2)
+    assert [d.tobytes() for d in made] == [s.tobytes() for s in sources]
+    assert [j.dst for j in jobs] == made and not any(j.lazy for j in jobs)
+    for i in (1, 2):  # every read of the previous tensor came before this one was made
+        last_read = max(k for k, e in enumerate(events) if e == f"read {i - 1}")
+        assert events.index(f"make {i}") > last_read
+
+
 # -- how many threads -------------------------------------------------------------------------
 def test_threads_come_from_the_cpus_this_process_may_use(monkeypatch):
     monkeypatch.delenv(parallel.THREADS_ENV, raising=False)

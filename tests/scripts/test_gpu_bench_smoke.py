@@ -11,6 +11,9 @@ from pathlib import Path
 
 import pytest
 
+import tenfold
+
+LIB = str(Path(tenfold.__file__).resolve().parents[1])  # the tenfold under test
 ROOT = Path(__file__).resolve().parents[2]
 
 pytest.importorskip("torch", reason="PyTorch is not installed (extra: tenfold[torch])")
@@ -20,7 +23,7 @@ pytest.importorskip("safetensors", reason="safetensors is not installed (extra: 
 def test_gpu_bench_smoke_runs_every_case(tmp_path):
     out = tmp_path / "bench.json"
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "lib"), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([LIB, *filter(None, [env.get("PYTHONPATH")])])
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gpu_bench.py"), "--smoke", "--out", str(out),
          "--dir", str(tmp_path / "files")],
@@ -29,8 +32,11 @@ def test_gpu_bench_smoke_runs_every_case(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads(out.read_text())
     rows = {r["case"]: r for r in report["rows"]}
-    assert len(rows) == 14
+    assert len(rows) == 24
     assert not [r for r in rows.values() if "error" in r], rows
+    kernels = report["kernels"]  # the kernel rates, each with a speed
+    assert kernels and all(r["gb_per_s"] > 0 for r in kernels), kernels
+    assert {"np.copyto", "crc32c package"} <= {r["case"] for r in kernels}
     assert all(r["best_s"] > 0 for r in rows.values())
     # every tenfold load gave safetensors' bits
     checked = [r for c, r in rows.items() if c.startswith(("tenfold", "diag: tenfold"))]
@@ -45,7 +51,7 @@ def test_gpu_bench_check_passes_on_the_cpu(tmp_path):
     # --check is what scripts/gpu_run.sh runs first on a GPU: every path of the device load
     # against the source bits, corrupt tensors included (here through the ring on the CPU)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "lib"), *filter(None, [env.get("PYTHONPATH")])])
+    env["PYTHONPATH"] = os.pathsep.join([LIB, *filter(None, [env.get("PYTHONPATH")])])
     proc = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gpu_bench.py"), "--check", "--device", "cpu",
          "--dir", str(tmp_path)],

@@ -32,6 +32,11 @@ def cint(value: object) -> int:
     return _convert(value, -(2**31), 2**31 - 1, "int")
 
 
+def u32(value: object) -> int:
+    """``value`` as a C ``uint32_t``."""
+    return _convert(value, 0, 2**32 - 1, "uint32_t")
+
+
 def u64(value: object) -> int:
     """``value`` as a C ``uint64_t``."""
     return _convert(value, 0, 2**64 - 1, "uint64_t")

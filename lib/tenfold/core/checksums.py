@@ -1,36 +1,175 @@
 """CRC-32C, SHA-256 and xxh64 over any buffer, without copying it.
 
-CRC-32C comes from the ``crc32c`` package (SSE4.2 / ARMv8 instructions where present), SHA-256
-from :mod:`hashlib`, xxh64 from ``xxhash``. Large buffers are fed in slices so no call copies a
-payload.
+CRC-32C comes from tenfold's own ``crc32c`` kernel (carry-less-multiply folding, about as fast
+as xxh3; the GIL is released) when the compiled kernels are in use, and from the ``crc32c``
+package (SSE4.2 / ARMv8 instructions) when they are not: under ``TENFOLD_PUREPYTHON=1``, or
+when the build is missing (reported with a :class:`RuntimeWarning`). The kernel's pure-Python
+twin is its test oracle, never used on payloads. SHA-256 comes from :mod:`hashlib`, xxh64 from
+``xxhash``. Large buffers are fed to the package in slices so no call copies a payload.
+
+A buffer of at least :data:`PARALLEL_BYTES` is checked in blocks on several threads (as many
+as :func:`tenfold.core.parallel.threads` allows: the CPUs this process may use, capped by
+``TENFOLD_THREADS``), their CRCs joined with :func:`crc32c_combine`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+import numpy as np
 import xxhash
 
 from .buffers import byte_view as _bytes_view
 
-__all__ = ["crc32c", "sha256", "sha256_hex", "xxh64", "xxh64_hex", "CRC32C_CHECK"]
+__all__ = [
+    "crc32c",
+    "crc32c_combine",
+    "copy_crc32c",
+    "crc32c_implementation",
+    "sha256",
+    "sha256_hex",
+    "xxh64",
+    "xxh64_hex",
+    "CRC32C_CHECK",
+]
 
 #: CRC-32C of ``b"123456789"`` (the catalogue check value).
 CRC32C_CHECK = 0xE3069283
 
 _SLICE = 64 << 20
 
+#: :func:`crc32c` of at least this many bytes runs on several threads.
+PARALLEL_BYTES = 32 << 20
+#: ... each given at least this many bytes.
+_PART_MIN = 8 << 20
 
-def crc32c(data: object, value: int = 0) -> int:
+
+_CRC: dict[bool, tuple[Callable[[memoryview, int], int], str]] = {}
+
+
+def _crc_backend() -> tuple[Callable[[memoryview, int], int], str]:
+    """The CRC-32C function and its name, chosen once per ``TENFOLD_PUREPYTHON`` setting."""
+    from .._kernels import load, pure_python
+
+    pure = pure_python()
+    got = _CRC.get(pure)
+    if got is None:
+        mod = None if pure else load("crc32c")  # a missing build warns there
+        if mod is not None and mod.implementation() != "python":
+            got = (mod.crc32c, f"tenfold kernel ({mod.implementation()})")
+        else:
+            import crc32c as pkg  # here: importing the package costs ~20 ms (importlib.metadata)
+
+            def sliced(mv: memoryview, value: int) -> int:
+                for i in range(0, len(mv), _SLICE):
+                    value = pkg.crc32c(mv[i : i + _SLICE], value)
+                return value
+
+            got = (sliced, "crc32c package")
+        _CRC[pure] = got
+    return got
+
+
+def crc32c(data: object, value: int = 0, *, threads: int | None = None) -> int:
     """CRC-32C (Castagnoli) of ``data``, continuing from ``value``.
+
+    ``threads`` caps the threads a large buffer is checked on (default
+    :func:`tenfold.core.parallel.threads`; ``1`` from code that is already parallel).
 
     >>> hex(crc32c(b"123456789"))
     '0xe3069283'
     """
-    import crc32c as _crc32c  # here: importing the package costs ~20 ms (importlib.metadata)
-
+    fn = _crc_backend()[0]
     mv = _bytes_view(data)
-    for i in range(0, len(mv), _SLICE):
-        value = _crc32c.crc32c(mv[i : i + _SLICE], value)
+    n = len(mv)
+    if n < PARALLEL_BYTES or threads == 1:
+        return fn(mv, value)
+    from . import parallel
+
+    parts = min(parallel.threads() if threads is None else max(1, threads), n // _PART_MIN)
+    if parts < 2:
+        return fn(mv, value)
+    cuts = [n * i // parts for i in range(parts + 1)]
+    with parallel.scoped(parts - 1, "tenfold-crc32c") as pool:
+        rest = [pool.submit(fn, mv[a:b], 0) for a, b in zip(cuts[1:-1], cuts[2:], strict=True)]
+        value = fn(mv[: cuts[1]], value)  # the first block on this thread
+        for fut, a, b in zip(rest, cuts[1:-1], cuts[2:], strict=True):
+            value = crc32c_combine(value, fut.result(), b - a)
     return value
+
+
+def copy_crc32c(src: np.ndarray, dst: np.ndarray, value: int = 0) -> int:
+    """Copy the ``uint8`` array ``src`` into ``dst`` (same size) and return the CRC-32C of
+    the bytes, continuing from ``value``: one pass with the GIL released (the compiled
+    kernel), or a copy then :func:`crc32c` of it. One thread (callers split large inputs).
+    """
+    from .._kernels import load, pure_python
+
+    if not pure_python():
+        mod = load("crc32c")
+        if mod.implementation() != "python":
+            return int(mod.copy_crc32c(src, dst, value))
+    np.copyto(dst, src)
+    return crc32c(dst, value, threads=1)
+
+
+_POLY = 0x82F63B78  # CRC-32C, reflected
+
+
+def _mulmod(a: int, b: int) -> int:
+    """``a * b`` modulo the CRC polynomial (reflected bit order, x^0 is bit 31)."""
+    m = 1 << 31
+    p = 0
+    while True:
+        if a & m:
+            p ^= b
+            if not a & (m - 1):
+                return p
+        m >>= 1
+        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
+        if not m:
+            return p
+
+
+_X2N = [1 << 30]  # x^(2^k) modulo the polynomial, k = 0..66
+for _ in range(66):
+    _X2N.append(_mulmod(_X2N[-1], _X2N[-1]))
+
+
+def _combine_py(crc1: int, crc2: int, len2: int) -> int:
+    p = 1 << 31  # x^0
+    n, k = len2, 3  # x^(8 * len2)
+    while n:
+        if n & 1:
+            p = _mulmod(_X2N[k], p)
+        n >>= 1
+        k += 1
+    return _mulmod(p, crc1) ^ crc2
+
+
+def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32C of ``A + B`` from ``crc1`` of ``A``, ``crc2`` of ``B`` and ``len(B)``
+    (the compiled kernel's when the kernels are in use, else in Python).
+
+    >>> crc32c_combine(crc32c(b"12345"), crc32c(b"6789"), 4) == crc32c(b"123456789")
+    True
+    """
+    from .._kernels import load, pure_python
+
+    if not pure_python():
+        mod = load("crc32c")
+        if mod.implementation() != "python":
+            return int(mod.crc32c_combine(crc1, crc2, len2))
+    return _combine_py(crc1, crc2, len2)
+
+
+def crc32c_implementation() -> str:
+    """What :func:`crc32c` runs: ``"tenfold kernel (<level>)"`` or ``"crc32c package"``.
+
+    >>> crc32c_implementation().startswith(("tenfold kernel", "crc32c package"))
+    True
+    """
+    return _crc_backend()[1]
 
 
 def sha256(data: object) -> bytes:

@@ -34,7 +34,7 @@ __all__ = ["shared", "scoped", "Pool", "submit", "threads", "THREADS_ENV"]
 _lock = threading.Lock()
 _shared: concurrent.futures.ThreadPoolExecutor | None = None
 _shared_pid = -1
-_SHARED_WORKERS = 2
+_SHARED_MIN = 2  # the shared pool never has fewer workers (two tasks may wait on each other)
 
 #: The environment variable that caps :func:`threads` (a positive integer).
 THREADS_ENV = "TENFOLD_THREADS"
@@ -77,7 +77,8 @@ if hasattr(os, "register_at_fork"):
 
 
 def shared() -> concurrent.futures.ThreadPoolExecutor:
-    """The process-wide pool (``2`` workers, ``tenfold-shared-*`` threads)."""
+    """The process-wide pool (``tenfold-shared-*`` threads): :func:`threads` workers, at
+    least 2, counted when it is created."""
     global _shared, _shared_pid
     pid = os.getpid()
     pool = _shared
@@ -86,7 +87,7 @@ def shared() -> concurrent.futures.ThreadPoolExecutor:
     with _lock:
         if _shared is None or _shared_pid != pid:  # first use, or a fork we were not told of
             _shared = concurrent.futures.ThreadPoolExecutor(
-                _SHARED_WORKERS, thread_name_prefix="tenfold-shared"
+                max(_SHARED_MIN, threads()), thread_name_prefix="tenfold-shared"
             )
             _shared_pid = pid
         return _shared

@@ -101,10 +101,13 @@ class DeviceStager:
         out: dict[str, Any] = {}
         jobs: list[Job] = []
         for name in t.names:
-            out[name], job = self._prepare(t, name)
+            out[name], job = self._prepare(t, name, lazy=True)
             if job is not None:
                 jobs.append(job)
         self.ring.run(jobs, sync=True)
+        for name, dst in out.items():
+            if callable(dst):  # allocated during the run (see Job.dst)
+                out[name] = dst()
         return out
 
     def get(self, t: Any, name: str) -> Any:
@@ -127,20 +130,27 @@ class DeviceStager:
         self.ring.release()
 
     # -- jobs
-    def _prepare(self, t: Any, name: str) -> tuple[Any, Job | None]:
+    def _prepare(self, t: Any, name: str, lazy: bool = False) -> tuple[Any, Job | None]:
+        """The device tensor of ``name`` and its job; with ``lazy``, for a tensor the workers
+        read from the file, a callable giving the tensor, made during the run instead."""
         got = file_source(t, name)
         if got is not None:
             mf, offset, dtype, shape, check = got
             tdt = self._torch_dtype(dtype)
             if tdt is not None:
-                dst = self.torch.empty(shape, dtype=tdt, device=self.conv.device)
-                nbytes = dst.numel() * dst.element_size()
+                nbytes = int(np.prod(shape, dtype=np.int64)) * tdt.itemsize
                 if not nbytes:
+                    dst = self.torch.empty(shape, dtype=tdt, device=self.conv.device)
                     return dst, Job(0, _nothing, None, check)
                 src = mf.u8(offset, nbytes, f"tensor {name!r}")
                 read = _file_reader(mf, offset, src, name)
+                made = _Made(self.torch, shape, tdt, self.conv.device)
                 # with pread, an in-order checksum reads the buffer (not the map) too
-                return dst, Job(nbytes, read, _bytes(dst), check, src if READ == "map" else None)
+                job = Job(nbytes, read, made.flat, check, src if READ == "map" else None)
+                if not lazy:
+                    job.dst, job.lazy = made.flat(), False
+                    return made(), job
+                return made, job
         cpu = self.conv.to_cpu(np.asarray(t.array(name)))  # the reader reads, checks, decodes
         return self._from_cpu(cpu)
 
@@ -156,6 +166,26 @@ class DeviceStager:
             return dst, None
         src = _bytes(cpu.contiguous()).numpy()
         return dst, Job(src.size, array_reader(src), _bytes(dst))
+
+
+class _Made:
+    """A device tensor made on first use: ``flat()`` makes it and gives its bytes (what a
+    lazy :class:`Job` is given), ``()`` gives the tensor."""
+
+    __slots__ = ("torch", "shape", "dtype", "device", "tensor")
+
+    def __init__(self, torch: Any, shape: tuple[int, ...], dtype: Any, device: Any) -> None:
+        self.torch, self.shape, self.dtype, self.device = torch, shape, dtype, device
+        self.tensor: Any = None
+
+    def flat(self) -> Any:
+        if self.tensor is None:
+            self.tensor = self.torch.empty(self.shape, dtype=self.dtype, device=self.device)
+        return _bytes(self.tensor)
+
+    def __call__(self) -> Any:
+        self.flat()
+        return self.tensor
 
 
 def _bytes(t: Any) -> Any:

@@ -24,7 +24,11 @@ reading it has finished. So at most ``buffers`` host buffers exist, none is allo
 and reading, checking and copying to the device overlap.
 
 CRC-32C is computed piece by piece in parallel and the pieces joined with
-:func:`crc32c_combine`; xxh3-64 and SHA-256 need the bytes in order, so a job's pieces are
+:func:`crc32c_combine`. With the compiled ``crc32c`` kernel, a piece whose bytes are readable
+in place (:attr:`Job.source`) is copied into the buffer and checked in one pass with the GIL
+released (``copy_crc32c``); other pieces are read, then checked every :data:`STEP` bytes while
+those are in the CPU's cache (by the ``crc32c`` package when the kernels are not compiled, or
+under ``TENFOLD_PUREPYTHON``). xxh3-64 and SHA-256 need the bytes in order, so a job's pieces are
 hashed in order by whichever worker finished the piece that comes next (no worker waits). A
 job whose bytes are also readable in place (:attr:`Job.source`, e.g. a memory map) has them
 hashed there, so its buffers are not held while one thread works through a large tensor.
@@ -47,6 +51,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..core import parallel
+from ..core.checksums import crc32c_combine
 
 __all__ = ["Backend", "Check", "Job", "Ring", "crc32c_combine", "ALIGN", "BUFFERS"]
 
@@ -100,9 +105,14 @@ class Job:
     """``nbytes`` to deliver to ``dst`` (whatever the backend's ``copy`` takes), read by
     ``read(out, start)``, which fills the ``uint8`` array ``out`` with the bytes at ``start``
     of the job (it is called from worker threads, for disjoint ranges). ``source``, when
-    given, is the same bytes as a ``uint8`` array (an in-order checksum reads them there)."""
+    given, is the same bytes as a ``uint8`` array: an in-order checksum reads them there, and
+    the pieces of a CRC-32C job are copied from there and checked in one pass (not by
+    ``read``) when the compiled kernel is loaded. ``dst`` may be a callable making the
+    destination (``lazy``): the run calls it on the calling thread just before waiting for
+    the first buffer holding the job's bytes, so that allocating on the device overlaps the
+    workers' reading; :attr:`dst` is the destination afterwards."""
 
-    __slots__ = ("nbytes", "read", "dst", "check", "source")
+    __slots__ = ("nbytes", "read", "dst", "check", "source", "lazy")
 
     def __init__(
         self,
@@ -117,6 +127,7 @@ class Job:
         self.dst = dst
         self.check = check
         self.source = source
+        self.lazy = callable(dst)
 
 
 def array_reader(src: np.ndarray) -> Callable[[np.ndarray, int], None]:
@@ -129,51 +140,23 @@ def array_reader(src: np.ndarray) -> Callable[[np.ndarray, int], None]:
     return read
 
 
-# -- CRC-32C of two pieces joined ------------------------------------------------------------
-_POLY = 0x82F63B78  # CRC-32C, reflected
-
-
-def _mulmod(a: int, b: int) -> int:
-    """``a * b`` modulo the CRC polynomial (reflected bit order, x^0 is bit 31)."""
-    m = 1 << 31
-    p = 0
-    while True:
-        if a & m:
-            p ^= b
-            if not a & (m - 1):
-                return p
-        m >>= 1
-        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
-        if not m:
-            return p
-
-
-_X2N = [1 << 30]  # x^(2^k) modulo the polynomial, k = 0..31
-for _ in range(31):
-    _X2N.append(_mulmod(_X2N[-1], _X2N[-1]))
-
-
-def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
-    """The CRC-32C of ``A + B`` from ``crc1`` of ``A``, ``crc2`` of ``B`` and ``len(B)``.
-
-    >>> import crc32c
-    >>> crc32c_combine(crc32c.crc32c(b"12345"), crc32c.crc32c(b"6789"), 4) == 0xE3069283
-    True
-    """
-    p = 1 << 31  # x^0
-    n, k = len2, 3  # x^(8 * len2)
-    while n:
-        if n & 1:
-            p = _mulmod(_X2N[k & 31], p)
-        n >>= 1
-        k += 1
-    return _mulmod(p, crc1) ^ crc2
-
-
+# -- CRC-32C -----------------------------------------------------------------------------------
 def _crc32c(data: np.ndarray, value: int) -> int:
     import crc32c
 
     return int(crc32c.crc32c(data, value))  # type: ignore[arg-type]
+
+
+def crc_kernel() -> Any:
+    """The compiled ``crc32c`` kernel module, or None where the kernels are not in use
+    (``TENFOLD_PUREPYTHON``, or a missing build: reported by :func:`tenfold._kernels.load`);
+    its pure-Python twin is never used on payloads."""
+    from .._kernels import load, pure_python
+
+    if pure_python():
+        return None
+    mod = load("crc32c")
+    return mod if mod.implementation() != "python" else None
 
 
 # -- planning ---------------------------------------------------------------------------------
@@ -331,6 +314,10 @@ class _Run:
                         self.hashes[g] += jobs[p[0]].source is None
         self.unchecked = [i for i, job in enumerate(jobs) if job.check is not None]
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
+        kernel = crc_kernel()
+        self.copy_crc = None if kernel is None else kernel.copy_crc32c
+        self.crc_step = _crc32c if kernel is None else kernel.crc32c
+        self.combine = crc32c_combine if kernel is None else kernel.crc32c_combine
 
     # -- the calling thread
     def go(self, sync: bool) -> None:
@@ -347,6 +334,10 @@ class _Run:
             for h in range(min(k - 1, len(gens))):
                 self._submit(h, (base + h) % k)
             for g, gen in enumerate(gens):
+                for j, *_ in gen.segments:  # destinations made now, while the workers read
+                    job = self.jobs[j]
+                    if job.lazy:
+                        job.dst, job.lazy = job.dst(), False
                 self._wait(lambda g=g: self.reads[g] == 0)  # type: ignore[misc]
                 slot = (base + g) % k
                 buf = ring._bufs[slot]
@@ -420,8 +411,9 @@ class _Run:
                 return None
             parts.sort()
             value = parts[0][2]
+            combine = self.combine
             for _, n, crc in parts[1:]:
-                value = crc32c_combine(value, crc, n)
+                value = combine(value, crc, n)
             return f"{value:08x}"
         o = self.ordered[i]
         with o.lock:  # the last piece is hashed before ``next`` reaches the end
@@ -447,13 +439,21 @@ class _Run:
                 out = buf[off : off + n]
                 parts = self.crc.get(j)
                 if parts is not None:
-                    value, pos = 0, 0
-                    while pos < n:
-                        step = out[pos : pos + STEP]
-                        job.read(step, start + pos)
-                        value = _crc32c(step, value)
-                        pos += step.size
+                    if job.source is not None and self.copy_crc is not None:
+                        # one pass over the bytes, the GIL released; the host buffer is read
+                        # by the device's copy, not by the CPU: stored past the caches
+                        value = self.copy_crc(job.source[start : start + n], out, 0, True)
+                    else:
+                        value, pos = 0, 0
+                        while pos < n:
+                            step = out[pos : pos + STEP]
+                            job.read(step, start + pos)
+                            value = self.crc_step(step, value)
+                            pos += step.size
                     parts.append((start, n, value))
+                    continue
+                if j not in self.ordered and job.source is not None and self.copy_crc is not None:
+                    self.copy_crc(job.source[start : start + n], out, 0, True)  # as above
                     continue
                 job.read(out, start)
                 if j in self.ordered:

@@ -96,10 +96,16 @@ def _parity(
     if pool is None or src.size < _PARALLEL_MIN or nblocks < 2:
         rs.encode_blocks(src, nsym, out)
         return out
-    half = nblocks // 2  # split on a block boundary; the kernel releases the GIL
-    fut = pool.submit(rs.encode_blocks, src[half * k :], nsym, out[half * nsym :])
-    rs.encode_blocks(src[: half * k], nsym, out[: half * nsym])
-    fut.result()
+    # parts split on block boundaries, one per thread allowed; the kernel releases the GIL
+    parts = max(2, min(parallel.threads(), nblocks, src.size // (_PARALLEL_MIN // 2)))
+    cuts = [nblocks * i // parts for i in range(parts + 1)]
+    futs = [
+        pool.submit(rs.encode_blocks, src[a * k : b * k], nsym, out[a * nsym : b * nsym])
+        for a, b in zip(cuts[1:-1], cuts[2:], strict=True)
+    ]
+    rs.encode_blocks(src[: cuts[1] * k], nsym, out[: cuts[1] * nsym])
+    for fut in futs:
+        fut.result()
     return out
 
 
@@ -160,7 +166,8 @@ class Writer:
         Key of ``hmac-sha256:`` digests.
     threads
         zstd worker threads (0 = single-threaded, byte-identical to pyfolds; -1 = all cores).
-        RS parity and SHA-256 of large chunks always use two threads.
+        RS parity and SHA-256 of large chunks use the CPUs this process may use (at least two
+        threads; ``TENFOLD_THREADS`` caps them).
     fsync
         fsync the file before the rename (default True).
 
@@ -241,7 +248,10 @@ class Writer:
     def __enter__(self) -> Writer:
         stack = contextlib.ExitStack()
         self._f = stack.enter_context(atomic_write(self.path, fsync=self._fsync))
-        self._pool = stack.enter_context(parallel.scoped(2, "tenfold-fold-write"))
+        # checksums of a large chunk side by side, RS parity in parts: one thread per CPU
+        # this process may use (parallel.threads), at least two
+        workers = max(2, parallel.threads())
+        self._pool = stack.enter_context(parallel.scoped(workers, "tenfold-fold-write"))
         self._stack = stack
         self._f.write(HEADER.pack(MAGIC, HEADER_LEN, 0, 0))
         return self

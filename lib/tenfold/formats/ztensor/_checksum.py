@@ -91,11 +91,16 @@ def check_algorithm(algo: object) -> str | None:
     return algo  # type: ignore[return-value]
 
 
+def mismatch(algo: str, expected_hex: str, got_hex: str, what: str, offset: int) -> IntegrityError:
+    """The error of a checksum that does not match."""
+    return IntegrityError(
+        describe(
+            FMT, what, offset=offset, field=f"{algo} checksum", expected=expected_hex, got=got_hex
+        )
+    )
+
+
 def verify(algo: str, expected_hex: str, data: object, what: str, offset: int) -> None:
     got = compute(algo, data)
     if got != expected_hex:
-        raise IntegrityError(
-            describe(
-                FMT, what, offset=offset, field=f"{algo} checksum", expected=expected_hex, got=got
-            )
-        )
+        raise mismatch(algo, expected_hex, got, what, offset)

@@ -3,7 +3,8 @@
 Opening parses and validates the whole index and nothing else. Little-endian raw dense tensors
 are returned as read-only views of the map (no copy, no read until a page is touched); zstd and
 big-endian tensors are decoded into owned arrays; ``copy=True`` gives owned arrays everywhere,
-read with one ``pread`` per tensor straight into the result. A tensor with a checksum is
+read with one ``pread`` per tensor straight into the result (``read_all(copy=True)``: copied
+and checked on several threads, a CRC-32C while copying). A tensor with a checksum is
 verified the first time it is read whole (pass ``verify_checksums=False`` to skip).
 
 ``read(name, index)`` reads a basic slice: of a raw little-endian dense tensor only the rows
@@ -35,6 +36,10 @@ from .sparse import SparseTensor, check_coo, check_csr, to_result
 __all__ = ["Reader"]
 
 _MAX_PREAD = 1 << 30
+#: read_all(copy=True) copies and checks tensors in blocks of this size, on several threads
+#: when they add up to at least _FILL_PARALLEL bytes.
+_FILL_BLOCK = 16 << 20
+_FILL_PARALLEL = 16 << 20
 
 
 class Reader(ZtReader, Mapping[str, Any]):
@@ -264,9 +269,11 @@ class Reader(ZtReader, Mapping[str, Any]):
         """Every tensor, in file order.
 
         With ``copy=True`` the little-endian raw dense tensors are read into one allocation
-        (each 64-byte aligned in it; one ``pread`` per tensor straight from the page cache),
-        which avoids a page-fault storm of many small allocations: the arrays are writable
-        views of that shared buffer, which lives as long as any of them.
+        (each 64-byte aligned in it), which avoids a page-fault storm of many small
+        allocations: the arrays are writable views of that shared buffer, which lives as long
+        as any of them. They are copied in 16 MiB blocks on the threads
+        :func:`tenfold.core.parallel.threads` allows, a CRC-32C computed while copying (one
+        pass over the bytes), other blocks with ``pread``; errors are raised in file order.
         """
         copy = self.copy if copy is None else copy
         if self._mf.remote:
@@ -282,23 +289,86 @@ class Reader(ZtReader, Mapping[str, Any]):
             what="tensors read with copy=True",
             budget=budget,
         )
-        out: dict[str, Any] = {}
+        places: dict[str, np.ndarray] = {}
         pos = 0
-        for info in self._infos.values():
+        for info in direct:
+            places[info.name] = slab[pos : pos + info.size]
+            pos += align_up(info.size, ALIGN)
+        failed = self._fill(direct, places)
+        out: dict[str, Any] = {}
+        for info in self._infos.values():  # errors in file order, as one by one
             if not info.zero_copy:
                 out[info.name] = self.read(info.name, copy=True, budget=budget)
                 continue
-            dst = slab[pos : pos + info.size]
-            pos += align_up(info.size, ALIGN)
-            self._copy_into(info.offset, info.size, dst)
-            if self.verify_checksums and info.checksum_algo and info.name not in self._verified:
-                assert info.checksum_hex is not None
-                _checksum.verify(
-                    info.checksum_algo, info.checksum_hex, dst, f"tensor {info.name!r}", info.offset
-                )
-                self._verified.add(info.name)
-            out[info.name] = dst.view(info.np_dtype).reshape(info.shape)
+            if info.name in failed:
+                raise failed[info.name]
+            out[info.name] = places[info.name].view(info.np_dtype).reshape(info.shape)
         return out
+
+    def _fill(
+        self, infos: list[TensorInfo], places: dict[str, np.ndarray]
+    ) -> dict[str, IntegrityError]:
+        """Copy the raw tensors ``infos`` into ``places`` and check their checksums, in
+        parallel over tensors and over blocks of large ones (threads from
+        :func:`tenfold.core.parallel.threads`). A CRC-32C is computed while copying (one pass,
+        the block CRCs joined); SHA-256 hashes the copy. Returns the mismatches by name (the
+        matches are marked verified)."""
+        from ..core import checksums, parallel
+
+        block = _FILL_BLOCK
+        check = {
+            i.name
+            for i in infos
+            if self.verify_checksums and i.checksum_algo and i.name not in self._verified
+        }
+        tasks: list[tuple[TensorInfo, int, int]] = []
+        for info in infos:
+            tasks += [(info, a, min(block, info.size - a)) for a in range(0, info.size, block)]
+        crcs: dict[str, dict[int, int]] = {i.name: {} for i in infos}
+
+        def copy(task: tuple[TensorInfo, int, int]) -> None:
+            info, start, n = task
+            dst = places[info.name][start : start + n]
+            if info.name in check and info.checksum_algo == "crc32c":
+                src = self._mf.u8(info.offset + start, n, f"tensor {info.name!r}")
+                crcs[info.name][start] = checksums.copy_crc32c(src, dst)
+            else:
+                self._copy_into(info.offset + start, n, dst)
+
+        def sha(info: TensorInfo) -> str:
+            return checksums.sha256_hex(places[info.name])
+
+        hashed = [i for i in infos if i.name in check and i.checksum_algo == "sha256"]
+        total = sum(i.size for i in infos)
+        workers = min(parallel.threads(), len(tasks)) if total >= _FILL_PARALLEL else 1
+        if workers > 1:
+            with parallel.scoped(workers, "tenfold-zt-read") as pool:
+                for _ in pool.map(copy, tasks):
+                    pass
+                digests = dict(zip([i.name for i in hashed], pool.map(sha, hashed), strict=True))
+        else:
+            for task in tasks:
+                copy(task)
+            digests = {i.name: sha(i) for i in hashed}
+        failed: dict[str, IntegrityError] = {}
+        for info in infos:
+            if info.name not in check:
+                continue
+            assert info.checksum_algo is not None and info.checksum_hex is not None
+            if info.checksum_algo == "crc32c":
+                value = 0
+                for start, crc in sorted(crcs[info.name].items()):
+                    value = checksums.crc32c_combine(value, crc, min(block, info.size - start))
+                got = f"{value:08x}"
+            else:
+                got = digests[info.name]
+            if got == info.checksum_hex:
+                self._verified.add(info.name)
+            else:
+                failed[info.name] = _checksum.mismatch(
+                    info.checksum_algo, info.checksum_hex, got, f"tensor {info.name!r}", info.offset
+                )
+        return failed
 
     def _check_sum(self, info: TensorInfo) -> None:
         assert info.checksum_algo is not None and info.checksum_hex is not None

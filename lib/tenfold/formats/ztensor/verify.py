@@ -63,6 +63,42 @@ def check_dense(reader: Reader, info: TensorInfo) -> None:
             pass
 
 
+def _check_one(reader: Reader, info: TensorInfo) -> TenfoldError | None:
+    try:
+        if info.layout == "dense":
+            check_dense(reader, info)
+        else:  # reading decodes completely (sparse structure) and checks the sum
+            reader.read(info.name, copy=False)
+    except TenfoldError as exc:
+        return exc
+    return None
+
+
+#: Below this many bytes in all, tensors are checked on the calling thread alone.
+_PARALLEL_MIN = 4 << 20
+
+
+def _check_all(reader: Reader, infos: list[TensorInfo]) -> list[TenfoldError | None]:
+    """What checking each of ``infos`` found, in order. Tensors are checked side by side on
+    the threads :func:`tenfold.core.parallel.threads` allows, except large ones, checked one
+    at a time on this thread meanwhile (their checksum runs on several threads itself)."""
+    from ..core import checksums, parallel
+
+    out: list[TenfoldError | None] = [None] * len(infos)
+    big = [k for k, i in enumerate(infos) if i.size >= checksums.PARALLEL_BYTES]
+    small = [k for k, i in enumerate(infos) if i.size < checksums.PARALLEL_BYTES]
+    workers = min(parallel.threads(), len(small))
+    if workers < 2 or sum(infos[k].size for k in small) < _PARALLEL_MIN:
+        return [_check_one(reader, i) for i in infos]
+    with parallel.scoped(workers, "tenfold-zt-verify") as pool:
+        futures = {k: pool.submit(_check_one, reader, infos[k]) for k in small}
+        for k in big:
+            out[k] = _check_one(reader, infos[k])
+        for k, fut in futures.items():
+            out[k] = fut.result()
+    return out
+
+
 def check_reader(reader: Reader, report: Report) -> Report:
     """Run every content check on an open reader, adding findings to ``report``."""
     reader._verified.clear()  # check every sum again, even ones already checked
@@ -71,13 +107,10 @@ def check_reader(reader: Reader, report: Report) -> Report:
     # the 0.1.0 index (CBOR) carries no checksum of its own: say what an OK covers
     report.summary["index"] = "no checksum in zTensor 0.1.0: OK covers the tensors' own checksums"
     covered: list[tuple[int, int]] = [(0, 8)]
-    for info in reader.infos():
+    infos = list(reader.infos())
+    for info, exc in zip(infos, _check_all(reader, infos), strict=True):
         obj = f"tensor {info.name!r}"
-        try:
-            if info.layout == "dense":
-                check_dense(reader, info)
-            else:  # reading decodes completely (sparse structure) and checks the sum
-                reader.read(info.name, copy=False)
+        if exc is None:
             note = info.checksum_algo or "no checksum"
             if not info.checksum_algo:
                 report.unverified.append(info.name)
@@ -87,7 +120,7 @@ def check_reader(reader: Reader, report: Report) -> Report:
                 f"{info.dtype} {list(info.shape)} {info.layout} {info.encoding}, {note}",
                 offset=info.offset,
             )
-        except TenfoldError as exc:
+        else:
             report.add_error(exc, obj, offset=info.offset)
         covered.append((info.offset, info.offset + info.size))
         covered += [(b.offset, b.offset + b.size) for b in info.components.values()]

@@ -1,0 +1,94 @@
+"""zTensor 0.1.0 ``read_all(copy=True)``: tensors copied and checked in parallel, over tensors
+and over 16 MiB blocks of large ones (CRC-32C computed while copying, the block CRCs joined),
+with the same results and errors as reading them one by one."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+
+from tenfold import ztensor
+from tenfold.core import checksums, parallel
+from tenfold.errors import IntegrityError
+from tenfold.ztensor import reader as zt_reader
+from tenfold.ztensor.reader import Reader
+
+BIG = (zt_reader._FILL_BLOCK * 2 + 12345) // 4  # float32 elements: three blocks
+
+
+def _model():
+    rng = np.random.default_rng(28)
+    return {
+        "big": rng.standard_normal(BIG).astype(np.float32),
+        "sha": rng.standard_normal((300, 7)).astype(np.float64),
+        "zstd": np.arange(1000, dtype=np.int32),
+        "empty": np.zeros((0, 3), np.float16),
+        "small": np.arange(5, dtype=np.uint8),
+    }
+
+
+def _save(path, model):
+    with ztensor.Writer(path) as w:
+        w.add("big", model["big"], checksum="crc32c")
+        w.add("sha", model["sha"], checksum="sha256")
+        w.add("zstd", model["zstd"], encoding="zstd", checksum="crc32c")
+        w.add("empty", model["empty"], checksum="crc32c")
+        w.add("small", model["small"], checksum="crc32c")
+
+
+@pytest.fixture
+def three_threads(monkeypatch):
+    monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2})
+    monkeypatch.delenv(parallel.THREADS_ENV, raising=False)
+
+
+def test_read_all_copy_checks_on_several_threads_in_one_pass(tmp_path, monkeypatch, three_threads):
+    path = tmp_path / "m.zt"
+    model = _model()
+    _save(path, model)
+    seen: list[str] = []
+    fused = checksums.copy_crc32c
+
+    def spy(src, dst, value=0):
+        seen.append(threading.current_thread().name)
+        return fused(src, dst, value)
+
+    monkeypatch.setattr(checksums, "copy_crc32c", spy)
+    with Reader(path) as r:
+        got = r.read_all(copy=True)
+        assert {"big", "sha", "small"} <= r._verified
+    for name, a in model.items():
+        assert got[name].dtype == a.dtype and np.array_equal(got[name], a), name
+        assert got[name].flags.writeable
+    assert len(seen) == 4  # big's three blocks and small, copied and checked together
+    assert all(n.startswith("tenfold-zt-read") for n in seen) and len(set(seen)) > 1
+
+
+@pytest.mark.parametrize("where", ["big-first-block", "big-last-block", "sha", "small"])
+@pytest.mark.parametrize("threads", ["1", "3"])
+def test_a_corrupt_tensor_raises_what_a_single_read_raises(tmp_path, monkeypatch, where, threads):
+    monkeypatch.setenv(parallel.THREADS_ENV, threads)
+    path = tmp_path / "m.zt"
+    model = _model()
+    _save(path, model)
+    name = where.split("-")[0]
+    with Reader(path) as r:
+        info = r.info(name)
+        at = info.offset + (info.size - 3 if where == "big-last-block" else 1)
+    raw = bytearray(path.read_bytes())
+    raw[at] ^= 0x10
+    path.write_bytes(bytes(raw))
+    with Reader(path) as r, pytest.raises(IntegrityError) as one:
+        r.read(name, copy=True)
+    with Reader(path) as r:
+        with pytest.raises(IntegrityError) as every:
+            r.read_all(copy=True)
+        assert name not in r._verified
+    assert str(every.value) == str(one.value)
+    assert f"tensor {name!r}" in str(every.value)
+    # unverified, the bytes come through as they are
+    with Reader(path, verify_checksums=False) as r:
+        got = r.read_all(copy=True)
+    assert got[name].tobytes() != np.ascontiguousarray(model[name]).tobytes()
