@@ -51,6 +51,27 @@ def real_name(fullname: str) -> str | None:
     return None
 
 
+class _Package(ModuleType):
+    """A real package whose submodule is imported again under its public name: the import
+    system then binds the submodule on the package (``setattr(package, "verify", module)``),
+    which would hide a function of the same name (``tenfold.ztensor.verify``, the function,
+    beside ``tenfold.ztensor.verify``, the module). A submodule never replaces an attribute
+    that is not a module."""
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        old = self.__dict__.get(name)
+        if isinstance(value, ModuleType) and old is not None and not isinstance(old, ModuleType):
+            return
+        super().__setattr__(name, value)
+
+
+def _guard(module: ModuleType) -> None:
+    """Make ``module``'s package a :class:`_Package` (its ``__class__``, as PEP 549 allows)."""
+    parent = sys.modules.get(module.__name__.rpartition(".")[0])
+    if parent is not None and type(parent) is ModuleType:
+        parent.__class__ = _Package
+
+
 class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
     """First on ``sys.meta_path``, so that the path finder never loads a public name's
     submodule a second time under that name."""
@@ -67,6 +88,7 @@ class _Finder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         real = real_name(spec.name)
         assert real is not None
         module = importlib.import_module(real)
+        _guard(module)  # the import system binds it on the package next
         self._specs[id(module)] = module.__spec__  # the import system sets the alias's spec
         return module
 

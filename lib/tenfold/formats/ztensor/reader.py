@@ -313,7 +313,7 @@ class Reader(ZtReader, Mapping[str, Any]):
         :func:`tenfold.core.parallel.threads`). A CRC-32C is computed while copying (one pass,
         the block CRCs joined); SHA-256 hashes the copy. Returns the mismatches by name (the
         matches are marked verified)."""
-        from ..core import checksums, parallel
+        from ...core import checksums, parallel
 
         block = _FILL_BLOCK
         check = {

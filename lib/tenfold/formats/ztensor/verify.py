@@ -82,7 +82,7 @@ def _check_all(reader: Reader, infos: list[TensorInfo]) -> list[TenfoldError | N
     """What checking each of ``infos`` found, in order. Tensors are checked side by side on
     the threads :func:`tenfold.core.parallel.threads` allows, except large ones, checked one
     at a time on this thread meanwhile (their checksum runs on several threads itself)."""
-    from ..core import checksums, parallel
+    from ...core import checksums, parallel
 
     out: list[TenfoldError | None] = [None] * len(infos)
     big = [k for k, i in enumerate(infos) if i.size >= checksums.PARALLEL_BYTES]
