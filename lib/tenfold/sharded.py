@@ -53,7 +53,7 @@ from typing import Any
 
 from ._dispatch import open_any, save_one
 from .core import links
-from .errors import FormatError, TenfoldError, UnsupportedError, describe
+from .errors import FormatError, TenfoldError, describe, factory
 from .tensor_source import Source
 
 __all__ = [
@@ -72,6 +72,7 @@ __all__ = [
 ]
 
 FMT = "sharded"
+E = factory(FMT)
 INDEX_SUFFIX = ".index.json"
 #: Largest index file read (Hub indexes of the largest models are a few MiB).
 MAX_INDEX_BYTES = 64 << 20
@@ -591,7 +592,7 @@ class ShardedReader(Mapping[str, Any]):
             if fmt == SHARDED:
                 raise _index_shard_error(self.path, file)
             if fmt == "taridx":
-                raise UnsupportedError(f"{FMT}: shard {file!r}: a TARIDX index is not a shard")
+                raise E.unsupported(f"shard {file!r}", detail="a TARIDX index is not a shard")
             return fmt, mf.u8(0, int(mf.size), "the whole object")  # WTXT is parsed whole
         finally:
             mf.close()
@@ -698,9 +699,7 @@ def open(path: Any, **options: Any) -> ShardedReader:  # noqa: A001
             path.close()
         return ShardedReader(path.path, _fetched=data, **options)
     if not isinstance(path, (str, os.PathLike)):
-        raise UnsupportedError(
-            f"{FMT}: an index must be opened from a path (its shards lie beside it)"
-        )
+        raise E.unsupported("index", detail="must be opened from a path (its shards lie beside it)")
     return ShardedReader(path, **options)
 
 
@@ -892,12 +891,10 @@ def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
     writes one shard from a sub-source holding its tensors) plus the index."""
     import copy
 
-    from .errors import EncodeError
-
     if s.uninitialized:
-        raise EncodeError(
-            f"{FMT}: tensor {next(iter(s.uninitialized))!r} has no data (an OINF declaration); "
-            "a sharded checkpoint cannot hold it"
+        raise E.encode(
+            f"tensor {next(iter(s.uninitialized))!r}",
+            detail="no data (an OINF declaration), which a sharded checkpoint cannot hold",
         )
     sizes = {}
     for n in s.names:
