@@ -46,8 +46,14 @@ def construction_site(exc: BaseException, frame: FrameType | None) -> str | None
     while frame is not None and (
         frame.f_code.co_filename == _ERRORS_PY
         or (frame.f_code.co_name == "__init__" and frame.f_locals.get("self") is exc)
+        or (
+            frame.f_code.co_name == "evolve"
+            and isinstance(frame.f_locals.get("self"), errors.TenfoldError)
+        )
     ):
-        frame = frame.f_back  # the error factory, evolve(), a subclass's own __init__
+        # the error factory, a subclass's own __init__, evolve() (whose caller asked for the
+        # parts it changes, e.g. no fmt to print a message without its prefix)
+        frame = frame.f_back
     if frame is None:
         return None
     path = Path(frame.f_code.co_filename)

@@ -195,8 +195,15 @@ def test_the_session_check_records_an_unnamed_error_built_by_tenfold():
     try:
         _build_in(LIB / "formats" / "_planted.py", "errors.FormatError('zt: bad magic')")
         _build_in(LIB / "formats" / "_planted.py", "errors.FormatError(fmt='zt', detail='x')")
+        # evolve() is the caller's: a prefix-less copy asked for by tenfold is recorded there
+        _build_in(
+            LIB / "formats" / "_planted.py",
+            "\nerrors.FormatError(fmt='zt', obj='header', detail='y').evolve(fmt=None)",
+        )
         found = _errcheck.take()
-        assert [r.split(": ", 1)[0] for r in found] == ["formats/_planted.py:1"] * 2, found
+        assert [r.split(": ", 1)[0] for r in found] == ["formats/_planted.py:1"] * 2 + [
+            "formats/_planted.py:2"
+        ], found
         # named ones, errors built outside tenfold, and pending modules are not recorded
         _build_in(LIB / "formats" / "_planted.py", "factory('zt').format('header', detail='x')")
         _build_in(LIB / "formats" / "_planted.py", "errors.FormatError(fmt='wtxt', line=3)")
@@ -206,3 +213,29 @@ def test_the_session_check_records_an_unnamed_error_built_by_tenfold():
         assert clone.obj == "x" and _errcheck.take() == []
     finally:
         _errcheck.take()  # leave nothing for the teardown check
+
+
+@pytest.mark.parametrize(
+    ("what", "fmt", "obj", "shown"),
+    [
+        ("fold: a TSAV chunk", "fold", "a TSAV chunk", "fold: a TSAV chunk needs"),
+        ("tenfold: reading a URL", "tenfold", "reading a URL", "reading a URL needs"),
+        ("this command", "tenfold", "this command", "this command needs"),
+    ],
+)
+def test_a_missing_dependency_names_format_and_object(what, fmt, obj, shown):
+    from tenfold.core.optional import MissingDependencyError, require
+
+    with pytest.raises(MissingDependencyError) as info:
+        require("tenfold_no_such_module", extra="torch", what=what)
+    exc = info.value
+    assert (exc.fmt, exc.obj, exc.name, exc.extra) == (fmt, obj, "tenfold_no_such_module", "torch")
+    # the CLI drops a "tenfold: " prefix with evolve(fmt=None): the install hint stays
+    shown_by_cli = str(exc.evolve(fmt=None)) if exc.fmt == "tenfold" else str(exc)
+    assert shown_by_cli.startswith(shown) and shown_by_cli.endswith('"tenfold[torch]"')
+    again = exc.evolve(obj="x")
+    assert type(again) is MissingDependencyError and (again.name, again.extra, again.obj) == (
+        "tenfold_no_such_module",
+        "torch",
+        "x",
+    )

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
 from ..errors import UnsupportedError
 
@@ -58,6 +59,21 @@ class MissingDependencyError(UnsupportedError, ImportError):
         UnsupportedError.__init__(self, message, fmt=fmt, obj=obj, detail=f"needs {module}")
         self.name = module  # ImportError's attribute: the module that is missing
         self.extra = extra
+
+    def evolve(self, **changes: Any) -> MissingDependencyError:
+        """The same error with ``fmt`` or ``obj`` changed. The message keeps its text (the
+        install hint), but for its ``"<fmt>: "`` prefix, which follows a changed ``fmt``."""
+        text, old = str(self), self.fmt
+        fmt = changes.get("fmt", old)
+        if fmt != old and old is not None and text.startswith(f"{old}: "):
+            text = (f"{fmt}: " if fmt else "") + text[len(old) + 2 :]
+        return MissingDependencyError(
+            text,
+            module=self.name or "",
+            extra=self.extra,
+            fmt=fmt,
+            obj=changes.get("obj", self.obj),
+        )
 
 
 def available(module: str) -> bool:
