@@ -39,6 +39,10 @@ the kinds above, links and FIFOs kept) and a JSON record (format, seed, case, mu
 operation, traceback). ``--replay FILE --format F`` runs the operations on one file (or a
 ``case.tar``) in this process and prints what each one raised.
 
+Every tenfold error names its format and object (``fmt``, ``obj``; issue #22). A refusal whose
+error does not is not a finding, but ``summary.json`` lists it under ``unnamed`` with where
+tenfold raised it (``tests/scripts/test_fuzz_smoke.py`` asserts that list is empty).
+
 Examples::
 
     python scripts/fuzz.py --minutes 10                  # all formats
@@ -1415,7 +1419,7 @@ def ops_ztensor2(p: str, work: Path) -> list[tuple[str, Callable, set]]:
     def verify() -> None:
         rep = zt.verify(p)
         if not rep.ok:
-            raise TenfoldError("; ".join(f.message for f in rep.errors)[:300])
+            raise _refused(rep, "; ".join(f.message for f in rep.errors)[:300])
 
     def append() -> None:
         q = work / "appended.zt"
@@ -1735,7 +1739,7 @@ def ops_sharded(p: str, work: Path) -> list[tuple[str, Callable, set]]:
     def verify() -> None:
         rep = sharded.verify(p)
         if not rep.ok:
-            raise TenfoldError("; ".join(f.message for f in rep.errors)[:1000])
+            raise _refused(rep, "; ".join(f.message for f in rep.errors)[:1000])
 
     def convert() -> None:
         tensors = conv.read_any(p)
@@ -2096,7 +2100,7 @@ def ops_remote(url: str, ctx: dict) -> list[tuple[str, Callable, set]]:
         with tenfold.open(url, **opts) as r:
             rep = r.verify()
             if rep is not None and not getattr(rep, "ok", True):
-                raise TenfoldError("; ".join(f.message for f in rep.errors)[:300])
+                raise _refused(rep, "; ".join(f.message for f in rep.errors)[:300])
 
     ops = [
         ("remote.open", top_open, {"reads"}),
@@ -2131,6 +2135,28 @@ class Refs:
         return self._got
 
 
+def _refused(rep: Any, message: str) -> TenfoldError:
+    """A verify report's errors as the refusal of the operation (naming the format and file,
+    as the library's own errors do)."""
+    return TenfoldError(message, fmt=rep.fmt, obj=str(rep.path))
+
+
+_LIB = Path(tenfold.__file__).resolve().parent
+
+
+def _names(exc: TenfoldError) -> dict[str, Any]:
+    """What the record keeps of a tenfold error's names: its format, whether it names its
+    object (``lines`` does for WTXT), and, when it does not, where tenfold raised it."""
+    named = exc.fmt is not None and (exc.obj is not None or exc.lines is not None)
+    out: dict[str, Any] = {"fmt": exc.fmt, "named": named}
+    frames = traceback.extract_tb(exc.__traceback__)
+    inside = [f for f in frames if Path(f.filename).resolve().is_relative_to(_LIB)]
+    if not named and inside:
+        rel = Path(inside[-1].filename).resolve().relative_to(_LIB).as_posix()
+        out["site"] = f"{rel}:{inside[-1].lineno}"
+    return out
+
+
 def _named(msg: str, names: list[str]) -> bool:
     return any(n in msg for n in names)
 
@@ -2149,7 +2175,7 @@ def run_op(name: str, fn: Callable, tags: set, ctx: dict | None, refs: Refs | No
             rec.update(outcome="memory", exc="MemoryError", tb=traceback.format_exc())
         except TenfoldError as exc:
             full = str(exc)
-            rec.update(outcome="tenfold", exc=type(exc).__name__, msg=full[:500])
+            rec.update(outcome="tenfold", exc=type(exc).__name__, msg=full[:500], **_names(exc))
         except OSError as exc:
             full = str(exc)
             rec.update(
@@ -2221,7 +2247,8 @@ def _cli(args: list[str]) -> None:
         raise RuntimeError(f"cli {args[0]}: exit {rc}: {err.getvalue()[-300:]}")
     if rc == 1:
         # refused: a one-line message on stderr, or (verify) the report on stdout
-        raise TenfoldError((err.getvalue().strip() or out.getvalue().strip())[-2000:])
+        message = (err.getvalue().strip() or out.getvalue().strip())[-2000:]
+        raise TenfoldError(message, fmt="cli", obj=f"tenfold {args[0]}")
 
 
 def _drain(mapping: Any) -> None:
@@ -2572,6 +2599,24 @@ def _save_finding(d: Path, fmt: str, case: Path, saved: Any, ctx: dict | None) -
     return str(d / "case.tar")
 
 
+def _count_unnamed(unnamed: dict[tuple, dict], fmt: str, rec: dict) -> None:
+    """Count a refusal whose tenfold error lacks its format or object (by where raised)."""
+    if rec.get("named", True):
+        return
+    key = (fmt, rec["op"], rec["exc"], rec.get("site"))
+    if key not in unnamed:
+        unnamed[key] = {
+            "format": fmt,
+            "op": rec["op"],
+            "exc": rec["exc"],
+            "site": rec.get("site"),
+            "fmt": rec.get("fmt"),
+            "msg": rec.get("msg", "")[:200],
+            "count": 0,
+        }
+    unnamed[key]["count"] += 1
+
+
 def fuzz(args: argparse.Namespace) -> int:
     formats = FORMATS if args.format == "all" else args.format.split(",")
     unknown = set(formats) - set(FORMATS)
@@ -2604,6 +2649,7 @@ def fuzz(args: argparse.Namespace) -> int:
         counts: dict[str, Counter] = defaultdict(Counter)
         cases: Counter = Counter()
         findings: dict[str, dict] = {}
+        unnamed: dict[tuple, dict] = {}  # tenfold errors without fmt/obj, by where raised
         n = 0
         work = root / "work"
         while time.monotonic() < stop and (not args.cases or n < args.cases):
@@ -2634,6 +2680,7 @@ def fuzz(args: argparse.Namespace) -> int:
             n += 1
             for rec in records:
                 counts[fmt][rec["outcome"]] += 1
+                _count_unnamed(unnamed, fmt, rec)
                 if rec["outcome"] in FINDINGS:
                     key = _finding_key(fmt, rec)
                     if key in findings:
@@ -2670,6 +2717,7 @@ def fuzz(args: argparse.Namespace) -> int:
             "total_cases": n,
             "outcomes": {f: dict(c) for f, c in counts.items()},
             "findings": [{k: v for k, v in f.items() if k != "tb"} for f in findings.values()],
+            "unnamed": list(unnamed.values()),
         }
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -2679,6 +2727,8 @@ def fuzz(args: argparse.Namespace) -> int:
         for f in formats:
             print(f"{f:12} {cases[f]:>6} " + " ".join(f"{counts[f][c]:>8}" for c in cols))
         print(f"findings: {len(findings)} distinct")
+        if unnamed:
+            print(f"tenfold errors without fmt/obj: {len(unnamed)} distinct (summary: unnamed)")
         return 1 if findings else 0
     finally:
         if server is not None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+import _errcheck
 from tenfold import _kernels
 
 # pyfolds 1.0.2 (the FOLD peer) probes cryptography with importlib.util.find_spec when it is
@@ -71,3 +73,17 @@ def tempdir_in_tmp_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     monkeypatch.setenv("TMPDIR", str(tmp_path))
     return tmp_path
+
+
+# Every tenfold error names its format and object (issue #22): see tests/_errcheck.py.
+_errcheck.install()
+
+
+@pytest.fixture(autouse=True)
+def _errors_name_format_and_object() -> Iterator[None]:
+    """Fails the test (at teardown) if tenfold built an error without ``fmt`` and ``obj``."""
+    _errcheck.take()
+    yield
+    found = _errcheck.take()
+    if found:
+        pytest.fail("tenfold errors without fmt/obj:\n  " + "\n  ".join(found), pytrace=False)

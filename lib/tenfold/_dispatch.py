@@ -11,7 +11,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .errors import EncodeError, FormatError
+from .errors import FormatError, factory
 
 #: ``save``'s default per-tensor checksum (compared by identity: an explicit ``"crc32c"`` is
 #: an explicit choice, refused by formats without a checksum field)
@@ -167,16 +167,16 @@ def save_one(
     elif (
         fmt.save_checksum == "refuse" and checksum is not DEFAULT_CHECKSUM and checksum is not None
     ):
-        raise EncodeError(
-            f"{fmt.name}: checksum {checksum!r}: {fmt.description} has no per-tensor checksum field"
+        raise factory(fmt.name).encode(
+            f"checksum {checksum!r}", detail=f"{fmt.description} has no per-tensor checksum field"
         )
     if fmt.metadata == "none" and "metadata" in options:
         if options["metadata"]:
             key = next(iter(options["metadata"]))
             keep = ", ".join(s for f in _formats() if f.metadata != "none" for s in f.suffixes)
-            raise EncodeError(
-                f"{fmt.name}: metadata {key!r}: {fmt.name} has no file metadata; use {keep} to "
-                "keep it"
+            raise factory(fmt.name).encode(
+                f"metadata {key!r}",
+                detail=f"{fmt.name} has no file metadata; use {keep} to keep it",
             )
         del options["metadata"]
     fmt.load_module().save(path, tensors, **options)

@@ -36,7 +36,7 @@ import numpy as np
 
 from . import registry
 from .core.dtypes import canonical
-from .errors import EncodeError
+from .errors import EncodeError, factory
 
 __all__ = [
     "targets",
@@ -104,9 +104,9 @@ def check_dtype(
     shown = name or (str(np.dtype(dtype)) if _is_dtype(dtype) else repr(dtype))
     can = holders(dtype)
     where = f"formats that can: {', '.join(can)}" if can else "no format tenfold writes can"
-    raise EncodeError(
-        f"{prefix or fmt}: tensor {tensor!r} has dtype {shown}, which {what or fmt} cannot "
-        f"hold; {where}"
+    detail = f"has dtype {shown}, which {what or fmt} cannot hold; {where}"
+    raise factory(prefix or fmt).encode(  # "tensor 'x' has dtype", not "tensor 'x': has"
+        f"tensor {tensor!r}", detail=detail, message=f"{prefix or fmt}: tensor {tensor!r} {detail}"
     )
 
 
@@ -155,4 +155,7 @@ def check_all(fmt: str, specs: Any) -> None:
     if not others:
         raise first
     more = ", ".join(others[:8]) + (f" and {len(others) - 8} more" if len(others) > 8 else "")
-    raise EncodeError(f"{first} (also refused: {more})") from None
+    parts = first.fields()
+    raise factory(parts.pop("fmt")).encode(
+        parts.pop("obj"), **parts, message=f"{first} (also refused: {more})"
+    ) from None

@@ -33,11 +33,19 @@ them instead of parsing the message::
 (the form older code uses), with the attributes it came with when it was built by
 :func:`describe`. The exceptions pickle and copy with their attributes (they cross process
 boundaries in DataLoader workers).
+
+Code that raises uses its format's bound factory (:func:`factory`), so every error names the
+format and the object it is about::
+
+    >>> E = factory("oinf")
+    >>> exc = E.format("tensor 'w1'", offset=0x1F8, field="data_nbytes", expected=36, got=32)
+    >>> type(exc).__name__, str(exc)
+    ('FormatError', "oinf: tensor 'w1' at offset 0x1f8: data_nbytes mismatch; expected 36, got 32")
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict, TypeVar, Unpack
 
 __all__ = [
     "TenfoldError",
@@ -51,6 +59,8 @@ __all__ = [
     "LockedError",
     "UnverifiedRemoteWarning",
     "describe",
+    "factory",
+    "ErrorFactory",
     "Message",
     "FIELDS",
 ]
@@ -184,6 +194,146 @@ class UnverifiedRemoteWarning(UserWarning):
     tell one version from another, so a change while it is read can be detected only by its
     size. Turn it into an error with ``warnings.simplefilter("error", UnverifiedRemoteWarning)``
     to refuse such objects."""
+
+
+_E = TypeVar("_E", bound=TenfoldError)
+
+
+class Parts(TypedDict, total=False):
+    """The keywords of :class:`ErrorFactory`'s methods (all optional)."""
+
+    field: str | None
+    offset: int | None
+    expected: object
+    got: object
+    detail: str | None
+    rule: str | None
+    line: int | None
+    lines: tuple[int, int] | None
+    message: str | None
+
+
+class ErrorFactory:
+    """The errors of one format: each method returns (the caller raises) an exception of one
+    class whose ``fmt`` is the format's and whose ``obj`` names what is wrong.
+
+    Make one per format with :func:`factory`. The keywords are the attributes of
+    :class:`TenfoldError` (see the module docstring); ``message``, where given, is the text
+    kept as written (for a form :func:`describe` cannot build) and the parts are attached to
+    it. ``obj`` may be None only with ``line``/``lines`` (the object of a line-based format).
+
+    >>> E = factory("zt")
+    >>> raise E.truncated("tensor 'w'", offset=0x40, detail="data ends early")
+    Traceback (most recent call last):
+    ...
+    tenfold.errors.TruncatedError: zt: tensor 'w' at offset 0x40: data ends early
+    >>> E.limit("index", field="entries", expected="<= 10", got=12).rule is None
+    True
+    """
+
+    __slots__ = ("fmt",)
+
+    def __init__(self, fmt: str) -> None:
+        self.fmt = fmt
+
+    def __repr__(self) -> str:
+        return f"factory({self.fmt!r})"
+
+    def __call__(
+        self,
+        cls: type[_E],
+        obj: str | None,
+        *,
+        field: str | None = None,
+        offset: int | None = None,
+        expected: object = None,
+        got: object = None,
+        detail: str | None = None,
+        rule: str | None = None,
+        line: int | None = None,
+        lines: tuple[int, int] | None = None,
+        message: str | None = None,
+    ) -> _E:
+        """An exception of ``cls`` (any :class:`TenfoldError` class) for this format."""
+        parts: dict[str, Any] = {
+            "fmt": self.fmt,
+            "obj": obj,
+            "field": field,
+            "offset": offset,
+            "expected": expected,
+            "got": got,
+            "detail": detail,
+            "rule": rule,
+            "line": line,
+            "lines": lines,
+        }
+        if message is None:
+            return cls(**parts)
+        return cls(message, **parts)
+
+    def recast(
+        self,
+        cls: type[_E],
+        exc: BaseException,
+        obj: str | None = None,
+        *,
+        message: str | None = None,
+    ) -> _E:
+        """``exc`` as an exception of ``cls``: its message (or ``message``) and, where it is a
+        :class:`TenfoldError`, its parts; the format and ``obj`` fill the parts it lacks.
+
+        >>> inner = factory("zt").format("tensor 'w'", field="name", detail="empty name")
+        >>> outer = factory("zt").recast(EncodeError, inner)
+        >>> type(outer).__name__, str(outer), outer.field
+        ('EncodeError', "zt: tensor 'w': name: empty name", 'name')
+        """
+        parts: dict[str, Any] = {}
+        if isinstance(exc, TenfoldError):
+            parts = {k: v for k, v in exc.fields().items() if v is not None}
+        parts.setdefault("fmt", self.fmt)
+        parts.setdefault("obj", obj)
+        return cls(str(exc) if message is None else message, **parts)
+
+    def format(self, obj: str | None, **kw: Unpack[Parts]) -> FormatError:
+        """A :class:`FormatError`: bad magic, header, enum value or layout."""
+        return self(FormatError, obj, **kw)
+
+    def truncated(self, obj: str | None, **kw: Unpack[Parts]) -> TruncatedError:
+        """A :class:`TruncatedError`: the file ends before a structure it announces."""
+        return self(TruncatedError, obj, **kw)
+
+    def unsupported(self, obj: str | None, **kw: Unpack[Parts]) -> UnsupportedError:
+        """An :class:`UnsupportedError`: a version, dtype or feature not implemented."""
+        return self(UnsupportedError, obj, **kw)
+
+    def limit(self, obj: str | None, **kw: Unpack[Parts]) -> LimitError:
+        """A :class:`LimitError`: a size or count above the configured limit."""
+        return self(LimitError, obj, **kw)
+
+    def integrity(self, obj: str | None, **kw: Unpack[Parts]) -> IntegrityError:
+        """An :class:`IntegrityError`: a checksum, hash, signature or HMAC mismatch."""
+        return self(IntegrityError, obj, **kw)
+
+    def uncorrectable(self, obj: str | None, **kw: Unpack[Parts]) -> UncorrectableError:
+        """An :class:`UncorrectableError`: error correction could not repair the damage."""
+        return self(UncorrectableError, obj, **kw)
+
+    def encode(self, obj: str | None, **kw: Unpack[Parts]) -> EncodeError:
+        """An :class:`EncodeError`: a writer was given what the format cannot hold."""
+        return self(EncodeError, obj, **kw)
+
+    def locked(self, obj: str | None, **kw: Unpack[Parts]) -> LockedError:
+        """A :class:`LockedError`: another writer holds the file's lock."""
+        return self(LockedError, obj, **kw)
+
+
+def factory(fmt: str) -> ErrorFactory:
+    """The bound error factory of format ``fmt`` (``E = factory(FMT)``; ``raise E.format(...)``).
+
+    >>> str(factory("fold").encode("chunk 'META'", detail="payload too large"))
+    "fold: chunk 'META': payload too large"
+    """
+    return ErrorFactory(fmt)
 
 
 def describe(

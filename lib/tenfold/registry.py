@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType, ModuleType
 from typing import Any
 
-from .errors import FormatError, UnsupportedError
+from .errors import FormatError, factory
 
 __all__ = [
     "Format",
@@ -297,7 +297,9 @@ def get(name: str) -> Format:
     fmt = _REGISTRY.get(name)
     if fmt is None:
         known = ", ".join(_REGISTRY)
-        raise UnsupportedError(f"tenfold: unknown format {name!r}; expected one of {known}")
+        raise factory("tenfold").unsupported(
+            f"format {name!r}", detail="unknown format", expected=f"one of {known}"
+        )
     return fmt
 
 
@@ -369,9 +371,8 @@ def _unknown(path: Any, head: bytes) -> FormatError:
 
         return empty_file(path)
     known = ", ".join(f.name for f in formats())
-    return FormatError(
-        fmt="tenfold",
-        obj=os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path),
+    return factory("tenfold").format(
+        os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path),
         detail="unknown format",
         expected=f"the magic of one of {known}",
         got=head[:8],
@@ -450,7 +451,9 @@ def by_suffix(path: str | os.PathLike[str]) -> Format:
         if fmt.suffixes and name.endswith(fmt.suffixes):
             return fmt
     known = ", ".join(s for f in formats() for s in f.suffixes)
-    raise UnsupportedError(f"tenfold: {os.fspath(path)}: unknown suffix; expected one of {known}")
+    raise factory("tenfold").unsupported(
+        os.fspath(path), detail="unknown suffix", expected=f"one of {known}"
+    )
 
 
 def module_for(name: str) -> ModuleType:

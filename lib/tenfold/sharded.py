@@ -54,7 +54,7 @@ from typing import Any
 from ._dispatch import open_any, save_one
 from .core import links
 from .core.reader import BaseReader
-from .errors import FormatError, TenfoldError, UnsupportedError, describe
+from .errors import FormatError, TenfoldError, describe, factory
 from .tensor_source import Source
 
 __all__ = [
@@ -73,6 +73,7 @@ __all__ = [
 ]
 
 FMT = "sharded"
+E = factory(FMT)
 INDEX_SUFFIX = ".index.json"
 #: Largest index file read (Hub indexes of the largest models are a few MiB).
 MAX_INDEX_BYTES = 64 << 20
@@ -593,7 +594,7 @@ class ShardedReader(BaseReader):
             if fmt == FMT:
                 raise _index_shard_error(self.path, file)
             if not get(fmt).tensors:
-                raise UnsupportedError(f"{FMT}: shard {file!r}: a TARIDX index is not a shard")
+                raise E.unsupported(f"shard {file!r}", detail=f"{get(fmt).holds}, not a shard")
             return fmt, take(mf)
         finally:
             mf.close()
@@ -692,9 +693,7 @@ def open(path: Any, **options: Any) -> ShardedReader:  # noqa: A001
             path.close()
         return ShardedReader(path.path, _fetched=data, **options)
     if not isinstance(path, (str, os.PathLike)):
-        raise UnsupportedError(
-            f"{FMT}: an index must be opened from a path (its shards lie beside it)"
-        )
+        raise E.unsupported("index", detail="must be opened from a path (its shards lie beside it)")
     return ShardedReader(path, **options)
 
 
@@ -889,12 +888,10 @@ def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
     writes one shard from a sub-source holding its tensors) plus the index."""
     import copy
 
-    from .errors import EncodeError
-
     if s.uninitialized:
-        raise EncodeError(
-            f"{FMT}: tensor {next(iter(s.uninitialized))!r} has no data (an OINF declaration); "
-            "a sharded checkpoint cannot hold it"
+        raise E.encode(
+            f"tensor {next(iter(s.uninitialized))!r}",
+            detail="no data (an OINF declaration), which a sharded checkpoint cannot hold",
         )
     sizes = {}
     for n in s.names:

@@ -13,7 +13,7 @@ from collections.abc import Hashable
 import ml_dtypes
 import numpy as np
 
-from ..errors import EncodeError, UnsupportedError
+from ..errors import EncodeError, UnsupportedError, factory
 
 __all__ = [
     "DTypeRegistry",
@@ -79,7 +79,7 @@ def canonical(dtype: object) -> str:
     for name, ref in _CANONICAL.items():
         if ref == le:
             return name
-    raise UnsupportedError(f"tenfold: dtype {dt} has no canonical name")
+    raise factory("tenfold").unsupported(f"dtype {dt}", detail="no canonical name")
 
 
 class DTypeRegistry:

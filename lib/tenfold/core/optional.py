@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 from types import ModuleType
+from typing import Any
 
 from ..errors import UnsupportedError
 
@@ -45,11 +46,34 @@ class MissingDependencyError(UnsupportedError, ImportError):
     command prints its message on one line and exits with status 2.
     """
 
-    def __init__(self, message: str, *, module: str = "", extra: str = "") -> None:
+    def __init__(
+        self,
+        message: str,
+        *,
+        module: str = "",
+        extra: str = "",
+        fmt: str | None = None,
+        obj: str | None = None,
+    ) -> None:
         # The keywords have defaults so that unpickling (cls(message), then the state) works.
-        UnsupportedError.__init__(self, message)
+        UnsupportedError.__init__(self, message, fmt=fmt, obj=obj, detail=f"needs {module}")
         self.name = module  # ImportError's attribute: the module that is missing
         self.extra = extra
+
+    def evolve(self, **changes: Any) -> MissingDependencyError:
+        """The same error with ``fmt`` or ``obj`` changed. The message keeps its text (the
+        install hint), but for its ``"<fmt>: "`` prefix, which follows a changed ``fmt``."""
+        text, old = str(self), self.fmt
+        fmt = changes.get("fmt", old)
+        if fmt != old and old is not None and text.startswith(f"{old}: "):
+            text = (f"{fmt}: " if fmt else "") + text[len(old) + 2 :]
+        return MissingDependencyError(
+            text,
+            module=self.name or "",
+            extra=self.extra,
+            fmt=fmt,
+            obj=changes.get("obj", self.obj),
+        )
 
 
 def available(module: str) -> bool:
@@ -64,7 +88,9 @@ def available(module: str) -> bool:
 def require(module: str, *, extra: str, what: str = "this") -> ModuleType:
     """Import ``module`` or raise :class:`MissingDependencyError` naming ``tenfold[extra]``.
 
-    ``what`` names the feature in the message, in the singular (``"fold: a TSAV chunk"``).
+    ``what`` names the feature in the message, in the singular (``"fold: a TSAV chunk"``): the
+    format before the colon and the object after it are the error's ``fmt`` and ``obj``
+    (``"tenfold"`` and all of ``what`` without a colon).
     """
     try:
         return importlib.import_module(module)
@@ -73,8 +99,11 @@ def require(module: str, *, extra: str, what: str = "this") -> ModuleType:
         if exc.name is not None and exc.name.split(".")[0] != top:
             raise  # the package is there but one of its own imports failed: show that
         label = EXTRAS.get(top, top)
+        fmt, _, obj = what.rpartition(": ")
         raise MissingDependencyError(
             f'{what} needs {label}, which is not installed: pip install "tenfold[{extra}]"',
             module=module,
             extra=extra,
+            fmt=fmt or "tenfold",
+            obj=obj,
         ) from None

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from ..core.optional import require
-from ..errors import UnsupportedError
+from ..errors import factory
 
 
 def jax_module() -> Any:
@@ -30,9 +30,12 @@ def put(jax: Any, a: Any, device: Any, name: str = "") -> Any:
     a = np.asarray(a)
     if a.dtype.itemsize == 8 and a.dtype.kind in "iuf" and not jax.config.read("jax_enable_x64"):
         what = f"tensor {name!r}" if name else "tensor"
-        raise UnsupportedError(
-            f"tenfold.jax: {what} is {a.dtype}, which JAX would silently narrow to 32 bits; "
-            'enable 64-bit types first: jax.config.update("jax_enable_x64", True)'
+        detail = (
+            f"is {a.dtype}, which JAX would silently narrow to 32 bits; enable 64-bit types "
+            'first: jax.config.update("jax_enable_x64", True)'
+        )
+        raise factory("tenfold.jax").unsupported(
+            what, detail=detail, message=f"tenfold.jax: {what} {detail}"
         )
     if _on_cpu(jax, device):
         # JAX on CPU builds an array over a read-only NumPy array's memory when it is aligned

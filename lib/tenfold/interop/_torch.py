@@ -41,10 +41,12 @@ import numpy as np
 
 from ..core.dtypes import canonical
 from ..core.optional import require
-from ..errors import EncodeError, UnsupportedError
+from ..errors import factory
 from ._handout import Handout, extent
 
 __all__ = ["Converter", "torch_module", "to_torch", "from_torch", "TORCH_NAMES"]
+
+E = factory("tenfold.torch")
 
 #: Canonical tenfold dtype names that are viewed as an unsigned integer of their size and
 #: reinterpreted as the torch dtype of the same name.
@@ -279,7 +281,7 @@ class Converter:
             self.copies += 1
             return _fp4_to_torch(torch, a)
         if name not in TORCH_NAMES or not hasattr(torch, name):
-            raise UnsupportedError(f"tenfold.torch: dtype {a.dtype} has no torch equivalent")
+            raise E.unsupported(f"dtype {a.dtype}", detail="no torch equivalent")
         if a.dtype.byteorder == ">" or (a.dtype.byteorder == "=" and np.little_endian is False):
             a = a.astype(a.dtype.newbyteorder("<"))
         wrappable = not (
@@ -354,11 +356,12 @@ def _fp4_to_torch(torch: Any, a: np.ndarray) -> Any:
     from ..formats.safetensors.writer import pack_f4
 
     if not hasattr(torch, "float4_e2m1fn_x2"):
-        raise UnsupportedError("tenfold.torch: float4_e2m1fn needs torch>=2.8 (float4_e2m1fn_x2)")
+        raise E.unsupported("dtype float4_e2m1fn", detail="needs torch>=2.8 (float4_e2m1fn_x2)")
     if a.ndim == 0 or a.shape[-1] % 2:
-        raise UnsupportedError(
-            f"tenfold.torch: float4_e2m1fn tensor of shape {a.shape}: torch packs two per byte "
-            "(float4_e2m1fn_x2); the last axis must have an even length"
+        raise E.unsupported(
+            f"float4_e2m1fn tensor of shape {a.shape}",
+            detail="torch packs two per byte (float4_e2m1fn_x2); the last axis must have an even "
+            "length",
         )
     packed = pack_f4(a).reshape(a.shape[:-1] + (a.shape[-1] // 2,))
     return torch.from_numpy(packed).view(torch.float4_e2m1fn_x2)
@@ -392,10 +395,11 @@ def from_torch(t: Any, name: str = "tensor") -> np.ndarray:
         return unpack_f4(raw, raw.size * 2).reshape(shape)
     canon = TORCH_NAMES.get(tname)
     if canon is None:
-        raise EncodeError(
-            f"tenfold.torch: tensor {name!r}: dtype {t.dtype} cannot be stored; tenfold stores "
+        raise E.encode(
+            f"tensor {name!r}",
+            detail=f"dtype {t.dtype} cannot be stored; tenfold stores "
             + ", ".join(sorted(TORCH_NAMES))
-            + ", float4_e2m1fn_x2"
+            + ", float4_e2m1fn_x2",
         )
     if canon in _VIEWED:
         return (

@@ -42,9 +42,12 @@ from __future__ import annotations
 import re
 
 from ...core.records import Record
+from ...errors import factory
 from ._format import MAGIC as MAGIC  # the one definition, beside the descriptor
 
 FMT = "fold"
+#: This format's errors: ``raise E.format(obj, field=..., ...)`` (:func:`~tenfold.errors.factory`)
+E = factory(FMT)
 
 HEADER_LEN = 28
 CHUNK_HEADER_LEN = 32

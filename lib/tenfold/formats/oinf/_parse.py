@@ -49,9 +49,7 @@ def fail(
     got: object = None,
 ) -> NoReturn:
     """Raise ``cls`` with tenfold's message form ending in ``[rule]`` (and those attributes)."""
-    raise cls(
-        fmt=S.FMT, obj=obj, offset=offset, detail=detail, expected=expected, got=got, rule=rule
-    )
+    raise S.E(cls, obj, offset=offset, detail=detail, expected=expected, got=got, rule=rule)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -106,9 +106,12 @@ import numpy as np
 
 from ...core.dtypes import BFLOAT16, FLOAT8_E5M2
 from ...core.records import Record
+from ...errors import factory
 from ._format import MAGIC as MAGIC  # the one definition, beside the descriptor
 
 FMT = "oinf"
+#: This format's errors: ``raise E.format(obj, field=..., ...)`` (:func:`~tenfold.errors.factory`)
+E = factory(FMT)
 VERSIONS = (1, 2)
 WRITE_VERSION = 1
 HEADER_SIZE = 69

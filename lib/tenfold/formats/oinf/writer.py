@@ -88,7 +88,7 @@ class Uninitialized:
 
 
 def _err(obj: str, detail: str, expected: object = None, got: object = None) -> EncodeError:
-    return EncodeError(fmt=S.FMT, obj=obj, detail=detail, expected=expected, got=got)
+    return S.E.encode(obj, detail=detail, expected=expected, got=got)
 
 
 def _check_name(name: object, kind: str) -> str:

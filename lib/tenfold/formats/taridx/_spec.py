@@ -35,9 +35,12 @@ Row (32 bytes, ROW)::
 from __future__ import annotations
 
 from ...core.records import Record
+from ...errors import factory
 from ._format import MAGIC as MAGIC  # the one definition, beside the descriptor
 
 FMT = "taridx"
+#: This format's errors: ``raise E.format(obj, field=..., ...)`` (:func:`~tenfold.errors.factory`)
+E = factory(FMT)
 MAJOR = 1
 MINOR = 0
 HDR_SIZE = 64

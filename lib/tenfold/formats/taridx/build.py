@@ -437,7 +437,7 @@ def _stale_rows(
         err = _first_bad(index, rows[picks], buf)
         if err is not None:
             # the reason without the format prefix (the caller names the shard and the format)
-            return type(err), str(err.evolve(fmt=None) if err.fmt == FMT else err)
+            return type(err), str(err).removeprefix(f"{FMT}: ")
         found = _indexable_after(buf, -(-last // BLOCK) * BLOCK)
         if found is not None:
             return IntegrityError, f"{found[1]} at offset {found[0]:#x} after the last indexed one"

@@ -45,7 +45,7 @@ from ...core.atomic import atomic_write
 from ...core.mapped import MappedFile
 from ...errors import IntegrityError, TenfoldError, UnsupportedError, describe
 from ._members import split_name
-from ._spec import BLOCK, FMT
+from ._spec import BLOCK, FMT, E
 from ._split import required_split
 from .build import scan_members as scan
 from .build import shard_paths
@@ -172,9 +172,12 @@ def shard_members(idx: Index, fid: int, path: str | os.PathLike[str]) -> ShardMe
         try:
             h_off, h_size, p_off, p_len, n_off, n_len, h_t = scan(buf, name)
         except TenfoldError as exc:  # the index was built from a shard that scanned
-            raise IntegrityError(
-                f"{exc} (shard changed since the index was built?); rebuild the index "
-                "(tenfold index build)"
+            raise E.recast(
+                IntegrityError,
+                exc,
+                f"shard {name}",
+                message=f"{exc} (shard changed since the index was built?); rebuild the index "
+                "(tenfold index build)",
             ) from None
         pos = _rows_in_scan(name, off, size, h_off, h_size)
         n_off, n_len, p_off, p_len = n_off[pos], n_len[pos], p_off[pos], p_len[pos]

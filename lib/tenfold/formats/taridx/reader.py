@@ -34,6 +34,7 @@ from ._spec import (
     MAJOR,
     REC_SIZE,
     ROW_DT,
+    E,
 )
 from ._split import optional_split
 from .build import scan_shard
@@ -415,7 +416,7 @@ class Index(MappedReader, Mapping[str, dict]):
 
     # -- parsing ------------------------------------------------------------------------------
     def _err(self, cls: type[FormatError], what: str, **kw: Any) -> FormatError:
-        return cls(fmt=FMT, obj=f"{self.name}: {what}", **kw)
+        return E(cls, f"{self.name}: {what}", **kw)
 
     def _parse(self) -> None:
         """Read and check the header, the name blocks and the row region (not the rows)."""

@@ -37,7 +37,7 @@ __all__ = [
 
 
 def _bad_key(what: str, detail: str, **kw: Any) -> EncodeError:
-    return EncodeError(fmt=S.FMT, obj=what, detail=detail, **kw)
+    return S.E.encode(what, detail=detail, **kw)
 
 
 def array_macs(keys: list[bytes], salt_hex: str) -> list[Any]:

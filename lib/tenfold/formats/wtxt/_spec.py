@@ -37,12 +37,15 @@ from typing import TYPE_CHECKING, cast
 import numpy as np
 
 from ...core.dtypes import registry
+from ...errors import factory
 from ._format import DELTA_PREFIX, PREFIX
 
 if TYPE_CHECKING:
     from typing_extensions import Buffer
 
 FMT = "wtxt"
+#: This format's errors: ``raise E.format(obj, field=..., ...)`` (:func:`~tenfold.errors.factory`)
+E = factory(FMT)
 MAGIC = PREFIX + b"1\n"
 DELTA_MAGIC = DELTA_PREFIX + b"2 "
 WIDTH = 76

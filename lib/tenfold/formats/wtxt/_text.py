@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from ...errors import FormatError, LimitError, TenfoldError, TruncatedError
-from ._spec import AUDIT_KEY_RE, FMT, MAX_LINE, QUOTED, TOKEN, mview
+from ._spec import AUDIT_KEY_RE, MAX_LINE, QUOTED, TOKEN, E, mview
 
 _PRINTABLE = re.compile(rb"[\x20-\x7e]*")
 _FIELD_RES: dict[str, re.Pattern[str]] = {}
@@ -32,8 +32,9 @@ def err(
     exception carries the place as attributes: ``line`` (the first line) and ``lines``
     (``(first, last)``), so callers need not parse the message.
     """
-    return cls(
-        fmt=FMT,
+    return E(
+        cls,
+        None,
         lines=(lineno, lineno if last_line is None else last_line),
         offset=offset,
         field=field,

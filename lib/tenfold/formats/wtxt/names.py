@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import re
 
-from ...errors import FormatError
+from ...errors import FormatError, factory
 
 __all__ = ["CAP_ITEM", "PREFIX", "encode", "decode", "needs_encoding"]
 
@@ -103,6 +103,6 @@ def decode(stored: str) -> tuple[str, bool]:
 
 
 def _bad(stored: str, pos: int, detail: str) -> FormatError:
-    return FormatError(
-        f"wtxt: array {stored!r}: encoded name ({CAP_ITEM}) at character {pos}: {detail}"
+    return factory("wtxt").format(
+        f"array {stored!r}", field=f"encoded name ({CAP_ITEM}) at character {pos}", detail=detail
     )

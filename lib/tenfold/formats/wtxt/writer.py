@@ -33,7 +33,7 @@ __all__ = ["write", "save", "Prepared", "prepare_arrays", "private_key"]
 
 
 def _bad(what: str, detail: str, **kw: Any) -> EncodeError:
-    return EncodeError(fmt=S.FMT, obj=what, detail=detail, **kw)
+    return S.E.encode(what, detail=detail, **kw)
 
 
 @dataclasses.dataclass

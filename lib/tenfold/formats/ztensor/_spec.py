@@ -29,11 +29,14 @@ from __future__ import annotations
 import numpy as np
 
 from ...core.dtypes import registry
+from ...errors import factory
 from ._format import MAGIC as MAGIC  # the one definition, beside the descriptor
 from ._format import MAGIC_V1 as MAGIC_V1
 from ._format import MAGIC_V2 as MAGIC_V2
 
 FMT = "zt"
+#: This format's errors: ``raise E.format(obj, field=..., ...)`` (:func:`~tenfold.errors.factory`)
+E = factory(FMT)
 ALIGN = 64
 FOOTER = np.dtype("<u8")
 EMPTY_FILE = MAGIC + b"\x80" + (1).to_bytes(8, "little")

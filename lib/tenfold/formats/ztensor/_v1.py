@@ -35,9 +35,9 @@ from ...core.compression import zstd_decode_pieces, zstd_decompress_into
 from ...core.mapped import MappedFile
 from ...core.report import Report
 from ...core.source import open_file
-from ...errors import FormatError, LimitError, TruncatedError, UnsupportedError
+from ...errors import FormatError, LimitError, TenfoldError, TruncatedError, UnsupportedError
 from . import _checksum
-from ._spec import MAGIC_V1
+from ._spec import MAGIC_V1, E
 from ._v2layout import check_layout, check_type_data
 from ._v2spec import (
     COO,
@@ -81,8 +81,8 @@ def layout_of(size: int, tail: bytes) -> str:
     return "1.1" if size >= 24 and tail == MAGIC_V1 else "1.0"
 
 
-def _err(cls: type, what: str, **kw: Any) -> Exception:
-    return cls(fmt=FMT, obj=what, **kw)
+def _err(cls: type[TenfoldError], what: str, **kw: Any) -> TenfoldError:
+    return E(cls, what, **kw)
 
 
 def _storage(name: object, what: str) -> tuple[str, str | None]:

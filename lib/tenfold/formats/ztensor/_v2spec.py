@@ -37,7 +37,7 @@ from ...errors import (
     TruncatedError,
     UnsupportedError,
 )
-from ._spec import MAGIC_V2
+from ._spec import MAGIC_V2, E
 
 FMT = "zt"
 MAGIC = MAGIC_V2
@@ -95,9 +95,9 @@ def reject(
     cls: type[TenfoldError] | None = None,
 ) -> TenfoldError:
     """The exception for a broken ``rule`` (raise it); its message ends with ``[rule]``."""
-    return (cls or _CLASS[rule])(
-        fmt=FMT,
-        obj=what,
+    return E(
+        cls or _CLASS[rule],
+        what,
         offset=offset,
         field=field,
         detail=detail,

@@ -33,7 +33,7 @@ from ...core.atomic import atomic_write
 from ...core.buffers import byte_view
 from ...core.dtypes import BFLOAT16
 from ...core.prealloc import preallocate, start_writeback
-from ...errors import EncodeError, describe
+from ...errors import EncodeError, describe, factory
 from . import _dcbor, _seekable
 from ._parthash import PartHasher, pwrite_all
 from ._v2spec import (
@@ -55,6 +55,7 @@ from .sparse import SparseTensor, from_input
 __all__ = ["V2Writer", "storage_of", "footer_bytes"]
 
 FMT = "zt"
+E = factory(FMT)
 _SLICE = 32 << 20
 _CHUNK = 1 << 20  # bytes written, then hashed while still in cache
 _PIPE_MIN = 8 << 20  # raw parts from this size: pwrite, hashed on a second thread
@@ -297,7 +298,7 @@ class V2Writer(AtomicFileWriter):
                 out_parts[role] = self._write_part(arr, dtype, ltype, enc)
         except EncodeError:
             if self._pos != start:
-                self._failed = EncodeError(f"zt: object {name!r} was partly written")
+                self._failed = E.encode(f"object {name!r}", detail="partly written")
             raise
         except BaseException as exc:
             self._failed = exc
@@ -328,7 +329,7 @@ class V2Writer(AtomicFileWriter):
         try:
             check_name(name, "writer", "object name")
         except Exception as exc:
-            raise EncodeError(str(exc)) from None
+            raise E.recast(EncodeError, exc, f"object {name!r}") from None
         assert isinstance(name, str)
         if name in self._objects:
             raise EncodeError(

@@ -24,7 +24,7 @@ from ...core.dtypes import canonical
 from ...core.prealloc import preallocate
 from ...errors import EncodeError, describe
 from . import _checksum
-from ._spec import ALIGN, DTYPES, FMT, KNOWN_KEYS, MAGIC
+from ._spec import ALIGN, DTYPES, FMT, KNOWN_KEYS, MAGIC, E
 from ._writerbase import AtomicFileWriter
 from .sparse import SparseTensor, from_input
 
@@ -140,7 +140,7 @@ class Writer(AtomicFileWriter):
                 entry = self._add_dense(name, array, encoding, level, algo)
         except EncodeError:
             if self._pos != start:  # bytes were written: the offsets no longer line up
-                self._failed = EncodeError(f"zt: tensor {name!r} was partly written")
+                self._failed = E.encode(f"tensor {name!r}", detail="partly written")
             raise
         except BaseException as exc:
             self._failed = exc
@@ -407,7 +407,7 @@ class Writer(AtomicFileWriter):
             try:
                 check_csr(name, 0, tuple(shape), indptr, indices, nnz)
             except ValueError as exc:
-                raise EncodeError(str(exc)) from None
+                raise E.recast(EncodeError, exc, f"tensor {name!r}") from None
             comps = [("indptr", indptr), ("indices", indices)]
         elif t.format == "coo":
             if t.coords is None:
@@ -420,7 +420,7 @@ class Writer(AtomicFileWriter):
             try:
                 check_coo(name, 0, tuple(shape), coords)
             except ValueError as exc:
-                raise EncodeError(str(exc)) from None
+                raise E.recast(EncodeError, exc, f"tensor {name!r}") from None
             comps = [("coords", coords)]
         else:
             raise EncodeError(
