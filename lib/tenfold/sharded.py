@@ -887,8 +887,6 @@ def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
                  fsync: bool = True) -> list[str]:  # fmt: skip
     """Write the :class:`tenfold.convert.Source` ``s`` as shards (``write_one(path, sub)``
     writes one shard from a sub-source holding its tensors) plus the index."""
-    import copy
-
     from .errors import EncodeError
 
     if s.uninitialized:
@@ -902,15 +900,11 @@ def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
         sizes[n] = array_nbytes(_Spec(dt, shape))
 
     def one(p: str, group: list[str]) -> None:
-        sub = copy.copy(s)
-        sub.names = list(group)
-        sub._fd = None
-        sub._close = None  # the whole source is closed by its owner
+        sub = s.subset(group)  # the whole source is closed by its owner
         try:
             write_one(p, sub)
         finally:
-            if sub._fd is not None:
-                os.close(sub._fd)
+            sub.release()
 
     return write(dst, list(s.names), sizes, max_shard_size, one, fsync=fsync)
 
