@@ -499,6 +499,11 @@ class ShardedReader(BaseReader):
         """The tensors the index puts in shard ``file``, in the index's order."""
         return list(self._by_shard.get(file, ()))
 
+    def open_shard_readers(self) -> dict[str, Any]:
+        """The shards' readers open now, by file name, least recently used first (a snapshot:
+        the reader closes the least recently used past ``max_open_shards``)."""
+        return dict(self._shards)
+
     def shard(self, file: str) -> Any:
         """The reader of shard ``file`` (opened and checked against the index on first use).
         It may be closed once more than ``max_open_shards`` others were used since."""
