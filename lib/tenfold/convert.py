@@ -97,7 +97,7 @@ def _remote_source(url: Any, limits: Limits) -> Source:
             f"{', '.join(f.name for f in buffered)} file)"
         )
     src = _source_for(data, data[: registry.SNIFF_BYTES].tobytes(), limits, label=str(mf.path))
-    src._path = None  # no raw pread copies from a buffer: every tensor goes through get()
+    src.drop_raw()  # no raw pread copies from a buffer: every tensor goes through get()
     return src
 
 

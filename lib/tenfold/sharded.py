@@ -500,6 +500,11 @@ class ShardedReader(BaseReader):
         """The tensors the index puts in shard ``file``, in the index's order."""
         return list(self._by_shard.get(file, ()))
 
+    def open_shard_readers(self) -> dict[str, Any]:
+        """The shards' readers open now, by file name, least recently used first (a snapshot:
+        the reader closes the least recently used past ``max_open_shards``)."""
+        return dict(self._shards)
+
     def shard(self, file: str) -> Any:
         """The reader of shard ``file`` (opened and checked against the index on first use).
         It may be closed once more than ``max_open_shards`` others were used since."""
@@ -886,7 +891,6 @@ def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
                  fsync: bool = True) -> list[str]:  # fmt: skip
     """Write the :class:`tenfold.convert.Source` ``s`` as shards (``write_one(path, sub)``
     writes one shard from a sub-source holding its tensors) plus the index."""
-    import copy
 
     if s.uninitialized:
         raise E.encode(
@@ -899,15 +903,11 @@ def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
         sizes[n] = array_nbytes(_Spec(dt, shape))
 
     def one(p: str, group: list[str]) -> None:
-        sub = copy.copy(s)
-        sub.names = list(group)
-        sub._fd = None
-        sub._close = None  # the whole source is closed by its owner
+        sub = s.subset(group)  # the whole source is closed by its owner
         try:
             write_one(p, sub)
         finally:
-            if sub._fd is not None:
-                os.close(sub._fd)
+            sub.release()
 
     return write(dst, list(s.names), sizes, max_shard_size, one, fsync=fsync)
 

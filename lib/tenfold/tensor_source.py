@@ -80,6 +80,11 @@ class Source:
             return None
         return self._raw(name)
 
+    def drop_raw(self) -> None:
+        """No raw copies from here on (:meth:`raw` gives None): every tensor goes through
+        ``get`` (for a source over a buffer, which has no file to read ranges from)."""
+        self._path = None
+
     def blocks(self, offset: int, nbytes: int) -> Iterator[memoryview]:
         """The file's bytes ``[offset, offset + nbytes)`` in blocks read into one reused
         buffer (each block is valid until the next is requested)."""
@@ -100,10 +105,27 @@ class Source:
             yield self._buf[:k]
             offset += k
 
-    def close(self) -> None:
+    def subset(self, names: list[str]) -> Source:
+        """A shallow copy of this source holding only ``names``: it reads through the same
+        callables but owns none of them (its :meth:`close` closes only what its own
+        :meth:`blocks` opened; this source stays for its owner to close)."""
+        import copy
+
+        sub = copy.copy(self)
+        sub.names = list(names)
+        sub._fd = None
+        sub._close = None
+        return sub
+
+    def release(self) -> None:
+        """Close the descriptor :meth:`blocks` opened, if any (a later :meth:`blocks` opens
+        another); the source stays open."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+
+    def close(self) -> None:
+        self.release()
         if self._close is not None:
             self._close()
             self._close = None

@@ -1,4 +1,4 @@
-"""The lean open of a local v2 file (``V2Reader._open_fd``): what it gives equals the general
+"""The lean open of a local v2 file (``V2Reader.open_fd``): what it gives equals the general
 path's, anything unusual is refused with the general path's error, and the file it owns is
 released once, on close or when the reader is collected."""
 

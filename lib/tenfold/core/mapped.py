@@ -172,6 +172,17 @@ class MappedFile:
     def closed(self) -> bool:
         return self._u8 is None
 
+    @property
+    def mapped(self) -> bool:
+        """Whether the bytes are a memory map of the file (not a buffer nor copies read)."""
+        return getattr(self, "_mm", None) is not None
+
+    @property
+    def fd(self) -> int | None:
+        """The descriptor of the open file, which every read comes from whatever the name
+        points to now; None for a buffer (or once closed)."""
+        return getattr(self, "_fd", None)
+
     def close(self) -> None:
         """Detach from the mapping; views already handed out stay valid (see module doc)."""
         self._u8 = None

@@ -324,7 +324,7 @@ class MappedReader(BaseReader):
         self._finalizer = weakref.finalize(self, _unclosed, mf, type(self))
         return mf
 
-    def _owned(self) -> Any:
+    def owned(self) -> Any:
         """Mark this reader as owned by an object that manages its lifetime (a dataset that
         drops it after a fork, say): collecting it unclosed then closes it without a
         :class:`ResourceWarning`. Returns ``self``."""

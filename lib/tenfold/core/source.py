@@ -235,6 +235,11 @@ class SourceFile(MappedFile):
         with self._lock:  # another thread may be adding a block
             return (*self._pinned, *self._recent)
 
+    def cached(self, offset: int, length: int) -> np.ndarray | None:
+        """The bytes ``[offset, offset+length)`` when one block already fetched holds them
+        (a view of it), else None; never a request."""
+        return self._cached(offset, length)
+
     def _cached(self, offset: int, length: int) -> np.ndarray | None:
         end = offset + length
         for start, block in self._blocks():

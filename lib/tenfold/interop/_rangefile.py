@@ -60,7 +60,7 @@ class RangeFile(io.RawIOBase):
         if n == 0:
             return 0
         src = self._src
-        hit = src._cached(pos, n)
+        hit = src.cached(pos, n)
         if hit is None:
             want = n
             if self._hint is not None and self._hint[0] == pos:

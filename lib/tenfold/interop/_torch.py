@@ -88,12 +88,12 @@ class _PrivateMap:
     def __init__(self, reader: Any) -> None:
         mf: Any = getattr(reader, "file", None)  # what the reader's spans are offsets of
         self.u8: np.ndarray | None = None
-        if getattr(mf, "_mm", None) is None:
+        if not getattr(mf, "mapped", False):
             return  # not a mapped file (a buffer, or a reader that reads without a map)
         base = mf.buffer()
         self.start = int(base.__array_interface__["data"][0])
         self.size = int(base.size)
-        fd = getattr(mf, "_fd", None)
+        fd = getattr(mf, "fd", None)
         if fd is None or self.size == 0:
             return
         # the descriptor the reader opened (and mapped): the same file, whatever its name
@@ -135,7 +135,8 @@ class Converter:
 
     def _private_maps(self) -> list[_PrivateMap]:
         """Private maps of the reader's file (of each opened shard for a sharded reader)."""
-        shards = getattr(self._reader, "_shards", None)
+        opened = getattr(self._reader, "open_shard_readers", None)  # a sharded reader's
+        shards = opened() if callable(opened) else None
         readers = list(shards.values()) if isinstance(shards, dict) else [self._reader]
         with self._lock:
             if isinstance(shards, dict):  # shards the sharded reader closed: their maps go

@@ -30,7 +30,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     return report.exit_code
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: Any) -> None:
     from ...core.cli_support import REPORT_SCHEMA, add_json, add_quiet
 
     p = subparsers.add_parser(

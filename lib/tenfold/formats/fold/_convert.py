@@ -49,8 +49,8 @@ def _chunk_intact(path: Any, r: Any, c: Any) -> bool:
     from ...core.checksums import crc32c
     from . import _digest
 
-    tmp = Source(FORMAT.name, [], lambda n: (np.dtype("u1"), ()), lambda n: None, path=path)
-    tmp._raw = lambda n: None
+    tmp = Source(FORMAT.name, [], lambda n: (np.dtype("u1"), ()), lambda n: None, path=path,
+                 raw=lambda n: None)  # fmt: skip
     crc, sha = 0, hashlib.sha256()
     try:
         for block in tmp.blocks(c.payload_offset, c.comp_len):
@@ -58,7 +58,7 @@ def _chunk_intact(path: Any, r: Any, c: Any) -> bool:
             sha.update(block)
     finally:
         tmp.close()
-    return crc == c.crc32c and bool(_digest.matches(c.sha256, sha.hexdigest(), r._key))
+    return crc == c.crc32c and bool(_digest.matches(c.sha256, sha.hexdigest(), r.hmac_key))
 
 
 def _sten_source(path: Any, c: Any, md: dict[str, Any]) -> Source:

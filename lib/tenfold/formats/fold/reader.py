@@ -155,6 +155,11 @@ class Reader(ChunkReading, MappedReader, Mapping[str, Any]):
         """True when the file has a chunk named ``ai_graph`` or ``ai_vectors`` (a ``.mind``)."""
         return any(n in self._by_name for n in MIND_CHUNKS)
 
+    @property
+    def hmac_key(self) -> bytes | None:
+        """The HMAC key the reader checks signed digests with, as bytes (None: no key)."""
+        return self._key
+
     # -- reading ----------------------------------------------------------------------------
     def read(
         self, name: str, verify: bool | str = True, *, budget: Budget | None = None

@@ -39,7 +39,7 @@ def _stale_parity(r: Reader, c: ChunkInfo, comp: np.ndarray) -> int:
     nsym = c.nsym or 0
     if nsym == 0 or c.ecc_len == 0:
         return 0
-    ecc = r._mf.u8(c.payload_offset + c.comp_len, c.ecc_len, f"{c.what} ecc")
+    ecc = r.file.u8(c.payload_offset + c.comp_len, c.ecc_len, f"{c.what} ecc")
     bad = np.zeros(c.ecc_len // nsym, np.int32)
     return int(_kernels.load("rs").check_blocks(comp, ecc, nsym, bad))
 
@@ -174,7 +174,7 @@ def _repair(src: Any, dst: Any, hmac_key: str | bytes | None) -> Report:
             nsym = c.nsym or 0
             if nsym and c.ecc_len:
                 parity = _parity(st.comp, nsym, c.ecc_len)
-                stored = r._mf.u8(c.payload_offset + c.comp_len, c.ecc_len)
+                stored = r.file.u8(c.payload_offset + c.comp_len, c.ecc_len)
                 if not np.array_equal(parity, stored):
                     patches.append((c.payload_offset + c.comp_len, parity))
                     if st.state != "repaired":
@@ -189,7 +189,7 @@ def _repair(src: Any, dst: Any, hmac_key: str | bytes | None) -> Report:
                 with open(src_path, "rb") as fin:
                     shutil.copyfileobj(fin, f, 16 << 20)
             else:
-                f.write(memoryview(r._mf.buffer()))  # type: ignore[arg-type]
+                f.write(memoryview(r.file.buffer()))  # type: ignore[arg-type]
             for off, data in patches:
                 f.seek(off)
                 f.write(memoryview(data))  # type: ignore[arg-type]

@@ -164,7 +164,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
     @property
     def metadata(self) -> dict[str, Any]:
         """The zip comment, when there is one (npz has no other file-level metadata)."""
-        comment = self._npz._zip.comment
+        comment = self._npz.comment
         return {"comment": comment.decode("utf-8", "replace")} if comment else {}
 
     def verify(self) -> Report:

@@ -209,6 +209,11 @@ class Archive:
                 describe(fmt, what, detail=f"bad npz payload: {type(exc).__name__}: {exc}"[:300])
             ) from None
 
+    @property
+    def comment(self) -> bytes:
+        """The zip archive's comment (``b""`` when it has none)."""
+        return self._zip.comment
+
     def close(self) -> None:
         z = getattr(self, "_zip", None)
         if z is not None:

@@ -106,7 +106,7 @@ def _fmt_stats(s: dict[str, Any]) -> str:
 def verify_reader(reader: OinfReader) -> OinfReport:
     """Check every OINF rule on the file an open reader has (``OinfReader.verify()``): the
     file again from its path, or its buffer, with the reader's limits."""
-    mf = reader._mf
+    mf = reader.file
     local = mf.path is not None and not mf.remote
     return verify(mf.path if local else mf.buffer(), limits=reader.limits)
 
@@ -137,7 +137,7 @@ class _Checker:
     def __init__(self, reader: OinfReader, report: OinfReport) -> None:
         self.r = reader
         self.rep = report
-        self.mf = reader._mf
+        self.mf = reader.file
         self.k = _kernels.load("bitpack")
         self.scan = _kernels.load("scan")
 
@@ -190,7 +190,7 @@ class _Checker:
 
 def _verify_open(r: OinfReader, rep: OinfReport) -> None:
     c = _Checker(r, rep)
-    t = r._t
+    t = r.tables
     h = t.header
     rep.summary.update(
         {
@@ -253,7 +253,7 @@ def _check_metadata(
     c: _Checker, r: OinfReader, rep: OinfReport, regions: list[tuple[int, int, int, str]]
 ) -> None:
     """Each metadata payload's element rules and value; its region for the overlap check."""
-    t = r._t
+    t = r.tables
     for key, tag, _flags, nbytes, off, _entry in t.metadata:
         obj = f"metadata {key!r}"
         used, decodes = _metadata_used(c, tag, off, nbytes, obj)
@@ -261,7 +261,7 @@ def _check_metadata(
         if not decodes:
             continue
         try:
-            value = r._meta_value((key, tag, _flags, nbytes, off, _entry))
+            value = r.metadata_value((key, tag, _flags, nbytes, off, _entry))
         except TenfoldError as exc:
             rep.add_error(exc)
             continue
@@ -272,7 +272,7 @@ def _check_tensors(
     c: _Checker, r: OinfReader, rep: OinfReport, regions: list[tuple[int, int, int, str]]
 ) -> None:
     """Each tensor's flags and elements, with its statistics; its regions for the overlap check."""
-    t = r._t
+    t = r.tables
     h = t.header
     for e in t.tensors:
         name, tag, shape, flags, nbytes, off, entry, qn, qo = e

@@ -203,6 +203,16 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
 
     # -- tables ----------------------------------------------------------------------------
     @property
+    def tables(self) -> Tables:
+        """Everything the file's tables say, as parsed (a ``Tables``: entries are
+        tuples, as the verifier walks them)."""
+        return self._t
+
+    def metadata_value(self, entry: tuple) -> Any:
+        """The decoded value of metadata entry ``entry`` (one of ``tables.metadata``)."""
+        return self._meta_value(entry)
+
+    @property
     def header(self) -> Any:
         return self._t.header
 

@@ -98,6 +98,10 @@ class RemoteReads:
             self._fs = fsspec.core.url_to_fs(self.root, **self.storage_options)[0]
         return self._fs
 
+    def filesystem(self) -> Any:
+        """The fsspec filesystem of the remote root (one client per dataset and process)."""
+        return self._filesystem()
+
     def _index_fs(self) -> tuple[Any, str]:
         """The filesystem and path of a remote index: the root's own client when the index
         URL has the root's protocol (one client per dataset and process, even with

@@ -244,6 +244,21 @@ class Dataset(Batches):
     def _join(self, name: str) -> str:
         return f"{self.root}/{name}" if self.remote else os.path.join(self.root, name)
 
+    def shard_url(self, name: str) -> str:
+        """Where shard ``name`` lies: its path under a local root, its URL under a remote one."""
+        return self._join(name)
+
+    def shard_buffer(self, fid: int) -> memoryview:
+        """The bytes of local shard number ``fid``: its memory map, kept open among the
+        dataset's ``max_open`` shards (a shard changed since the index is checked first)."""
+        return self._shard(fid)
+
+    def known_shards(self) -> dict[str, tuple[int, str | None]]:
+        """``{url: (size, etag)}`` of each remote shard this dataset has seen (size -1: not
+        known), what later reads of its bytes are checked against
+        (:func:`tenfold.core.source.cat_ranges`)."""
+        return {self._join(self.shards[f]): (s[0], s[2]) for f, s in self._seen.items()}
+
     def _list_shards(self, listed: Any = None) -> list[str]:
         if not self.remote:
             return [p.name for p in shard_paths(self.root, self.split)]
@@ -288,7 +303,7 @@ class Dataset(Batches):
                         info = None
                 self._remote_index_mtime = None if info is None else info_mtime_ns(info)
             else:
-                idx = Index.open(self.index_path, limits=self.limits)._owned()  # owned here
+                idx = Index.open(self.index_path, limits=self.limits).owned()  # owned here
             s = idx.samples
             self._rows = idx.rows if s.order is None else idx.rows[s.order]
             self._starts = s.starts
@@ -332,7 +347,7 @@ class Dataset(Batches):
     def fingerprint(self) -> str:
         """A digest of the split's index file (what :class:`EpochSampler` states are tied to)."""
         if self._fp is None:
-            self._fp = index_fingerprint(self._index()._mf.buffer())
+            self._fp = index_fingerprint(self._index().file.buffer())
         return self._fp
 
     @property

@@ -168,7 +168,7 @@ def plan(
     has[sample_of_row[keep], col_of[extid[keep]]] = True
     fid = np.asarray(rows["fid"]).astype(np.int64)
     first_fid = fid[starts[:-1]] if n else np.zeros(0, np.int64)
-    url_len = np.array([len(ds._join(name).encode()) for name in ds.shards] or [0], np.int64)
+    url_len = np.array([len(ds.shard_url(name).encode()) for name in ds.shards] or [0], np.int64)
     n_str = len(cols) + 1 + int(include_url)
     payload, size_bytes, files = [], [], []
     for t in range(len(bounds) - 1):
@@ -182,7 +182,7 @@ def plan(
         urls = int(url_len[fids].sum()) if include_url else 0
         payload.append(pay)
         size_bytes.append(pay + 4 * rows_t * n_str + bitmaps + urls)
-        files.append(tuple(ds._join(ds.shards[f]) for f in np.unique(fids).tolist()))
+        files.append(tuple(ds.shard_url(ds.shards[f]) for f in np.unique(fids).tolist()))
     return Plan(samples[: int(bounds[-1])], bounds, payload, size_bytes, files)
 
 
@@ -250,7 +250,7 @@ class _Keys:
             if ds.remote:
                 buf, base = heads[j]
             else:
-                buf, base = ds._shard(fid), 0
+                buf, base = ds.shard_buffer(fid), 0
             got = name_at(buf, off - base) if off - base >= 0 else None
             stem = split_name(got[0])[0] if got is not None else None
             if stem is None or xxhash.xxh64_intdigest(stem) != kh:
@@ -278,12 +278,12 @@ class _Keys:
         from ...core.source import cat_ranges
 
         ds = self.ds
-        urls = [ds._join(ds.shards[f]) for f in fids]
-        known = {ds._join(ds.shards[f]): (s[0], s[2]) for f, s in ds._seen.items()}
+        urls = [ds.shard_url(ds.shards[f]) for f in fids]
+        known = ds.known_shards()
         ends = [o + BLOCK for o in offs]
         # every response checked like the dataset's own batches (a changed shard, a server
         # ignoring Range or answering other bytes is an error, never a misread)
-        blobs = cat_ranges(ds._filesystem(), urls, offs, ends, fmt=FMT, known=known)
+        blobs = cat_ranges(ds.filesystem(), urls, offs, ends, fmt=FMT, known=known)
         for url, o, blob in zip(urls, offs, blobs, strict=True):
             if isinstance(blob, TenfoldError):
                 raise blob
@@ -295,8 +295,8 @@ class _Keys:
         from ... import _kernels
 
         start = max(0, off - int(_kernels.load("tarscan").LOOKBACK))
-        fs = self.ds._filesystem()
-        data = fs.cat_file(self.ds._join(self.ds.shards[fid]), start=start, end=off + BLOCK)
+        fs = self.ds.filesystem()
+        data = fs.cat_file(self.ds.shard_url(self.ds.shards[fid]), start=start, end=off + BLOCK)
         return memoryview(data), start
 
 
@@ -330,7 +330,7 @@ class _Local:
         self.sh = _kernels.load("strhash")
 
     def _buf(self, fid: int) -> np.ndarray:
-        return np.frombuffer(self.ds._shard(fid), np.uint8)
+        return np.frombuffer(self.ds.shard_buffer(fid), np.uint8)
 
     def _gather(self, fids: np.ndarray, off: np.ndarray, size: np.ndarray) -> np.ndarray:
         """Bytes ``off[k]:off[k]+size[k]`` of shard ``fids[k]``, back to back."""
@@ -355,7 +355,7 @@ class _Local:
         cut = np.flatnonzero(np.diff(fid)) + 1
         for a, b in zip([0, *cut.tolist()], [*cut.tolist(), rows.size], strict=True):
             f = int(fid[a])
-            buf = ds._shard(f)
+            buf = ds.shard_buffer(f)
             for o, n, h, e in zip(
                 start[a:b].tolist(),
                 size[a:b].tolist(),
@@ -392,7 +392,7 @@ class _Local:
         got = np.empty(n, np.uint64)
         arena = []
         for a, b in zip([0, *cut.tolist()], [*cut.tolist(), n], strict=True):
-            mv = self.ds._shard(int(fid[a]))
+            mv = self.ds.shard_buffer(int(fid[a]))
             buf = np.frombuffer(mv, np.uint8)
             got_names = [name(mv, o, True) for o in off[a:b].tolist()]
             found = np.array([(g[1], g[2]) if not g[0] else (0, 0) for g in got_names], np.int64)
@@ -489,7 +489,7 @@ def read_samples(args: Mapping[str, Any], samples: np.ndarray, url: bool = True)
         lr = _LOCAL.get(id(ds))
         if lr is None or lr.ds is not ds:
             lr = _LOCAL[id(ds)] = _Local(ds)
-        urls = [ds._join(n).encode() for n in ds.shards] if url else None
+        urls = [ds.shard_url(n).encode() for n in ds.shards] if url else None
         pay = np.cumsum(lr.payload(samples))
         pos = 0
         while pos < samples.size:
@@ -510,7 +510,7 @@ def _read_remote(ds: Dataset, samples: np.ndarray, url: bool) -> Iterator[Any]:
     if keys is None or keys.ds is not ds:
         keys = _KEYS[id(ds)] = _Keys(ds)
     ext_names = [e for e in ds.index.ext if ds.extensions is None or e in ds.extensions]
-    shard_urls = [ds._join(n) for n in ds.shards] if url else []
+    shard_urls = [ds.shard_url(n) for n in ds.shards] if url else []
     step = ROWS_PER_BLOCK
     pos = 0
     while pos < samples.size:

@@ -139,9 +139,9 @@ class V2Appender(V2Writer):
             if r.data_shard:
                 raise EncodeError(describe(FMT, self.path, detail="cannot append to a data shard"))
             self._old_size = r.size
-            self._old_footer = r._mf.bytes(r.size - FOOTER_SIZE, FOOTER_SIZE, "footer")
+            self._old_footer = r.file.bytes(r.size - FOOTER_SIZE, FOOTER_SIZE, "footer")
             moff, mlen = r.manifest_blob
-            self._old_manifest = _OldManifest(r._mf.bytes(moff, mlen, "manifest"))
+            self._old_manifest = _OldManifest(r.file.bytes(moff, mlen, "manifest"))
             self._old_names = frozenset(r)
 
     def _pad_to_align(self) -> int:

@@ -169,14 +169,14 @@ def open_fd(
     smaller file, as ``fmap.open_ends`` reads them); the reader owns ``fd`` (closed here on
     failure).
 
-    A v2 file gets the lean open first (:meth:`V2Reader._open_fd`), the commonest open of
+    A v2 file gets the lean open first (:meth:`V2Reader.open_fd`), the commonest open of
     all, with as few system calls as possible; anything it declines, and every other
     generation, is read through a :class:`MappedFile` of the same descriptor, whose reader
     checks everything and names any error."""
     options.pop("storage_options", None)
     if head[:8] == MAGIC_V2 and options.get("mmap", True):
         try:
-            reader = V2Reader._open_fd(os.fspath(path), fd, size, tail[-TAIL_READ:], options)
+            reader = V2Reader.open_fd(os.fspath(path), fd, size, tail[-TAIL_READ:], options)
         except BaseException:
             os.close(fd)
             raise

@@ -23,6 +23,7 @@ class ZtReader(MappedReader):
     #: The class as ``repr`` names it.
     _label = "tenfold.ztensor.Reader"
     _infos: Mapping[str, Any]
+    _verified: set[Any]
 
     def _keys(self) -> Mapping[str, Any]:
         return self._infos
@@ -44,6 +45,11 @@ class ZtReader(MappedReader):
     def infos(self) -> list[Any]:
         """Every record, in the reader's order."""
         return list(self._infos.values())
+
+    def forget_verified(self) -> None:
+        """Forget which checksums have been checked: the next read of each tensor checks its
+        checksum again (what a verification starts with)."""
+        self._verified.clear()
 
     def stored_bytes(self) -> np.ndarray:
         """The whole file as a read-only ``uint8`` view."""

@@ -170,7 +170,7 @@ def load_manifest(mf: MappedFile, limits: Limits) -> tuple[Manifest | None, tupl
 def lean_manifest(
     fd: int, size: int, tail: bytes, limits: Limits
 ) -> tuple[Any, tuple[int, int], Manifest | None] | None:
-    """For :meth:`V2Reader._open_fd`: ``(plan table, manifest blob, manifest)`` of a v2 file
+    """For :meth:`V2Reader.open_fd`: ``(plan table, manifest blob, manifest)`` of a v2 file
     open on ``fd`` whose footer and manifest pass every check, or ``None`` for any other (the
     general path then names the error). ``tail`` is the file's last ``TAIL_READ`` bytes (all
     of it when smaller): the footer, and the manifest when it is that close, as a writer

@@ -44,6 +44,10 @@ class V2Shards(ZtReader):
         stem = base[:-3] if base.endswith(".zt") else base
         return f"{stem}-{name}.zt"
 
+    def check_shard(self, name: str) -> None:
+        """Open data shard ``name`` (checking its size) and check its whole-file digest."""
+        self._check_shard_digest(name, self._shard(name))
+
     def _shard(self, name: str) -> MappedFile:
         with self._lock:
             mf = self._shard_files.get(name)

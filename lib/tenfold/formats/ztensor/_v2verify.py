@@ -17,7 +17,7 @@ if TYPE_CHECKING:
 
 def check_v2(reader: V2Reader, report: Report) -> Report:
     """Every content check on an open v2 reader, as findings in ``report``."""
-    reader._verified.clear()
+    reader.forget_verified()
     report.summary["generation"] = "v2"
     report.summary["tensors"] = len(reader)
     report.summary["file size"] = reader.size
@@ -34,7 +34,7 @@ def check_v2(reader: V2Reader, report: Report) -> Report:
                         WARNING,
                         f"part {role!r}: unknown logical type {p.type!r}; only its digest checked",
                     )
-                if p.encoding is not None and p.encoding not in reader._ENCODINGS:
+                if p.encoding is not None and p.encoding not in reader.encodings:
                     report.add(
                         obj, WARNING, f"part {role!r}: unknown encoding {p.encoding!r}; not decoded"
                     )
@@ -42,9 +42,9 @@ def check_v2(reader: V2Reader, report: Report) -> Report:
                 if p.type is None or p.type in LOGICAL:
                     reader.verify_part(info.name, role)
                 elif p.digest is not None:
-                    reader._scan_part(info, p, types=False)
-            if info.layout in reader._SPARSE:
-                reader._read_sparse(info)
+                    reader.check_digest(info, p)
+            if info.layout in reader.sparse_layouts:
+                reader.check_sparse(info)
             sums = info.checksum or "no digest"
             report.add(
                 obj,
@@ -56,8 +56,7 @@ def check_v2(reader: V2Reader, report: Report) -> Report:
             report.add_error(exc, obj, offset=info.offset)
     for name in reader.shards:
         try:
-            mf = reader._shard(name)
-            reader._check_shard_digest(name, mf)
+            reader.check_shard(name)
             report.add(f"shard {name!r}", OK, f"{reader.shard_path(name)}: size and digest")
         except FileNotFoundError as exc:
             report.add(f"shard {name!r}", ERROR, f"not found: {exc.filename}")
@@ -76,7 +75,7 @@ def _padding(reader: V2Reader, report: Report) -> None:
         spans += [(p.offset, p.offset + p.length) for p in info.parts.values() if p.shard is None]
     if reader.manifest_blob[1]:
         spans.append((reader.manifest_blob[0], sum(reader.manifest_blob)))
-    spans.append((reader._tail_start, reader.size))
+    spans.append((reader.tail_start, reader.size))
     spans.sort()
     buf = reader.stored_bytes()
     pos = 0

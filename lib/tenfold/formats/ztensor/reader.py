@@ -370,6 +370,10 @@ class Reader(ZtReader, Mapping[str, Any]):
                 )
         return failed
 
+    def check_sum(self, info: TensorInfo) -> None:
+        """Check tensor ``info``'s stored checksum (then its reads do not check it again)."""
+        self._check_sum(info)
+
     def _check_sum(self, info: TensorInfo) -> None:
         assert info.checksum_algo is not None and info.checksum_hex is not None
         _checksum.verify(

@@ -80,7 +80,7 @@ __all__ = ["V2Reader", "PartsObject", "read_footer", "xxh3_hex", "digest_hex"]
 _NO_PLANS: Mapping[str, DensePlan] = MappingProxyType({})
 
 FMT = "zt"
-#: the options :meth:`V2Reader._open_fd` takes (any other goes the general way)
+#: the options :meth:`V2Reader.open_fd` takes (any other goes the general way)
 _LEAN_OPTIONS = frozenset({"copy", "verify_checksums", "sparse", "limits", "mmap"})
 #: builds a plain dense object's view from its plan (``ztplan.view``)
 _view = _kernels.load("ztplan").view
@@ -213,7 +213,7 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
         self.attributes = man.attributes if man else None
 
     @classmethod
-    def _open_fd(
+    def open_fd(
         cls, path: str, fd: int, size: int, tail: bytes, options: dict[str, Any]
     ) -> V2Reader | None:
         """The lean open of the regular file ``path`` open on ``fd`` (``size`` from ``fstat``,
@@ -262,11 +262,11 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
         # last: from here on the reader owns fd (until then, the caller closes it on failure)
         mf = MappedFile.owned_map(path, fd, _map_fd(fd, size), size, FMT)
         self._adopt(mf)
-        self._base = mf._u8
+        self._base = mf.buffer()
         return self
 
     def __getattr__(self, name: str) -> Any:
-        # only for what is not set: the records the lean open (_open_fd) leaves for later
+        # only for what is not set: the records the lean open (open_fd) leaves for later
         if name == "_names":
             names = self.__dict__["_names"] = list(self._infos)
             return names
@@ -324,6 +324,20 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
         """The layouts :meth:`read` gives as sparse tensors (the others: ``dense`` gives an
         array, any other layout a :class:`PartsObject`)."""
         return frozenset(self._SPARSE)
+
+    @property
+    def encodings(self) -> tuple[str, ...]:
+        """The part encodings this reader decodes (a part in another is only digest-checked)."""
+        return self._ENCODINGS
+
+    @property
+    def tail_start(self) -> int:
+        """Where the file's tail (the footer, for v1 the manifest before it) begins."""
+        return self._tail_start
+
+    def check_sparse(self, info: ObjectInfo) -> None:
+        """Read sparse object ``info`` and check its structure, keeping nothing."""
+        self._read_sparse(info)
 
     # -- Mapping ------------------------------------------------------------------------------
     # ``reader[name]``: the base class gives a plain dense object's view straight from the plan

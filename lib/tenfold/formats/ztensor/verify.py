@@ -50,7 +50,7 @@ def check_dense(reader: Reader, info: TensorInfo) -> None:
     the stored bytes) and, for zstd, the decoded size, decoded in pieces (see
     :func:`~tenfold.core.compression.zstd_decode_pieces`)."""
     if info.checksum_algo:
-        reader._check_sum(info)
+        reader.check_sum(info)
     if info.encoding != "raw":
         pieces = zstd_decode_pieces(
             reader.stored(info.name),
@@ -101,7 +101,7 @@ def _check_all(reader: Reader, infos: list[TensorInfo]) -> list[TenfoldError | N
 
 def check_reader(reader: Reader, report: Report) -> Report:
     """Run every content check on an open reader, adding findings to ``report``."""
-    reader._verified.clear()  # check every sum again, even ones already checked
+    reader.forget_verified()  # check every sum again, even ones already checked
     report.summary["tensors"] = len(reader)
     report.summary["file size"] = reader.size
     # the 0.1.0 index (CBOR) carries no checksum of its own: say what an OK covers
