@@ -544,12 +544,9 @@ def _add_format_commands(sub: Any) -> None:
 
 
 def _error(message: object) -> None:
-    if isinstance(message, TenfoldError) and message.fmt == "tenfold":
-        text = str(message.evolve(fmt=None))  # the prefix is printed below
-    else:
-        text = str(message)
-        if text.startswith("tenfold: "):  # messages built as text may carry the prefix already
-            text = text[len("tenfold: ") :]
+    text = str(message)
+    if text.startswith("tenfold: "):  # the prefix is printed below
+        text = text[len("tenfold: ") :]
     print(f"tenfold: error: {text}", file=sys.stderr)
 
 

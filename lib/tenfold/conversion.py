@@ -37,7 +37,7 @@ import numpy as np
 
 from .capabilities import check_all
 from .core.alloc import dense
-from .errors import EncodeError, IntegrityError
+from .errors import EncodeError, factory
 from .tensor_source import Source
 
 __all__ = [
@@ -81,8 +81,10 @@ def source_format(src: Source) -> Any:
 
 
 def meta_refusal(fmt: str, key: str, why: str) -> EncodeError:
-    return EncodeError(
-        f"{fmt}: metadata {key!r}: {why}; pass metadata=False (--no-metadata) to drop metadata"
+    return factory(fmt).encode(
+        f"metadata {key!r}",
+        message=f"{fmt}: metadata {key!r}: {why}; pass metadata=False (--no-metadata) to drop "
+        "metadata",
     )
 
 
@@ -93,8 +95,10 @@ def declaration_refusal(prefix: str, src: Source) -> EncodeError:
     own = source_format(src)
     what = own.description if own is not None else src.fmt
     where = "/".join(own.suffixes) if own is not None else src.fmt
-    return EncodeError(
-        f"{prefix}: tensor {n!r} has no data (an {what} declaration); only {where} can hold it"
+    return factory(src.fmt).encode(
+        f"tensor {n!r}",
+        message=f"{prefix}: tensor {n!r} has no data (an {what} declaration); only {where} can "
+        "hold it",
     )
 
 
@@ -105,8 +109,13 @@ def check_source_sum(s: Source, name: str, stored: str | None, got: str | None) 
         return
     algo, _, want = stored.partition(":")
     if algo == "crc32c" and want.lower() != got.lower() or algo == "sha256" and want != got:
-        raise IntegrityError(
-            f"{s.fmt}: tensor {name!r}: checksum mismatch; expected {stored}, got {algo}:{got}"
+        raise factory(s.fmt).integrity(
+            f"tensor {name!r}",
+            field="checksum",
+            expected=stored,
+            got=f"{algo}:{got}",
+            message=f"{s.fmt}: tensor {name!r}: checksum mismatch; expected {stored}, got "
+            f"{algo}:{got}",
         )
 
 

@@ -260,7 +260,9 @@ class BaseReader(Mapping[str, Any]):
         mf = getattr(self, "file", None)
         if rng is None or mf is None:
             raise UnsupportedError(
-                f"{self.fmt}: {name!r}: its stored bytes are not one range of the file"
+                fmt=self.fmt,
+                obj=repr(name),
+                detail="its stored bytes are not one range of the file",
             )
         start, end = rng
         return mf.u8(start, end - start, f"{name!r}")  # type: ignore[no-any-return]

@@ -13,9 +13,9 @@ from ...capabilities import check_all
 from ...conversion import Lazy, Target, WriteOptions, meta_refusal
 from ...core.alloc import dense
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...errors import EncodeError
 from ...tensor_source import Source
 from ._format import FORMAT
+from ._spec import E
 
 
 def source(
@@ -77,10 +77,11 @@ class OinfTarget(Target):
         check_all(self.name, ((n, src.spec(n)[0]) for n in src.names))
         for n in src.names:
             if not _token_ok(n):
-                raise EncodeError(
-                    f"oinf: tensor {n!r}: name must match [A-Za-z0-9._-]+ (OINF's rule); "
-                    "formats that can hold any name: .zt, .fold/.mind, .safetensors, .npz, "
-                    ".wtxt (encoded)"
+                raise E.encode(
+                    f"tensor {n!r}",
+                    message=f"oinf: tensor {n!r}: name must match [A-Za-z0-9._-]+ (OINF's "
+                    "rule); formats that can hold any name: .zt, .fold/.mind, .safetensors, "
+                    ".npz, .wtxt (encoded)",
                 )
 
     def metadata(self, src: Source) -> dict[str, Any]:

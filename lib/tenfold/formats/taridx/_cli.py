@@ -307,6 +307,8 @@ def remote_source(mf: Any, url: str) -> Any:
 
     mf.close()
     raise UnsupportedError(
-        f"tenfold: {url}: a TARIDX index is read from a local file (its tar shards are files "
-        "beside it), not from a URL"
+        fmt="tenfold",
+        obj=str(url),
+        detail="a TARIDX index is read from a local file (its tar shards are files beside it), "
+        "not from a URL",
     )

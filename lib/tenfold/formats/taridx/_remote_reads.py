@@ -20,7 +20,7 @@ from ...core.source import cat_ranges
 from ...errors import IntegrityError, TenfoldError, TruncatedError, describe
 from ._members import member_problem
 from ._remote import RANGE_CAP, LinkModel, info_etag, info_mtime_ns, missing_shard, plan_ranges
-from ._spec import BLOCK, FMT
+from ._spec import BLOCK, FMT, E
 
 
 def is_url(root: str) -> bool:
@@ -393,9 +393,12 @@ class RemoteReads:
                     url, memoryview(blob), lo, fid, lo, size, int(self._kh[row]), extid
                 )
             except (IntegrityError, TruncatedError) as exc:
-                raise type(exc)(
-                    f"{exc}; the shard changed after the index was written: "
-                    "rebuild the index (tenfold index build)"
+                raise E.recast(
+                    type(exc),
+                    exc,
+                    f"shard {url}",
+                    message=f"{exc}; the shard changed after the index was written: "
+                    "rebuild the index (tenfold index build)",
                 ) from None
 
     def _verify_remote(

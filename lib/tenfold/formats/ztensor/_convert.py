@@ -20,9 +20,10 @@ from ...conversion import (
     meta_refusal,
 )
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...errors import EncodeError, FormatError, UnsupportedError
+from ...errors import EncodeError, FormatError, UnsupportedError, factory
 from ...tensor_source import Source
 from ._format import FORMAT
+from ._spec import E
 
 #: The zTensor 0.1.0 custom key that carries file metadata (on the first tensor).
 METADATA_KEY = "__metadata__"
@@ -103,13 +104,17 @@ def generation(dst: Any, value: Any, max_shard_size: Any) -> int | None:
     if value in (None, 0, "0", "0.1.0"):
         return None
     if value not in (2, "2", "v2"):
-        raise UnsupportedError(
-            f"tenfold: {os.fspath(dst)}: zt_generation must be 0.1.0 or 2, got {value!r}"
-        )
+        raise factory("tenfold").unsupported(
+            os.fspath(dst), field="zt_generation", expected="0.1.0 or 2", got=value,
+            message=f"tenfold: {os.fspath(dst)}: zt_generation must be 0.1.0 or 2, "
+            f"got {value!r}",
+        )  # fmt: skip
     if max_shard_size is not None:
         raise UnsupportedError(
-            f"tenfold: {os.fspath(dst)}: --max-shard-size writes zTensor 0.1.0 shards; "
-            "it does not combine with --zt-generation"
+            fmt="tenfold",
+            obj=os.fspath(dst),
+            detail="--max-shard-size writes zTensor 0.1.0 shards; it does not combine with "
+            "--zt-generation",
         )
     return 2
 
@@ -174,9 +179,10 @@ class V2Target(Target):
 
     def check_options(self, checksum: str | None, compress: str | None) -> None:
         if checksum != KEEP:
-            raise EncodeError(
-                f"convert: {os.fspath(self.dst)}: checksum={checksum!r} does not apply to "
-                "zTensor v2 (every part carries an xxh3 digest)"
+            raise factory("convert").encode(
+                os.fspath(self.dst),
+                message=f"convert: {os.fspath(self.dst)}: checksum={checksum!r} does not apply "
+                "to zTensor v2 (every part carries an xxh3 digest)",
             )
 
     def check(self, src: Source) -> None:
@@ -190,11 +196,13 @@ class V2Target(Target):
             try:
                 check_name(n, f"tensor {n!r}", "name")
             except FormatError as exc:
-                raise EncodeError(str(exc)) from None
+                raise E.recast(EncodeError, exc, f"tensor {n!r}") from None
             if unicodedata.normalize("NFC", n) != n:
-                raise EncodeError(
-                    f"zt: tensor {n!r}: name: not in Unicode NFC, which canonical zTensor v2 "
-                    "needs; formats that keep it: .zt (0.1.0), .safetensors, .fold/.mind, .npz"
+                raise E.encode(
+                    f"tensor {n!r}",
+                    message=f"zt: tensor {n!r}: name: not in Unicode NFC, which canonical "
+                    "zTensor v2 needs; formats that keep it: .zt (0.1.0), .safetensors, "
+                    ".fold/.mind, .npz",
                 )
             storage_of(src.spec(n)[0], f"tensor {n!r}")
         if src.uninitialized:
