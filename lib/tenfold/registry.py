@@ -39,6 +39,7 @@ from .errors import FormatError, factory
 
 __all__ = [
     "Format",
+    "NATIVE_DTYPES",
     "register",
     "unregister",
     "formats",
@@ -55,6 +56,12 @@ __all__ = [
     "FORMATS",
     "SNIFF_BYTES",
 ]
+
+#: NumPy's own element types (canonical names) that every tensor format but WTXT holds: what
+#: the formats' ``dtypes`` start from.
+NATIVE_DTYPES = frozenset(
+    "float64 float32 float16 int64 int32 int16 int8 uint64 uint32 uint16 uint8 bool".split()
+)
 
 #: What a format keeps as file metadata: nothing, ``str -> str`` (safetensors' header),
 #: JSON values, or any value its encoding holds exactly (CBOR, OINF's typed metadata).

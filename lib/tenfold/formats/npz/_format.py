@@ -3,30 +3,14 @@ member is a ``.npy`` (:func:`sniff`)."""
 
 from __future__ import annotations
 
-from ...registry import Format, register
+from ...registry import NATIVE_DTYPES, Format, register
 
 LOCAL_HEADER = b"PK\x03\x04"
 EMPTY_ZIP = b"PK\x05\x06"
 
 #: Element types an npz holds exactly (NumPy's own: no bfloat16 / float8 / float4, which
 #: NumPy would write as opaque void records).
-DTYPES = frozenset(
-    {
-        "float64",
-        "float32",
-        "float16",
-        "int64",
-        "int32",
-        "int16",
-        "int8",
-        "uint64",
-        "uint32",
-        "uint16",
-        "uint8",
-        "bool",
-        "complex64",
-    }
-)
+DTYPES = NATIVE_DTYPES | {"complex64"}
 
 
 def sniff(head: bytes) -> bool:

@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-from ...registry import Format, register
+from ...registry import NATIVE_DTYPES, Format, register
 
 MAGIC = b"OINF\0"
 
 #: Element types an OINF file holds (besides its packed 1/2/4-bit and ternary types).
-DTYPES = frozenset(
-    {
-        "float64",
-        "float32",
-        "float16",
-        "int64",
-        "int32",
-        "int16",
-        "int8",
-        "uint64",
-        "uint32",
-        "uint16",
-        "uint8",
-        "bool",
-        "bfloat16",
-        "float8_e5m2",
-    }
-)
+DTYPES = NATIVE_DTYPES | {"bfloat16", "float8_e5m2"}
 
 FORMAT = register(
     Format(

@@ -3,36 +3,22 @@
 
 from __future__ import annotations
 
-from ...registry import Format, register
+from ...registry import NATIVE_DTYPES, Format, register
 
 #: Largest header tenfold reads or writes.
 MAX_HEADER = 100 << 20
 
 #: Element types a safetensors file holds (a FOLD ``STEN`` chunk is one, so FOLD too).
-DTYPES = frozenset(
-    {
-        "float64",
-        "float32",
-        "float16",
-        "int64",
-        "int32",
-        "int16",
-        "int8",
-        "uint64",
-        "uint32",
-        "uint16",
-        "uint8",
-        "bool",
-        "bfloat16",
-        "float8_e5m2",
-        "float8_e4m3fn",
-        "float8_e8m0fnu",
-        "float4_e2m1fn",
-        "float8_e4m3fnuz",
-        "float8_e5m2fnuz",
-        "complex64",
-    }
-)
+DTYPES = NATIVE_DTYPES | {
+    "bfloat16",
+    "float8_e5m2",
+    "float8_e4m3fn",
+    "float8_e8m0fnu",
+    "float4_e2m1fn",
+    "float8_e4m3fnuz",
+    "float8_e5m2fnuz",
+    "complex64",
+}
 
 
 def sniff(head: bytes) -> bool:

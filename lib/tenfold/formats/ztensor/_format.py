@@ -5,29 +5,13 @@ Light on purpose: recognising a file imports this module and nothing else of the
 
 from __future__ import annotations
 
-from ...registry import Format, register
+from ...registry import NATIVE_DTYPES, Format, register
 
 #: The three generations' magic bytes: 0.1.0, v1.x, v2.
 MAGIC, MAGIC_V1, MAGIC_V2 = b"ZTEN0001", b"ZTEN1000", b"\x89ZT2\r\n\x1a\n"
 
 #: Element types a zTensor file holds (every generation tenfold writes).
-DTYPES = frozenset(
-    {
-        "float64",
-        "float32",
-        "float16",
-        "int64",
-        "int32",
-        "int16",
-        "int8",
-        "uint64",
-        "uint32",
-        "uint16",
-        "uint8",
-        "bool",
-        "bfloat16",
-    }
-)
+DTYPES = NATIVE_DTYPES | {"bfloat16"}
 
 FORMAT = register(
     Format(
