@@ -15,6 +15,7 @@ as :func:`tenfold.core.parallel.threads` allows: the CPUs this process may use, 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -49,13 +50,13 @@ _CRC: dict[bool, tuple[Callable[[memoryview, int], int], str]] = {}
 
 def _crc_backend() -> tuple[Callable[[memoryview, int], int], str]:
     """The CRC-32C function and its name, chosen once per ``TENFOLD_PUREPYTHON`` setting."""
-    from .._kernels import load, pure_python
+    from .._kernels import pure_python
 
     pure = pure_python()
     got = _CRC.get(pure)
     if got is None:
-        mod = None if pure else load("crc32c")  # a missing build warns there
-        if mod is not None and mod.implementation() != "python":
+        mod = crc_kernel()  # a missing build warns there
+        if mod is not None:
             got = (mod.crc32c, f"tenfold kernel ({mod.implementation()})")
         else:
             import crc32c as pkg  # here: importing the package costs ~20 ms (importlib.metadata)
@@ -103,48 +104,23 @@ def copy_crc32c(src: np.ndarray, dst: np.ndarray, value: int = 0) -> int:
     the bytes, continuing from ``value``: one pass with the GIL released (the compiled
     kernel), or a copy then :func:`crc32c` of it. One thread (callers split large inputs).
     """
-    from .._kernels import load, pure_python
-
-    if not pure_python():
-        mod = load("crc32c")
-        if mod.implementation() != "python":
-            return int(mod.copy_crc32c(src, dst, value))
+    mod = crc_kernel()
+    if mod is not None:
+        return int(mod.copy_crc32c(src, dst, value))
     np.copyto(dst, src)
     return crc32c(dst, value, threads=1)
 
 
-_POLY = 0x82F63B78  # CRC-32C, reflected
+def crc_kernel() -> Any:
+    """The compiled ``crc32c`` kernel module, or None where the kernels are not in use
+    (``TENFOLD_PUREPYTHON``, or a missing build: reported by :func:`tenfold._kernels.load`);
+    its pure-Python twin is never used on payloads."""
+    from .._kernels import load, pure_python
 
-
-def _mulmod(a: int, b: int) -> int:
-    """``a * b`` modulo the CRC polynomial (reflected bit order, x^0 is bit 31)."""
-    m = 1 << 31
-    p = 0
-    while True:
-        if a & m:
-            p ^= b
-            if not a & (m - 1):
-                return p
-        m >>= 1
-        b = (b >> 1) ^ _POLY if b & 1 else b >> 1
-        if not m:
-            return p
-
-
-_X2N = [1 << 30]  # x^(2^k) modulo the polynomial, k = 0..66
-for _ in range(66):
-    _X2N.append(_mulmod(_X2N[-1], _X2N[-1]))
-
-
-def _combine_py(crc1: int, crc2: int, len2: int) -> int:
-    p = 1 << 31  # x^0
-    n, k = len2, 3  # x^(8 * len2)
-    while n:
-        if n & 1:
-            p = _mulmod(_X2N[k], p)
-        n >>= 1
-        k += 1
-    return _mulmod(p, crc1) ^ crc2
+    if pure_python():
+        return None
+    mod = load("crc32c")
+    return mod if mod.implementation() != "python" else None
 
 
 def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
@@ -154,13 +130,12 @@ def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
     >>> crc32c_combine(crc32c(b"12345"), crc32c(b"6789"), 4) == crc32c(b"123456789")
     True
     """
-    from .._kernels import load, pure_python
+    from .._kernels import load
 
-    if not pure_python():
-        mod = load("crc32c")
-        if mod.implementation() != "python":
-            return int(mod.crc32c_combine(crc1, crc2, len2))
-    return _combine_py(crc1, crc2, len2)
+    mod = crc_kernel()
+    if mod is None:  # O(log len2) whatever the payload: the twin's is fast enough
+        mod = load("crc32c", "reference")
+    return int(mod.crc32c_combine(crc1, crc2, len2))
 
 
 def crc32c_implementation() -> str:

@@ -51,7 +51,8 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..core import parallel
-from ..core.checksums import crc32c_combine
+from ..core.bounds import align_up
+from ..core.checksums import crc32c, crc32c_combine, crc_kernel
 
 __all__ = ["Backend", "Check", "Job", "Ring", "crc32c_combine", "ALIGN", "BUFFERS"]
 
@@ -140,25 +141,6 @@ def array_reader(src: np.ndarray) -> Callable[[np.ndarray, int], None]:
     return read
 
 
-# -- CRC-32C -----------------------------------------------------------------------------------
-def _crc32c(data: np.ndarray, value: int) -> int:
-    import crc32c
-
-    return int(crc32c.crc32c(data, value))  # type: ignore[arg-type]
-
-
-def crc_kernel() -> Any:
-    """The compiled ``crc32c`` kernel module, or None where the kernels are not in use
-    (``TENFOLD_PUREPYTHON``, or a missing build: reported by :func:`tenfold._kernels.load`);
-    its pure-Python twin is never used on payloads."""
-    from .._kernels import load, pure_python
-
-    if pure_python():
-        return None
-    mod = load("crc32c")
-    return mod if mod.implementation() != "python" else None
-
-
 # -- planning ---------------------------------------------------------------------------------
 class _Gen:
     """One buffer's worth: ``segments`` (job, start in job, start in buffer, nbytes), the
@@ -203,7 +185,7 @@ def plan(sizes: Sequence[int], capacity: int, piece: int = PIECE) -> list[_Gen]:
             take = min(n - start, capacity - pos)
             segs.append((j, start, pos, take))
             start += take
-            pos = -(-(pos + take) // ALIGN) * ALIGN
+            pos = align_up(pos + take, ALIGN)
     if segs:
         gens.append(_Gen(segs, piece))
     return gens
@@ -316,7 +298,7 @@ class _Run:
         self.pool: concurrent.futures.ThreadPoolExecutor | None = None
         kernel = crc_kernel()
         self.copy_crc = None if kernel is None else kernel.copy_crc32c
-        self.crc_step = _crc32c if kernel is None else kernel.crc32c
+        self.crc_step = _one_thread_crc if kernel is None else kernel.crc32c
         self.combine = crc32c_combine if kernel is None else kernel.crc32c_combine
 
     # -- the calling thread
@@ -490,3 +472,8 @@ class _Run:
                 if g is not None:
                     self.hashes[g] -= 1
                 self.cv.notify_all()
+
+
+def _one_thread_crc(data: np.ndarray, value: int) -> int:
+    """:func:`tenfold.core.checksums.crc32c` on this worker's thread (the ring is parallel)."""
+    return crc32c(data, value, threads=1)
