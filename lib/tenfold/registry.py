@@ -305,7 +305,7 @@ def get(name: str) -> Format:
     if fmt is None:
         known = ", ".join(_REGISTRY)
         raise factory("tenfold").unsupported(
-            f"format {name!r}", detail="unknown format", expected=f"one of {known}"
+            f"format {name!r}", detail="unknown format", expected=f"one of {known}", got=name
         )
     return fmt
 
@@ -459,7 +459,10 @@ def by_suffix(path: str | os.PathLike[str]) -> Format:
             return fmt
     known = ", ".join(s for f in formats() for s in f.suffixes)
     raise factory("tenfold").unsupported(
-        os.fspath(path), detail="unknown suffix", expected=f"one of {known}"
+        os.fspath(path),
+        detail="unknown suffix",
+        expected=f"one of {known}",
+        got=os.path.splitext(name)[1] or "no suffix",
     )
 
 

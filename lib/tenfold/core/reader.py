@@ -64,7 +64,6 @@ __all__ = [
     "TensorReader",
     "Span",
     "CheckedSpan",
-    "CheckedSpan",
     "BaseReader",
     "MappedReader",
     "INFO_FIELDS",

@@ -129,6 +129,8 @@ def _protocol_package(url: str, fmt: str) -> Iterator[None]:
             f'{fmt}: reading {url}: {exc}: pip install "tenfold[{extra}]"',
             module=exc.name or "",
             extra=extra,
+            fmt=fmt,
+            obj=url,
         ) from None
 
 

@@ -154,17 +154,12 @@ class Reader(ZtReader, Mapping[str, Any]):
         algo = info.checksum_algo
         if not algo or not self.verify_checksums or name in self._verified:
             return CheckedSpan(span)
-        if algo not in ("crc32c", "sha256"):
-            return None  # the reader names it
         want, at = info.checksum_hex, info.offset
+        if algo not in _checksum.ALGORITHMS or want is None:
+            return None  # the reader names it
 
-        def error(got: str) -> BaseException:  # what _checksum.verify raises
-            return IntegrityError(
-                describe(
-                    "zt", f"tensor {name!r}", offset=at, field=f"{algo} checksum",
-                    expected=want, got=got,
-                )
-            )  # fmt: skip
+        def error(got: str) -> BaseException:  # what the reader's own check raises
+            return _checksum.mismatch(algo, want, got, f"tensor {name!r}", at)
 
         return CheckedSpan(span, algo, want, error, lambda: self._verified.add(name))
 
