@@ -156,3 +156,65 @@ def test_fifo_is_refused_without_blocking(tmp_path):
         FileLock(fifo)
     with pytest.raises(UnsupportedError, match="not a regular file"):
         zt.append(fifo, {"a": np.zeros(2)})
+
+
+def test_a_save_waits_for_an_in_place_change_before_replacing(tmp_path):
+    """An append holds the file's lock while it writes in place: a save over the same path
+    renames only after the lock is released, so the append never writes on, and reports success
+    for, a file already renamed over (before: the save replaced the file at once)."""
+    import tenfold
+
+    p = tmp_path / "m.safetensors"
+    tenfold.save(p, {"a": np.zeros(3, np.float32)})
+    before = p.read_bytes()
+    holder = FileLock(p)  # stands for an append in progress
+    out: list = []
+
+    def run() -> None:
+        try:
+            tenfold.save(p, {"b": np.ones(5, np.float32)})
+            out.append("saved")
+        except BaseException as exc:
+            out.append(exc)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join(0.3)
+    assert t.is_alive() and not out and p.read_bytes() == before
+    holder.release()
+    t.join(60)
+    assert out == ["saved"]
+    assert list(tenfold.load(p)) == ["b"]
+    # and nothing else is left in the folder (the temporary file was renamed)
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["m.safetensors"]
+
+
+def test_a_replace_inside_the_callers_own_lock_does_not_wait(tmp_path):
+    from tenfold.core.atomic import atomic_write
+
+    p = tmp_path / "f"
+    p.write_bytes(b"old")
+    with FileLock(p):
+        with atomic_write(p) as f:
+            f.write(b"new")
+    assert p.read_bytes() == b"new"
+
+
+def test_a_replace_of_a_link_or_an_unreadable_file_takes_no_lock(tmp_path):
+    from tenfold.core.atomic import atomic_write
+
+    target = tmp_path / "target"
+    target.write_bytes(b"t")
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    with FileLock(target):  # the link's target is locked: the link itself is replaced anyway
+        with atomic_write(link) as f:
+            f.write(b"new")
+    assert not link.is_symlink() and link.read_bytes() == b"new" and target.read_bytes() == b"t"
+    if os.geteuid() != 0:
+        locked = tmp_path / "wo"
+        locked.write_bytes(b"x")
+        locked.chmod(0o200)
+        with atomic_write(locked) as f:
+            f.write(b"y")
+        assert locked.stat().st_mode & 0o777 == 0o200

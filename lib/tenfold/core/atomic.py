@@ -11,6 +11,10 @@ says whose it is: ``.<dest name>.<pid>.<random>.tmp``, and the writer holds an a
 of that destination whose process is gone (the pid no longer exists and nobody holds the
 lock) are removed. Files of other destinations, files not following the pattern and files of
 live writers are never touched.
+
+The rename waits for the destination's :class:`~tenfold.core.locking.FileLock`: a change in
+place that holds it (a zTensor v2 append) finishes before the file is replaced, instead of
+writing on, and reporting success for, a file already renamed over.
 """
 
 from __future__ import annotations
@@ -20,6 +24,8 @@ import io
 import os
 import re
 from collections.abc import Iterator
+
+from .locking import lock_for_replace
 
 try:
     import fcntl
@@ -141,7 +147,8 @@ def atomic_write(
         except FileNotFoundError:
             mode = 0o666 & ~_umask()
         os.chmod(tmp, mode)
-        os.replace(tmp, path)
+        with lock_for_replace(path):
+            os.replace(tmp, path)
     except BaseException as exc:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)

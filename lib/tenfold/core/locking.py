@@ -38,12 +38,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import threading
 import time
 import weakref
 from typing import Any
 
-from ..errors import LockedError, describe
+from ..errors import LockedError, UnsupportedError, describe
 from .mapped import open_regular
 
 try:
@@ -51,7 +52,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["FileLock", "lock_if_rewritten"]
+__all__ = ["FileLock", "held_by_this_thread", "lock_if_rewritten", "lock_for_replace"]
 
 #: Files locked by this process: (st_dev, st_ino) -> id of the thread holding the lock.
 _held: dict[tuple[int, int], int] = {}
@@ -218,6 +219,35 @@ def lock_if_rewritten(src: Any, dst: Any, *, fmt: str | None = None) -> Any:
     except OSError:  # dst does not exist yet (or src does not: the reader will say so)
         same = False
     return FileLock(src, fmt=fmt) if same else contextlib.nullcontext()
+
+
+def held_by_this_thread(st: os.stat_result) -> bool:
+    """True when this thread holds the lock of the file ``st`` describes."""
+    with _guard[0]:
+        return _held.get((st.st_dev, st.st_ino)) == threading.get_ident()
+
+
+def lock_for_replace(path: str) -> Any:
+    """A context holding the lock of the regular file at ``path`` while it is renamed over.
+
+    A writer that replaces a file (rename over it) takes this lock just before the rename, so a
+    change in place holding the lock (an append) is finished, and durable, before the file is
+    replaced; the in-place writer that waited for the lock finds the path renamed over and locks
+    the new file (see :class:`FileLock`). Nothing to lock (no file, a link, a file this process
+    cannot open) or a lock this thread holds already (a repair in place): a null context.
+    """
+    if fcntl is None:  # pragma: no cover - not POSIX
+        return contextlib.nullcontext()
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return contextlib.nullcontext()
+    if not stat.S_ISREG(st.st_mode) or held_by_this_thread(st):
+        return contextlib.nullcontext()
+    try:
+        return FileLock(path)
+    except (OSError, UnsupportedError):  # gone, unreadable or replaced by a non-file meanwhile
+        return contextlib.nullcontext()
 
 
 def _forget_in_child() -> None:
