@@ -81,7 +81,9 @@ def open(path: str | os.PathLike[str], **options: Any) -> TensorReader:  # noqa:
     ``simplecache::s3://...``; ``storage_options=`` go to fsspec) or an open fsspec file:
     the index is fetched with a few range requests and each tensor with one (see
     :mod:`tenfold.core.source`). ``mmap=False`` reads a local file with ``pread`` into owned
-    memory instead of mapping it.
+    memory instead of mapping it. ``trust_links=True`` lets a file that names other files (a
+    sharded index, a sharded zTensor v2 file) follow symbolic links out of its folder
+    (:mod:`tenfold.core.links`); it is accepted, and has nothing to do, for every other file.
     """
     from ._dispatch import open_any
 

@@ -137,6 +137,8 @@ def _open_local_ends(path: Any, options: dict[str, Any], load: bool, copy: bool)
 def read_with(fmt: Any, mf: Any, options: dict[str, Any], load: bool, copy: bool) -> Any:
     """``load`` or :meth:`~tenfold.registry.Format.open_reader` of format ``fmt`` over the
     opened ``mf`` (closed when that fails)."""
+    if not fmt.follows_links and "trust_links" in options:  # nothing to follow: not an error
+        options = {k: v for k, v in options.items() if k != "trust_links"}
     try:
         if load:
             return fmt.load_module().load(mf, copy=copy, **options)

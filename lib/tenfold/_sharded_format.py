@@ -16,6 +16,7 @@ FORMAT = register(
         package="tenfold.sharded",
         metadata="json",
         opens_path=True,
+        follows_links=True,
         url_suffixes=(".index.json",),
         hooks={"convert_source": "tenfold.sharded:convert_source"},
     )

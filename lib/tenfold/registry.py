@@ -109,6 +109,10 @@ class Format:
     opens_path
         Its reader takes the path itself, not an opened source (a sharded index, which opens
         other files relative to it).
+    follows_links
+        Its reader opens other files that the file names (shards) under the symlink rule of
+        :mod:`tenfold.core.links`, and takes ``trust_links=``; the front door drops that option
+        for the other formats (a one-file format has no link to follow).
     url_suffixes
         A URL whose name ends with one of these is opened as this format without a first
         request to recognise it (a sharded index: ``.index.json``).
@@ -165,6 +169,7 @@ class Format:
     holds: str = "tensors"
     index_at_end: bool = False
     opens_path: bool = False
+    follows_links: bool = False
     url_suffixes: tuple[str, ...] = ()
     hooks: Mapping[str, str] = dataclasses.field(default_factory=dict)
 

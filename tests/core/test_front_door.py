@@ -346,3 +346,17 @@ def test_npz_reader_charges_each_array_to_the_decode_budget(tmp_path):
     with NpzReader(p, limits=Limits(decode_budget=4000)) as r:
         with pytest.raises(LimitError, match="member 'big.npy'"):
             r["big"]
+
+
+@pytest.mark.parametrize("suffix", ["safetensors", "zt", "npz", "oinf", "fold", "wtxt"])
+def test_trust_links_is_accepted_for_every_format(tmp_path, suffix):
+    """``trust_links=`` is a front-door option: a one-file format has nothing to follow, and
+    generic code passing it for every file must not get a TypeError from a reader's
+    constructor (before: every format but zTensor raised one)."""
+    p = tmp_path / f"m.{suffix}"
+    tenfold.save(p, {"a": np.arange(3, dtype=np.float32)})
+    with tenfold.open(p, trust_links=True) as r:
+        assert np.array_equal(r["a"], np.arange(3, dtype=np.float32))
+    assert list(tenfold.load(p, trust_links=True)) == ["a"]
+    with tenfold.open(p, mmap=False, trust_links=False) as r:
+        assert list(r) == ["a"]

@@ -25,6 +25,7 @@ FORMAT = register(
         checksums=("crc32c", "sha256"),
         save_checksum="pass",
         index_at_end=True,
+        follows_links=True,
         hooks={
             "open_fd": "tenfold.formats.ztensor:open_fd",
             "cli": "tenfold.formats.ztensor._cli:register",
