@@ -305,3 +305,29 @@ def test_bitpack_wrong_sizes_differential(raw, n, nout):
 
     differential("bitpack", call)
     differential("bitpack", pack)
+
+
+@needs_compiled
+@pytest.mark.parametrize("bits", [1, 2, 4])
+def test_unpack_blocks_and_tails_at_every_alignment(bits):
+    """The compiled unpack runs 16 source bytes at a time and the table loop does the tail:
+    every length around the block edges, the source and the output at every misalignment,
+    and partial last bytes, against the twin."""
+    comp, ref = _kernels.load("bitpack", "compiled"), _kernels.load("bitpack", "reference")
+    rng = np.random.default_rng(bits)
+    per = 8 // bits
+    buf = rng.integers(0, 256, 200, dtype=np.uint8)
+    for skew in range(0, 17, 3):
+        for nbytes in [*range(0, 50), 63, 64, 65, 127, 128, 129]:
+            src = buf[skew : skew + nbytes]
+            for n in {nbytes * per, max(nbytes * per - 1, 0), max(nbytes * per - per + 1, 0)}:
+                for kind in ("uint", "int", "pm1"):
+                    if kind == "pm1" and bits != 1:
+                        continue
+                    dt = np.uint8 if kind == "uint" else np.int8
+                    big = np.zeros(n + 7, dt)
+                    out = big[skew % 7 : skew % 7 + n]
+                    getattr(comp, f"unpack_{kind}")(src, *(() if kind == "pm1" else (bits,)), out)
+                    want = _unpack(ref, kind, bits, bytes(src), n)
+                    assert out.tolist() == want.tolist(), (kind, skew, nbytes, n)
+                    assert not big[: skew % 7].any() and not big[skew % 7 + n :].any()

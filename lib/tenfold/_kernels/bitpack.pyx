@@ -7,13 +7,18 @@ file format: the caller chooses the decoding (unsigned, two's complement, or the
 "pm1" code where bit 0 means -1 and bit 1 means +1), allocates the outputs and maps a reported
 bad index to its own error.
 
-Unpacking goes through 256-entry lookup tables (one input byte -> ``8/bits`` output bytes);
-packing merges ``8/bits`` inputs per output byte while checking their range.
+Unpacking runs 16 source bytes at a time with SSE2 shifts, masks and byte interleaves where the
+compiler targets it (``_bitpack_impl.h``; every x86-64), and through 256-entry lookup tables (one
+input byte -> ``8/bits`` output bytes) for the rest and elsewhere; packing merges ``8/bits`` inputs per output byte while checking their range.
 """
 
 from libc.stdint cimport int8_t, uint8_t, int64_t
 from libc.string cimport memcpy
 cimport cython
+
+cdef extern from "_bitpack_impl.h":
+    Py_ssize_t tf_unpack_sse2(const uint8_t* src, Py_ssize_t nbytes, int mode, int lb,
+                              uint8_t* out) noexcept nogil
 
 cdef enum:
     MODE_UINT = 0
@@ -75,14 +80,15 @@ cdef void _unpack(const uint8_t* src, Py_ssize_t count, int mode, int lb,
     cdef Py_ssize_t i
     cdef Py_ssize_t rem = count - full * per
     cdef const uint8_t* lut = _table(mode, lb)
+    cdef Py_ssize_t done = tf_unpack_sse2(src, full, mode, lb, out)
     if per == 8:
-        for i in range(full):
+        for i in range(done, full):
             memcpy(out + 8 * i, lut + 8 * src[i], 8)
     elif per == 4:
-        for i in range(full):
+        for i in range(done, full):
             memcpy(out + 4 * i, lut + 8 * src[i], 4)
     else:
-        for i in range(full):
+        for i in range(done, full):
             memcpy(out + 2 * i, lut + 8 * src[i], 2)
     if rem:
         memcpy(out + full * per, lut + 8 * src[full], rem)
