@@ -144,6 +144,7 @@ def save(
     *,
     checksum: str | None = _DEFAULT,
     max_shard_size: int | str | None = None,
+    zt_generation: Any = None,
     **options: Any,
 ) -> None:
     """Write ``tensors`` to ``path`` atomically, in ``format`` or the one its suffix names.
@@ -158,8 +159,15 @@ def save(
     it) splits the tensors into ``name-00001-of-0000N.<ext>`` shards plus the index
     ``<path>.index.json`` in the Hugging Face layout; a model that fits in one shard is one
     file at ``path`` (see :mod:`tenfold.sharded`; :func:`open` opens the index).
+
+    ``zt_generation`` chooses the generation of a ``.zt`` file (each shard's, with
+    ``max_shard_size``): ``0``/``"0.1.0"`` (the default) or ``2``/``"v2"`` (canonical
+    zTensor v2, what ztensor 2.x opens; every part has an xxh3 digest, so ``checksum`` does
+    not apply). Any other value, or ``2`` for another format, is refused.
     """
     _check_save_args(path, tensors)
+    if zt_generation is not None:
+        options["zt_generation"] = zt_generation
     if max_shard_size is not None:
         from .sharded import save as save_sharded
 

@@ -160,6 +160,12 @@ def save_one(
     from .registry import by_suffix, get
 
     fmt = get(format) if format is not None else by_suffix(path)
+    if "zt_generation" in options:  # read by the format that owns it, passed as generation=
+        from .conversion import generation_option
+
+        gen = generation_option(path, fmt, options.pop("zt_generation"))
+        if gen is not None:
+            options["generation"] = gen
     if fmt.dtypes:  # lossless or loud, whatever the format's own writer checks
         from .capabilities import check_tensors
 

@@ -111,6 +111,21 @@ def _metadata_values(file: str, fmt: str) -> dict[str, Any] | None:
             _close(source)
 
 
+def _version(file: str, fmt: str) -> str | None:
+    """The version (generation) of ``file`` its format's ``version`` hook names, or None."""
+    from .registry import get
+
+    hook = get(fmt).hook("version")
+    if hook is None:
+        return None
+    source = _open_url(file)[1] if _is_url(file) else file
+    try:
+        return str(hook(source))
+    finally:
+        if source is not file:
+            _close(source)
+
+
 def _detect(path: str) -> str:
     """The format of the local file ``path``. Content of no known format is a damaged file
     (exit 1) when the suffix names a format, else a usage error (exit 2: e.g. a ``.txt``)."""
@@ -198,15 +213,17 @@ def _json_value(v: object) -> object:
 
 def cmd_inspect(args: argparse.Namespace) -> int:
     fmt, size, objects, meta = _inspect_rows(args.file)
+    version = _version(args.file, fmt)
     if args.json:
-        _print_inspect_json(args.file, fmt, size, objects, meta)
+        _print_inspect_json(args.file, fmt, size, objects, meta, version)
         return 0
     # rows with a "part" (WTXT's chunks and root) describe pieces of an object already
     # counted: listed, not counted again
     whole = [r for r in objects if not r.get("part")]
     total = sum(r["bytes"] for r in whole if isinstance(r.get("bytes"), int))
     shown = (lambda n: f"{n} bytes") if args.bytes else human
-    print(f"{args.file}: {fmt}, {len(whole)} objects, {shown(total)} of data, file {shown(size)}")
+    print(f"{args.file}: {fmt}, {len(whole)} objects, {shown(total)} of data, file {shown(size)}"
+          + (f", version {version}" if version else ""))  # fmt: skip
     table = []
     for r in objects:
         r = dict(r)
@@ -267,7 +284,12 @@ def _add_metadata_values(meta: list[dict[str, Any]], values: dict[str, Any]) -> 
 
 
 def _print_inspect_json(
-    file: str, fmt: str, size: int, objects: list[dict[str, Any]], meta: list[dict[str, Any]]
+    file: str,
+    fmt: str,
+    size: int,
+    objects: list[dict[str, Any]],
+    meta: list[dict[str, Any]],
+    version: str | None = None,
 ) -> None:
     import json
 
@@ -276,6 +298,7 @@ def _print_inspect_json(
         "file": os.fspath(file),
         "format": fmt,
         "size": size,
+        **({"version": version} if version else {}),
         "objects": [
             {k: _json_value(v) for k, v in r.items()}
             | {"shape": _json_value(_dims_or(r.get("shape")))}
@@ -418,8 +441,9 @@ def _add_inspect(sub: Any) -> None:
         "(d0, d1, ...), size, encoding, layout and checksum; metadata and size variables in "
         "their own section.",
         epilog="--json prints one object (schema tenfold.inspect/1): {schema: "
-        "'tenfold.inspect/1', file, format, size "
-        "(bytes), objects: [{name, dtype, shape (list of ints or a string), bytes (int), "
+        "'tenfold.inspect/1', file, format, size (bytes), version (where the format has "
+        "one: a zTensor file's generation), objects: [{name, dtype, shape (list of ints or "
+        "a string), bytes (int), "
         "encoding, layout, checksum, and format-specific keys; part ('chunk' or 'file') on "
         "rows that describe a piece of an object, not counted in the summary}], "
         "metadata: [{name, dtype, "

@@ -52,6 +52,7 @@ __all__ = [
     "source_format",
     "SaveTarget",
     "package_source",
+    "generation_option",
 ]
 
 #: ``checksum`` / ``compress`` value: what the source has (same format), else the default.
@@ -78,6 +79,30 @@ def source_format(src: Source) -> Any:
         return registry.get(src.fmt)
     except Exception:
         return None
+
+
+def generation_option(dst: Any, fmt: Any, value: Any, max_shard_size: Any = None) -> Any:
+    """``zt_generation=value`` for a destination ``dst`` of format ``fmt`` (a descriptor), as
+    the format that owns the option reads it (its ``convert_generation`` hook): None for its
+    default generation. A non-default value for a file of another format is refused
+    (:class:`UnsupportedError`), as is any value when no format owns the option."""
+    from . import registry
+
+    if value is None:
+        return None
+    owner = next((f for f in registry.formats() if "convert_generation" in f.hooks), None)
+    if owner is None:
+        raise factory("tenfold").unsupported(
+            os.fspath(dst), field="zt_generation", detail="no format takes this option"
+        )
+    gen = owner.hook("convert_generation")(dst, value, None)
+    if gen is not None and fmt is not owner:
+        raise factory("tenfold").unsupported(
+            os.fspath(dst),
+            message=f"tenfold: {os.fspath(dst)}: --zt-generation (zt_generation) needs a "
+            f"{'/'.join(owner.suffixes)} file",
+        )
+    return owner.hook("convert_generation")(dst, value, max_shard_size)
 
 
 def meta_refusal(fmt: str, key: str, why: str) -> EncodeError:

@@ -54,7 +54,15 @@ import numpy as np
 
 from . import registry
 from .capabilities import NOT_TENSOR_FORMATS, TARGETS, target_of
-from .conversion import KEEP, SaveTarget, Target, WriteOptions, dict_source, package_source
+from .conversion import (
+    KEEP,
+    SaveTarget,
+    Target,
+    WriteOptions,
+    dict_source,
+    generation_option,
+    package_source,
+)
 from .core.alloc import dense as _dense
 from .core.bounds import DEFAULT_LIMITS, Limits
 from .errors import EncodeError, UnsupportedError
@@ -167,16 +175,7 @@ def _target_for(
     """The :class:`Target` writing ``dst`` in ``fmt``. ``generation`` (``zt_generation``) is
     read by the format that owns the option (its ``convert_generation`` hook); a generation
     other than its default needs a destination of that format."""
-    owner = next((f for f in registry.formats() if "convert_generation" in f.hooks), None)
-    gen = None
-    if owner is not None and generation is not None:
-        gen = owner.hook("convert_generation")(dst, generation, None)
-        if gen is not None and fmt is not owner:
-            raise UnsupportedError(
-                f"tenfold: {os.fspath(dst)}: --zt-generation needs a "
-                f"{'/'.join(owner.suffixes)} file"
-            )
-        gen = owner.hook("convert_generation")(dst, generation, max_shard_size)
+    gen = generation_option(dst, fmt, generation, max_shard_size)
     make = fmt.hook("convert_target")
     return SaveTarget(fmt, dst, gen) if make is None else make(fmt, dst, gen)
 
@@ -273,10 +272,11 @@ def write_any(
     level: int = 3,
     threads: int = 0,
     fsync: bool = True,
+    zt_generation: Any = None,
 ) -> None:
     """Write a dict of arrays (and string ``metadata``) in the format ``path``'s suffix
-    names, with the rules of :func:`convert`."""
-    target = _target_for(path, _target(path))
+    names, with the rules of :func:`convert` (``zt_generation`` as there)."""
+    target = _target_for(path, _target(path), zt_generation)
     s = dict_source("dict", {k: _dense(v, k) for k, v in tensors.items()}, metadata=metadata)
     target.check(s)
     md = target.metadata(s)

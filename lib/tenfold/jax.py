@@ -56,7 +56,7 @@ def save_file(
     **options: Any,
 ) -> None:
     """Write JAX or NumPy arrays to ``filename`` in the format its suffix names (see
-    :func:`tenfold.torch.save_file`)."""
+    :func:`tenfold.torch.save_file`; ``zt_generation=2`` writes a zTensor v2 ``.zt``)."""
     from .convert import write_any
 
     _jax()

@@ -133,6 +133,9 @@ class Format:
         ``register(subparsers)``: the format's own ``tenfold`` subcommands.
     ``metadata``
         ``metadata(source) -> dict``: the file metadata ``tenfold inspect`` lists.
+    ``version``
+        ``version(source) -> str``: the version or generation of the file that ``tenfold
+        inspect`` shows (zTensor: ``"0.1.0"``, ``"v1"``, ``"v2"``).
     ``remote_source``
         ``remote_source(opened, url)``: what ``tenfold inspect`` / ``verify`` read of a remote
         file, or a refusal.

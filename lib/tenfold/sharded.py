@@ -218,10 +218,12 @@ def save(
     tensors: Mapping[str, Any],
     max_shard_size: int | str,
     format: str | None = None,  # noqa: A002
+    zt_generation: Any = None,
     **options: Any,
 ) -> list[str]:
     """Write ``tensors`` as shards of at most ``max_shard_size`` bytes each plus the index
-    (see the module doc); ``options`` go to :func:`tenfold.save` for each shard. Every
+    (see the module doc); ``options`` (and ``zt_generation``: each ``.zt`` shard's
+    generation) go to :func:`tenfold.save` for each shard. Every
     tensor's dtype is checked against the format before the first file is written. Returns
     the paths written (the index last)."""
     from .capabilities import check_dtype, target_of
@@ -236,7 +238,8 @@ def save(
     sizes = {n: array_nbytes(v) for n, v in tensors.items()}
 
     def one(p: str, group: list[str]) -> None:
-        save_one(p, {n: tensors[n] for n in group}, format, **options)
+        save_one(p, {n: tensors[n] for n in group}, format, zt_generation=zt_generation,
+                 **options)  # fmt: skip
 
     return write(path, list(tensors), sizes, max_shard_size, one,
                  fsync=options.get("fsync", True))  # fmt: skip

@@ -99,7 +99,8 @@ def save_file(
     """Write ``tensors`` (torch tensors, or anything NumPy takes) to ``filename``, atomically,
     in the format its suffix names (``.safetensors``, ``.zt``, ``.oinf``, ``.fold``, ``.wtxt``,
     ``.npz``), lossless or loud (see :func:`tenfold.convert.write_any`; ``options`` are its
-    keyword arguments: ``checksum``, ``compress``...). ``metadata`` is string metadata.
+    keyword arguments: ``checksum``, ``compress``, ``zt_generation=2`` for a zTensor v2
+    ``.zt``...). ``metadata`` is string metadata.
 
     Tensors are written from their own memory (a contiguous CPU tensor is not copied);
     tensors sharing storage are written as separate copies (safetensors refuses them).

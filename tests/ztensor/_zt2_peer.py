@@ -2,6 +2,8 @@
 
 python _zt2_peer.py write SPEC.json OUT.zt   # write the objects SPEC describes
 python _zt2_peer.py read FILE.zt             # print {name: {part: sha256 of its bytes}}
+python _zt2_peer.py verify FILE.zt ...       # read, then verify (deep) each file: prints
+                                             # {file: {"objects": as read, "verified": [n, m]}}
 """
 
 import hashlib
@@ -52,6 +54,10 @@ def write(spec_path: str, out: str) -> None:
 
 
 def read(path: str) -> None:
+    print(json.dumps(_read(path)))
+
+
+def _read(path: str) -> dict:
     out = {}
     with ztensor.open(path) as src:
         for name in src:
@@ -61,11 +67,23 @@ def read(path: str) -> None:
                 "shape": list(t.shape),
                 "parts": {p: hashlib.sha256(t[p].tobytes()).hexdigest() for p in t.parts},
             }
+    return out
+
+
+def verify(paths: list[str]) -> None:
+    out = {}
+    for path in paths:
+        objects = _read(path)
+        with ztensor.open(path) as src:
+            checked = list(src.verify(deep=True))
+        out[path] = {"objects": objects, "verified": checked, "whole": list(ztensor.verify(path))}
     print(json.dumps(out))
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "write":
         write(sys.argv[2], sys.argv[3])
+    elif sys.argv[1] == "verify":
+        verify(sys.argv[2:])
     else:
         read(sys.argv[2])

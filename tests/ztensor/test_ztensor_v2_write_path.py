@@ -17,7 +17,8 @@ import pytest
 import xxhash
 
 import tenfold.ztensor as zt
-from tenfold.ztensor import _parthash, v2writer
+from tenfold.ztensor import _parthash, _v2values
+from tenfold.ztensor import _v2blobs as v2writer  # the raw-part write path
 from tenfold.ztensor._parthash import PartHasher, pwrite_all
 
 BLOCK = 4096
@@ -52,7 +53,7 @@ def _parts() -> dict[str, np.ndarray]:
 def test_digests_at_block_boundaries(tmp_path, monkeypatch, small_blocks, ahead, threaded):
     monkeypatch.setattr(v2writer, "_AHEAD", ahead)
     monkeypatch.setattr(v2writer, "_use_thread", lambda: threaded)
-    monkeypatch.setattr(v2writer, "_SLICE", 3 * BLOCK + 5)
+    monkeypatch.setattr(_v2values, "_SLICE", 3 * BLOCK + 5)
     tensors = _parts()
     piped = tmp_path / "p.zt"
     zt.save(piped, tensors, generation=2)

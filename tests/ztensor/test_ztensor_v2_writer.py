@@ -316,7 +316,7 @@ def test_large_parts_hashed_on_a_second_thread_give_the_same_file(tmp_path, monk
     deduplicated parts) is byte for byte the file of the plain path."""
     import xxhash
 
-    from tenfold.ztensor import v2writer
+    from tenfold.ztensor import _v2blobs as v2writer  # the raw-part write path
 
     rng = np.random.default_rng(3)
     big = rng.standard_normal((3 << 20) // 2, dtype=np.float32).reshape(-1, 1024)  # 6 MiB
@@ -346,7 +346,7 @@ def test_large_parts_hashed_on_a_second_thread_give_the_same_file(tmp_path, monk
 def test_pwrite_path_byte_identical_to_ztensor_2_1_2(tmp_path, monkeypatch, threaded):
     """Every raw part through the pwrite path (tiny blocks, so parts span several): still the
     bytes ztensor 2.1.2 writes."""
-    from tenfold.ztensor import v2writer
+    from tenfold.ztensor import _v2blobs as v2writer  # the raw-part write path
 
     tensors = _tensors(1)
     tensors["big"] = np.random.default_rng(1).standard_normal(5000, dtype=np.float32)

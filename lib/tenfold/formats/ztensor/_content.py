@@ -69,7 +69,7 @@ def _from_manifest(reader: Any) -> dict[str, Any]:
 
 
 def _part(a: np.ndarray) -> dict[str, Any]:
-    from .v2writer import le_pieces, pack_f4, storage_of
+    from ._v2values import le_pieces, pack_f4, storage_of
 
     dtype, ltype = storage_of(a.dtype, "tensor")
     if ltype == "f4_e2m1":

@@ -20,7 +20,7 @@ from ...conversion import (
     meta_refusal,
 )
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...errors import EncodeError, FormatError, UnsupportedError, factory
+from ...errors import EncodeError, FormatError, factory
 from ...tensor_source import Source
 from ._format import FORMAT
 from ._spec import E
@@ -100,7 +100,7 @@ def _v2_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
 
 def generation(dst: Any, value: Any, max_shard_size: Any) -> int | None:
     """``convert(..., zt_generation=value)`` (``convert_generation``): None for 0.1.0 (the
-    default), 2 for v2, which writes one file."""
+    default), 2 for v2 (with ``max_shard_size``, every shard is a v2 file)."""
     if value in (None, 0, "0", "0.1.0"):
         return None
     if value not in (2, "2", "v2"):
@@ -109,13 +109,6 @@ def generation(dst: Any, value: Any, max_shard_size: Any) -> int | None:
             message=f"tenfold: {os.fspath(dst)}: zt_generation must be 0.1.0 or 2, "
             f"got {value!r}",
         )  # fmt: skip
-    if max_shard_size is not None:
-        raise UnsupportedError(
-            fmt="tenfold",
-            obj=os.fspath(dst),
-            detail="--max-shard-size writes zTensor 0.1.0 shards; it does not combine with "
-            "--zt-generation",
-        )
     return 2
 
 
@@ -174,8 +167,6 @@ class ZtTarget(Target):
 class V2Target(Target):
     """Canonical zTensor v2, one tensor at a time: every part carries an xxh3 digest (no
     ``checksum``); ``compress="zstd"`` writes ``zt.zstd-seekable/1`` parts (not canonical)."""
-
-    shards = False
 
     def check_options(self, checksum: str | None, compress: str | None) -> None:
         if checksum != KEEP:

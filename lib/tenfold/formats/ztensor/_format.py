@@ -33,6 +33,7 @@ FORMAT = register(
             "convert_target": "tenfold.formats.ztensor._convert:target",
             "convert_generation": "tenfold.formats.ztensor._convert:generation",
             "metadata": "tenfold.formats.ztensor._cli:metadata",
+            "version": "tenfold.formats.ztensor:detect",
         },
     )
 )

@@ -1,6 +1,18 @@
 """zTensor v2 layout rules: what each layout (dense, CSR, COO, MX, grouped quantisation) asks of
 an object's parts, checked on the metadata at open (:func:`check_layout`), and the logical-type
 rules on decoded data, checked when decoding or verifying (:func:`check_type_data`).
+
+Two kinds of layout rule, as ztensor 2.1.2 (the reference) applies them:
+
+* ``dense``, ``zt.sparse_csr/1`` and ``zt.sparse_coo/1``: the reference refuses an object that
+  breaks them when it writes and when it opens; :func:`check_layout` raises (the reader at
+  open, the writer before it writes a byte: the same function).
+* the parametric profiles ``zt.mx/1`` and ``zt.quant_group/1``: the reference checks none of
+  their attributes or part sizes (it writes, opens and verifies a ``zt.quant_group/1`` object
+  whose only attribute is ``group_size``, and reads its parts as they are). tenfold reads such
+  objects as their parts too (it does not decode these profiles), so :func:`check_layout`
+  lets them through, for the writer as for the reader, and :func:`profile_finding` names the
+  first profile rule an object breaks, which ``verify`` reports as a warning.
 """
 
 from __future__ import annotations
@@ -9,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import FormatError
 from ._v2spec import COO, CSR, DENSE, DTYPES, MX, QUANT, ObjectInfo, PartInfo, reject, size_of
 
 
@@ -25,10 +38,25 @@ def _int_only(p: PartInfo) -> bool:
 
 
 def check_layout(info: ObjectInfo) -> None:
-    """The metadata rules of the object's layout (unknown layouts are left structural)."""
+    """The metadata rules of the object's layout that a file must meet to be read (dense and
+    sparse); profiles the reference does not check (:data:`_PROFILE_CHECKS`) and unknown
+    layouts are left structural."""
     check = _LAYOUT_CHECKS.get(info.layout)
     if check is not None:
         check(info)
+
+
+def profile_finding(info: ObjectInfo) -> str | None:
+    """The first rule of its profile (``zt.mx/1``, ``zt.quant_group/1``) the object breaks, as
+    text for a warning, or None when it meets them all or its layout has no such rules."""
+    check = _PROFILE_CHECKS.get(info.layout)
+    if check is None:
+        return None
+    try:
+        check(info)
+    except FormatError as exc:
+        return exc.detail or str(exc)
+    return None
 
 
 def _check_dense(info: ObjectInfo) -> None:
@@ -249,11 +277,14 @@ def _quant_sizes(info: ObjectInfo, zp: dict[Any, Any], word: str, per: int) -> N
         _need(z.decoded_size == want, info, "zeros size", expected=want, got=z.decoded_size)
 
 
-#: layout -> its metadata check (see :func:`check_layout`)
+#: layout -> its metadata check, enforced (see :func:`check_layout`)
 _LAYOUT_CHECKS: dict[str, Any] = {
     DENSE: _check_dense,
     CSR: _check_csr,
     COO: _check_coo,
+}
+#: profile -> its metadata check, reported (see :func:`profile_finding`)
+_PROFILE_CHECKS: dict[str, Any] = {
     MX: _check_mx,
     QUANT: _check_quant,
 }

@@ -230,6 +230,17 @@ def _validate(
     return Manifest(ObjectTable(plans, built), shards, attributes)
 
 
+def check_entry(name: str, entry: object) -> ObjectInfo:
+    """The checks the reader makes at open on one object of a manifest (its name, the schema,
+    shape, part names and types, blob alignment, the layout rules of :func:`check_layout`),
+    applied to ``entry``; the writer runs them on every object before writing it, so that it
+    never writes what the reader refuses. Blob bounds are not checked (no file size)."""
+    check_name(name, "object", "object name")
+    info = _object(name, entry, None, U64)
+    check_layout(info)
+    return info
+
+
 def _object(
     name: str, obj: object, shards: dict[str, ShardInfo] | None, file_size: int
 ) -> ObjectInfo:

@@ -14,28 +14,32 @@ and alignment, byte for byte:
   CBOR, placed at the next aligned offset after the last blob, and the 40-byte footer follows it.
 
 Memory use does not grow with the file: raw parts are written from the caller's memory (in
-bounded slices when a conversion is needed), and only the manifest is kept.
+bounded slices when a conversion is needed) or from a stream of chunks (:meth:`V2Writer.add_raw`),
+and only the manifest is kept.
+
+Every object is checked, before a byte of it is written, by the function the reader checks it
+with at open (:func:`._v2manifest.check_entry`: names, shape, part types, layout rules): the
+writer never writes what the reader refuses. The raw-part placement and writing is
+:mod:`._v2blobs`, the value conversions :mod:`._v2values`.
 """
 
 from __future__ import annotations
 
+import math
 import os
-import struct
 import unicodedata
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-import ml_dtypes
 import numpy as np
 import xxhash
 
 from ...core.atomic import atomic_write
-from ...core.buffers import byte_view
-from ...core.dtypes import BFLOAT16
-from ...core.prealloc import preallocate, start_writeback
-from ...errors import EncodeError, describe, factory
-from . import _dcbor, _seekable
-from ._parthash import PartHasher, pwrite_all
+from ...errors import EncodeError, TenfoldError, describe, factory
+from . import _dcbor
+from ._v2blobs import BlobWriter
+from ._v2layout import check_type_data
+from ._v2manifest import check_entry
 from ._v2spec import (
     ALIGN,
     CANONICAL_ALIGN,
@@ -43,105 +47,21 @@ from ._v2spec import (
     CSR,
     DENSE,
     DTYPES,
-    LOGICAL,
     MAGIC,
-    VERSION,
     ZSTD_SEEKABLE,
     check_name,
+    size_of,
 )
-from ._writerbase import AtomicFileWriter
+from ._v2values import footer_bytes, le_pieces, pack_f4, storage_of
 from .sparse import SparseTensor, from_input
 
-__all__ = ["V2Writer", "storage_of", "footer_bytes"]
+__all__ = ["V2Writer", "storage_of", "footer_bytes", "le_pieces", "pack_f4", "save_sharded"]
 
 FMT = "zt"
 E = factory(FMT)
-_SLICE = 32 << 20
-_CHUNK = 1 << 20  # bytes written, then hashed while still in cache
-_PIPE_MIN = 8 << 20  # raw parts from this size: pwrite, hashed on a second thread
-_BLOCK = 4 << 20  # a raw part is written (and hashed) in blocks of this size
-_WRITEBACK = 32 << 20  # with fsync, written blocks are handed to the disk in steps of this
-_AHEAD = 2  # the hashing thread is given this many blocks before the writing reaches them
-_ZEROS = bytes(1 << 16)
-
-#: NumPy dtype -> (storage dtype, logical type).
-_NP_TO_V2: dict[np.dtype, tuple[str, str | None]] = {
-    dt: (name, None) for name, dt in DTYPES.items()
-}
-_NP_TO_V2[np.dtype("?")] = ("u8", "bool")
-_NP_TO_V2[BFLOAT16] = ("bf16", None)
-for _lt in LOGICAL.values():
-    _NP_TO_V2.setdefault(_lt.np_dtype, (_lt.dtype, _lt.name))
 
 
-def storage_of(dtype: np.dtype, what: str) -> tuple[str, str | None]:
-    """``(dtype, type)`` a NumPy dtype is stored as (byte order ignored)."""
-    dt = np.dtype(dtype)
-    if dt.itemsize > 1 and dt.byteorder == ">":
-        dt = dt.newbyteorder("<")
-    if dt.byteorder == "=" and dt.itemsize > 1:
-        dt = dt.newbyteorder("<")
-    try:
-        return _NP_TO_V2[dt]
-    except KeyError:
-        raise EncodeError(
-            describe(
-                FMT, what, field="dtype", detail="cannot be stored in zTensor v2", got=str(dtype)
-            )
-        ) from None
-
-
-def footer_bytes(moff: int, mlen: int, mhash: int) -> bytes:
-    return struct.pack("<QQQII", moff, mlen, mhash, VERSION, 0) + MAGIC
-
-
-def le_pieces(a: np.ndarray) -> Iterator[np.ndarray]:
-    """``a``'s bytes, little-endian, C order; no copy when it already is (bounded slices
-    otherwise)."""
-    le = a.dtype.newbyteorder("<") if a.dtype.byteorder == ">" else a.dtype
-    if a.flags.c_contiguous and a.dtype.byteorder != ">":
-        if a.size:
-            yield a.reshape(-1)
-        return
-    if a.ndim == 0:
-        yield np.ascontiguousarray(a, dtype=le).reshape(-1)
-        return
-    if a.size == 0:
-        return
-    row = (a.size // a.shape[0]) * a.dtype.itemsize
-    step = max(1, _SLICE // max(1, row))
-    for i in range(0, a.shape[0], step):
-        yield np.ascontiguousarray(a[i : i + step], dtype=le).reshape(-1)
-
-
-def _two_cpus() -> bool:
-    """True when this process may run on two CPUs or more (a hashing thread can help)."""
-    try:
-        return len(os.sched_getaffinity(0)) > 1
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return (os.cpu_count() or 1) > 1
-
-
-def _use_thread() -> bool:
-    """Write large parts with the hashing thread (True) or on this thread alone: the thread
-    whenever this process may run on two CPUs. On a quiet machine it hid the hash (best of 8
-    pairs of 1 GiB writes: 176-177 ms against 184-195 ms alone, np.save 151-157 ms); with
-    every core busy the one-thread way was 5-10 % faster, a smaller loss than that gain."""
-    return _two_cpus()
-
-
-def pack_f4(a: np.ndarray) -> np.ndarray:
-    """4-bit codes (the low nibble of each uint8 of ``a``) packed two to a byte, the first in
-    the low nibble, as v2's ``f4_e2m1`` storage holds them."""
-    u = np.ascontiguousarray(a).reshape(-1).view(np.uint8) & 0x0F
-    n = u.size
-    out = np.zeros((n + 1) // 2, np.uint8)
-    out[:] = u[0::2]
-    out[: n // 2] |= u[1::2] << 4
-    return out
-
-
-class V2Writer(AtomicFileWriter):
+class V2Writer(BlobWriter):
     """Write a zTensor v2 file atomically (see the module doc for the exact layout).
 
     Parameters
@@ -205,7 +125,7 @@ class V2Writer(AtomicFileWriter):
         self._objects: dict[str, dict[str, Any]] = {}
         self._last: str | None = None
         self._blobs: dict[tuple[int, int], list[tuple[int, int]]] = {}
-        self._hasher: PartHasher | None = None
+        self._hasher = None
 
     # -- public -------------------------------------------------------------------------------
     def set_attributes(self, attributes: Mapping[str, Any]) -> None:
@@ -262,52 +182,75 @@ class V2Writer(AtomicFileWriter):
         self._check_open()
         what = f"object {name!r}"
         self._check_name(name)
-        if not isinstance(layout, str) or not layout:
-            raise EncodeError(describe(FMT, what, field="layout", detail="not a text string"))
-        dims = [int(d) for d in shape]
-        if any(d < 0 for d in dims) or len(dims) > 64:
-            raise EncodeError(describe(FMT, what, field="shape", got=dims))
-        if not parts:
-            raise EncodeError(describe(FMT, what, field="parts", detail="an object needs a part"))
-        obj_attrs = self._check_attrs(what, attributes) if attributes is not None else None
         enc = self._encoding(what, encoding)
+        prepared: dict[str, tuple[np.ndarray, str, str | None]] = {}
+        for role in sorted(parts):
+            check_name(role, what, "part name")
+            prepared[role] = _part_value(what, role, parts[role])
+        sizes = {r: (dt, lt, _nbytes(a)) for r, (a, dt, lt) in prepared.items()}
+        entry = self._checked_entry(name, shape, layout, attributes, sizes)
         start = self._pos
         try:
-            out_parts: dict[str, Any] = {}
-            for role in sorted(parts):
-                check_name(role, what, "part name")
-                value = parts[role]
-                if isinstance(value, tuple):
-                    arr, dtype, ltype = value
-                    arr = np.asarray(arr)
-                    if dtype not in DTYPES:
-                        raise EncodeError(
-                            describe(
-                                FMT,
-                                what,
-                                field=f"part {role!r} dtype",
-                                expected=" | ".join(DTYPES),
-                                got=dtype,
-                            )
-                        )
-                else:
-                    arr = np.asarray(value)
-                    dtype, ltype = storage_of(arr.dtype, f"{what} part {role!r}")
-                    if ltype == "f4_e2m1":
-                        arr = pack_f4(arr)
-                out_parts[role] = self._write_part(arr, dtype, ltype, enc)
-        except EncodeError:
-            if self._pos != start:
-                self._failed = E.encode(f"object {name!r}", detail="partly written")
-            raise
+            for role, (arr, dtype, ltype) in prepared.items():
+                entry["parts"][role] = self._write_part(arr, dtype, ltype, enc)
         except BaseException as exc:
-            self._failed = exc
+            self._fail(exc, name, start)
             raise
-        entry: dict[str, Any] = {"shape": dims, "layout": layout, "parts": out_parts}
-        if obj_attrs is not None:
-            entry["attributes"] = obj_attrs
-        self._objects[name] = entry
-        self._last = name
+        self._record(name, entry)
+
+    def add_raw(
+        self,
+        name: str,
+        dtype: Any,
+        shape: Sequence[int],
+        pieces: Iterable[Any],
+        *,
+        attrs: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Add a dense tensor that is not in memory, from its bytes as stored (little-endian,
+        C order; ``float4_e2m1fn`` packed two to a byte) given as an iterable of buffers (e.g.
+        blocks read from another file or a socket). Each piece is written and hashed as it
+        comes and never joined to another, so memory stays at one piece; ``bool`` bytes must
+        be 0 or 1. More or fewer bytes than ``dtype`` and ``shape`` take is an
+        :class:`EncodeError` (raised before an extra byte is written), after which the writer
+        is failed and the file is never committed. The result is byte-identical to
+        :meth:`add` of the same array. Returns the part's digest (``"xxh3:<hex>"``).
+
+        >>> import numpy as np, tempfile, os, tenfold.ztensor as zt
+        >>> path = os.path.join(tempfile.mkdtemp(), "s.zt")
+        >>> with zt.Writer(path, generation=2) as w:
+        ...     d = w.add_raw("w", np.float32, (2, 2), [b"\\0" * 8, b"\\0" * 8])
+        >>> zt.load(path)["w"].tolist(), d
+        ([[0.0, 0.0], [0.0, 0.0]], 'xxh3:...')
+        """
+        self._check_open()
+        what = f"object {name!r}"
+        self._check_name(name)
+        dt, lt = storage_of(np.dtype(dtype), f"tensor {name!r}")
+        if lt == "f4_e2m1":
+            raise EncodeError(describe(FMT, what, field="dtype", detail="add_raw takes no packed "
+                                       "float4 (use add)", got=str(np.dtype(dtype))))  # fmt: skip
+        dims = _dims(what, shape)
+        length = size_of(dt, lt, math.prod(dims))
+        assert length is not None
+        entry = self._checked_entry(name, dims, DENSE, attrs, {"data": (dt, lt, length)})
+        start = self._pos
+        try:
+            if length == 0:
+                entry["parts"]["data"] = self._write_part(np.empty(0, np.uint8), dt, lt, None)
+                for piece in pieces:  # nothing may come
+                    if memoryview(piece).nbytes:
+                        raise EncodeError(describe(FMT, what, field="stream", expected=0,
+                                                   got=">= 1"))  # fmt: skip
+            else:
+                check = _type_check(name, dims, dt, lt)
+                offset, digest = self._write_stream(pieces, length, what, check)
+                entry["parts"]["data"] = _part_entry(dt, lt, offset, length, digest)
+        except BaseException as exc:
+            self._fail(exc, name, start, always=True)
+            raise
+        self._record(name, entry)
+        return str(entry["parts"]["data"]["digest"])
 
     def _finish(self) -> None:
         """The manifest and the footer: the end of a v2 file."""
@@ -320,10 +263,50 @@ class V2Writer(AtomicFileWriter):
         self._f.write(footer_bytes(moff, len(manifest), xxhash.xxh3_64_intdigest(manifest)))
 
     # -- internals ----------------------------------------------------------------------------
-    def _release(self) -> None:
-        hasher, self._hasher = getattr(self, "_hasher", None), None
-        if hasher is not None:
-            hasher.close()
+    def _checked_entry(
+        self,
+        name: str,
+        shape: Sequence[int],
+        layout: str,
+        attributes: Mapping[str, Any] | None,
+        sizes: Mapping[str, tuple[str, str | None, int]],
+    ) -> dict[str, Any]:
+        """The manifest entry of a new object (its parts filled in as they are written),
+        refused unless the reader would accept it: the checks the reader makes at open
+        (:func:`check_entry`), on the object as it will be recorded, before anything is
+        written (each part ``(dtype, type, decoded bytes)`` in ``sizes``)."""
+        what = f"object {name!r}"
+        if not isinstance(layout, str) or not layout:
+            raise EncodeError(describe(FMT, what, field="layout", detail="not a text string"))
+        if not sizes:
+            raise EncodeError(describe(FMT, what, field="parts", detail="an object needs a part"))
+        entry: dict[str, Any] = {"shape": _dims(what, shape), "layout": layout, "parts": {}}
+        if attributes is not None:
+            checked = self._check_attrs(what, attributes)
+            if checked:  # an empty map is left out, as ztensor 2.1.2 leaves it out
+                entry["attributes"] = checked
+        planned = {
+            r: {"dtype": dt, **({"type": lt} if lt is not None else {}), "blob": [ALIGN, n]}
+            for r, (dt, lt, n) in sizes.items()
+        }
+        try:
+            check_entry(name, {**entry, "parts": planned})
+        except TenfoldError as exc:
+            raise E.recast(EncodeError, exc, what) from None
+        return entry
+
+    def _fail(self, exc: BaseException, name: str, start: int, always: bool = False) -> None:
+        """After a failed add: an :class:`EncodeError` before any byte was written leaves the
+        writer usable; anything else fails it (``close`` then discards the file)."""
+        if isinstance(exc, EncodeError) and not always:
+            if self._pos != start:
+                self._failed = E.encode(f"object {name!r}", detail="partly written")
+            return
+        self._failed = exc
+
+    def _record(self, name: str, entry: dict[str, Any]) -> None:
+        self._objects[name] = entry
+        self._last = name
 
     def _check_name(self, name: object) -> None:
         try:
@@ -390,182 +373,6 @@ class V2Writer(AtomicFileWriter):
             out[k] = v
         return out
 
-    def _pad_to_align(self) -> int:
-        target = -(-self._pos // self.align) * self.align
-        gap = target - self._pos
-        while gap:
-            n = min(gap, len(_ZEROS))
-            self._f.write(_ZEROS[:n])
-            gap -= n
-        self._pos = target
-        return target
-
-    def _find(self, key: tuple[int, int], data: list[np.ndarray]) -> int | None:
-        """Offset of an earlier blob with exactly these bytes (compared byte for byte)."""
-        for off, length in self._blobs.get(key, ()):
-            if length == 0:
-                return off
-            self._f.flush()
-            fd = self._f.fileno()
-            pos = 0
-            same = True
-            for piece in data:
-                mv = byte_view(piece)
-                for i in range(0, mv.nbytes, 4 * _CHUNK):  # bounded reads
-                    want = mv[i : i + 4 * _CHUNK]
-                    if os.pread(fd, want.nbytes, off + pos + i) != want:
-                        same = False
-                        break
-                if not same:
-                    break
-                pos += mv.nbytes
-            if same:
-                return off
-        return None
-
-    def _write_part(
-        self, arr: np.ndarray, dtype: str, ltype: str | None, enc: str | None
-    ) -> dict[str, Any]:
-        pieces = list(le_pieces(arr))
-        if enc is None and hasattr(self._f, "truncate"):
-            nbytes = sum(byte_view(p).nbytes for p in pieces)
-            if nbytes:
-                return self._write_raw(pieces, nbytes, dtype, ltype)
-        h = xxhash.xxh3_64()
-        decoded = 0
-        for piece in pieces:
-            mv = byte_view(piece)
-            h.update(mv)
-            decoded += mv.nbytes
-        digest = h.intdigest()
-        if enc is not None:
-            stored = [
-                np.frombuffer(_seekable.encode(b"".join(byte_view(p) for p in pieces)), np.uint8)
-            ]
-            length = stored[0].size
-            key = (xxhash.xxh3_64_intdigest(byte_view(stored[0])), length)
-        else:
-            stored = pieces
-            length = decoded
-            key = (digest, length)
-        # Raw parts with equal bytes share one blob (as ztensor 2.1.2 does); encoded parts are
-        # never shared, which is also what 2.1.2 writes.
-        offset = self._find(key, stored) if enc is None else None
-        if offset is None:
-            offset = self._pad_to_align() if length else -(-self._pos // self.align) * self.align
-            if length and hasattr(self._f, "fileno"):
-                preallocate(self._f.fileno(), offset, length)
-            for piece in stored:
-                self._f.write(byte_view(piece))
-            self._pos += length
-            self._blobs.setdefault(key, []).append((offset, length))
-        part: dict[str, Any] = {"dtype": dtype}
-        if ltype is not None:
-            part["type"] = ltype
-        part["blob"] = [offset, length]
-        if enc is not None:
-            part["encoding"] = enc
-            part["decoded_length"] = decoded
-        part["digest"] = f"xxh3:{digest:016x}"
-        return part
-
-    def _write_raw(
-        self, pieces: list[np.ndarray], length: int, dtype: str, ltype: str | None
-    ) -> dict[str, Any]:
-        """One pass over a raw part's bytes: written and hashed block by block while the block
-        is in cache (large parts: :meth:`_write_piped`). If an earlier blob turns out to hold
-        the same bytes, the copy is cut off again (the temporary file is ours) and the part
-        points at the earlier blob."""
-        offset = self._pad_to_align()
-        if length >= _PIPE_MIN:
-            digest = self._write_piped(pieces, offset, length)
-        else:
-            preallocate(self._f.fileno(), offset, length)
-            h = xxhash.xxh3_64()
-            for piece in pieces:
-                mv = byte_view(piece)
-                for i in range(0, mv.nbytes, _CHUNK):
-                    chunk = mv[i : i + _CHUNK]
-                    self._f.write(chunk)
-                    h.update(chunk)
-            digest = h.intdigest()
-        self._pos += length
-        key = (digest, length)
-        earlier = self._find(key, pieces)
-        if earlier is not None:
-            self._f.flush()
-            self._f.seek(offset)
-            self._f.truncate()
-            self._pos = offset
-            offset = earlier
-        else:
-            self._blobs.setdefault(key, []).append((offset, length))
-        part: dict[str, Any] = {"dtype": dtype}
-        if ltype is not None:
-            part["type"] = ltype
-        part["blob"] = [offset, length]
-        part["digest"] = f"xxh3:{digest:016x}"
-        return part
-
-    def _write_piped(self, pieces: list[np.ndarray], offset: int, length: int) -> int:
-        """Write a large raw part at ``offset`` straight from the caller's memory (``pwrite``
-        of ``_BLOCK``-sized blocks, no copy through the file object's buffer) and return its
-        XXH3-64.
-
-        Either the writer's hashing thread computes the digest, kept ``_AHEAD`` blocks ahead
-        of the writing (it reads each block from memory first, and the write then copies it
-        from the shared cache), or each block is hashed and then written by this thread (the
-        write copies it from cache); the second only with one CPU (:func:`_use_thread`).
-
-        When the file will be fsynced, the written range is handed to the disk every
-        ``_WRITEBACK`` bytes (:func:`start_writeback`), so the final fsync has less to wait for.
-        """
-        f = self._f
-        f.flush()
-        fd = f.fileno()
-        preallocate(fd, offset, length)
-        blocks = [
-            mv[i : i + _BLOCK] for mv in map(byte_view, pieces) for i in range(0, mv.nbytes, _BLOCK)
-        ]
-        if _use_thread():
-            digest = self._write_threaded(fd, blocks, offset)
-        else:
-            digest = self._write_inline(fd, blocks, offset, length)
-        f.seek(offset + length)
-        return digest
-
-    def _write_inline(self, fd: int, blocks: list[memoryview], offset: int, length: int) -> int:
-        h = xxhash.xxh3_64()
-        pos = offset
-        for block in blocks:
-            h.update(block)
-            pwrite_all(fd, block, pos)
-            pos += block.nbytes
-        if self._fsync:
-            start_writeback(fd, offset, length)
-        return h.intdigest()
-
-    def _write_threaded(self, fd: int, blocks: list[memoryview], offset: int) -> int:
-        hasher = self._hasher
-        if hasher is None or not hasher.alive:
-            hasher = self._hasher = PartHasher()
-        for block in blocks[:_AHEAD]:
-            hasher.update(block)
-        pos = flushed = offset  # with fsync: written up to flushed is on its way to the disk
-        try:
-            for j, block in enumerate(blocks):
-                if j + _AHEAD < len(blocks):
-                    hasher.update(blocks[j + _AHEAD])
-                pwrite_all(fd, block, pos)
-                pos += block.nbytes
-                if self._fsync and (pos - flushed >= _WRITEBACK or j == len(blocks) - 1):
-                    start_writeback(fd, flushed, pos - flushed)
-                    flushed = pos
-        except BaseException:
-            hasher.discard()
-            raise
-        return hasher.digest()
-
     def _add_sparse(
         self, name: str, t: SparseTensor, encoding: str | None, attrs: Mapping[str, Any] | None
     ) -> None:
@@ -606,7 +413,57 @@ class V2Writer(AtomicFileWriter):
         self.add_object(name, shape, parts, layout=layout, attributes=attrs, encoding=encoding)
 
 
-_ = ml_dtypes  # ml_dtypes registers the float8/float4 NumPy types used above
+def _dims(what: str, shape: Sequence[int]) -> list[int]:
+    dims = [int(d) for d in shape]
+    if any(d < 0 for d in dims) or len(dims) > 64:
+        raise EncodeError(describe(FMT, what, field="shape", got=dims))
+    return dims
+
+
+def _nbytes(a: np.ndarray) -> int:
+    return int(a.size) * a.dtype.itemsize
+
+
+def _part_value(what: str, role: str, value: Any) -> tuple[np.ndarray, str, str | None]:
+    """``(array, storage dtype, logical type)`` of one part given to :meth:`V2Writer.add_object`
+    (an ``f4_e2m1`` array packed two codes to a byte)."""
+    if isinstance(value, tuple):
+        arr, dtype, ltype = value
+        if dtype not in DTYPES:
+            raise EncodeError(describe(FMT, what, field=f"part {role!r} dtype",
+                                       expected=" | ".join(DTYPES), got=dtype))  # fmt: skip
+        return np.asarray(arr), dtype, ltype
+    arr = np.asarray(value)
+    dtype, ltype = storage_of(arr.dtype, f"{what} part {role!r}")
+    return (pack_f4(arr) if ltype == "f4_e2m1" else arr), dtype, ltype
+
+
+def _part_entry(dtype: str, ltype: str | None, offset: int, length: int, digest: int) -> dict:
+    part: dict[str, Any] = {"dtype": dtype}
+    if ltype is not None:
+        part["type"] = ltype
+    part["blob"] = [offset, length]
+    part["digest"] = f"xxh3:{digest:016x}"
+    return part
+
+
+def _type_check(name: str, dims: list[int], dtype: str, ltype: str | None) -> Any:
+    """``check(u8, start)`` for :meth:`V2Writer.add_raw`: a logical type's data rules (bool
+    bytes 0 or 1), as the reader applies them, raised as :class:`EncodeError`."""
+    if ltype is None:
+        return None
+    from ._v2spec import ObjectInfo, PartInfo
+
+    part = PartInfo("data", dtype, ltype, 0, 0)
+    info = ObjectInfo(name, tuple(dims), DENSE, {"data": part}, None)
+
+    def check(raw: np.ndarray, start: int) -> None:
+        try:
+            check_type_data(info, part, raw, None, start)
+        except TenfoldError as exc:
+            raise E.recast(EncodeError, exc, f"object {name!r}") from None
+
+    return check
 
 
 class _ShardWriter(V2Writer):

@@ -187,11 +187,14 @@ class Writer(AtomicFileWriter):
         checksum: str | None = None,
         attrs: Mapping[str, Any] | None = None,
     ) -> str | None:
-        """Append a dense raw tensor from its little-endian C-order bytes, given as an
-        iterable of buffers (e.g. blocks read from another file). The pieces are written and
-        checksummed as they come, so memory stays at one piece. Returns the hex digest of the
-        ``checksum`` algorithm (``None`` without one). The bytes are those :meth:`add` writes
-        for the same array."""
+        """Append a dense tensor that is not in memory, from its little-endian C-order bytes
+        given as an iterable of buffers (e.g. blocks read from another file or a socket). The
+        pieces are written and checksummed as they come and never joined, so memory stays at
+        one piece. More or fewer bytes than ``dtype`` and ``shape`` take is an
+        :class:`EncodeError` (raised before an extra byte is written), after which the writer
+        is failed and the file is never committed. Returns the hex digest of the ``checksum``
+        algorithm (``None`` without one). The bytes are those :meth:`add` writes for the same
+        array (the same call as :meth:`V2Writer.add_raw <tenfold.ztensor.V2Writer.add_raw>`)."""
         self._check_open()
         if not isinstance(name, str) or name in self._names:
             raise EncodeError(
@@ -201,32 +204,17 @@ class Writer(AtomicFileWriter):
         algo = _checksum.check_algorithm(checksum)
         extra = self._check_attrs(name, attrs)
         shape = [int(d) for d in shape]
+        if any(d < 0 for d in shape):
+            raise EncodeError(describe(FMT, f"tensor {name!r}", field="shape", got=shape))
         nbytes = int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
         offset = self._align()
         preallocate(self._f.fileno(), self._pos, nbytes)
-        crc, sha, size = 0, None, 0
-        if algo == "sha256":
-            import hashlib
-
-            sha = hashlib.sha256()
         try:
-            for piece in pieces:
-                mv = byte_view(piece)
-                self._f.write(mv)
-                size += mv.nbytes
-                if algo == "crc32c":
-                    crc = crc32c(mv, crc)
-                elif sha is not None:
-                    sha.update(mv)
-            if size != nbytes:
-                raise EncodeError(
-                    describe(FMT, f"tensor {name!r}", field="size", expected=nbytes, got=size)
-                )
+            size, digest = self._stream(name, pieces, nbytes, algo)
         except BaseException as exc:
             self._failed = exc
             raise
         self._pos += size
-        digest = f"{crc:08x}" if algo == "crc32c" else (sha.hexdigest() if sha else None)
         entry: dict[str, Any] = {
             "name": name,
             "offset": offset,
@@ -244,6 +232,48 @@ class Writer(AtomicFileWriter):
         self._names.add(name)
         self._entries.append(entry)
         return digest
+
+    def _stream(
+        self, name: str, pieces: Iterable[Any], nbytes: int, algo: str | None
+    ) -> tuple[int, str | None]:
+        """Write ``pieces`` (exactly ``nbytes`` bytes) as they come; ``(size, digest)``."""
+        crc, sha, size = 0, None, 0
+        if algo == "sha256":
+            import hashlib
+
+            sha = hashlib.sha256()
+        for piece in pieces:
+            mv = byte_view(piece)
+            if size + mv.nbytes > nbytes:
+                raise EncodeError(
+                    describe(
+                        FMT,
+                        f"tensor {name!r}",
+                        field="size",
+                        detail="more bytes than dtype and shape take",
+                        expected=nbytes,
+                        got=f">= {size + mv.nbytes}",
+                    )
+                )
+            self._f.write(mv)
+            size += mv.nbytes
+            if algo == "crc32c":
+                crc = crc32c(mv, crc)
+            elif sha is not None:
+                sha.update(mv)
+        if size != nbytes:
+            raise EncodeError(
+                describe(
+                    FMT,
+                    f"tensor {name!r}",
+                    field="size",
+                    detail="fewer bytes than dtype and shape take",
+                    expected=nbytes,
+                    got=size,
+                )
+            )
+        digest = f"{crc:08x}" if algo == "crc32c" else (sha.hexdigest() if sha else None)
+        return size, digest
 
     def _finish(self) -> None:
         """The index and its size: the end of a 0.1.0 file."""
