@@ -91,6 +91,7 @@ def header(
                         fmt,
                         f"metadata {k!r}",
                         detail="__metadata__ holds strings only",
+                        expected="str",
                         got=type(v).__name__ if isinstance(k, str) else type(k).__name__,
                     )
                 )
