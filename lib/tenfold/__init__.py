@@ -26,6 +26,7 @@ from .errors import (
     IntegrityError,
     LimitError,
     LockedError,
+    SafetensorError,
     TenfoldError,
     TruncatedError,
     UncorrectableError,
@@ -57,6 +58,7 @@ __all__ = [
     "UncorrectableError",
     "EncodeError",
     "LockedError",
+    "SafetensorError",
     "UnverifiedRemoteWarning",
 ]
 

@@ -13,6 +13,14 @@ keeps working::
         UncorrectableError(IntegrityError)       ECC could not repair
       EncodeError(TenfoldError, ValueError)      a writer was given what the format cannot hold
       LockedError(TenfoldError, TimeoutError)    another writer holds the file's lock
+      MissingTensorError(TenfoldError, KeyError) a name the file does not hold
+      ClosedError(TenfoldError, ValueError)      a handle used after it was closed
+      SliceError(TenfoldError, IndexError, ValueError)
+                                                 an index safetensors' slicing rules refuse
+
+    SafetensorError(Exception)                   what code written for safetensors catches:
+                                                 a base of FormatError, IntegrityError,
+                                                 EncodeError and the last three above
 
     UnverifiedRemoteWarning(UserWarning)         a remote object with no ETag or Last-Modified
 
@@ -49,6 +57,7 @@ from typing import Any, TypedDict, TypeVar, Unpack
 
 __all__ = [
     "TenfoldError",
+    "SafetensorError",
     "FormatError",
     "TruncatedError",
     "UnsupportedError",
@@ -57,6 +66,9 @@ __all__ = [
     "UncorrectableError",
     "EncodeError",
     "LockedError",
+    "MissingTensorError",
+    "ClosedError",
+    "SliceError",
     "UnverifiedRemoteWarning",
     "describe",
     "factory",
@@ -86,6 +98,16 @@ class Message(str):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (Message, (str(self), self.parts))
+
+
+class SafetensorError(Exception):
+    """The class a ``safetensors`` user catches (``safetensors.SafetensorError``), as a base of
+    the tenfold errors raised where safetensors raises its own: a malformed file
+    (:class:`FormatError`, :class:`IntegrityError`), what a writer cannot store
+    (:class:`EncodeError`), a missing tensor (:class:`MissingTensorError`), a closed handle
+    (:class:`ClosedError`) and a refused slice (:class:`SliceError`). It is a mixin: those
+    errors stay :class:`TenfoldError` and their builtin class, so ``except SafetensorError``,
+    ``except TenfoldError`` and ``except ValueError`` all catch a malformed file."""
 
 
 class TenfoldError(Exception):
@@ -155,7 +177,7 @@ class TenfoldError(Exception):
         return type(self)(**{**self.fields(), **changes})
 
 
-class FormatError(TenfoldError, ValueError):
+class FormatError(TenfoldError, ValueError, SafetensorError):
     """The bytes do not follow the format (bad magic, header, enum value or layout)."""
 
 
@@ -171,7 +193,7 @@ class LimitError(FormatError):
     """A size or count above the configured limit (see :class:`tenfold.core.Limits`)."""
 
 
-class IntegrityError(TenfoldError, ValueError):
+class IntegrityError(TenfoldError, ValueError, SafetensorError):
     """A checksum, hash, signature or HMAC does not match."""
 
 
@@ -179,7 +201,7 @@ class UncorrectableError(IntegrityError):
     """Error correction could not repair the damage."""
 
 
-class EncodeError(TenfoldError, ValueError):
+class EncodeError(TenfoldError, ValueError, SafetensorError):
     """A writer was given something the format cannot hold."""
 
 
@@ -187,6 +209,25 @@ class LockedError(TenfoldError, TimeoutError):
     """A file changed in place (e.g. a zTensor append) is locked by another writer and stayed
     so for the time allowed, or the calling thread holds its lock already
     (see :mod:`tenfold.core.locking`)."""
+
+
+class MissingTensorError(TenfoldError, KeyError, SafetensorError):
+    """A tensor name the file does not hold (a ``KeyError``, as a ``Mapping`` raises)."""
+
+    def __str__(self) -> str:  # the message as written, not quoted as KeyError quotes its key
+        return Exception.__str__(self)
+
+
+class ClosedError(TenfoldError, ValueError, SafetensorError):
+    """A handle used after it was closed (a ``ValueError``, as a closed file raises)."""
+
+
+class SliceError(TenfoldError, IndexError, ValueError, SafetensorError):
+    """An index refused by the slicing rules of ``safe_open(...).get_slice(name)[...]``
+    (see :class:`tenfold.interop.frameworks.Slice`): a bound outside its axis, a step that is
+    not positive, an index of a kind other than an integer, a slice, ``...`` or ``[]``. Also a
+    ``ValueError`` (as NumPy's ``AxisError`` is both), since that is what torch, whose rules
+    safetensors follows for PyTorch slices, raises for a step below 1."""
 
 
 class UnverifiedRemoteWarning(UserWarning):

@@ -10,7 +10,12 @@
   ``.wtxt``, ``.safetensors``, ``.npz`` and sharded checkpoints (their ``*.index.json``);
   the format is detected by content when reading and chosen by the suffix when writing;
 * :func:`load` / :func:`save`: safetensors bytes in memory;
-* :func:`safe_open`: ``keys()``, ``metadata()``, ``get_tensor(name)``, ``get_slice(name)[...]``.
+* :func:`save_model` / :func:`load_model`: a ``torch.nn.Module`` with tied weights (tensors
+  sharing memory), stored once and restored, as ``safetensors.torch`` does;
+* :func:`safe_open`: ``keys()``, ``offset_keys()``, ``metadata()``, ``get_tensor(name)``,
+  ``get_tensors()``, ``get_slice(name)[...]``;
+* :class:`SafetensorError`: what a safetensors user catches; tenfold's errors for a malformed
+  file, a missing tensor, a closed handle or a refused slice are ones.
 
 Memory: a tensor stored raw (uncompressed, little-endian, aligned) is not copied. Its bytes
 stay in the page cache and the tensor is built over a private copy-on-write map of the file,
@@ -35,10 +40,21 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from .interop.frameworks import Slice, open_tensors
+from .errors import SafetensorError
+from .interop.frameworks import Slice, backend_options, open_tensors
 from .interop.frameworks import safe_open as _safe_open
 
-__all__ = ["load_file", "save_file", "load", "save", "safe_open", "Slice"]
+__all__ = [
+    "load_file",
+    "save_file",
+    "load",
+    "save",
+    "save_model",
+    "load_model",
+    "safe_open",
+    "Slice",
+    "SafetensorError",
+]
 
 
 def safe_open(filename: Any, framework: str = "pt", device: Any = "cpu", **options: Any) -> Any:
@@ -66,24 +82,51 @@ def _load(source: Any, device: Any, options: dict[str, Any]) -> dict[str, Any]:
         t.close()  # tensors keep what they share alive
 
 
-def load_file(filename: str | os.PathLike[str], device: Any = "cpu", **options: Any) -> dict:
-    """Every tensor of ``filename`` as a ``dict`` of torch tensors on ``device``.
+def load_file(
+    filename: str | os.PathLike[str],
+    device: Any = "cpu",
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> dict:
+    """Every tensor of ``filename`` as a ``dict`` of torch tensors on ``device``, in the
+    file's order (as ``safe_open(...).get_tensors()``).
 
-    ``options`` go to the format's reader (e.g. ``limits``). See the module doc for when a
-    tensor shares the file's pages and when it is a copy.
+    ``backend`` is ``"mmap"`` (default) or ``"pread"`` (``mmap=False``: read into owned
+    memory). ``options`` go to the format's reader (e.g. ``limits``). See the module doc for
+    when a tensor shares the file's pages and when it is a copy.
     """
-    return _load(filename, device, options)
+    return _load(filename, device, backend_options(backend, options))
 
 
 def load(data: bytes | bytearray | memoryview, device: Any = "cpu", **options: Any) -> dict:
     """The tensors of a whole file held in memory (any format :func:`load_file` reads);
-    tensors are copies (the buffer may go away)."""
+    tensors are copies (the buffer may go away). A path is a ``TypeError``: use
+    :func:`load_file`."""
+    _check_data(data, "tenfold.torch.load")
     return _load(data, device, options)
 
 
-def _arrays(tensors: Mapping[str, Any]) -> dict[str, Any]:
+def _check_data(data: Any, what: str) -> None:
+    if isinstance(data, (str, os.PathLike)):
+        raise TypeError(
+            f"{what}(data): argument 'data' must be the bytes of a file, got "
+            f"{type(data).__name__} {os.fspath(data)!r} (load_file opens a path)"
+        )
+
+
+def _check_tensors(tensors: Any, what: str) -> None:
+    if not isinstance(tensors, Mapping):
+        raise TypeError(
+            f"{what}: argument 'tensors' must be a dict of names to tensors, got "
+            f"{type(tensors).__name__}"
+        )
+
+
+def _arrays(tensors: Mapping[str, Any], what: str = "tenfold.torch.save_file") -> dict[str, Any]:
     from .interop._torch import from_torch, torch_module
 
+    _check_tensors(tensors, what)
     torch_module()
     return {k: from_torch(v, k) for k, v in tensors.items()}
 
@@ -102,8 +145,13 @@ def save_file(
     keyword arguments: ``checksum``, ``compress``, ``zt_generation=2`` for a zTensor v2
     ``.zt``...). ``metadata`` is string metadata.
 
-    Tensors are written from their own memory (a contiguous CPU tensor is not copied);
-    tensors sharing storage are written as separate copies (safetensors refuses them).
+    Tensors are written from their own memory (a contiguous CPU tensor is not copied); a
+    non-contiguous tensor is written in C order (safetensors refuses it). Tensors sharing
+    memory (tied weights) are each written whole, as separate copies: safetensors'
+    ``save_file`` refuses them with a ``RuntimeError``; :func:`save_model` stores one copy and
+    records the aliases instead. A sparse tensor is an :class:`~tenfold.errors.EncodeError`
+    (a ``ValueError``, as in safetensors) naming it; ``tensors`` other than a ``dict`` (a
+    ``Mapping``) is a ``TypeError``.
 
     ``max_shard_size`` (``"5GB"``, ``"500MB"``, ``"1GiB"`` or bytes) writes Hugging Face shards
     plus ``<filename>.index.json`` instead, each shard with ``metadata`` (one file when
@@ -112,7 +160,7 @@ def save_file(
     from .capabilities import check_dtype, target_of
     from .convert import write_any
 
-    arrays = _arrays(tensors)
+    arrays = _arrays(tensors, "tenfold.torch.save_file")
     if max_shard_size is None:
         write_any(filename, arrays, metadata=metadata, **options)
         return
@@ -129,7 +177,84 @@ def save_file(
 
 
 def save(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:
-    """``tensors`` as the bytes of a safetensors file (what ``safetensors.torch.save`` gives)."""
+    """``tensors`` as the bytes of a safetensors file (what ``safetensors.torch.save`` gives;
+    tensors sharing memory are copies, as in :func:`save_file`)."""
     from .formats.safetensors.writer import to_bytes
 
-    return to_bytes(_arrays(tensors), metadata)
+    return to_bytes(_arrays(tensors, "tenfold.torch.save"), metadata)
+
+
+def save_model(
+    model: Any,
+    filename: str | os.PathLike[str],
+    metadata: Mapping[str, str] | None = None,
+    force_contiguous: bool = True,
+    **options: Any,
+) -> None:
+    """Write ``model.state_dict()`` to ``filename`` (any format :func:`save_file` writes),
+    storing tensors that share memory (tied weights) once, as ``safetensors.torch.save_model``
+    does: in each group of names over the same bytes one name is kept (the first in sorted
+    order whose tensor covers all of its storage) and each other name is left out and recorded
+    in the metadata as ``{alias: kept name}`` (a key ``metadata`` already has is not replaced;
+    ``metadata`` itself is not changed). :func:`load_model` restores the aliases. A group in
+    which no tensor covers its whole storage is a ``RuntimeError``, as in safetensors.
+
+    ``force_contiguous`` is accepted for safetensors' signature; tenfold writes every tensor
+    in C order either way (safetensors refuses a non-contiguous one when it is False).
+    ``options`` go to :func:`save_file`.
+    """
+    from .interop._tied import aliases
+
+    state = dict(model.state_dict())
+    md = None if metadata is None else dict(metadata)
+    for kept, names in aliases(state).items():
+        for name in names:
+            md = {} if md is None else md
+            md.setdefault(name, kept)
+            del state[name]
+    if force_contiguous:
+        state = {k: v.contiguous() for k, v in state.items()}
+    save_file(state, filename, metadata=md, **options)
+
+
+def load_model(
+    model: Any,
+    filename: str | os.PathLike[str],
+    strict: bool = True,
+    device: Any = "cpu",
+    *,
+    backend: str | None = None,
+    **options: Any,
+) -> tuple[set[str], list[str]]:
+    """Load the tensors of ``filename`` into ``model`` (``load_state_dict``), as
+    ``safetensors.torch.load_model`` does: the names :func:`save_model` left out because they
+    share memory with a kept one (tied weights) are filled through it, and are neither missing
+    nor expected in the file.
+
+    Returns ``(missing, unexpected)``: a ``set`` of the model's names the file did not fill
+    and a ``list`` of the file's names the model did not take (an alias present in the file
+    counts as unexpected). With ``strict``, either being non-empty is a ``RuntimeError``
+    listing them, as ``torch`` words it. ``backend`` and ``options`` go to :func:`load_file`.
+    """
+    from .interop._tied import aliases
+
+    state = load_file(filename, device=device, backend=backend, **options)
+    dropped = aliases(model.state_dict(), preferred=state.keys())
+    missing_list, unexpected = model.load_state_dict(state, strict=False)
+    missing = set(missing_list)
+    for names in dropped.values():
+        for name in names:
+            if name in missing:
+                missing.remove(name)
+            else:
+                unexpected.append(name)
+    if strict and (missing or unexpected):
+        error = f"Error(s) in loading state_dict for {type(model).__name__}:"
+        if missing:
+            keys = ", ".join(f'"{k}"' for k in sorted(missing))
+            error += f"\n    Missing key(s) in state_dict: {keys}"
+        if unexpected:
+            keys = ", ".join(f'"{k}"' for k in sorted(unexpected))
+            error += f"\n    Unexpected key(s) in state_dict: {keys}"
+        raise RuntimeError(error)
+    return missing, unexpected

@@ -19,7 +19,7 @@ import tenfold.jax
 import tenfold.torch
 from tenfold import fold, oinf, ztensor
 from tenfold.core.optional import MissingDependencyError
-from tenfold.errors import UnsupportedError
+from tenfold.errors import SliceError, UnsupportedError
 from tenfold.interop.frameworks import normalize_index, safe_open
 
 try:
@@ -175,16 +175,20 @@ def _same(a: np.ndarray, b: np.ndarray) -> None:
     assert a.tobytes() == b.tobytes()
 
 
+# within every axis of the tensors above (safetensors' rules refuse bounds outside an axis and
+# steps below 1: tests/interop/test_safetensors_dropin.py checks those against the package)
 SLICES = [
     (slice(None),),
-    (slice(1, 5, 2),),
-    (slice(None, None, -1),),
+    (slice(1, 2, 2),),
+    (slice(1, None, 2),),
     (-1,),
     (0, slice(None, None, 3)),
     (Ellipsis, slice(2, None, 4)),
-    (slice(-3, None), Ellipsis),
-    (slice(100, 200),),
+    (slice(-2, None), Ellipsis),
+    (slice(1, 1),),
+    (slice(1, 0),),
     (slice(None), -2),
+    [],
 ]
 
 FRAMEWORKS = ["np", "pt", "jax"]
@@ -224,7 +228,7 @@ def test_every_format_every_framework(tmp_path, kind, fw, request):
                 _same(_np(sl[...]), want[...])
                 continue
             for idx in SLICES:
-                want_part = want[idx]
+                want_part = want[idx] if idx != [] else want[:0]
                 got_part = sl[idx]
                 if fw == "jax" and want.dtype == BF16:
                     got_part = np.asarray(got_part)
@@ -264,9 +268,9 @@ def test_out_of_range_is_index_error_with_shape(tmp_path, index):
 def test_slice_rejects_advanced_indexing(tmp_path):
     path, _, _ = _open_path(tmp_path, "zt")
     with safe_open(path) as f:
-        with pytest.raises(TypeError, match="basic indexing"):
+        with pytest.raises(SliceError, match="basic indexing"):
             f.get_slice("w")[[0, 1]]
-        with pytest.raises(ValueError, match="step cannot be zero"):
+        with pytest.raises(SliceError, match="step must be positive, got 0"):
             f.get_slice("w")[::0]
 
 

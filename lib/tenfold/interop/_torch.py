@@ -382,6 +382,12 @@ def from_torch(t: Any, name: str = "tensor") -> np.ndarray:
     torch = torch_module()
     if not isinstance(t, torch.Tensor):
         return np.asarray(t)
+    if t.layout != torch.strided:  # sparse (COO, CSR...): torch's own error names no tensor
+        raise E.encode(
+            f"tensor {name!r}",
+            detail=f"is a sparse tensor ({t.layout}); only dense tensors can be stored: "
+            "make it dense with .to_dense() first",
+        )
     t = t.detach()
     if t.device.type != "cpu":
         t = t.cpu()

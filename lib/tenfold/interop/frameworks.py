@@ -12,8 +12,8 @@ checkpoint's index) and hands out its tensors as NumPy arrays, PyTorch tensors o
 The conversion to a framework lives in :mod:`tenfold.interop._torch` (PyTorch) and
 :mod:`tenfold.jax`; this module knows no framework. :class:`Tensors` adapts a reader of any
 format to one view of names, dtypes, shapes and arrays; :func:`normalize_index` checks a
-basic index against a shape (an out-of-range integer is an :class:`IndexError` naming the
-shape).
+basic index against a shape and safetensors' slicing rules (a refused index is a
+:class:`~tenfold.errors.SliceError` naming the shape).
 """
 
 from __future__ import annotations
@@ -28,7 +28,8 @@ import numpy as np
 from ..core.dtypes import canonical
 from ..core.reader import Span
 from ..core.source import is_remote
-from ..errors import FormatError, UnsupportedError
+from ..errors import ClosedError, FormatError, MissingTensorError, SliceError, UnsupportedError
+from ..errors import factory as _factory
 from ._handout import Handout
 
 __all__ = [
@@ -39,6 +40,9 @@ __all__ = [
     "bounded_index",
     "FRAMEWORKS",
     "dtype_tag",
+    "backend_options",
+    "owned_arrays",
+    "open_or_closed",
 ]
 
 #: Accepted ``framework`` names and the one each means.
@@ -72,57 +76,88 @@ def dtype_tag(dtype: np.dtype) -> str:
 
 
 # -- index checks --------------------------------------------------------------------------------
-def normalize_index(index: Any, shape: tuple[int, ...], what: str = "tensor") -> tuple[Any, ...]:
+def normalize_index(
+    index: Any,
+    shape: tuple[int, ...],
+    what: str = "tensor",
+    fmt: str = "tenfold",
+    *,
+    strict: bool = True,
+) -> tuple[Any, ...]:
     """``index`` as a tuple of ``int`` and ``slice``, one per leading axis, checked against
-    ``shape``: ``Ellipsis`` expanded, negative integers made positive. Slices are kept as
-    given (NumPy clips them, as Python does for lists). An integer outside its axis, or more
-    indices than axes, is an :class:`IndexError` naming the shape.
+    ``shape`` by safetensors' rules: ``Ellipsis`` expanded, negative integers made positive.
+
+    Where those rules differ from Python's, safetensors' hold (see :class:`Slice`): a step
+    must be positive, an empty list ``[]`` selects no row of the first axis and, when
+    ``strict`` (safetensors' own slicing, all frameworks but PyTorch), a slice bound outside
+    its axis is refused instead of clipped (``[:20]`` of 10 rows). Anything refused is a
+    :class:`~tenfold.errors.SliceError` (an ``IndexError``, a ``ValueError`` and a
+    ``SafetensorError``) naming the shape.
 
     >>> normalize_index((-1, ..., slice(None, None, 2)), (4, 5, 6))
     (3, slice(None, None, None), slice(None, None, 2))
+    >>> normalize_index([], (4, 5))
+    (slice(0, 0, None),)
     >>> normalize_index(7, (4, 5))
     Traceback (most recent call last):
     ...
-    IndexError: tensor of shape (4, 5): index 7 is out of range for axis 0 of size 4
-    """
+    tenfold.errors.SliceError: tenfold: tensor of shape (4, 5): index 7 is out of range for axis 0 of size 4
+    """  # noqa: E501
+    obj = f"{what} of shape {shape}"
+    if type(index) is list and not index:  # safetensors: [] selects nothing
+        if not shape:
+            raise _refused(fmt, obj, "too many indices; 0 axes, 1 indexed")
+        return (slice(0, 0),)
     items = index if isinstance(index, tuple) else (index,)
     n_ell = sum(1 for i in items if i is Ellipsis)
     if n_ell > 1:
-        raise IndexError(f"{what} of shape {shape}: an index can only have one ellipsis")
+        raise _refused(fmt, obj, "an index can only have one ellipsis")
     n_axes = len(items) - n_ell
     if n_axes > len(shape):
-        raise IndexError(
-            f"{what} of shape {shape}: too many indices; {len(shape)} axes, {n_axes} indexed"
-        )
+        raise _refused(fmt, obj, f"too many indices; {len(shape)} axes, {n_axes} indexed")
     if n_ell:
         k = items.index(Ellipsis)
         items = items[:k] + (slice(None),) * (len(shape) - n_axes) + items[k + 1 :]
-    out: list[Any] = []
-    for axis, item in enumerate(items):
-        size = shape[axis]
-        if isinstance(item, slice):
-            for part in (item.start, item.stop, item.step):
-                if part is not None and not _is_int(part):
-                    raise TypeError(
-                        f"{what} of shape {shape}: slice bounds must be integers, got {part!r}"
-                    )
-            if item.step is not None and int(item.step) == 0:
-                raise ValueError(f"{what} of shape {shape}: slice step cannot be zero")
-            out.append(item)
-        elif _is_int(item):
-            i = int(item)
-            if not -size <= i < size:
-                raise IndexError(
-                    f"{what} of shape {shape}: index {i} is out of range for axis {axis} "
-                    f"of size {size}"
-                )
-            out.append(i + size if i < 0 else i)
-        else:
-            raise TypeError(
-                f"{what} of shape {shape}: only integers, slices and ... are supported "
-                f"(basic indexing), got {type(item).__name__}"
-            )
-    return tuple(out)
+    return tuple(
+        _checked_item(item, axis, shape[axis], fmt, obj, strict) for axis, item in enumerate(items)
+    )
+
+
+def _refused(fmt: str, obj: str, detail: str) -> SliceError:
+    return _factory(fmt)(SliceError, obj, detail=detail)
+
+
+def _checked_item(item: Any, axis: int, size: int, fmt: str, obj: str, strict: bool) -> Any:
+    """One index item of :func:`normalize_index` (an ``int`` or a ``slice``), checked."""
+    if _is_int(item):
+        i = int(item)
+        if not -size <= i < size:
+            raise _refused(fmt, obj, f"index {i} is out of range for axis {axis} of size {size}")
+        return i + size if i < 0 else i
+    if not isinstance(item, slice):
+        kind = "a list other than []" if isinstance(item, list) else type(item).__name__
+        raise _refused(
+            fmt,
+            obj,
+            f"only integers, slices, ... and [] are supported (basic indexing), got {kind}",
+        )
+    for part in (item.start, item.stop, item.step):
+        if part is not None and not _is_int(part):
+            raise _refused(fmt, obj, f"slice bounds must be integers, got {part!r}")
+    if item.step is not None and int(item.step) <= 0:
+        raise _refused(fmt, obj, f"slice step must be positive, got {int(item.step)}")
+    if not strict:  # clipped to the axis, as Python and torch clip
+        return item
+    start, stop = (None if b is None else int(b) for b in (item.start, item.stop))
+    if start is not None and not 0 <= (start + size if start < 0 else start) < size:
+        raise _refused(
+            fmt, obj, f"slice start {start} is out of range for axis {axis} of size {size}"
+        )
+    if stop is not None and not 0 <= (stop + size if stop < 0 else stop) <= size:
+        raise _refused(
+            fmt, obj, f"slice stop {stop} is out of range for axis {axis} of size {size}"
+        )
+    return item
 
 
 def _is_int(v: Any) -> bool:
@@ -193,8 +228,14 @@ class Tensors:
         return dict(md) if md is not None else {}
 
     def check(self, name: str) -> None:
+        """A :class:`~tenfold.errors.MissingTensorError` (a ``KeyError``) when the file holds
+        no tensor ``name``."""
         if name not in self.reader:
-            raise KeyError(f"{self.fmt}: no tensor named {name!r}")
+            raise _factory(self.fmt)(
+                MissingTensorError,
+                f"tensor {name!r}",
+                detail="the file holds no tensor of that name",
+            )
 
     def spec(self, name: str) -> tuple[np.dtype, tuple[int, ...]]:
         """The dtype and shape ``array(name)`` has, without decoding it where the format's
@@ -304,6 +345,22 @@ def open_tensors(source: Any, **options: Any) -> Tensors:
         raise
 
 
+def owned_arrays(source: Any, **options: Any) -> dict[str, np.ndarray]:
+    """Every tensor of ``source`` (what :func:`open_tensors` takes) as a writable NumPy array
+    no other array shares, in the file's order (``safetensors.numpy.load_file``): a read-only
+    view of the file is copied, an array the reader decoded is kept."""
+    t = open_tensors(source, **options)
+    try:
+        keep = _NumpyResults()  # copies a writable array whose memory was given out already
+        out = {}
+        for name in t.names:
+            a = np.asarray(keep(t.array(name)))
+            out[name] = a if a.flags.writeable else np.array(a)
+        return out
+    finally:
+        t.close()
+
+
 def _not_tensors(fmt: Any) -> UnsupportedError:
     return UnsupportedError(f"tenfold: {fmt.name}: not a tensor file; {fmt.holds}")
 
@@ -333,8 +390,15 @@ class safe_open:  # noqa: N801 - the name safetensors users know
     device
         Where tensors go: ``"cpu"`` (default), ``"cuda"``, ``"cuda:1"`` ... (PyTorch), or a
         JAX device / platform name for ``"jax"``. NumPy accepts only ``"cpu"``.
+    backend
+        ``"mmap"`` (default: the file is mapped) or ``"pread"`` (tensors are read into owned
+        memory; the spelling of tenfold's ``mmap=False``), as safetensors takes it.
     options
         Passed to the format's reader (e.g. ``limits``).
+
+    A handle used after :meth:`close` (or its ``with`` block) raises
+    :class:`~tenfold.errors.ClosedError`, a ``SafetensorError``, as safetensors does; so does
+    a :class:`Slice` taken from it (safetensors' slices outlive their handle).
 
     NumPy arrays are read-only views of the file where the format stores the tensor raw.
     PyTorch tensors of such views share the file's pages through a private copy-on-write map
@@ -342,8 +406,15 @@ class safe_open:  # noqa: N801 - the name safetensors users know
     """
 
     def __init__(
-        self, filename: Any, framework: str = "np", device: Any = "cpu", **options: Any
+        self,
+        filename: Any,
+        framework: str = "np",
+        device: Any = "cpu",
+        *,
+        backend: str | None = None,
+        **options: Any,
     ) -> None:
+        options = backend_options(backend, options)
         self._framework = framework_of(framework)
         self._device = device
         if self._framework == "np" and device not in ("cpu", None):
@@ -373,18 +444,30 @@ class safe_open:  # noqa: N801 - the name safetensors users know
     def closed(self) -> bool:
         return bool(self._t.reader.closed)
 
+    def _open(self) -> Tensors:
+        """The tensors, or :class:`~tenfold.errors.ClosedError` once the handle is closed."""
+        return open_or_closed(self._t)
+
     # -- the safetensors surface
     def keys(self) -> list[str]:
-        """Tensor names, in the file's order."""
-        return list(self._t.names)
+        """Tensor names, sorted (as safetensors gives them; :meth:`offset_keys` gives them in
+        the file's order)."""
+        return sorted(self._open().names)
 
     def offset_keys(self) -> list[str]:
-        return self.keys()
+        """Tensor names in the file's order (by offset where the format has one)."""
+        return list(self._open().names)
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._t.names)
+        return iter(self.keys())
+
+    def get_tensors(self) -> dict[str, Any]:
+        """Every tensor, as a ``dict`` in :meth:`offset_keys` order (safetensors 0.8's
+        ``get_tensors``): :meth:`get_tensor` of each name."""
+        return {name: self.get_tensor(name) for name in self.offset_keys()}
 
     def __contains__(self, name: object) -> bool:
+        self._open()
         try:
             self._t.check(name)  # type: ignore[arg-type]
         except (KeyError, TypeError):
@@ -403,12 +486,13 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         ``metadata`` object (``total_size``...). Values are what the format stores: strings,
         and for WTXT/OINF/zTensor/FOLD/sharded also numbers, lists, objects or null.
         """
-        if not getattr(self._t.reader, "has_metadata", True):  # safetensors: none at all
+        if not getattr(self._open().reader, "has_metadata", True):  # safetensors: none at all
             return None
         return self._t.metadata
 
     def get_tensor(self, name: str) -> Any:
         """Tensor ``name`` in the framework chosen at open."""
+        self._open()
         if getattr(self._convert, "staged", False):  # CUDA: through the staging ring
             return self._convert.get(self._t, name)
         at = getattr(self._convert, "at", None)
@@ -426,21 +510,45 @@ class safe_open:  # noqa: N801 - the name safetensors users know
 
     def get_slice(self, name: str) -> Slice:
         """A lazy handle on tensor ``name``: ``get_shape()``, ``get_dtype()``, and
-        ``[...]`` with basic indexing (integers, slices with steps, ``...``)."""
-        self._t.check(name)
-        return Slice(self._t, self._convert, name)
+        ``[...]`` with basic indexing (integers, slices with steps, ``...``), by safetensors'
+        rules (see :class:`Slice`)."""
+        self._open().check(name)
+        # safetensors slices PyTorch tensors with torch's rules (bounds clipped), the other
+        # frameworks with its own (bounds outside an axis refused)
+        return Slice(self._t, self._convert, name, strict=self._framework != "pt")
 
 
 class Slice:
-    """What :meth:`safe_open.get_slice` returns; reading happens in ``__getitem__``."""
+    """What :meth:`safe_open.get_slice` returns; reading happens in ``__getitem__``.
 
-    def __init__(self, tensors: Tensors, convert: Any, name: str) -> None:
+    Indexing follows safetensors' rules where they differ from Python's and NumPy's; each
+    refusal is a :class:`~tenfold.errors.SliceError` (``IndexError``, ``ValueError`` and
+    ``SafetensorError``):
+
+    * a step must be positive (``[::-1]`` and ``[::0]`` are refused);
+    * ``[]`` (an empty list) selects no row of the first axis; other lists, arrays, ``None``,
+      booleans, floats and strings are refused (only basic indexes are read lazily);
+    * with every framework but PyTorch (safetensors slices those itself), a slice bound
+      outside its axis is refused, not clipped: ``[:20]`` or ``[10:]`` of 10 rows (a start
+      must lie inside the axis, a stop at most at its end; a negative bound counts from the
+      end, and one still below 0 is refused). For PyTorch, safetensors indexes a torch
+      tensor, which clips as Python does, and so does tenfold.
+
+    Where safetensors 0.8.0 fails by accident (NumPy, JAX), Python's rule holds: ``[3:1]``
+    is empty (safetensors raises ``SystemError``), negative slice bounds count from the end
+    (``OverflowError`` there), and omitted bounds on an axis of length 0 select nothing
+    (safetensors refuses ``[:]`` of a tensor with 0 rows).
+    """
+
+    def __init__(self, tensors: Tensors, convert: Any, name: str, strict: bool = True) -> None:
         self._t = tensors  # the owner's (a safe_open): the file stays open while it is
         self._convert = convert
         self._name = name
+        self._strict = strict  # bounds outside an axis refused (safetensors' own slicing)
         self._spec: tuple[np.dtype, tuple[int, ...]] | None = None
 
     def _get_spec(self) -> tuple[np.dtype, tuple[int, ...]]:
+        open_or_closed(self._t)
         if self._spec is None:
             self._spec = self._t.spec(self._name)
         return self._spec
@@ -465,9 +573,12 @@ class Slice:
     def __getitem__(self, index: Any) -> Any:
         convert = self._convert
         at = getattr(convert, "at", None)
+        fmt = open_or_closed(self._t).fmt
         span = self._t.span(self._name) if at is not None else None
         if span is not None:  # stored raw in a mapped file: index a view of the private map
-            idx = normalize_index(index, span[2], what=f"tensor {self._name!r}")
+            idx = normalize_index(
+                index, span[2], what=f"tensor {self._name!r}", fmt=fmt, strict=self._strict
+            )
             if all(type(i) is not slice or i.step is None or i.step > 0 for i in idx):
                 whole = at(*span, claim=False)  # type: ignore[misc]
                 if whole is not None:
@@ -476,12 +587,44 @@ class Slice:
                     if convert.claim(part):  # else its bytes were handed out: a copy
                         return part
         shape = self.shape
-        idx = normalize_index(index, shape, what=f"tensor {self._name!r}")
+        idx = normalize_index(
+            index, shape, what=f"tensor {self._name!r}", fmt=fmt, strict=self._strict
+        )
         arr = self._t.sliced(self._name, idx)
         return convert(arr)
 
     def __repr__(self) -> str:
         return f"<tenfold slice {self._name!r} {self.get_dtype()} {self.get_shape()}>"
+
+
+def open_or_closed(t: Tensors) -> Tensors:
+    """``t``, or a :class:`~tenfold.errors.ClosedError` when its reader was closed."""
+    if getattr(t.reader, "closed", False):
+        raise _factory(t.fmt)(ClosedError, "file", detail="the handle was closed")
+    return t
+
+
+#: safetensors' ``backend`` names and the ``mmap`` option each means
+BACKENDS = {"mmap": True, "pread": False}
+
+
+def backend_options(backend: Any, options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with the ``mmap`` option safetensors' ``backend`` (``"mmap"``, ``"pread"``,
+    or None: as given) stands for; an ``mmap`` option also given must agree."""
+    if backend is None:
+        return options
+    if backend not in BACKENDS:
+        raise _factory("tenfold")(
+            UnsupportedError,
+            f"backend {backend!r}",
+            detail="unknown",
+            expected=" or ".join(repr(b) for b in BACKENDS),
+            got=backend,
+        )
+    mmap = options.get("mmap")
+    if mmap is not None and bool(mmap) != BACKENDS[backend]:
+        raise TypeError(f"backend={backend!r} and mmap={mmap!r} disagree; give one of them")
+    return {**options, "mmap": BACKENDS[backend]}
 
 
 def _converter(framework: str, reader: Any, device: Any) -> Any:

@@ -20,7 +20,7 @@ def source(
 ) -> Source:
     """The tensors of a safetensors file (``convert_source``)."""
     from ...core.mapped import MappedFile
-    from .writer import parse, parse_metadata
+    from ._parse import parse, parse_metadata
 
     mf = MappedFile(path, fmt=FORMAT.name)
     try:

@@ -33,16 +33,10 @@ from ...core.reader import MappedReader, Span, TensorInfo, verify_file
 from ...core.report import ERROR, OK, Report
 from ...core.slicing import plan
 from ...errors import TenfoldError
-from ._format import sniff
-from .writer import (
-    DTYPES,
-    MAX_HEADER,
-    PACKED_BITS,
-    header_length,
-    parse_header,
-    tensor_of,
-    write_safetensors,
-)
+from ._dtypes import DTYPES, PACKED_BITS
+from ._format import MAX_HEADER, sniff
+from ._parse import header_length, parse_header, tensor_of
+from .writer import write_safetensors
 
 __all__ = ["Reader", "open", "load", "save", "inspect", "verify", "demo", "MAX_HEADER", "sniff"]
 
