@@ -168,18 +168,22 @@ def _metadata_lines(result: Any) -> list[str]:
     return out
 
 
-def _summary(result: Any) -> str:
+def _summary(result: Any) -> list[str]:
     c = result.counts()
     parts = [f"{c['compared']} tensors in both: {c['identical']} identical"]
     parts += [f"{c[s]} {s}" for s in ("close", "different") if c[s]]
-    parts += [f"{c[s]} with a {s} change" for s in ("dtype", "shape") if c[s]]
-    text = ", ".join(parts)
+    parts += [f"{c[s]} {s} changed" for s in ("dtype", "shape") if c[s]]
     ends = [f"{c[k]} only in {k[-1].upper()}" for k in ("only_in_a", "only_in_b") if c[k]]
     if c["metadata"]:
-        ends.append(f"{c['metadata']} metadata key{'s' * (c['metadata'] > 1)} differ")
-    verdict = "identical" if result.identical else "equal" if result.equal else "different"
-    tol = "" if result.atol is None else f" (atol={result.atol:g}, rtol={result.rtol:g})"
-    return "; ".join([text, *ends]) + f": {verdict.upper()}{tol}"
+        n = c["metadata"]
+        ends.append(f"{n} metadata key{'s differ' if n > 1 else ' differs'}")
+    if result.identical:
+        verdict = "IDENTICAL"
+    elif result.equal:
+        verdict = f"EQUAL within atol={result.atol:g}, rtol={result.rtol:g}"
+    else:
+        verdict = "DIFFERENT"
+    return ["; ".join([", ".join(parts), *ends]), verdict]
 
 
 def render(result: Any, every: bool = False) -> str:
@@ -196,4 +200,4 @@ def render(result: Any, every: bool = False) -> str:
             lines.append(f"only in {side}: " + ", ".join(names))
     if result.metadata:
         lines += _metadata_lines(result)
-    return "\n".join([*lines, "", _summary(result)])
+    return "\n".join([*lines, "", *_summary(result)])
