@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import textwrap
 from typing import Any
 
 from .core.cli_support import UsageError, add_json, add_quiet, human
@@ -40,6 +41,17 @@ Every tensor in both files is listed in --json; the table lists those that are n
 identical (--all: every one)."""
 
 
+DESCRIPTION = (
+    "Compare checkpoint A with checkpoint B, whatever their formats (a file of any format "
+    "tenfold reads, a sharded index, an fsspec URL): per tensor whether it is bit-identical, "
+    "the largest absolute and relative difference, the cosine similarity and the NaN / Inf "
+    "counts of each side; names on one side only; dtype and shape changes; metadata "
+    "differences. One tensor pair is read at a time. Without --atol/--rtol, equal means "
+    "identical; with them, numpy.isclose's rule |a - b| <= atol + rtol * |b| (B is the "
+    "reference), NaN equal to NaN only at the same place. Rules: docs/diff.md."
+)
+
+
 def _tolerance_arg(text: str) -> float:
     try:
         x = float(text)
@@ -55,14 +67,7 @@ def add_diff(sub: Any) -> None:
     p = sub.add_parser(
         "diff",
         help="compare two checkpoints tensor by tensor (exit 0 equal, 1 different)",
-        description="Compare checkpoint A with checkpoint B, whatever their formats (a file "
-        "of any format tenfold reads, a sharded index, an fsspec URL): per tensor whether it "
-        "is bit-identical, the largest absolute and relative difference, the cosine "
-        "similarity and the NaN / Inf counts of each side; names on one side only; dtype and "
-        "shape changes; metadata differences. One tensor pair is read at a time. Without "
-        "--atol/--rtol, equal means identical; with them, numpy.isclose's rule "
-        "|a - b| <= atol + rtol * |b| (B is the reference), NaN equal to NaN only at the "
-        "same place.",
+        description=textwrap.fill(DESCRIPTION, 78),
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
