@@ -480,3 +480,27 @@ def test_the_validator_is_not_blind(tmp_path):
     ):
         with pytest.raises(AssertionError):
             _check(broken, SCHEMA, "$")
+
+
+def test_tenfold_diff_is_the_function_and_import_stays_light():
+    """``tenfold.diff`` is the function, however its module is imported, and importing
+    ``tenfold`` (which imports the module) still imports no NumPy."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, tenfold\n"
+        "assert 'numpy' not in sys.modules, 'import tenfold imported numpy'\n"
+        "import tenfold.diff\n"
+        "from tenfold.diff import DiffResult\n"
+        "import importlib; importlib.import_module('tenfold.diff')\n"
+        "assert callable(tenfold.diff) and tenfold.diff.__name__ == 'diff'\n"
+        "assert sys.modules['tenfold.diff'].DiffResult is DiffResult\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        env={"PYTHONPATH": ":".join(sys.path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+    )
+    assert out.returncode == 0, out.stderr

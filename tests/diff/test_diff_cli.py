@@ -140,3 +140,26 @@ def test_help_documents_the_schema(capsys):
         assert word in text, word
     for key in SCHEMA["properties"]["tensors"]["items"]["properties"]:
         assert key in text, key  # every field of a tensor row is described
+
+
+def test_a_damaged_tensor_names_its_file(tmp_path, capsys):
+    """A checksum mismatch found while reading a tensor (after both files opened) stops the
+    comparison with one line naming the file: exit 2, not 1 ("different")."""
+    w = np.arange(1024, dtype=np.float32)
+    a = _save(tmp_path / "a.zt", {"w": w})
+    b = tmp_path / "b.zt"
+    data = bytearray(a.read_bytes())
+    at = data.find(w.tobytes())
+    assert at > 0
+    data[at + 100] ^= 0xFF
+    b.write_bytes(bytes(data))
+    with tenfold.open(b) as r:  # it opens: the damage is in the tensor's bytes
+        assert list(r) == ["w"]
+    rc, out, err = _run(capsys, "diff", a, b)
+    assert (rc, out) == (2, "") and err.count("\n") == 1
+    assert str(b) in err and "checksum" in err.lower()
+    with pytest.raises(tenfold.IntegrityError) as exc:
+        tenfold.diff(a, b)
+    from tenfold.diff import failed_source
+
+    assert failed_source(exc.value) == str(b)
