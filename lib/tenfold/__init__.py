@@ -9,7 +9,8 @@ The top level is small and imports nothing heavy:
 * :func:`load` reads every tensor of a file into a ``dict`` of NumPy arrays;
 * :func:`save` writes a ``dict`` of arrays, in the format its suffix names;
 * :func:`detect` names a file's format;
-* :func:`safe_open` is the ``safetensors`` API (NumPy, PyTorch, JAX) over every format.
+* :func:`safe_open` is the ``safetensors`` API (NumPy, PyTorch, JAX) over every format;
+* :func:`diff` compares two checkpoints tensor by tensor (:mod:`tenfold.diff`).
 """
 
 from __future__ import annotations
@@ -41,6 +42,10 @@ __version__ = "0.1.0"
 
 _aliases.install()  # tenfold.ztensor ... are the packages under tenfold.formats
 
+# the function shadows its module as an attribute (``from tenfold.diff import DiffResult`` still
+# reaches the module); the module is light to import (NumPy is imported by its first call)
+from .diff import diff  # noqa: E402
+
 __all__ = [
     "__version__",
     "open",
@@ -48,6 +53,7 @@ __all__ = [
     "save",
     "detect",
     "safe_open",
+    "diff",
     "errors",
     "TenfoldError",
     "FormatError",

@@ -429,6 +429,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_verify(sub)
     _add_convert(sub)
     _add_demo(sub)
+    from ._cli_diff import add_diff  # `tenfold diff`: its own module
+
+    add_diff(sub)
     _add_format_commands(sub)
     return parser
 

@@ -1,7 +1,8 @@
 """A new format is one package plus one registration (issue #22): a small format defined in
 this test, registered through the public API, works through every front-door operation with
 no edit anywhere else in tenfold: ``detect``, ``open``, ``load``, ``save``, ``convert`` (both
-ways), ``inspect`` and ``verify`` (Python and the CLI), ``safe_open`` and ``tenfold.torch``.
+ways), ``inspect``, ``verify`` and ``diff`` (Python and the CLI), ``safe_open`` and
+``tenfold.torch``.
 
 The format ("tiny"): the magic ``TINY\\0``, a little-endian u32 header length, a JSON header
 ``{"metadata": {...}, "tensors": {name: [dtype, shape, offset]}}``, then the raw tensors, each
@@ -199,6 +200,28 @@ def test_inspect_and_verify_from_the_cli(tmp_path, tiny, capsys):
     damaged = tmp_path / "bad.tiny"
     damaged.write_bytes(p.read_bytes()[:20])
     assert cli(["verify", str(damaged)]) == 1
+
+
+def test_diff_from_python_and_the_cli(tmp_path, tiny, capsys):
+    p, q = tmp_path / "m.tiny", tmp_path / "n.tiny"
+    tenfold.save(p, TENSORS, metadata={"who": "test"})
+    tenfold.save(q, {**TENSORS, "b": np.array([1.5, -2.5])}, metadata={"who": "test"})
+    r = tenfold.diff(p, q)
+    assert (r.a.format, r.b.format) == ("tiny", "tiny")
+    assert {t.name: t.status for t in r.tensors} == {
+        "w": "identical",
+        "b": "different",
+        "step": "identical",
+    }
+    assert r.tensors[1].max_abs == 0.5 and r.exit_code == 1
+    s = tmp_path / "m.safetensors"  # against another format
+    tenfold.save(s, TENSORS, metadata={"who": "test"})
+    assert tenfold.diff(p, s).identical
+    assert cli(["diff", str(p), str(s)]) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"A: {p} (tiny, 3 tensors)"
+    assert cli(["diff", "--json", str(q), str(s)]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["a"]["format"] == "tiny" and doc["summary"]["different"] == 1
 
 
 def test_frameworks(tmp_path, tiny):
