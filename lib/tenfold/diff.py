@@ -464,9 +464,9 @@ def _format_of(reader: Any) -> str | None:
 
 def _metadata(ra: Any, rb: Any) -> list[MetadataDiff]:
     with reading(ra):
-        ma = dict(ra.metadata or {})
+        ma = _given_metadata(ra)
     with reading(rb):
-        mb = dict(rb.metadata or {})
+        mb = _given_metadata(rb)
     out = []
     for k, v in ma.items():
         if k not in mb:
@@ -475,6 +475,13 @@ def _metadata(ra: Any, rb: Any) -> list[MetadataDiff]:
             out.append(MetadataDiff(str(k), CHANGED, v, mb[k]))
     out += [MetadataDiff(str(k), ONLY_IN_B, None, v) for k, v in mb.items() if k not in ma]
     return out
+
+
+def _given_metadata(reader: Any) -> dict[Any, Any]:
+    """The metadata a writer gave the file: without the keys the reader reports about the file
+    itself (``own_metadata``: a zTensor 0.1.0 version, an index's total size)."""
+    own = getattr(reader, "own_metadata", frozenset())
+    return {k: v for k, v in (reader.metadata or {}).items() if k not in own}
 
 
 def _same_value(x: Any, y: Any) -> bool:

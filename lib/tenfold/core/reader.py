@@ -193,6 +193,10 @@ class BaseReader(Mapping[str, Any]):
     ``close`` and ``closed``."""
 
     fmt: str = "tenfold"
+    #: keys of :attr:`metadata` that the reader reports about the file itself (a format
+    #: version, an index's total size), not metadata a writer was given: a comparison of two
+    #: files' metadata (:func:`tenfold.diff`) leaves them out
+    own_metadata: frozenset[str] = frozenset()
 
     def _keys(self) -> Collection[str]:  # pragma: no cover - every format overrides it
         """The entry names in the reader's order, as a collection with a fast ``in`` (a

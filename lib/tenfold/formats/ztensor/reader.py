@@ -72,6 +72,8 @@ class Reader(ZtReader, Mapping[str, Any]):
     ((2, 3), False, 15.0)
     """
 
+    own_metadata = frozenset({"version"})  # the format's, not the writer's (see metadata)
+
     def __init__(
         self,
         source: Any,
