@@ -192,6 +192,8 @@ def truncation(mf: Any, limits: Limits, what: str) -> TenfoldError | None:
     stands). Reads at most ``limits.max_objects`` records, each once."""
     size, off = int(mf.size), 0
     try:
+        if _ends_with_end_record(mf, size):
+            return None  # the archive's end is there: damaged inside, not cut short
         for _ in range(limits.max_objects):
             sig = mf.bytes(off, 4, "signature") if off + 4 <= size else b""
             if off and not sig:  # the file ends after a record: the end record is due
@@ -205,6 +207,18 @@ def truncation(mf: Any, limits: Limits, what: str) -> TenfoldError | None:
     except (TenfoldError, OSError):
         pass
     return None
+
+
+def _ends_with_end_record(mf: Any, size: int) -> bool:
+    """True when the file ends with a zip end record (its comment, up to 64 KiB, included)."""
+    n = min(size, 22 + 0xFFFF)
+    tail = mf.bytes(size - n, n, "zip end record")
+    at = tail.rfind(b"PK\x05\x06")
+    while at >= 0:
+        if at + 22 <= n and at + 22 + _u16(tail, at + 20) == n:
+            return True
+        at = tail.rfind(b"PK\x05\x06", 0, at)
+    return False
 
 
 def _record(mf: Any, off: int, size: int, sig: bytes) -> tuple[str, int | None]:
