@@ -186,6 +186,7 @@ def _add_convert(sub: Any) -> None:
     )
     p.add_argument("src", help="source file (format detected from its content)")
     p.add_argument("dst", help="destination; its suffix chooses the format")
+    add_json(p, CONVERT)
     p.add_argument(
         "--checksum",
         choices=("none", "crc32c", "sha256"),
@@ -216,7 +217,6 @@ def _add_convert(sub: Any) -> None:
         help="drop file metadata (and FOLD non-tensor chunks) instead of refusing",
     )
     add_quiet(p, "no progress bar, no summary line")
-    add_json(p, CONVERT)
     p.add_argument(
         "--zt-generation",
         choices=["0.1.0", "2", "v2"],
