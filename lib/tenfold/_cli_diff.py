@@ -13,32 +13,79 @@ import math
 import textwrap
 from typing import Any
 
-from .core.cli_support import UsageError, add_json, add_quiet, human
+from .core.cli_support import Schema, UsageError, add_json, add_quiet, either, human, note
 
-__all__ = ["add_diff", "cmd_diff", "EPILOG"]
+__all__ = ["add_diff", "cmd_diff", "DIFF", "EPILOG"]
 
 EPILOG = """\
 exit status: 0 equal (identical, or close within --atol/--rtol), 1 different,
 2 usage error or a file that cannot be read.
+Every tensor in both files is listed in --json (its JSON Schema: tenfold.diff.SCHEMA); the
+table lists those that are not identical (--all: every one). Statistics are null where they
+do not apply; max_abs and max_rel are the string "inf" when a difference overflows float64."""
 
---json prints one object (schema tenfold.diff/1; the JSON Schema is tenfold.diff.SCHEMA):
-  {schema: "tenfold.diff/1",
-   a, b: {path, format (the registry's name, or null), tensors (count)},
-   atol, rtol (numbers, or null when not given: then equal means identical),
-   identical (bool), equal (bool: what the exit status says), exit_code (0 or 1),
-   summary: {compared, identical, close, different, dtype, shape, only_in_a, only_in_b,
-             metadata (keys that differ; null with --no-metadata)},
-   only_in_a, only_in_b: [names],
-   tensors: [{name, status ("identical", "close", "different", "dtype" or "shape"),
-              dtype_a, dtype_b, shape_a, shape_b (lists of ints), nbytes_a, nbytes_b,
-              kind ("numeric": compared by value, "raw": by bytes, null: shapes differ),
-              identical (bool), elements, mismatched (elements not equal), max_abs (int for
-              integer pairs), max_rel (|a-b| / max(|a|,|b|)), cosine, nan_a, nan_b, inf_a,
-              inf_b}]  (statistics are null where they do not apply; max_abs and max_rel
-              are the string "inf" when a difference overflows float64),
-   metadata: [{key, status ("only_in_a", "only_in_b" or "changed"), a, b}] or null}
-Every tensor in both files is listed in --json; the table lists those that are not
-identical (--all: every one)."""
+_SIDE = {
+    "path": "str",
+    "format": note("str?", "the registry's name"),
+    "tensors": note("int", "how many"),
+}
+_NUM = either("number", "str", "null")
+#: ``diff --json`` (the same object as :data:`tenfold.diff.SCHEMA` describes)
+DIFF = Schema(
+    "tenfold.diff/1",
+    {
+        "a": _SIDE,
+        "b": _SIDE,
+        "atol": note("number?", "null when not given: then equal means identical"),
+        "rtol": "number?",
+        "identical": "bool",
+        "equal": note("bool", "what the exit status says"),
+        "exit_code": (0, 1),
+        "summary": {
+            "compared": "int",
+            **{k: "int" for k in ("identical", "close", "different", "dtype", "shape")},
+            "only_in_a": "int",
+            "only_in_b": "int",
+            "metadata": note("int?", "keys that differ; null with --no-metadata"),
+        },
+        "only_in_a": ["str"],
+        "only_in_b": ["str"],
+        "tensors": [
+            {
+                "name": "str",
+                "status": ("identical", "close", "different", "dtype", "shape"),
+                "dtype_a": "str",
+                "dtype_b": "str",
+                "shape_a": ["int"],
+                "shape_b": ["int"],
+                "nbytes_a": "int?",
+                "nbytes_b": "int?",
+                "kind": note(("numeric", "raw", None), "by value, by bytes; null: shapes differ"),
+                "identical": "bool",
+                "elements": "int?",
+                "mismatched": note("int?", "elements not equal"),
+                "max_abs": note(_NUM, "an int for integer pairs"),
+                "max_rel": note(_NUM, "|a-b| / max(|a|,|b|)"),
+                "cosine": "number?",
+                **{k: "int?" for k in ("nan_a", "nan_b", "inf_a", "inf_b")},
+            }
+        ],
+        "metadata": note(
+            either(
+                [
+                    {
+                        "key": "str",
+                        "status": ("only_in_a", "only_in_b", "changed"),
+                        "a": "any",
+                        "b": "any",
+                    }
+                ],
+                "null",
+            ),
+            "null with --no-metadata",
+        ),  # fmt: skip
+    },
+)
 
 
 DESCRIPTION = (
@@ -78,7 +125,7 @@ def add_diff(sub: Any) -> None:
     p.add_argument("--no-metadata", action="store_true", help="compare the tensors only")
     p.add_argument("--all", action="store_true", help="list identical tensors in the table too")
     add_quiet(p, "print nothing: the exit status only")
-    add_json(p, "tenfold.diff/1")
+    add_json(p, DIFF)
     p.set_defaults(func=cmd_diff, inputs=("a", "b"))
 
 

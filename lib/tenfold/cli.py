@@ -7,9 +7,12 @@ Common commands work on every format (the reader is chosen by magic bytes)::
     tenfold convert SRC DST     between tensor formats, by suffix (.zt .npz .safetensors ...)
     tenfold demo [DIR]          write, inspect and verify a sample of every format
 
-A format adds its own commands through its ``cli`` hook in the registry (a
-``register(subparsers)``; :mod:`tenfold.registry`); this module names no format and no format
-imports it (what they share is :mod:`tenfold.core.cli_support`). A subcommand names its file
+What those four do is in :mod:`tenfold._cli_common`; this module registers them, then the
+formats' own commands, checks the arguments and turns errors into exit statuses. A format adds
+its commands through its ``cli`` hook in the registry (a ``register(subparsers)``;
+:mod:`tenfold.registry`); this module names no format and no format imports it (what they
+share is :mod:`tenfold.core.cli_support`). Every command takes ``--json``: one object of the
+:class:`~tenfold.core.cli_support.Schema` that ends its ``--help``. A subcommand names its file
 arguments in its defaults (``inputs=("file",)``, ``outputs=(...)``, ``suffixed=(...)``,
 ``dirs=(...)``) and :func:`main` checks them before the command runs: a missing input, a
 directory, a FIFO or an unknown output suffix is a usage error, an empty input a bad file.
@@ -24,25 +27,22 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import Any
 
 from . import __version__
+from ._cli_common import CONVERT, DEMO, INSPECT, cmd_convert, cmd_demo, cmd_inspect, cmd_verify
 from .core.cli_support import (
-    REPORT_SCHEMA,
+    VERIFY,
     UsageError,
     add_json,
     add_quiet,
     check_dir,
     check_input,
     check_output,
-    human,
-    print_json,
 )
 from .core.optional import MissingDependencyError
-from .errors import FormatError, TenfoldError, TruncatedError, UnsupportedError
+from .errors import TenfoldError, UnsupportedError
 
 __all__ = ["main", "build_parser", "UsageError", "check_input", "check_output"]
 
@@ -70,81 +70,11 @@ def _paths(args: argparse.Namespace, kind: str) -> Iterator[str]:
         yield from value if isinstance(value, list) else [] if value is None else [value]
 
 
-def _is_url(path: str) -> bool:
+def _check_args(args: argparse.Namespace) -> None:
     from .core.source import is_remote
 
-    return is_remote(path)
-
-
-def _open_url(url: str) -> tuple[str, Any, int]:
-    """``(format, source, size)`` for a URL given as an input: the source (an opened remote
-    file, fetched range by range) goes to the format's ``inspect`` / ``verify`` in place of a
-    path. A format with a ``remote_source`` hook turns the opened file into what its
-    ``inspect`` / ``verify`` read (or refuses a URL)."""
-    from .registry import get, open_remote
-
-    name, mf = open_remote(url, tail_first=False)
-    size = int(mf.size)
-    hook = get(name).hook("remote_source")
-    return name, (mf if hook is None else hook(mf, url)), size
-
-
-def _close(source: Any) -> None:
-    close = getattr(source, "close", None)
-    if close is not None:
-        close()
-
-
-def _metadata_values(file: str, fmt: str) -> dict[str, Any] | None:
-    """The file metadata of ``file`` (a path or URL) as its format's ``metadata`` hook gives
-    it, or None when the format has none."""
-    from .registry import get
-
-    hook = get(fmt).hook("metadata")
-    if hook is None:
-        return None
-    source = _open_url(file)[1] if _is_url(file) else file
-    try:
-        return dict(hook(source))
-    finally:
-        if source is not file:
-            _close(source)
-
-
-def _version(file: str, fmt: str) -> str | None:
-    """The version (generation) of ``file`` its format's ``version`` hook names, or None."""
-    from .registry import get
-
-    hook = get(fmt).hook("version")
-    if hook is None:
-        return None
-    source = _open_url(file)[1] if _is_url(file) else file
-    try:
-        return str(hook(source))
-    finally:
-        if source is not file:
-            _close(source)
-
-
-def _detect(path: str) -> str:
-    """The format of the local file ``path``. Content of no known format is a damaged file
-    (exit 1) when the suffix names a format, else a usage error (exit 2: e.g. a ``.txt``)."""
-    from .registry import detect, formats
-
-    try:
-        return detect(path)
-    except TruncatedError:
-        raise  # an empty file
-    except FormatError as exc:
-        low = os.fspath(path).lower()
-        if any(f.suffixes and low.endswith(f.suffixes) for f in formats()):
-            raise
-        raise UsageError(f"{exc}; not a file tenfold reads") from None
-
-
-def _check_args(args: argparse.Namespace) -> None:
     for path in _paths(args, "inputs"):
-        if _is_url(path):
+        if is_remote(path):
             continue  # fetched by fsspec; what is wrong with it shows when it is opened
         check_input(path)
     for path in _paths(args, "dirs"):
@@ -154,179 +84,6 @@ def _check_args(args: argparse.Namespace) -> None:
     for path in _paths(args, "suffixed"):
         check_output(path)
         _check_suffix(path)
-
-
-def _table(rows: list[dict], columns: Sequence[str]) -> str:
-    cells = [[str(r.get(c, "")) for c in columns] for r in rows]
-    widths = [max([len(c)] + [len(row[i]) for row in cells]) for i, c in enumerate(columns)]
-    out = ["  ".join(c.ljust(w) for c, w in zip(columns, widths, strict=True)).rstrip()]
-    out.append("  ".join("-" * w for w in widths))
-    out += [
-        "  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    ]
-    return "\n".join(out)
-
-
-INSPECT_COLUMNS = ("name", "dtype", "shape", "bytes", "encoding", "layout", "checksum")
-
-
-_META_LAYOUTS = ("metadata", "sizevar")
-
-
-def _shape_dims(shape: object) -> list[int] | None:
-    """The dims of a shape as any format's ``inspect`` gives it (list, tuple, ``"4096x1024"``,
-    ``"()"``, ``"(7,)"``), or None when it is not a shape (e.g. ``"-"``)."""
-    if isinstance(shape, (list, tuple)):
-        return [int(d) for d in shape]
-    if not isinstance(shape, str):
-        return None
-    text = shape.strip()
-    if text == "()":
-        return []
-    if text.startswith("(") and text.endswith(")"):
-        parts = [p.strip() for p in text[1:-1].split(",") if p.strip()]
-    else:
-        parts = text.split("x")
-    return [int(p) for p in parts] if parts and all(p.isdigit() for p in parts) else None
-
-
-def _dims_or(shape: object) -> object:
-    dims = _shape_dims(shape)
-    return shape if dims is None else dims
-
-
-def _shape_text(shape: object) -> str:
-    """Every format's shape in one notation: ``(4096, 1024)``, ``()``, ``(7,)``."""
-    dims = _shape_dims(shape)
-    if dims is None:
-        return str(shape)
-    return "(" + ", ".join(map(str, dims)) + ("," if len(dims) == 1 else "") + ")"
-
-
-def _json_value(v: object) -> object:
-    if isinstance(v, (str, int, float, bool)) or v is None:
-        return v
-    if isinstance(v, (list, tuple)):
-        return [_json_value(x) for x in v]
-    return str(v)
-
-
-def cmd_inspect(args: argparse.Namespace) -> int:
-    fmt, size, objects, meta = _inspect_rows(args.file)
-    version = _version(args.file, fmt)
-    if args.json:
-        _print_inspect_json(args.file, fmt, size, objects, meta, version)
-        return 0
-    # rows with a "part" (WTXT's chunks and root) describe pieces of an object already
-    # counted: listed, not counted again
-    whole = [r for r in objects if not r.get("part")]
-    total = sum(r["bytes"] for r in whole if isinstance(r.get("bytes"), int))
-    shown = (lambda n: f"{n} bytes") if args.bytes else human
-    print(f"{args.file}: {fmt}, {len(whole)} objects, {shown(total)} of data, file {shown(size)}"
-          + (f", version {version}" if version else ""))  # fmt: skip
-    table = []
-    for r in objects:
-        r = dict(r)
-        if r.pop("part", None) == "chunk":
-            r["name"] = "  " + str(r["name"])
-        r["shape"] = _shape_text(r.get("shape"))
-        if isinstance(r.get("bytes"), int):
-            r["bytes"] = r["bytes"] if args.bytes else human(r["bytes"])
-        table.append(r)
-    extra = [k for r in table for k in r if k not in INSPECT_COLUMNS]
-    cols = list(INSPECT_COLUMNS) + sorted(set(extra), key=extra.index)
-    if table:
-        print(_table(table, cols))
-    if meta:
-        print("\nmetadata and size variables:")
-        for r in meta:
-            kind = "sizevar" if r.get("layout") == "sizevar" else r.get("dtype", "")
-            value = r.get("encoding") if r.get("layout") == "sizevar" else r.get("value", "")
-            print(f"  {r['name']} ({kind})" + (f" = {value}" if value not in ("", None) else ""))
-    return 0
-
-
-def _inspect_rows(file: str) -> tuple[str, int, list[dict[str, Any]], list[dict[str, Any]]]:
-    """``(format, file size, object rows, metadata rows)`` of a path or URL."""
-    from .registry import module_for
-
-    url = _is_url(file)
-    if url:
-        fmt, source, size = _open_url(file)
-        try:
-            rows = module_for(fmt).inspect(source)
-        finally:
-            _close(source)
-    else:
-        fmt = _detect(file)
-        rows = module_for(fmt).inspect(file)
-        size = os.path.getsize(file)
-    objects = [r for r in rows if r.get("layout") not in _META_LAYOUTS]
-    meta = [r for r in rows if r.get("layout") in _META_LAYOUTS]
-    values = _metadata_values(file, fmt)
-    if values is not None:
-        _add_metadata_values(meta, values)
-    return fmt, size, objects, meta
-
-
-def _add_metadata_values(meta: list[dict[str, Any]], values: dict[str, Any]) -> None:
-    """Fill the ``value`` of the metadata rows from ``values`` (decoded by the format); when
-    the format's rows list no metadata, one row per value."""
-    listed = {r["name"]: r for r in meta if r.get("layout") == "metadata"}
-    for k, v in values.items():
-        text = repr(v.tolist()) if hasattr(v, "tolist") else repr(v)
-        text = text if len(text) <= 60 else text[:57] + "..."
-        if k in listed:
-            listed[k]["value"] = text
-        elif not listed:
-            meta.append({"name": k, "dtype": type(v).__name__, "layout": "metadata",
-                         "value": text})  # fmt: skip
-
-
-def _print_inspect_json(
-    file: str,
-    fmt: str,
-    size: int,
-    objects: list[dict[str, Any]],
-    meta: list[dict[str, Any]],
-    version: str | None = None,
-) -> None:
-    import json
-
-    doc = {
-        "schema": "tenfold.inspect/1",
-        "file": os.fspath(file),
-        "format": fmt,
-        "size": size,
-        **({"version": version} if version else {}),
-        "objects": [
-            {k: _json_value(v) for k, v in r.items()}
-            | {"shape": _json_value(_dims_or(r.get("shape")))}
-            for r in objects
-        ],
-        "metadata": [{k: _json_value(v) for k, v in r.items()} for r in meta],
-    }
-    print(json.dumps(doc, indent=1))
-
-
-def cmd_verify(args: argparse.Namespace) -> int:
-    from .registry import module_for
-
-    if _is_url(args.file):
-        fmt, source, _ = _open_url(args.file)
-        try:
-            report = module_for(fmt).verify(source)
-        finally:
-            _close(source)
-        report.path = args.file  # not "<buffer>"
-    else:
-        fmt = _detect(args.file)
-        report = module_for(fmt).verify(args.file)
-    if args.json:
-        print_json(report.to_json() | {"format": fmt})  # the registry's name, as inspect's
-    elif not (args.quiet and report.exit_code == 0):  # -q: silent on success
-        print(report.format(verbose=not args.quiet))
-    return report.exit_code
 
 
 def _compress_arg(text: str) -> tuple[str | None, int]:
@@ -351,67 +108,6 @@ def _shard_size_arg(text: str) -> int:
         return parse_size(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-
-
-def cmd_convert(args: argparse.Namespace) -> int:
-    import time
-
-    from .convert import convert
-
-    start = time.monotonic()
-    from .convert import KEEP
-
-    if not _is_url(args.src):
-        _detect(args.src)  # a file of no format with no format's suffix: a usage error
-
-    algo, level = args.compress if args.compress else (KEEP, 3)
-    checksum = KEEP if args.checksum is None else args.checksum
-    n = convert(
-        args.src,
-        args.dst,
-        checksum=None if checksum == "none" else checksum,
-        compress=algo,
-        level=level,
-        threads=args.threads,
-        metadata=not args.no_metadata,
-        progress=False if args.quiet else None,
-        zt_generation=args.zt_generation,
-        max_shard_size=args.max_shard_size,
-    )
-    if not args.quiet:
-        if args.max_shard_size is not None and not os.path.exists(args.dst):
-            secs = time.monotonic() - start
-            print(f"{args.src} -> {args.dst}.index.json: {n} tensors in shards, {secs:.1f} s")
-            return 0
-        size = os.path.getsize(args.dst)
-        secs = time.monotonic() - start
-        print(f"{args.src} -> {args.dst}: {n} tensors, {human(size)} in {secs:.1f} s")
-    return 0
-
-
-def cmd_demo(args: argparse.Namespace) -> int:
-    from .registry import FORMATS
-
-    if args.dir and os.path.exists(args.dir) and not os.path.isdir(args.dir):
-        raise UsageError(f"{args.dir}: is not a directory")
-    directory = Path(args.dir) if args.dir else Path(tempfile.mkdtemp(prefix="tenfold-demo-"))
-    directory.mkdir(parents=True, exist_ok=True)
-    status = 0
-    for info in FORMATS:
-        try:
-            mod = info.load_module()
-        except ImportError as exc:
-            print(f"== {info.description}: not available ({exc})")
-            status = 1
-            continue
-        path = mod.demo(directory)
-        print(f"== {info.description}: wrote {path}")
-        cmd_inspect(argparse.Namespace(file=str(path), json=False, bytes=False))
-        report = mod.verify(path)
-        print(report.format(verbose=False))
-        status = max(status, report.exit_code)
-    print(f"demo files are in {directory}")
-    return status
 
 
 class _Parser(argparse.ArgumentParser):
@@ -443,18 +139,10 @@ def _add_inspect(sub: Any) -> None:
         description="One row per object (tensor, chunk, array) with its dtype, shape as "
         "(d0, d1, ...), size, encoding, layout and checksum; metadata and size variables in "
         "their own section.",
-        epilog="--json prints one object (schema tenfold.inspect/1): {schema: "
-        "'tenfold.inspect/1', file, format, size (bytes), version (where the format has "
-        "one: a zTensor file's generation), objects: [{name, dtype, shape (list of ints or "
-        "a string), bytes (int), "
-        "encoding, layout, checksum, and format-specific keys; part ('chunk' or 'file') on "
-        "rows that describe a piece of an object, not counted in the summary}], "
-        "metadata: [{name, dtype, "
-        "layout ('metadata' or 'sizevar'), ...}]}",
     )
     p.add_argument("file", help="any file tenfold reads (format detected from its content)")
     p.add_argument("--bytes", action="store_true", help="exact byte counts instead of KiB/MiB")
-    add_json(p, "tenfold.inspect/1")
+    add_json(p, INSPECT)
     p.set_defaults(func=cmd_inspect, inputs=("file",))
 
 
@@ -466,12 +154,10 @@ def _add_verify(sub: Any) -> None:
         "(hash, HMAC, parity) of FILE, whatever its format; one row per object checked. "
         "Exit 0 when the file is as it was written, 1 when it is damaged or only readable "
         "through error correction (REPAIRABLE: the verdict names the command that fixes it).",
-        epilog=REPORT_SCHEMA,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", help="any file tenfold reads (format detected from its content)")
     add_quiet(p, "print nothing on success; else the problems")
-    add_json(p, "tenfold.verify/1")
+    add_json(p, VERIFY)
     p.set_defaults(func=cmd_verify, inputs=("file",))
 
 
@@ -503,6 +189,7 @@ def _add_convert(sub: Any) -> None:
     )
     p.add_argument("src", help="source file (format detected from its content)")
     p.add_argument("dst", help="destination; its suffix chooses the format")
+    add_json(p, CONVERT)
     p.add_argument(
         "--checksum",
         choices=("none", "crc32c", "sha256"),
@@ -557,6 +244,7 @@ def _add_demo(sub: Any) -> None:
         "to verify.",
     )
     p.add_argument("dir", nargs="?", help="where to write the samples (default: a temp dir)")
+    add_json(p, DEMO)
     p.set_defaults(func=cmd_demo)
 
 

@@ -1,6 +1,6 @@
-"""One CLI (#24): every command described, ``--json`` with its schema wherever a report is
-printed, ``-q`` meaning ``--quiet`` everywhere, usage errors exit 2, and errors that name the
-cause (a truncated or empty file, a missing folder, a missing remote package)."""
+"""One CLI (#24): ``-q`` meaning ``--quiet`` everywhere, usage errors exit 2, and errors that
+name the cause (a truncated or empty file, a missing folder, a missing remote package); every
+command's description and ``--json`` schema: test_cli_json.py."""
 
 from __future__ import annotations
 
@@ -17,9 +17,6 @@ import tenfold
 import tenfold.fold as fold
 from tenfold.cli import build_parser, main
 from tenfold.errors import TruncatedError
-
-#: commands that print a report: each takes --json, with the JSON shape in its help
-REPORTS = ("inspect", "verify", "repair", "wverify", "recover", "index check")
 
 
 def _parsers() -> dict[str, argparse.ArgumentParser]:
@@ -38,20 +35,6 @@ def _parsers() -> dict[str, argparse.ArgumentParser]:
 
 
 PARSERS = _parsers()
-
-
-def test_every_command_has_a_description():
-    assert {"inspect", "verify", "convert", "demo", "repair", "index build", "id"} <= set(PARSERS)
-    missing = [name for name, p in PARSERS.items() if not (p.description or "").strip()]
-    assert not missing, f"commands without a description in --help: {missing}"
-
-
-@pytest.mark.parametrize("command", REPORTS)
-def test_report_commands_take_json_with_a_schema(command):
-    p = PARSERS[command]
-    assert "--json" in p._option_string_actions, command
-    text = p.format_help()
-    assert "--json prints one object (schema tenfold." in text, text
 
 
 def test_q_means_quiet_everywhere():

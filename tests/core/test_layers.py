@@ -39,8 +39,9 @@ def test_no_format_imports_the_cli_convert_or_the_root_package():
 
 
 def test_the_cli_imports_no_format_package():
-    named = sorted(t for t in GRAPH["tenfold.cli"] if t.startswith("tenfold.formats"))
-    assert not named, f"tenfold.cli imports format packages: {named}"
+    for cli in ("tenfold.cli", "tenfold._cli_common"):  # the command line and its commands
+        named = sorted(t for t in GRAPH[cli] if t.startswith("tenfold.formats"))
+        assert not named, f"{cli} imports format packages: {named}"
 
 
 def _format_words() -> set[str]:

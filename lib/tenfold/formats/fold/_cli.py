@@ -6,6 +6,11 @@ import argparse
 import os
 from typing import Any
 
+from ...core.cli_support import VERIFY, note
+
+#: ``repair --json``: the verification report of the file repaired, and where it went
+REPAIR = VERIFY.extend("tenfold.repair/1", {"output": note("str", "the file written")})
+
 
 def _default_output(path: str) -> str:
     stem, ext = os.path.splitext(path)
@@ -23,7 +28,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
     dst = args.file if args.in_place else (args.output or _default_output(args.file))
     report = repair(args.file, dst, hmac_key=args.hmac_key)
     if args.json:
-        print_json(report.to_json() | {"output": dst})
+        print_json(report.to_json() | {"schema": REPAIR.name, "output": dst})
     elif not (args.quiet and report.exit_code == 0):
         print(report.format(verbose=not args.quiet))
         print(f"wrote {dst}")
@@ -31,7 +36,7 @@ def cmd_repair(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: Any) -> None:
-    from ...core.cli_support import REPORT_SCHEMA, add_json, add_quiet
+    from ...core.cli_support import add_json, add_quiet
 
     p = subparsers.add_parser(
         "repair",
@@ -39,8 +44,6 @@ def register(subparsers: Any) -> None:
         description="Correct FOLD chunks with their Reed-Solomon parity, rewrite binary chunk "
         "headers from the index and recompute stale parity. Exit 1 when some chunk "
         "could not be repaired.",
-        epilog=REPORT_SCHEMA + "\n  and, from repair, output: the path written",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", help="the FOLD / MIND file to repair")
     p.add_argument(
@@ -52,7 +55,7 @@ def register(subparsers: Any) -> None:
     p.add_argument("--in-place", action="store_true", help="replace FILE (atomically)")
     p.add_argument("--hmac-key", help="key of hmac-sha256: digests")
     add_quiet(p, "print nothing on success; else only the problems")
-    add_json(p, "tenfold.verify/1 plus output")
+    add_json(p, REPAIR)
     p.set_defaults(func=cmd_repair, inputs=("file",), outputs=("output",))
 
 

@@ -11,6 +11,7 @@ import numpy as np
 
 from ...conversion import Lazy, Target, WriteOptions
 from ...core.bounds import DEFAULT_LIMITS, Limits
+from ...errors import FormatError
 from ...tensor_source import Source
 from ._format import FORMAT, LOCAL_HEADER
 
@@ -33,6 +34,14 @@ def source(
         what = label if label is not None else os.fspath(path)
         a = Archive(mf.buffer(), what=what, limits=limits)
         members = {n: a.member(n) for n in a.members}
+    except FormatError:
+        from .reader import truncation
+
+        cause = truncation(mf, limits, what)  # a file that ends early: said so
+        mf.close()
+        if cause is not None:
+            raise cause from None
+        raise
     except BaseException:
         mf.close()
         raise

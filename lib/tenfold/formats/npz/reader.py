@@ -16,11 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from ...core.bounds import DEFAULT_LIMITS, Limits
+from ...core.bounds import DEFAULT_LIMITS, Limits, truncated
 from ...core.reader import MappedReader, TensorInfo, verify_file
 from ...core.report import ERROR, OK, Report
-from ...errors import TenfoldError
-from ._format import sniff
+from ...errors import FormatError, TenfoldError
+from ._format import LOCAL_HEADER, sniff
 from .writer import Archive, Member, write_npz
 
 __all__ = ["Reader", "open", "load", "save", "inspect", "verify", "demo", "sniff"]
@@ -65,6 +65,12 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
                 require_npy=True,
                 label=lambda name, zi: f"member {zi.filename!r}",
             )
+        except FormatError:
+            cause = truncation(self._mf, limits, self.path or "<buffer>")
+            self.close()
+            if cause is not None:
+                raise cause from None
+            raise
         except BaseException:
             self.close()
             raise
@@ -177,6 +183,96 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             except TenfoldError as exc:
                 report.add(f"array {name!r}", ERROR, str(exc))
         return report
+
+
+def truncation(mf: Any, limits: Limits, what: str) -> TenfoldError | None:
+    """For an archive the zip reader refused: the error that names the cause when the file
+    ends before what its own records announce (a member's bytes by its local header, the
+    directory entries, the end record), else None (some other damage: the caller's error
+    stands). Reads at most ``limits.max_objects`` records, each once."""
+    size, off = int(mf.size), 0
+    try:
+        if _ends_with_end_record(mf, size):
+            return None  # the archive's end is there: damaged inside, not cut short
+        for _ in range(limits.max_objects):
+            sig = mf.bytes(off, 4, "signature") if off + 4 <= size else b""
+            if off and not sig:  # the file ends after a record: the end record is due
+                return truncated(FMT, size, off + 22, "zip directory", obj=what, offset=off)
+            part, need = _record(mf, off, size, sig)
+            if need is None:
+                return None  # not a record of a whole archive, or the end record, complete
+            if need > size:
+                return truncated(FMT, size, need, part, obj=what, offset=off)
+            off = need
+    except (TenfoldError, OSError):
+        pass
+    return None
+
+
+def _ends_with_end_record(mf: Any, size: int) -> bool:
+    """True when the file ends with a zip end record (its comment, up to 64 KiB, included)."""
+    n = min(size, 22 + 0xFFFF)
+    tail = mf.bytes(size - n, n, "zip end record")
+    at = tail.rfind(b"PK\x05\x06")
+    while at >= 0:
+        if at + 22 <= n and at + 22 + _u16(tail, at + 20) == n:
+            return True
+        at = tail.rfind(b"PK\x05\x06", 0, at)
+    return False
+
+
+def _record(mf: Any, off: int, size: int, sig: bytes) -> tuple[str, int | None]:
+    """``(what, end)`` of the zip record at ``off`` as far as its fixed part tells (``end``
+    past ``size`` when the file ends inside it), or ``end=None`` where the walk stops."""
+    fixed = {LOCAL_HEADER: 30, b"PK\x01\x02": 46, b"PK\x06\x06": 56, b"PK\x06\x07": 20,
+             b"PK\x05\x06": 22}.get(sig)  # fmt: skip
+    if fixed is None:
+        return "", None
+    part = "local header" if sig == LOCAL_HEADER else "zip directory"
+    if off + fixed > size:
+        return part, off + fixed
+    head = mf.bytes(off, fixed, part)
+    if sig == LOCAL_HEADER:
+        n, e = _u16(head, 26), _u16(head, 28)
+        if off + 30 + n + e > size:
+            return part, off + 30 + n + e
+        csize: int | None = _u32(head, 18)
+        if csize == 0xFFFFFFFF:  # zip64: the sizes are in the extra field
+            csize = _zip64_size(mf.bytes(off + 30 + n, e, "extra field"), _u32(head, 22))
+        if _u16(head, 6) & 0x08 or csize is None:  # sizes after the data: unknown here
+            return part, None
+        name = mf.bytes(off + 30, n, "member name").decode("utf-8", "replace")
+        return f"member {name!r}", off + 30 + n + e + csize
+    if sig == b"PK\x01\x02":
+        return part, off + 46 + _u16(head, 28) + _u16(head, 30) + _u16(head, 32)
+    if sig == b"PK\x06\x06":
+        return part, off + 12 + int.from_bytes(head[4:12], "little")
+    if sig == b"PK\x05\x06":
+        end = off + 22 + _u16(head, 20)
+        return part, end if end > size else None
+    return part, off + fixed
+
+
+def _u16(b: bytes, at: int) -> int:
+    return int.from_bytes(b[at : at + 2], "little")
+
+
+def _u32(b: bytes, at: int) -> int:
+    return int.from_bytes(b[at : at + 4], "little")
+
+
+def _zip64_size(extra: bytes, usize: int) -> int | None:
+    """The compressed size in a local header's zip64 extra field (None when absent)."""
+    at = 0
+    while at + 4 <= len(extra):
+        tag, length = _u16(extra, at), _u16(extra, at + 2)
+        if tag == 0x0001:
+            skip = 8 if usize == 0xFFFFFFFF else 0  # the uncompressed size comes first
+            if length < skip + 8:
+                return None
+            return int.from_bytes(extra[at + 4 + skip : at + 12 + skip], "little")
+        at += 4 + length
+    return None
 
 
 def open(source: Any, **kw: Any) -> Reader:  # noqa: A001 - the format API name

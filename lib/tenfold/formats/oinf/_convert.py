@@ -106,4 +106,12 @@ class OinfTarget(Target):
                 tensors[n] = Lazy(s, n, bar)
         for n, (dtype, shape) in s.uninitialized.items():
             tensors[n] = Uninitialized(dtype, shape)
-        write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars)
+        # an OINF source keeps its tables' order (its names come in file order); a sorted
+        # source comes out sorted as before, with or without data interleaved
+        same = s.fmt == self.name and not _sorted(s.names, s.uninitialized, md, s.sizevars)
+        write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars, sort=not same)
+
+
+def _sorted(*tables: Any) -> bool:
+    """True when every table's names are in sorted order (what the writer's default gives)."""
+    return all(list(t) == sorted(t) for t in tables)

@@ -21,7 +21,50 @@ import sys
 import time
 from typing import Any
 
-from ...core.cli_support import add_json, add_quiet
+from ...core.cli_support import Schema, add_json, add_quiet, note, print_json
+
+#: what the index commands print with ``--json``
+BUILD = Schema(
+    "tenfold.index.build/1",
+    {
+        "index": note("str", "the index written"),
+        "rows": note("int", "members indexed"),
+        "samples": "int",
+        "ext": note(["str"], "the member extensions, by id"),
+        "crash_stems": "int",
+        "contiguous": note("bool", "every sample's members are adjacent"),
+        "skipped": [{"shard": "str", "offset": "int", "member": "str", "why": "str"}],
+        "seconds": "number",
+    },
+)
+CHECK = Schema(
+    "tenfold.index.check/1",
+    {"index": "str", "up_to_date": "bool", "stale": [{"shard": "str", "why": "str"}]},
+)
+LOOKUP = Schema(
+    "tenfold.index.lookup/1",
+    {
+        "index": "str",
+        "found": note("bool", "every stem was found"),
+        "stems": [
+            {
+                "stem": "str",
+                "sample": note("int?", "null when not found"),
+                "members": [{"ext": "str", "fid": "int", "offset": "int", "size": "int"}],
+            }
+        ],
+    },
+)
+EXPORT = Schema(
+    "tenfold.index.export/1",
+    {
+        "index": "str",
+        "dali": note(["str"], "the DALI .idx files written"),
+        "dali_version": ("v1.2", "v1.1"),
+        "wids": note("str?", "the wids shard list written"),
+        "seconds": "number",
+    },
+)
 
 
 class _FoldAlias(argparse.Action):
@@ -59,6 +102,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         on_bad_name=args.on_bad_name,
         skipped=skipped,
     )
+    if args.json:
+        return _build_json(path, skipped, time.perf_counter() - t)
     for shard, off, name, why in skipped:
         print(f"skipped: {shard} at offset {off:#x}: member {name!r}: {why}")
     if args.quiet:
@@ -75,6 +120,34 @@ def cmd_build(args: argparse.Namespace) -> int:
     return 0
 
 
+def _build_json(path: Any, skipped: list[tuple[str, int, bytes, str]], secs: float) -> int:
+    from .reader import Index
+
+    with Index.open(path) as idx:
+        print_json(
+            {
+                "schema": BUILD.name,
+                "index": str(path),
+                "rows": int(idx.n_rows),
+                "samples": int(idx.n_stems),
+                "ext": [str(e) for e in idx.ext],
+                "crash_stems": len(idx.crash),
+                "contiguous": bool(idx.is_contiguous),
+                "skipped": [
+                    {
+                        "shard": str(shard),
+                        "offset": int(off),
+                        "why": why,
+                        "member": name.decode("utf-8", "backslashreplace"),
+                    }  # fmt: skip
+                    for shard, off, name, why in skipped
+                ],
+                "seconds": round(secs, 3),
+            }
+        )
+    return 0
+
+
 def cmd_check(args: argparse.Namespace) -> int:
     from .build import stale_shards
     from .reader import Index
@@ -83,11 +156,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     with Index.open(path) as idx:
         stale = stale_shards(idx, args.root, args.split, sample=args.sample)
     if args.json:
-        from ...core.cli_support import print_json
-
         print_json(
             {
-                "schema": "tenfold.index.check/1",
+                "schema": CHECK.name,
                 "index": path,
                 "up_to_date": not stale,
                 "stale": [{"shard": n, "why": w} for n, w in stale.items()],
@@ -117,18 +188,25 @@ def cmd_lookup(args: argparse.Namespace) -> int:
     check_input(path)
     with Index.open(path) as idx:
         found = idx.lookup(args.stems)
+        stems = []
         for stem, i in zip(args.stems, found.tolist(), strict=True):
-            if i < 0:
-                print(f"{stem}: not found")
-                continue
-            rows = idx.rows[idx.samples.rows_of(i)]
-            parts = [
-                f"{idx.ext[int(r['extid'])]}@fid{int(r['fid'])}+{int(r['offset'])}"
-                f"[{int(r['size'])}]"
+            rows = idx.rows[idx.samples.rows_of(i)] if i >= 0 else []
+            members = [
+                {"ext": str(idx.ext[int(r["extid"])])}
+                | {k: int(r[k]) for k in ("fid", "offset", "size")}
                 for r in rows
             ]
-            print(f"{stem}: sample {i}: " + " ".join(parts))
-    return 0 if (found >= 0).all() else 1
+            stems.append({"stem": stem, "sample": i if i >= 0 else None, "members": members})
+    ok = bool((found >= 0).all())
+    if args.json:
+        print_json({"schema": LOOKUP.name, "index": str(path), "found": ok, "stems": stems})
+    for s in stems if not args.json else []:
+        if s["sample"] is None:
+            print(f"{s['stem']}: not found")
+            continue
+        parts = [f"{m['ext']}@fid{m['fid']}+{m['offset']}[{m['size']}]" for m in s["members"]]
+        print(f"{s['stem']}: sample {s['sample']}: " + " ".join(parts))
+    return 0 if ok else 1
 
 
 def cmd_export(args: argparse.Namespace) -> int:
@@ -169,6 +247,12 @@ def cmd_export(args: argparse.Namespace) -> int:
         fsync=not args.no_fsync,
     )
     dt = time.perf_counter() - t
+    if args.json:
+        wids_out = None if doc is None else str(doc)
+        print_json({"schema": EXPORT.name, "index": str(index), "dali": [str(p) for p in paths],
+                    "dali_version": args.dali_version, "wids": wids_out,
+                    "seconds": round(dt, 3)})  # fmt: skip
+        return 0
     if paths:
         print(f"dali: {len(paths)} index file(s) {args.dali_version} in {dali}")
     if doc is not None:
@@ -219,6 +303,7 @@ def _add_build(sub: Any) -> None:
         help="a member whose basename holds a newline cannot be indexed: fail "
         "(default) or leave it out",
     )
+    add_json(b, BUILD)
     b.set_defaults(func=cmd_build, dirs=("root",), outputs=("index",))
 
 
@@ -228,14 +313,12 @@ def _add_check(sub: Any) -> None:
         help="say which shards changed since the index was built",
         description="Compare each shard with what the index recorded (size, time, a sample "
         "of member headers re-read). Exit 1 when a shard changed.",
-        epilog="--json prints one object (schema tenfold.index.check/1): {schema: "
-        "'tenfold.index.check/1', index (path), up_to_date (bool), stale: [{shard, why}]}",
     )
     c.add_argument("root", help="directory holding the shards <split>_<id>.tar")
     _split_option(c, "split name (the shards' common prefix)")
     c.add_argument("--index", help="index path (default ROOT/<split>.taridx)")
     c.add_argument("--sample", type=int, default=8, help="headers re-read per shard")
-    add_json(c, "tenfold.index.check/1")
+    add_json(c, CHECK)
     c.set_defaults(func=cmd_check, dirs=("root",), inputs=("index",))
 
 
@@ -254,6 +337,7 @@ def _add_lookup(sub: Any) -> None:
     _split_option(q, "split name: the index is ROOT/<split>.taridx", required=False)
     q.add_argument("--index", help="index path (overrides ROOT/--split)")
     q.add_argument("stems", nargs="+", help="sample stems to look up")
+    add_json(q, LOOKUP)
     q.set_defaults(func=cmd_lookup)
 
 
@@ -297,6 +381,7 @@ def _add_export(sub: Any) -> None:
         action="store_true",
         help="skip the fsyncs (still atomic, not durable across a power loss)",
     )
+    add_json(e, EXPORT)
     e.set_defaults(func=cmd_export, dirs=("root",), inputs=("index",))
 
 

@@ -5,7 +5,44 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ...core.cli_support import VERIFY, Schema, add_json, note, print_json
+
 __all__ = ["register"]
+
+#: what the writing commands print with ``--json``
+SIGN = Schema(
+    "tenfold.wtxt.sign/1",
+    {"file": note("str", "the file signed"), "sign_all": "bool"},
+)
+DELTA = Schema(
+    "tenfold.wtxt.delta/1",
+    {"base": "str", "new": "str", "out": note("str", "the delta written"), "changed": "int"},
+)
+APPLY = Schema(
+    "tenfold.wtxt.apply/1",
+    {"base": "str", "delta": "str", "out": note("str", "the file written"), "signed": "bool"},
+)
+WSUM = Schema("tenfold.wtxt.wsum/1", {"file": "str", "sidecar": note("str", "the file written")})
+#: ``recover --json``
+RECOVER = Schema(
+    "tenfold.wtxt.recover/1",
+    {
+        "file": "str",
+        "ok": note("bool", "nothing damaged"),
+        "intact": [{"name": "str", "dtype": "str", "shape": ["int"]}],
+        "partial": [
+            {
+                "name": "str",
+                "dtype": "str",
+                "shape": ["int"],
+                "recovered": note("int", "bytes recovered"),
+                "bytes": "int",
+            }
+        ],
+        "damage": [{"where": "str", "reason": "str"}],
+        "output": note("str?", "the file written (with -o)"),
+    },
+)
 
 
 def _key_bytes(path: str | None) -> bytes | None:
@@ -26,7 +63,11 @@ def cmd_sign(args: argparse.Namespace) -> int:
     from .signing import load_private_key, sign_file
 
     sign_file(args.file, load_private_key(args.key), sign_all=args.sign_all, out=args.output)
-    print(f"{args.output or args.file}: signed")
+    out = args.output or args.file
+    if args.json:
+        print_json({"schema": SIGN.name, "file": out, "sign_all": bool(args.sign_all)})
+    else:
+        print(f"{out}: signed")
     return 0
 
 
@@ -43,7 +84,11 @@ def cmd_delta(args: argparse.Namespace) -> int:
         build=args.build,
         hmac_key=_key_bytes(args.hmac_key_file),
     )
-    print(f"{args.out}: delta with {n} changed chunks")
+    if args.json:
+        print_json({"schema": DELTA.name, "base": args.base, "new": args.new, "out": args.out,
+                    "changed": n})  # fmt: skip
+    else:
+        print(f"{args.out}: delta with {n} changed chunks")
     return 0
 
 
@@ -60,7 +105,11 @@ def cmd_apply(args: argparse.Namespace) -> int:
         signing_key=key,
         sign_all=args.sign_all,
     )
-    print(f"{args.out}: written")
+    if args.json:
+        print_json({"schema": APPLY.name, "base": args.base, "delta": args.delta,
+                    "out": args.out, "signed": key is not None})  # fmt: skip
+    else:
+        print(f"{args.out}: written")
     return 0
 
 
@@ -70,7 +119,10 @@ def cmd_wsum(args: argparse.Namespace) -> int:
 
     key = load_private_key(args.key) if args.key else None
     out = finalize_wsum(args.file, merkle_prev=args.merkle_prev, signing_key=key)
-    print(f"{out}: written")
+    if args.json:
+        print_json({"schema": WSUM.name, "file": args.file, "sidecar": str(out)})
+    else:
+        print(f"{out}: written")
     return 0
 
 
@@ -115,24 +167,14 @@ def cmd_recover(args: argparse.Namespace) -> int:
     return 0 if rec.ok else 1
 
 
-#: ``recover --json``'s shape
-RECOVER_SCHEMA = """\
---json prints one object (schema tenfold.wtxt.recover/1):
-  {schema: "tenfold.wtxt.recover/1", file, ok (bool: nothing damaged),
-   intact: [{name, dtype, shape}], partial: [{name, dtype, shape, recovered (bytes),
-   bytes}], damage: [{where, reason}], output (the file written, or null)}"""
-
-
 def _recover_json(args: argparse.Namespace, rec: Any) -> int:
-    from ...core.cli_support import print_json
-
     written = None
     if args.output and rec.arrays:
         args.front.write(args.output, _original_names(args.file, rec.arrays))
         written = args.output
     print_json(
         {
-            "schema": "tenfold.wtxt.recover/1",
+            "schema": RECOVER.name,
             "file": args.file,
             "ok": bool(rec.ok),
             "intact": [
@@ -166,8 +208,6 @@ def cmd_wverify(args: argparse.Namespace) -> int:
     pubs = [load_public_key(p) for p in args.public_key or []]
     report = verify(args.file, hmac_keys=[k for k in keys if k is not None], public_keys=pubs)
     if args.json:
-        from ...core.cli_support import print_json
-
         print_json(report.to_json())
     elif not (args.quiet and report.exit_code == 0):
         print(report.format(verbose=not args.quiet))
@@ -186,6 +226,7 @@ def register(sub: Any) -> None:
     p.add_argument("--key", required=True, help="Ed25519 private key (PEM, raw 32 B or hex)")
     p.add_argument("--sign-all", action="store_true", help="cover every byte but the sign line")
     p.add_argument("-o", "--output", help="write here instead of in place")
+    add_json(p, SIGN)
     p.set_defaults(func=cmd_sign, inputs=("file", "key"), outputs=("output",))
 
     p = sub.add_parser(
@@ -201,6 +242,7 @@ def register(sub: Any) -> None:
     p.add_argument("--ts", help="target timestamp YYYY-MM-DDTHH:MM:SSZ")
     p.add_argument("--build", help="target build token")
     p.add_argument("--hmac-key-file", help="file holding the HMAC key of the arrays")
+    add_json(p, DELTA)
     p.set_defaults(func=cmd_delta, inputs=("base", "new", "hmac_key_file"), outputs=("out",))
 
     p = sub.add_parser(
@@ -215,6 +257,7 @@ def register(sub: Any) -> None:
     p.add_argument("--key", help="Ed25519 private key to sign the result")
     p.add_argument("--sign-all", action="store_true", help="sign every byte but the sign line")
     p.add_argument("--hmac-key-file", help="check the delta's HMACs with this key")
+    add_json(p, APPLY)
     p.set_defaults(
         func=cmd_apply, inputs=("base", "delta", "key", "hmac_key_file"), outputs=("out",)
     )
@@ -223,7 +266,7 @@ def register(sub: Any) -> None:
 
 
 def _register_more(sub: Any) -> None:
-    from ...core.cli_support import REPORT_SCHEMA, add_json, add_quiet
+    from ...core.cli_support import add_quiet
 
     p = sub.add_parser(
         "wsum",
@@ -234,6 +277,7 @@ def _register_more(sub: Any) -> None:
     p.add_argument("file", help="the root_pending .wtxt file")
     p.add_argument("--key", help="Ed25519 private key to sign the WSUM line")
     p.add_argument("--merkle-prev", help="previous generation's merkle_this (hex)")
+    add_json(p, WSUM)
     p.set_defaults(func=cmd_wsum, inputs=("file", "key"))
 
     p = sub.add_parser(
@@ -242,8 +286,6 @@ def _register_more(sub: Any) -> None:
         description="Read a damaged WTXT file line by line: list the intact arrays, the "
         "partly recovered ones and the damage; with -o, save the intact arrays. Exit 1 when "
         "anything is damaged.",
-        epilog=RECOVER_SCHEMA,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", help="the (damaged) .wtxt file")
     p.add_argument(
@@ -252,7 +294,7 @@ def _register_more(sub: Any) -> None:
         help="save the intact arrays here; the suffix picks any format tenfold writes "
         "(.zt .oinf .fold .mind .wtxt .safetensors .npz)",
     )
-    add_json(p, "tenfold.wtxt.recover/1")
+    add_json(p, RECOVER)
     p.set_defaults(func=cmd_recover, inputs=("file",), suffixed=("output",))
 
     p = sub.add_parser(
@@ -263,8 +305,6 @@ def _register_more(sub: Any) -> None:
         "--hmac-key-file every array must carry an HMAC by one of the keys, with --public-key "
         "the file must carry a signature by one of them. Exit 0 ok, 1 damaged or not "
         "authentic.",
-        epilog=REPORT_SCHEMA,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     p.add_argument("file", help="the .wtxt file")
     p.add_argument(
@@ -278,7 +318,7 @@ def _register_more(sub: Any) -> None:
         help="Ed25519 public key (repeatable); a signature by one of them is required",
     )
     add_quiet(p, "print nothing on success; else only the problems")
-    add_json(p, "tenfold.verify/1")
+    add_json(p, VERIFY)
     p.set_defaults(func=cmd_wverify, inputs=("file", "hmac_key_file", "public_key"))
 
 

@@ -5,13 +5,30 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from ...core.cli_support import Schema, add_json, note, print_json
+
 __all__ = ["register"]
+
+
+#: ``id --json``
+ID = Schema(
+    "tenfold.id/1",
+    {
+        "file": "str",
+        "algo": ("sha256", "xxh3"),
+        "digest": note("str", "hex, the same for the same tensors however stored"),
+    },
+)
 
 
 def cmd_id(args: argparse.Namespace) -> int:
     from ._content import content_digest
 
-    print(f"{content_digest(args.file, args.algo)}  {args.file}")
+    digest = content_digest(args.file, args.algo)
+    if args.json:
+        print_json({"schema": ID.name, "file": args.file, "algo": args.algo, "digest": digest})
+    else:
+        print(f"{digest}  {args.file}")
     return 0
 
 
@@ -30,6 +47,7 @@ def register(sub: Any) -> None:
         default="sha256",
         help="digest of the content (default sha256)",
     )
+    add_json(p, ID)
     p.set_defaults(func=cmd_id, inputs=("file",))
 
 

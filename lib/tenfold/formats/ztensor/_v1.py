@@ -30,7 +30,7 @@ import cbor2
 import numpy as np
 
 from ...core.alloc import empty
-from ...core.bounds import DEFAULT_LIMITS, Limits
+from ...core.bounds import DEFAULT_LIMITS, Limits, truncated
 from ...core.compression import zstd_decode_pieces, zstd_decompress_into
 from ...core.mapped import MappedFile
 from ...core.report import Report
@@ -134,13 +134,23 @@ def _read_manifest(mf: MappedFile, limits: Limits) -> tuple[str, int, int, Any]:
             TruncatedError,
             "file",
             offset=0,
-            detail="too short for a v1 file",
-            expected=">= 16 bytes",
-            got=size,
+            detail=f"truncated: the file has {size} bytes, its magic and manifest size need "
+            "at least 16",
         )
     layout = layout_of(size, mf.bytes(size - 8, 8, "footer"))
     end = size - 16 if layout == "1.1" else size - 8
     msize = int.from_bytes(mf.bytes(end, 8, "manifest size"), "little")
+    if layout == "1.0" and not 0 < msize <= end - 8:
+        # no footer magic, and read as the 1.0 layout the size field places no manifest in
+        # the file: the cause is a file that ends early (a 1.1 file's footer cut off)
+        raise _err(
+            TruncatedError,
+            "file",
+            offset=end,
+            detail=f"truncated: the file has {size} bytes and does not end with its footer "
+            f"(magic {MAGIC_V1!r}); as a 1.0 file (no footer magic) its manifest size "
+            f"{msize} does not fit",
+        )
     if msize > min(MAX_MANIFEST, limits.max_index_bytes):
         raise _err(
             LimitError,
@@ -152,16 +162,8 @@ def _read_manifest(mf: MappedFile, limits: Limits) -> tuple[str, int, int, Any]:
             got=msize,
         )
     start = end - msize
-    if start < 8:
-        raise _err(
-            TruncatedError,
-            "manifest",
-            offset=end,
-            field="manifest size",
-            detail="larger than the file allows",
-            expected=f"<= {end - 8}",
-            got=msize,
-        )
+    if start < 8:  # the footer is in place: its size field is larger than the file
+        raise truncated(FMT, size, msize + 24, "footer", obj="manifest size", offset=end)
     raw = mf.bytes(start, msize, "manifest")
     try:
         root = cbor2.loads(raw)

@@ -15,7 +15,7 @@ from ...core.bounds import Limits
 from ...core.buffers import byte_view
 from ...core.checksums import sha256_hex
 from ...core.mapped import MappedFile
-from ...errors import TenfoldError
+from ...errors import TenfoldError, TruncatedError
 from ._dcbor import MAX_DEPTH, CborReject
 from ._v2manifest import decode_manifest, finish_scan, scan_table
 from ._v2spec import (
@@ -68,9 +68,9 @@ def read_footer(mf: MappedFile) -> tuple[int, int, int, int]:
             "file-too-small",
             "file",
             offset=0,
-            detail="shorter than magic + footer",
-            expected=f">= {MIN_FILE} bytes",
-            got=size,
+            cls=TruncatedError,
+            detail=f"truncated: the file has {size} bytes, its magic and footer need at least "
+            f"{MIN_FILE}",
         )
     head = mf.magic(MAGIC)
     if head != MAGIC:
@@ -78,6 +78,15 @@ def read_footer(mf: MappedFile) -> tuple[int, int, int, int]:
             "header-magic", "file", offset=0, field="magic", expected=MAGIC.hex(), got=head.hex()
         )
     foot = mf.bytes(size - FOOTER_SIZE, FOOTER_SIZE, "footer")
+    if foot[32:] != MAGIC and not _footer_in_place(foot, size):
+        raise reject(  # the cause, not the symptom: no footer at the end of the file
+            "footer-magic",
+            "footer",
+            offset=size - 8,
+            cls=TruncatedError,
+            detail=f"truncated: the file has {size} bytes and does not end with its footer "
+            f"(magic {MAGIC.hex()}, the last 8 bytes are {foot[32:].hex()})",
+        )
     if foot[32:] != MAGIC:
         raise reject(
             "footer-magic",
@@ -104,6 +113,18 @@ def read_footer(mf: MappedFile) -> tuple[int, int, int, int]:
         int.from_bytes(foot[16:24], "little"),
         version,
     )
+
+
+def _footer_in_place(foot: bytes, size: int) -> bool:
+    """True when the last 40 bytes hold a plausible footer (version 2, the manifest
+    where a manifest can be, or the all-zero pointer of a data shard) whose magic alone is
+    wrong: a damaged magic, not a file that ends before its footer."""
+    moff, mlen = int.from_bytes(foot[0:8], "little"), int.from_bytes(foot[8:16], "little")
+    if foot[24:28] != _VERSION_LE:
+        return False
+    if moff == mlen == 0:
+        return True
+    return moff >= ALIGN and moff % ALIGN == 0 and moff + mlen <= size - FOOTER_SIZE
 
 
 def load_manifest(mf: MappedFile, limits: Limits) -> tuple[Manifest | None, tuple[int, int]]:
