@@ -50,7 +50,8 @@ def tensor_stats(arr: np.ndarray) -> dict[str, Any]:
     lo, hi = math.inf, -math.inf
     nan = inf = 0
     for start in range(0, flat.size, _CHUNK):
-        c = flat[start : start + _CHUNK].astype(np.float64)
+        with np.errstate(invalid="ignore"):  # a signalling NaN warns as it is widened
+            c = flat[start : start + _CHUNK].astype(np.float64)
         fin = np.isfinite(c)
         if not fin.all():
             nan += int(np.isnan(c).sum())
