@@ -28,7 +28,6 @@ PENDING = frozenset(
         "convert.py",
         "formats/taridx/dataset.py",
         "interop/frameworks.py",
-        "tensor_source.py",
     }
 )
 
