@@ -167,3 +167,27 @@ def test_a_raw_copy_past_the_end_names_the_source_file(tmp_path):
     with s, pytest.raises(TruncatedError, match="ends at offset 10; expected 10 more") as info:
         list(s.blocks(0, 20))
     assert (info.value.fmt, info.value.obj, info.value.offset) == ("spanfmt", str(p), 10)
+
+
+def test_convert_reads_a_safetensors_file_as_open_does(tmp_path):
+    # Before: convert parsed safetensors on its own, without the tiling rule tenfold.open
+    # (and the safetensors library) enforce: a file with a gap between tensors converted.
+    import json
+    import struct
+
+    from tenfold.errors import FormatError
+
+    head = json.dumps(
+        {
+            "a": {"dtype": "F32", "shape": [2], "data_offsets": [0, 8]},
+            "b": {"dtype": "F32", "shape": [1], "data_offsets": [16, 20]},
+        }
+    ).encode()
+    p = tmp_path / "gap.safetensors"
+    p.write_bytes(struct.pack("<Q", len(head)) + head + np.ones(5, np.float32).tobytes())
+    with pytest.raises(FormatError, match="gap before it") as opened:
+        tenfold.open(p)
+    with pytest.raises(FormatError, match="gap before it") as converted:
+        tenfold.convert.convert(p, tmp_path / "gap.zt")
+    assert str(converted.value) == str(opened.value)
+    assert not (tmp_path / "gap.zt").exists()
