@@ -25,10 +25,8 @@ LIB = Path(errors.__file__).resolve().parent
 #: Modules (relative to ``lib/tenfold``) still raising with plain messages; only shrinks.
 PENDING = frozenset(
     {
-        "convert.py",
         "formats/taridx/dataset.py",
         "interop/frameworks.py",
-        "tensor_source.py",
     }
 )
 

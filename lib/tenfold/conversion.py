@@ -5,10 +5,13 @@ A format takes part in ``tenfold convert`` through hooks in its descriptor
 
 ``convert_source``
     ``source(path, *, limits, label, open_one) -> Source``: the file's tensors, one at a time
-    (:class:`tenfold.tensor_source.Source`). ``path`` is a local path or, for a remote file, its
-    bytes (a ``uint8`` array; a format that cannot read bytes sets
+    (:class:`tenfold.tensor_source.Source`: :func:`~tenfold.tensor_source.reader_source` over
+    the format's reader, plus what only the format knows). ``path`` is a local path or, for a
+    remote file, its bytes (a ``uint8`` array; a format that cannot read bytes sets
     :attr:`~tenfold.registry.Format.opens_path`); ``label`` names it in messages;
     ``open_one(path)`` opens another file's source (a sharded index opens its shards with it).
+    Without the hook, the source is :func:`~tenfold.tensor_source.reader_source` over the
+    reader :func:`tenfold.open` gives.
 ``convert_fallback``
     ``claims(head, label) -> bool``: a file no format recognised by content is read as this
     format anyway (its own parser then says what is wrong), e.g. by its suffix.
@@ -38,7 +41,7 @@ import numpy as np
 from .capabilities import check_all
 from .core.alloc import dense
 from .errors import EncodeError, factory
-from .tensor_source import Source
+from .tensor_source import Source, reader_source
 
 __all__ = [
     "KEEP",
@@ -256,12 +259,6 @@ class SaveTarget(Target):
 
 
 def package_source(fmt: Any, path: Any) -> Source:
-    """The source of a format without a ``convert_source`` hook: its package's ``open``
-    (a mapping of tensors, with ``metadata`` when the format keeps some)."""
-    r = fmt.load_module().open(path)
-    try:
-        md = dict(getattr(r, "metadata", None) or {})
-    except BaseException:
-        r.close()
-        raise
-    return dict_source(fmt.name, r, metadata=md, close=getattr(r, "close", None))
+    """The source of a format without a ``convert_source`` hook: the reader
+    :func:`tenfold.open` gives (:func:`~tenfold.tensor_source.reader_source`)."""
+    return reader_source(fmt, fmt.open_reader(path))

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from . import registry
-from .capabilities import NOT_TENSOR_FORMATS, TARGETS, target_of
+from .capabilities import target_of, targets
 from .conversion import (
     KEEP,
     SaveTarget,
@@ -65,8 +65,11 @@ from .conversion import (
 )
 from .core.alloc import dense as _dense
 from .core.bounds import DEFAULT_LIMITS, Limits
-from .errors import EncodeError, UnsupportedError
+from .errors import factory
 from .tensor_source import Source
+
+#: The errors of convert itself (the file it was given, an option), not of a format.
+E = factory("tenfold")
 
 __all__ = ["convert", "read_any", "write_any", "open_source", "Source"]
 
@@ -100,9 +103,10 @@ def _remote_source(url: Any, limits: Limits) -> Source:
         mf.close()
     buffered = _buffer_sources()
     if registry.get(name) not in buffered:
-        raise UnsupportedError(
-            f"tenfold: {mf.path}: {name} is not a tensor format (convert reads a remote "
-            f"{', '.join(f.name for f in buffered)} file)"
+        raise E.unsupported(
+            str(mf.path),
+            detail=f"{name} is not a tensor format (convert reads a remote "
+            f"{', '.join(f.name for f in buffered)} file)",
         )
     src = _source_for(data, data[: registry.SNIFF_BYTES].tobytes(), limits, label=str(mf.path))
     src.drop_raw()  # no raw pread copies from a buffer: every tensor goes through get()
@@ -121,14 +125,15 @@ def _source_for(path: Any, head: bytes, limits: Limits, label: str | None = None
         )  # fmt: skip
         if fmt is None:
             known = ", ".join(dict.fromkeys(s for f in registry.formats() for s in f.suffixes))
-            raise UnsupportedError(
-                f"tenfold: {label}: cannot read: not a format tenfold knows by its content "
-                f"(tensor formats: {known})"
+            raise E.unsupported(
+                label,
+                detail="cannot read: not a format tenfold knows by its content "
+                f"(tensor formats: {known})",
             )
     hook = fmt.hook("convert_source")
     if hook is None:
         if not fmt.tensors or not isinstance(path, (str, os.PathLike)):
-            raise UnsupportedError(f"tenfold: {label}: {fmt.description} is not a tensor format")
+            raise E.unsupported(label, detail=f"{fmt.description} is not a tensor format")
         return package_source(fmt, path)
     return hook(path, limits=limits, label=label,
                 open_one=lambda p: open_source(p, limits=limits))  # fmt: skip
@@ -153,19 +158,22 @@ def _owned(v: Any) -> np.ndarray:
 
 # -- checks before anything is written --------------------------------------------------------
 def _target(path: str | os.PathLike[str]) -> registry.Format:
+    """The format a destination's suffix names, from the registry as it is now (a format
+    registered after this module was imported included)."""
     suffix = os.path.splitext(os.fspath(path))[1].lower()
-    if suffix in NOT_TENSOR_FORMATS:
-        raise UnsupportedError(
-            f"tenfold: {os.fspath(path)}: {suffix} is not a tensor format "
-            f"({NOT_TENSOR_FORMATS[suffix]}); tensor formats: "
-            + ", ".join("/".join(s) for s, _ in TARGETS.values())
+    known = ", ".join("/".join(s) for s, _ in targets().values())
+    holder = next((f for f in registry.formats() if not f.tensors and suffix in f.suffixes), None)
+    if holder is not None:
+        raise E.unsupported(
+            os.fspath(path),
+            detail=f"{suffix} is not a tensor format ({holder.holds}); tensor formats: {known}",
         )
     name = target_of(path)
     if name is None:
-        raise UnsupportedError(
-            f"tenfold: {os.fspath(path)}: unknown suffix; expected one of "
-            + ", ".join("/".join(s) for s, _ in TARGETS.values())
-        )
+        raise E.unsupported(
+            os.fspath(path), field="suffix", expected=known, got=suffix or None,
+            message=f"tenfold: {os.fspath(path)}: unknown suffix; expected one of {known}",
+        )  # fmt: skip
     return registry.get(name)
 
 
@@ -214,21 +222,22 @@ def convert(
     """
     target = _target_for(dst, _target(dst), zt_generation, max_shard_size)
     target.check_options(checksum, compress)
-    if compress not in (None, "zstd", KEEP):
-        raise EncodeError(f"convert: compress must be None, 'zstd' or 'keep', got {compress!r}")
-    if checksum not in (None, "crc32c", "sha256", KEEP):
-        raise EncodeError(
-            f"convert: checksum must be None, 'crc32c', 'sha256' or 'keep', got {checksum!r}"
-        )
+    _check_option("compress", compress, (None, "zstd", KEEP))
+    _check_option("checksum", checksum, (None, "crc32c", "sha256", KEEP))
     fmt = target.name
     with open_source(src) as s:
         if s.refuse:
-            raise EncodeError(f"{fmt}: {s.refuse[0]}, which tenfold cannot write to any format yet")
+            raise factory(fmt).encode(
+                os.fspath(src),
+                detail=f"{s.refuse[0]}, which tenfold cannot write to any format yet",
+                message=f"{fmt}: {s.refuse[0]}, which tenfold cannot write to any format yet",
+            )
         if s.extras and metadata:
-            raise EncodeError(
-                f"{fmt}: the source also holds {', '.join(s.extras)}, which convert does not "
-                "copy (tensors and metadata only); pass metadata=False (--no-metadata) to "
-                "convert the tensors alone"
+            raise factory(fmt).encode(
+                os.fspath(src),
+                message=f"{fmt}: the source also holds {', '.join(s.extras)}, which convert "
+                "does not copy (tensors and metadata only); pass metadata=False "
+                "(--no-metadata) to convert the tensors alone",
             )
         target.check(s)
         md = target.metadata(s) if metadata else {}
@@ -246,6 +255,16 @@ def convert(
             return len(s.names)
         _write(target, dst, s, md, progress, **opts)
         return len(s.names)
+
+
+def _check_option(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
+    """Refuse a ``convert`` option value outside ``allowed`` (an :class:`EncodeError`)."""
+    if value not in allowed:
+        shown = ", ".join(map(repr, allowed[:-1])) + f" or {allowed[-1]!r}"
+        raise factory("convert").encode(
+            name, field=name, expected=shown, got=value,
+            message=f"convert: {name} must be {shown}, got {value!r}",
+        )  # fmt: skip
 
 
 def _write(

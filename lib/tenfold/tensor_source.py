@@ -1,47 +1,62 @@
 """The source a conversion reads: a file's tensors, one at a time (:class:`Source`).
 
-:mod:`tenfold.convert` builds one per format and writes from it; :mod:`tenfold.sharded`
-joins the sources of a checkpoint's shards into one. Here, below both, so that neither
-imports the other for it (``tenfold.convert.Source`` is this class).
+:func:`reader_source` builds one over any reader of the protocol (:mod:`tenfold.core.reader`):
+names, dtypes and shapes from its index, values from ``reader[name]``, raw byte ranges from
+``checked_span``, metadata from ``metadata``; a format's ``convert_source`` hook adds only what
+is its own. :mod:`tenfold.convert` writes from a source; :mod:`tenfold.sharded` joins the
+sources of a checkpoint's shards into one. Here, below both, so that neither imports the other
+for it (``tenfold.convert.Source`` is this class).
 """
 
 from __future__ import annotations
 
-import os
+import math
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["Source"]
+from .core.blocks import BLOCK, BlockReader
 
-#: Block size of raw copies: small enough to stay in the CPU cache between read, checksum and
-#: write (measured: 1 MiB copies 2 GiB as fast as `cp`; 64 MiB blocks or a memory map are
-#: slower).
-_BLOCK = 1 << 20
+if TYPE_CHECKING:
+    from .registry import Format
+
+__all__ = ["Source", "reader_source"]
+
+#: Block size of raw copies (:class:`tenfold.core.blocks.BlockReader`), read when a source
+#: starts copying.
+_BLOCK = BLOCK
+
+Spec = tuple[np.dtype, tuple[int, ...]]
 
 
 class Source:
     """A source file's tensors, read one at a time: ``names``, ``spec(name)`` -> (dtype,
-    shape) without reading data, ``get(name)``, ``metadata``, ``sizevars``, ``close()``."""
+    shape) without reading data, ``get(name)``, ``metadata``, ``sizevars``, ``close()``.
+
+    What a target of the source's own format keeps and no other format has a place for:
+    ``native_types`` (name -> element type as the format names it, for a tensor read as a
+    wider NumPy type than it is stored in: OINF's packed ``i4``, ``t2`` ... come unpacked as
+    int8 / uint8) and ``native_metadata`` (the metadata in the format's own typed form, which
+    ``metadata`` gives as plain values)."""
 
     def __init__(
         self,
         fmt: str,
         names: list[str],
-        spec: Callable[[str], tuple[np.dtype, tuple[int, ...]]],
+        spec: Callable[[str], Spec],
         get: Callable[[str], Any],
         *,
         metadata: Mapping[str, Any] | None = None,
         sizevars: Mapping[str, int] | None = None,
         close: Callable[[], None] | None = None,
-        oinf_meta: Mapping[str, Any] | None = None,
         uninitialized: Mapping[str, tuple[str, tuple[int, ...]]] | None = None,
-        oinf_types: Mapping[str, str] | None = None,
+        native_types: Mapping[str, str] | None = None,
         raw: Callable[[str], tuple[int, int, str | None] | None] | None = None,
         path: Any = None,
         extras: list[str] | None = None,
         refuse: list[str] | None = None,
+        oinf_types: Mapping[str, str] | None = None,
     ) -> None:
         self.fmt = fmt
         #: what the source holds besides tensors and metadata (e.g. FOLD JSON chunks): convert
@@ -54,13 +69,14 @@ class Source:
         self.get = get
         self.metadata = dict(metadata or {})
         self.sizevars = dict(sizevars or {})
-        self.oinf_meta = oinf_meta  # typed OINF metadata (kept exactly OINF -> OINF)
+        #: tensors declared without data (name -> (dtype as the format names it, shape)),
+        #: which only the source's own format holds
         self.uninitialized = dict(uninitialized or {})
-        self.oinf_types = dict(oinf_types or {})  # packed OINF element types by name
+        self.native_types = dict(native_types or oinf_types or {})
+        self.native_metadata: Any = None
         self._raw = raw
         self._path = path
-        self._fd: int | None = None
-        self._buf: memoryview | None = None
+        self._blocks: BlockReader | None = None
         self._close = close
         #: a decode budget for sources that decode (npz): set, every array is charged to it
         self.budget: Any = None
@@ -71,6 +87,19 @@ class Source:
         self.compressed = False
         #: a zTensor source's generation ("0.1.0", "v1", "v2"); None for other formats
         self.generation: str | None = None
+
+    # the names tenfold.sharded still uses for native_types / native_metadata
+    @property
+    def oinf_types(self) -> dict[str, str]:
+        return self.native_types
+
+    @property
+    def oinf_meta(self) -> Any:
+        return self.native_metadata
+
+    @oinf_meta.setter
+    def oinf_meta(self, value: Any) -> None:
+        self.native_metadata = value
 
     def raw(self, name: str) -> tuple[int, int, str | None] | None:
         """``(file offset, nbytes, stored checksum)`` when the tensor's bytes in the source
@@ -88,22 +117,9 @@ class Source:
     def blocks(self, offset: int, nbytes: int) -> Iterator[memoryview]:
         """The file's bytes ``[offset, offset + nbytes)`` in blocks read into one reused
         buffer (each block is valid until the next is requested)."""
-        from .errors import TruncatedError
-
-        if self._fd is None:
-            self._fd = os.open(self._path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
-            self._buf = memoryview(bytearray(_BLOCK))
-        assert self._buf is not None
-        end = offset + nbytes
-        while offset < end:
-            k = os.preadv(self._fd, [self._buf[: min(_BLOCK, end - offset)]], offset)
-            if k <= 0:
-                raise TruncatedError(
-                    f"{self.fmt}: {os.fspath(self._path)}: ends at offset {offset}; "
-                    f"expected {end - offset} more bytes"
-                )
-            yield self._buf[:k]
-            offset += k
+        if self._blocks is None:
+            self._blocks = BlockReader(self._path, self.fmt, _BLOCK)
+        return self._blocks.blocks(offset, nbytes)
 
     def subset(self, names: list[str]) -> Source:
         """A shallow copy of this source holding only ``names``: it reads through the same
@@ -113,16 +129,16 @@ class Source:
 
         sub = copy.copy(self)
         sub.names = list(names)
-        sub._fd = None
+        sub._blocks = None
         sub._close = None
         return sub
 
     def release(self) -> None:
         """Close the descriptor :meth:`blocks` opened, if any (a later :meth:`blocks` opens
         another); the source stays open."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        if self._blocks is not None:
+            self._blocks.close()
+            self._blocks = None
 
     def close(self) -> None:
         self.release()
@@ -135,3 +151,81 @@ class Source:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def reader_source(
+    fmt: Format,
+    reader: Any,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+    raw: Callable[[str], tuple[int, int, str | None] | None] | None = None,
+    get: Callable[[str], Any] | None = None,
+    **kw: Any,
+) -> Source:
+    """The :class:`Source` of an opened ``reader`` of format ``fmt`` (its descriptor), which
+    it owns (closing the source closes the reader, also when this fails).
+
+    From the reader protocol (:mod:`tenfold.core.reader`): ``names`` are its keys;
+    ``spec(name)`` is ``info(name).np_dtype`` and ``.shape`` (a reader without ``info``, or
+    an entry without ``np_dtype``, is asked for the value); ``get(name)`` is
+    ``reader[name]`` (open the reader with the options a conversion wants, e.g. views rather
+    than copies); raw copies come from ``checked_span`` (the stored checksum it gives is
+    checked on the way) and read the file at ``reader.path``; ``metadata`` is the reader's
+    where the descriptor keeps file metadata, else none. ``metadata``, ``raw`` and ``get``
+    replace those; ``kw`` are :class:`Source`'s other fields."""
+    close = getattr(reader, "close", None)
+    try:
+        names = list(reader.keys())
+        specs = _specs(reader, names)
+        if metadata is None and fmt.metadata != "none":
+            metadata = getattr(reader, "metadata", None)
+    except BaseException:
+        if close is not None:
+            close()
+        raise
+
+    def spec(n: str) -> Spec:
+        got = specs.get(n)
+        return got if got is not None else _spec_of(reader[n])
+
+    if raw is None:
+        raw = _span_raw(reader)
+    kw.setdefault("path", getattr(reader, "path", None))
+    return Source(fmt.name, names, spec, reader.__getitem__ if get is None else get,
+                  metadata=metadata, close=close, raw=raw, **kw)  # fmt: skip
+
+
+def _specs(reader: Any, names: list[str]) -> dict[str, Spec | None]:
+    """``name -> (dtype, shape)`` from the reader's index (None where it does not say)."""
+    info = getattr(reader, "info", None)
+    out: dict[str, Spec | None] = {}
+    for n in names:
+        i: Any = None if info is None else info(n)
+        dt = getattr(i, "np_dtype", None)
+        out[n] = None if dt is None else (np.dtype(dt), tuple(int(d) for d in i.shape))
+    return out
+
+
+def _spec_of(value: Any) -> Spec:
+    if not hasattr(value, "dtype"):
+        value = np.asarray(value)
+    return np.dtype(value.dtype), tuple(int(d) for d in value.shape)
+
+
+def _span_raw(reader: Any) -> Callable[[str], tuple[int, int, str | None] | None] | None:
+    """:meth:`Source.raw` from the reader's ``checked_span`` (None: the reader has none)."""
+    checked_span = getattr(reader, "checked_span", None)
+    if checked_span is None:
+        return None
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        c = checked_span(n)
+        if c is None:
+            return None
+        dt = np.dtype(c.span.dtype)
+        if dt.byteorder == ">" and dt.itemsize > 1:
+            return None
+        nbytes = math.prod(c.span.shape) * dt.itemsize
+        return c.span.offset, nbytes, (f"{c.algo}:{c.expected}" if c.algo else None)
+
+    return raw

@@ -21,10 +21,9 @@ from typing import Any
 import numpy as np
 
 from ...core import alloc
-from ...errors import UnsupportedError, describe
 from ._spec import MAX_CHUNK_SIZE, MAX_INDEX_SIZE
 from .reader import ChunkInfo, FoldWarning, Reader
-from .tensors import TensorView
+from .tensors import TensorNames, TensorView, tensor_chunks
 from .verify import repair, verify, verify_reader
 from .writer import Writer
 
@@ -47,8 +46,6 @@ __all__ = [
     "MAX_INDEX_SIZE",
 ]
 
-_TENSOR_CTYPES = ("STEN", "NPZ0")
-
 
 def open(source: Any, **kw: Any) -> Reader:  # noqa: A001 - the format API name
     """Open a FOLD / MIND file (see :class:`Reader` for the options)."""
@@ -67,33 +64,13 @@ def load(
     ``copy=True`` gives writable arrays that do not keep the file mapped.
     """
     with Reader(source, **kw) as r:
-        names = (
-            [chunk]
-            if chunk is not None
-            else [c.name for c in r.chunks if c.ctype in _TENSOR_CTYPES]
-        )
-        if chunk is None and not names:
-            raise UnsupportedError(
-                fmt="fold", obj=str(source), detail="no tensor chunk (STEN or NPZ0) to load"
-            )
+        names = TensorNames([chunk] if chunk is not None else tensor_chunks(r))
         out: dict[str, np.ndarray] = {}
-        origin: dict[str, tuple[str, str]] = {}
         budget = r.limits.budget()  # one for the whole call
-        for name in names:
+        for name in names.chunks:
             arrays = r.read_state_dict(name, budget=budget)
             for k, v in arrays.items():
-                key = k if len(names) == 1 else f"{name}/{k}"
-                if key in origin:  # chunk 'x' array 'y/z' and chunk 'x/y' array 'z'
-                    c0, k0 = origin[key]
-                    raise UnsupportedError(
-                        describe(
-                            "fold",
-                            f"chunk {name!r} array {k!r}",
-                            detail=f"named {key!r}, as chunk {c0!r} array {k0!r} is; read "
-                            "one chunk at a time (tenfold.fold.load(path, chunk=...))",
-                        )
-                    )
-                origin[key] = (name, k)
+                key = names.add(name, k)
                 if copy and isinstance(v, np.ndarray):
                     v = alloc.copy(v, fmt="fold", what=f"chunk {name!r} array {k!r}", budget=budget)
                 out[key] = v

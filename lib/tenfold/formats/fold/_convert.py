@@ -8,11 +8,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-import numpy as np
-
 from ...conversion import Lazy, Target, WriteOptions, dict_source, meta_refusal
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...tensor_source import Source
+from ...tensor_source import Source, reader_source
 from ._format import FORMAT
 from ._spec import INTERNAL_METADATA
 
@@ -20,21 +18,24 @@ from ._spec import INTERNAL_METADATA
 def source(
     path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = None, open_one: Any = None
 ) -> Source:
-    """The tensors of a FOLD file (``convert_source``); its other chunks are ``extras``."""
+    """The tensors of a FOLD file (``convert_source``), named as :func:`tenfold.fold.load`
+    names them; its other chunks are ``extras``. One intact, uncompressed ``STEN`` chunk is
+    read through the tensor view (:class:`~tenfold.fold.tensors.TensorView`), its tensors
+    copied as raw ranges of the file; anything else is loaded whole (checked, repaired with
+    the ECC)."""
     from . import load
-    from .reader import Reader
+    from .reader import TENSOR_CTYPES, Reader
 
     with Reader(path, limits=limits) as r:
         md = {k: v for k, v in r.metadata.items() if k not in INTERNAL_METADATA}
-        sten = [c for c in r.chunks if c.ctype in ("STEN", "NPZ0")]
+        sten = [c for c in r.chunks if c.ctype in TENSOR_CTYPES]
         extras = [f"chunk {c.name!r} ({c.ctype})" for c in r.chunks if c not in sten]
         compressed = any(c.compression != "none" for c in sten)
         streamable = len(sten) == 1 and sten[0].ctype == "STEN" and sten[0].compression == "none"
         local = isinstance(path, (str, os.PathLike))  # a fetched buffer has no raw copies
-        if streamable and local and _chunk_intact(path, r, sten[0]):
-            src = _sten_source(path, sten[0], md)
-            src.extras = extras
-            return src
+        intact = streamable and local and _chunk_intact(path, r, sten[0])
+    if intact:
+        return _sten_source(path, limits, sten[0].name, extras)
     src = dict_source(FORMAT.name, load(path, limits=limits), metadata=md, extras=extras)
     src.compressed = compressed
     return src
@@ -46,44 +47,40 @@ def _chunk_intact(path: Any, r: Any, c: Any) -> bool:
     reports the damage."""
     import hashlib
 
+    from ...core.blocks import BlockReader
     from ...core.checksums import crc32c
     from . import _digest
 
-    tmp = Source(FORMAT.name, [], lambda n: (np.dtype("u1"), ()), lambda n: None, path=path,
-                 raw=lambda n: None)  # fmt: skip
     crc, sha = 0, hashlib.sha256()
-    try:
-        for block in tmp.blocks(c.payload_offset, c.comp_len):
+    with BlockReader(path, FORMAT.name) as f:
+        for block in f.blocks(c.payload_offset, c.comp_len):
             crc = crc32c(block, crc)
             sha.update(block)
-    finally:
-        tmp.close()
     return crc == c.crc32c and bool(_digest.matches(c.sha256, sha.hexdigest(), r.hmac_key))
 
 
-def _sten_source(path: Any, c: Any, md: dict[str, Any]) -> Source:
-    """The tensors of an intact, uncompressed STEN chunk, copied as raw ranges of the file."""
-    from ...core.mapped import MappedFile
-    from ..safetensors.writer import parse
+def _sten_source(path: Any, limits: Limits, chunk: str, extras: list[str]) -> Source:
+    """The tensors of the intact (checked), uncompressed STEN chunk ``chunk``: read from the
+    file without another check, copied as raw ranges of it (but the packed ``F4``)."""
+    from ..safetensors.writer import PACKED_BITS
+    from .tensors import TensorView
 
-    mf = MappedFile(path, fmt=FORMAT.name)
+    view = TensorView(path, limits=limits)
     try:
-        buf = mf.buffer()[c.payload_offset : c.payload_offset + c.comp_len]
-        tensors = parse(buf, fmt=FORMAT.name, what=f"chunk {c.name!r}", offset=c.payload_offset)
+        table = view.chunks_reader.sten_entries(chunk)
+        assert table is not None  # an uncompressed STEN chunk has one
     except BaseException:
-        mf.close()
+        view.close()
         raise
-    base = mf.buffer().ctypes.data
 
     def raw(n: str) -> tuple[int, int, str | None] | None:
-        v = tensors[n]
-        if v.nbytes == 0:
-            return 0, 0, None
-        if v.base is None or not v.flags.c_contiguous:  # F4: unpacked copy
-            return None
-        return v.ctypes.data - base, v.nbytes, None
+        tag, _shape, begin, end = table[n]
+        return None if tag in PACKED_BITS else (begin, end - begin, None)
 
-    return dict_source(FORMAT.name, tensors, metadata=md, close=mf.close, raw=raw, path=path)
+    def get(n: str) -> Any:
+        return view.chunks_reader.read_tensor(chunk, n, verify=False)
+
+    return reader_source(FORMAT, view, raw=raw, get=get, extras=extras)
 
 
 def target(fmt: Any, dst: Any, generation: Any = None) -> Target:

@@ -29,8 +29,13 @@ from ._spec import (
 __all__ = ["Reader", "ChunkInfo", "ChunkStatus", "FoldWarning", "strict_or_warn"]
 
 
-#: Chunk types whose value (``reader[name]``) is a ``dict`` of arrays.
-TENSOR_CTYPES = ("STEN", "NPZ0", "TSAV")
+#: Chunk types whose value (``reader[name]``) is a ``dict`` of arrays: the payload kinds of
+#: DECISIONS.md that hold tensors (safetensors, ``np.savez``, a ``torch.save`` of a dict).
+ARRAY_CTYPES = ("STEN", "NPZ0", "TSAV")
+#: The chunk types whose arrays are the file's tensors: what :func:`tenfold.fold.load`,
+#: :func:`tenfold.open` (:class:`~tenfold.fold.tensors.TensorView`) and ``tenfold convert``
+#: read, with no torch. A ``TSAV`` chunk stays the chunk API's (:meth:`Reader.read_state_dict`).
+TENSOR_CTYPES = ("STEN", "NPZ0")
 #: Chunk types whose value is the decoded JSON.
 JSON_CTYPES = ("JSON",)
 
@@ -119,7 +124,7 @@ class Reader(ChunkReading, MappedReader, Mapping[str, Any]):
         ctype = self.chunk(name).ctype
         if ctype in JSON_CTYPES:
             return self.read_json(name)
-        if ctype in TENSOR_CTYPES:
+        if ctype in ARRAY_CTYPES:
             return self.read_state_dict(name)
         return self.read(name)
 
@@ -283,7 +288,7 @@ class Reader(ChunkReading, MappedReader, Mapping[str, Any]):
         table = None if verify else self.sten_entries(chunk)
         if table is None:
             c = self.chunk(chunk)
-            if c.ctype not in TENSOR_CTYPES:
+            if c.ctype not in ARRAY_CTYPES:
                 raise TypeError(f"{FMT}: chunk {chunk!r} is {c.ctype}, not a tensor chunk")
             arrays = self.read_state_dict(chunk, verify)
             if name not in arrays:

@@ -23,14 +23,11 @@ import numpy as np
 
 from ...core.dtypes import canonical
 from ...core.reader import MappedReader, TensorInfo
-from ...errors import TenfoldError, UnsupportedError, describe
-from ._spec import FMT, INTERNAL_METADATA
-from .reader import Reader
+from ...errors import TenfoldError, UnsupportedError
+from ._spec import FMT, INTERNAL_METADATA, E
+from .reader import TENSOR_CTYPES, Reader
 
-__all__ = ["TensorView", "TENSOR_CTYPES"]
-
-#: The chunk types whose arrays are tensors of the file (as :func:`tenfold.fold.load` reads).
-TENSOR_CTYPES = ("STEN", "NPZ0")
+__all__ = ["TensorView", "TENSOR_CTYPES", "TensorNames", "tensor_chunks"]
 
 #: ``(dtype tag, shape, begin, end)`` of a tensor of an uncompressed ``STEN`` chunk
 _Entry = tuple[str, tuple[int, ...], int, int]
@@ -61,12 +58,8 @@ class TensorView(MappedReader):
 
     def _list(self) -> None:
         r = self.chunks_reader
-        chunks = [c.name for c in r.chunks if c.ctype in TENSOR_CTYPES]
-        if not chunks:
-            raise UnsupportedError(
-                describe(FMT, self.path or "<buffer>", detail="no tensor chunk (STEN or NPZ0)")
-            )
-        for c in chunks:
+        names = TensorNames(tensor_chunks(r))
+        for c in names.chunks:
             try:
                 table = r.sten_entries(c)
             except TenfoldError:  # a damaged header: the checked (repairing) read decides
@@ -74,18 +67,8 @@ class TensorView(MappedReader):
             if table is not None:
                 self._tables[c] = table
             for k in table if table is not None else self._chunk(c):
-                key = k if len(chunks) == 1 else f"{c}/{k}"
-                if key in self._where:  # chunk 'x' array 'y/z', chunk 'x/y' array 'z'
-                    c0, k0 = self._where[key]
-                    raise UnsupportedError(
-                        describe(
-                            FMT,
-                            f"chunk {c!r} array {k!r}",
-                            detail=f"named {key!r}, as chunk {c0!r} array {k0!r} is; read "
-                            "one chunk at a time (tenfold.fold.load(path, chunk=...))",
-                        )
-                    )
-                self._where[key] = (c, k)
+                names.add(c, k)
+        self._where = names.where
 
     def _chunk(self, chunk: str) -> dict[str, np.ndarray]:
         """The arrays of ``chunk``, decoded and checked once (under the lock), read-only."""
@@ -161,6 +144,40 @@ class TensorView(MappedReader):
         """Release the file (arrays already returned stay valid)."""
         self._decoded = {}
         super().close()
+
+
+def tensor_chunks(r: Reader) -> list[str]:
+    """The names of the tensor chunks (:data:`TENSOR_CTYPES`) of the file ``r`` reads, in
+    file order; a file without one is refused."""
+    chunks = [c.name for c in r.chunks if c.ctype in TENSOR_CTYPES]
+    if not chunks:
+        raise E.unsupported(r.path or "<buffer>", detail="no tensor chunk (STEN or NPZ0)")
+    return chunks
+
+
+class TensorNames:
+    """The names the arrays of the tensor chunks ``chunks`` get (:func:`tenfold.fold.load`'s
+    and :class:`TensorView`'s): with one chunk, its arrays' names; with several,
+    ``"<chunk>/<array>"``. :meth:`add` refuses a name given twice (chunk ``x`` array ``y/z``
+    and chunk ``x/y`` array ``z``), naming both; :attr:`where` maps each name to its
+    ``(chunk, array)``."""
+
+    def __init__(self, chunks: list[str]) -> None:
+        self.chunks = chunks
+        self.where: dict[str, tuple[str, str]] = {}
+
+    def add(self, chunk: str, array: str) -> str:
+        """The name of array ``array`` of chunk ``chunk`` (recorded in :attr:`where`)."""
+        key = array if len(self.chunks) == 1 else f"{chunk}/{array}"
+        if key in self.where:
+            c0, k0 = self.where[key]
+            raise E.unsupported(
+                f"chunk {chunk!r} array {array!r}",
+                detail=f"named {key!r}, as chunk {c0!r} array {k0!r} is; read one chunk at a "
+                "time (tenfold.fold.load(path, chunk=...))",
+            )
+        self.where[key] = (chunk, array)
+        return key
 
 
 def _dtype_name(dt: np.dtype) -> str:

@@ -7,13 +7,11 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import numpy as np
-
 from ...capabilities import check_all
 from ...conversion import Lazy, Target, WriteOptions, meta_refusal
 from ...core.alloc import dense
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...tensor_source import Source
+from ...tensor_source import Source, reader_source
 from ._format import FORMAT
 from ._spec import E
 
@@ -21,33 +19,28 @@ from ._spec import E
 def source(
     path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = None, open_one: Any = None
 ) -> Source:
-    """The tensors of an OINF file (``convert_source``)."""
+    """The tensors of an OINF file (``convert_source``): its reader's, plus what only an
+    OINF target keeps (typed metadata, packed element types, sizevars, declarations without
+    data); byte-aligned tensors without quantization are copied as raw ranges of the file."""
     from . import OinfReader, Scalar, Tensor
     from . import _spec as S
 
     r = OinfReader(path, limits=limits)
-    infos = {t.name: t for t in r.infos()}
-    with_data = [n for n, t in infos.items() if t.has_data]
-    uninit = {n: (t.dtype, tuple(t.shape)) for n, t in infos.items() if not t.has_data}
-    typed: dict[str, Any] = {}
-    plain: dict[str, Any] = {}
-    for key, value in r.metadata.items():
-        tname = r.metadata_info(key).dtype
-        plain[key] = value
-        if tname == "ndarray":
-            typed[key] = Tensor(value)
-        elif tname in ("str", "bitset"):
-            typed[key] = value
-        else:
-            typed[key] = Scalar(value, tname)
-
-    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
-        t = infos[n]
-        return np.dtype(t.numpy_dtype), tuple(t.shape)
-
-    packed = {n: t.dtype for n, t in infos.items() if t.has_data and t.tag in S.PACKED_BITS}
-    quant = [f"tensor {n!r} carries OINF v2 quantization parameters" for n, t in infos.items()
-             if t.quant is not None]  # fmt: skip
+    try:
+        infos = {t.name: t for t in r.infos()}
+        typed: dict[str, Any] = {}
+        for key, value in r.metadata.items():
+            tname = r.metadata_info(key).dtype
+            if tname == "ndarray":
+                typed[key] = Tensor(value)
+            elif tname in ("str", "bitset"):
+                typed[key] = value
+            else:
+                typed[key] = Scalar(value, tname)
+        sizevars = r.sizevars
+    except BaseException:
+        r.close()
+        raise
 
     def raw(n: str) -> tuple[int, int, str | None] | None:
         t = infos[n]
@@ -55,9 +48,15 @@ def source(
             return None
         return t.data_offset, t.data_nbytes, None
 
-    return Source(FORMAT.name, with_data, spec, lambda n: r.tensor(n), metadata=plain,
-                  sizevars=r.sizevars, close=r.close, oinf_meta=typed, uninitialized=uninit,
-                  oinf_types=packed, raw=raw, path=path, refuse=quant)  # fmt: skip
+    src = reader_source(
+        FORMAT, r, raw=raw, sizevars=sizevars,
+        uninitialized={n: (t.dtype, tuple(t.shape)) for n, t in infos.items() if not t.has_data},
+        native_types={n: t.dtype for n, t in infos.items() if t.has_data and t.packed},
+        refuse=[f"tensor {n!r} carries OINF v2 quantization parameters"
+                for n, t in infos.items() if t.quant is not None],
+    )  # fmt: skip
+    src.native_metadata = typed
+    return src
 
 
 def _token_ok(s: str) -> bool:
@@ -86,7 +85,7 @@ class OinfTarget(Target):
 
     def metadata(self, src: Source) -> dict[str, Any]:
         if src.fmt == self.name:
-            return dict(src.oinf_meta or {})
+            return dict(src.native_metadata or {})
         for k, v in src.metadata.items():
             if not isinstance(v, str):
                 raise meta_refusal(self.name, k, f"value of type {type(v).__name__} (OINF "
@@ -100,8 +99,8 @@ class OinfTarget(Target):
 
         tensors: dict[str, Any] = {}
         for n in s.names:  # packed OINF types come from OINF sources: views of their map
-            if n in s.oinf_types:
-                tensors[n] = Tensor(dense(s.get(n), n), s.oinf_types[n])
+            if n in s.native_types:
+                tensors[n] = Tensor(dense(s.get(n), n), s.native_types[n])
             else:
                 tensors[n] = Lazy(s, n, bar)
         for n, (dtype, shape) in s.uninitialized.items():

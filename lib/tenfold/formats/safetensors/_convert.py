@@ -1,5 +1,5 @@
 """safetensors in ``tenfold convert`` (the hooks of :mod:`tenfold.conversion`): its source
-(tensors as raw ranges of the file where their bytes are already little-endian C order), the
+(its reader's tensors, raw ranges of the file where they have a span), the
 suffix fallback, and its target (string metadata, one preallocated extent for the data)."""
 
 from __future__ import annotations
@@ -8,40 +8,21 @@ from typing import Any
 
 import numpy as np
 
-from ...conversion import Target, WriteOptions, check_source_sum, dict_source
+from ...conversion import Target, WriteOptions, check_source_sum
 from ...core.alloc import dense
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...tensor_source import Source
+from ...tensor_source import Source, reader_source
 from ._format import FORMAT
 
 
 def source(
     path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = None, open_one: Any = None
 ) -> Source:
-    """The tensors of a safetensors file (``convert_source``)."""
-    from ...core.mapped import MappedFile
-    from ._parse import parse, parse_metadata
+    """The tensors of a safetensors file (``convert_source``): its reader's, each tensor but
+    the packed ``F4`` copied as a raw range of the file (:meth:`Reader.span`)."""
+    from .reader import Reader
 
-    mf = MappedFile(path, fmt=FORMAT.name)
-    try:
-        buf = mf.buffer()
-        tensors = parse(buf)
-        md = parse_metadata(buf)
-    except BaseException:
-        mf.close()
-        raise
-    base = buf.ctypes.data
-    packed = {n for n, v in tensors.items() if v.base is None or not v.flags.c_contiguous}
-
-    def raw(n: str) -> tuple[int, int, str | None] | None:
-        v = tensors[n]
-        if v.nbytes == 0:
-            return 0, 0, None
-        if n in packed or v.dtype.byteorder == ">":
-            return None
-        return v.ctypes.data - base, v.nbytes, None
-
-    return dict_source(FORMAT.name, tensors, metadata=md, close=mf.close, raw=raw, path=path)
+    return reader_source(FORMAT, Reader(path, limits=limits))
 
 
 def claims(head: bytes, label: str) -> bool:

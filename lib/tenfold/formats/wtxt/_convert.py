@@ -5,11 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
 from ...conversion import Lazy, Target, WriteOptions
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...tensor_source import Source
+from ...tensor_source import Source, reader_source
 from ._format import FORMAT
 
 
@@ -20,23 +18,9 @@ def source(
     when asked for: the reader checks every chunk, hash and signature when it opens the file
     but keeps no decoded bytes. Its keys are the tensor names (``tenfold_names`` decoded, as
     :func:`tenfold.wtxt.load` does)."""
-    from . import _spec as WS
     from . import open as wtxt_open
 
-    f = wtxt_open(path, limits=limits)
-    try:
-        plan: dict[str, tuple[np.dtype, tuple[int, ...]]] = {}
-        for n in f:
-            info = f.info(n)
-            plan[n] = (np.dtype(WS.DTYPES[info.dtype]), tuple(info.shape))
-    except BaseException:
-        f.close()
-        raise
-
-    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
-        return plan[n]
-
-    return Source(FORMAT.name, list(plan), spec, f.read, close=f.close)
+    return reader_source(FORMAT, wtxt_open(path, limits=limits))
 
 
 def target(fmt: Any, dst: Any, generation: Any = None) -> Target:

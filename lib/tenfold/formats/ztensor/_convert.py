@@ -9,8 +9,6 @@ import os
 import unicodedata
 from typing import Any
 
-import numpy as np
-
 from ...conversion import (
     KEEP,
     Target,
@@ -21,7 +19,7 @@ from ...conversion import (
 )
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...errors import EncodeError, FormatError, factory
-from ...tensor_source import Source
+from ...tensor_source import Source, reader_source
 from ._format import FORMAT
 from ._spec import E
 
@@ -32,34 +30,22 @@ METADATA_KEY = "__metadata__"
 def source(
     path: Any, limits: Limits = DEFAULT_LIMITS, label: str | None = None, open_one: Any = None
 ) -> Source:
-    """The tensors of a zTensor file (``convert_source``)."""
+    """The tensors of a zTensor file (``convert_source``): the generation's reader, sparse
+    tensors kept sparse for a zTensor target; a 0.1.0 source also tells each tensor's stored
+    encoding and checksum (what a faithful zTensor -> zTensor conversion keeps)."""
     from . import detect
     from .reader import Reader
 
     if detect(path) != "0.1.0":  # v1 / v2: read through the generation's reader
         return _v2_source(path, limits)
-
-    r = Reader(path, limits=limits, sparse="raw")  # sparse stays sparse for a zTensor target
-    infos = {i.name: i for i in r.infos()}
-    md: dict[str, Any] = {}
-    for i in infos.values():
-        if METADATA_KEY in i.attrs and isinstance(i.attrs[METADATA_KEY], dict):
+    r = Reader(path, limits=limits, sparse="raw")
+    md: dict[str, Any] = {}  # the user's (the reader's metadata adds the version)
+    for i in r.infos():
+        if isinstance(i.attrs.get(METADATA_KEY), dict):
             md = dict(i.attrs[METADATA_KEY])
             break
-
-    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
-        i = infos[n]
-        return np.dtype(i.np_dtype), tuple(i.shape)
-
-    def raw(n: str) -> tuple[int, int, str | None] | None:
-        i = infos[n]
-        if i.layout != "dense" or i.encoding != "raw" or not i.zero_copy:
-            return None
-        return i.offset, i.size, (f"{i.checksum_algo}:{i.checksum_hex}" if i.checksum else None)
-
-    src = Source(FORMAT.name, list(infos), spec, lambda n: r.read(n, copy=False), metadata=md,
-                 close=r.close, raw=raw, path=path)  # fmt: skip
-    src.stored = lambda n: (infos[n].encoding, infos[n].checksum_algo)
+    src = reader_source(FORMAT, r, metadata=md)
+    src.stored = lambda n: (r.info(n).encoding, r.info(n).checksum_algo)
     src.generation = "0.1.0"
     return src
 
@@ -72,28 +58,20 @@ def _v2_source(path: Any, limits: Limits = DEFAULT_LIMITS) -> Source:
     from . import open as zt_open
     from ._v2spec import DENSE, LOGICAL
 
-    r = zt_open(path, limits=limits, sparse="raw")
+    r = zt_open(path, limits=limits, sparse="raw", copy=False)
+    refuse = []
     try:
-        names = list(r)
-        infos = {n: r.info(n) for n in names}
-        metadata = r.metadata
+        for n in r:
+            i = r.info(n)
+            t = i.main_part.type
+            if i.layout != DENSE and i.layout not in r.sparse_layouts:
+                refuse.append(f"tensor {n!r} has layout {i.layout} (parts {', '.join(i.parts)})")
+            elif t is not None and t not in LOGICAL:
+                refuse.append(f"tensor {n!r} has logical type {t!r}, unknown to tenfold")
     except BaseException:
         r.close()
         raise
-    refuse = []
-    for n, i in infos.items():
-        t = i.main_part.type
-        if i.layout != DENSE and i.layout not in r.sparse_layouts:
-            refuse.append(f"tensor {n!r} has layout {i.layout} (parts {', '.join(i.parts)})")
-        elif t is not None and t not in LOGICAL:
-            refuse.append(f"tensor {n!r} has logical type {t!r}, unknown to tenfold")
-
-    def spec(n: str) -> tuple[np.dtype, tuple[int, ...]]:
-        i = infos[n]
-        return np.dtype(i.np_dtype), tuple(i.shape)
-
-    src = Source(FORMAT.name, names, spec, lambda n: r.read(n, copy=False), metadata=metadata,
-                 close=r.close, path=path, refuse=refuse)  # fmt: skip
+    src = reader_source(FORMAT, r, refuse=refuse)
     src.generation = r.generation
     return src
 
