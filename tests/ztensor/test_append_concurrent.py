@@ -21,12 +21,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tenfold
 import tenfold.ztensor as zt
 from tenfold.core.locking import FileLock
 from tenfold.errors import EncodeError, FormatError, LockedError
 from tenfold.ztensor import _append
 
-LIB = str(Path(zt.__file__).resolve().parents[2])
+LIB = str(Path(tenfold.__file__).resolve().parents[1])  # the folder holding tenfold
 
 # A child appends, on each "go" line of its stdin, N tensors one append at a time, and answers
 # with one JSON line: the names whose append returned, and the errors of those that raised.

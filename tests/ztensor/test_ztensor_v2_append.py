@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import tenfold
 import tenfold.ztensor as zt
 from tenfold.errors import EncodeError, FormatError, UnsupportedError
 
 HERE = Path(__file__).resolve().parent
 PEER = os.environ.get("TENFOLD_ZTENSOR2_PYTHON")
-LIB = str(Path(zt.__file__).resolve().parents[2])
+LIB = str(Path(tenfold.__file__).resolve().parents[1])  # the folder holding tenfold
 
 
 def _base(p: Path) -> dict[str, np.ndarray]:
