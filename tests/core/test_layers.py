@@ -76,7 +76,7 @@ def test_the_name_finder_finds_one(tmp_path):
 
 
 #: modules that are a format's own outside ``tenfold/formats/`` (the sharded index's)
-OWN = {"sharded.py": "sharded", "_sharded_format.py": "sharded"}
+OWN = {"sharded/_index.py": "sharded", "_sharded_format.py": "sharded"}
 
 
 def _outside_the_formats() -> dict[str, list[tuple[int, str]]]:
