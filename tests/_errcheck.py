@@ -26,7 +26,6 @@ LIB = Path(errors.__file__).resolve().parent
 PENDING = frozenset(
     {
         "convert.py",
-        "interop/frameworks.py",
         "tensor_source.py",
     }
 )

@@ -28,7 +28,7 @@ import numpy as np
 from ..core.dtypes import canonical
 from ..core.reader import Span
 from ..core.source import is_remote
-from ..errors import FormatError, UnsupportedError
+from ..errors import UnsupportedError, factory
 from ._handout import Handout
 
 __all__ = [
@@ -40,6 +40,9 @@ __all__ = [
     "FRAMEWORKS",
     "dtype_tag",
 ]
+
+#: the errors of the framework adapter (its objects: a framework, a device, an entry)
+E = factory("tenfold")
 
 #: Accepted ``framework`` names and the one each means.
 FRAMEWORKS = {
@@ -57,8 +60,11 @@ def framework_of(framework: str) -> str:
     try:
         return FRAMEWORKS[framework]
     except (KeyError, TypeError):
-        raise UnsupportedError(
-            f"tenfold: framework {framework!r}: unknown; expected one of {', '.join(FRAMEWORKS)}"
+        raise E.unsupported(
+            f"framework {framework!r}",
+            detail="unknown",
+            expected=f"one of {', '.join(FRAMEWORKS)}",
+            got=framework,
         ) from None
 
 
@@ -275,7 +281,7 @@ def _dense(v: Any, name: str) -> Any:
 
     out = dense(v, name)
     if not isinstance(out, np.ndarray):
-        raise UnsupportedError(f"tenfold: entry {name!r} is not a tensor ({type(v).__name__})")
+        raise E.unsupported(f"entry {name!r}", detail=f"not a tensor ({type(v).__name__})")
     return out
 
 
@@ -291,7 +297,7 @@ def open_tensors(source: Any, **options: Any) -> Tensors:
     else:
         fmt = registry.detect_bytes(bytes(memoryview(source)[: registry.SNIFF_BYTES]))
         if fmt is None:
-            raise FormatError("tenfold: <buffer>: unknown format")
+            raise E.format("<buffer>", detail="unknown format")
         if not fmt.tensors:  # refused before it is opened
             raise _not_tensors(fmt)
         reader = fmt.open_reader(source, **options)
@@ -305,7 +311,7 @@ def open_tensors(source: Any, **options: Any) -> Tensors:
 
 
 def _not_tensors(fmt: Any) -> UnsupportedError:
-    return UnsupportedError(f"tenfold: {fmt.name}: not a tensor file; {fmt.holds}")
+    return E.unsupported(fmt.name, detail=f"not a tensor file; {fmt.holds}")
 
 
 def _format_of(reader: Any) -> Any:
@@ -347,7 +353,13 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         self._framework = framework_of(framework)
         self._device = device
         if self._framework == "np" and device not in ("cpu", None):
-            raise UnsupportedError(f"tenfold: framework 'np': device {device!r}; expected 'cpu'")
+            raise E.unsupported(
+                "framework 'np'",
+                field="device",
+                detail="NumPy arrays live on the CPU",
+                expected="cpu",
+                got=device,
+            )
         _converter(self._framework, None, device)  # a missing extra fails before opening
         self._t = open_tensors(filename, **options)
         try:
