@@ -11,7 +11,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from ..errors import FormatError, TenfoldError, describe, factory
+from ..errors import FormatError, TenfoldError, factory
 
 FMT = "sharded"
 E = factory(FMT)
@@ -116,76 +116,58 @@ def parse_index(
 
     doc = loads(data, fmt=FMT, what=f"index {where}", limit=MAX_INDEX_BYTES)
     if not isinstance(doc, dict):
-        raise FormatError(
-            describe(
-                FMT,
-                f"index {where}",
-                detail="not a JSON object",
-                expected="object",
-                got=type(doc).__name__,
-            )  # fmt: skip
+        raise E.format(
+            f"index {where}",
+            detail="not a JSON object",
+            expected="object",
+            got=type(doc).__name__,
         )
     wm = doc.get("weight_map")
     if not isinstance(wm, dict):
-        raise FormatError(
-            describe(
-                FMT,
-                f"index {where}",
-                field="weight_map",
-                detail="missing or not an object",
-                expected="object",
-                got=type(wm).__name__,
-            )  # fmt: skip
+        raise E.format(
+            f"index {where}",
+            field="weight_map",
+            detail="missing or not an object",
+            expected="object",
+            got=type(wm).__name__,
         )
     md = doc.get("metadata", {})
     if md is None:
         md = {}
     if not isinstance(md, dict):
-        raise FormatError(
-            describe(
-                FMT,
-                f"index {where}",
-                field="metadata",
-                detail="not an object",
-                expected="object",
-                got=type(md).__name__,
-            )  # fmt: skip
+        raise E.format(
+            f"index {where}",
+            field="metadata",
+            detail="not an object",
+            expected="object",
+            got=type(md).__name__,
         )
     bad = [f"{k!r}: {v!r}" for k, v in wm.items() if not isinstance(v, str)]
     if bad:
-        raise FormatError(
-            describe(
-                FMT,
-                f"index {where}",
-                field="weight_map",
-                detail=f"shard names must be strings; got {', '.join(bad[:5])}",
-            )  # fmt: skip
+        raise E.format(
+            f"index {where}",
+            field="weight_map",
+            detail=f"shard names must be strings; got {', '.join(bad[:5])}",
         )
     unsafe = sorted(
         {v for v in wm.values() if not _safe_name(v, where) or (remote and _url_syntax(v))}
     )
     if unsafe:
-        raise FormatError(
-            describe(
-                FMT,
-                f"index {where}",
-                field="weight_map",
-                detail="shard names must stay in the index's directory (no '..', no "
-                "absolute path) and be file names (no NUL, no lone surrogate); refused "
-                f"{', '.join(map(ascii, unsafe[:5]))}",
-            )  # fmt: skip
+        raise E.format(
+            f"index {where}",
+            field="weight_map",
+            detail="shard names must stay in the index's directory (no '..', no "
+            "absolute path) and be file names (no NUL, no lone surrogate); refused "
+            f"{', '.join(map(ascii, unsafe[:5]))}",
         )
     return dict(wm), dict(md)
 
 
 def index_shard_error(index: str, file: str) -> FormatError:
-    return FormatError(
-        describe(
-            FMT,
-            f"index {index!r}",
-            detail=f"shard {file!r} is itself a sharded checkpoint's index (an index naming "
-            "itself or another index); a shard must be a tensor file",
-        )  # fmt: skip
+    return E.format(
+        f"index {index!r}",
+        detail=f"shard {file!r} is itself a sharded checkpoint's index (an index naming "
+        "itself or another index); a shard must be a tensor file",
     )
 
 
@@ -194,10 +176,7 @@ def quote_names(names: list[str], n: int) -> str:
 
 
 def lacking_error(file: str, lacking: list[str]) -> FormatError:
-    return FormatError(
-        describe(
-            FMT,
-            f"shard {file!r}",
-            detail=f"lacks tensors the index puts in it: {quote_names(lacking, 10)}",
-        )  # fmt: skip
+    return E.format(
+        f"shard {file!r}",
+        detail=f"lacks tensors the index puts in it: {quote_names(lacking, 10)}",
     )

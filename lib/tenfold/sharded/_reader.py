@@ -97,22 +97,17 @@ class ShardedReader(BaseReader):
                 missing.append(shard)
         if outside:
             where = "the index's directory" + (" or its cache repository" if allowed[1:] else "")
-            raise FormatError(
-                describe(
-                    FMT,
-                    f"index {self.path!r}",
-                    detail=f"symbolic links leading outside {where} refused: "
-                    + ", ".join(outside[:5])
-                    + (" ..." if len(outside) > 5 else "")
-                    + "; pass trust_links=True to follow links in a tree you trust",
-                )  # fmt: skip
+            raise E.format(
+                f"index {self.path!r}",
+                detail=f"symbolic links leading outside {where} refused: "
+                + ", ".join(outside[:5])
+                + (" ..." if len(outside) > 5 else "")
+                + "; pass trust_links=True to follow links in a tree you trust",
             )
         if missing:
             parts = [f"{s!r} (tensors {quote_names(self._by_shard[s], 3)})" for s in missing]
-            raise FormatError(
-                describe(
-                    FMT, f"index {self.path!r}", detail=f"missing shard files: {', '.join(parts)}"
-                )  # fmt: skip
+            raise E.format(
+                f"index {self.path!r}", detail=f"missing shard files: {', '.join(parts)}"
             )
 
     # -- shards
@@ -200,13 +195,10 @@ class ShardedReader(BaseReader):
             raise self._missing_remote(file, url) from None
 
     def _missing_remote(self, file: str, url: str) -> FormatError:
-        return FormatError(
-            describe(
-                FMT,
-                f"index {self.path!r}",
-                detail=f"missing shard file: {file!r} at {url} (tensors "
-                f"{quote_names(self._by_shard[file], 3)})",
-            )  # fmt: skip
+        return E.format(
+            f"index {self.path!r}",
+            detail=f"missing shard file: {file!r} at {url} (tensors "
+            f"{quote_names(self._by_shard[file], 3)})",
         )
 
     def _input(self, file: str) -> tuple[str, Any]:
