@@ -6,10 +6,8 @@ tenfold's own code (``lib/tenfold``) builds is checked once built; one that lack
 that built it, and ``tests/conftest.py`` fails the test during which it happened (at teardown).
 
 Not checked: errors built by the tests themselves, by scripts or by other libraries, and copies
-or unpickled errors (copy and pickle rebuild those, not tenfold). ``PENDING`` lists the modules
-whose raises other branches of #22 are converting to the error factories; once a module is
-converted its entry must go (``tests/core/test_error_factory.py`` checks that each still has a
-plain raise, so the list only shrinks).
+or unpickled errors (copy and pickle rebuild those, not tenfold). Every module of the library
+raises through the error factories: there is no list of exceptions.
 """
 
 from __future__ import annotations
@@ -22,13 +20,6 @@ from tenfold import errors
 
 LIB = Path(errors.__file__).resolve().parent
 
-#: Modules (relative to ``lib/tenfold``) still raising with plain messages; only shrinks.
-PENDING = frozenset(
-    {
-        "formats/taridx/dataset.py",
-        "interop/frameworks.py",
-    }
-)
 
 #: ``"module:line: Class(fmt=..., obj=...): message"`` for each error built without its names.
 UNNAMED: list[str] = []
@@ -75,7 +66,7 @@ def install() -> None:
         if names_its_object(self):
             return
         site = construction_site(self, sys._getframe(1))
-        if site is not None and site.rpartition(":")[0] not in PENDING:
+        if site is not None:
             UNNAMED.append(
                 f"{site}: {type(self).__name__}(fmt={self.fmt!r}, obj={self.obj!r}): "
                 f"{str(self)[:200]}"

@@ -1,8 +1,7 @@
 """One way to raise (issue #22 item 4): each format's bound error factory builds the same
 message as :func:`describe` and carries the format and the object; no module of tenfold builds
-a tenfold error from a plain message (but those listed in ``tests/_errcheck.py``'s ``PENDING``,
-which only shrinks); and the session-wide check that every error tenfold builds names its format
-and object does catch one that does not."""
+a tenfold error from a plain message; and the session-wide check that every error tenfold
+builds names its format and object does catch one that does not."""
 
 from __future__ import annotations
 
@@ -164,14 +163,7 @@ PLAIN = _plain_by_module()
 
 
 def test_no_tenfold_error_is_built_from_a_plain_message():
-    rest = {m: lines for m, lines in PLAIN.items() if m not in _errcheck.PENDING}
-    assert rest == {}, "raise through the format's factory (tenfold.errors.factory) instead"
-
-
-@pytest.mark.parametrize("module", sorted(_errcheck.PENDING))
-def test_pending_modules_only_shrink(module):
-    # once a listed module raises only through the factories, its entry must go
-    assert (LIB / module).is_file() and PLAIN.get(module), f"remove {module} from PENDING"
+    assert PLAIN == {}, "raise through the format's factory (tenfold.errors.factory) instead"
 
 
 def test_the_plain_message_finder_finds_one():
@@ -204,11 +196,10 @@ def test_the_session_check_records_an_unnamed_error_built_by_tenfold():
         assert [r.split(": ", 1)[0] for r in found] == ["formats/_planted.py:1"] * 2 + [
             "formats/_planted.py:2"
         ], found
-        # named ones, errors built outside tenfold, and pending modules are not recorded
+        # named ones and errors built outside tenfold are not recorded
         _build_in(LIB / "formats" / "_planted.py", "factory('zt').format('header', detail='x')")
         _build_in(LIB / "formats" / "_planted.py", "errors.FormatError(fmt='wtxt', line=3)")
         _build_in(Path(__file__), "errors.FormatError('a test may build any error')")
-        _build_in(LIB / sorted(_errcheck.PENDING)[0], "errors.FormatError('not yet converted')")
         clone = pickle.loads(pickle.dumps(TenfoldError(fmt="zt", obj="x")))
         assert clone.obj == "x" and _errcheck.take() == []
     finally:

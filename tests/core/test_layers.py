@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from test_structure import GRAPH, ROOT
+from test_structure import GRAPH, ROOT, _a_cycle
 
 import tenfold.registry as reg
 
@@ -77,7 +77,7 @@ def test_the_name_finder_finds_one(tmp_path):
 
 
 #: modules that are a format's own outside ``tenfold/formats/`` (the sharded index's)
-OWN = {"sharded.py": "sharded", "_sharded_format.py": "sharded"}
+OWN = {"sharded/_index.py": "sharded", "_sharded_format.py": "sharded"}
 
 
 def _outside_the_formats() -> dict[str, list[tuple[int, str]]]:
@@ -98,3 +98,50 @@ def test_no_module_outside_the_format_packages_names_a_format():
     # cli, _dispatch and sharded; every question about a format goes to the registry
     found = _outside_the_formats()
     assert not found, f"modules naming formats (ask the registry instead): {found}"
+
+
+# -- no cycle between packages ---------------------------------------------------------------------
+def _unit(mod: str, root: Path = ROOT) -> str:
+    """The package ``mod`` belongs to: ``tenfold.formats.<name>`` for a format's modules,
+    ``tenfold.<dir>`` for the modules of a directory under ``tenfold/`` (``core``,
+    ``interop``, ``sharded``...), and a root-level module (``tenfold.cli``) its own."""
+    parts = mod.split(".")
+    if len(parts) > 2 and parts[1] == "formats" and (root / "formats" / parts[2]).is_dir():
+        return ".".join(parts[:3])
+    return ".".join(parts[:2])
+
+
+def _rolled_up(graph: dict[str, dict[str, set[str]]], root: Path = ROOT) -> dict[str, set[str]]:
+    """The module import graph (function-level imports counted) as a graph of packages."""
+    edges: dict[str, set[str]] = {}
+    for mod, targets in graph.items():
+        a = _unit(mod, root)
+        edges.setdefault(a, set())
+        for t in targets:
+            b = _unit(t, root)
+            edges.setdefault(b, set())
+            if a != b:
+                edges[a].add(b)
+    return edges
+
+
+def test_the_roll_up_finds_a_planted_package_cycle():
+    # core.rangefile was interop._rangefile: the npz reader importing it while the interop
+    # package imports the npz writer was a cycle between two packages, as planted here
+    graph = {m: dict(ts) for m, ts in GRAPH.items()}
+    graph["tenfold.formats.npz.reader"]["tenfold.interop._device"] = {"function"}
+    cycle = _a_cycle(_rolled_up(graph))
+    assert cycle is not None and "tenfold.formats.npz" in cycle and "tenfold.interop" in cycle
+    assert _unit("tenfold.formats.npz.archive") == "tenfold.formats.npz"
+    assert _unit("tenfold.core.sourcefile") == "tenfold.core"
+    assert _unit("tenfold.sharded._reader") == "tenfold.sharded"
+    assert _unit("tenfold.cli") == "tenfold.cli"
+    assert _unit("tenfold") == "tenfold"
+
+
+def test_no_cycle_between_packages():
+    # issue #22: rolled up to packages, the imports ran in a cycle (npz <-> interop)
+    edges = _rolled_up(GRAPH)
+    assert "tenfold.formats.npz" in edges and "tenfold.core" in edges
+    cycle = _a_cycle(edges)
+    assert cycle is None, "import cycle between packages: " + " -> ".join(cycle or [])

@@ -556,6 +556,37 @@ def test_numpy_framework_refuses_a_device(tmp_path):
         safe_open(path, framework="tf")
 
 
+def test_the_adapter_errors_name_their_format_and_object(tmp_path):
+    # issue #22: these were built from plain messages (fmt and obj None)
+    from tenfold.errors import FormatError
+    from tenfold.interop.frameworks import Tensors
+    from tenfold.taridx import demo
+
+    path, _, _ = _open_path(tmp_path, "zt")
+    with pytest.raises(UnsupportedError) as info:
+        safe_open(path, framework="tf")
+    assert (info.value.fmt, info.value.obj, info.value.got) == ("tenfold", "framework 'tf'", "tf")
+    with pytest.raises(UnsupportedError) as info:
+        safe_open(path, framework="np", device="cuda")
+    assert (info.value.obj, info.value.field, info.value.got) == (
+        "framework 'np'",
+        "device",
+        "cuda",
+    )
+    with pytest.raises(UnsupportedError) as info:
+        safe_open(demo(tmp_path))
+    assert (info.value.fmt, info.value.obj) == ("tenfold", "taridx")
+    assert str(info.value).startswith("tenfold: taridx: not a tensor file; ")
+    with pytest.raises(FormatError) as info:
+        safe_open(b"no format starts like this" * 4)
+    assert str(info.value) == "tenfold: <buffer>: unknown format"
+    assert (info.value.fmt, info.value.obj) == ("tenfold", "<buffer>")
+    with pytest.raises(UnsupportedError) as info:
+        Tensors({"x": "text"}, "npz").array("x")
+    assert str(info.value) == "tenfold: entry 'x': not a tensor (str)"
+    assert (info.value.fmt, info.value.obj) == ("tenfold", "entry 'x'")
+
+
 def test_taridx_is_not_a_tensor_file(tmp_path):
     from tenfold import taridx
 

@@ -158,7 +158,8 @@ def _identity(expect: Expect, headers: Any, what: str) -> None:
 
 
 async def _stream_into(content: Any, out: memoryview, expect: Expect, what: str) -> None:
-    """Fill ``out`` from an aiohttp stream, reading no further."""
+    """Fill ``out`` from an aiohttp stream (or an S3 body: the same ``read(n)``), reading no
+    further."""
     n, got = len(out), 0
     while got < n:
         chunk = await content.read(min(n - got, _CHUNK))
@@ -285,13 +286,6 @@ async def s3_range(
         expect.validators(resp.get("ETag"), None)
         cr = resp.get("ContentRange")
         expect.status(206 if cr else 200, cr, offset, n)
-        got = 0
-        view = memoryview(out)  # type: ignore[arg-type]
-        while got < n:
-            chunk = await body.read(min(n - got, _CHUNK))
-            if not chunk:
-                raise expect.broken(what, f"the response ended after {got} of {n} bytes")
-            view[got : got + len(chunk)] = chunk
-            got += len(chunk)
+        await _stream_into(body, memoryview(out), expect, what)  # type: ignore[arg-type]
     finally:
         body.close()

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from .bounds import empty_file
+from .progress import human as human  # the one byte-size formatter (the CLI's name)
 
 __all__ = [
     "UsageError",
@@ -98,16 +99,6 @@ def check_output(path: str) -> None:
     parent = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(parent):
         raise UsageError(f"{path}: no such directory: {os.path.dirname(path) or parent}")
-
-
-def human(n: int) -> str:
-    """``n`` bytes in B, KiB, MiB, GiB or TiB (one decimal above bytes)."""
-    size = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if size < 1024:
-            return f"{int(size)} B" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size:.1f} TiB"
 
 
 def add_quiet(p: argparse.ArgumentParser, help: str = "print nothing on success") -> None:  # noqa: A002

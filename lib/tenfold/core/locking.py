@@ -44,7 +44,7 @@ import time
 import weakref
 from typing import Any
 
-from ..errors import LockedError, UnsupportedError, describe
+from ..errors import LockedError, UnsupportedError, factory
 from .mapped import open_regular
 
 try:
@@ -117,7 +117,7 @@ class FileLock:
                 key = (st.st_dev, st.st_ino)
                 with _guard[0]:
                     if _held.get(key) == threading.get_ident():
-                        raise LockedError(self._describe("locked by this thread already"))
+                        raise self._locked("locked by this thread already")
                 self._flock(fd, deadline, timeout)
                 if self._same_file(st):
                     break
@@ -140,7 +140,7 @@ class FileLock:
                 detail = "the lock belongs to the process that forked this one"
             else:
                 detail = "the lock was released"
-            raise LockedError(self._describe(detail))
+            raise self._locked(detail)
         return self._fd
 
     @property
@@ -172,8 +172,8 @@ class FileLock:
             self.release()
 
     # -- internals ----------------------------------------------------------------------------
-    def _describe(self, detail: str) -> str:
-        return describe(self._fmt or "tenfold", self.path, detail=detail)
+    def _locked(self, detail: str) -> LockedError:
+        return factory(self._fmt or "tenfold").locked(self.path, detail=detail)
 
     def _flock(self, fd: int, deadline: float | None, timeout: float | None) -> None:
         if fcntl is None:  # pragma: no cover - not POSIX
@@ -192,7 +192,7 @@ class FileLock:
             left = deadline - time.monotonic()
             if left <= 0:
                 waited = f" (waited {timeout:g} s)" if timeout else ""
-                raise LockedError(self._describe(f"locked by another writer{waited}"))
+                raise self._locked(f"locked by another writer{waited}")
             time.sleep(min(pause, left))
             pause = min(pause * 2, 0.05)
 

@@ -15,7 +15,7 @@ from typing import TypeVar
 
 T = TypeVar("T")
 
-__all__ = ["progress", "wants_progress", "ByteProgress"]
+__all__ = ["progress", "wants_progress", "ByteProgress", "human"]
 
 
 def wants_progress(show: bool | None = None) -> bool:
@@ -94,7 +94,7 @@ class ByteProgress:
         rate = self.done / max(now - self._start, 1e-9)
         eta = (self.total - self.done) / rate if rate > 0 else 0.0
         sys.stderr.write(
-            f"\r{self.desc}  {_size(self.done)} / {_size(self.total)}  {_size(rate)}/s  "
+            f"\r{self.desc}  {human(self.done)} / {human(self.total)}  {human(rate)}/s  "
             f"ETA {int(eta) // 60}:{int(eta) % 60:02d}   "
         )
         sys.stderr.flush()
@@ -113,7 +113,12 @@ class ByteProgress:
         self.close()
 
 
-def _size(n: float) -> str:
+def human(n: float) -> str:
+    """``n`` bytes in B, KiB, MiB, GiB or TiB (one decimal above bytes).
+
+    >>> human(512), human(1536), human(3 << 30)
+    ('512 B', '1.5 KiB', '3.0 GiB')
+    """
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"

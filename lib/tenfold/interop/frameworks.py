@@ -28,8 +28,13 @@ import numpy as np
 from ..core.dtypes import canonical
 from ..core.reader import Span
 from ..core.source import is_remote
-from ..errors import ClosedError, FormatError, MissingTensorError, SliceError, UnsupportedError
-from ..errors import factory as _factory
+from ..errors import (
+    ClosedError,
+    MissingTensorError,
+    SliceError,
+    UnsupportedError,
+    factory,
+)
 from ._handout import Handout
 
 __all__ = [
@@ -44,6 +49,9 @@ __all__ = [
     "owned_arrays",
     "open_or_closed",
 ]
+
+#: the errors of the framework adapter (its objects: a framework, a device, an entry)
+E = factory("tenfold")
 
 #: Accepted ``framework`` names and the one each means.
 FRAMEWORKS = {
@@ -61,8 +69,11 @@ def framework_of(framework: str) -> str:
     try:
         return FRAMEWORKS[framework]
     except (KeyError, TypeError):
-        raise UnsupportedError(
-            f"tenfold: framework {framework!r}: unknown; expected one of {', '.join(FRAMEWORKS)}"
+        raise E.unsupported(
+            f"framework {framework!r}",
+            detail="unknown",
+            expected=f"one of {', '.join(FRAMEWORKS)}",
+            got=framework,
         ) from None
 
 
@@ -124,7 +135,7 @@ def normalize_index(
 
 
 def _refused(fmt: str, obj: str, detail: str) -> SliceError:
-    return _factory(fmt)(SliceError, obj, detail=detail)
+    return factory(fmt)(SliceError, obj, detail=detail)
 
 
 def _checked_item(item: Any, axis: int, size: int, fmt: str, obj: str, strict: bool) -> Any:
@@ -231,7 +242,7 @@ class Tensors:
         """A :class:`~tenfold.errors.MissingTensorError` (a ``KeyError``) when the file holds
         no tensor ``name``."""
         if name not in self.reader:
-            raise _factory(self.fmt)(
+            raise factory(self.fmt)(
                 MissingTensorError,
                 f"tensor {name!r}",
                 detail="the file holds no tensor of that name",
@@ -316,7 +327,7 @@ def _dense(v: Any, name: str) -> Any:
 
     out = dense(v, name)
     if not isinstance(out, np.ndarray):
-        raise UnsupportedError(f"tenfold: entry {name!r} is not a tensor ({type(v).__name__})")
+        raise E.unsupported(f"entry {name!r}", detail=f"not a tensor ({type(v).__name__})")
     return out
 
 
@@ -332,7 +343,7 @@ def open_tensors(source: Any, **options: Any) -> Tensors:
     else:
         fmt = registry.detect_bytes(bytes(memoryview(source)[: registry.SNIFF_BYTES]))
         if fmt is None:
-            raise FormatError("tenfold: <buffer>: unknown format")
+            raise E.format("<buffer>", detail="unknown format")
         if not fmt.tensors:  # refused before it is opened
             raise _not_tensors(fmt)
         reader = fmt.open_reader(source, **options)
@@ -362,7 +373,7 @@ def owned_arrays(source: Any, **options: Any) -> dict[str, np.ndarray]:
 
 
 def _not_tensors(fmt: Any) -> UnsupportedError:
-    return UnsupportedError(f"tenfold: {fmt.name}: not a tensor file; {fmt.holds}")
+    return E.unsupported(fmt.name, detail=f"not a tensor file; {fmt.holds}")
 
 
 def _format_of(reader: Any) -> Any:
@@ -418,7 +429,13 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         self._framework = framework_of(framework)
         self._device = device
         if self._framework == "np" and device not in ("cpu", None):
-            raise UnsupportedError(f"tenfold: framework 'np': device {device!r}; expected 'cpu'")
+            raise E.unsupported(
+                "framework 'np'",
+                field="device",
+                detail="NumPy arrays live on the CPU",
+                expected="cpu",
+                got=device,
+            )
         _converter(self._framework, None, device)  # a missing extra fails before opening
         self._t = open_tensors(filename, **options)
         try:
@@ -600,7 +617,7 @@ class Slice:
 def open_or_closed(t: Tensors) -> Tensors:
     """``t``, or a :class:`~tenfold.errors.ClosedError` when its reader was closed."""
     if getattr(t.reader, "closed", False):
-        raise _factory(t.fmt)(ClosedError, "file", detail="the handle was closed")
+        raise factory(t.fmt)(ClosedError, "file", detail="the handle was closed")
     return t
 
 
@@ -614,7 +631,7 @@ def backend_options(backend: Any, options: dict[str, Any]) -> dict[str, Any]:
     if backend is None:
         return options
     if backend not in BACKENDS:
-        raise _factory("tenfold")(
+        raise factory("tenfold")(
             UnsupportedError,
             f"backend {backend!r}",
             detail="unknown",

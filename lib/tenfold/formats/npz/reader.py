@@ -54,7 +54,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         self._rf: Any = None
         try:
             if getattr(self._mf, "remote", False):  # by range, never the whole object
-                from ...interop._rangefile import RangeFile
+                from ...core.rangefile import RangeFile
 
                 self._rf = RangeFile(self._mf)
             self._npz = Archive(

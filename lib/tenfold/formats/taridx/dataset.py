@@ -36,7 +36,7 @@ from ._batches import Batches
 from ._members import member_problem
 from ._remote import LinkModel, info_etag, info_mtime_ns
 from ._remote_reads import get_index, is_url
-from ._spec import BLOCK, FMT
+from ._spec import BLOCK, FMT, E
 from ._split import required_split
 from .build import shard_paths, stale_shard
 from .reader import Index
@@ -394,7 +394,9 @@ class Dataset(Batches):
         idx = self._index()
         err = stale_shard(idx, fid, path, deep=False)  # the reads check every other header
         if err is not None:
-            raise type(err)(f"{err}; rebuild the index (tenfold index build)")
+            raise E.recast(
+                type(err), err, message=f"{err}; rebuild the index (tenfold index build)"
+            )
         self._checked[fid] = key
 
     @property

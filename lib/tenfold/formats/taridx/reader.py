@@ -19,22 +19,18 @@ import numpy as np
 from xxhash import xxh64_intdigest
 
 from ... import _kernels
-from ...core.bounds import DEFAULT_LIMITS, Limits, check_limit
+from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...core.mapped import MappedFile
-from ...core.reader import MappedReader, TensorInfo
+from ...core.reader import TensorInfo
 from ...core.source import open_file
-from ...errors import FormatError, IntegrityError, TruncatedError, UnsupportedError, describe
+from ...errors import FormatError, IntegrityError, UnsupportedError, describe
+from ._header import IndexFile, split_block
+from ._samples import Samples, hash_stems
 from ._spec import (
     FLAG_CONTIGUOUS,
     FMT,
-    HDR_SIZE,
-    HEADER,
-    HEADER_DT,
-    MAGIC,
-    MAJOR,
     REC_SIZE,
     ROW_DT,
-    E,
 )
 from ._split import optional_split
 from .build import scan_shard
@@ -46,93 +42,7 @@ __all__ = ["Index", "Samples", "hash_stems", "split_block"]
 MAX_MEMBER_POS = 1 << 62
 
 
-def split_block(raw: bytes, count: int, what: str, offset: int) -> list[str]:
-    """Decode a ``\\n``-joined block of ``count`` names (split on ``\\n`` only).
-
-    An empty block is zero names when ``count == 0`` and one empty name when ``count == 1``.
-    """
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise FormatError(
-            describe(FMT, what, offset=offset + exc.start, detail="not valid UTF-8")
-        ) from None
-    names = text.split("\n") if (raw or count) else []
-    if len(names) != count:
-        field = "n_ext" if what.startswith("ext") else "n_crash"
-        raise FormatError(
-            describe(
-                FMT,
-                what,
-                offset=offset,
-                field=field,
-                detail="does not match the names in the block",
-                expected=len(names),
-                got=count,
-            )
-        )
-    return names
-
-
-def hash_stems(stems: list[str] | tuple[str, ...]) -> np.ndarray:
-    """xxh64 (seed 0) of each stem's UTF-8 encoding, vectorised (one kernel call, no copies)."""
-    out = np.empty(len(stems), np.uint64)
-    _kernels.load("strhash").hash_strs(stems, 0, out)
-    return out
-
-
-class Samples:
-    """Rows grouped by sample key ``(keyhash, crashid)``.
-
-    Attributes
-    ----------
-    order
-        Row numbers in sample order (``None`` when the rows already are: contiguous index).
-    starts
-        ``starts[i]:starts[i+1]`` are sample ``i``'s positions in ``order`` (length n + 1).
-    keyhash, crashid
-        The key of each sample. Samples are in order of their first row in the file.
-    """
-
-    def __init__(
-        self, order: np.ndarray | None, starts: np.ndarray, keyhash: np.ndarray, crashid: np.ndarray
-    ) -> None:
-        self.order = order
-        self.starts = starts
-        self.keyhash = keyhash
-        self.crashid = crashid
-        self._table: tuple[np.ndarray, dict[tuple[int, int], int]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.starts) - 1
-
-    def rows_of(self, i: int) -> np.ndarray:
-        """Row numbers of sample ``i``."""
-        a, b = int(self.starts[i]), int(self.starts[i + 1])
-        return np.arange(a, b) if self.order is None else self.order[a:b]
-
-    def table(self) -> tuple[np.ndarray, dict[tuple[int, int], int]]:
-        """Hash table of the canonical samples (crash id 0) and a dict of the crash samples."""
-        if self._table is None:
-            ht = _kernels.load("hashtable")
-            crashed = self.crashid != 0
-            canon = (
-                np.flatnonzero(~crashed) if crashed.any() else np.arange(self.crashid.size)
-            ).astype(np.int64, copy=False)
-            if canon.size > 0x7FFFFFFF:
-                raise UnsupportedError(describe(FMT, "index", detail="more than 2**31 samples"))
-            m = 1 << max(1, int(2 * canon.size).bit_length())
-            table = np.full(m, -1, np.int32)
-            ht.insert(self.keyhash, canon, table)
-            crash = {
-                (int(self.keyhash[i]), int(self.crashid[i])): int(i)
-                for i in np.flatnonzero(crashed).tolist()
-            }
-            self._table = (table, crash)
-        return self._table
-
-
-class Index(MappedReader, Mapping[str, dict]):
+class Index(IndexFile, Mapping[str, dict]):
     """An opened ``.taridx`` file.
 
     Use :meth:`open` (path) or :meth:`from_buffer` (bytes); the object is a context manager
@@ -409,160 +319,6 @@ class Index(MappedReader, Mapping[str, dict]):
         samples from its shards. The package joins the two, so that this module never imports
         the dataset module (which imports this one)."""
         cls._dataset_class = dataset
-
-    @property
-    def name(self) -> str:
-        return self.path if self.path is not None else "<buffer>"
-
-    # -- parsing ------------------------------------------------------------------------------
-    def _err(self, cls: type[FormatError], what: str, **kw: Any) -> FormatError:
-        return E(cls, f"{self.name}: {what}", **kw)
-
-    def _parse(self) -> None:
-        """Read and check the header, the name blocks and the row region (not the rows)."""
-        mf = self._mf
-        size = mf.size
-        if size < HDR_SIZE:
-            raise self._err(
-                TruncatedError,
-                "header",
-                offset=0,
-                detail="file shorter than header",
-                expected=f">= {HDR_SIZE} bytes",
-                got=size,
-            )
-        hdr = mf.records(HEADER_DT, 1, 0, "header")
-        h = hdr[0]
-        major, minor = self._check_identity(h)
-        n_rows, n_ext, n_crash, off_crash, off_arr = self._check_layout(h, size)
-        n_stems = self._check_stems(h, n_rows)
-        self.header = hdr
-        self.major, self.minor = major, minor
-        self.n_rows, self.n_stems, self.n_ext, self.n_crash = n_rows, n_stems, n_ext, n_crash
-        self.off_crash, self.off_arr = off_crash, off_arr
-        self.flags = int(h["flags"])
-        self.ext = split_block(
-            mf.bytes(HDR_SIZE, off_crash - HDR_SIZE, "extension block"),
-            n_ext,
-            "extension block",
-            HDR_SIZE,
-        )
-        self.crash = split_block(
-            mf.bytes(off_crash, off_arr - off_crash, "crash block"),
-            n_crash,
-            "crash block",
-            off_crash,
-        )
-        self.rows = mf.records(ROW_DT, n_rows, off_arr, "rows")
-        self._cols: dict[str, np.ndarray] = {}
-
-    def _check_identity(self, h: Any) -> tuple[int, int]:
-        """Magic, major version, record and header sizes; returns ``(major, minor)``."""
-        mf = self._mf
-        magic = mf.bytes(HEADER.offset("magic"), HEADER.field_size("magic"), "magic")
-        if magic != MAGIC:
-            raise self._err(
-                FormatError,
-                "header",
-                offset=HEADER.offset("magic"),
-                field="magic",
-                expected=MAGIC,
-                got=magic,
-            )
-        major, minor = int(h["major"]), int(h["minor"])
-        if major != MAJOR:
-            raise self._err(
-                UnsupportedError,
-                "header",
-                offset=HEADER.offset("major"),
-                field="major",
-                detail="unsupported version",
-                expected=MAJOR,
-                got=major,
-            )
-        for field, want in (("rec_size", REC_SIZE), ("hdr_size", HDR_SIZE)):
-            off = HEADER.offset(field)
-            if int(h[field]) != want:
-                raise self._err(
-                    FormatError, "header", offset=off, field=field, expected=want, got=int(h[field])
-                )
-        return major, minor
-
-    def _check_layout(self, h: Any, size: int) -> tuple[int, int, int, int, int]:
-        """Block offsets within the file, rows filling the rest, and the limits; returns
-        ``(n_rows, n_ext, n_crash, off_crash, off_arr)``."""
-        n_rows, n_ext, n_crash = int(h["n_rows"]), int(h["n_ext"]), int(h["n_crash"])
-        off_crash, off_arr = int(h["off_crash"]), int(h["off_arr"])
-        if not HDR_SIZE <= off_crash <= size:
-            raise self._err(
-                FormatError,
-                "header",
-                offset=HEADER.offset("off_crash"),
-                field="off_crash",
-                expected=f"{HDR_SIZE} <= off_crash <= {size}",
-                got=off_crash,
-            )
-        if not off_crash <= off_arr <= size:
-            raise self._err(
-                FormatError,
-                "header",
-                offset=HEADER.offset("off_arr"),
-                field="off_arr",
-                expected=f"{off_crash} <= off_arr <= {size}",
-                got=off_arr,
-            )
-        region = size - off_arr
-        if region != REC_SIZE * n_rows:
-            cls = TruncatedError if region < REC_SIZE * n_rows else FormatError
-            raise self._err(
-                cls,
-                "rows",
-                offset=off_arr,
-                field="row region size",
-                detail=f"{n_rows} rows of {REC_SIZE} bytes do not fill the file",
-                expected=REC_SIZE * n_rows,
-                got=region,
-            )
-        check_limit(
-            FMT,
-            f"{self.name}: rows",
-            n_rows,
-            self.limits.max_objects,
-            field="n_rows",
-            offset=HEADER.offset("n_rows"),
-        )
-        check_limit(
-            FMT,
-            f"{self.name}: name blocks",
-            off_arr - HDR_SIZE,
-            self.limits.max_index_bytes,
-            field="extension + crash block bytes",
-            offset=HDR_SIZE,
-        )
-        return n_rows, n_ext, n_crash, off_crash, off_arr
-
-    def _check_stems(self, h: Any, n_rows: int) -> int:
-        """``n_stems``: at most ``n_rows``, and zero exactly when there are no rows."""
-        n_stems = int(h["n_stems"])
-        if n_stems > n_rows:
-            raise self._err(
-                FormatError,
-                "header",
-                offset=HEADER.offset("n_stems"),
-                field="n_stems",
-                expected=f"<= n_rows ({n_rows})",
-                got=n_stems,
-            )
-        if (n_rows > 0) != (n_stems > 0):
-            raise self._err(
-                FormatError,
-                "header",
-                offset=HEADER.offset("n_stems"),
-                field="n_stems",
-                expected="> 0" if n_rows else 0,
-                got=n_stems,
-            )
-        return n_stems
 
     def column(self, field: str) -> np.ndarray:
         """A contiguous, aligned copy of one row field (cached until the samples are built).

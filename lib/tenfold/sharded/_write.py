@@ -1,0 +1,169 @@
+"""Writing a sharded checkpoint (:mod:`tenfold.sharded`): the shard size limit, the plan of
+which tensors go in which shard (the ``huggingface_hub`` rule), the shard names, and the files
+themselves, each written atomically, the index last."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from .._dispatch import save_one
+from ._index import INDEX_SUFFIX, array_nbytes, index_document
+
+_UNITS = {
+    "": 1,
+    "b": 1,
+    "kb": 10**3,
+    "mb": 10**6,
+    "gb": 10**9,
+    "tb": 10**12,
+    "kib": 1 << 10,
+    "mib": 1 << 20,
+    "gib": 1 << 30,
+    "tib": 1 << 40,
+}
+
+
+def parse_size(size: int | str) -> int:
+    """Bytes in ``size``: an int, or a string like Hugging Face's ``max_shard_size``
+    (``"5GB"`` = 5 * 10**9, ``"500MB"``, ``"1GiB"`` = 2**30; case-insensitive).
+
+    >>> parse_size("5GB"), parse_size("1GiB"), parse_size("500 mb"), parse_size(1024)
+    (5000000000, 1073741824, 500000000, 1024)
+    """
+    if isinstance(size, bool):
+        raise TypeError("max_shard_size: expected an int or a string like '5GB', got a bool")
+    if isinstance(size, int):
+        n = size
+    elif isinstance(size, str):
+        m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*", size, re.IGNORECASE)
+        if m is None:
+            raise ValueError(
+                f"max_shard_size: {size!r}; expected bytes or a number with a unit "
+                "(B, KB, MB, GB, TB, KiB, MiB, GiB, TiB)"
+            )
+        n = int(float(m.group(1)) * _UNITS[(m.group(2) or "").lower()])
+    else:
+        raise TypeError(f"max_shard_size: expected an int or a string, got {type(size).__name__}")
+    if n <= 0:
+        raise ValueError(f"max_shard_size: must be positive, got {size!r}")
+    return n
+
+
+def plan(sizes: list[tuple[str, int]], max_size: int) -> list[list[str]]:
+    """Tensor names per shard, in order (the ``huggingface_hub`` rule, see module doc).
+
+    A tensor larger than ``max_size`` is a shard of its own at once, ahead of the shard still
+    being filled (the order ``huggingface_hub`` gives):
+
+    >>> plan([("a", 4), ("b", 4), ("c", 9), ("d", 2)], 8)
+    [['c'], ['a', 'b'], ['d']]
+    """
+    shards: list[list[str]] = []
+    cur: list[str] = []
+    cur_size = 0
+    for name, n in sizes:
+        if n > max_size:
+            shards.append([name])
+            continue
+        if cur and cur_size + n > max_size:
+            shards.append(cur)
+            cur, cur_size = [], 0
+        cur.append(name)
+        cur_size += n
+    if cur or not shards:
+        shards.append(cur)
+    return shards
+
+
+def shard_paths(path: str | os.PathLike[str], count: int) -> tuple[list[str], str]:
+    """The shard paths and the index path of a checkpoint saved as ``path`` in ``count``
+    shards.
+
+    >>> shard_paths("out/model.zt", 2)
+    (['out/model-00001-of-00002.zt', 'out/model-00002-of-00002.zt'], 'out/model.zt.index.json')
+    """
+    p = os.fspath(path)
+    stem, ext = os.path.splitext(p)
+    return [f"{stem}-{i:05d}-of-{count:05d}{ext}" for i in range(1, count + 1)], p + INDEX_SUFFIX
+
+
+def _write_index(path: str, weight_map: Mapping[str, str], total: int, fsync: bool) -> None:
+    from ..core.atomic import atomic_write
+
+    with atomic_write(path, fsync=fsync) as f:
+        f.write(index_document(weight_map, total))
+
+
+def write(
+    path: str | os.PathLike[str],
+    names: list[str],
+    sizes: Mapping[str, int],
+    max_shard_size: int | str,
+    write_one: Any,
+    *,
+    fsync: bool = True,
+) -> list[str]:
+    """Plan the shards of ``names`` and write each with ``write_one(shard_path, names)``,
+    then the index; one plain file at ``path`` when everything fits. Returns the paths."""
+    limit = parse_size(max_shard_size)
+    groups = plan([(n, sizes[n]) for n in names], limit)
+    if len(groups) == 1:
+        write_one(os.fspath(path), groups[0])
+        return [os.fspath(path)]
+    paths, index = shard_paths(path, len(groups))
+    weight_map: dict[str, str] = {}
+    for p, group in zip(paths, groups, strict=True):
+        write_one(p, group)
+        weight_map.update((n, os.path.basename(p)) for n in group)
+    _write_index(index, weight_map, sum(sizes[n] for n in names), fsync)
+    return paths + [index]
+
+
+def save(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    max_shard_size: int | str,
+    format: str | None = None,  # noqa: A002
+    zt_generation: Any = None,
+    **options: Any,
+) -> list[str]:
+    """Write ``tensors`` as shards of at most ``max_shard_size`` bytes each plus the index
+    (see the module doc); ``options`` (and ``zt_generation``: each ``.zt`` shard's
+    generation) go to :func:`tenfold.save` for each shard. Every
+    tensor's dtype is checked against the format before the first file is written. Returns
+    the paths written (the index last)."""
+    from ..capabilities import check_dtype, target_of
+
+    fmt = format or target_of(path)
+    if fmt is None:
+        from ..registry import by_suffix
+
+        fmt = by_suffix(path).name
+    for n, v in tensors.items():
+        check_dtype(fmt, n, v.dtype)
+    sizes = {n: array_nbytes(v) for n, v in tensors.items()}
+
+    def one(p: str, group: list[str]) -> None:
+        save_one(p, {n: tensors[n] for n in group}, format, zt_generation=zt_generation,
+                 **options)  # fmt: skip
+
+    return write(path, list(tensors), sizes, max_shard_size, one,
+                 fsync=options.get("fsync", True))  # fmt: skip
+
+
+def demo(directory: Any) -> str:
+    """Write a small deterministic sharded checkpoint (two safetensors shards and the index)
+    into ``directory``; return the index's path."""
+    import numpy as np
+
+    rng = np.random.default_rng(12)
+    tensors = {
+        "embed.weight": rng.standard_normal((32, 16)).astype(np.float32),
+        "layer.0.weight": rng.standard_normal((16, 16)).astype(np.float32),
+        "layer.0.bias": np.zeros(16, np.float32),
+    }
+    path = os.path.join(os.fspath(directory), "demo-sharded.safetensors")
+    return save(path, tensors, max_shard_size=2048)[-1]
