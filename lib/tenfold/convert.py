@@ -251,7 +251,7 @@ def convert(
 
             write_source(dst, s, max_shard_size,
                          lambda p, sub: _write(target, p, sub, md, progress, **opts),
-                         fsync=fsync)  # fmt: skip
+                         fsync=fsync, metadata=md)  # fmt: skip
             return len(s.names)
         _write(target, dst, s, md, progress, **opts)
         return len(s.names)

@@ -338,3 +338,27 @@ def test_shards_of_several_formats_and_threads(tmp_path):
         got = list(ex.map(lambda k: float(r[k][0]), list(t) * 4))
     assert got == [float(i) for i in range(8)] * 4
     assert sharded.verify(p).ok
+
+
+def test_the_index_holds_the_checkpoints_metadata(tmp_path):
+    """A sharded save or convert gives every shard the metadata and now the index too, so
+    the index's reader tells it without opening a shard (before: only ``total_size``, and a
+    sharded checkpoint compared against its one-file source showed the metadata as lost)."""
+    from tenfold.convert import convert
+
+    t = {"a": np.ones((64, 64), np.float32), "b": np.zeros((64, 64), np.float32)}
+    src = tmp_path / "one.safetensors"
+    tenfold.save(src, t, metadata={"step": "1000"})
+    convert(src, tmp_path / "c.safetensors", max_shard_size="20KB")
+    sharded.save(tmp_path / "s.zt", t, max_shard_size="20KB", metadata={"step": "1000"})
+    for index in ("c.safetensors.index.json", "s.zt.index.json"):
+        doc = json.loads((tmp_path / index).read_text())
+        assert doc["metadata"] == {"step": "1000", "total_size": 32768}
+        with tenfold.open(tmp_path / index) as r:
+            assert r.metadata == {"step": "1000", "total_size": 32768}
+            assert r.open_shard_readers() == {}  # no shard opened for it
+        assert tenfold.diff(tmp_path / index, src).identical
+    # metadata JSON cannot hold stays in the shards only (the index is still written)
+    assert json.loads(sharded.index_document({"a": "x"}, 4, {"k": float("nan")}))["metadata"] == {
+        "total_size": 4
+    }

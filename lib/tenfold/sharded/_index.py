@@ -30,9 +30,21 @@ OPENING_SHARD: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Cont
 )
 
 
-def index_document(weight_map: Mapping[str, str], total_size: int) -> bytes:
-    """The index JSON as ``transformers`` writes it (two-space indent, sorted keys)."""
-    doc = {"metadata": {"total_size": int(total_size)}, "weight_map": dict(weight_map)}
+def index_document(
+    weight_map: Mapping[str, str], total_size: int, metadata: Mapping[str, Any] | None = None
+) -> bytes:
+    """The index JSON as ``transformers`` writes it (two-space indent, sorted keys), with the
+    checkpoint's ``metadata`` beside ``total_size`` when it has any (every shard holds it too:
+    the index tells it without a shard opened). Metadata JSON cannot hold stays in the shards
+    only."""
+    md: dict[str, Any] = {}
+    if metadata:
+        try:
+            json.dumps(dict(metadata), allow_nan=False)
+            md = {str(k): v for k, v in metadata.items()}
+        except (TypeError, ValueError):
+            md = {}
+    doc = {"metadata": {**md, "total_size": int(total_size)}, "weight_map": dict(weight_map)}
     return (json.dumps(doc, indent=2, sort_keys=True) + "\n").encode("utf-8")
 
 

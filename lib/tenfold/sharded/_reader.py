@@ -42,6 +42,7 @@ class ShardedReader(BaseReader):
     """
 
     fmt = FMT
+    own_metadata = frozenset({"total_size"})  # the index's own key, not a writer's metadata
 
     def __init__(self, path: Any, *, _fetched: bytes | None = None, **options: Any) -> None:
         from ..core.source import is_remote
@@ -261,7 +262,8 @@ class ShardedReader(BaseReader):
 
     @property
     def metadata(self) -> dict[str, Any]:
-        """The index's ``metadata`` (``total_size``...)."""
+        """The index's ``metadata``: ``total_size`` and the checkpoint's metadata (which
+        :func:`save` and ``convert`` write beside it, and into every shard)."""
         return dict(self._metadata)
 
     def verify(self) -> Any:

@@ -88,9 +88,10 @@ class _ShardedSource(Source):
 
 
 def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
-                 fsync: bool = True) -> list[str]:  # fmt: skip
+                 fsync: bool = True, metadata: Any = None) -> list[str]:  # fmt: skip
     """Write the :class:`tenfold.convert.Source` ``s`` as shards (``write_one(path, sub)``
-    writes one shard from a sub-source holding its tensors) plus the index."""
+    writes one shard from a sub-source holding its tensors) plus the index (with
+    ``metadata``, what each shard is given)."""
 
     if s.uninitialized:
         raise E.encode(
@@ -109,7 +110,7 @@ def write_source(dst: Any, s: Any, max_shard_size: int | str, write_one: Any, *,
         finally:
             sub.release()
 
-    return write(dst, list(s.names), sizes, max_shard_size, one, fsync=fsync)
+    return write(dst, list(s.names), sizes, max_shard_size, one, fsync=fsync, metadata=metadata)
 
 
 class _Spec:

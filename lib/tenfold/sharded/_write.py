@@ -90,11 +90,17 @@ def shard_paths(path: str | os.PathLike[str], count: int) -> tuple[list[str], st
     return [f"{stem}-{i:05d}-of-{count:05d}{ext}" for i in range(1, count + 1)], p + INDEX_SUFFIX
 
 
-def _write_index(path: str, weight_map: Mapping[str, str], total: int, fsync: bool) -> None:
+def _write_index(
+    path: str,
+    weight_map: Mapping[str, str],
+    total: int,
+    fsync: bool,
+    metadata: Mapping[str, Any] | None = None,
+) -> None:
     from ..core.atomic import atomic_write
 
     with atomic_write(path, fsync=fsync) as f:
-        f.write(index_document(weight_map, total))
+        f.write(index_document(weight_map, total, metadata))
 
 
 def write(
@@ -105,9 +111,11 @@ def write(
     write_one: Any,
     *,
     fsync: bool = True,
+    metadata: Mapping[str, Any] | None = None,
 ) -> list[str]:
     """Plan the shards of ``names`` and write each with ``write_one(shard_path, names)``,
-    then the index; one plain file at ``path`` when everything fits. Returns the paths."""
+    then the index (with ``metadata``, what each shard was given); one plain file at
+    ``path`` when everything fits. Returns the paths."""
     limit = parse_size(max_shard_size)
     groups = plan([(n, sizes[n]) for n in names], limit)
     if len(groups) == 1:
@@ -118,7 +126,7 @@ def write(
     for p, group in zip(paths, groups, strict=True):
         write_one(p, group)
         weight_map.update((n, os.path.basename(p)) for n in group)
-    _write_index(index, weight_map, sum(sizes[n] for n in names), fsync)
+    _write_index(index, weight_map, sum(sizes[n] for n in names), fsync, metadata)
     return paths + [index]
 
 
@@ -151,7 +159,7 @@ def save(
                  **options)  # fmt: skip
 
     return write(path, list(tensors), sizes, max_shard_size, one,
-                 fsync=options.get("fsync", True))  # fmt: skip
+                 fsync=options.get("fsync", True), metadata=options.get("metadata"))  # fmt: skip
 
 
 def demo(directory: Any) -> str:
