@@ -4,6 +4,7 @@ byte ranges of the model file), the suffix fallback, and the version ``inspect``
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from ...conversion import dict_source
@@ -34,13 +35,9 @@ def source(
             nbytes *= d
         return span.offset, nbytes, None
 
+    local = isinstance(path, (str, os.PathLike))
     return dict_source(
-        FORMAT.name,
-        r,
-        metadata=md,
-        close=r.close,
-        raw=raw,
-        path=path if isinstance(path, (str, bytes)) or hasattr(path, "__fspath__") else None,
+        FORMAT.name, r, metadata=md, close=r.close, raw=raw, path=path if local else None
     )
 
 
