@@ -91,7 +91,7 @@ from tenfold.errors import TenfoldError
 #: kinds whose case is a directory (a Bundle) with its own oracle: zTensor v2 files, sharded
 #: indexes, remote reads through a misbehaving HTTP server
 KINDS = ["ztensor2", "sharded", "remote"]
-FORMATS = ["ztensor", "oinf", "fold", "wtxt", "taridx", "npz", "safetensors", *KINDS]
+FORMATS = ["ztensor", "oinf", "fold", "wtxt", "taridx", "npz", "safetensors", "onnx", *KINDS]
 SUFFIX = {
     "ztensor": ".zt",
     "oinf": ".oinf",
@@ -100,6 +100,7 @@ SUFFIX = {
     "taridx": ".taridx",
     "npz": ".npz",
     "safetensors": ".safetensors",
+    "onnx": ".onnx",
 }
 CONVERT_TARGETS = [".zt", ".oinf", ".fold", ".npz", ".safetensors", ".wtxt"]
 FINDINGS = ("other", "memory", "signal", "timeout")
@@ -269,6 +270,7 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, Any]]]:
         {"k": "v"},
     )
     add("safetensors", "basic", p)
+    seeds["onnx"].extend(onnx_seeds())
     seeds["ztensor2"].extend(v2_seeds(d / "v2"))
     seeds["sharded"].extend(sharded_seeds(d / "sharded"))
     seeds["remote"].extend(remote_seeds(d / "remote"))
@@ -652,6 +654,134 @@ def mut_safetensors(data: bytes, rng: random.Random) -> tuple[bytes, str]:
 # -- FOLD -----------------------------------------------------------------------------------
 
 
+# -- onnx -----------------------------------------------------------------------------------
+# A model is a protobuf tree; the mutator parses it into (number, wire, value) lists down to
+# the tensors, lies in one field (dims, data_type, raw_data, typed fields, external data,
+# lengths) and encodes it again, so that every enclosing length stays consistent.
+def _pb_varint(v: int) -> bytes:
+    v &= (1 << 64) - 1
+    out = bytearray()
+    while True:
+        out.append((v & 0x7F) | (0x80 if v >> 7 else 0))
+        v >>= 7
+        if not v:
+            return bytes(out)
+
+
+def _pb_field(number: int, wire: int, value: Any) -> bytes:
+    tag = _pb_varint(number << 3 | wire)
+    if wire == 0:
+        return tag + _pb_varint(value)
+    if wire == 2:
+        return tag + _pb_varint(len(value)) + value
+    return tag + value
+
+
+def _pb_parse(data: bytes) -> list[list]:
+    from tenfold.formats.onnx._wire import LEN, fields
+
+    out = []
+    for number, wire, v, _ in fields(data, 0, len(data), "fuzz"):
+        if wire == LEN:
+            v = data[v[0] : v[0] + v[1]]
+        elif wire in (1, 5):
+            v = data[v : v + (8 if wire == 1 else 4)]
+        out.append([number, wire, v])
+    return out
+
+
+def _pb_encode(fs: list[list]) -> bytes:
+    return b"".join(_pb_field(n, w, v) for n, w, v in fs)
+
+
+def onnx_seeds() -> list[tuple[str, bytes]]:
+    """Small models written field by field (no onnx package needed): raw and typed fields,
+    packed sub-byte types, a sparse initializer, model metadata."""
+    f = _pb_field
+
+    def tensor(name: str, code: int, dims: list[int], *rest: bytes) -> bytes:
+        return b"".join(f(1, 0, d) for d in dims) + f(2, 0, code) + f(8, 2, name.encode()) + \
+            b"".join(rest)  # fmt: skip
+
+    w = np.arange(12, dtype=np.float32)
+    tensors = [
+        tensor("w", 1, [3, 4], f(9, 2, w.tobytes())),
+        tensor("i", 7, [3], f(7, 2, b"".join(_pb_varint(x) for x in (1, 2**40, -3)))),
+        tensor("h", 10, [2], f(5, 2, _pb_varint(15360) + _pb_varint(49152))),
+        tensor("q", 22, [5], f(9, 2, bytes([0x21, 0xF3, 0x07]))),
+        tensor("d", 11, [2], f(10, 2, np.array([0.5, -1], "<f8").tobytes())),
+    ]
+    sparse = f(1, 2, tensor("s", 1, [2], f(9, 2, np.array([1, 2], "<f4").tobytes()))) + f(
+        2, 2, tensor("s_i", 7, [2], f(7, 2, _pb_varint(1) + _pb_varint(5)))) + f(3, 0, 2) + \
+        f(3, 0, 3)  # fmt: skip
+    graph = b"".join(f(5, 2, t) for t in tensors) + f(15, 2, sparse) + f(2, 2, b"g")
+    props = f(14, 2, f(1, 2, b"author") + f(2, 2, b"fuzz"))
+    model = f(1, 0, 9) + f(2, 2, b"fuzz") + f(7, 2, graph) + f(8, 2, f(2, 0, 17)) + props
+    return [("basic", model), ("one", f(1, 0, 8) + f(7, 2, f(5, 2, tensors[0])))]
+
+
+def mut_onnx(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    model = _pb_parse(data)
+    graph_at = next(i for i, fld in enumerate(model) if fld[0] == 7)
+    graph = _pb_parse(model[graph_at][2])
+    inits = [i for i, fld in enumerate(graph) if fld[0] in (5, 15)]
+    gi = rng.choice(inits)
+    t = _pb_parse(graph[gi][2])
+    if graph[gi][0] == 15:  # a sparse one: lie in its values or indices
+        part = rng.choice([i for i, fld in enumerate(t) if fld[0] in (1, 2)] or [0])
+        inner = _pb_parse(t[part][2]) if t and t[part][1] == 2 else t
+        desc = _lie_tensor(inner, rng)
+        if t and t[part][1] == 2:
+            t[part][2] = _pb_encode(inner)
+    else:
+        desc = _lie_tensor(t, rng)
+    graph[gi][2] = _pb_encode(t)
+    model[graph_at][2] = _pb_encode(graph)
+    return _pb_encode(model), f"onnx: initializer #{gi}: {desc}"
+
+
+def _lie_tensor(t: list[list], rng: random.Random) -> str:
+    kind = rng.choice(["dims", "dtype", "raw", "typed", "external", "location", "dup"])
+    if kind == "dims":
+        dims = [i for i, fld in enumerate(t) if fld[0] == 1]
+        value = hostile_int(rng)
+        if dims and rng.random() < 0.7:
+            t[rng.choice(dims)][2] = value
+        else:
+            t.insert(0, [1, 0, value])
+        return f"dims {value}"
+    if kind == "dtype":
+        code = rng.choice([0, 8, 14, 15, 21, 23, 25, 27, 29, 99, 2**31, 2**64 - 1])
+        t[:] = [fld for fld in t if fld[0] != 2] + [[2, 0, code]]
+        return f"data_type {code}"
+    if kind == "raw":
+        raw = next((fld for fld in t if fld[0] == 9), None)
+        blob = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40)))
+        if raw is None:
+            t.append([9, 2, blob])
+        else:
+            raw[2] = raw[2][: rng.randrange(len(raw[2]) + 1)] if rng.random() < 0.5 else blob
+        return "raw_data"
+    if kind == "typed":
+        number = rng.choice([4, 5, 7, 10, 11])
+        blob = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 40)))
+        t.append([number, 2, blob] if rng.random() < 0.7 else [number, 0, hostile_int(rng)])
+        return f"typed field {number}"
+    if kind == "external":
+        loc = rng.choice(["../x", "/etc/passwd", "data.bin", "", "a//b", "x\0y", "."])
+        entries = [("location", loc), ("offset", str(hostile_int(rng))),
+                   ("length", rng.choice(["-1", "12", str(2**64), "x"]))]  # fmt: skip
+        for k, v in entries[: rng.randrange(1, 4)]:
+            t.append([13, 2, _pb_field(1, 2, k.encode()) + _pb_field(2, 2, v.encode())])
+        t.append([14, 0, 1])
+        return f"external data {loc!r}"
+    if kind == "location":
+        t.append([14, 0, rng.choice([1, 2, 2**63])])
+        return "data_location"
+    t.append([8, 2, rng.choice([b"", b"\xff\xfe", b"w"])])
+    return "name"
+
+
 def _fold_chunks(data: bytes) -> tuple[dict, list[tuple[dict, bytes]]]:
     """The index and each chunk's payload (decoded with the tenfold reader, unverified)."""
     import tenfold.fold as fold
@@ -833,6 +963,7 @@ MUTATORS: dict[str, Callable[[bytes, random.Random], tuple[bytes, str]]] = {
     "taridx": mut_taridx,
     "npz": mut_npz,
     "safetensors": mut_safetensors,
+    "onnx": mut_onnx,
 }
 
 
@@ -2351,6 +2482,13 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
         from tenfold.interop import read_npz
 
         ops += [("npz.read", lambda: read_npz(p))]
+    elif fmt == "onnx":
+        import tenfold.formats.onnx as onnx_reader
+
+        ops += [
+            ("onnx.verify", lambda: onnx_reader.verify(p)),
+            ("onnx.inspect", lambda: onnx_reader.inspect(p)),
+        ]
     elif fmt == "safetensors":
         from tenfold.interop import read_safetensors
 

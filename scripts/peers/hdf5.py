@@ -1,0 +1,82 @@
+"""HDF5: tenfold (through h5py, contiguous datasets as views of its own map) against h5py's own
+reads, on the same file in the same run.
+
+Cases:
+* read every dataset of a file of contiguous datasets, tenfold.load vs ``f[name][()]`` for
+  each;
+* the same with gzip-compressed chunked datasets (both decode through h5py);
+* open and list (names, dtypes, shapes), tenfold.open vs h5py.File + visititems.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+import numpy as np
+from _timing import best, row
+
+import tenfold
+
+
+def _files(tmp: str, quick: bool) -> tuple[str, str] | None:
+    try:
+        import h5py
+    except ImportError:
+        return None
+    rng = np.random.default_rng(0)
+    n, side = (20, 64) if quick else (100, 512)
+    plain, packed = os.path.join(tmp, "plain.h5"), os.path.join(tmp, "gzip.h5")
+    with h5py.File(plain, "w") as f, h5py.File(packed, "w") as g:
+        for i in range(n):
+            a = rng.standard_normal((side, side)).astype(np.float32)
+            f[f"layers/{i}/weight"] = a
+            g.create_dataset(f"layers/{i}/weight", data=a, compression="gzip", chunks=True)
+    return plain, packed
+
+
+def _touch(tensors: dict) -> float:
+    return float(sum(float(np.asarray(a).reshape(-1)[-1]) for a in tensors.values()))
+
+
+def _h5py_all(path: str) -> dict:
+    import h5py
+
+    out: dict = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(
+            lambda k, o: out.__setitem__(k, o[()]) if isinstance(o, h5py.Dataset) else None
+        )
+    return out
+
+
+def run(quick: bool) -> list[dict]:
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = _files(tmp, quick)
+        if paths is None:
+            return [row("hdf5 files", 0.0, note="h5py not installed: skipped")]
+        import h5py
+
+        repeat = 3 if quick else 5
+        for label, path in zip(("contiguous", "gzip chunks"), paths, strict=True):
+            ours = best(lambda p=path: _touch(tenfold.load(p)), repeat=repeat)
+            peer = best(lambda p=path: _touch(_h5py_all(p)), repeat=repeat)
+            rows.append(row(f"read every dataset ({label})", ours, "h5py", peer))
+
+        def ours_list(p: str = paths[0]) -> int:
+            with tenfold.open(p) as r:
+                return len([r.info(k).shape for k in r])
+
+        def peer_list(p: str = paths[0]) -> int:
+            out: list = []
+            with h5py.File(p, "r") as f:
+                f.visititems(
+                    lambda k, o: out.append(o.shape) if isinstance(o, h5py.Dataset) else None
+                )
+            return len(out)
+
+        rows.append(
+            row("open and list datasets", best(ours_list, repeat), "h5py", best(peer_list, repeat))
+        )
+    return rows
