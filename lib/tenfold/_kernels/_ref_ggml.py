@@ -30,6 +30,19 @@ __all__ = ["dequantize_q4_0", "dequantize_q4_1", "dequantize_q5_0", "dequantize_
 _QK = 32
 
 
+def _quiet(fn: Any) -> Any:
+    """Run ``fn`` without NumPy's warnings for inf * 0 and NaN: a half may be either, and the
+    product is what IEEE float32 arithmetic gives, as in C."""
+
+    def run(src: Any, out: Any) -> None:
+        with np.errstate(all="ignore"):
+            fn(src, out)
+
+    run.__name__ = fn.__name__
+    run.__doc__ = fn.__doc__
+    return run
+
+
 def _blocks(src: Any, out: Any, size: int) -> tuple[np.ndarray, np.ndarray]:
     raw = np.frombuffer(src, np.uint8)
     dst = np.frombuffer(out, np.float32) if not isinstance(out, np.ndarray) else out
@@ -54,28 +67,33 @@ def _high(b: np.ndarray, at: int) -> np.ndarray:
     return (((qh >> np.arange(_QK, dtype=np.uint32)) & 1) << 4).astype(np.int32)
 
 
+@_quiet
 def dequantize_q4_0(src: Any, out: Any) -> None:
     b, y = _blocks(src, out, 18)
     y[:] = (_nibbles(b[:, 2:]) - 8).astype(np.float32) * _half(b, 0)
 
 
+@_quiet
 def dequantize_q4_1(src: Any, out: Any) -> None:
     b, y = _blocks(src, out, 20)
     y[:] = _nibbles(b[:, 4:]).astype(np.float32) * _half(b, 0) + _half(b, 2)
 
 
+@_quiet
 def dequantize_q5_0(src: Any, out: Any) -> None:
     b, y = _blocks(src, out, 22)
     q = (_nibbles(b[:, 6:]) | _high(b, 2)) - 16
     y[:] = q.astype(np.float32) * _half(b, 0)
 
 
+@_quiet
 def dequantize_q5_1(src: Any, out: Any) -> None:
     b, y = _blocks(src, out, 24)
     q = _nibbles(b[:, 8:]) | _high(b, 4)
     y[:] = q.astype(np.float32) * _half(b, 0) + _half(b, 2)
 
 
+@_quiet
 def dequantize_q8_0(src: Any, out: Any) -> None:
     b, y = _blocks(src, out, 34)
     y[:] = b[:, 2:].view(np.int8).astype(np.float32) * _half(b, 0)
