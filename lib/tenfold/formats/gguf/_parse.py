@@ -105,8 +105,9 @@ class _Cursor:
                 expected=f"{n} bytes",
                 got=f"{self.size - pos} left in the file",
             )
-        if end > self.have:
+        if end > self.limit:
             check_limit(FMT, "header", end, self.limit, field="header bytes", offset=pos)
+        if end > self.have:
             grow = min(self.size, self.limit, max(end, 2 * self.have, 1 << 16))
             self.buf = self.mf.bytes(0, grow, "header")
             self.have = grow
@@ -114,10 +115,12 @@ class _Cursor:
         return pos
 
     def u32(self, obj: str, field: str) -> int:
-        return int(_U32.unpack_from(self.buf, self.need(4, obj, field))[0])
+        at = self.need(4, obj, field)  # first: it may grow the buffer
+        return int(_U32.unpack_from(self.buf, at)[0])
 
     def u64(self, obj: str, field: str) -> int:
-        return int(_U64.unpack_from(self.buf, self.need(8, obj, field))[0])
+        at = self.need(8, obj, field)
+        return int(_U64.unpack_from(self.buf, at)[0])
 
     def count(self, obj: str, field: str, each: int, limit: int) -> int:
         """A u64 count of items of at least ``each`` bytes: within ``limit`` and the bytes
@@ -344,6 +347,9 @@ def _tensor_info(cur: _Cursor, i: int, limits: Limits) -> tuple[Any, ...]:
             expected=f"a multiple of {gtype.block}",
             got=ne[0] if ne else "no dimensions",
         )
+    # the array a read makes (elements, or blocks of the last axis) must be addressable too
+    blocks = [ne[0] // gtype.block, *ne[1:]] if ne else []
+    checked_numel(FMT, obj, blocks, limits, itemsize=gtype.size, offset=ne_at)
     off_at = cur.pos
     rel = cur.u64(obj, "offset")
     return name, gtype, ne, rel, off_at, numel // gtype.block * gtype.size
