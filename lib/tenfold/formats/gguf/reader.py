@@ -60,15 +60,16 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
     Examples
     --------
-    >>> import numpy as np, tempfile, os, tenfold
-    >>> gguf = __import__("pytest").importorskip("gguf", reason="needs the gguf package")
-    >>> p = os.path.join(tempfile.mkdtemp(), "m.gguf")
-    >>> w = gguf.GGUFWriter(p, "llama")
-    >>> w.add_tensor("w", np.arange(6, dtype=np.float32).reshape(2, 3))
-    >>> w.write_header_to_file(); w.write_kv_data_to_file(); w.write_tensors_to_file(); w.close()
-    >>> with tenfold.open(p) as r:
-    ...     r["w"].tolist(), r.info("w").dtype, r.metadata["general.architecture"]
-    ([[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]], 'F32', 'llama')
+    A file with one F32 tensor of ``ne = (3,)``, built byte by byte:
+
+    >>> import struct
+    >>> def s(b): return struct.pack("<Q", len(b)) + b
+    >>> head = b"GGUF" + struct.pack("<IQQ", 3, 1, 1) + s(b"general.name") + struct.pack("<I", 8)
+    >>> head += s(b"demo") + s(b"w") + struct.pack("<IQIQ", 1, 3, 0, 0)
+    >>> data = head + bytes(-len(head) % 32) + struct.pack("<3f", 1, 2, 3)
+    >>> with Reader(data) as r:
+    ...     r["w"].tolist(), r.info("w").dtype, r.metadata
+    ([1.0, 2.0, 3.0], 'F32', {'general.name': 'demo'})
     """
 
     fmt = FMT
