@@ -169,3 +169,18 @@ def test_quantised_through_the_front_door(tmp_path):
     assert deq.dtype == np.float32 and deq.shape == (2, 64)
     assert np.abs(deq - x).max() < 0.05
     assert tenfold.diff(path, path).identical
+
+
+def test_demo(tmp_path):
+    from tenfold.formats import gguf as tg
+
+    path = tg.demo(tmp_path)
+    with tenfold.open(path) as r:
+        assert list(r) == ["token_embd.weight", "output_norm.weight", "blk.0.attn_q.weight"]
+        assert r["token_embd.weight"].shape == (4, 8) and r.verify().ok
+        assert r.metadata["tokenizer.ggml.tokens"] == ["<s>", "hello", "world"]
+    deq = tenfold.load(path, dequantize=True)["blk.0.attn_q.weight"]
+    assert deq.shape == (2, 32) and set(np.unique(deq % 0.25)) == {0.0}
+    gguf = pytest.importorskip("gguf", reason="the gguf package (the peers extra) is not installed")
+    peer = gguf.GGUFReader(str(path))
+    assert [t.name for t in peer.tensors] == list(tenfold.load(path))
