@@ -33,7 +33,7 @@ def sample() -> bytes:
         (b"output_norm.weight", (8,), 1, np.ones(8, "<f2").tobytes()),
         (b"blk.0.attn_q.weight", (32, 2), 8, q8.tobytes()),
     ]
-    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs)
+    head = S.MAGIC + struct.pack("<IQQ", 3, len(tensors), len(kvs)) + b"".join(kvs)
     body = b""
     for name, ne, code, data in tensors:
         head += _str(name) + struct.pack(f"<I{len(ne)}QIQ", len(ne), *ne, code, len(body))
