@@ -91,7 +91,9 @@ from tenfold.errors import TenfoldError
 #: kinds whose case is a directory (a Bundle) with its own oracle: zTensor v2 files, sharded
 #: indexes, remote reads through a misbehaving HTTP server
 KINDS = ["ztensor2", "sharded", "remote"]
-FORMATS = ["ztensor", "oinf", "fold", "wtxt", "taridx", "npz", "safetensors", "onnx", *KINDS]
+FORMATS = [
+    "ztensor", "oinf", "fold", "wtxt", "taridx", "npz", "safetensors", "onnx", "gguf", *KINDS,
+]  # fmt: skip
 SUFFIX = {
     "ztensor": ".zt",
     "oinf": ".oinf",
@@ -101,6 +103,7 @@ SUFFIX = {
     "npz": ".npz",
     "safetensors": ".safetensors",
     "onnx": ".onnx",
+    "gguf": ".gguf",
 }
 CONVERT_TARGETS = [".zt", ".oinf", ".fold", ".npz", ".safetensors", ".wtxt"]
 FINDINGS = ("other", "memory", "signal", "timeout")
@@ -271,6 +274,7 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, Any]]]:
     )
     add("safetensors", "basic", p)
     seeds["onnx"].extend(onnx_seeds())
+    seeds["gguf"].extend(gguf_seeds())
     seeds["ztensor2"].extend(v2_seeds(d / "v2"))
     seeds["sharded"].extend(sharded_seeds(d / "sharded"))
     seeds["remote"].extend(remote_seeds(d / "remote"))
@@ -955,6 +959,104 @@ def mut_taridx(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return mut_generic(data, rng)
 
 
+# -- GGUF -----------------------------------------------------------------------------------
+# Built here byte by byte (tenfold writes no GGUF): key/values of every kind, unquantised and
+# block-quantised tensors, two alignments.
+
+
+def _gguf_str(s: bytes) -> bytes:
+    return struct.pack("<Q", len(s)) + s
+
+
+def _gguf_file(kvs: list[tuple[bytes, int, bytes]], tensors: list, align: int) -> bytes:
+    out = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    for key, vtype, value in kvs:
+        out += _gguf_str(key) + struct.pack("<I", vtype) + value
+    rel, body = 0, b""
+    for name, ne, code, data in tensors:
+        out += _gguf_str(name) + struct.pack(f"<I{len(ne)}QIQ", len(ne), *ne, code, rel)
+        body += data + bytes(-len(data) % align)
+        rel = len(body)
+    return out + bytes(-len(out) % align) + body
+
+
+def gguf_seeds() -> list[tuple[str, bytes]]:
+    rng = np.random.default_rng(5)
+    strs = struct.pack("<IQ", 8, 3) + b"".join(_gguf_str(t) for t in (b"<s>", b"", b"hi"))
+    nested = struct.pack("<IQ", 9, 2) + struct.pack("<IQi", 5, 1, 7) + struct.pack("<IQ", 5, 0)
+    kvs = [(b"general.architecture", 8, _gguf_str(b"llama")), (b"tokens", 9, strs),
+           (b"nested", 9, nested), (b"flag", 7, b"\x01"), (b"ctx", 4, struct.pack("<I", 2048)),
+           (b"scores", 9, struct.pack("<IQ2f", 6, 2, 0.5, -1.0))]  # fmt: skip
+    q8 = bytes(rng.integers(0, 256, 2 * 34, dtype=np.uint8))
+    q4k = bytes(rng.integers(0, 256, 144, dtype=np.uint8))
+    tensors = [(b"w", (4, 3), 0, rng.standard_normal(12).astype(np.float32).tobytes()),
+               (b"h", (5,), 1, np.arange(5, dtype=np.float16).tobytes()),
+               (b"b", (2,), 30, bytes(4)), (b"i", (3,), 26, bytes(12)), (b"q8", (32, 2), 8, q8),
+               (b"q4k", (256,), 12, q4k), (b"e", (0, 4), 0, b"")]  # fmt: skip
+    aligned = [(b"general.alignment", 4, struct.pack("<I", 64)), *kvs]
+    return [("basic", _gguf_file(kvs, tensors, 32)), ("align64", _gguf_file(aligned, tensors, 64))]
+
+
+def _gguf_fields(data: bytes) -> list[tuple[int, int, str]]:
+    """(offset, size, name) of every integer field of a GGUF header (counts, lengths, types,
+    dimensions, offsets), walked independently of tenfold."""
+    fields = [(4, 4, "version"), (8, 8, "tensor_count"), (16, 8, "kv_count")]
+    n_t, n_kv = struct.unpack_from("<QQ", data, 8)
+    pos = 24
+
+    def string(label: str) -> None:
+        nonlocal pos
+        fields.append((pos, 8, f"{label} length"))
+        pos += 8 + struct.unpack_from("<Q", data, pos)[0]
+
+    def value(t: int, label: str) -> None:
+        nonlocal pos
+        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+        if t == 8:
+            string(label)
+        elif t == 9:
+            et, n = struct.unpack_from("<IQ", data, pos)
+            fields.extend([(pos, 4, f"{label} etype"), (pos + 4, 8, f"{label} count")])
+            pos += 12
+            for i in range(min(n, 64)):
+                value(et, f"{label}[{i}]")
+        else:
+            pos += sizes[t]
+
+    for i in range(min(n_kv, 64)):
+        string(f"kv {i} key")
+        fields.append((pos, 4, f"kv {i} type"))
+        pos += 4
+        value(struct.unpack_from("<I", data, pos - 4)[0], f"kv {i}")
+    for i in range(min(n_t, 64)):
+        string(f"tensor {i} name")
+        nd = struct.unpack_from("<I", data, pos)[0]
+        fields.append((pos, 4, f"tensor {i} n_dims"))
+        fields.extend((pos + 4 + 8 * k, 8, f"tensor {i} ne[{k}]") for k in range(min(nd, 8)))
+        pos += 4 + 8 * nd
+        fields.extend([(pos, 4, f"tensor {i} type"), (pos + 4, 8, f"tensor {i} offset")])
+        pos += 12
+    return [f for f in fields if f[0] + f[1] <= len(data)]
+
+
+def mut_gguf(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    fields = _gguf_fields(data)
+    if not fields or rng.random() < 0.15:
+        return mut_generic(data, rng)
+    at, size, name = rng.choice(fields)
+    old = int.from_bytes(data[at : at + size], "little")
+    if name.endswith("type") and rng.random() < 0.5:
+        v = rng.choice([0, 1, 2, 7, 8, 9, 12, 13, 15, 23, 29, 30, 31, 34, 41, 42, 99, 2**31])
+    elif name == "version" and rng.random() < 0.5:
+        v = rng.choice([1, 2, 4, 3 << 24, 2 << 24])
+    else:
+        v = hostile_int(rng, old)
+    v &= (1 << (8 * size)) - 1
+    b = bytearray(data)
+    b[at : at + size] = v.to_bytes(size, "little")
+    return bytes(b), f"{name} @{at} = {v}"
+
+
 MUTATORS: dict[str, Callable[[bytes, random.Random], tuple[bytes, str]]] = {
     "ztensor": mut_ztensor,
     "oinf": mut_oinf,
@@ -964,6 +1066,7 @@ MUTATORS: dict[str, Callable[[bytes, random.Random], tuple[bytes, str]]] = {
     "npz": mut_npz,
     "safetensors": mut_safetensors,
     "onnx": mut_onnx,
+    "gguf": mut_gguf,
 }
 
 
@@ -2495,6 +2598,24 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
         ops += [
             ("safetensors.read", lambda: read_safetensors(p)),
             ("safetensors.read_copy", lambda: read_safetensors(p, copy=True)),
+        ]
+    elif fmt == "gguf":
+        import tenfold.formats.gguf as gg
+
+        def gg_read() -> None:
+            with gg.Reader(p) as r:
+                _drain(r)
+                json.dumps(r.metadata)  # JSON values, whatever the file says
+                r.verify()
+            with gg.Reader(p, dequantize=True, mmap=False) as r:
+                for n in r:
+                    with contextlib.suppress(TenfoldError):  # a type with no dequantiser
+                        r.read(n, copy=True)
+
+        ops += [
+            ("gguf.read", gg_read),
+            ("gguf.verify", lambda: gg.verify(p)),
+            ("gguf.inspect", lambda: gg.inspect(p)),
         ]
     if fmt not in ("npz", "safetensors"):
 

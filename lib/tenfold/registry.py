@@ -235,6 +235,7 @@ _BUILTIN = (
     "tenfold.formats.npz._format",
     "tenfold.formats.onnx._format",
     "tenfold.formats.hdf5._format",
+    "tenfold.formats.gguf._format",
     "tenfold._sharded_format",
 )
 #: The entry-point group through which installed distributions add formats.
