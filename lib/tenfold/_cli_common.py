@@ -398,7 +398,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
             show(f"== {info.description}: not available ({exc})")
             row["error"], status = str(exc), 1
             continue
-        path = row["file"] = str(mod.demo(directory))
+        make = getattr(mod, "demo", None)
+        if make is None:  # a format tenfold reads and does not write (ONNX, HDF5...)
+            show(f"== {info.description}: read only, no demo file")
+            continue
+        path = row["file"] = str(make(directory))
         show(f"== {info.description}: wrote {path}")
         if args.json:
             row["inspect"] = inspect_doc(path, *_inspect_rows(path))
