@@ -26,7 +26,7 @@ from tenfold.core.locking import FileLock
 from tenfold.errors import EncodeError, FormatError, LockedError
 from tenfold.ztensor import _append
 
-LIB = str(Path(zt.__file__).resolve().parents[2])
+LIB = str(Path(zt.__file__).resolve().parents[3])  # lib/, above tenfold/formats/ztensor
 
 # A child appends, on each "go" line of its stdin, N tensors one append at a time, and answers
 # with one JSON line: the names whose append returned, and the errors of those that raised.

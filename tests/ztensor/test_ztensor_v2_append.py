@@ -18,7 +18,7 @@ from tenfold.errors import EncodeError, FormatError, UnsupportedError
 
 HERE = Path(__file__).resolve().parent
 PEER = os.environ.get("TENFOLD_ZTENSOR2_PYTHON")
-LIB = str(Path(zt.__file__).resolve().parents[2])
+LIB = str(Path(zt.__file__).resolve().parents[3])  # lib/, above tenfold/formats/ztensor
 
 
 def _base(p: Path) -> dict[str, np.ndarray]:

@@ -191,3 +191,75 @@ def test_the_reader_still_refuses_them(tmp_path):
     assert _v2manifest.check_entry(
         "r", {"shape": [3], "layout": "dense", "parts": {"data": good}}
     ).shape == (3,)
+
+
+# -- zt.sparse_coo/1: ztensor 2.1.2 checks none of its rules -------------------------------------
+def _hand_v2(manifest: dict, blobs: dict[int, bytes]) -> bytes:
+    """A v2 file holding ``blobs`` at their offsets and ``manifest``, past every writer check."""
+    import struct
+
+    import xxhash
+
+    from tenfold.ztensor import _dcbor
+
+    magic = bytes.fromhex("895a54320d0a1a0a")
+    raw = _dcbor.encode(manifest)
+    end = max(off + len(b) for off, b in blobs.items())
+    moff = -(-end // 4096) * 4096
+    buf = bytearray(moff)
+    buf[:8] = magic
+    for off, b in blobs.items():
+        buf[off : off + len(b)] = b
+    footer = struct.pack("<QQQII", moff, len(raw), xxhash.xxh3_64_intdigest(raw), 2, 0) + magic
+    return bytes(buf) + raw + footer
+
+
+COO_COORDS = np.array([0, 1, 2, 1, 0, 3], np.int64)  # i64: the profile allows u32 or u64
+COO_VALUES = np.array([1.5, -2, 3], np.float32)
+
+
+def test_a_coo_object_breaking_its_rules_does_not_close_the_file(tmp_path):
+    """ztensor 2.1.2 writes, opens and verifies a COO object with i64 coordinates (it checks no
+    rule of zt.sparse_coo/1; found by test_ztensor_v2_reference_corpus). Before, tenfold
+    refused the whole file at open; now the file opens, its other objects read, the object's
+    parts read exactly, and assembling it as a sparse tensor is refused, as is writing it."""
+    man = {
+        "objects": {
+            "coo": {
+                "shape": [3, 4],
+                "layout": "zt.sparse_coo/1",
+                "parts": {
+                    "coords": {"dtype": "i64", "blob": [4096, 48]},
+                    "values": {"dtype": "f32", "blob": [8192, 12]},
+                },
+            },
+            "w": {
+                "shape": [4],
+                "layout": "dense",
+                "parts": {"data": {"dtype": "u8", "blob": [12288, 4]}},
+            },
+        }
+    }
+    p = tmp_path / "lax.zt"
+    p.write_bytes(
+        _hand_v2(man, {4096: COO_COORDS.tobytes(), 8192: COO_VALUES.tobytes(), 12288: b"\1\2\3\4"})
+    )
+    with zt.open(p) as r:
+        assert r["w"].tolist() == [1, 2, 3, 4]
+        assert r.decoded("coo", "coords").tobytes() == COO_COORDS.tobytes()
+        assert r.decoded("coo", "values").tobytes() == COO_VALUES.tobytes()
+        with pytest.raises(
+            FormatError, match=r"coords must be plain u32 or u64.*\[layout-rule\]"
+        ) as e:
+            r["coo"]
+        assert e.value.obj == "object 'coo'"
+        report = r.verify()
+    assert not report.ok and "coords must be plain u32 or u64" in report.format()
+    with zt.V2Writer(tmp_path / "w.zt") as w:
+        with pytest.raises(EncodeError, match="coords must be plain u32 or u64"):
+            w.add_object(
+                "coo",
+                [3, 4],
+                {"coords": COO_COORDS, "values": COO_VALUES},
+                layout="zt.sparse_coo/1",
+            )
