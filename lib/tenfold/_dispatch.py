@@ -186,7 +186,7 @@ def save_one(
         # (an explicit checksum goes to the format, which refuses what it cannot honour)
         if checksum is not DEFAULT_CHECKSUM:
             options["checksum"] = checksum
-        elif gen is None:
+        elif gen is None and "generation" not in options:  # (or given to the format itself)
             options["checksum"] = str(checksum)
     elif (
         fmt.save_checksum == "refuse" and checksum is not DEFAULT_CHECKSUM and checksum is not None

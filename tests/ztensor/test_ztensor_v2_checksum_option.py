@@ -50,6 +50,7 @@ WRITERS = {
     "tenfold.save sharded": lambda p, **kw: tenfold.save(
         p, T, zt_generation=2, max_shard_size=16, **kw
     ),
+    "tenfold.save generation=": lambda p, **kw: tenfold.save(p, T, generation=2, **kw),
     "write_any": lambda p, **kw: write_any(p, T, zt_generation=2, **kw),
     "tenfold.numpy.save_file": lambda p, **kw: tnp.save_file(T, p, zt_generation=2, **kw),
     "tenfold.torch.save_file": lambda p, **kw: _torch_save(p, zt_generation=2, **kw),
