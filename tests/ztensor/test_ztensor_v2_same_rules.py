@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tenfold.ztensor as zt
-from tenfold.errors import EncodeError, FormatError
+from tenfold.errors import EncodeError, FormatError, UnsupportedError
 
 PEER_SCRIPT = Path(__file__).with_name("_zt2_peer.py")
 #: an interpreter with ztensor==2.1.2 (see test_ztensor_v2_writer.py)
@@ -263,3 +263,39 @@ def test_a_coo_object_breaking_its_rules_does_not_close_the_file(tmp_path):
                 {"coords": COO_COORDS, "values": COO_VALUES},
                 layout="zt.sparse_coo/1",
             )
+
+
+@pytest.mark.parametrize("layout", ["csr", "coo"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
+def test_sparse_values_scipy_cannot_hold_come_as_sparse_tensors(tmp_path, layout, dtype):
+    """SciPy has no float16, bfloat16, float8 or float4 values: a CSR array of them was built
+    and then failed in toarray() ("Output dtype not compatible with inputs", found through
+    tenfold.numpy.load_file of ztensor 2.1.2's sparse file); with sparse="auto" such objects
+    come as SparseTensor, with sparse="scipy" the refusal says so."""
+    pytest.importorskip("scipy.sparse", reason="scipy not installed")
+    import ml_dtypes
+
+    import tenfold.numpy as tnp
+
+    dt = np.dtype(getattr(ml_dtypes, dtype, dtype))
+    values = np.array([1.5, -2, 3], np.float32).astype(dt)
+    if layout == "csr":
+        t = zt.SparseTensor("csr", (3, 4), values, indices=np.array([1, 0, 3], np.uint64),
+                            indptr=np.array([0, 1, 3, 3], np.uint64))  # fmt: skip
+    else:
+        t = zt.SparseTensor(
+            "coo", (3, 4), values, coords=np.array([[0, 1, 2], [1, 0, 3]], np.uint64)
+        )
+    p = tmp_path / "s.zt"
+    with zt.V2Writer(p) as w:
+        w.add("s", t)
+    want = t.todense()
+    with zt.open(p) as r:
+        got = r["s"]
+        assert isinstance(got, zt.SparseTensor)
+        assert got.todense().tobytes() == want.tobytes()
+    with zt.open(p, sparse="scipy") as r:
+        with pytest.raises(UnsupportedError, match=f"has no SciPy form.*{dtype}"):
+            r["s"]
+    loaded = tnp.load_file(p)["s"]
+    assert loaded.dtype == dt and loaded.tobytes() == want.tobytes()
