@@ -170,8 +170,8 @@ def save(
 
     ``zt_generation`` chooses the generation of a ``.zt`` file (each shard's, with
     ``max_shard_size``): ``0``/``"0.1.0"`` (the default) or ``2``/``"v2"`` (canonical
-    zTensor v2, what ztensor 2.x opens; every part has an xxh3 digest, so ``checksum`` does
-    not apply). Any other value, or ``2`` for another format, is refused.
+    zTensor v2, what ztensor 2.x opens; every part has an xxh3 digest, so giving ``checksum``
+    is an :class:`EncodeError`). Any other value, or ``2`` for another format, is refused.
     """
     _check_save_args(path, tensors)
     if zt_generation is not None:

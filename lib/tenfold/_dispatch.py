@@ -13,9 +13,19 @@ from typing import Any
 
 from .errors import FormatError, factory
 
+
+class _DefaultChecksum(str):
+    """``save``'s default ``checksum``: equal to ``"crc32c"`` but never the same object as a
+    ``"crc32c"`` a caller gives (Python interns that literal, so a plain string default would
+    be indistinguishable from it)."""
+
+    __slots__ = ()
+
+
 #: ``save``'s default per-tensor checksum (compared by identity: an explicit ``"crc32c"`` is
-#: an explicit choice, refused by formats without a checksum field)
-DEFAULT_CHECKSUM = "crc32c"
+#: an explicit choice, refused by formats without a checksum field and by a generation that
+#: has no checksum option; the default is simply not applicable there)
+DEFAULT_CHECKSUM = _DefaultChecksum("crc32c")
 
 
 def open_any(path: Any, options: dict[str, Any], load: bool = False, copy: bool = False) -> Any:
@@ -160,6 +170,7 @@ def save_one(
     from .registry import by_suffix, get
 
     fmt = get(format) if format is not None else by_suffix(path)
+    gen = None
     if "zt_generation" in options:  # read by the format that owns it, passed as generation=
         from .conversion import generation_option
 
@@ -171,7 +182,12 @@ def save_one(
 
         check_tensors(fmt.name, tensors)
     if fmt.save_checksum == "pass":
-        options["checksum"] = checksum
+        # the default is the default generation's; another generation has its own default
+        # (an explicit checksum goes to the format, which refuses what it cannot honour)
+        if checksum is not DEFAULT_CHECKSUM:
+            options["checksum"] = checksum
+        elif gen is None and "generation" not in options:  # (or given to the format itself)
+            options["checksum"] = str(checksum)
     elif (
         fmt.save_checksum == "refuse" and checksum is not DEFAULT_CHECKSUM and checksum is not None
     ):

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from . import registry
+from ._dispatch import DEFAULT_CHECKSUM
 from .capabilities import target_of, targets
 from .conversion import (
     KEEP,
@@ -286,7 +287,7 @@ def write_any(
     tensors: Mapping[str, Any],
     *,
     metadata: Mapping[str, Any] | None = None,
-    checksum: str | None = "crc32c",
+    checksum: str | None = DEFAULT_CHECKSUM,
     compress: str | None = None,
     level: int = 3,
     threads: int = 0,
@@ -294,8 +295,11 @@ def write_any(
     zt_generation: Any = None,
 ) -> None:
     """Write a dict of arrays (and string ``metadata``) in the format ``path``'s suffix
-    names, with the rules of :func:`convert` (``zt_generation`` as there)."""
+    names, with the rules of :func:`convert` (``zt_generation`` as there; a ``checksum``
+    given explicitly is refused where the target cannot honour it, as by :func:`convert`)."""
     target = _target_for(path, _target(path), zt_generation)
+    if checksum is not DEFAULT_CHECKSUM:
+        target.check_options(checksum, compress)
     s = dict_source("dict", {k: _dense(v, k) for k, v in tensors.items()}, metadata=metadata)
     target.check(s)
     md = target.metadata(s)

@@ -178,3 +178,45 @@ def test_ztensor_2_1_2_opens_a_streamed_v2_file(tmp_path):
     for n, a in TENSORS.items():
         assert found["objects"][n]["shape"] == list(a.shape)
         assert found["objects"][n]["parts"]["data"] == hashlib.sha256(a.tobytes()).hexdigest()
+
+
+F4 = ml_dtypes.float4_e2m1fn
+
+
+def _packed_f4(a: np.ndarray) -> bytes:
+    """The bytes a v2 file stores for ``a``: two codes a byte, low nibble first."""
+    codes = np.ascontiguousarray(a).reshape(-1).view(np.uint8) & 0x0F
+    if codes.size % 2:
+        codes = np.append(codes, np.uint8(0))
+    return (codes[0::2] | (codes[1::2] << 4)).astype(np.uint8).tobytes()
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (3, 5), (7,), (), (0, 3)])
+def test_v2_stream_takes_packed_float4(tmp_path, shape):
+    # Before: add_raw refused float4_e2m1fn ("add_raw takes no packed float4 (use add)").
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal(shape).astype(np.float32).astype(F4)
+    raw = _packed_f4(a)
+    mem, streamed = tmp_path / "mem.zt", tmp_path / "stream.zt"
+    with zt.V2Writer(mem) as w:
+        w.add("f4", a)
+    with zt.V2Writer(streamed) as w:
+        w.add_raw("f4", F4, shape, [raw[i : i + 2] for i in range(0, len(raw), 2)])
+    assert streamed.read_bytes() == mem.read_bytes()
+    with zt.open(streamed) as r:
+        assert r["f4"].dtype == F4 and r["f4"].tobytes() == a.tobytes()
+        assert r.verify().ok
+
+
+def test_v2_stream_of_packed_float4_checks_length_and_final_nibble(tmp_path):
+    p = tmp_path / "m.zt"
+    with pytest.raises(EncodeError, match="more bytes"):  # 5 codes take 3 bytes, not 5
+        with zt.V2Writer(p) as w:
+            w.add_raw("f4", F4, (5,), [bytes(5)])
+    with pytest.raises(EncodeError, match="final odd f4 nibble is not zero"):
+        with zt.V2Writer(p) as w:
+            w.add_raw("f4", F4, (5,), [b"\x21\x43", b"\x15"])  # the 6th nibble is not 0
+    assert not p.exists()
+    with zt.V2Writer(p) as w:  # a high nibble in a byte that is not the last is a code
+        w.add_raw("f4", F4, (5,), [b"\x21", b"\x43\x05"])
+    assert zt.load(p)["f4"].view(np.uint8).tolist() == [1, 2, 3, 4, 5]

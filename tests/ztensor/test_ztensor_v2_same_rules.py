@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import tenfold.ztensor as zt
-from tenfold.errors import EncodeError, FormatError
+from tenfold.errors import EncodeError, FormatError, UnsupportedError
 
 PEER_SCRIPT = Path(__file__).with_name("_zt2_peer.py")
 #: an interpreter with ztensor==2.1.2 (see test_ztensor_v2_writer.py)
@@ -191,3 +191,111 @@ def test_the_reader_still_refuses_them(tmp_path):
     assert _v2manifest.check_entry(
         "r", {"shape": [3], "layout": "dense", "parts": {"data": good}}
     ).shape == (3,)
+
+
+# -- zt.sparse_coo/1: ztensor 2.1.2 checks none of its rules -------------------------------------
+def _hand_v2(manifest: dict, blobs: dict[int, bytes]) -> bytes:
+    """A v2 file holding ``blobs`` at their offsets and ``manifest``, past every writer check."""
+    import struct
+
+    import xxhash
+
+    from tenfold.ztensor import _dcbor
+
+    magic = bytes.fromhex("895a54320d0a1a0a")
+    raw = _dcbor.encode(manifest)
+    end = max(off + len(b) for off, b in blobs.items())
+    moff = -(-end // 4096) * 4096
+    buf = bytearray(moff)
+    buf[:8] = magic
+    for off, b in blobs.items():
+        buf[off : off + len(b)] = b
+    footer = struct.pack("<QQQII", moff, len(raw), xxhash.xxh3_64_intdigest(raw), 2, 0) + magic
+    return bytes(buf) + raw + footer
+
+
+COO_COORDS = np.array([0, 1, 2, 1, 0, 3], np.int64)  # i64: the profile allows u32 or u64
+COO_VALUES = np.array([1.5, -2, 3], np.float32)
+
+
+def test_a_coo_object_breaking_its_rules_does_not_close_the_file(tmp_path):
+    """ztensor 2.1.2 writes, opens and verifies a COO object with i64 coordinates (it checks no
+    rule of zt.sparse_coo/1; found by test_ztensor_v2_reference_corpus). Before, tenfold
+    refused the whole file at open; now the file opens, its other objects read, the object's
+    parts read exactly, and assembling it as a sparse tensor is refused, as is writing it."""
+    man = {
+        "objects": {
+            "coo": {
+                "shape": [3, 4],
+                "layout": "zt.sparse_coo/1",
+                "parts": {
+                    "coords": {"dtype": "i64", "blob": [4096, 48]},
+                    "values": {"dtype": "f32", "blob": [8192, 12]},
+                },
+            },
+            "w": {
+                "shape": [4],
+                "layout": "dense",
+                "parts": {"data": {"dtype": "u8", "blob": [12288, 4]}},
+            },
+        }
+    }
+    p = tmp_path / "lax.zt"
+    p.write_bytes(
+        _hand_v2(man, {4096: COO_COORDS.tobytes(), 8192: COO_VALUES.tobytes(), 12288: b"\1\2\3\4"})
+    )
+    with zt.open(p) as r:
+        assert r["w"].tolist() == [1, 2, 3, 4]
+        assert r.decoded("coo", "coords").tobytes() == COO_COORDS.tobytes()
+        assert r.decoded("coo", "values").tobytes() == COO_VALUES.tobytes()
+        with pytest.raises(
+            FormatError, match=r"coords must be plain u32 or u64.*\[layout-rule\]"
+        ) as e:
+            r["coo"]
+        assert e.value.obj == "object 'coo'"
+        report = r.verify()
+    assert not report.ok and "coords must be plain u32 or u64" in report.format()
+    with zt.V2Writer(tmp_path / "w.zt") as w:
+        with pytest.raises(EncodeError, match="coords must be plain u32 or u64"):
+            w.add_object(
+                "coo",
+                [3, 4],
+                {"coords": COO_COORDS, "values": COO_VALUES},
+                layout="zt.sparse_coo/1",
+            )
+
+
+@pytest.mark.parametrize("layout", ["csr", "coo"])
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float8_e4m3fn", "float4_e2m1fn"])
+def test_sparse_values_scipy_cannot_hold_come_as_sparse_tensors(tmp_path, layout, dtype):
+    """SciPy has no float16, bfloat16, float8 or float4 values: a CSR array of them was built
+    and then failed in toarray() ("Output dtype not compatible with inputs", found through
+    tenfold.numpy.load_file of ztensor 2.1.2's sparse file); with sparse="auto" such objects
+    come as SparseTensor, with sparse="scipy" the refusal says so."""
+    pytest.importorskip("scipy.sparse", reason="scipy not installed")
+    import ml_dtypes
+
+    import tenfold.numpy as tnp
+
+    dt = np.dtype(getattr(ml_dtypes, dtype, dtype))
+    values = np.array([1.5, -2, 3], np.float32).astype(dt)
+    if layout == "csr":
+        t = zt.SparseTensor("csr", (3, 4), values, indices=np.array([1, 0, 3], np.uint64),
+                            indptr=np.array([0, 1, 3, 3], np.uint64))  # fmt: skip
+    else:
+        t = zt.SparseTensor(
+            "coo", (3, 4), values, coords=np.array([[0, 1, 2], [1, 0, 3]], np.uint64)
+        )
+    p = tmp_path / "s.zt"
+    with zt.V2Writer(p) as w:
+        w.add("s", t)
+    want = t.todense()
+    with zt.open(p) as r:
+        got = r["s"]
+        assert isinstance(got, zt.SparseTensor)
+        assert got.todense().tobytes() == want.tobytes()
+    with zt.open(p, sparse="scipy") as r:
+        with pytest.raises(UnsupportedError, match=f"has no SciPy form.*{dtype}"):
+            r["s"]
+    loaded = tnp.load_file(p)["s"]
+    assert loaded.dtype == dt and loaded.tobytes() == want.tobytes()

@@ -148,11 +148,9 @@ class V2Target(Target):
 
     def check_options(self, checksum: str | None, compress: str | None) -> None:
         if checksum != KEEP:
-            raise factory("convert").encode(
-                os.fspath(self.dst),
-                message=f"convert: {os.fspath(self.dst)}: checksum={checksum!r} does not apply "
-                "to zTensor v2 (every part carries an xxh3 digest)",
-            )
+            from .writer import v2_checksum_refusal
+
+            raise v2_checksum_refusal(self.dst, checksum)
 
     def check(self, src: Source) -> None:
         """What a canonical zTensor v2 file cannot hold: element types without a v2 storage

@@ -4,9 +4,14 @@ rules on decoded data, checked when decoding or verifying (:func:`check_type_dat
 
 Two kinds of layout rule, as ztensor 2.1.2 (the reference) applies them:
 
-* ``dense``, ``zt.sparse_csr/1`` and ``zt.sparse_coo/1``: the reference refuses an object that
-  breaks them when it writes and when it opens; :func:`check_layout` raises (the reader at
-  open, the writer before it writes a byte: the same function).
+* ``dense`` and ``zt.sparse_csr/1``: the reference refuses an object that breaks them when it
+  writes and when it opens; :func:`check_open` raises (the reader at open), and so does
+  :func:`check_layout` (the writer, before it writes a byte).
+* ``zt.sparse_coo/1``: the reference checks none of its rules (it writes, opens and verifies a
+  COO object with ``i64`` coordinates, or with no ``coords`` part). tenfold opens such a file
+  and reads its other objects; :func:`check_assembly` refuses the object when it is assembled
+  into a sparse tensor (read or verified), its parts stay readable one by one
+  (``decoded``/``stored``), and :func:`check_layout` keeps the writer from writing it.
 * the parametric profiles ``zt.mx/1`` and ``zt.quant_group/1``: the reference checks none of
   their attributes or part sizes (it writes, opens and verifies a ``zt.quant_group/1`` object
   whose only attribute is ``group_size``, and reads its parts as they are). tenfold reads such
@@ -38,10 +43,26 @@ def _int_only(p: PartInfo) -> bool:
 
 
 def check_layout(info: ObjectInfo) -> None:
-    """The metadata rules of the object's layout that a file must meet to be read (dense and
-    sparse); profiles the reference does not check (:data:`_PROFILE_CHECKS`) and unknown
-    layouts are left structural."""
+    """Every metadata rule of the object's layout that tenfold enforces (dense and sparse): what
+    a writer must meet before it writes the object; profiles the reference does not check
+    (:data:`_PROFILE_CHECKS`) and unknown layouts are left structural."""
+    check_open(info)
+    check_assembly(info)
+
+
+def check_open(info: ObjectInfo) -> None:
+    """The metadata rules a file must meet to be opened at all: those of ``dense`` and
+    ``zt.sparse_csr/1``, which the reference applies when it opens a file."""
     check = _LAYOUT_CHECKS.get(info.layout)
+    if check is not None:
+        check(info)
+
+
+def check_assembly(info: ObjectInfo) -> None:
+    """The metadata rules checked when the object is assembled (read as a sparse tensor, or
+    verified), not at open: those of ``zt.sparse_coo/1``, which the reference never checks, so
+    that a file it writes opens and its other objects read."""
+    check = _ASSEMBLY_CHECKS.get(info.layout)
     if check is not None:
         check(info)
 
@@ -277,10 +298,13 @@ def _quant_sizes(info: ObjectInfo, zp: dict[Any, Any], word: str, per: int) -> N
         _need(z.decoded_size == want, info, "zeros size", expected=want, got=z.decoded_size)
 
 
-#: layout -> its metadata check, enforced (see :func:`check_layout`)
+#: layout -> its metadata check, enforced at open (see :func:`check_open`)
 _LAYOUT_CHECKS: dict[str, Any] = {
     DENSE: _check_dense,
     CSR: _check_csr,
+}
+#: layout -> its metadata check, enforced on assembly (see :func:`check_assembly`)
+_ASSEMBLY_CHECKS: dict[str, Any] = {
     COO: _check_coo,
 }
 #: profile -> its metadata check, reported (see :func:`profile_finding`)

@@ -16,7 +16,7 @@ from typing import Any
 from ... import _kernels
 from ...errors import LimitError
 from . import _dcbor
-from ._v2layout import check_layout
+from ._v2layout import check_layout, check_open
 from ._v2spec import (
     ALIGN,
     DIGESTS,
@@ -226,15 +226,16 @@ def _validate(
     if not disjoint and _overlapping(plans, built, manifest):
         _overlaps(ObjectTable(plans, built), manifest, shards)  # raises, naming the culprits
     for info in built.values():
-        check_layout(info)
+        check_open(info)
     return Manifest(ObjectTable(plans, built), shards, attributes)
 
 
 def check_entry(name: str, entry: object) -> ObjectInfo:
-    """The checks the reader makes at open on one object of a manifest (its name, the schema,
-    shape, part names and types, blob alignment, the layout rules of :func:`check_layout`),
-    applied to ``entry``; the writer runs them on every object before writing it, so that it
-    never writes what the reader refuses. Blob bounds are not checked (no file size)."""
+    """The checks the reader makes on one object of a manifest (its name, the schema, shape,
+    part names and types, blob alignment, the layout rules of :func:`check_layout`: those made
+    at open and those made when a sparse object is assembled), applied to ``entry``; the writer
+    runs them on every object before writing it, so that it never writes what the reader
+    refuses. Blob bounds are not checked (no file size)."""
     check_name(name, "object", "object name")
     info = _object(name, entry, None, U64)
     check_layout(info)

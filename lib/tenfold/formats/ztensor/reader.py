@@ -54,7 +54,8 @@ class Reader(ZtReader, Mapping[str, Any]):
     verify_checksums
         Check a tensor's ``checksum`` the first time it is read.
     sparse
-        ``"auto"`` (SciPy arrays when SciPy is installed, else :class:`SparseTensor`),
+        ``"auto"`` (SciPy arrays when SciPy is installed and holds the values' dtype, else
+        :class:`SparseTensor`: SciPy has no float16, bfloat16, float8 or float4 values),
         ``"scipy"`` or ``"raw"`` (always :class:`SparseTensor`).
     limits
         Size limits applied before any allocation.

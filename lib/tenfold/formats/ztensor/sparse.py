@@ -76,7 +76,8 @@ class SparseTensor:
         from ...core.optional import require
 
         sp = require("scipy.sparse", extra="scipy", what="zt: a SciPy sparse array")
-
+        if not scipy_holds(self.data.dtype):  # CSR would be built, then fail in toarray()
+            raise ValueError(f"scipy.sparse has no {self.data.dtype} values")
         if self.format == "csr":
             assert self.indptr is not None and self.indices is not None
             return sp.csr_array(
@@ -168,13 +169,30 @@ def check_coo(name: str, offset: int, shape: tuple[int, ...], coords: np.ndarray
             )
 
 
+#: the value dtypes scipy.sparse holds (not float16, bfloat16, the float8 and float4 types)
+_SCIPY_DTYPES = frozenset(
+    np.dtype(t)
+    for t in (
+        np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64,
+        np.uint64, np.float32, np.float64, np.longdouble, np.complex64, np.complex128,
+        np.clongdouble,
+    )
+)  # fmt: skip
+
+
+def scipy_holds(dtype: np.dtype) -> bool:
+    """Whether a ``scipy.sparse`` array can have values of ``dtype``."""
+    return np.dtype(dtype) in _SCIPY_DTYPES
+
+
 def to_result(t: SparseTensor, mode: str) -> Any:
-    """Return ``t`` as SciPy (``mode`` "scipy", or "auto" with SciPy installed) or as is."""
+    """Return ``t`` as SciPy (``mode`` "scipy", or "auto" with SciPy installed and able to hold
+    its values' dtype) or as is."""
     if mode == "raw":
         return t
     from ...core.optional import available
 
-    if mode == "auto" and not available("scipy.sparse"):
+    if mode == "auto" and (not available("scipy.sparse") or not scipy_holds(t.data.dtype)):
         return t
     try:
         return t.to_scipy()  # with mode "scipy" and no SciPy: one line naming the extra

@@ -54,7 +54,7 @@ from . import _dcbor, _seekable
 from ._readerbase import ZtReader
 from ._v2file import TAIL_READ as TAIL_READ  # re-exported (the lean open reads this much)
 from ._v2file import digest_hex, lean_manifest, load_manifest, read_footer, xxh3_hex
-from ._v2layout import check_coo_data, check_csr_data
+from ._v2layout import check_assembly, check_coo_data, check_csr_data
 from ._v2parts import V2Parts
 from ._v2spec import (
     COO,
@@ -476,6 +476,7 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
         return self.read_many(list(self._infos), copy=copy)
 
     def _read_sparse(self, info: ObjectInfo) -> SparseTensor:
+        check_assembly(info)  # COO's metadata rules: not checked at open (see _v2layout)
         shape = info.shape
         what = f"object {info.name!r}"
         if self._SPARSE[info.layout] == "csr":

@@ -214,7 +214,9 @@ class V2Writer(BlobWriter):
         be 0 or 1. More or fewer bytes than ``dtype`` and ``shape`` take is an
         :class:`EncodeError` (raised before an extra byte is written), after which the writer
         is failed and the file is never committed. The result is byte-identical to
-        :meth:`add` of the same array. Returns the part's digest (``"xxh3:<hex>"``).
+        :meth:`add` of the same array. ``float4_e2m1fn`` comes packed as the file stores it:
+        two codes a byte, low nibble first, ``ceil(n / 2)`` bytes, the high nibble of the last
+        byte zero when ``n`` is odd (checked). Returns the part's digest (``"xxh3:<hex>"``).
 
         >>> import numpy as np, tempfile, os, tenfold.ztensor as zt
         >>> path = os.path.join(tempfile.mkdtemp(), "s.zt")
@@ -227,9 +229,6 @@ class V2Writer(BlobWriter):
         what = f"object {name!r}"
         self._check_name(name)
         dt, lt = storage_of(np.dtype(dtype), f"tensor {name!r}")
-        if lt == "f4_e2m1":
-            raise EncodeError(describe(FMT, what, field="dtype", detail="add_raw takes no packed "
-                                       "float4 (use add)", got=str(np.dtype(dtype))))  # fmt: skip
         dims = _dims(what, shape)
         length = size_of(dt, lt, math.prod(dims))
         assert length is not None
@@ -243,7 +242,7 @@ class V2Writer(BlobWriter):
                         raise EncodeError(describe(FMT, what, field="stream", expected=0,
                                                    got=">= 1"))  # fmt: skip
             else:
-                check = _type_check(name, dims, dt, lt)
+                check = _type_check(name, dims, dt, lt, length)
                 offset, digest = self._write_stream(pieces, length, what, check)
                 entry["parts"]["data"] = _part_entry(dt, lt, offset, length, digest)
         except BaseException as exc:
@@ -447,19 +446,22 @@ def _part_entry(dtype: str, ltype: str | None, offset: int, length: int, digest:
     return part
 
 
-def _type_check(name: str, dims: list[int], dtype: str, ltype: str | None) -> Any:
+def _type_check(name: str, dims: list[int], dtype: str, ltype: str | None, length: int) -> Any:
     """``check(u8, start)`` for :meth:`V2Writer.add_raw`: a logical type's data rules (bool
-    bytes 0 or 1), as the reader applies them, raised as :class:`EncodeError`."""
+    bytes 0 or 1; packed ``f4_e2m1``: the final odd nibble zero, checked on the piece that
+    ends the part), as the reader applies them, raised as :class:`EncodeError`."""
     if ltype is None:
         return None
     from ._v2spec import ObjectInfo, PartInfo
 
     part = PartInfo("data", dtype, ltype, 0, 0)
     info = ObjectInfo(name, tuple(dims), DENSE, {"data": part}, None)
+    count = math.prod(dims)
 
     def check(raw: np.ndarray, start: int) -> None:
+        last = count if start + raw.size == length else None
         try:
-            check_type_data(info, part, raw, None, start)
+            check_type_data(info, part, raw, last, start)
         except TenfoldError as exc:
             raise E.recast(EncodeError, exc, f"object {name!r}") from None
 

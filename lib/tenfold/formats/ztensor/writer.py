@@ -536,13 +536,34 @@ def _le_pieces(a: np.ndarray) -> Iterator[np.ndarray]:
         yield np.ascontiguousarray(a[i : i + step], dtype=le).reshape(-1)
 
 
+class _Unset:
+    """``save``'s ``checksum`` when it is not given."""
+
+    def __repr__(self) -> str:
+        return "<not given>"
+
+
+_UNSET: Any = _Unset()
+
+
+def v2_checksum_refusal(path: Any, checksum: Any) -> EncodeError:
+    """The error for a ``checksum`` given for a zTensor v2 file (every path that writes one
+    raises it before anything is written)."""
+    return E.encode(
+        os.fspath(path),
+        field="checksum",
+        detail=f"{checksum!r} does not apply to zTensor v2 (every part carries an xxh3 "
+        "digest); leave checksum out",
+    )
+
+
 def save(
     path: str | os.PathLike[str],
     tensors: Mapping[str, Any],
     *,
     encoding: str = "raw",
     level: int = 3,
-    checksum: str | None = None,
+    checksum: Any = _UNSET,
     fsync: bool = True,
     generation: int | str = 0,
     metadata: Mapping[str, Any] | None = None,
@@ -555,10 +576,15 @@ def save(
     (where ``tenfold convert`` puts it and reads it back); in v2 it becomes the file
     attributes. Metadata with no tensor to carry it is refused.
 
+    ``checksum`` (0.1.0): ``None`` (the default), ``"crc32c"`` or ``"sha256"`` in every
+    tensor's entry.
+
     ``generation=2`` writes zTensor v2 instead (names sorted, canonical form unless
-    ``canonical=False``; ``encoding="zstd"`` means ``zt.zstd-seekable/1``; ``checksum`` does
-    not apply, every v2 part has an xxh3 digest). ``canonical``, ``align`` and
-    ``attributes`` are v2 options; any other keyword is a ``TypeError``.
+    ``canonical=False``; ``encoding="zstd"`` means ``zt.zstd-seekable/1``). Every v2 part
+    carries an xxh3 digest, so ``checksum`` has nothing to choose there: giving it (any
+    value, ``None`` included) is an :class:`EncodeError`, raised before the file is
+    created. ``canonical``, ``align`` and ``attributes`` are v2 options; any other keyword
+    is a ``TypeError``.
     """
     if not isinstance(tensors, Mapping):
         raise EncodeError(
@@ -577,24 +603,7 @@ def save(
             )
         )
     if generation in (2, "2", "v2"):
-        from .v2writer import V2Writer
-
-        if metadata:
-            if v2_options.get("attributes") is not None:
-                raise EncodeError(
-                    describe(
-                        FMT,
-                        "save",
-                        field="metadata",
-                        detail="give metadata or attributes, not both",
-                    )
-                )
-            v2_options["attributes"] = dict(metadata)
-        if encoding != "raw":
-            v2_options.setdefault("canonical", False)
-        with V2Writer(path, fsync=fsync, **v2_options) as w2:
-            for name in sorted(tensors, key=lambda n: n.encode()):
-                w2.add(name, tensors[name], encoding=None if encoding == "raw" else encoding)
+        _save_v2(path, tensors, encoding, checksum, fsync, metadata, v2_options)
         return
     if v2_options:
         raise TypeError(
@@ -610,7 +619,41 @@ def save(
                 detail="zTensor 0.1.0 keeps file metadata on the first tensor and there is none",
             )
         )
+    checksum = None if checksum is _UNSET else checksum
     with Writer(path, fsync=fsync) as w:
         for i, (name, value) in enumerate(tensors.items()):
             attrs = {"__metadata__": dict(metadata)} if i == 0 and metadata else None
             w.add(name, value, encoding=encoding, level=level, checksum=checksum, attrs=attrs)
+
+
+def _save_v2(
+    path: str | os.PathLike[str],
+    tensors: Mapping[str, Any],
+    encoding: str,
+    checksum: Any,
+    fsync: bool,
+    metadata: Mapping[str, Any] | None,
+    v2_options: dict[str, Any],
+) -> None:
+    """:func:`save` with ``generation=2``."""
+    from .v2writer import V2Writer
+
+    if checksum is not _UNSET:
+        raise v2_checksum_refusal(path, checksum)
+
+    if metadata:
+        if v2_options.get("attributes") is not None:
+            raise EncodeError(
+                describe(
+                    FMT,
+                    "save",
+                    field="metadata",
+                    detail="give metadata or attributes, not both",
+                )
+            )
+        v2_options["attributes"] = dict(metadata)
+    if encoding != "raw":
+        v2_options.setdefault("canonical", False)
+    with V2Writer(path, fsync=fsync, **v2_options) as w2:
+        for name in sorted(tensors, key=lambda n: n.encode()):
+            w2.add(name, tensors[name], encoding=None if encoding == "raw" else encoding)
