@@ -26,6 +26,7 @@ DCP's ``DefaultLoadPlanner.load_bytes``): that part is DCP's.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import io
 import os
@@ -199,7 +200,12 @@ class TenfoldStorageWriter(StorageWriter):
                 placed.append((item, obj, _canonical(arr), tuple(arr.shape)))
                 yield obj, arr
 
-        got = write_rank_file(path, items(), self.file_format, self.fsync)
+        try:
+            got = write_rank_file(path, items(), self.file_format, self.fsync)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.rmdir(staging)  # gone when no other rank wrote there
+            raise
         size = os.path.getsize(path)
         results = []
         for item, obj, dtype, shape in placed:
