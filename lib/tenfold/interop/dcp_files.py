@@ -455,13 +455,10 @@ def staging_path(final: str, save_id: str) -> str:
 
 def check_target(final: str, overwrite: bool) -> None:
     """Refuse a save to ``final`` that could not be committed: an existing path (unless
-    ``overwrite`` and it is a tenfold checkpoint or an empty directory), a missing parent."""
+    ``overwrite`` and it is a tenfold checkpoint or an empty directory). Missing parent
+    directories are created when the staging directory is."""
     final = os.path.abspath(final)
     where = f"checkpoint {final!r}"
-    if not os.path.isdir(os.path.dirname(final)):
-        raise FileNotFoundError(
-            2, "no such directory to write the checkpoint in", os.path.dirname(final)
-        )
     if not os.path.lexists(final):
         return
     if not overwrite:
@@ -867,7 +864,7 @@ def from_file(
     final = os.path.abspath(os.fspath(ckpt_dir))
     check_target(final, overwrite)
     staging = staging_path(final, uuid.uuid4().hex)
-    os.mkdir(staging)
+    os.makedirs(staging)
     try:
         doc = _write_ranks(src, staging, world_size, file_format, fsync)
         commit(staging, final, doc, overwrite=overwrite, fsync=fsync)
