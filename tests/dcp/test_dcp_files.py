@@ -219,3 +219,35 @@ def test_a_checkpoint_of_non_tensor_entries_refuses_convert_unless_told(ckpt, tm
     with pytest.raises(EncodeError, match="non-tensor entries pickled by DCP \\('epoch'\\)"):
         tenfold.convert.convert(ckpt, out)
     assert tenfold.convert.convert(ckpt, out, metadata=False) == 5
+
+
+_NO_TORCH = """
+import sys
+sys.modules["torch"] = None  # as if torch were not installed
+import tenfold, tenfold.interop.dcp as tdcp
+from tenfold.core.optional import MissingDependencyError
+ck = sys.argv[1]
+assert sorted(tenfold.load(ck)) == ["bias", "embed", "empty", "step", "table"]
+tdcp.from_file(ck, ck + "-copy", world_size=2)
+try:
+    tdcp.TenfoldStorageWriter(ck + "-new")
+except MissingDependencyError as exc:
+    print("refused:", exc)
+"""
+
+
+def test_the_checkpoint_is_read_and_written_without_torch(ckpt):
+    import subprocess
+    import sys
+
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(tenfold.__file__)))
+    got = subprocess.run(
+        [sys.executable, "-c", _NO_TORCH, str(ckpt)],
+        env=env,
+        text=True,
+        capture_output=True,
+        timeout=120,
+    )
+    assert got.returncode == 0, got.stderr
+    assert 'refused: tenfold.torch.dcp needs PyTorch, which is not installed' in got.stdout
+    assert tenfold.load(f"{ckpt}-copy")["table"].tobytes() == _tensors()["table"].tobytes()

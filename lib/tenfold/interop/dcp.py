@@ -52,47 +52,52 @@ from .dcp_files import (
     write_rank_file,
 )
 
-require("torch", extra="torch", what="tenfold.torch.dcp")
+try:  # torch is optional: without it this module imports and the classes refuse to start
+    import torch
+    from torch.distributed.checkpoint.metadata import (
+        BytesStorageMetadata,
+        ChunkStorageMetadata,
+        Metadata,
+        MetadataIndex,
+        StorageMeta,
+        TensorProperties,
+        TensorStorageMetadata,
+    )
+    from torch.distributed.checkpoint.planner import (
+        LoadItemType,
+        LoadPlan,
+        LoadPlanner,
+        ReadItem,
+        SavePlan,
+        SavePlanner,
+        WriteItem,
+        WriteItemType,
+    )
+    from torch.distributed.checkpoint.storage import StorageReader, StorageWriter, WriteResult
+    from torch.futures import Future
+except ImportError:  # pragma: no cover - a base install
+    torch = None  # type: ignore[assignment]
+    StorageReader = StorageWriter = object  # type: ignore[assignment,misc]
 
-import torch  # noqa: E402
-from torch.distributed.checkpoint.metadata import (  # noqa: E402
-    BytesStorageMetadata,
-    ChunkStorageMetadata,
-    Metadata,
-    MetadataIndex,
-    StorageMeta,
-    TensorProperties,
-    TensorStorageMetadata,
-)
-from torch.distributed.checkpoint.planner import (  # noqa: E402
-    LoadItemType,
-    LoadPlan,
-    LoadPlanner,
-    ReadItem,
-    SavePlan,
-    SavePlanner,
-    WriteItem,
-    WriteItemType,
-)
-from torch.distributed.checkpoint.storage import (  # noqa: E402
-    StorageReader,
-    StorageWriter,
-    WriteResult,
-)
-from torch.futures import Future  # noqa: E402
-
-from ._torch import from_torch  # noqa: E402
+from ._torch import from_torch
 
 __all__ = ["TenfoldStorageWriter", "TenfoldStorageReader", "from_file", "metadata_of"]
 
 FMT = "dcp"
 E = factory(FMT)
-_INTS = {
-    1: (torch.int8, np.int8),
-    2: (torch.int16, np.int16),
-    4: (torch.int32, np.int32),
-    8: (torch.int64, np.int64),
-}
+
+
+def _need_torch() -> None:
+    """torch and its ``torch.distributed.checkpoint``, or one line naming what is missing."""
+    require("torch", extra="torch", what="tenfold.torch.dcp")
+    if torch is None:
+        raise E.unsupported("tenfold.torch.dcp", detail="this torch has no torch.distributed")
+
+
+def _ints(size: int) -> tuple[Any, Any]:
+    """The torch and NumPy signed integer types of ``size`` bytes."""
+    bits = 8 * size
+    return getattr(torch, f"int{bits}"), np.dtype(f"int{bits}")
 
 
 def _done(value: Any) -> Future:
@@ -148,6 +153,7 @@ class TenfoldStorageWriter(StorageWriter):
         overwrite: bool = False,
         fsync: bool = True,
     ) -> None:
+        _need_torch()
         super().__init__()
         rank_file_name(0, file_format)  # an unknown or unfit format is refused here
         self.path = os.fspath(path)
@@ -413,6 +419,7 @@ class TenfoldStorageReader(StorageReader):
     def __init__(
         self, path: str | os.PathLike[str], *, verify_partial: bool = True, max_open_files: int = 32
     ) -> None:
+        _need_torch()
         super().__init__()
         self.path = os.fspath(path)
         self.verify_partial, self.max_open_files = verify_partial, max_open_files
@@ -498,7 +505,7 @@ def _copy_into(target: torch.Tensor, arr: np.ndarray) -> None:
     if tuple(target.shape) != arr.shape:
         raise E.format("read item", field="shape", expected=tuple(target.shape), got=arr.shape)
     dst = target if target.device.type == "cpu" else torch.empty_like(target, device="cpu")
-    tint, nint = _INTS[dst.element_size()]
+    tint, nint = _ints(dst.element_size())
     np.copyto(dst.view(tint).numpy(), arr.view(nint).reshape(arr.shape), casting="no")
     if dst is not target:
         target.copy_(dst)
