@@ -761,7 +761,7 @@ def inspect(path: Any, **options: Any) -> list[dict[str, Any]]:
                     "shape": tuple(e.shape) if e.is_tensor else "-",
                     "bytes": e.nbytes,
                     "encoding": "raw",
-                    "layout": f"{len(e.chunks)} chunks" if e.is_tensor else "DCP pickle",
+                    "layout": _chunks(e) if e.is_tensor else "DCP pickle",
                     "checksum": _algos(e),
                     "files": ",".join(files),
                 }
@@ -771,6 +771,11 @@ def inspect(path: Any, **options: Any) -> list[dict[str, Any]]:
                 {"name": k, "dtype": type(v).__name__, "layout": "metadata", "value": repr(v)}
             )
     return rows
+
+
+def _chunks(e: Entry) -> str:
+    n = len(e.chunks)
+    return f"{n} chunk" + ("" if n == 1 else "s")
 
 
 def _algos(e: Entry) -> str:
