@@ -79,6 +79,7 @@ __all__ = [
     "verify",
     "convert_source",
     "from_file",
+    "demo",
     "write_rank_file",
     "rank_file_name",
     "staging_path",
@@ -839,6 +840,25 @@ def convert_source(path: Any, limits: Any = None, label: Any = None, open_one: A
         return e.np_dtype, tuple(e.shape)
 
     return Source(FMT, list(r), spec, r.read, close=r.close, path=r.path, extras=extras)
+
+
+def demo(directory: Any) -> str:
+    """Write a small deterministic checkpoint (as 2 ranks would have saved it) into
+    ``directory``; return its path."""
+    rng = np.random.default_rng(26)
+    tensors = {
+        "model.embed": rng.standard_normal((32, 16)).astype(np.float32),
+        "model.bias": np.zeros(16, np.float32),
+        "optim.step": np.array(10.0, np.float32),
+    }
+    path = os.path.join(os.fspath(directory), "demo-dcp")
+    src = os.path.join(os.fspath(directory), f".demo-dcp-source-{uuid.uuid4().hex}")
+    save_one(src, tensors, zt_format.FORMAT.name)
+    try:
+        from_file(src, path, world_size=2, overwrite=True)
+    finally:
+        os.unlink(src)
+    return path
 
 
 # -- a single file as a checkpoint -----------------------------------------------------------
