@@ -260,13 +260,19 @@ def _inspect_rows(file: str) -> tuple[str, int, list[dict[str, Any]], list[dict[
     else:
         fmt = _detect(file)
         rows = module_for(fmt).inspect(file)
-        size = os.path.getsize(file)
+        size = os.path.getsize(file) if not os.path.isdir(file) else _dir_size(file)
     objects = [r for r in rows if r.get("layout") not in _META_LAYOUTS]
     meta = [r for r in rows if r.get("layout") in _META_LAYOUTS]
     values = _metadata_values(file, fmt)
     if values is not None:
         _add_metadata_values(meta, values)
     return fmt, size, objects, meta
+
+
+def _dir_size(path: str) -> int:
+    """The bytes of the files directly in the directory ``path`` (a format's directory)."""
+    with os.scandir(path) as it:
+        return sum(e.stat().st_size for e in it if e.is_file(follow_symlinks=False))
 
 
 def _add_metadata_values(meta: list[dict[str, Any]], values: dict[str, Any]) -> None:

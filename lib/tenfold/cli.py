@@ -72,10 +72,13 @@ def _paths(args: argparse.Namespace, kind: str) -> Iterator[str]:
 
 def _check_args(args: argparse.Namespace) -> None:
     from .core.source import is_remote
+    from .registry import detect_dir
 
     for path in _paths(args, "inputs"):
         if is_remote(path):
             continue  # fetched by fsspec; what is wrong with it shows when it is opened
+        if detect_dir(path) is not None:
+            continue  # a directory a format claims (a distributed checkpoint)
         check_input(path)
     for path in _paths(args, "dirs"):
         check_dir(path)

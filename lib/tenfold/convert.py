@@ -86,6 +86,14 @@ def open_source(path: str | os.PathLike[str], *, limits: Limits = DEFAULT_LIMITS
 
     if is_remote(path):
         return _remote_source(path, limits)
+    in_dir = registry.detect_dir(path)  # a directory a format claims (its source takes the path)
+    if in_dir is not None:
+        return in_dir.hook("convert_source")(
+            path,
+            limits=limits,
+            label=os.fspath(path),
+            open_one=lambda p: open_source(p, limits=limits),
+        )
     with os.fdopen(open_regular(path), "rb") as f:  # a FIFO is refused, never blocks
         head = f.read(registry.SNIFF_BYTES)
     return _source_for(path, head, limits)

@@ -47,6 +47,7 @@ __all__ = [
     "targets",
     "detect_bytes",
     "detect",
+    "detect_dir",
     "name_of_head",
     "by_suffix",
     "module_for",
@@ -88,6 +89,10 @@ class Format:
     sniff
         ``sniff(head) -> bool`` for a format without a fixed magic (given the first
         :data:`SNIFF_BYTES` bytes); tried after every format's magic.
+    sniff_dir
+        ``sniff_dir(path) -> bool`` for a format whose files are directories (a distributed
+        checkpoint): :func:`detect` and :func:`open_local` ask it of a local directory; its
+        reader takes the path (``opens_path``).
     package
         Module with ``open``, ``load``, ``save``, ``inspect`` and ``verify``.
     dtypes
@@ -163,6 +168,7 @@ class Format:
     suffixes: tuple[str, ...] = ()
     magics: tuple[bytes, ...] = ()
     sniff: Callable[[bytes], bool] | None = None
+    sniff_dir: Callable[[str], bool] | None = None
     package: str = ""
     dtypes: frozenset[str] = frozenset()
     metadata: str = "none"
@@ -237,6 +243,7 @@ _BUILTIN = (
     "tenfold.formats.hdf5._format",
     "tenfold.formats.gguf._format",
     "tenfold._sharded_format",
+    "tenfold._dcp_format",
 )
 #: The entry-point group through which installed distributions add formats.
 ENTRY_POINTS = "tenfold.formats"
@@ -364,11 +371,20 @@ def detect_bytes(head: bytes) -> Format | None:
     return None
 
 
+def detect_dir(path: str | os.PathLike[str]) -> Format | None:
+    """The format whose ``sniff_dir`` claims the local directory ``path``, or None (also when
+    ``path`` is no directory)."""
+    if not isinstance(path, (str, os.PathLike)) or not os.path.isdir(path):
+        return None
+    return next((f for f in formats() if f.sniff_dir is not None and f.sniff_dir(os.fspath(path))),
+                None)  # fmt: skip
+
+
 def detect(path: str | os.PathLike[str]) -> str:
     """Name of the format of the file at ``path`` (by content).
 
     Raises :class:`FormatError` when no known format matches. An fsspec URL or file is
-    recognised from its first block.
+    recognised from its first block; a directory by the formats' ``sniff_dir``.
     """
     from .core.mapped import open_regular  # never blocks on a FIFO; refuses non-files
     from .core.source import is_remote
@@ -377,6 +393,9 @@ def detect(path: str | os.PathLike[str]) -> str:
         name, mf = open_remote(path, tail_first=False)  # by the head, whatever the suffix
         mf.close()
         return name
+    in_dir = detect_dir(path)
+    if in_dir is not None:
+        return in_dir.name
 
     with os.fdopen(open_regular(path), "rb") as f:
         head = f.read(SNIFF_BYTES)
@@ -411,9 +430,14 @@ def open_local(path: str | os.PathLike[str], *, mmap: bool = True) -> tuple[str,
     opened file's first bytes. The source (a :class:`~tenfold.core.mapped.MappedFile`, or a
     ``pread`` source with ``mmap=False``) is handed to the format's reader as it is, so that
     the file is opened, checked and mapped once. A format whose reader takes the path
-    (:attr:`Format.opens_path`) gives ``(name, None)``.
+    (:attr:`Format.opens_path`) gives ``(name, None)``, as does a directory a format claims
+    (:func:`detect_dir`).
     """
     from .core.source import open_file
+
+    in_dir = detect_dir(path)
+    if in_dir is not None:
+        return in_dir.name, None
 
     mf = open_file(path, fmt="tenfold", mmap=mmap)
     try:

@@ -14,6 +14,7 @@
   sharing memory), stored once and restored, as ``safetensors.torch`` does;
 * :func:`safe_open`: ``keys()``, ``offset_keys()``, ``metadata()``, ``get_tensor(name)``,
   ``get_tensors()``, ``get_slice(name)[...]``;
+* ``tenfold.torch.dcp``: storage for ``torch.distributed.checkpoint`` (:mod:`tenfold.interop.dcp`);
 * :class:`SafetensorError`: what a safetensors user catches; tenfold's errors for a malformed
   file, a missing tensor, a closed handle or a refused slice are ones.
 
@@ -55,6 +56,16 @@ __all__ = [
     "Slice",
     "SafetensorError",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    """``tenfold.torch.dcp``: :mod:`tenfold.interop.dcp` (torch.distributed.checkpoint
+    storage), imported on first use."""
+    if name == "dcp":
+        from .interop import dcp
+
+        return dcp
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def safe_open(filename: Any, framework: str = "pt", device: Any = "cpu", **options: Any) -> Any:

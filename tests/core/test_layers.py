@@ -76,8 +76,13 @@ def test_the_name_finder_finds_one(tmp_path):
     assert _named_formats(p) == [(1, "oinf"), (1, ".zt"), (1, ".NPZ")]
 
 
-#: modules that are a format's own outside ``tenfold/formats/`` (the sharded index's)
-OWN = {"sharded/_index.py": "sharded", "_sharded_format.py": "sharded"}
+#: modules that are a format's own outside ``tenfold/formats/`` (the sharded index's, the
+#: torch distributed checkpoint directory's registration)
+OWN = {
+    "sharded/_index.py": "sharded",
+    "_sharded_format.py": "sharded",
+    "_dcp_format.py": "torch_dcp",
+}
 
 
 def _outside_the_formats() -> dict[str, list[tuple[int, str]]]:
