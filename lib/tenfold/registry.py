@@ -407,9 +407,20 @@ def _unknown(path: Any, head: bytes) -> FormatError:
         from .core.bounds import empty_file
 
         return empty_file(path)
+    where = os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path)
+    for f in formats():  # a file shorter than the magic it starts with: cut, not unknown
+        magic = next((m for m in f.magics if len(head) < len(m) and m.startswith(head)), None)
+        if magic is not None:
+            return factory(f.name).truncated(
+                where,
+                detail=f"truncated: the file has {len(head)} bytes; it starts like the "
+                f"{len(magic)}-byte magic of a {f.description} file",
+                expected=f">= {len(magic)} bytes",
+                got=len(head),
+            )
     known = ", ".join(f.name for f in formats())
     return factory("tenfold").format(
-        os.fspath(path) if isinstance(path, (str, os.PathLike)) else str(path),
+        where,
         detail="unknown format",
         expected=f"the magic of one of {known}",
         got=head[:8],

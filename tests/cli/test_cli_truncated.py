@@ -113,3 +113,25 @@ def test_an_empty_file_of_every_format_gets_one_message(tmp_path, capsys, suffix
     for command in ("inspect", "verify"):
         assert main([command, str(p)]) == 1
         assert capsys.readouterr().err == f"tenfold: error: {message}\n"
+
+
+@pytest.mark.parametrize(
+    ("suffix", "head", "fmt"),
+    [(".zt", b"ZTEN", "ztensor"), (".gguf", b"GGU", "gguf"), (".zt", b"Z", "ztensor")],
+)
+def test_a_file_cut_inside_its_magic_is_truncated(tmp_path, capsys, suffix, head, fmt):
+    """A file shorter than the magic it starts with was "unknown format": it is truncated,
+    the same from Python and the CLI (exit 1: a damaged file)."""
+    p = tmp_path / f"cut{suffix}"
+    p.write_bytes(head)
+    with pytest.raises(TruncatedError) as e:
+        tenfold.open(p)
+    assert e.value.fmt == fmt and f"the file has {len(head)} bytes" in str(e.value)
+    capsys.readouterr()
+    assert main(["inspect", str(p)]) == 1
+    assert str(e.value) in capsys.readouterr().err
+    q = tmp_path / f"other{suffix}"
+    q.write_bytes(b"XYZ")  # the start of no magic: still unknown
+    with pytest.raises(FormatError, match="unknown format") as e2:
+        tenfold.open(q)
+    assert not isinstance(e2.value, TruncatedError)
