@@ -233,6 +233,7 @@ _BUILTIN = (
     "tenfold.formats.taridx._format",
     "tenfold.formats.safetensors._format",
     "tenfold.formats.npz._format",
+    "tenfold.formats.torchpickle._format",
     "tenfold._sharded_format",
 )
 #: The entry-point group through which installed distributions add formats.
