@@ -123,3 +123,38 @@ def rezip(src: Path, dst: Path, change=None, *, deflate: bool = False) -> Path:
             if data is not None:
                 zout.writestr(zi.filename, data)
     return dst
+
+
+def legacy(
+    obj_pkl: bytes,
+    keys: list[str],
+    storages: dict[str, bytes],
+    *,
+    little: bool = True,
+    version: int = 1001,
+    counts: dict[str, int] | None = None,
+    tail: bytes = b"",
+) -> bytes:
+    """A legacy-layout file: the magic number, protocol version and system info pickles, the
+    object's pickle (its persistent ids with the sixth item None), the key list, then each
+    storage as its element count and bytes (``counts``: the count written, default the
+    storage's float32 count)."""
+    magic = PROTO2 + b"\x8a\x0a" + (0x1950A86A20F9469CFC6C).to_bytes(10, "little") + STOP
+    ver = PROTO2 + b"M" + struct.pack("<H", version) + STOP
+    info = PROTO2 + EMPTY_DICT + MARK + text("protocol_version") + b"M" + struct.pack("<H", 1001)
+    info += text("little_endian") + (b"\x88" if little else b"\x89") + SETITEMS + STOP
+    keylist = PROTO2 + EMPTY_LIST + MARK + b"".join(text(k) for k in keys) + b"e" + STOP
+    out = magic + ver + info + obj_pkl + keylist
+    for k in keys:
+        data = storages[k]
+        n = (counts or {}).get(k, len(data) // 4)
+        out += struct.pack("<q", n) + data
+    return out + tail
+
+
+def legacy_tensor(key: str, numel: int, offset: int, shape: tuple, stride: tuple) -> bytes:
+    """A float32 tensor whose persistent id has the legacy sixth item (None)."""
+    pid = (MARK + text("storage") + glob("torch", "FloatStorage") + text(key) + text("cpu")
+           + i32(numel) + NONE + TUPLE + BINPERSID)  # fmt: skip
+    return (glob("torch._utils", "_rebuild_tensor_v2") + MARK + pid + i32(offset) + ints(*shape)
+            + ints(*stride) + NEWFALSE + odict() + TUPLE + REDUCE)  # fmt: skip
