@@ -13,7 +13,8 @@ themselves and builds only what a state dict is made of:
 * :class:`Tensor` records for the calls ``torch._utils._rebuild_tensor``,
   ``_rebuild_tensor_v2``, ``_rebuild_tensor_v3``, ``_rebuild_parameter`` and
   ``_rebuild_parameter_with_state``; ``torch.Size(...)`` as a tuple;
-  ``_codecs.encode(text, "latin1")`` (how protocol 2 writes ``bytes``) as bytes;
+  ``_codecs.encode(text, "latin1")`` and ``bytes()`` (how protocol 2 writes ``bytes``) as
+  bytes;
   ``torch.<dtype>`` as a :class:`TorchDtype`.
 
 Each of those globals is an entry of :data:`GLOBALS`, and ``REDUCE`` calls only this module's
@@ -114,6 +115,7 @@ def _globals() -> dict[tuple[str, str], tuple[str, str]]:
     for builtins in ("builtins", "__builtin__"):
         table[(builtins, "set")] = ("set", "")
         table[(builtins, "frozenset")] = ("set", "")
+        table[(builtins, "bytes")] = ("bytes", "")  # protocol 2's b"": bytes()
     for name, dtype in STORAGES.items():
         table[("torch", name)] = ("storage", dtype)
     for name in DTYPES:
@@ -314,7 +316,7 @@ class Unpickler:
                 f"global {module}.{name} refused: not one a state dict is made of "
                 "(tenfold never imports what a pickle names)",
                 "unsupported",
-                field="global",
+                expected="a global of tensors, storages or containers",
                 got=f"{module}.{name}",
             )
         if kind[0] == "dtype":  # a value, not a callable
@@ -475,6 +477,12 @@ def _encode(u: Unpickler, f: Global, args: tuple[Any, ...]) -> bytes:
         raise u.fail("_codecs.encode: text beyond latin-1") from None
 
 
+def _empty_bytes(u: Unpickler, f: Global, args: tuple[Any, ...]) -> bytes:
+    if args:
+        raise u.fail(f"{f.qualname} with arguments", "unsupported", expected="()")
+    return b""
+
+
 def _set(u: Unpickler, f: Global, args: tuple[Any, ...]) -> PickledSet:
     if not args:
         return PickledSet()
@@ -492,6 +500,7 @@ _CALLS: dict[str, Callable[[Unpickler, Global, tuple[Any, ...]], Any]] = {
     "size": _size,
     "encode": _encode,
     "set": _set,
+    "bytes": _empty_bytes,
 }
 
 
