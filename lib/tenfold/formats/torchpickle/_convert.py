@@ -12,7 +12,13 @@ import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...tensor_source import Source
-from ._format import FMT
+from ._format import FMT, FORMAT
+
+
+def claims(head: bytes, label: str) -> bool:
+    """A file named ``.pt``, ``.pth`` or ``.bin`` that does not look like a checkpoint is read
+    as one anyway (``convert_fallback``): the reader then says what is wrong with it."""
+    return label.lower().endswith(FORMAT.suffixes)
 
 
 def source(

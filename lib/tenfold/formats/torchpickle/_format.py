@@ -64,6 +64,7 @@ FORMAT = register(
         metadata="json",
         hooks={
             "convert_source": "tenfold.formats.torchpickle._convert:source",
+            "convert_fallback": "tenfold.formats.torchpickle._convert:claims",
         },
     )
 )
