@@ -98,7 +98,7 @@ def zip_layout(mf: Any, limits: Limits, what: str) -> Layout:
                       expected=f"<= {limits.max_index_bytes}", got=pkl.size)  # fmt: skip
     big = _byteorder(mf, found, prefix, limits)
     data = member_bytes(mf, pkl, limits.budget(), limits.max_index_bytes)
-    u = Unpickler(data.data, where=0 if pkl.deflated else pkl.offset,
+    u = Unpickler(data.tobytes(), where=0 if pkl.deflated else pkl.offset,
                   what=f"pickle {pkl.name!r}")  # fmt: skip
     root, end = u.load()
     if end != len(data):

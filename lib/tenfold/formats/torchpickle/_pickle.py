@@ -250,9 +250,17 @@ class Unpickler:
                 f"the pickle ends inside an argument: {n} bytes announced, "
                 f"{len(self.data) - self.pos} left"
             )
-        out = bytes(self.data[self.pos : end])
+        out = self.data[self.pos : end]
         self.pos = end
-        return out
+        return out if type(out) is bytes else bytes(out)
+
+    def byte(self) -> int:
+        """The next byte's value."""
+        pos = self.pos
+        if pos >= len(self.data):
+            raise self.ends("the pickle ends inside an argument: 1 byte announced, 0 left")
+        self.pos = pos + 1
+        return self.data[pos]  # type: ignore[no-any-return]
 
     def uint(self, n: int) -> int:
         return int.from_bytes(self.take(n), "little")
@@ -279,21 +287,25 @@ class Unpickler:
         ``STOP``."""
         self.pos = start
         data = self.data
+        size = len(data)
         table = _OPS
+        left = MAX_OPS - self.ops
         while True:
-            self.op_at = self.pos
-            if self.pos >= len(data):
+            pos = self.pos
+            self.op_at = pos
+            if pos >= size:
                 raise self.ends("the pickle ends before its STOP opcode")
-            self.ops += 1
-            if self.ops > MAX_OPS:
+            left -= 1
+            if left < 0:
                 raise self.fail("too many opcodes", "limit", expected=f"<= {MAX_OPS}")
-            code = data[self.pos]
-            self.pos += 1
+            code = data[pos]
+            self.pos = pos + 1
             run = table.get(code)
             if run is None:
                 raise self.refuse_opcode(code)
             if run(self):
                 break
+        self.ops = MAX_OPS - left
         if self.marks or len(self.stack) != 1:
             raise self.fail(
                 "STOP with an unbalanced stack",
@@ -680,7 +692,8 @@ _OPS: dict[int, Callable[[Unpickler], Any]] = {
     0x80: _proto, 0x95: _frame, ord("."): _stop, ord("("): _mark, ord("0"): _pop,
     ord("1"): _pop_mark, ord("2"): _dup,
     ord("N"): _push(lambda: None), 0x88: _push(lambda: True), 0x89: _push(lambda: False),
-    ord("J"): _fixed("<i", 4), ord("K"): _fixed("<B", 1), ord("M"): _fixed("<H", 2),
+    ord("J"): _fixed("<i", 4), ord("K"): lambda u: u.stack.append(u.byte()),
+    ord("M"): _fixed("<H", 2),
     ord("G"): _fixed(">d", 8),
     0x8A: lambda u: _long(u, 1), 0x8B: lambda u: _long(u, 4),
     0x8C: lambda u: _text(u, 1), ord("X"): lambda u: _text(u, 4), 0x8D: lambda u: _text(u, 8),
@@ -692,9 +705,9 @@ _OPS: dict[int, Callable[[Unpickler], Any]] = {
     ord("}"): _push(dict), ord("s"): _setitem, ord("u"): _setitems,
     ord("d"): _dict,
     0x8F: _push(PickledSet), 0x90: _additems, 0x91: _frozenset,
-    ord("q"): lambda u: u.memo_put(u.uint(1)), ord("r"): lambda u: u.memo_put(u.uint(4)),
+    ord("q"): lambda u: u.memo_put(u.byte()), ord("r"): lambda u: u.memo_put(u.uint(4)),
     0x94: _memoize,
-    ord("h"): lambda u: u.memo_get(u.uint(1)), ord("j"): lambda u: u.memo_get(u.uint(4)),
+    ord("h"): lambda u: u.memo_get(u.byte()), ord("j"): lambda u: u.memo_get(u.uint(4)),
     ord("c"): _global, 0x93: _stack_global, ord("R"): _reduce, ord("b"): _build,
     ord("Q"): _binpersid,
 }  # fmt: skip

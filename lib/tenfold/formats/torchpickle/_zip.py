@@ -105,19 +105,21 @@ def _checked(mf: Any, zi: zipfile.ZipInfo) -> Member:
     if zi.compress_type == zipfile.ZIP_STORED and zi.file_size != zi.compress_size:
         raise E.format(where, offset=at, field="size", detail="a stored member's two sizes differ",
                        expected=zi.file_size, got=zi.compress_size)  # fmt: skip
-    head = mf.bytes(at, 30, f"{where} local header") if at + 30 <= mf.size else b""
-    if head[:4] != ZIP_LOCAL:
+    encoding = "utf-8" if zi.flag_bits & 0x800 else "cp437"
+    want = zi.orig_filename.encode(encoding, "replace")
+    span = min(30 + len(want), mf.size - at)
+    head = mf.bytes(at, span, f"{where} local header") if span > 0 else b""  # one read
+    if head[:4] != ZIP_LOCAL or len(head) < 30:
         if len(head) < 30:
             raise E.truncated(where, offset=at, detail="the file ends inside its local header")
         raise E.format(where, offset=at, field="local header signature",
                        expected=ZIP_LOCAL, got=head[:4])  # fmt: skip
     n = int.from_bytes(head[26:28], "little")
     extra = int.from_bytes(head[28:30], "little")
-    name = mf.bytes(at + 30, n, f"{where} local name") if at + 30 + n <= mf.size else b""
-    encoding = "utf-8" if zi.flag_bits & 0x800 else "cp437"
-    if name != zi.orig_filename.encode(encoding, "replace"):
+    if n != len(want) or head[30:] != want:
+        got = head[30 : 30 + n].decode(encoding, "replace")
         raise E.format(where, offset=at, field="local header name",
-                       expected=zi.orig_filename, got=name.decode(encoding, "replace"))  # fmt: skip
+                       expected=zi.orig_filename, got=got)  # fmt: skip
     start = at + 30 + n + extra
     if start + zi.compress_size > mf.size:
         raise E.truncated(
