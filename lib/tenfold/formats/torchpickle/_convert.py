@@ -16,8 +16,8 @@ from ._format import FMT, FORMAT
 
 
 def claims(head: bytes, label: str) -> bool:
-    """A file named ``.pt``, ``.pth`` or ``.bin`` that does not look like a checkpoint is read
-    as one anyway (``convert_fallback``): the reader then says what is wrong with it."""
+    """A file named ``.pt`` or ``.pth`` that does not look like a checkpoint is read as one
+    anyway (``convert_fallback``): the reader then says what is wrong with it."""
     return label.lower().endswith(FORMAT.suffixes)
 
 

@@ -58,7 +58,9 @@ FORMAT = register(
     Format(
         name=FMT,
         description="PyTorch checkpoint (torch.save; read without unpickling)",
-        suffixes=(".pt", ".pth", ".bin"),
+        # not ".bin" (pytorch_model.bin): so generic a name says nothing; such files are
+        # recognised by content like every other
+        suffixes=(".pt", ".pth"),
         sniff=sniff,
         package="tenfold.formats.torchpickle.reader",
         metadata="json",
