@@ -174,6 +174,19 @@ def test_verify_finds_a_flipped_byte_in_a_stored_member(tmp_path):
     assert not report.ok and "crc32 mismatch" in report.format()
 
 
+def test_verify_checks_the_pickle_member_too(tmp_path):
+    p = tmp_path / "demo.pt"
+    write_checkpoint(p, {"a": np.arange(4, dtype=np.float32), "note": "abcdefgh"})
+    raw = bytearray(p.read_bytes())
+    at = raw.index(b"abcdefgh")
+    raw[at] = ord("x")  # still a valid pickle: only the CRC-32 can tell
+    p.write_bytes(bytes(raw))
+    with tenfold.open(p) as r:
+        assert r.metadata == {"note": "xbcdefgh"}
+    report = reader.verify(p)
+    assert not report.ok and "member 'archive/data.pkl'" in report.format()
+
+
 def test_every_truncation_is_a_tenfold_error(tmp_path):
     p = tmp_path / "demo.pt"
     write_checkpoint(p, {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "meta": "x"})

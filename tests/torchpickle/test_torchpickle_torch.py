@@ -110,6 +110,11 @@ def test_a_transformer_with_tied_weights(tmp_path):
     torch.save(m.state_dict(), p)
     got = _check(p)
     assert np.shares_memory(got["embed.weight"], got["head.weight"])  # one storage, one view
+    with tenfold.open(p) as r:  # torch.save aligns every storage to 64 bytes: aligned views
+        assert all(r.span(k).offset % 64 == 0 for k in r) and all(
+            a.flags.aligned for a in got.values()
+        )
+        assert r.verify().ok
     assert got["block.self_attn.in_proj_weight"].shape == (48, 16)
 
 

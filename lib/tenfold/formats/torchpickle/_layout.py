@@ -65,6 +65,7 @@ class Layout:
     big_endian: bool
     pickle_bytes: int
     details: dict[str, Any]
+    pickle_member: Member | None = None
 
 
 def _data_pkl(found: dict[str, Member], what: str) -> tuple[str, Member]:
@@ -117,7 +118,7 @@ def zip_layout(mf: Any, limits: Limits, what: str) -> Layout:
         placed[key] = Placed(s, None if m.deflated else m.offset, m)
     details = {"archive": prefix[:-1], "byteorder": "big" if big else "little",
                "members": len(found)}  # fmt: skip
-    return Layout("zip", root, placed, big, len(data), details)
+    return Layout("zip", root, placed, big, len(data), details, pkl)
 
 
 def legacy_layout(mf: Any, limits: Limits, what: str) -> Layout:

@@ -214,25 +214,27 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         return self._layout
 
     def verify(self) -> Report:
-        """The CRC-32 of every zip member a tensor reads (the legacy layout has none) and
-        every tensor's view (checked at open)."""
+        """The CRC-32 of ``data.pkl`` and of every zip member a tensor reads (the legacy
+        layout has none) and every tensor's view (checked at open)."""
         report = Report(FMT, self.path or "<buffer>")
         lay = self._layout
         report.add("pickle", OK, f"{lay.kind} layout, {len(self)} tensors")
-        for key, p in lay.storages.items():
-            m = p.member
+        pm = lay.pickle_member
+        members = [(f"member {pm.name!r}", pm)] if pm is not None else []
+        members += [(f"storage {key!r}", p.member) for key, p in lay.storages.items()]
+        for what, m in members:
             if m is None:
                 continue
             try:
                 got = crc_of(self._mf, m)
             except TenfoldError as exc:
-                report.add(f"storage {key!r}", ERROR, str(exc))
+                report.add(what, ERROR, str(exc))
                 continue
             if got != m.crc:
-                report.add(f"storage {key!r}", ERROR, f"crc32 mismatch; expected {m.crc:08x}, "
-                           f"got {got:08x}", offset=m.offset)  # fmt: skip
+                report.add(what, ERROR, f"crc32 mismatch; expected {m.crc:08x}, got {got:08x}",
+                           offset=m.offset)  # fmt: skip
             else:
-                report.add(f"storage {key!r}", OK, f"crc32 {got:08x}", offset=m.offset)
+                report.add(what, OK, f"crc32 {got:08x}", offset=m.offset)
         for name in self:
             try:
                 self.read(name)
