@@ -220,7 +220,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         lay = self._layout
         report.add("pickle", OK, f"{lay.kind} layout, {len(self)} tensors")
         pm = lay.pickle_member
-        members = [(f"member {pm.name!r}", pm)] if pm is not None else []
+        members: list[tuple[str, Any]] = [(f"member {pm.name!r}", pm)] if pm is not None else []
         members += [(f"storage {key!r}", p.member) for key, p in lay.storages.items()]
         for what, m in members:
             if m is None:
