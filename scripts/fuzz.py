@@ -92,7 +92,8 @@ from tenfold.errors import TenfoldError
 #: indexes, remote reads through a misbehaving HTTP server
 KINDS = ["ztensor2", "sharded", "remote"]
 FORMATS = [
-    "ztensor", "oinf", "fold", "wtxt", "taridx", "npz", "safetensors", "onnx", "gguf", *KINDS,
+    "ztensor", "oinf", "fold", "wtxt", "taridx", "npz", "safetensors", "onnx", "gguf",
+    "torchpickle", *KINDS,
 ]  # fmt: skip
 SUFFIX = {
     "ztensor": ".zt",
@@ -104,6 +105,7 @@ SUFFIX = {
     "safetensors": ".safetensors",
     "onnx": ".onnx",
     "gguf": ".gguf",
+    "torchpickle": ".pt",
 }
 CONVERT_TARGETS = [".zt", ".oinf", ".fold", ".npz", ".safetensors", ".wtxt"]
 FINDINGS = ("other", "memory", "signal", "timeout")
@@ -275,10 +277,36 @@ def make_seeds(d: Path) -> dict[str, list[tuple[str, Any]]]:
     add("safetensors", "basic", p)
     seeds["onnx"].extend(onnx_seeds())
     seeds["gguf"].extend(gguf_seeds())
+    torchpickle_seeds(d / "torchpickle", add)
     seeds["ztensor2"].extend(v2_seeds(d / "v2"))
     seeds["sharded"].extend(sharded_seeds(d / "sharded"))
     seeds["remote"].extend(remote_seeds(d / "remote"))
     return dict(seeds)
+
+
+def torchpickle_seeds(d: Path, add: Callable[[str, str, Path], None]) -> None:
+    """PyTorch checkpoints: tenfold's own small writer (no torch needed) and, with torch,
+    what torch.save writes (strided views, tied storages, bf16, the legacy layout)."""
+    from tenfold.formats.torchpickle._demo import write_checkpoint
+
+    d.mkdir(parents=True, exist_ok=True)
+    p = d / "state.pt"
+    write_checkpoint(p, {"model": {"w": np.arange(12, dtype=np.float32).reshape(3, 4),
+                                   "b": np.zeros(3, np.float16)},
+                         "epoch": 3, "cfg": {"lr": 0.1, "betas": (0.9, 0.99)}})  # fmt: skip
+    add("torchpickle", "state", p)
+    try:
+        if os.environ.get("TENFOLD_FUZZ_TORCH", "1") != "1":
+            raise ImportError("torch seeds disabled")
+        import torch
+    except ImportError:
+        return
+    x = torch.arange(24, dtype=torch.float32).reshape(4, 6)
+    sd = {"x": x, "t": x.t(), "s": x[1:, ::2], "bf": x.bfloat16()[0], "tied": x, "n": 1}
+    torch.save(sd, d / "views.pt")
+    add("torchpickle", "views", d / "views.pt")
+    torch.save(sd, d / "legacy.pt", _use_new_zipfile_serialization=False)
+    add("torchpickle", "legacy", d / "legacy.pt")
 
 
 def zero_bomb_npz(members: int, size: int) -> bytes:
@@ -653,6 +681,77 @@ def mut_safetensors(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     text = json.dumps(header).encode()
     text += b" " * (-len(text) % 8)
     return len(text).to_bytes(8, "little") + text + body, desc
+
+
+# -- PyTorch checkpoints --------------------------------------------------------------------
+
+#: globals a mutation names instead of one of the pickle's: refused ones and accepted ones
+#: in the wrong place
+TORCH_GLOBALS = [("os", "system"), ("builtins", "eval"), ("torch._utils", "_rebuild_tensor_v2"),
+                 ("collections", "OrderedDict"), ("torch", "FloatStorage"), ("torch", "Size"),
+                 ("torch", "float16"), ("_codecs", "encode"), ("builtins", "set")]  # fmt: skip
+
+
+def _mut_pickle(pkl: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """One lie in a pickle: an integer argument, a global, a string, an opcode, a cut."""
+    import pickletools
+
+    ops = list(pickletools.genops(pkl))
+    op, arg, at = rng.choice(ops)
+    end = next((a for _, _, a in ops if a > at), len(pkl))
+    r = rng.random()
+    if r < 0.35 and isinstance(arg, int):
+        v = hostile_int(rng, arg) * rng.choice([1, -1])
+        v = max(-(2**63), min(v, 2**63 - 1))
+        raw = v.to_bytes(8, "little", signed=True)
+        return pkl[:at] + b"\x8a\x08" + raw + pkl[end:], f"pickle {op.name}@{at} -> {v}"
+    if r < 0.55 and op.name in ("GLOBAL", "STACK_GLOBAL"):
+        mod, name = rng.choice(TORCH_GLOBALS)
+        new = b"c" + f"{mod}\n{name}\n".encode()
+        if op.name == "STACK_GLOBAL":
+            new = b"0" + b"0" + new  # drop the two names it would pop
+        return pkl[:at] + new + pkl[end:], f"pickle global@{at} -> {mod}.{name}"
+    if r < 0.7 and isinstance(arg, str):
+        s = rng.choice(["", "0", "1", "../x", "a" * 300, "storage", "\x00"])
+        raw = s.encode()
+        return pkl[:at] + b"X" + len(raw).to_bytes(4, "little") + raw + pkl[end:], f"str@{at}={s!r}"
+    if r < 0.85:
+        code = bytes([rng.choice(b"(.0123abeqhjtusRQN)]}\x85\x86\x87\x88\x89\x93\x94")])
+        return pkl[:at] + code + pkl[at + 1 :], f"pickle opcode@{at} -> {code!r}"
+    cut = rng.randrange(len(pkl))
+    return pkl[:cut] + pkl[rng.randrange(len(pkl)) :], f"pickle spliced at {cut}"
+
+
+def mut_torchpickle(data: bytes, rng: random.Random) -> tuple[bytes, str]:
+    if data[:4] != b"PK\x03\x04":
+        return mut_generic(data, rng)  # the legacy layout: pickles and raw storages
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        members = [(zi.filename, z.read(zi.filename)) for zi in z.infolist()]
+    i = next(i for i, (n, _) in enumerate(members) if n.endswith("/data.pkl"))
+    r = rng.random()
+    if r < 0.7:
+        new, desc = _mut_pickle(members[i][1], rng)
+        members[i] = (members[i][0], new)
+    else:
+        j = rng.randrange(len(members))
+        name, raw = members[j]
+        choice = rng.choice(["cut", "grow", "drop", "byteorder"])
+        if choice == "cut":
+            members[j] = (name, raw[: rng.randrange(len(raw) + 1)])
+        elif choice == "grow":
+            members[j] = (name, raw + b"\x00" * rng.choice([1, 4, 64]))
+        elif choice == "drop" and j != i:
+            del members[j]
+        else:
+            members = [(n, rng.choice([b"big", b"", b"middle"]) if n.endswith("/byteorder")
+                        else v) for n, v in members]  # fmt: skip
+        desc = f"member {name} {choice}"
+    out = io.BytesIO()
+    method = zipfile.ZIP_DEFLATED if rng.random() < 0.1 else zipfile.ZIP_STORED
+    with zipfile.ZipFile(out, "w", method) as z:
+        for n, v in members:
+            z.writestr(n, v)
+    return out.getvalue(), desc
 
 
 # -- FOLD -----------------------------------------------------------------------------------
@@ -1067,6 +1166,7 @@ MUTATORS: dict[str, Callable[[bytes, random.Random], tuple[bytes, str]]] = {
     "safetensors": mut_safetensors,
     "onnx": mut_onnx,
     "gguf": mut_gguf,
+    "torchpickle": mut_torchpickle,
 }
 
 
@@ -2616,6 +2716,23 @@ def operations(fmt: str, path: Path, work: Path, rng: random.Random) -> list[tup
             ("gguf.read", gg_read),
             ("gguf.verify", lambda: gg.verify(p)),
             ("gguf.inspect", lambda: gg.inspect(p)),
+        ]
+    elif fmt == "torchpickle":
+        from tenfold.formats.torchpickle import reader as tp
+
+        def tp_read() -> None:
+            with tp.open(p) as r:
+                r.metadata  # noqa: B018
+                for n in r:
+                    r.info(n)
+                    r.span(n)
+                    np.asarray(r.read(n)).sum()
+                    r.read(n, copy=True)
+
+        ops += [
+            ("torchpickle.read", tp_read),
+            ("torchpickle.verify", lambda: tp.verify(p)),
+            ("torchpickle.inspect", lambda: tp.inspect(p)),
         ]
     if fmt not in ("npz", "safetensors"):
 

@@ -239,6 +239,7 @@ _BUILTIN = (
     "tenfold.formats.taridx._format",
     "tenfold.formats.safetensors._format",
     "tenfold.formats.npz._format",
+    "tenfold.formats.torchpickle._format",
     "tenfold.formats.onnx._format",
     "tenfold.formats.hdf5._format",
     "tenfold.formats.gguf._format",

@@ -1,0 +1,76 @@
+"""PyTorch checkpoint cases for scripts/bench_peers.py: tenfold's reader (no unpickling) vs
+``torch.load(mmap=True, weights_only=True)`` on the same file.
+
+Data: a state dict of 64 float32 tensors of 1024 x 1024 (256 MiB; ``--quick``: 64 x 128 x
+1024, 32 MiB) plus 64 bf16 biases and one transposed view, written once with ``torch.save``
+into a temporary directory; the page cache is warm (the file is read once before timing).
+Cases: open the file and map every tensor; open and read every byte of every tensor. Needs
+torch (skipped without it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+
+import numpy as np
+from _timing import best, row
+
+from tenfold.formats.torchpickle import reader as tp
+
+
+def touch(arrays) -> int:
+    """Read every byte (an OR-reduction over bytes; memory bound)."""
+    acc = 0
+    for a in arrays:
+        acc |= int(np.bitwise_or.reduce(np.ascontiguousarray(a).reshape(-1).view(np.uint8)))
+    return acc
+
+
+def run(quick: bool) -> list[dict]:
+    try:
+        import torch
+    except ImportError:
+        return [row("torch.load", 0.0, note="skipped: torch is not installed")]
+    n, rows_per = 64, (128 if quick else 1024)
+    g = torch.Generator().manual_seed(0)
+    sd = {f"layers.{i}.weight": torch.randn(rows_per, 1024, generator=g) for i in range(n)}
+    sd.update({f"layers.{i}.bias": torch.randn(1024, generator=g).bfloat16() for i in range(n)})
+    sd["head.weight_t"] = sd["layers.0.weight"].t()
+    nbytes = sum(t.numel() * t.element_size() for t in sd.values())
+    note = f"{nbytes / 2**20:.0f} MiB, {len(sd)} tensors"
+    tmp = tempfile.mkdtemp(prefix="tenfold-bench-")
+    rows = []
+    try:
+        path = os.path.join(tmp, "pytorch_model.bin")
+        torch.save(sd, path)
+        with open(path, "rb") as f:  # warm the page cache
+            while f.read(1 << 24):
+                pass
+
+        def open_tenfold():
+            with tp.open(path) as r:
+                return [r[k] for k in r]
+
+        def open_torch():
+            d = torch.load(path, mmap=True, weights_only=True)
+            return list(d.values())
+
+        def read_tenfold():
+            with tp.open(path) as r:
+                return touch(r[k] for k in r)
+
+        def read_torch():
+            d = torch.load(path, mmap=True, weights_only=True)
+            return touch(t.view(torch.uint8).numpy() if t.dtype == torch.bfloat16
+                         else t.numpy() for t in d.values())  # fmt: skip
+
+        peer = f"torch {torch.__version__} load(mmap=True, weights_only=True)"
+        rows.append(row("open + map all tensors", best(open_tenfold, 10), peer,
+                        best(open_torch, 10), target=">= 1x", note=note))  # fmt: skip
+        rows.append(row("open + read every tensor", best(read_tenfold, 3), peer,
+                        best(read_torch, 3), target=">= 1x", note=note))  # fmt: skip
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return rows
