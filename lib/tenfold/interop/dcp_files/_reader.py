@@ -12,6 +12,7 @@ import numpy as np
 from ..._dispatch import open_any
 from ...core.dtypes import canonical
 from ...core.reader import BaseReader, TensorInfo
+from ...core.slicing import plan
 from ...errors import FormatError, TenfoldError
 from ._doc import FMT, Chunk, Document, E, Entry, read_document
 
@@ -133,12 +134,47 @@ def box(chunk: Chunk) -> tuple[slice, ...]:
     return tuple(slice(o, o + s) for o, s in zip(chunk.offsets, chunk.sizes, strict=True))
 
 
+def chunk_part(
+    picks: list[range], chunk: Chunk
+) -> tuple[tuple[slice, ...], tuple[slice, ...]] | None:
+    """Where the selection ``picks`` (the positions taken along each axis, in result order)
+    meets ``chunk``: the result's region and the chunk's local basic index of it, or None
+    when they do not meet."""
+    dest, local = [], []
+    for p, o, n in zip(picks, chunk.offsets, chunk.sizes, strict=True):
+        lo, hi = positions_within(p, o, o + n)
+        if lo >= hi:
+            return None
+        sub = p[lo:hi]
+        stop = sub[-1] - o + sub.step
+        dest.append(slice(lo, hi))
+        local.append(slice(sub[0] - o, stop if stop >= 0 else None, sub.step))
+    return tuple(dest), tuple(local)
+
+
+def positions_within(p: range, lo: int, hi: int) -> tuple[int, int]:
+    """``[a, b)``: the positions ``k`` of ``p`` (a range, either direction) whose value
+    ``p[k]`` lies in ``[lo, hi)`` (``a >= b`` when none does)."""
+    if p.step > 0:
+        a = -((p.start - lo) // p.step)  # ceil((lo - start) / step)
+        b = -((p.start - hi) // p.step)
+    else:
+        a = (p.start - hi) // -p.step + 1
+        b = (p.start - lo) // -p.step + 1
+    return max(a, 0), min(b, len(p))
+
+
 class DcpReader(BaseReader):
     """A checkpoint directory as one consolidated read-only ``Mapping`` of its tensors (the
     reader protocol of :mod:`tenfold.core.reader`): ``reader[fqn]`` assembles the tensor
-    from its chunks (every chunk read whole, its digest checked). Non-tensor entries are not
-    keys (``non_tensors``; ``raw_entry(name)`` gives their bytes: DCP's pickles, never
-    unpickled here)."""
+    from its chunks (every chunk read whole, its digest checked); ``read(fqn, index)`` reads
+    only the chunks a basic slice touches. Non-tensor entries are not keys (``non_tensors``;
+    ``raw_entry(name)`` gives their bytes: DCP's pickles, never unpickled here).
+
+    ``verify_partial`` (default True) is :class:`~tenfold.interop.dcp.TenfoldStorageReader`'s
+    rule for a slice that needs part of a chunk: read the chunk whole and check its digest
+    first, or (False) read only that part, checked for bounds, shape and dtype only. Other
+    options go to the rank files' readers."""
 
     fmt = FMT
     #: ``verifier(reader) -> Report``, joined by the package (:meth:`use_verifier`)
@@ -150,12 +186,13 @@ class DcpReader(BaseReader):
         module never imports the verifier)."""
         cls._verifier = staticmethod(verifier)
 
-    def __init__(self, path: Any, **options: Any) -> None:
+    def __init__(self, path: Any, *, verify_partial: bool = True, **options: Any) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise E.unsupported("checkpoint", detail="must be opened from a directory's path")
         self.path = os.fspath(path)
         self.doc = read_document(self.path)
         self.rank_files = RankFiles(self.path, self.doc, options)
+        self.verify_partial = bool(verify_partial)
         self._names = self.doc.tensors()
         self._closed = False
 
@@ -178,15 +215,45 @@ class DcpReader(BaseReader):
         return e
 
     def read(self, name: str, index: Any = None, **kw: Any) -> Any:
-        """Tensor ``name`` assembled from its chunks (then the basic slice ``index`` of it)."""
+        """Tensor ``name`` assembled from its chunks, or the basic slice ``index`` of it
+        (``int``, ``slice`` with any step, ``...``, or a tuple of those) assembled from the
+        chunks it touches only, into an array of the selected region's size.
+
+        What is checked: every chunk the result covers whole (and every chunk when ``index``
+        is None) is read whole and its digest checked. A chunk the slice needs only part of
+        is, with ``verify_partial`` (default), read whole from its rank file and its digest
+        checked before the part is copied out; without it only that part is read (its bounds,
+        the stored shape, dtype and byte range checked against the document, but not the
+        digest, which covers the whole chunk). Chunks the slice does not touch are not read,
+        so damage there goes unseen (``verify()`` reads everything)."""
         if self._closed:
             raise ValueError("I/O operation on a closed file")
         e = self.tensor_entry(name)
-        out = np.empty(e.shape, e.np_dtype)
+        if index is None:
+            out = np.empty(e.shape, e.np_dtype)
+            for c in e.chunks:
+                if c.numel:
+                    out[box(c)] = self.rank_files.read(name, c)
+            return out
+        key = plan(FMT, f"tensor {name!r}", tuple(e.shape), index).key
+        picks = [
+            range(k, k + 1) if isinstance(k, int) else range(*k.indices(n))
+            for k, n in zip(key, e.shape, strict=True)
+        ]
+        out = np.empty(tuple(len(p) for p in picks), e.np_dtype)
         for c in e.chunks:
-            if c.numel:
-                out[box(c)] = self.rank_files.read(name, c)
-        return out if index is None else out[index]
+            part = chunk_part(picks, c)
+            if part is None:
+                continue  # not touched: not read
+            dest, local = part
+            if all(d.stop - d.start == n for d, n in zip(dest, c.sizes, strict=True)):
+                out[dest] = self.rank_files.read(name, c)[local]  # covered whole
+            else:
+                out[dest] = self.rank_files.read(name, c, local, verify=self.verify_partial)
+        items = index if isinstance(index, tuple) else (index,)
+        drop = tuple(0 if isinstance(k, int) else slice(None) for k in key)
+        # as NumPy: integers on every axis give a scalar, unless the index holds an ellipsis
+        return out[drop + (Ellipsis,)] if any(i is Ellipsis for i in items) else out[drop]
 
     def raw_entry(self, name: str) -> bytes:
         """The stored bytes of non-tensor entry ``name`` (digest checked)."""
