@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 
+import numpy as np
 import pytest
 from _run import single_process, skip_without_distributed, torchrun
 
@@ -23,6 +24,7 @@ import tenfold.convert  # noqa: E402
 import tenfold.torch  # noqa: E402
 from tenfold.cli import main as cli  # noqa: E402
 from tenfold.errors import EncodeError, FormatError  # noqa: E402
+from tenfold.interop.dcp_files import read_document  # noqa: E402
 from tenfold.torch import dcp as tdcp  # noqa: E402
 
 
@@ -107,6 +109,23 @@ def test_consolidated_safetensors_opens_in_safetensors_and_equals_the_state(save
     assert index.exists()
     back = tenfold.torch.load_file(index)
     assert sorted(back) == sorted(want) and all(torch.equal(back[k], want[k]) for k in want)
+
+
+@pytest.mark.parametrize("verify_partial", [True, False])
+def test_dcp_stores_shard_1_chunks_at_later_offsets_and_slices_read_them(saved, verify_partial):
+    # Shard(1) of model.proj (8, 6) over 2 ranks: DCP's chunks lie at [0, 0] and [0, 3]
+    doc = read_document(saved / "sync")
+    chunks = doc.entries["model.proj"].chunks
+    assert sorted((tuple(c.offsets), tuple(c.sizes)) for c in chunks) == [
+        ((0, 0), (8, 3)),
+        ((0, 3), (8, 3)),
+    ]
+    want = _worker.expected()["model.proj"].numpy()
+    indices = [(slice(1, 7), slice(2, 5)), (Ellipsis, 4), (3, slice(None, None, -1)), (5, 2)]
+    with tenfold.open(saved / "sync", verify_partial=verify_partial) as r:
+        for index in indices:
+            got = r.read("model.proj", index)
+            assert np.asarray(got).tobytes() == np.asarray(want[index]).tobytes(), index
 
 
 def test_rank_killed_mid_save_leaves_the_previous_checkpoint_and_no_new_one(tmp_path):
