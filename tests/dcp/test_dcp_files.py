@@ -249,5 +249,5 @@ def test_the_checkpoint_is_read_and_written_without_torch(ckpt):
         timeout=120,
     )
     assert got.returncode == 0, got.stderr
-    assert 'refused: tenfold.torch.dcp needs PyTorch, which is not installed' in got.stdout
+    assert "refused: tenfold.torch.dcp needs PyTorch, which is not installed" in got.stdout
     assert tenfold.load(f"{ckpt}-copy")["table"].tobytes() == _tensors()["table"].tobytes()
