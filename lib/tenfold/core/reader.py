@@ -68,6 +68,7 @@ __all__ = [
     "MappedReader",
     "INFO_FIELDS",
     "verify_file",
+    "load_all",
 ]
 
 
@@ -372,6 +373,13 @@ class MappedReader(BaseReader):
         except Exception:  # noqa: BLE001 - repr must not raise
             return f"<{name} {where!r}>"
         return f"<{name} {where!r} {n} entries>"
+
+
+def load_all(opener: Any, source: Any, copy: bool = False, **kw: Any) -> dict[str, Any]:
+    """Every entry of ``opener(source, **kw)`` by name, each ``read(name, copy=copy)``, the
+    reader closed after. The module-level ``load`` of readers whose ``read`` takes ``copy``."""
+    with opener(source, **kw) as r:
+        return {k: r.read(k, copy=copy) for k in r}
 
 
 def verify_file(fmt: str, opener: Any, source: Any, **kw: Any) -> Any:

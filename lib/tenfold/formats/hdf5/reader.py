@@ -34,7 +34,7 @@ import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits, checked_numel
 from ...core.optional import require
-from ...core.reader import MappedReader, Span, TensorInfo, verify_file
+from ...core.reader import MappedReader, Span, TensorInfo, load_all, verify_file
 from ...core.report import Report
 from ...errors import factory
 
@@ -379,8 +379,7 @@ def open(source: Any, **kw: Any) -> Reader:  # noqa: A001 - the format API name
 def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
     """Every dataset (views of the file where :class:`Reader` gives them, unless
     ``copy=True``)."""
-    with Reader(source, **kw) as r:
-        return {k: r.read(k, copy=copy) for k in r}
+    return load_all(Reader, source, copy, **kw)
 
 
 def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:
