@@ -86,12 +86,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         self.copy = copy
         self.limits = limits
         self._deq = _dequantizer(dequantize)
-        self._map(source, FMT, mmap=mmap)
-        try:
-            self._h: Header = parse(self._mf, limits)
-        except BaseException:
-            self.close()
-            raise
+        self._h: Header = self._map_and_parse(source, lambda mf: parse(mf, limits), FMT, mmap=mmap)
 
     # -- the file ---------------------------------------------------------------------------
     @property
