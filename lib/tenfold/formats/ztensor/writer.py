@@ -10,7 +10,7 @@ slices when it must be converted first) and only the index is kept.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,12 +25,12 @@ from ...core.prealloc import preallocate
 from ...errors import EncodeError, describe
 from . import _checksum
 from ._spec import ALIGN, DTYPES, FMT, KNOWN_KEYS, MAGIC, E
+from ._v2values import le_pieces
 from ._writerbase import AtomicFileWriter
 from .sparse import SparseTensor, from_input
 
 __all__ = ["Writer", "save"]
 
-_SLICE = 32 << 20  # bytes converted at a time for non-contiguous / big-endian input
 _ZEROS = bytes(ALIGN)
 
 
@@ -352,7 +352,7 @@ class Writer(AtomicFileWriter):
 
             sha = hashlib.sha256()
         size = 0
-        for piece in _le_pieces(a):
+        for piece in le_pieces(a):
             mv = byte_view(piece)
             self._f.write(mv)
             size += mv.nbytes
@@ -513,27 +513,6 @@ def _le_dtype(dt: np.dtype) -> np.dtype:
 
 def _le_contiguous(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=_le_dtype(a.dtype))
-
-
-def _le_pieces(a: np.ndarray) -> Iterator[np.ndarray]:
-    """Yield ``a``'s bytes, little-endian, C order, without copying when it already is.
-
-    Other input (strided, Fortran-ordered, big-endian) is converted in slices along the first
-    axis of at most ``_SLICE`` bytes, so memory use stays bounded.
-    """
-    le = _le_dtype(a.dtype)
-    if a.flags.c_contiguous and a.dtype == le and a.dtype.byteorder != ">":
-        yield a.reshape(-1)
-        return
-    if a.ndim == 0:
-        yield np.ascontiguousarray(a, dtype=le).reshape(-1)
-        return
-    if a.size == 0:
-        return
-    row_bytes = (a.size // a.shape[0]) * a.dtype.itemsize
-    step = max(1, _SLICE // max(1, row_bytes))
-    for i in range(0, a.shape[0], step):
-        yield np.ascontiguousarray(a[i : i + step], dtype=le).reshape(-1)
 
 
 class _Unset:
