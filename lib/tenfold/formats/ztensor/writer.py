@@ -27,7 +27,7 @@ from . import _checksum
 from ._spec import ALIGN, DTYPES, FMT, KNOWN_KEYS, MAGIC, E
 from ._v2values import le_pieces
 from ._writerbase import AtomicFileWriter
-from .sparse import SparseTensor, from_input
+from .sparse import SparseTensor, from_input, write_components
 
 __all__ = ["Writer", "save"]
 
@@ -411,58 +411,7 @@ class Writer(AtomicFileWriter):
     ) -> dict[str, Any]:
         data = np.asarray(t.data)
         dname = self._dtype_name(name, data.dtype)
-        nnz = int(data.shape[0]) if data.ndim == 1 else -1
-        if data.ndim != 1:
-            raise EncodeError(
-                describe(
-                    FMT, f"tensor {name!r}", field="values", detail="must be 1-D", got=data.shape
-                )
-            )
-        shape = [int(d) for d in t.shape]
-        comps: list[tuple[str, np.ndarray]]
-        if t.format == "csr":
-            if len(shape) != 2 or t.indptr is None or t.indices is None:
-                raise EncodeError(
-                    describe(
-                        FMT,
-                        f"tensor {name!r}",
-                        field="sparse_format",
-                        detail="csr needs a 2-D shape, indptr and indices",
-                    )
-                )
-            indptr = _index_array(name, "indptr", t.indptr, (shape[0] + 1,))
-            indices = _index_array(name, "indices", t.indices, (nnz,))
-            from .sparse import check_csr
-
-            try:
-                check_csr(name, 0, tuple(shape), indptr, indices, nnz)
-            except ValueError as exc:
-                raise E.recast(EncodeError, exc, f"tensor {name!r}") from None
-            comps = [("indptr", indptr), ("indices", indices)]
-        elif t.format == "coo":
-            if t.coords is None:
-                raise EncodeError(
-                    describe(FMT, f"tensor {name!r}", field="coords", detail="coo needs coords")
-                )
-            coords = _index_array(name, "coords", t.coords, (len(shape), nnz))
-            from .sparse import check_coo
-
-            try:
-                check_coo(name, 0, tuple(shape), coords)
-            except ValueError as exc:
-                raise E.recast(EncodeError, exc, f"tensor {name!r}") from None
-            comps = [("coords", coords)]
-        else:
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"tensor {name!r}",
-                    field="sparse_format",
-                    detail="unknown",
-                    expected="csr | coo",
-                    got=t.format,
-                )
-            )
+        shape, nnz, comps = write_components(name, t, data)
         offset, size, digest = self._write_blob(data, encoding, level, algo)
         entry: dict[str, Any] = {
             "name": name,
@@ -484,25 +433,6 @@ class Writer(AtomicFileWriter):
             entry[f"{label}_offset"] = off
             entry[f"{label}_size"] = sz
         return entry
-
-
-def _index_array(name: str, label: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    a = np.asarray(value)
-    if a.shape != shape:
-        raise EncodeError(
-            describe(FMT, f"tensor {name!r}", field=f"{label} shape", expected=shape, got=a.shape)
-        )
-    if a.size and (a.dtype.kind not in "iu" or (a.dtype.kind == "i" and a.min() < 0)):
-        raise EncodeError(
-            describe(
-                FMT,
-                f"tensor {name!r}",
-                field=label,
-                detail="must hold non-negative integers",
-                got=str(a.dtype),
-            )
-        )
-    return np.ascontiguousarray(a, dtype="<u8")
 
 
 def _le_dtype(dt: np.dtype) -> np.dtype:
