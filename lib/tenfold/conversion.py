@@ -49,6 +49,7 @@ __all__ = [
     "WriteOptions",
     "Lazy",
     "dict_source",
+    "span_source",
     "check_source_sum",
     "meta_refusal",
     "declaration_refusal",
@@ -72,6 +73,33 @@ def dict_source(fmt: str, tensors: Mapping[str, Any], **kw: Any) -> Source:
         return np.dtype(v.dtype), tuple(int(d) for d in v.shape)
 
     return Source(fmt, list(tensors), spec, tensors.__getitem__, **kw)
+
+
+def span_source(fmt: str, reader: Any, path: Any) -> Source:
+    """A :class:`Source` over an opened ``reader`` read as a mapping (:func:`dict_source`),
+    which it owns: closing the source closes the reader, as does a failure here. Its metadata
+    is the reader's; a tensor whose :meth:`~tenfold.core.reader.BaseReader.span` the reader
+    gives is copied raw from that byte range (no stored checksum to check); ``path`` is kept
+    where it is a local path (a remote file's bytes are not one)."""
+    try:
+        md = reader.metadata
+    except BaseException:
+        reader.close()
+        raise
+
+    def raw(n: str) -> tuple[int, int, str | None] | None:
+        span = reader.span(n)
+        if span is None:
+            return None
+        nbytes = span.dtype.itemsize
+        for d in span.shape:
+            nbytes *= d
+        return span.offset, nbytes, None
+
+    local = isinstance(path, (str, os.PathLike))
+    return dict_source(
+        fmt, reader, metadata=md, close=reader.close, raw=raw, path=path if local else None
+    )
 
 
 def source_format(src: Source) -> Any:

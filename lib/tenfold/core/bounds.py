@@ -23,6 +23,7 @@ __all__ = [
     "check_limit",
     "align_up",
     "checked_numel",
+    "array_numel",
     "padding",
     "truncated",
     "empty_file",
@@ -254,6 +255,20 @@ expected int in [0, 2**63), got [0, 9223372036854775808]
                     got=_short(dims),
                 )
     return math.prod(dims)  # type: ignore[arg-type]  # every d checked to be an int above
+
+
+def array_numel(
+    fmt: str, what: str, shape: tuple[int, ...], itemsize: int, offset: int | None = None
+) -> int:
+    """The element count of an array of ``shape`` read from a file at ``offset``: the plain
+    product where it is non-zero and its extent (times ``itemsize``) far from any limit, else
+    :func:`checked_numel`'s (which also says what is wrong with a dimension)."""
+    count = 1
+    for d in shape:
+        count *= d
+    if count == 0 or count * itemsize > MAX_ARRAY_BYTES:
+        count = checked_numel(fmt, what, shape, itemsize=itemsize, offset=offset)
+    return count
 
 
 def _short(dims: list[object]) -> object:

@@ -52,12 +52,22 @@ import os
 import warnings
 import weakref
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol, runtime_checkable
+from typing import (
+    TYPE_CHECKING,
+    Any,
+    ClassVar,
+    NamedTuple,
+    Protocol,
+    TypeVar,
+    runtime_checkable,
+)
 
 from .mapped import MappedFile
 
 if TYPE_CHECKING:
     import numpy as np
+
+_T = TypeVar("_T")
 
 __all__ = [
     "TensorInfo",
@@ -68,6 +78,7 @@ __all__ = [
     "MappedReader",
     "INFO_FIELDS",
     "verify_file",
+    "load_all",
 ]
 
 
@@ -294,7 +305,7 @@ class MappedReader(BaseReader):
     collected.
 
     A subclass calls :meth:`_map` (or :meth:`_adopt`) first in ``__init__``; if parsing then
-    fails it calls :meth:`close` before re-raising.
+    fails it calls :meth:`close` before re-raising (:meth:`_map_and_parse` does both).
     """
 
     _mf: MappedFile
@@ -322,6 +333,24 @@ class MappedReader(BaseReader):
         from .source import open_file
 
         return self._adopt(open_file(source, fmt=fmt or self.fmt, mmap=mmap))
+
+    def _map_and_parse(
+        self,
+        source: Any,
+        parse: Callable[[MappedFile], _T],
+        fmt: str | None = None,
+        *,
+        mmap: bool = True,
+    ) -> _T:
+        """:meth:`_map` ``source``, then ``parse(file)``: what it returns; if it raises, the
+        reader is closed (:meth:`close`, so set what a subclass's ``close`` uses first) and
+        the error goes on."""
+        mf = self._map(source, fmt, mmap=mmap)
+        try:
+            return parse(mf)
+        except BaseException:
+            self.close()
+            raise
 
     def _adopt(self, mf: MappedFile) -> MappedFile:
         """Own an already opened :class:`MappedFile`."""
@@ -372,6 +401,13 @@ class MappedReader(BaseReader):
         except Exception:  # noqa: BLE001 - repr must not raise
             return f"<{name} {where!r}>"
         return f"<{name} {where!r} {n} entries>"
+
+
+def load_all(opener: Any, source: Any, copy: bool = False, **kw: Any) -> dict[str, Any]:
+    """Every entry of ``opener(source, **kw)`` by name, each ``read(name, copy=copy)``, the
+    reader closed after. The module-level ``load`` of readers whose ``read`` takes ``copy``."""
+    with opener(source, **kw) as r:
+        return {k: r.read(k, copy=copy) for k in r}
 
 
 def verify_file(fmt: str, opener: Any, source: Any, **kw: Any) -> Any:

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError, TruncatedError, describe
-from .bounds import MAX_ARRAY_BYTES, checked_numel
+from .bounds import array_numel
 from .mapped import MappedFile, open_regular
 
 __all__ = ["SourceFile", "Pread", "HEAD_BLOCK", "TAIL_BLOCK", "COALESCE_GAP", "COALESCE_MAX"]
@@ -238,11 +238,7 @@ class SourceFile(MappedFile):
         self, offset: int, dtype: Any, shape: tuple[int, ...], what: str = "array"
     ) -> np.ndarray:
         dt = dtype if isinstance(dtype, np.dtype) else np.dtype(dtype)
-        count = 1
-        for d in shape:
-            count *= d
-        if count == 0 or count * dt.itemsize > MAX_ARRAY_BYTES:
-            count = checked_numel(self.fmt, what, shape, itemsize=dt.itemsize, offset=offset)
+        count = array_numel(self.fmt, what, shape, dt.itemsize, offset)
         nbytes = count * dt.itemsize
         self.check(offset, nbytes, what)
         if count == 0:

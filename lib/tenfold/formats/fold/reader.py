@@ -91,12 +91,7 @@ class Reader(ChunkReading, MappedReader, Mapping[str, Any]):
         self.limits = limits
         self._key = _digest.key_bytes(hmac_key)
         self._sten: dict[str, dict[str, tuple[str, tuple[int, ...], int, int]]] = {}
-        self._map(source, FMT, mmap=mmap)
-        try:
-            self._parse()
-        except BaseException:
-            self.close()
-            raise
+        self._map_and_parse(source, lambda mf: self._parse(), FMT, mmap=mmap)
 
     def _parse(self) -> None:
         p = _index.parse(self._mf, strict=self.strict, key=self._key)

@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...core.reader import MappedReader, Span, TensorInfo, verify_file
+from ...core.reader import MappedReader, Span, TensorInfo, load_all, verify_file
 from ...core.report import ERROR, OK, Report
 from ...core.slicing import plan
 from ...errors import MissingTensorError, TenfoldError, factory
@@ -86,12 +86,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         self.copy = copy
         self.limits = limits
         self._deq = _dequantizer(dequantize)
-        self._map(source, FMT, mmap=mmap)
-        try:
-            self._h: Header = parse(self._mf, limits)
-        except BaseException:
-            self.close()
-            raise
+        self._h: Header = self._map_and_parse(source, lambda mf: parse(mf, limits), FMT, mmap=mmap)
 
     # -- the file ---------------------------------------------------------------------------
     @property
@@ -235,8 +230,7 @@ def open(source: Any, **kw: Any) -> Reader:  # noqa: A001 - the format API name
 
 def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, Any]:
     """Every tensor (read-only views of the file unless ``copy=True``)."""
-    with Reader(source, **kw) as r:
-        return {k: r.read(k, copy=copy) for k in r}
+    return load_all(Reader, source, copy, **kw)
 
 
 def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:

@@ -4,10 +4,9 @@ whose superblock follows a user block), and the attributes ``inspect`` lists."""
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-from ...conversion import dict_source
+from ...conversion import span_source
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...tensor_source import Source
 from ._format import FORMAT
@@ -19,26 +18,7 @@ def source(
     """The datasets of an HDF5 file (``convert_source``)."""
     from .reader import Reader
 
-    r = Reader(path, limits=limits)
-    try:
-        md = r.metadata
-    except BaseException:
-        r.close()
-        raise
-
-    def raw(n: str) -> tuple[int, int, str | None] | None:
-        span = r.span(n)
-        if span is None:
-            return None
-        nbytes = span.dtype.itemsize
-        for d in span.shape:
-            nbytes *= d
-        return span.offset, nbytes, None
-
-    local = isinstance(path, (str, os.PathLike))
-    return dict_source(
-        FORMAT.name, r, metadata=md, close=r.close, raw=raw, path=path if local else None
-    )
+    return span_source(FORMAT.name, Reader(path, limits=limits), path)
 
 
 def claims(head: bytes, label: str) -> bool:

@@ -34,7 +34,7 @@ import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits, checked_numel
 from ...core.optional import require
-from ...core.reader import MappedReader, Span, TensorInfo, verify_file
+from ...core.reader import MappedReader, Span, TensorInfo, load_all, verify_file
 from ...core.report import Report
 from ...errors import factory
 
@@ -186,7 +186,9 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         self.separator = separator
         self._lock = threading.Lock()
         self._h5: Any = None
-        mf = self._map(source, FMT, mmap=mmap)
+        self._map_and_parse(source, lambda mf: self._open(h5py, mf), FMT, mmap=mmap)
+
+    def _open(self, h5py: Any, mf: Any) -> None:
         try:
             self._h5 = _open_h5(h5py, mf)
             self._paths: dict[str, str] = {}
@@ -195,11 +197,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             self.skipped_attributes: list[str] = []
             self._walk(h5py)
         except OSError as exc:
-            self.close()
             raise E.format(self.path or "<buffer>", detail=f"h5py cannot open it: {exc}") from None
-        except BaseException:
-            self.close()
-            raise
 
     def _walk(self, h5py: Any) -> None:
         self._attrs("", self._h5)
@@ -379,8 +377,7 @@ def open(source: Any, **kw: Any) -> Reader:  # noqa: A001 - the format API name
 def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
     """Every dataset (views of the file where :class:`Reader` gives them, unless
     ``copy=True``)."""
-    with Reader(source, **kw) as r:
-        return {k: r.read(k, copy=copy) for k in r}
+    return load_all(Reader, source, copy, **kw)
 
 
 def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:

@@ -188,12 +188,9 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
 
     def __init__(self, source: Any, *, limits: Limits = DEFAULT_LIMITS, mmap: bool = True) -> None:
         self.limits = limits
-        self._map(source, S.FMT, mmap=mmap)
-        try:
-            self._t: Tables = parse_tables(self._mf, limits)
-        except BaseException:
-            self.close()
-            raise
+        self._t: Tables = self._map_and_parse(
+            source, lambda mf: parse_tables(mf, limits), S.FMT, mmap=mmap
+        )
         t = self._t
         self.version: int = t.header.version
         self._index = {e[0]: i for i, e in enumerate(t.tensors)}

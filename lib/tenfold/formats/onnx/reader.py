@@ -28,7 +28,7 @@ import numpy as np
 
 from ...core import links
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...core.reader import MappedReader, Span, TensorInfo, verify_file
+from ...core.reader import MappedReader, Span, TensorInfo, load_all, verify_file
 from ...core.report import Report
 from ...errors import factory
 from . import _spec as S
@@ -82,26 +82,28 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         self.trust_links = bool(trust_links)
         self._ext: dict[str, Any] = {}
         self._lock = threading.Lock()
-        mf = self._map(source, FMT, mmap=mmap)
-        try:
-            if mf.size > limits.max_index_bytes and getattr(mf, "remote", False):
-                raise E.limit(
-                    self.path or "<buffer>",
-                    field="size",
-                    detail="a remote model is read whole",
-                    expected=f"<= {limits.max_index_bytes}",
-                    got=mf.size,
-                )
-            self._buf = memoryview(mf.buffer())  # type: ignore[arg-type]
-            self._model: Model = parse_model(self._buf, mf.size, limits)
-        except BaseException:
-            self.close()
-            raise
+        self._model: Model = self._map_and_parse(source, self._parse, FMT, mmap=mmap)
+        mf = self._mf
         self._dir = (
             None
             if self.path is None or getattr(mf, "remote", False)
             else os.path.dirname(os.path.abspath(self.path))
         )
+
+    def _parse(self, mf: Any) -> Model:
+        """The model in ``mf`` (a remote one is read whole, so no larger than
+        ``limits.max_index_bytes``)."""
+        limits = self.limits
+        if mf.size > limits.max_index_bytes and getattr(mf, "remote", False):
+            raise E.limit(
+                self.path or "<buffer>",
+                field="size",
+                detail="a remote model is read whole",
+                expected=f"<= {limits.max_index_bytes}",
+                got=mf.size,
+            )
+        self._buf = memoryview(mf.buffer())
+        return parse_model(self._buf, mf.size, limits)
 
     def close(self) -> None:
         """Release the model file and any external data file (arrays already returned stay
@@ -421,8 +423,7 @@ def open(source: Any, **kw: Any) -> Reader:  # noqa: A001 - the format API name
 def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
     """Every initializer (views of the file where :class:`Reader` gives them, unless
     ``copy=True``)."""
-    with Reader(source, **kw) as r:
-        return {k: r.read(k, copy=copy) for k in r}
+    return load_all(Reader, source, copy, **kw)
 
 
 def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:

@@ -71,12 +71,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
     ) -> None:
         self.copy = copy
         self.limits = limits
-        self._map(source, FMT, mmap=mmap)
-        try:
-            self._parse()
-        except BaseException:
-            self.close()
-            raise
+        self._map_and_parse(source, lambda mf: self._parse(), FMT, mmap=mmap)
 
     def _parse(self) -> None:
         # The one hardened parser (tenfold.interop.safetensors.parse_header), with tiling.

@@ -1,7 +1,7 @@
 """zTensor v2 values as the writer stores them: the storage dtype and logical type of a NumPy
 dtype (:func:`storage_of`), an array's little-endian C-order bytes in bounded pieces
-(:func:`le_pieces`), ``f4_e2m1`` codes packed two to a byte (:func:`pack_f4`), and the 40-byte
-footer (:func:`footer_bytes`).
+(:func:`le_pieces`, which the 0.1.0 writer streams too), ``f4_e2m1`` codes packed two to a
+byte (:func:`pack_f4`), and the 40-byte footer (:func:`footer_bytes`).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Sparse tensors: validation of CSR/COO components and the result type.
+"""Sparse tensors: validation of CSR/COO components (read and written) and the result type.
 
 With SciPy installed, sparse tensors are returned as ``scipy.sparse.csr_array`` /
 ``scipy.sparse.coo_array``. Without it (or with ``sparse="raw"``) they are returned as
@@ -12,10 +12,10 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import FormatError, LimitError, UnsupportedError, describe
-from ._spec import FMT
+from ...errors import EncodeError, FormatError, LimitError, UnsupportedError, describe
+from ._spec import FMT, E
 
-__all__ = ["SparseTensor", "check_csr", "check_coo", "to_result", "from_input"]
+__all__ = ["SparseTensor", "check_csr", "check_coo", "to_result", "from_input", "write_components"]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -236,3 +236,77 @@ def from_input(value: Any) -> SparseTensor | None:
         if len(coords)
         else np.zeros((len(shape), 0), np.uint64),
     )
+
+
+def write_components(
+    name: str, t: SparseTensor, data: np.ndarray
+) -> tuple[list[int], int, list[tuple[str, np.ndarray]]]:
+    """What a writer stores for sparse tensor ``name`` beside its values ``data``: its shape,
+    ``nnz`` and its index components (``indptr`` and ``indices`` for CSR, ``coords`` for COO)
+    as little-endian ``uint64``, each checked (:class:`~tenfold.errors.EncodeError`)."""
+    nnz = int(data.shape[0]) if data.ndim == 1 else -1
+    if data.ndim != 1:
+        raise EncodeError(
+            describe(FMT, f"tensor {name!r}", field="values", detail="must be 1-D", got=data.shape)
+        )
+    shape = [int(d) for d in t.shape]
+    comps: list[tuple[str, np.ndarray]]
+    if t.format == "csr":
+        if len(shape) != 2 or t.indptr is None or t.indices is None:
+            raise EncodeError(
+                describe(
+                    FMT,
+                    f"tensor {name!r}",
+                    field="sparse_format",
+                    detail="csr needs a 2-D shape, indptr and indices",
+                )
+            )
+        indptr = _index_array(name, "indptr", t.indptr, (shape[0] + 1,))
+        indices = _index_array(name, "indices", t.indices, (nnz,))
+        try:
+            check_csr(name, 0, tuple(shape), indptr, indices, nnz)
+        except ValueError as exc:
+            raise E.recast(EncodeError, exc, f"tensor {name!r}") from None
+        comps = [("indptr", indptr), ("indices", indices)]
+    elif t.format == "coo":
+        if t.coords is None:
+            raise EncodeError(
+                describe(FMT, f"tensor {name!r}", field="coords", detail="coo needs coords")
+            )
+        coords = _index_array(name, "coords", t.coords, (len(shape), nnz))
+        try:
+            check_coo(name, 0, tuple(shape), coords)
+        except ValueError as exc:
+            raise E.recast(EncodeError, exc, f"tensor {name!r}") from None
+        comps = [("coords", coords)]
+    else:
+        raise EncodeError(
+            describe(
+                FMT,
+                f"tensor {name!r}",
+                field="sparse_format",
+                detail="unknown",
+                expected="csr | coo",
+                got=t.format,
+            )
+        )
+    return shape, nnz, comps
+
+
+def _index_array(name: str, label: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
+    a = np.asarray(value)
+    if a.shape != shape:
+        raise EncodeError(
+            describe(FMT, f"tensor {name!r}", field=f"{label} shape", expected=shape, got=a.shape)
+        )
+    if a.size and (a.dtype.kind not in "iu" or (a.dtype.kind == "i" and a.min() < 0)):
+        raise EncodeError(
+            describe(
+                FMT,
+                f"tensor {name!r}",
+                field=label,
+                detail="must hold non-negative integers",
+                got=str(a.dtype),
+            )
+        )
+    return np.ascontiguousarray(a, dtype="<u8")

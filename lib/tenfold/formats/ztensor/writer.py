@@ -10,7 +10,7 @@ slices when it must be converted first) and only the index is kept.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -25,12 +25,12 @@ from ...core.prealloc import preallocate
 from ...errors import EncodeError, describe
 from . import _checksum
 from ._spec import ALIGN, DTYPES, FMT, KNOWN_KEYS, MAGIC, E
+from ._v2values import le_pieces
 from ._writerbase import AtomicFileWriter
-from .sparse import SparseTensor, from_input
+from .sparse import SparseTensor, from_input, write_components
 
 __all__ = ["Writer", "save"]
 
-_SLICE = 32 << 20  # bytes converted at a time for non-contiguous / big-endian input
 _ZEROS = bytes(ALIGN)
 
 
@@ -352,7 +352,7 @@ class Writer(AtomicFileWriter):
 
             sha = hashlib.sha256()
         size = 0
-        for piece in _le_pieces(a):
+        for piece in le_pieces(a):
             mv = byte_view(piece)
             self._f.write(mv)
             size += mv.nbytes
@@ -411,58 +411,7 @@ class Writer(AtomicFileWriter):
     ) -> dict[str, Any]:
         data = np.asarray(t.data)
         dname = self._dtype_name(name, data.dtype)
-        nnz = int(data.shape[0]) if data.ndim == 1 else -1
-        if data.ndim != 1:
-            raise EncodeError(
-                describe(
-                    FMT, f"tensor {name!r}", field="values", detail="must be 1-D", got=data.shape
-                )
-            )
-        shape = [int(d) for d in t.shape]
-        comps: list[tuple[str, np.ndarray]]
-        if t.format == "csr":
-            if len(shape) != 2 or t.indptr is None or t.indices is None:
-                raise EncodeError(
-                    describe(
-                        FMT,
-                        f"tensor {name!r}",
-                        field="sparse_format",
-                        detail="csr needs a 2-D shape, indptr and indices",
-                    )
-                )
-            indptr = _index_array(name, "indptr", t.indptr, (shape[0] + 1,))
-            indices = _index_array(name, "indices", t.indices, (nnz,))
-            from .sparse import check_csr
-
-            try:
-                check_csr(name, 0, tuple(shape), indptr, indices, nnz)
-            except ValueError as exc:
-                raise E.recast(EncodeError, exc, f"tensor {name!r}") from None
-            comps = [("indptr", indptr), ("indices", indices)]
-        elif t.format == "coo":
-            if t.coords is None:
-                raise EncodeError(
-                    describe(FMT, f"tensor {name!r}", field="coords", detail="coo needs coords")
-                )
-            coords = _index_array(name, "coords", t.coords, (len(shape), nnz))
-            from .sparse import check_coo
-
-            try:
-                check_coo(name, 0, tuple(shape), coords)
-            except ValueError as exc:
-                raise E.recast(EncodeError, exc, f"tensor {name!r}") from None
-            comps = [("coords", coords)]
-        else:
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"tensor {name!r}",
-                    field="sparse_format",
-                    detail="unknown",
-                    expected="csr | coo",
-                    got=t.format,
-                )
-            )
+        shape, nnz, comps = write_components(name, t, data)
         offset, size, digest = self._write_blob(data, encoding, level, algo)
         entry: dict[str, Any] = {
             "name": name,
@@ -486,25 +435,6 @@ class Writer(AtomicFileWriter):
         return entry
 
 
-def _index_array(name: str, label: str, value: Any, shape: tuple[int, ...]) -> np.ndarray:
-    a = np.asarray(value)
-    if a.shape != shape:
-        raise EncodeError(
-            describe(FMT, f"tensor {name!r}", field=f"{label} shape", expected=shape, got=a.shape)
-        )
-    if a.size and (a.dtype.kind not in "iu" or (a.dtype.kind == "i" and a.min() < 0)):
-        raise EncodeError(
-            describe(
-                FMT,
-                f"tensor {name!r}",
-                field=label,
-                detail="must hold non-negative integers",
-                got=str(a.dtype),
-            )
-        )
-    return np.ascontiguousarray(a, dtype="<u8")
-
-
 def _le_dtype(dt: np.dtype) -> np.dtype:
     if dt.itemsize > 1 and dt.byteorder == ">":
         return dt.newbyteorder("<")
@@ -513,27 +443,6 @@ def _le_dtype(dt: np.dtype) -> np.dtype:
 
 def _le_contiguous(a: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=_le_dtype(a.dtype))
-
-
-def _le_pieces(a: np.ndarray) -> Iterator[np.ndarray]:
-    """Yield ``a``'s bytes, little-endian, C order, without copying when it already is.
-
-    Other input (strided, Fortran-ordered, big-endian) is converted in slices along the first
-    axis of at most ``_SLICE`` bytes, so memory use stays bounded.
-    """
-    le = _le_dtype(a.dtype)
-    if a.flags.c_contiguous and a.dtype == le and a.dtype.byteorder != ">":
-        yield a.reshape(-1)
-        return
-    if a.ndim == 0:
-        yield np.ascontiguousarray(a, dtype=le).reshape(-1)
-        return
-    if a.size == 0:
-        return
-    row_bytes = (a.size // a.shape[0]) * a.dtype.itemsize
-    step = max(1, _SLICE // max(1, row_bytes))
-    for i in range(0, a.shape[0], step):
-        yield np.ascontiguousarray(a[i : i + step], dtype=le).reshape(-1)
 
 
 class _Unset:
