@@ -412,7 +412,7 @@ def _unknown(path: Any, head: bytes) -> FormatError:
     for f in formats():  # a file shorter than the magic it starts with: cut, not unknown
         magic = next((m for m in f.magics if len(head) < len(m) and m.startswith(head)), None)
         if magic is not None:
-            return factory(f.name).truncated(
+            return factory("tenfold").truncated(  # the registry's finding: no format read it
                 where,
                 detail=f"truncated: the file has {len(head)} bytes; it starts like the "
                 f"{len(magic)}-byte magic of a {f.description} file",
