@@ -19,8 +19,10 @@ How it measures. One worker process per build (``PYTHONPATH`` set to that build,
 code taken from this checkout's ``asv_bench/benchmarks`` for both, so only the library differs)
 sets each benchmark up once; the parent then asks the two workers for samples in turn, old/new,
 new/old, ... for ``--rounds`` rounds, so that a change in the machine's load falls on both sides.
-A sample is the fastest of ``--repeat`` timings of ``number`` calls (``number`` calibrated once,
-on BASE, so that a timing lasts about ``--target`` seconds, and used for both).
+A sample is the fastest of ``--repeat`` timings of ``number`` calls, ``number`` calibrated on
+each side so that a timing lasts about ``--target`` seconds (a few milliseconds: a timing that
+short often runs without being preempted, and the fastest of several is one that did; equal
+durations on both sides keep a slower side from being more exposed to preemption).
 
 How it judges (:func:`judge`). A benchmark is a regression only when all three hold:
 
@@ -538,7 +540,7 @@ class Pair:
         self.args = args
         self.old: Worker | None = None
         self.new: Worker | None = None
-        self.calibration: dict[str, int] = {}
+        self.calibration: dict[str, Any] = {}
         self.start()
 
     def start(self) -> None:
@@ -556,17 +558,21 @@ class Pair:
     def samplers(
         self, name: str, params: tuple[Any, ...]
     ) -> tuple[Callable[[], float], Callable[[], float]]:
-        """Calibrated on BASE, both sides warmed up; then one sample per call."""
+        """Each side calibrated on its own (so that the timings of both last about the same,
+        and a slower side is not more exposed to preemption); one sample per call."""
         assert self.old is not None and self.new is not None
         a = self.args
         cal = dict(op="calibrate", name=name, params=params, target=a.target)
-        ans = self.old.ask(**cal, repeat=a.repeat, budget=a.budget)
-        self.new.ask(**cal, repeat=a.repeat, budget=a.budget)
-        req = dict(op="sample", name=name, params=params, number=ans["number"])
-        req["repeat"] = ans["repeat"]
-        self.calibration = {"number": ans["number"], "repeat": ans["repeat"]}
+        co = self.old.ask(**cal, repeat=a.repeat, budget=a.budget)
+        cn = self.new.ask(**cal, repeat=a.repeat, budget=a.budget)
+        self.calibration = {"number": [co["number"], cn["number"]]}
+        self.calibration["repeat"] = max(co["repeat"], cn["repeat"])
+        req = dict(op="sample", name=name, params=params, repeat=self.calibration["repeat"])
         old, new = self.old, self.new
-        return (lambda: old.ask(**req)["t"]), (lambda: new.ask(**req)["t"])
+        return (
+            lambda: old.ask(**req, number=co["number"])["t"],
+            lambda: new.ask(**req, number=cn["number"])["t"],
+        )
 
     def fresh(self, name: str, params: tuple[Any, ...]) -> Callable[[], Any]:
         def restart() -> tuple[Callable[[], float], Callable[[], float]]:
