@@ -67,6 +67,7 @@ import math
 import os
 import re
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -385,7 +386,10 @@ class Worker:
 
 
 def _git(*args: str, repo: Path) -> str:
-    proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    try:
+        proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)
+    except OSError as exc:  # no git on this machine
+        raise UsageError(f"git {' '.join(args)}: {exc}") from None
     if proc.returncode != 0:
         raise UsageError(f"git {' '.join(args)}: {proc.stderr.strip() or proc.returncode}")
     return proc.stdout.strip()
@@ -399,7 +403,30 @@ def _import_root(tree: Path) -> Path | None:
     return None
 
 
-def _build_commit(sha: str, repo: Path, cache: Path, python: str) -> Path:
+def _run_build(cmd: list[str], cwd: Path, env: dict[str, str], timeout: float | None, what: str):
+    """Run a build in a session of its own: on a timeout the compilers it started end too."""
+    proc = subprocess.Popen(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        raise UsageError(f"building {what} took longer than {timeout:.0f} s") from None
+    if proc.returncode != 0:
+        raise UsageError(f"building {what} failed:\n{out[-3000:]}")
+
+
+def _build_commit(
+    sha: str, repo: Path, cache: Path, python: str, timeout: float | None = None
+) -> Path:
     dest = cache / sha
     if (dest / "BUILT").is_file():
         return dest
@@ -416,9 +443,7 @@ def _build_commit(sha: str, repo: Path, cache: Path, python: str) -> Path:
         cmd = [python, "setup.py", "-q", "build_ext", "--inplace", "--build-temp", "build/k"]
         env = dict(os.environ, TENFOLD_BUILD_EXT="1")
         env.pop("TENFOLD_KERNELS", None)
-        proc = subprocess.run(cmd, cwd=tmp, env=env, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise UsageError(f"building {sha[:12]} failed:\n{(proc.stdout + proc.stderr)[-3000:]}")
+        _run_build(cmd, tmp, env, timeout, sha[:12])
         print(f"perf_gate: built {sha[:12]} in {time.monotonic() - t:.0f} s", file=sys.stderr)
         shutil.rmtree(tmp / "build", ignore_errors=True)
         (tmp / "BUILT").write_text(sha + "\n")
@@ -445,7 +470,9 @@ def _unpack_wheel(path: Path, cache: Path) -> Path:
     return dest
 
 
-def resolve(spec: str, repo: Path, cache: Path, python: str) -> dict[str, Any]:
+def resolve(
+    spec: str, repo: Path, cache: Path, python: str, timeout: float | None = None
+) -> dict[str, Any]:
     """A build for ``spec`` (folder, wheel or git revision): ``{"spec", "root", "commit"}``."""
     path = Path(spec).resolve()
     if path.is_file() and path.suffix == ".whl":
@@ -458,7 +485,7 @@ def resolve(spec: str, repo: Path, cache: Path, python: str) -> dict[str, Any]:
         return {"spec": spec, "root": str(root), "commit": None}
     sha = _git("rev-parse", "--verify", "--quiet", f"{spec}^{{commit}}", repo=repo)
     cache.mkdir(parents=True, exist_ok=True)
-    tree = _build_commit(sha, repo, cache, python)
+    tree = _build_commit(sha, repo, cache, python, timeout)
     return {"spec": spec, "root": str(tree / "lib"), "commit": sha}
 
 
@@ -680,6 +707,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("base", nargs="?", help="git revision, built folder or .whl (old side)")
     p.add_argument("head", help="git revision, built folder or .whl (new side)")
     p.add_argument("--stored", metavar="DIR", help="compare HEAD with stored asv results instead")
+    p.add_argument(
+        "--fallback-stored",
+        metavar="DIR",
+        help="when BASE cannot be built (no git history, --build-timeout), compare with the "
+        "stored asv results in DIR instead (as --stored) rather than fail",
+    )
+    p.add_argument("--build-timeout", type=float, metavar="S", help="give up building BASE")
     p.add_argument("--machine", help="asv machine name in --stored (default: the only one)")
     p.add_argument("--quick", action="store_true", help="5 rounds of 3 short timings (CI)")
     p.add_argument("--all", action="store_true", help="every time_* benchmark, not the stable set")
@@ -723,7 +757,16 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"--stored {args.stored}: not a folder")
     repo, cache = Path(args.repo).resolve(), Path(args.cache).resolve()
     head = resolve(args.head, repo, cache, args.python)
-    base = resolve(args.base, repo, cache, args.python) if args.base else None
+    base, fallback = None, None
+    if args.base is not None:
+        try:
+            base = resolve(args.base, repo, cache, args.python, args.build_timeout)
+        except UsageError as exc:
+            if args.fallback_stored is None:
+                raise
+            fallback = f"{exc}; compared with the stored results in {args.fallback_stored}"
+            print(f"perf_gate: {fallback}")
+            args.stored, args.base = args.fallback_stored, None
     report: dict[str, Any] = {
         "schema": SCHEMA,
         "started": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -731,6 +774,7 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
         "base": base,
         "head": head,
         "stored": args.stored,
+        "fallback": fallback,
         "threshold": args.stored_threshold if args.stored else args.threshold,
         "rounds": args.rounds,
         "repeat": args.repeat,

@@ -21,6 +21,7 @@ import json
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -239,3 +240,30 @@ def test_cli_usage_errors(tmp_path):
     assert proc.returncode == 2 and "git rev-parse" in proc.stderr
     proc = _run(root, root, "--bench", "no benchmark has this name")
     assert proc.returncode == 2 and "no benchmark selected" in proc.stderr
+
+
+def test_cli_falls_back_to_stored_results_when_base_cannot_be_built(tmp_path):
+    root = _built_root()
+    results = _stored(tmp_path, 10.0)
+    out = tmp_path / "r.json"
+    args = ["no-such-rev", root, "--repo", tmp_path, "--fallback-stored", results]
+    proc = _run(*args, "--quick", "--bench", r"RSSuite\.time_correct", "--json", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rep = json.loads(out.read_text())
+    assert "git rev-parse" in rep["fallback"] and rep["stored"] == str(results)
+    assert rep["threshold"] == 2.0 and rep["benchmarks"][0]["stored"]["commit"] == "c2"
+
+
+def test_cli_takes_a_wheel(tmp_path):
+    root = _built_root()
+    wheel = tmp_path / "tenfold-0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w") as zf:
+        for f in (root / "tenfold").rglob("*"):
+            if f.is_file() and "__pycache__" not in f.parts:
+                zf.write(f, f.relative_to(root).as_posix())
+    out = tmp_path / "r.json"
+    args = [root, wheel, "--quick", "--bench", "TarscanSuite", "--cache", tmp_path / "c"]
+    proc = _run(*args, "--json", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    head = json.loads(out.read_text())["head"]["root"]
+    assert Path(head).parent == tmp_path / "c" and Path(head).name.startswith("wheel-")
