@@ -17,12 +17,13 @@ BASE and HEAD are each one of
 
 How it measures. One worker process per build (``PYTHONPATH`` set to that build, the benchmark
 code taken from this checkout's ``asv_bench/benchmarks`` for both, so only the library differs)
-sets each benchmark up once; the parent then asks the two workers for samples in turn, old/new,
-new/old, ... for ``--rounds`` rounds, so that a change in the machine's load falls on both sides.
-A sample is the fastest of ``--repeat`` timings of ``number`` calls, ``number`` calibrated on
-each side so that a timing lasts about ``--target`` seconds (a few milliseconds: a timing that
-short often runs without being preempted, and the fastest of several is one that did; equal
-durations on both sides keep a slower side from being more exposed to preemption).
+sets each benchmark up once. A timing is ``number`` calls, ``number`` calibrated on each side so
+that a timing lasts about ``--target`` seconds (a few milliseconds: a timing that short often
+runs without being preempted; equal lengths on both sides keep a slower side from being more
+exposed). The parent asks the two workers for timings one by one in turn (old, new, new, old,
+...), and a round's sample of each side is the fastest of its ``--repeat`` timings: the two
+samples of a round come from the same fraction of a second, so a change of the machine's load
+falls on both. ``--rounds`` rounds make a pass.
 
 How it judges (:func:`judge`). A benchmark is a regression only when all three hold:
 
@@ -143,18 +144,27 @@ def judge(old: Sequence[float], new: Sequence[float], threshold: float = 1.3) ->
 
 
 def interleave(
-    old: Callable[[], float], new: Callable[[], float], rounds: int
+    old: Callable[[], float], new: Callable[[], float], rounds: int, repeat: int = 1
 ) -> tuple[list[float], list[float]]:
-    """``rounds`` samples of each side, taken in turn: old/new, then new/old, and so on."""
+    """``rounds`` samples of each side. A sample is the fastest of ``repeat`` timings, and the
+    timings of the two sides are taken one by one in turn (old/new, then new/old, ...), so
+    that a round's two samples come from the same stretch of time and a change of load
+    falls on both."""
     olds: list[float] = []
     news: list[float] = []
-    for r in range(rounds):
-        if r % 2 == 0:
-            olds.append(old())
-            news.append(new())
-        else:
-            news.append(new())
-            olds.append(old())
+    turn = 0
+    for _ in range(rounds):
+        o = n = float("inf")
+        for _ in range(repeat):
+            if turn % 2 == 0:
+                o = min(o, old())
+                n = min(n, new())
+            else:
+                n = min(n, new())
+                o = min(o, old())
+            turn += 1
+        olds.append(o)
+        news.append(n)
     return olds, news
 
 
@@ -165,21 +175,23 @@ def gate(
     threshold: float = 1.3,
     confirm: bool = True,
     fresh: Callable[[], tuple[Callable[[], float], Callable[[], float]]] | None = None,
+    repeat: int = 1,
 ) -> dict[str, Any]:
     """One benchmark judged: a pass, and when it finds a regression a second (confirming) pass.
 
-    ``old`` and ``new`` each return one sample (seconds per call; see :func:`sampler`). The
-    confirming pass has ``2 * rounds - 1`` rounds, taken from ``fresh()`` when given (new
-    worker processes: a slowdown that belongs to one process, its memory layout or its files,
-    is not confirmed). The result is the first pass's :func:`judge` dict, its verdict replaced
-    by the confirming pass's when there was one (``confirm`` holds that pass).
+    ``old`` and ``new`` each return one timing (seconds per call; see :func:`sampler`);
+    :func:`interleave` makes samples of ``repeat`` of them. The confirming pass has
+    ``2 * rounds - 1`` rounds, taken from ``fresh()`` when given (new worker processes: a
+    slowdown that belongs to one process, its memory layout or its files, is not confirmed).
+    The result is the first pass's :func:`judge` dict, its verdict replaced by the confirming
+    pass's when there was one (``confirm`` holds that pass).
     """
-    first = judge(*interleave(old, new, rounds), threshold)
+    first = judge(*interleave(old, new, rounds, repeat), threshold)
     first["confirm"] = None
     if first["verdict"] == "regression" and confirm:
         if fresh is not None:
             old, new = fresh()
-        second = judge(*interleave(old, new, 2 * rounds - 1), threshold)
+        second = judge(*interleave(old, new, 2 * rounds - 1, repeat), threshold)
         first["confirm"] = second
         if second["verdict"] != "regression":
             first["verdict"] = "ok"
@@ -209,9 +221,10 @@ def calibrate(
     return number, max(repeat, min(200, math.ceil(budget / (number * one))))
 
 
-def sampler(fn: Callable[[], Any], number: int, repeat: int) -> Callable[[], float]:
-    """A zero-argument callable giving one sample of ``fn`` (for :func:`gate`)."""
-    return lambda: best_time(fn, number, repeat)
+def sampler(fn: Callable[[], Any], number: int) -> Callable[[], float]:
+    """A zero-argument callable giving one timing of ``number`` calls of ``fn``, in seconds
+    per call (for :func:`gate`)."""
+    return lambda: best_time(fn, number, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -586,7 +599,7 @@ class Pair:
         self, name: str, params: tuple[Any, ...]
     ) -> tuple[Callable[[], float], Callable[[], float]]:
         """Each side calibrated on its own (so that the timings of both last about the same,
-        and a slower side is not more exposed to preemption); one sample per call."""
+        and a slower side is not more exposed to preemption); one timing per call."""
         assert self.old is not None and self.new is not None
         a = self.args
         cal = dict(op="calibrate", name=name, params=params, target=a.target)
@@ -594,7 +607,7 @@ class Pair:
         cn = self.new.ask(**cal, repeat=a.repeat, budget=a.budget)
         self.calibration = {"number": [co["number"], cn["number"]]}
         self.calibration["repeat"] = max(co["repeat"], cn["repeat"])
-        req = dict(op="sample", name=name, params=params, repeat=self.calibration["repeat"])
+        req = dict(op="sample", name=name, params=params, repeat=1)
         old, new = self.old, self.new
         return (
             lambda: old.ask(**req, number=co["number"])["t"],
@@ -629,7 +642,14 @@ def _run_pairs(args: argparse.Namespace, pair: Pair) -> Iterator[dict[str, Any]]
             continue
         try:
             row |= pair.calibration
-            res = gate(old, new, args.rounds, args.threshold, fresh=pair.fresh(name, params))
+            res = gate(
+                old,
+                new,
+                args.rounds,
+                args.threshold,
+                fresh=pair.fresh(name, params),
+                repeat=pair.calibration["repeat"],
+            )
         except RuntimeError as exc:
             res = {"verdict": "error", "error": str(exc)}
         yield row | res

@@ -66,12 +66,13 @@ def benches():
         x.close()
 
 
-def _samplers(old_fn, new_fn):
+def _gate(old_fn, new_fn):
+    """The gate in quick mode on two callables, each side calibrated as the command does."""
     q = pg.QUICK
     n_old, r_old = pg.calibrate(old_fn, q["target"], q["repeat"], q["budget"])
     n_new, r_new = pg.calibrate(new_fn, q["target"], q["repeat"], q["budget"])
-    repeat = max(r_old, r_new)
-    return pg.sampler(old_fn, n_old, repeat), pg.sampler(new_fn, n_new, repeat)
+    old, new = pg.sampler(old_fn, n_old), pg.sampler(new_fn, n_new)
+    return pg.gate(old, new, rounds=q["rounds"], repeat=max(r_old, r_new))
 
 
 def _twice(fn):
@@ -94,7 +95,7 @@ def _sleep_as_long(fn):
 @pytest.mark.parametrize("plant", [_twice, _sleep_as_long], ids=["twice", "sleep"])
 def test_planted_2x_slowdown_is_caught(benches, plant):
     fn = benches[0].get(*BENCH)
-    res = pg.gate(*_samplers(fn, plant(benches[1].get(*BENCH))), rounds=pg.QUICK["rounds"])
+    res = _gate(fn, plant(benches[1].get(*BENCH)))
     assert res["verdict"] == "regression", res
     assert res["confirm"]["verdict"] == "regression"
     # at least the planted 2x (a loaded machine can add to a sleep, never take from it)
@@ -103,13 +104,13 @@ def test_planted_2x_slowdown_is_caught(benches, plant):
 
 def test_unchanged_code_passes(benches):
     old, new = benches[0].get(*BENCH), benches[1].get(*BENCH)
-    res = pg.gate(*_samplers(old, new), rounds=pg.QUICK["rounds"])
+    res = _gate(old, new)
     assert res["verdict"] != "regression", res
 
 
 def test_a_faster_head_is_not_a_regression(benches):
     slow = _twice(benches[0].get(*BENCH))
-    res = pg.gate(*_samplers(slow, benches[1].get(*BENCH)), rounds=pg.QUICK["rounds"])
+    res = _gate(slow, benches[1].get(*BENCH))
     assert res["verdict"] == "faster", res
 
 
@@ -162,6 +163,17 @@ def test_a_confirmed_regression_uses_fresh_samplers():
 
     res = pg.gate(lambda: 1.0, lambda: 2.0, rounds=3, fresh=fresh)
     assert res["verdict"] == "regression" and fresh_calls == [1]
+
+
+def test_interleave_alternates_single_timings():
+    calls = []
+
+    def side(tag, t):
+        return lambda: calls.append(tag) or t
+
+    olds, news = pg.interleave(side("o", 1.0), side("n", 2.0), rounds=2, repeat=3)
+    assert olds == [1.0, 1.0] and news == [2.0, 2.0]
+    assert "".join(calls) == "onnoonnoonno"
 
 
 def test_judge_refuses_unpaired_samples():
