@@ -118,7 +118,8 @@ def _fmt(v: dict[str, Any] | None) -> str:
     if v is None:
         return "n/a"
     x = v["median"]
-    unit, scale = ("ms", 1e-3) if x >= 1e-3 else ("µs", 1e-6)
+    top = max(x, v.get("q75") or 0.0)
+    unit, scale = ("ms", 1e-3) if top >= 1e-3 else ("µs", 1e-6)
     text = f"{x / scale:.3g} {unit}"
     if v.get("q25") is not None and v.get("q75") is not None:
         text += f" ({v['q25'] / scale:.3g}-{v['q75'] / scale:.3g})"
@@ -161,7 +162,7 @@ def section(results: Path = RESULTS) -> str:
         for r in rows:
             cells = [
                 f"`{r['commit'][:8]}`",
-                _utc(r["date"])[:10],
+                _utc(r["date"]),
                 _utc(r["measured"]) if r["measured"] else "?",
                 _load(r["conditions"]),
             ] + [_fmt(r["values"][t]) for t in titles]
