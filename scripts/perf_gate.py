@@ -32,18 +32,21 @@ How it judges (:func:`judge`). A benchmark is a regression only when all three h
    next to each other) is at least the threshold as well;
 3. the spreads do not overlap: HEAD's lower quartile is above BASE's upper quartile.
 
-and then the whole measurement is repeated (a fresh set of rounds) and must say so again
-(``confirm``). Why a false alarm on unchanged code is very unlikely: with the same code on
-both sides the two samples of a round are exchangeable (the order alternates, so neither side
-is systematically the one measured first or after a burst), and each sample is already the
-fastest of several timings, which removes most of what a loaded machine adds. Condition 2
-needs at least half of the rounds (3 of 5 in ``--quick``, 5 of 9 by default) to show HEAD 30%
-slower in a pair measured within a fraction of a second; if one pair does that with probability
-p (measured on the loaded 2-core box this was written on: p < 0.05, see
-tests/scripts/test_perf_gate.py), one pass alarms with probability at most
-P(Binomial(5, p) >= 3) < 1.2e-3, and the confirming pass, an independent set of rounds, makes
-that < 1.5e-6 per benchmark (conditions 1 and 3 only make it smaller). A real 2x slowdown
-moves every pair, so both passes see it.
+and then the whole measurement is repeated (``2 * rounds - 1`` fresh rounds, with fresh worker
+processes) and must say so again (``confirm``).
+
+Why a false alarm on unchanged code is very unlikely. With the same code on both sides the two
+samples of a round are exchangeable (the turns alternate, so neither side is systematically
+measured first), they come from the same fraction of a second (a load burst longer than a
+couple of timings lands on both), and each is the fastest of several timings, which removes
+most of what a loaded machine adds. Condition 2 needs at least half of the rounds (3 of 5 in
+``--quick``) to show HEAD 30% slower. Measured on the 2-core box this was written on (the same
+tree on both sides, five runs of the stable set, one-minute load 5.3-6.4 from about 8 other
+agents' test runs): 4 of 232 per-round ratios reached 1.3x, 1 of 174 for the kernels and 3 of 58
+for the TARIDX build and the zTensor open, which touch files. Taking p = 0.05 per round, a pass
+alarms with probability P(Binomial(5, p) >= 3) < 1.2e-3, and the confirming pass, 5 of 9 fresh
+rounds, P < 3.5e-5: about 4e-8 per benchmark and run (conditions 1 and 3 only make it
+smaller). A real 2x slowdown moves every round, so both passes see it.
 
 ``--stored`` compares HEAD alone against the most recent stored asv result of the machine
 (``--machine``; default: the only machine stored): timings of another day and another load,
