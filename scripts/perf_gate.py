@@ -533,7 +533,8 @@ def stored_result(
         if row is None:
             continue
         cols = dict(zip(doc["result_columns"], row, strict=False))
-        combos = [tuple(c) for c in itertools.product(*cols.get("params") or [[]])]
+        # an unparameterized benchmark has params [] and one result: the empty combination
+        combos = [tuple(c) for c in itertools.product(*(cols.get("params") or []))]
         want = tuple(_asv_param_repr(p) for p in params)
         if want not in combos or not cols.get("result"):
             continue
@@ -708,10 +709,13 @@ def _print_row(row: dict[str, Any]) -> None:
     if old is None:
         print(f"  {row['verdict']:<11} {label}: new {_fmt_t(new['median'])}")
         return
+    side = "old"
+    if row.get("stored"):
+        side = f"stored {(row['stored']['commit'] or '?')[:8]}"
     conf = " (confirmed)" if row.get("confirm") and row["verdict"] == "regression" else ""
     unconf = " (not confirmed by a second pass)" if row.get("confirm") and not conf else ""
     print(
-        f"  {row['verdict']:<11} {label}: old {_fmt_t(old['median'])}"
+        f"  {row['verdict']:<11} {label}: {side} {_fmt_t(old['median'])}"
         f" [{_fmt_t(old['q1'])}..{_fmt_t(old['q3'])}]"
         f"  new {_fmt_t(new['median'])} [{_fmt_t(new['q1'])}..{_fmt_t(new['q3'])}]"
         f"  x{row['ratio']:.2f}"

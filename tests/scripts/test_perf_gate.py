@@ -225,7 +225,8 @@ def _stored(tmp_path: Path, median: float) -> Path:
     for date, value in ((1, 99.0), (2, median)):  # the newer one counts
         row = [[value], [["32"]], "v", 0, 0, [None], [None], [value], [value], [1], [1]]
         doc = {"commit_hash": f"c{date}", "date": date, "result_columns": cols}
-        doc["results"] = {BENCH[0]: row}
+        plain = [[value * 2], [], "v", 0, 0, [None], [None], [value], [value], [1], [1]]
+        doc["results"] = {BENCH[0]: row, "core.ChecksumSuite.time_crc32c": plain}
         (mdir / f"c{date}-env.json").write_text(json.dumps(doc))
     return tmp_path / "results"
 
@@ -234,6 +235,9 @@ def test_stored_result_takes_the_newest(tmp_path):
     res = pg.stored_result(_stored(tmp_path, 0.5), None, *BENCH)
     assert res["median"] == 0.5 and res["commit"] == "c2" and res["machine"] == "box"
     assert pg.stored_result(tmp_path / "results", None, BENCH[0], (16,)) is None
+    # a benchmark without parameters
+    res = pg.stored_result(tmp_path / "results", None, "core.ChecksumSuite.time_crc32c", ())
+    assert res["median"] == 1.0 and res["commit"] == "c2"
 
 
 @pytest.mark.parametrize(("stored", "rc"), [(10.0, 0), (1e-9, 1)])
