@@ -296,6 +296,12 @@ def publish(outdir: Path, offline: bool = True) -> int:
     conf["results_dir"] = str(RESULTS)
     conf["html_dir"] = str(outdir)
     conf["benchmark_dir"] = str(ROOT / "asv_bench" / conf["benchmark_dir"])
+    # a checkout without the configured branch (a detached CI clone) graphs what HEAD reaches
+    for branch in conf.get("branches", []):
+        probe = ["git", "-C", str(ROOT), "rev-parse", "--verify", "--quiet", branch]
+        if subprocess.run(probe, capture_output=True).returncode != 0:
+            conf["branches"] = ["HEAD"]
+            break
     with tempfile.TemporaryDirectory(prefix="tenfold-asv-publish-") as d:
         path = Path(d) / "asv.conf.json"
         path.write_text(json.dumps(conf))
