@@ -9,7 +9,8 @@
 #   2. the same venv gets the test and peer extras of the same wheel, then, from a neutral
 #      directory (so `import tenfold` is the installed package, never the tree):
 #      pytest with the compiled kernels, pytest with TENFOLD_PUREPYTHON=1 (the reference
-#      kernels), mypy.stubtest on every kernel stub, and the asv benchmarks in quick mode.
+#      kernels), mypy.stubtest on every kernel stub, and the asv benchmarks in quick mode;
+#   3. the performance gate: HEAD~1 against the wheel on the stable kernel benchmarks.
 # Everything it creates lives in one temporary directory, removed at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -143,5 +144,16 @@ mods=$("$VPY" -c "import tenfold._kernels as k; print(' '.join('tenfold._kernels
 
 echo "== asv (quick)"
 "$VPY" "$here/scripts/asv_quick.py"
+
+# --- perf gate (issue 27) -----------------------------------------------------------------
+echo "== perf gate (quick): the stable kernel benchmarks, HEAD~1 and this wheel interleaved"
+# HEAD~1 (the first parent: main before a merge) is built once, about 2 minutes of CPU. With no
+# git history, or a build over 6 minutes, the gate compares with the stored asv results
+# (asv_bench/results) instead, at 2x rather than 1.3x (timings of another day). Exit status 1
+# is a slowdown larger than the noise measured in this run (see scripts/perf_gate.py).
+"$VPY" "$here/scripts/perf_gate.py" HEAD~1 "$wheel" --quick --repo "$here" \
+    --cache "$work/perf-gate" --build-timeout 360 --fallback-stored "$here/asv_bench/results" \
+    --json "$work/perf-gate.json"
+# --- end of perf gate ---------------------------------------------------------------------
 
 echo "== all stages passed in $((SECONDS - start)) s"
