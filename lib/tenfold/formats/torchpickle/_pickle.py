@@ -33,23 +33,23 @@ bytes, and the machine is a loop (no recursion).
 
 from __future__ import annotations
 
-import dataclasses
 import struct
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
-from ...core.dtypes import (
-    BFLOAT16,
-    FLOAT8_E4M3FN,
-    FLOAT8_E4M3FNUZ,
-    FLOAT8_E5M2,
-    FLOAT8_E5M2FNUZ,
-    FLOAT8_E8M0,
-)
 from ...errors import TenfoldError, factory
+from ._calls import CALLS, short
 from ._format import FMT
+from ._records import (
+    DTYPES,
+    GLOBALS,
+    Global,
+    ODict,
+    PickledSet,
+    Storage,
+    Tensor,
+    TorchDtype,
+)
 
 __all__ = [
     "Tensor",
@@ -74,119 +74,6 @@ MAX_MARKS = 1000
 MAX_OPS = 1 << 23
 #: Longest ``LONG1`` / ``LONG4`` integer, in bytes (the legacy magic number takes 10).
 MAX_LONG_BYTES = 32
-
-#: torch dtype name -> NumPy dtype (native order; None: no NumPy type holds it).
-DTYPES: dict[str, np.dtype | None] = {
-    "float64": np.dtype("<f8"), "float32": np.dtype("<f4"), "float16": np.dtype("<f2"),
-    "bfloat16": BFLOAT16, "int64": np.dtype("<i8"), "int32": np.dtype("<i4"),
-    "int16": np.dtype("<i2"), "int8": np.dtype("i1"), "uint8": np.dtype("u1"),
-    "uint16": np.dtype("<u2"), "uint32": np.dtype("<u4"), "uint64": np.dtype("<u8"),
-    "bool": np.dtype("?"), "complex64": np.dtype("<c8"), "complex128": np.dtype("<c16"),
-    "float8_e4m3fn": FLOAT8_E4M3FN, "float8_e5m2": FLOAT8_E5M2,
-    "float8_e4m3fnuz": FLOAT8_E4M3FNUZ, "float8_e5m2fnuz": FLOAT8_E5M2FNUZ,
-    "float8_e8m0fnu": FLOAT8_E8M0,
-    "complex32": None, "float4_e2m1fn_x2": None, "quint8": None, "qint8": None,
-    "qint32": None, "quint4x2": None, "quint2x4": None,
-    "bits1x8": None, "bits2x4": None, "bits4x2": None, "bits8": None, "bits16": None,
-}  # fmt: skip
-
-#: The typed storage classes ``torch.save`` names (``torch.<Name>``) -> their element type.
-STORAGES = {
-    "DoubleStorage": "float64", "FloatStorage": "float32", "HalfStorage": "float16",
-    "BFloat16Storage": "bfloat16", "LongStorage": "int64", "IntStorage": "int32",
-    "ShortStorage": "int16", "CharStorage": "int8", "ByteStorage": "uint8",
-    "BoolStorage": "bool", "ComplexFloatStorage": "complex64",
-    "ComplexDoubleStorage": "complex128",
-}  # fmt: skip
-
-
-def _globals() -> dict[tuple[str, str], tuple[str, str]]:
-    table = {
-        ("collections", "OrderedDict"): ("odict", ""),
-        ("torch._utils", "_rebuild_tensor"): ("rebuild", "v1"),
-        ("torch._utils", "_rebuild_tensor_v2"): ("rebuild", "v2"),
-        ("torch._utils", "_rebuild_tensor_v3"): ("rebuild", "v3"),
-        ("torch._utils", "_rebuild_parameter"): ("parameter", ""),
-        ("torch._utils", "_rebuild_parameter_with_state"): ("parameter", "state"),
-        ("torch", "Size"): ("size", ""),
-        ("_codecs", "encode"): ("encode", ""),
-        ("torch.storage", "UntypedStorage"): ("storage", "uint8"),
-    }
-    for builtins in ("builtins", "__builtin__"):
-        table[(builtins, "set")] = ("set", "")
-        table[(builtins, "frozenset")] = ("set", "")
-        table[(builtins, "bytes")] = ("bytes", "")  # protocol 2's b"": bytes()
-    for name, dtype in STORAGES.items():
-        table[("torch", name)] = ("storage", dtype)
-    for name in DTYPES:
-        table[("torch", name)] = ("dtype", name)
-    return table
-
-
-#: ``(module, name)`` -> ``(kind, argument)``: every global this reader accepts.
-GLOBALS = _globals()
-
-
-@dataclasses.dataclass(frozen=True)
-class Global:
-    """An accepted global as the stack holds it (only :data:`GLOBALS` makes one)."""
-
-    module: str
-    name: str
-    kind: str
-    arg: str
-
-    @property
-    def qualname(self) -> str:
-        return f"{self.module}.{self.name}"
-
-
-@dataclasses.dataclass(frozen=True)
-class TorchDtype:
-    """``torch.<name>`` as a value (what ``_rebuild_tensor_v3`` takes; in metadata, a
-    string)."""
-
-    name: str
-
-
-@dataclasses.dataclass(eq=False)
-class Storage:
-    """A persistent id: storage ``key`` of ``numel`` elements of ``dtype`` (torch's name)."""
-
-    key: str
-    dtype: str
-    numel: int
-    location: str
-    at: int
-
-    @property
-    def nbytes(self) -> int:
-        dt = DTYPES[self.dtype]
-        assert dt is not None
-        return self.numel * dt.itemsize
-
-
-@dataclasses.dataclass(eq=False)
-class Tensor:
-    """A tensor: a view of ``storage`` (``offset`` and ``stride`` in elements of ``dtype``)."""
-
-    storage: Storage
-    dtype: str
-    offset: int
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
-    at: int
-
-    __hash__ = None  # type: ignore[assignment]  # never a dict key
-
-
-class ODict(dict):  # type: ignore[type-arg]
-    """A ``collections.OrderedDict`` (a plain dict, which keeps order; ``BUILD`` accepted)."""
-
-
-class PickledSet(list):  # type: ignore[type-arg]
-    """A set or frozenset, as a list of its items in pickle order."""
-
 
 _MARK = object()
 _SCALAR_KEYS = (str, int, float, bool, bytes, type(None))
@@ -383,13 +270,13 @@ class Unpickler:
                 "persistent id refused",
                 "unsupported",
                 expected="('storage', <torch storage type>, key, location, numel)",
-                got=_short(pid),
+                got=short(pid),
             )
         _, kind, key, location, numel = pid[:5]
         if len(pid) == 6 and pid[5] is not None:
             raise self.fail("storage views (legacy view metadata) are not read", "unsupported")
         if type(key) is not str or type(location) is not str or type(numel) is not int:
-            raise self.fail("persistent id fields", got=_short(pid))
+            raise self.fail("persistent id fields", got=short(pid))
         if numel < 0:
             raise self.fail("storage size", expected=">= 0", got=numel)
         seen = self.storages.get(key)
@@ -409,111 +296,10 @@ class Unpickler:
             raise self.fail(f"REDUCE of a {type(func).__name__}, not an accepted global")
         if type(args) is not tuple:
             raise self.fail("REDUCE arguments are not a tuple", got=type(args).__name__)
-        call = _CALLS.get(func.kind)
+        call = CALLS.get(func.kind)
         if call is None:
             raise self.fail(f"{func.qualname} is not callable here", "unsupported")
         return call(self, func, args)
-
-
-def _short(v: Any) -> str:
-    text = repr(v) if isinstance(v, (str, int, float, bytes, type(None))) else type(v).__name__
-    if type(v) is tuple:
-        text = "(" + ", ".join(_short(x) for x in v[:6]) + ")"
-    return text if len(text) <= 120 else text[:117] + "..."
-
-
-# -- the calls REDUCE may make -------------------------------------------------------------
-def _ints(u: Unpickler, what: str, v: Any) -> tuple[int, ...]:
-    if type(v) is not tuple or not all(type(d) is int for d in v):
-        raise u.fail(f"tensor {what} is not a tuple of ints", got=_short(v))
-    return v  # type: ignore[no-any-return]
-
-
-def _rebuild(u: Unpickler, f: Global, args: tuple[Any, ...]) -> Tensor:
-    want = {"v1": (4,), "v2": (6, 7), "v3": (7, 8)}[f.arg]
-    if len(args) not in want:
-        raise u.fail(f"{f.qualname} arguments", expected=f"{want[0]} items", got=len(args))
-    storage, offset, size, stride = args[:4]
-    if not isinstance(storage, Storage):
-        raise u.fail(f"{f.qualname}: its storage is a {type(storage).__name__}")
-    if type(offset) is not int or offset < 0:
-        raise u.fail("tensor storage offset", expected="int >= 0", got=_short(offset))
-    shape, strides = _ints(u, "size", size), _ints(u, "stride", stride)
-    if len(strides) != len(shape) or any(s < 0 for s in strides):
-        raise u.fail("tensor stride", expected=f"{len(shape)} ints >= 0", got=_short(stride))
-    if f.arg != "v1":
-        if type(args[4]) is not bool:
-            raise u.fail("requires_grad is not a bool", got=_short(args[4]))
-        if not isinstance(args[5], dict) or args[5]:
-            raise u.fail("backward hooks refused (a state dict has none)", "unsupported")
-    dtype = storage.dtype
-    if f.arg == "v3":
-        if not isinstance(args[6], TorchDtype):
-            raise u.fail(f"{f.qualname}: its dtype is a {type(args[6]).__name__}")
-        dtype = args[6].name
-        if storage.dtype != "uint8":
-            raise u.fail(f"{f.qualname} over a typed storage", got=storage.dtype)
-    if DTYPES.get(dtype) is None:
-        raise u.fail(f"dtype torch.{dtype} has no NumPy type", "unsupported", got=dtype)
-    return Tensor(storage, dtype, offset, shape, strides, u.where + u.op_at)
-
-
-def _parameter(u: Unpickler, f: Global, args: tuple[Any, ...]) -> Tensor:
-    n = 4 if f.arg == "state" else 3
-    if len(args) != n or not isinstance(args[0], Tensor) or type(args[1]) is not bool:
-        want = "(tensor, bool, hooks, state)" if n == 4 else "(tensor, bool, hooks)"
-        raise u.fail(f"{f.qualname} arguments", expected=want)
-    if not isinstance(args[2], dict) or args[2]:
-        raise u.fail("backward hooks refused (a state dict has none)", "unsupported")
-    return args[0]
-
-
-def _odict(u: Unpickler, f: Global, args: tuple[Any, ...]) -> ODict:
-    if args:
-        raise u.fail("collections.OrderedDict with arguments", expected="()", got=len(args))
-    return ODict()
-
-
-def _size(u: Unpickler, f: Global, args: tuple[Any, ...]) -> tuple[int, ...]:
-    if len(args) != 1:
-        raise u.fail("torch.Size arguments", expected="(tuple of ints,)", got=len(args))
-    return _ints(u, "torch.Size", tuple(args[0]) if type(args[0]) is list else args[0])
-
-
-def _encode(u: Unpickler, f: Global, args: tuple[Any, ...]) -> bytes:
-    if len(args) != 2 or type(args[0]) is not str or args[1] not in ("latin1", "latin-1"):
-        raise u.fail("_codecs.encode other than (text, 'latin1')", "unsupported")
-    try:
-        return args[0].encode("latin-1")
-    except UnicodeEncodeError:
-        raise u.fail("_codecs.encode: text beyond latin-1") from None
-
-
-def _empty_bytes(u: Unpickler, f: Global, args: tuple[Any, ...]) -> bytes:
-    if args:
-        raise u.fail(f"{f.qualname} with arguments", "unsupported", expected="()")
-    return b""
-
-
-def _set(u: Unpickler, f: Global, args: tuple[Any, ...]) -> PickledSet:
-    if not args:
-        return PickledSet()
-    if len(args) != 1 or type(args[0]) is not list:
-        raise u.fail(f"{f.qualname} arguments", expected="(list,)")
-    out = PickledSet()
-    u.add_items(out, args[0])
-    return out
-
-
-_CALLS: dict[str, Callable[[Unpickler, Global, tuple[Any, ...]], Any]] = {
-    "rebuild": _rebuild,
-    "parameter": _parameter,
-    "odict": _odict,
-    "size": _size,
-    "encode": _encode,
-    "set": _set,
-    "bytes": _empty_bytes,
-}
 
 
 # -- the opcodes ---------------------------------------------------------------------------
