@@ -10,6 +10,13 @@ runs in a fresh ``python -c`` child and its peak RSS is the child's ``VmHWM`` (r
 it counts the file pages the child maps and touches as well as its own memory). The bound is
 issue 10's: 1.1 x the largest tensor + 64 MiB. Each output is deleted right after its run.
 Prints one Markdown table row per conversion.
+
+``--sample`` instead polls the child's ``/proc/<pid>/status`` every few milliseconds over the
+run and reports the peaks of ``RssAnon`` (its own memory) and ``RssFile`` (file pages it
+has mapped and touched) separately, against issue 28's bound (largest tensor + 200 MiB for
+each), with each target's time as a ratio to the ``.zt`` target's in the same run and the
+load average (``/proc/loadavg``) at the end of each run. ``--repeat N`` runs every
+conversion N times and keeps the fastest time (and the highest peaks).
 """
 
 from __future__ import annotations
@@ -41,6 +48,85 @@ def _child(code: str) -> float:
     return int(out.stdout.split()[-1]) / 1024
 
 
+def _peaks(pid: int, peak: dict[str, int]) -> None:
+    """Fold the child's current RssAnon / RssFile (KiB) into ``peak``."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                key = line.split(":", 1)[0]
+                if key in peak:
+                    peak[key] = max(peak[key], int(line.split()[1]))
+    except (FileNotFoundError, ProcessLookupError, ValueError):
+        pass  # the child has just exited
+
+
+def _sampled(code: str, every: float = 0.002) -> tuple[float, float, float]:
+    """Run ``code`` in a child, polling its resident memory: (seconds, peak RssAnon MiB,
+    peak RssFile MiB). The imports run before the clock starts (the child waits for a line
+    on stdin), so the time is the conversion's alone."""
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time, tenfold.convert\nsys.stdin.readline()\n" + code,
+        ],  # fmt: skip
+        stdin=subprocess.PIPE,
+    )
+    assert child.stdin is not None
+    peak = {"RssAnon": 0, "RssFile": 0}
+    time.sleep(0.5)  # the imports
+    _peaks(child.pid, peak)
+    t = time.perf_counter()
+    child.stdin.write(b"go\n")
+    child.stdin.close()
+    while child.poll() is None:
+        _peaks(child.pid, peak)
+        time.sleep(every)
+    dt = time.perf_counter() - t
+    if child.returncode:
+        raise subprocess.CalledProcessError(child.returncode, "convert")
+    return dt, peak["RssAnon"] / 1024, peak["RssFile"] / 1024
+
+
+def _load() -> str:
+    with open("/proc/loadavg") as f:
+        return f.read().split()[0]
+
+
+def _sample(args: argparse.Namespace, tmp: str, tensors: dict[str, np.ndarray]) -> None:
+    """The ``--sample`` table: one source file, every target, ratios to ``.zt``."""
+    largest = max(a.nbytes for a in tensors.values()) / MiB
+    bound = largest + 200
+    print(f"model: {args.count} x {args.mib} MiB float32; bound per kind {bound:.0f} MiB")
+    print("| source | target | seconds | ratio to .zt | peak RssAnon (MiB) | "
+          "peak RssFile (MiB) | within bound | load |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|", flush=True)
+    targets = args.targets.split(",")
+    if ".zt" in targets:
+        targets.remove(".zt")
+    targets.insert(0, ".zt")
+    for kind in args.sources.split(","):
+        src = os.path.join(tmp, f"model-{kind}{_SUFFIX.get(kind, kind)}")
+        _make(kind, src, tensors)
+        base = None
+        for suffix in targets:
+            dst = os.path.join(tmp, "out" + suffix)
+            code = (
+                "from tenfold.convert import convert\n"
+                f"convert({src!r}, {dst!r}, fsync=False, progress=False)\n"
+            )
+            best, anon, fpages = float("inf"), 0.0, 0.0
+            for _ in range(args.repeat):
+                dt, a, fp = _sampled(code)
+                best, anon, fpages = min(best, dt), max(anon, a), max(fpages, fp)
+                os.unlink(dst)
+            base = best if base is None else base
+            ok = "yes" if anon <= bound and fpages <= bound else "NO"
+            print(f"| {kind} | {suffix} | {best:.2f} | {best / base:.2f} | {anon:.0f} | "
+                  f"{fpages:.0f} | {ok} | {_load()} |", flush=True)  # fmt: skip
+        os.unlink(src)
+
+
 def _make(kind: str, path: str, tensors: dict[str, np.ndarray]) -> None:
     if kind == "wtxt":
         from tenfold import wtxt
@@ -70,6 +156,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--targets", default=",".join(TARGETS), help="comma-separated suffixes")
     ap.add_argument("--mib", type=int, default=64, help="MiB per tensor")
     ap.add_argument("--count", type=int, default=24, help="number of tensors")
+    ap.add_argument(
+        "--sample",
+        action="store_true",
+        help="sample RssAnon / RssFile over each run, with times (issue 28)",
+    )
+    ap.add_argument("--repeat", type=int, default=1, help="runs per conversion (--sample)")
     args = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="tenfold-convert-rss-", dir=args.dir)
     each = args.mib * MiB
@@ -77,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         block = np.random.default_rng(0).standard_normal(each // 4, dtype=np.float32)
         tensors = {f"model.layers.{i:02d}.weight": block for i in range(args.count)}
+        if args.sample:
+            _sample(args, tmp, tensors)
+            return 0
         base = _child("import numpy, tenfold.convert, tenfold.wtxt, tenfold.interop.npz")
         print(f"model: {args.count} x {args.mib} MiB float32; bound {bound:.0f} MiB; "
               f"interpreter + imports alone: {base:.0f} MiB", flush=True)  # fmt: skip

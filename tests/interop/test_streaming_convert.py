@@ -20,7 +20,7 @@ T = {
 
 
 @pytest.mark.parametrize("src_sfx", [".safetensors", ".zt", ".oinf", ".fold"])
-@pytest.mark.parametrize("dst_sfx", [".zt", ".safetensors"])
+@pytest.mark.parametrize("dst_sfx", [".zt", ".safetensors", ".fold", ".oinf"])
 def test_raw_tensors_never_go_through_memory(tmp_path, monkeypatch, src_sfx, dst_sfx):
     src, dst = tmp_path / f"s{src_sfx}", tmp_path / f"d{dst_sfx}"
     conv.write_any(src, T)
@@ -45,13 +45,13 @@ def test_raw_tensors_never_go_through_memory(tmp_path, monkeypatch, src_sfx, dst
         assert back[k].tobytes() == v.tobytes()
 
 
-@pytest.mark.parametrize("dst_sfx", [".zt", ".safetensors"])
+@pytest.mark.parametrize("dst_sfx", [".zt", ".safetensors", ".fold", ".oinf"])
 def test_damaged_source_checksum_aborts_without_output(tmp_path, dst_sfx):
+    from tenfold import ztensor
+
     src = tmp_path / "s.zt"
     tenfold.save(src, T)  # crc32c per tensor
-    off = next(
-        r["offset"] for r in tenfold.ztensor.inspect(src) if r["name"] == "model.embed.weight"
-    )
+    off = next(r["offset"] for r in ztensor.inspect(src) if r["name"] == "model.embed.weight")
     b = bytearray(src.read_bytes())
     b[off + 100] ^= 1
     src.write_bytes(bytes(b))
@@ -59,6 +59,20 @@ def test_damaged_source_checksum_aborts_without_output(tmp_path, dst_sfx):
     with pytest.raises(IntegrityError, match="model.embed.weight"):
         conv.convert(src, dst)
     assert not dst.exists()
+
+
+@pytest.mark.parametrize("dst_sfx", [".oinf", ".fold", ".zt", ".safetensors"])
+def test_fsync_false_is_honoured(tmp_path, monkeypatch, dst_sfx):
+    """convert(fsync=False) syncs nothing, whatever the target (OINF's writer used to sync
+    its file regardless)."""
+    src = tmp_path / "s.safetensors"
+    conv.write_any(src, T)
+    calls = []
+    monkeypatch.setattr("os.fsync", lambda fd: calls.append(fd))
+    conv.convert(src, tmp_path / f"d{dst_sfx}", fsync=False)
+    assert calls == []
+    conv.convert(src, tmp_path / f"e{dst_sfx}")
+    assert calls  # the default still syncs
 
 
 def test_progress_bar_on_request(tmp_path, capsys):

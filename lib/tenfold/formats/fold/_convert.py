@@ -5,10 +5,21 @@ chunks; the index's own keys are reserved)."""
 
 from __future__ import annotations
 
+import math
 import os
+from collections.abc import Iterator
 from typing import Any
 
-from ...conversion import Lazy, Target, WriteOptions, dict_source, meta_refusal
+import numpy as np
+
+from ...conversion import (
+    Lazy,
+    Target,
+    WriteOptions,
+    check_source_sum,
+    dict_source,
+    meta_refusal,
+)
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...tensor_source import Source, reader_source
 from ._format import FORMAT
@@ -103,7 +114,62 @@ class FoldTarget(Target):
 
     def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:
         from . import save
+        from .writer import Writer
 
-        lazy = {n: Lazy(s, n, bar) for n in s.names}
-        save(dst, lazy, metadata=md, compress=opts.compress, level=opts.level,  # type: ignore[arg-type]
-             threads=opts.threads, fsync=opts.fsync)  # fmt: skip
+        if opts.compress is not None:  # zstd compresses the chunk in one piece (pyfolds')
+            lazy = {n: Lazy(s, n, bar) for n in s.names}
+            save(dst, lazy, metadata=md, compress=opts.compress, level=opts.level,  # type: ignore[arg-type]
+                 threads=opts.threads, fsync=opts.fsync)  # fmt: skip
+            return
+        size, parts = sten_pieces(s, bar)  # names and dtypes checked before the file exists
+        with Writer(dst, compress=None, fsync=opts.fsync) as w:
+            w.add_chunk_pieces("tensors", "STEN", parts, size)
+            w.finalize(md)
+
+
+def sten_pieces(s: Source, bar: Any) -> tuple[int, Iterator[memoryview]]:
+    """The size of the safetensors bytes of ``s``'s tensors (one uncompressed STEN chunk, as
+    :func:`tenfold.fold.save` writes it) and an iterator over them: a tensor whose bytes the
+    source file holds as they are is read in blocks (:meth:`Source.blocks`, as the ``.zt``
+    target copies: no map, nothing left resident); any other is fetched alone, written and
+    released (:func:`tenfold.core.release.release`)."""
+    from ...core.alloc import dense
+    from ...core.buffers import byte_view
+    from ...core.checksums import crc32c
+    from ...core.release import release
+    from ..safetensors.writer import PACKED_BITS, header, stored, stored_nbytes, tag_of
+
+    specs: dict[str, tuple[str, tuple[int, ...]]] = {}
+    for n in s.names:
+        dt, shape = s.spec(n)
+        specs[n] = (tag_of(n, dt), shape)
+    head, order = header(specs, None)
+    size = len(head) + sum(stored_nbytes(t, math.prod(sh)) for t, sh in specs.values())
+
+    def gen() -> Iterator[memoryview]:
+        yield memoryview(head)
+        for n in order:
+            tag = specs[n][0]
+            raw = s.raw(n)
+            if raw is not None and tag not in PACKED_BITS and _checkable(raw[2]):
+                crc = 0
+                for block in s.blocks(raw[0], raw[1]):  # each used before the next is read
+                    if raw[2] is not None:
+                        crc = crc32c(block, crc)
+                    yield block
+                check_source_sum(s, n, raw[2], f"{crc:08x}")  # the writer is atomic
+                bar.update(raw[1])
+                continue
+            v = np.asarray(dense(s.get(n), n))
+            yield byte_view(stored(tag, v))
+            bar.update(v.nbytes)
+            release(v)
+            del v
+            yield memoryview(b"")  # the writer drops its view before the next tensor
+
+    return size, gen()
+
+
+def _checkable(stored: str | None) -> bool:
+    """A raw copy checks the source's stored checksum on the way: CRC-32C (or none)."""
+    return stored is None or stored.startswith("crc32c:")

@@ -468,6 +468,7 @@ def write(
     metadata: Mapping[str, Any] | None = None,
     tensors: Mapping[str, Any] | None = None,
     sort: bool = True,
+    fsync: bool = True,
 ) -> None:
     """Write an OINF version 1 file atomically.
 
@@ -485,6 +486,8 @@ def write(
         Sort each table by name in byte order (the default, as openinfer-oinf does). With
         ``False`` the mappings' own order is kept (openinfer-oinf sorts renamed tensors by
         their field name, so reproducing such a file needs the order given explicitly).
+    fsync
+        Flush the file to disk before it replaces ``path`` (the default).
 
     Examples
     --------
@@ -507,7 +510,7 @@ def write(
         for n in order(tensors or {})
     ]
     head = _tables(sv, md, plans)
-    with atomic_write(path) as f:
+    with atomic_write(path, fsync=fsync) as f:
         f.write(head)
         for _, _, payload in md:
             f.write(payload)
@@ -576,6 +579,16 @@ def _tables(
 def _write_tensor(f: Any, p: _TensorPlan) -> None:
     assert p.arr is not None
     arr = p.arr
+    pieces = getattr(arr, "raw_pieces", None)
+    if pieces is not None:  # its bytes as they are, in blocks (a conversion's raw copy)
+        written = 0
+        for mv in pieces():
+            f.write(mv)
+            written += len(mv)
+        if written != p.nbytes:  # pragma: no cover - internal consistency
+            raise RuntimeError(f"oinf: tensor {p.name!r}: wrote {written}, planned {p.nbytes}")
+        f.write(_PAD[: S.align8(written) - written])
+        return
     if _deferred(arr):  # fetched only now, so that one source tensor is alive at a time
         arr = _as_array(arr, f"tensor {p.name!r}")
         if tuple(arr.shape) != p.shape:
