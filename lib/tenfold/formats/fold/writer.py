@@ -441,9 +441,19 @@ class Writer:
             mv = _u8view(piece)
             if done + mv.nbytes > size:
                 break
-            self._f.write(mv)
-            crc = crc32c(mv, crc)
-            sha.update(mv)
+            # SHA-256 (hashlib releases the GIL) on a pool thread while this one writes and
+            # computes the CRC; awaited before the next piece (which may reuse the buffer)
+            if self._pool is None:
+                sha.update(mv)
+                hashing = None
+            else:
+                hashing = self._pool.submit(sha.update, mv)
+            try:
+                self._f.write(mv)
+                crc = crc32c(mv, crc)
+            finally:
+                if hashing is not None:
+                    hashing.result()
             done += mv.nbytes
             if nsym:
                 if carry:
