@@ -33,7 +33,8 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -48,6 +49,8 @@ __all__ = [
     "Target",
     "WriteOptions",
     "Lazy",
+    "RawTensor",
+    "raw_or_lazy",
     "dict_source",
     "span_source",
     "check_source_sum",
@@ -193,6 +196,44 @@ class Lazy:
             self._left -= credit
             self.bar.update(credit)
         return a if dtype is None else a.astype(dtype)
+
+
+class RawTensor(Lazy):
+    """A tensor whose bytes in the source file are its payload as they are (a plain
+    little-endian integer or float type, :meth:`Source.raw`): a writer that knows
+    :meth:`raw_pieces` copies them in blocks (:meth:`Source.blocks`, as the zTensor target
+    does: no map, nothing left resident), a stored CRC-32C checked on the way; ``np.asarray``
+    still gives the value, for a writer that does not."""
+
+    def __init__(self, s: Source, name: str, bar: Any, raw: tuple[int, int, str | None]):
+        super().__init__(s, name, bar)
+        self.raw = raw
+
+    def raw_pieces(self) -> Iterator[memoryview]:
+        """The bytes in blocks, each valid until the next is asked for; a checksum mismatch
+        raises after the last (the writers are atomic: no file is left)."""
+        from .core.checksums import crc32c
+
+        offset, nbytes, stored = self.raw
+        crc = 0
+        for block in self.s.blocks(offset, nbytes):
+            if stored is not None:
+                crc = crc32c(block, crc)
+            yield block
+        check_source_sum(self.s, self.name, stored, f"{crc:08x}")
+        if self.bar is not None:
+            self.bar.update(nbytes)
+
+
+def raw_or_lazy(s: Source, name: str, bar: Any = None) -> Lazy:
+    """:class:`RawTensor` where ``s`` has the tensor's bytes as a plain little-endian integer
+    or float type (and no stored checksum but CRC-32C), else :class:`Lazy`."""
+    raw = s.raw(name)
+    dt = s.spec(name)[0]
+    plain = dt.kind in "iuf" and dt.isnative and sys.byteorder == "little"
+    if raw is None or not plain or not (raw[2] is None or raw[2].startswith("crc32c:")):
+        return Lazy(s, name, bar)
+    return RawTensor(s, name, bar, raw)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -20,7 +20,7 @@ T = {
 
 
 @pytest.mark.parametrize("src_sfx", [".safetensors", ".zt", ".oinf", ".fold"])
-@pytest.mark.parametrize("dst_sfx", [".zt", ".safetensors", ".fold", ".oinf"])
+@pytest.mark.parametrize("dst_sfx", [".zt", ".safetensors", ".fold", ".oinf", ".npz"])
 def test_raw_tensors_never_go_through_memory(tmp_path, monkeypatch, src_sfx, dst_sfx):
     src, dst = tmp_path / f"s{src_sfx}", tmp_path / f"d{dst_sfx}"
     conv.write_any(src, T)
@@ -45,7 +45,7 @@ def test_raw_tensors_never_go_through_memory(tmp_path, monkeypatch, src_sfx, dst
         assert back[k].tobytes() == v.tobytes()
 
 
-@pytest.mark.parametrize("dst_sfx", [".zt", ".safetensors", ".fold", ".oinf"])
+@pytest.mark.parametrize("dst_sfx", [".zt", ".safetensors", ".fold", ".oinf", ".npz"])
 def test_damaged_source_checksum_aborts_without_output(tmp_path, dst_sfx):
     from tenfold import ztensor
 
@@ -61,7 +61,7 @@ def test_damaged_source_checksum_aborts_without_output(tmp_path, dst_sfx):
     assert not dst.exists()
 
 
-@pytest.mark.parametrize("dst_sfx", [".oinf", ".fold", ".zt", ".safetensors"])
+@pytest.mark.parametrize("dst_sfx", [".oinf", ".fold", ".zt", ".safetensors", ".npz"])
 def test_fsync_false_is_honoured(tmp_path, monkeypatch, dst_sfx):
     """convert(fsync=False) syncs nothing, whatever the target (OINF's writer used to sync
     its file regardless)."""

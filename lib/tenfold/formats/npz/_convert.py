@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from ...conversion import Lazy, Target, WriteOptions
+from ...conversion import Lazy, RawTensor, Target, WriteOptions, raw_or_lazy
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...errors import FormatError
 from ...tensor_source import Source
@@ -87,6 +87,8 @@ class NpzTarget(Target):
             bar.update(a.nbytes)
             release(a)
 
-        lazy = {n: Lazy(s, n) for n in s.names}
+        # raw tensors copied in blocks (they credit the bar themselves), others fetched alone
+        lazy = {n: raw_or_lazy(s, n, bar) for n in s.names}
+        lazy = {n: v if isinstance(v, RawTensor) else Lazy(s, n) for n, v in lazy.items()}
         write_npz(dst, lazy, compressed=opts.compress is not None, fsync=opts.fsync,  # type: ignore[arg-type]
                   done=done)  # fmt: skip

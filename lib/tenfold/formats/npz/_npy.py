@@ -9,7 +9,7 @@ import numpy as np
 
 from ...errors import UnsupportedError, describe
 
-__all__ = ["npy_header", "write_npy"]
+__all__ = ["npy_header", "write_npy", "write_npy_pieces"]
 
 
 def npy_header(f: Any, fmt: str, what: str) -> tuple[tuple[int, ...], bool, np.dtype]:
@@ -49,3 +49,16 @@ def write_npy(f: Any, a: np.ndarray) -> None:
 
 
 _WRITE_STEP = 1 << 20
+
+
+def write_npy_pieces(f: Any, dtype: np.dtype, shape: tuple[int, ...], pieces: Any) -> None:
+    """What :func:`write_npy` writes for a C-contiguous array of ``dtype`` and ``shape``
+    whose bytes come as ``pieces`` (buffers, e.g. a conversion's raw blocks)."""
+    npf = np.lib.format
+    d = {"descr": npf.dtype_to_descr(dtype), "fortran_order": False, "shape": tuple(shape)}
+    try:
+        npf.write_array_header_1_0(f, d)
+    except ValueError:  # the header needs version 2.0 (NumPy's own choice)
+        npf.write_array_header_2_0(f, d)
+    for piece in pieces:
+        f.write(piece)

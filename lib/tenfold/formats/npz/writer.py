@@ -17,7 +17,7 @@ from ...core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ...core.buffers import BufferFile
 from ...core.mapped import open_regular
 from ...errors import EncodeError, describe
-from ._npy import write_npy
+from ._npy import write_npy, write_npy_pieces
 from .archive import FMT, Archive, Member
 
 __all__ = [
@@ -138,10 +138,15 @@ def write_npz(
     with atomic_write(path, fsync=fsync) as f:
         with zipfile.ZipFile(f, "w", compression=method, allowZip64=True) as zf:
             for k, v in tensors.items():
-                a = np.asarray(v)
                 info = zipfile.ZipInfo(k + ".npy", date_time=_ZIP_DATE)
                 info.compress_type = method
                 info.external_attr = 0o600 << 16
+                pieces = getattr(v, "raw_pieces", None)
+                if pieces is not None:  # its bytes in blocks (a conversion's raw copy)
+                    with zf.open(info, "w", force_zip64=True) as member:
+                        write_npy_pieces(member, np.dtype(v.dtype), tuple(v.shape), pieces())
+                    continue
+                a = np.asarray(v)
                 with zf.open(info, "w", force_zip64=True) as member:
                     write_npy(member, a)
                 if done is not None:

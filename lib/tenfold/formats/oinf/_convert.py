@@ -5,11 +5,10 @@ its target (names and metadata as ``[A-Za-z0-9._-]+`` tokens)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 from typing import Any
 
 from ...capabilities import check_all
-from ...conversion import Lazy, Target, WriteOptions, meta_refusal
+from ...conversion import Target, WriteOptions, meta_refusal, raw_or_lazy
 from ...core.alloc import dense
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...tensor_source import Source, reader_source
@@ -103,7 +102,7 @@ class OinfTarget(Target):
             if n in s.native_types:
                 tensors[n] = Tensor(dense(s.get(n), n), s.native_types[n])
             else:
-                tensors[n] = _raw_or_lazy(s, n, bar)
+                tensors[n] = raw_or_lazy(s, n, bar)
         for n, (dtype, shape) in s.uninitialized.items():
             tensors[n] = Uninitialized(dtype, shape)
         # an OINF source keeps its tables' order (its names come in file order); a sorted
@@ -111,40 +110,6 @@ class OinfTarget(Target):
         same = s.fmt == self.name and not _sorted(s.names, s.uninitialized, md, s.sizevars)
         write(dst, tensors=tensors, metadata=md, sizevars=s.sizevars, sort=not same,
               fsync=opts.fsync)  # fmt: skip
-
-
-class _Raw(Lazy):
-    """A tensor whose bytes in the source file are its OINF payload as they are (a plain
-    little-endian integer or float type): the writer copies them in blocks
-    (:meth:`raw_pieces`, as the ``.zt`` target does: no map, nothing left resident), checking
-    a stored CRC-32C on the way; ``np.asarray`` still gives the value."""
-
-    def __init__(self, s: Source, name: str, bar: Any, raw: tuple[int, int, str | None]):
-        super().__init__(s, name, bar)
-        self.raw = raw
-
-    def raw_pieces(self) -> Iterator[memoryview]:
-        from ...conversion import check_source_sum
-        from ...core.checksums import crc32c
-
-        offset, nbytes, stored = self.raw
-        crc = 0
-        for block in self.s.blocks(offset, nbytes):
-            if stored is not None:
-                crc = crc32c(block, crc)
-            yield block
-        check_source_sum(self.s, self.name, stored, f"{crc:08x}")  # the writer is atomic
-        if self.bar is not None:
-            self.bar.update(nbytes)
-
-
-def _raw_or_lazy(s: Source, n: str, bar: Any) -> Lazy:
-    raw = s.raw(n)
-    dt = s.spec(n)[0]
-    plain = dt.kind in "iuf" and dt.byteorder in "=<|" and dt.isnative
-    if raw is None or not plain or not (raw[2] is None or raw[2].startswith("crc32c:")):
-        return Lazy(s, n, bar)
-    return _Raw(s, n, bar, raw)
 
 
 def _sorted(*tables: Any) -> bool:
