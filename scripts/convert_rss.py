@@ -15,8 +15,10 @@ Prints one Markdown table row per conversion.
 run and reports the peaks of ``RssAnon`` (its own memory) and ``RssFile`` (file pages it
 has mapped and touched) separately, against issue 28's bound (largest tensor + 200 MiB for
 each), with each target's time as a ratio to the ``.zt`` target's in the same run and the
-load average (``/proc/loadavg``) at the end of each run. ``--repeat N`` runs every
-conversion N times and keeps the fastest time (and the highest peaks).
+load average (``/proc/loadavg``) at the end of the kept run. ``--repeat N`` runs N rounds
+of every target and keeps each one's fastest time (and its highest peaks); ``--out`` puts
+the outputs elsewhere (a tmpfs keeps disk writeback out of the times; keep the source on a
+disk, as tmpfs pages count as shared memory, not file pages).
 """
 
 from __future__ import annotations
@@ -108,22 +110,26 @@ def _sample(args: argparse.Namespace, tmp: str, tensors: dict[str, np.ndarray]) 
     for kind in args.sources.split(","):
         src = os.path.join(tmp, f"model-{kind}{_SUFFIX.get(kind, kind)}")
         _make(kind, src, tensors)
-        base = None
-        for suffix in targets:
-            dst = os.path.join(tmp, "out" + suffix)
-            code = (
-                "from tenfold.convert import convert\n"
-                f"convert({src!r}, {dst!r}, fsync=False, progress=False)\n"
-            )
-            best, anon, fpages = float("inf"), 0.0, 0.0
-            for _ in range(args.repeat):
-                dt, a, fp = _sampled(code)
-                best, anon, fpages = min(best, dt), max(anon, a), max(fpages, fp)
+        # rounds: every target once per round, so that each is timed next to the .zt run
+        # of its round (the box's load drifts); the fastest round per target is kept
+        runs: dict[str, list[tuple[float, float, float, str]]] = {t: [] for t in targets}
+        for _ in range(args.repeat):
+            for suffix in targets:
+                dst = os.path.join(args.out or tmp, f"tenfold-rss-{os.getpid()}{suffix}")
+                code = (
+                    "from tenfold.convert import convert\n"
+                    f"convert({src!r}, {dst!r}, fsync=False, progress=False)\n"
+                )
+                runs[suffix].append((*_sampled(code), _load()))
                 os.unlink(dst)
-            base = best if base is None else base
+        base = min(r[0] for r in runs[".zt"])
+        for suffix in targets:
+            best = min(runs[suffix])
+            anon = max(r[1] for r in runs[suffix])
+            fpages = max(r[2] for r in runs[suffix])
             ok = "yes" if anon <= bound and fpages <= bound else "NO"
-            print(f"| {kind} | {suffix} | {best:.2f} | {best / base:.2f} | {anon:.0f} | "
-                  f"{fpages:.0f} | {ok} | {_load()} |", flush=True)  # fmt: skip
+            print(f"| {kind} | {suffix} | {best[0]:.2f} | {best[0] / base:.2f} | {anon:.0f} | "
+                  f"{fpages:.0f} | {ok} | {best[3]} |", flush=True)  # fmt: skip
         os.unlink(src)
 
 
@@ -161,7 +167,9 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="sample RssAnon / RssFile over each run, with times (issue 28)",
     )
-    ap.add_argument("--repeat", type=int, default=1, help="runs per conversion (--sample)")
+    ap.add_argument("--repeat", type=int, default=1, help="rounds of runs (--sample)")
+    ap.add_argument("--out", default=None, help="where outputs go (--sample; default --dir), "
+                    "e.g. /dev/shm to keep disk writeback out of the times")  # fmt: skip
     args = ap.parse_args(argv)
     tmp = tempfile.mkdtemp(prefix="tenfold-convert-rss-", dir=args.dir)
     each = args.mib * MiB
