@@ -91,10 +91,27 @@ def test_sources_found():
     assert len(SOURCES) > 40 and (LIB / "cli.py") in SOURCES
 
 
+#: Modules that import an extra at module level, in a ``try`` whose ``except ImportError``
+#: leaves the module importable (its classes refuse with one line naming the extra), with why
+#: the import cannot move into a function. Only shrinks.
+OPTIONAL_AT_IMPORT: dict[str, tuple[str, str]] = {
+    "interop/dcp.py": (
+        "torch",
+        "its classes subclass torch.distributed.checkpoint's StorageWriter/StorageReader, "
+        "which must exist when the class statement runs; without torch the module imports and "
+        "the classes raise MissingDependencyError (tests/dcp/test_dcp_files.py blocks torch)",
+    ),
+}
+
+
 @pytest.mark.parametrize("path", SOURCES, ids=lambda p: str(p.relative_to(LIB)))
 def test_module_level_imports_are_core(path):
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     allowed = _allowed()
+    extra = OPTIONAL_AT_IMPORT.get(path.relative_to(LIB).as_posix())
+    if extra is not None:
+        allowed = allowed | {extra[0]}
+        assert "except ImportError" in path.read_text(encoding="utf-8"), path
     bad = [
         f"line {line}: {name}" for line, name in module_level_imports(tree) if name not in allowed
     ]

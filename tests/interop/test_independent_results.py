@@ -201,7 +201,7 @@ def test_sharded_deduplicated_parts_and_twice(tmp_path):
     t = {"a.bias": np.zeros(64, np.float32), "b.bias": np.zeros(64, np.float32), "w": w,
          "tied": w.copy()}  # fmt: skip
     p = tmp_path / "m.zt"
-    tenfold.save(p, t, max_shard_size=600, generation=2, checksum=None)
+    tenfold.save(p, t, max_shard_size=600, generation=2)  # v2: xxh3 digests, no checksum=
     index = Path(str(p) + ".index.json")
     assert index.exists()
     state = tenfold.torch.load_file(index)
