@@ -25,6 +25,7 @@ Attributes become :attr:`Reader.metadata`.
 from __future__ import annotations
 
 import io
+import math
 import os
 import threading
 from collections.abc import Mapping
@@ -95,21 +96,22 @@ def _h5py() -> Any:
     return require("h5py", extra="hdf5", what="hdf5: reading an HDF5 file")
 
 
-def _refusal(h5py: Any, dset: Any) -> str | None:
-    """Why ``dset`` is not read as an array, or None."""
-    dt = dset.dtype
+def _refusal(h5py: Any, dset: Any, dt: np.dtype | None = None) -> str | None:
+    """Why ``dset`` is not read as an array, or None (``dt``: its dtype, when already read)."""
+    dt = dset.dtype if dt is None else dt
     if dset.shape is None:
         return "an empty dataset (no dataspace) holds no array"
     if dset.is_virtual:
         return "a virtual dataset reads other files"
     if dset.external:
         return "its data is stored in external files"
-    if h5py.check_string_dtype(dt) is not None:
-        return f"strings ({dt}) are not tensors"
-    if h5py.check_vlen_dtype(dt) is not None:
-        return "variable-length data is not a tensor"
-    if h5py.check_ref_dtype(dt) is not None:
-        return "object references are not tensors"
+    if dt.kind not in "biufc":  # strings, vlen and references are all object or bytes kinds
+        if h5py.check_string_dtype(dt) is not None:
+            return f"strings ({dt}) are not tensors"
+        if h5py.check_vlen_dtype(dt) is not None:
+            return "variable-length data is not a tensor"
+        if h5py.check_ref_dtype(dt) is not None:
+            return "object references are not tensors"
     if dt.fields is not None:
         return f"compound type {dt} (fields {list(dt.fields)[:5]})"
     if dt.subdtype is not None:
@@ -200,6 +202,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             raise E.format(self.path or "<buffer>", detail=f"h5py cannot open it: {exc}") from None
 
     def _walk(self, h5py: Any) -> None:
+        self._h5a = h5py.h5a
         self._attrs("", self._h5)
         found: list[tuple[str, Any]] = []
         self._h5.visititems(lambda path, obj: found.append((path, obj)))
@@ -225,6 +228,8 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             self._attrs(name, obj)
 
     def _attrs(self, name: str, obj: Any) -> None:
+        if self._h5a.get_num_attrs(obj.id) == 0:  # listing no attributes costs ~12x more
+            return
         for key in obj.attrs:
             label = f"{name}{ATTR_SEP}{key}" if name else key
             try:
@@ -344,10 +349,10 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             dt = dset.dtype
             shape = () if dset.shape is None else tuple(int(d) for d in dset.shape)
             rng = None
-            if _refusal(_h5py(), dset) is None:
+            if _refusal(_h5py(), dset, dt) is None:
                 off = self._offset(dset, dt, shape, f"dataset {name!r}")
-                if off is not None:
-                    rng = (off, off + dset.id.get_storage_size())
+                if off is not None:  # _offset checked the stored size against the shape
+                    rng = (off, off + math.prod(shape) * dt.itemsize)
             encoding = dset.compression or ("chunked" if dset.chunks else "raw")
             extras = {
                 "path": "/" + self._paths[name],
