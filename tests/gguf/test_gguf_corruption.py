@@ -186,6 +186,27 @@ def test_not_utf8():
     _named(ei.value, "key")
 
 
+@pytest.mark.parametrize("mmap", [True, False])
+def test_string_array_errors_name_the_value(mmap):
+    """A string array is read in a tight loop: a value that is not UTF-8, or that crosses the
+    index-size limit, in the middle of the array is still refused with its own offset (map
+    and pread sources alike), and the values before it were read in place."""
+    values: list = [f"tok{i}" for i in range(50)]
+    values[37] = b"ok\xffno"
+    b = build([("tokens", ARR, values, STR)], [])
+    with pytest.raises(FormatError) as ei:
+        Reader(b.data, mmap=mmap)
+    assert ei.value.field == "array value" and ei.value.offset == b.at("kv tokens.value[37]") + 2
+    values[37] = "x" * 3000
+    b = build([("tokens", ARR, values, STR)], [])
+    limit = b.at("kv tokens.value[37]") + 100
+    with pytest.raises(LimitError) as ei:
+        Reader(b.data, mmap=mmap, limits=Limits(max_index_bytes=limit))
+    assert ei.value.field == "header bytes" and ei.value.offset == b.at("kv tokens.value[37]")
+    with Reader(b.data, mmap=mmap, limits=Limits(max_index_bytes=len(b.data))) as r:
+        assert r.metadata["tokens"] == values
+
+
 def test_duplicates():
     with pytest.raises(FormatError, match="duplicate key"):
         _open(build([("k", U8, 1), ("k", U8, 2)], []).data)

@@ -160,6 +160,25 @@ def test_flattened_name_collisions(tmp_path):
         assert sorted(r) == ["a.b", "a/b"] and r["a/b"].tolist() == [0, 1, 2]
 
 
+def test_names_that_are_not_utf8(tmp_path):
+    """An object name that is not UTF-8 (h5py hands it as bytes) is a FormatError naming the
+    field, not a TypeError from joining bytes with str; attributes on groups and datasets
+    below it are still found on a file that has none."""
+    p = tmp_path / "n.h5"
+    with h5py.File(p, "w") as f:
+        f.create_group(b"g\xff").create_dataset("w", data=np.arange(3))
+    with pytest.raises(FormatError) as ei:
+        tenfold.open(p)
+    assert ei.value.field == "name" and "not UTF-8" in str(ei.value)
+    with h5py.File(p, "w") as f:
+        f.create_group("g").attrs["k"] = 1
+        f["g"].create_dataset("w", data=np.arange(3)).attrs["unit"] = "m"
+        f["g"].create_group("empty")
+    with tenfold.open(p) as r:
+        assert list(r) == ["g.w"] and r.metadata == {"g@k": 1, "g.w@unit": "m"}
+        assert r["g.w"].tolist() == [0, 1, 2]
+
+
 def test_slices(tmp_path):
     p = _write(tmp_path / "m.h5")
     with tenfold.open(p) as r:

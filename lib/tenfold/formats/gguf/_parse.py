@@ -166,6 +166,34 @@ class _Cursor:
                 got=bytes(self.buf[start + exc.start : start + min(n, exc.start + 8)]),
             ) from None
 
+    def strings(self, n: int, obj: str, field: str) -> list[str]:
+        """``n`` strings in a row (an array's values). A tight loop over the bytes already in
+        place, under the file size and the index-size limit; a string that crosses either,
+        or the end of the bytes in place, or is not UTF-8, goes through :meth:`string`, which
+        grows the window or raises its error (every check is made, once per string)."""
+        out: list[str] = []
+        append = out.append
+        unpack = _U64.unpack_from
+        while len(out) < n:
+            buf, pos = self.buf, self.pos
+            bound = min(self.have, self.size, self.limit)
+            try:
+                for _ in range(n - len(out)):
+                    start = pos + 8
+                    if start > bound:
+                        break
+                    end = start + unpack(buf, pos)[0]
+                    if end > bound:
+                        break
+                    append(str(buf[start:end], "utf-8"))
+                    pos = end
+            except UnicodeDecodeError:
+                pass
+            self.pos = pos
+            if len(out) < n:
+                append(self.string(obj, field))
+        return out
+
     def array(self, dt: np.dtype, n: int, obj: str, field: str) -> np.ndarray:
         start = self.need(n * dt.itemsize, obj, field)
         return np.frombuffer(self.buf, dt, n, start)
@@ -273,7 +301,7 @@ def _value(cur: _Cursor, obj: str, vtype: int, limits: Limits, depth: int) -> tu
             return [bool(b) for b in arr], "array[bool]"
         return arr.tolist(), f"array[{S.VALUE_TYPES[etype]}]"
     if etype == S.STRING:
-        return [cur.string(obj, "array value") for _ in range(n)], "array[string]"
+        return cur.strings(n, obj, "array value"), "array[string]"
     items = []
     inner = "array[array]"
     for _ in range(n):

@@ -25,6 +25,7 @@ Attributes become :attr:`Reader.metadata`.
 from __future__ import annotations
 
 import io
+import math
 import os
 import threading
 from collections.abc import Mapping
@@ -95,21 +96,22 @@ def _h5py() -> Any:
     return require("h5py", extra="hdf5", what="hdf5: reading an HDF5 file")
 
 
-def _refusal(h5py: Any, dset: Any) -> str | None:
-    """Why ``dset`` is not read as an array, or None."""
-    dt = dset.dtype
+def _refusal(h5py: Any, dset: Any, dt: np.dtype | None = None) -> str | None:
+    """Why ``dset`` is not read as an array, or None (``dt``: its dtype, when already read)."""
+    dt = dset.dtype if dt is None else dt
     if dset.shape is None:
         return "an empty dataset (no dataspace) holds no array"
     if dset.is_virtual:
         return "a virtual dataset reads other files"
     if dset.external:
         return "its data is stored in external files"
-    if h5py.check_string_dtype(dt) is not None:
-        return f"strings ({dt}) are not tensors"
-    if h5py.check_vlen_dtype(dt) is not None:
-        return "variable-length data is not a tensor"
-    if h5py.check_ref_dtype(dt) is not None:
-        return "object references are not tensors"
+    if dt.kind not in "biufc":  # strings, vlen and references are all object or bytes kinds
+        if h5py.check_string_dtype(dt) is not None:
+            return f"strings ({dt}) are not tensors"
+        if h5py.check_vlen_dtype(dt) is not None:
+            return "variable-length data is not a tensor"
+        if h5py.check_ref_dtype(dt) is not None:
+            return "object references are not tensors"
     if dt.fields is not None:
         return f"compound type {dt} (fields {list(dt.fields)[:5]})"
     if dt.subdtype is not None:
@@ -186,6 +188,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         self.separator = separator
         self._lock = threading.Lock()
         self._h5: Any = None
+        self._h5py = h5py
         self._map_and_parse(source, lambda mf: self._open(h5py, mf), FMT, mmap=mmap)
 
     def _open(self, h5py: Any, mf: Any) -> None:
@@ -200,12 +203,22 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             raise E.format(self.path or "<buffer>", detail=f"h5py cannot open it: {exc}") from None
 
     def _walk(self, h5py: Any) -> None:
+        """Every object below the root (h5py's own visit, in its order), by its header alone:
+        a dataset's h5py object is made when it is first used, a group's or a dataset's
+        attributes are read only where its header counts some."""
         self._attrs("", self._h5)
-        found: list[tuple[str, Any]] = []
-        self._h5.visititems(lambda path, obj: found.append((path, obj)))
-        for path, obj in found:
+        found: list[tuple[bytes, int, int]] = []  # h5py hands one info object, reused
+        h5py.h5o.visit(self._h5.id, lambda p, i: found.append((p, i.type, i.num_attrs)), info=True)
+        for raw, otype, num_attrs in found:
+            try:
+                path = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise E.format(
+                    f"object {raw!r}", field="name", detail="not UTF-8", got=raw[:40]
+                ) from None
             name = path.replace("/", self.separator)
-            if isinstance(obj, h5py.Dataset):
+            is_dataset = otype == h5py.h5o.TYPE_DATASET
+            if is_dataset:
                 if name in self._paths:
                     raise E.format(
                         f"dataset '/{path}'",
@@ -221,8 +234,8 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
                         got=len(self._paths) + 1,
                     )
                 self._paths[name] = path
-                self._objs[name] = obj
-            self._attrs(name, obj)
+            if num_attrs:
+                self._attrs(name, self._dataset(name) if is_dataset else self._h5[path])
 
     def _attrs(self, name: str, obj: Any) -> None:
         for key in obj.attrs:
@@ -258,13 +271,18 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             raise KeyError(f"hdf5: no dataset named {name!r}") from None
         if self._h5 is None:
             raise ValueError("hdf5: I/O operation on a closed file")
-        return self._objs.get(name) or self._h5[path]
+        dset = self._objs.get(name)
+        if dset is None:  # made on first use (h5py's lookup by path costs twice this)
+            dset = self._objs[name] = self._h5py.Dataset(
+                self._h5py.h5o.open(self._h5.id, path.encode("utf-8")), readonly=True
+            )
+        return dset
 
     def _checked(self, name: str) -> tuple[Any, np.dtype, tuple[int, ...]]:
         """The dataset, the (little-endian) dtype of the arrays read, the shape; refusals."""
         dset = self._dataset(name)
         what = f"dataset {name!r}"
-        why = _refusal(_h5py(), dset)
+        why = _refusal(self._h5py, dset)
         if why is not None:
             raise E.unsupported(what, field="dtype", detail=why)
         shape = tuple(int(d) for d in dset.shape)
@@ -332,7 +350,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         else None."""
         with self._lock:
             dset = self._dataset(name)
-            if _refusal(_h5py(), dset) is not None or dset.dtype.byteorder == ">":
+            if _refusal(self._h5py, dset) is not None or dset.dtype.byteorder == ">":
                 return None
             dset, dt, shape = self._checked(name)
             off = self._offset(dset, dt, shape, f"dataset {name!r}")
@@ -344,10 +362,10 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             dt = dset.dtype
             shape = () if dset.shape is None else tuple(int(d) for d in dset.shape)
             rng = None
-            if _refusal(_h5py(), dset) is None:
+            if _refusal(self._h5py, dset, dt) is None:
                 off = self._offset(dset, dt, shape, f"dataset {name!r}")
-                if off is not None:
-                    rng = (off, off + dset.id.get_storage_size())
+                if off is not None:  # _offset checked the stored size against the shape
+                    rng = (off, off + math.prod(shape) * dt.itemsize)
             encoding = dset.compression or ("chunked" if dset.chunks else "raw")
             extras = {
                 "path": "/" + self._paths[name],

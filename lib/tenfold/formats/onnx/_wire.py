@@ -97,7 +97,11 @@ def fields(buf: Any, start: int, end: int, what: str) -> Iterator[Field]:
     pos = start
     while pos < end:
         at = pos
-        tag, pos = varint(buf, pos, end, what)
+        tag = buf[pos]  # pos < end: in the message; a one-byte varint needs no more checks
+        if tag < 0x80:
+            pos += 1
+        else:
+            tag, pos = varint(buf, pos, end, what)
         number, wire = tag >> 3, tag & 7
         if number == 0 or number >= 1 << 29:
             raise E.format(
@@ -109,10 +113,18 @@ def fields(buf: Any, start: int, end: int, what: str) -> Iterator[Field]:
                 got=number,
             )
         if wire == VARINT:
-            value, pos = varint(buf, pos, end, what)
+            if pos < end and buf[pos] < 0x80:
+                value = buf[pos]
+                pos += 1
+            else:
+                value, pos = varint(buf, pos, end, what)
             yield number, wire, value, at
         elif wire == LEN:
-            n, pos = varint(buf, pos, end, what)
+            if pos < end and buf[pos] < 0x80:
+                n = buf[pos]
+                pos += 1
+            else:
+                n, pos = varint(buf, pos, end, what)
             if n > end - pos:
                 raise E.truncated(
                     what,
