@@ -7,11 +7,12 @@ size.
 How it runs: ``run()`` starts ``torchrun`` (2 CPU ranks, gloo, rendezvous on 127.0.0.1 at a
 free port) on this file with ``--worker``; each rank builds the same state, float32 DTensors
 sharded on dimension 0 over the 2 ranks (1 GiB in all; ``--quick``: 64 MiB), and every storage
-saves it to a fresh directory and loads it back into zeros, the storages in turns, 5 rounds
-(``--quick``: 2). A time is the slowest rank's, between two barriers. fsync on every side
-(tenfold's and DCP's defaults), page cache warm for loads (each load reads what was just
-written). Rank 0 writes the times as JSON, which ``run()`` turns into rows: the median of the
-rounds, their range and the load average in the note. To run only these cases::
+saves it to a fresh directory and loads it back into zeros, the storages in turns (each round
+starting with the next one), 5 rounds (``--quick``: 2). A time is the slowest rank's, between
+two barriers. fsync on every side (tenfold's and DCP's defaults), page cache warm for loads
+(each load reads what was just written). Rank 0 writes the times as JSON, which ``run()``
+turns into rows: the median of the rounds, their range and the load average in the note.
+To run only these cases::
 
     python scripts/bench_peers.py --format dcp [--quick]
 
@@ -88,8 +89,10 @@ def worker(out_dir: str, total: int, rounds: int) -> None:
     full = {f"layer{i}.weight": torch.randn(rows, 1024, generator=g) for i in range(n)}
     state = {k: distribute_tensor(v, mesh, [Shard(0)]) for k, v in full.items()}
     times: dict[str, dict[str, list[float]]] = {}
-    for _ in range(rounds):
-        for name, (writer, reader) in _storages(dcp, tdcp).items():
+    for r in range(rounds):
+        storages = list(_storages(dcp, tdcp).items())
+        k = r % len(storages)  # each round starts with the next storage: none always goes first
+        for name, (writer, reader) in storages[k:] + storages[:k]:
             path = os.path.join(out_dir, name)
             if dist.get_rank() == 0 and os.path.exists(path):
                 shutil.rmtree(path)
