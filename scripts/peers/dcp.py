@@ -7,11 +7,12 @@ size.
 How it runs: ``run()`` starts ``torchrun`` (2 CPU ranks, gloo, rendezvous on 127.0.0.1 at a
 free port) on this file with ``--worker``; each rank builds the same state, float32 DTensors
 sharded on dimension 0 over the 2 ranks (1 GiB in all; ``--quick``: 64 MiB), and every storage
-saves it to a fresh directory and loads it back into zeros, the storages in turns, 3 rounds
-(``--quick``: 2). A time is the slowest rank's, between two barriers; the table shows the best
-round. fsync on every side (tenfold's and DCP's defaults), page cache warm for loads (each
-load reads what was just written). Rank 0 writes the times as JSON, which ``run()`` turns into
-rows. To run only these cases::
+saves it to a fresh directory and loads it back into zeros, the storages in turns (each round
+starting with the next one), 5 rounds (``--quick``: 2). A time is the slowest rank's, between
+two barriers. fsync on every side (tenfold's and DCP's defaults), page cache warm for loads
+(each load reads what was just written). Rank 0 writes the times as JSON, which ``run()``
+turns into rows: the median of the rounds, their range and the load average in the note.
+To run only these cases::
 
     python scripts/bench_peers.py --format dcp [--quick]
 
@@ -24,6 +25,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -87,8 +89,10 @@ def worker(out_dir: str, total: int, rounds: int) -> None:
     full = {f"layer{i}.weight": torch.randn(rows, 1024, generator=g) for i in range(n)}
     state = {k: distribute_tensor(v, mesh, [Shard(0)]) for k, v in full.items()}
     times: dict[str, dict[str, list[float]]] = {}
-    for _ in range(rounds):
-        for name, (writer, reader) in _storages(dcp, tdcp).items():
+    for r in range(rounds):
+        storages = list(_storages(dcp, tdcp).items())
+        k = r % len(storages)  # each round starts with the next storage: none always goes first
+        for name, (writer, reader) in storages[k:] + storages[:k]:
             path = os.path.join(out_dir, name)
             if dist.get_rank() == 0 and os.path.exists(path):
                 shutil.rmtree(path)
@@ -99,7 +103,13 @@ def worker(out_dir: str, total: int, rounds: int) -> None:
                 got["error"] = [f"{type(exc).__name__}: {str(exc).splitlines()[0][:120]}"]  # type: ignore[list-item]
     if dist.get_rank() == 0:
         with open(os.path.join(out_dir, "times.json"), "w") as f:
-            json.dump({"bytes": sum(v.numel() * 4 for v in full.values()), "times": times}, f)
+            loadavg = (
+                " ".join(open("/proc/loadavg").read().split()[:3])
+                if os.path.exists("/proc/loadavg")
+                else "?"
+            )
+            nbytes = sum(v.numel() * 4 for v in full.values())
+            json.dump({"bytes": nbytes, "times": times, "loadavg": loadavg}, f)
     dist.barrier()
     dist.destroy_process_group()
 
@@ -119,7 +129,7 @@ def run(quick: bool = False) -> list[dict]:
         return [row("dcp: torch not installed", 0.0, note="skipped")]
     if not (dist.is_available() and dist.is_gloo_available()):
         return [row("dcp: torch.distributed with gloo not available", 0.0, note="skipped")]
-    total, rounds = (64 * MiB, 2) if quick else (1024 * MiB, 3)
+    total, rounds = (64 * MiB, 2) if quick else (1024 * MiB, 5)
     tmp = tempfile.mkdtemp(prefix="tenfold-bench-dcp-")
     try:
         env = dict(
@@ -148,20 +158,28 @@ def run(quick: bool = False) -> list[dict]:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     size = f"{got['bytes'] / MiB:.0f} MiB"
+    load = f"load {got.get('loadavg', '?')}"
     ours = got["times"].pop("tenfold")
     rows = []
     for op in ("save", "load"):
         for peer, t in got["times"].items():
             note = "; ".join(t.get("error", []))
-            peer_value = min(t[op]) if t[op] and not note else None
+            peer_value = statistics.median(t[op]) if t[op] and not note else None
+            spread = (
+                f"tenfold {min(ours[op]):.3g}-{max(ours[op]):.3g} s, "
+                f"{peer} {min(t[op]):.3g}-{max(t[op]):.3g} s"
+                if peer_value is not None
+                else ""
+            )
             rows.append(
                 row(
                     f"dcp {op}, 2 ranks, {size}",
-                    min(ours[op]),
+                    statistics.median(ours[op]),
                     peer,
                     peer_value,
                     target=">= 1.5x" if peer == "FileSystemWriter" else ">= 1x",
-                    note=note or "fsync on both sides, best of rounds",
+                    note=note
+                    or f"fsync on both sides; median of {len(ours[op])} rounds ({spread}); {load}",
                 )
             )
     return rows

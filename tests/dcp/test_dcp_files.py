@@ -18,7 +18,7 @@ import tenfold.convert
 from tenfold.cli import main as cli
 from tenfold.errors import EncodeError, FormatError, IntegrityError
 from tenfold.interop import dcp_files
-from tenfold.interop.dcp_files import META_NAME, from_file
+from tenfold.interop.dcp_files import META_NAME, from_file, read_document
 
 
 def _tensors():
@@ -251,3 +251,41 @@ def test_the_checkpoint_is_read_and_written_without_torch(ckpt):
     assert got.returncode == 0, got.stderr
     assert "refused: tenfold.torch.dcp needs PyTorch, which is not installed" in got.stdout
     assert tenfold.load(f"{ckpt}-copy")["table"].tobytes() == _tensors()["table"].tobytes()
+
+
+@pytest.mark.parametrize("file_format", [None, "safetensors"])
+def test_read_into_hashes_and_copies_in_one_pass_and_checks_the_digest(tmp_path, file_format):
+    """``RankFiles.read_into`` (the storage reader's path for a whole chunk into a contiguous
+    CPU tensor) copies the chunk exactly, refuses a destination it cannot fill raw, and checks
+    the document's digest as ``read`` does: with the file's stored one (zTensor v2) or without
+    one (safetensors)."""
+    big = np.random.default_rng(3).standard_normal((700, 1024)).astype(np.float32)  # > BLOCK
+    src = tmp_path / "src.zt"
+    tenfold.save(src, {"big": big, "bias": np.arange(5, dtype=np.int64)})
+    ck = tmp_path / "ck"
+    from_file(src, ck, world_size=2, file_format=file_format)
+    doc = dcp_files.read_document(ck)
+    files = dcp_files.RankFiles(ck, doc)
+    try:
+        for c in doc.entries["big"].chunks:
+            out = np.empty(c.sizes, np.float32)
+            assert files.read_into("big", c, out.view(np.int32))
+            assert out.tobytes() == big[dcp_files.box(c)].tobytes()
+        c = doc.entries["big"].chunks[1]
+        assert not files.read_into("big", c, np.empty(c.sizes, np.int32)[:, ::2])
+        assert not files.read_into("big", c, np.empty(c.sizes, np.int64))  # not the item size
+    finally:
+        files.close()
+    with open(ck / c.file, "r+b") as f:
+        f.seek(c.byte_range[1] - 2)  # in the last block only
+        b = f.read(1)
+        f.seek(-1, 1)
+        f.write(bytes([b[0] ^ 0x01]))
+    files = dcp_files.RankFiles(ck, read_document(ck))
+    try:
+        with pytest.raises(
+            IntegrityError, match=rf"dcp: rank 1 file '{c.file}' tensor 'big' chunk at .*digest"
+        ):
+            files.read_into("big", c, np.empty(c.sizes, np.int32))
+    finally:
+        files.close()

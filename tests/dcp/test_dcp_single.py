@@ -161,3 +161,16 @@ def test_from_file_is_a_checkpoint_dcp_loads(tmp_path):
         dcp.load(out, storage_reader=tdcp.TenfoldStorageReader(tmp_path / "ck"), no_dist=True)
     assert all(torch.equal(out[k], v) for k, v in sd.items())
     assert len(read_document(tmp_path / "ck").entries["w"].chunks) == 2
+
+
+def test_targets_read_straight_into_or_copied_into_load_alike(tmp_path):
+    """A contiguous CPU target is filled straight from the rank file (digest checked in the
+    same pass); a non-contiguous one (a transposed view) is read then copied: both exact."""
+    sd = _state()
+    _save(sd, tmp_path / "ck")
+    out = _zeros(sd)
+    out["model"]["w"] = torch.zeros(4, 6).t()  # (6, 4), not contiguous
+    with single_process():
+        dcp.load(out, storage_reader=tdcp.TenfoldStorageReader(tmp_path / "ck"), no_dist=True)
+    assert not out["model"]["w"].is_contiguous()
+    _same(sd, out)

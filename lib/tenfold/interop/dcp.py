@@ -483,9 +483,10 @@ class TenfoldStorageReader(StorageReader):
         index = (
             None if whole else tuple(slice(o, o + n) for o, n in zip(offsets, lengths, strict=True))
         )
-        arr = files.read(fqn, chunk, index, verify=self.verify_partial)
         target = planner.resolve_tensor(req).detach()
-        _copy_into(target, np.asarray(arr))
+        if not (whole and _read_into(files, fqn, chunk, target)):
+            arr = files.read(fqn, chunk, index, verify=self.verify_partial)
+            _copy_into(target, np.asarray(arr))
         planner.commit_tensor(req, target)
 
     @property
@@ -497,6 +498,21 @@ class TenfoldStorageReader(StorageReader):
         return isinstance(checkpoint_id, (str, os.PathLike)) and os.path.isfile(
             os.path.join(checkpoint_id, META_NAME)
         )
+
+
+def _read_into(files: RankFiles, fqn: str, chunk: Chunk, target: torch.Tensor) -> bool:
+    """Read ``chunk`` whole straight into ``target`` when it is a contiguous CPU tensor of
+    the chunk's shape (its digest checked in the same pass: :meth:`RankFiles.read_into`);
+    False when it is not, or the rank file cannot (the caller reads and copies)."""
+    if (
+        target.device.type != "cpu"
+        or target.element_size() not in (1, 2, 4, 8)
+        or not target.is_contiguous()
+        or tuple(target.shape) != tuple(chunk.sizes)
+    ):
+        return False
+    tint, _ = _ints(target.element_size())
+    return files.read_into(fqn, chunk, target.view(tint).numpy())
 
 
 def _copy_into(target: torch.Tensor, arr: np.ndarray) -> None:

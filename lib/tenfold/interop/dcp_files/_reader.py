@@ -8,9 +8,11 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar
 
 import numpy as np
+import xxhash
 
 from ..._dispatch import open_any
 from ...core.dtypes import canonical
+from ...core.mapped import MappedFile
 from ...core.reader import BaseReader, TensorInfo
 from ...core.slicing import plan
 from ...errors import FormatError, TenfoldError
@@ -18,6 +20,8 @@ from ._doc import FMT, Chunk, Document, E, Entry, read_document
 
 #: rank files a reader keeps open at once
 MAX_OPEN_FILES = 32
+#: bytes hashed then copied at a time by :meth:`RankFiles.read_into` (stays in the cache)
+BLOCK = 1 << 20
 
 
 class RankFiles:
@@ -66,17 +70,56 @@ class RankFiles:
         digest too when ``verify``, by reading it whole). Any failure is a tenfold error
         naming the rank, the file and the tensor."""
         where = self.where(chunk.file, name, chunk)
-        try:
-            r = self.reader(chunk.file)
-            return self._read(r, name, chunk, index, verify, where)
-        except (TenfoldError, OSError, KeyError, ValueError) as exc:
-            if isinstance(exc, TenfoldError) and exc.fmt == FMT and exc.obj == where:
-                raise  # named already
-            cls = type(exc) if isinstance(exc, TenfoldError) else FormatError
-            detail = str(exc) if not isinstance(exc, FileNotFoundError) else "missing file"
-            raise E(cls, where, detail=detail) from exc
+        return _named(where, lambda: self._read(name, chunk, index, verify, where))
 
-    def _read(self, r: Any, name: str, chunk: Chunk, index: Any, verify: bool, where: str) -> Any:
+    def read_into(self, name: str, chunk: Chunk, dst: np.ndarray) -> bool:
+        """Copy the stored object of ``chunk`` whole into ``dst`` (C-contiguous, of the
+        object's byte size and item size), checking its digest in the same pass: block by
+        block, each block hashed and then copied while it is in the cache, so that the stored
+        bytes are read from memory once (:meth:`read` then a copy reads them twice). Checked
+        as :meth:`read` checks (the document's digest; a mismatch raises and ``dst`` is then
+        partly written). False, with nothing read, where the rank file's reader cannot hand
+        the object's raw bytes from a local map, or the digest is not xxh3: use :meth:`read`."""
+        where = self.where(chunk.file, name, chunk)
+        return _named(where, lambda: self._read_into(name, chunk, dst, where))
+
+    def _read_into(self, name: str, chunk: Chunk, dst: np.ndarray, where: str) -> bool:
+        r = self.reader(chunk.file)
+        info = self._checked_info(r, name, chunk, where)
+        mf, checked_span = getattr(r, "file", None), getattr(r, "checked_span", None)
+        algo, _, want = (chunk.digest or "").partition(":")
+        lo, hi = chunk.byte_range
+        if (
+            type(mf) is not MappedFile
+            or mf.closed
+            or checked_span is None
+            or (chunk.digest is not None and algo != "xxh3")
+            or not dst.flags.c_contiguous
+            or dst.nbytes != hi - lo
+            or dst.itemsize != info.np_dtype.itemsize
+        ):
+            return False
+        got = checked_span(chunk.object)
+        if got is None or got.span.offset != lo:
+            return False  # stored otherwise than raw at its byte range
+        src = mf.u8(lo, hi - lo, where)
+        out = dst.reshape(-1).view(np.uint8)
+        h = None if chunk.digest is None else xxhash.xxh3_64()
+        for start in range(0, hi - lo, BLOCK):
+            block = src[start : start + BLOCK]
+            if h is not None:
+                h.update(block.data)
+            out[start : start + BLOCK] = block
+        if h is not None:
+            if h.hexdigest() != want:
+                raise E.integrity(where, field="xxh3 digest", expected=want, got=h.hexdigest())
+            if got.done is not None:
+                got.done()  # the reader's own check of the same digest held
+        return True
+
+    def _checked_info(self, r: Any, name: str, chunk: Chunk, where: str) -> Any:
+        """The rank file reader's record of ``chunk``'s object, checked against the
+        document: present, at its byte range, of its shape and dtype, with its digest."""
         entry = self.doc.entries[name]
         if chunk.object not in r:
             raise E.format(where, detail=f"no object {chunk.object!r} in the file")
@@ -99,10 +142,15 @@ class RankFiles:
                 expected=f"{want_dtype} {list(want_shape)}",
                 got=f"{canonical(info.np_dtype)} {list(info.shape)}",
             )
-        if index is not None and not verify:
-            return r.read(chunk.object, index)
         if info.checksum is not None and info.checksum != chunk.digest:
             raise E.integrity(where, field="digest", expected=chunk.digest, got=info.checksum)
+        return info
+
+    def _read(self, name: str, chunk: Chunk, index: Any, verify: bool, where: str) -> Any:
+        r = self.reader(chunk.file)
+        info = self._checked_info(r, name, chunk, where)
+        if index is not None and not verify:
+            return r.read(chunk.object, index)
         arr = r[chunk.object]  # a reader with a stored digest checks it on the first read
         if info.checksum is None:
             _check_digest(arr, chunk.digest, where)
@@ -115,14 +163,25 @@ class RankFiles:
             r.close()
 
 
+def _named(where: str, fn: Callable[[], Any]) -> Any:
+    """``fn()``, any failure turned into a tenfold error naming ``where`` (rank, file and
+    tensor)."""
+    try:
+        return fn()
+    except (TenfoldError, OSError, KeyError, ValueError) as exc:
+        if isinstance(exc, TenfoldError) and exc.fmt == FMT and exc.obj == where:
+            raise  # named already
+        cls = type(exc) if isinstance(exc, TenfoldError) else FormatError
+        detail = str(exc) if not isinstance(exc, FileNotFoundError) else "missing file"
+        raise E(cls, where, detail=detail) from exc
+
+
 def _check_digest(arr: np.ndarray, digest: str | None, where: str) -> None:
     if digest is None:
         return
     algo, _, want = digest.partition(":")
     if algo != "xxh3":
         raise E.unsupported(where, field="digest", detail=f"unknown algorithm {algo!r}")
-    import xxhash
-
     flat = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
     got = xxhash.xxh3_64_hexdigest(flat.data)
     if got != want:
