@@ -216,7 +216,7 @@ class RawTensor(Lazy):
 
         offset, nbytes, stored = self.raw
         crc = 0
-        for block in self.s.blocks(offset, nbytes):
+        for block in self.s.blocks(offset, nbytes, self.name):
             if stored is not None:
                 crc = crc32c(block, crc)
             yield block

@@ -114,9 +114,10 @@ class Source:
         ``get`` (for a source over a buffer, which has no file to read ranges from)."""
         self._path = None
 
-    def blocks(self, offset: int, nbytes: int) -> Iterator[memoryview]:
+    def blocks(self, offset: int, nbytes: int, name: str | None = None) -> Iterator[memoryview]:
         """The file's bytes ``[offset, offset + nbytes)`` in blocks read into one reused
-        buffer (each block is valid until the next is requested)."""
+        buffer (each block is valid until the next is requested). ``name``: the tensor whose
+        :meth:`raw` gave the range (a source of several files reads the one holding it)."""
         if self._blocks is None:
             self._blocks = BlockReader(self._path, self.fmt, _BLOCK)
         return self._blocks.blocks(offset, nbytes)

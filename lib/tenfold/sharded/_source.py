@@ -77,9 +77,12 @@ class _ShardedSource(Source):
         self._current = self._owner(name)
         return self._current.raw(name)
 
-    def blocks(self, offset: int, nbytes: int) -> Iterator[memoryview]:
-        assert self._current is not None  # raw(name) chose the shard
-        return self._current.blocks(offset, nbytes)
+    def blocks(self, offset: int, nbytes: int, name: str | None = None) -> Iterator[memoryview]:
+        # the shard holding ``name``; without it, the one the last raw(name) chose (a writer
+        # that asks raw() of several tensors before copying must name the tensor)
+        sub = self._owner(name) if name is not None else self._current
+        assert sub is not None
+        return sub.blocks(offset, nbytes)
 
     def close(self) -> None:
         subs, self._subs = self._subs, {}

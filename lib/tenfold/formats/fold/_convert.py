@@ -153,7 +153,7 @@ def sten_pieces(s: Source, bar: Any) -> tuple[int, Iterator[memoryview]]:
             raw = s.raw(n)
             if raw is not None and tag not in PACKED_BITS and _checkable(raw[2]):
                 crc = 0
-                for block in s.blocks(raw[0], raw[1]):  # each used before the next is read
+                for block in s.blocks(raw[0], raw[1], n):  # each used before the next is read
                     if raw[2] is not None:
                         crc = crc32c(block, crc)
                     yield block

@@ -64,7 +64,7 @@ class SafetensorsTarget(Target):
                     and (raw[2] is None or raw[2].startswith("crc32c:"))
                 ):
                     crc = 0
-                    for block in s.blocks(raw[0], raw[1]):
+                    for block in s.blocks(raw[0], raw[1], n):
                         f.write(block)
                         if raw[2] is not None:
                             crc = crc32c(block, crc)

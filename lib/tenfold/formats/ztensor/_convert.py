@@ -129,7 +129,7 @@ class ZtTarget(Target):
                 raw = s.raw(n) if enc is None else None
                 if raw is not None and (raw[2] is None or raw[2].split(":")[0] == ck):
                     dt, shape = s.spec(n)
-                    got = w.add_raw(n, dt, shape, s.blocks(raw[0], raw[1]),
+                    got = w.add_raw(n, dt, shape, s.blocks(raw[0], raw[1], n),
                                     checksum=ck, attrs=attrs)  # fmt: skip
                     check_source_sum(s, n, raw[2], got)
                     bar.update(raw[1])
