@@ -2,7 +2,8 @@
 
 ``memoryview`` cannot export NumPy arrays of ml_dtypes types (bfloat16, float8) and casts only
 contiguous buffers; :func:`byte_view` handles both, so checksums, compression and writers accept
-every array a user can hold. :class:`BufferFile` reads a uint8 array as a seekable file.
+every array a user can hold. :class:`BufferFile` reads a uint8 array as a seekable file,
+:class:`SourceIO` an opened source (mapped, ``pread`` or remote) through its checked reads.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["byte_view", "BufferFile"]
+__all__ = ["byte_view", "BufferFile", "SourceIO"]
 
 
 def byte_view(data: object) -> memoryview:
@@ -33,18 +34,34 @@ def byte_view(data: object) -> memoryview:
     return memoryview(mv.tobytes())
 
 
-class BufferFile(io.RawIOBase):
-    """A read-only, seekable file over a uint8 array (no copy of the whole buffer)."""
+class _ReadOnlyFile(io.RawIOBase):
+    """A read-only, seekable file over something of ``_size`` bytes (subclasses read)."""
 
-    def __init__(self, u8: np.ndarray) -> None:
-        self._u8 = u8
-        self._pos = 0
+    _pos = 0
+    _size = 0
 
     def readable(self) -> bool:
         return True
 
     def seekable(self) -> bool:
         return True
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        base = {0: 0, 1: self._pos, 2: self._size}[whence]
+        self._pos = max(0, base + offset)
+        return self._pos
+
+    def tell(self) -> int:
+        return self._pos
+
+
+class BufferFile(_ReadOnlyFile):
+    """A read-only, seekable file over a uint8 array (no copy of the whole buffer)."""
+
+    def __init__(self, u8: np.ndarray) -> None:
+        self._u8 = u8
+        self._size = u8.size
+        self._pos = 0
 
     def readinto(self, b: Any) -> int:
         mv = memoryview(b).cast("B")
@@ -53,14 +70,26 @@ class BufferFile(io.RawIOBase):
         self._pos += n
         return n
 
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: self._u8.size}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
     def detach_buffer(self) -> None:
         """Let go of the array (the map it views can then close)."""
         self._u8 = np.empty(0, np.uint8)
+        self._size = 0
+
+
+class SourceIO(_ReadOnlyFile):
+    """A read-only, seekable file over an opened source (a
+    :class:`~tenfold.core.mapped.MappedFile`, a ``pread`` or remote one): each read goes
+    through its checked ``bytes(offset, n, what)``, so the file need not be mapped whole."""
+
+    def __init__(self, source: Any, what: str = "file") -> None:
+        self._src = source
+        self._what = what
+        self._size = source.size
+        self._pos = 0
+
+    def readinto(self, b: Any) -> int:
+        n = max(0, min(len(b), self._size - self._pos))
+        if n:
+            b[:n] = self._src.bytes(self._pos, n, self._what)
+        self._pos += n
+        return n

@@ -24,7 +24,6 @@ Attributes become :attr:`Reader.metadata`.
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import threading
@@ -34,6 +33,7 @@ from typing import Any
 import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits, checked_numel
+from ...core.buffers import BufferFile
 from ...core.optional import require
 from ...core.reader import MappedReader, Span, TensorInfo, load_all, verify_file
 from ...core.report import Report
@@ -49,34 +49,6 @@ SEPARATOR = "."
 ATTR_SEP = "@"
 
 
-class _MapIO(io.RawIOBase):
-    """A read-only file object over a mapped file (what h5py's ``fileobj`` driver reads)."""
-
-    def __init__(self, data: Any) -> None:
-        self._data = data
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = {0: 0, 1: self._pos, 2: len(self._data)}[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-    def readinto(self, b: Any) -> int:
-        n = max(0, min(len(b), len(self._data) - self._pos))
-        b[:n] = self._data[self._pos : self._pos + n]
-        self._pos += n
-        return n
-
-
 def _open_h5(h5py: Any, mf: Any) -> Any:
     """h5py's handle on the file tenfold mapped: by its path when that still names the same
     file (h5py's own driver, much faster than Python reads), else through a file object over
@@ -89,7 +61,7 @@ def _open_h5(h5py: Any, mf: Any) -> Any:
                 return h5py.File(mf.path, "r")
         except OSError:
             pass
-    return h5py.File(_MapIO(memoryview(mf.buffer())), "r")  # type: ignore[arg-type]
+    return h5py.File(BufferFile(mf.buffer()), "r")  # type: ignore[arg-type]
 
 
 def _h5py() -> Any:

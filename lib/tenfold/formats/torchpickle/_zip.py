@@ -21,6 +21,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ...core.bounds import Budget, Limits
+from ...core.buffers import SourceIO
 from ...errors import TenfoldError, factory
 from ._format import FMT, ZIP_LOCAL
 
@@ -44,39 +45,10 @@ class Member(NamedTuple):
     header_offset: int
 
 
-class _MapFile(io.RawIOBase):
-    """A read-only, seekable file object over a :class:`~tenfold.core.mapped.MappedFile`."""
-
-    def __init__(self, mf: Any) -> None:
-        self._mf = mf
-        self._pos = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def seekable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        n = max(0, min(len(b), self._mf.size - self._pos))
-        if n:
-            b[:n] = self._mf.bytes(self._pos, n, "zip directory")
-        self._pos += n
-        return n
-
-    def seek(self, offset: int, whence: int = 0) -> int:
-        base = (0, self._pos, self._mf.size)[whence]
-        self._pos = max(0, base + offset)
-        return self._pos
-
-    def tell(self) -> int:
-        return self._pos
-
-
 def members(mf: Any, what: str, limits: Limits) -> dict[str, Member]:
     """Every member of the zip in ``mf`` by name, each checked (see the module doc)."""
     try:
-        with zipfile.ZipFile(io.BufferedReader(_MapFile(mf), 1 << 16)) as z:
+        with zipfile.ZipFile(io.BufferedReader(SourceIO(mf, "zip directory"), 1 << 16)) as z:
             infos = z.infolist()
     except TenfoldError:
         raise
