@@ -92,3 +92,59 @@ def test_a_corrupt_tensor_raises_what_a_single_read_raises(tmp_path, monkeypatch
     with Reader(path, verify_checksums=False) as r:
         got = r.read_all(copy=True)
     assert got[name].tobytes() != np.ascontiguousarray(model[name]).tobytes()
+
+
+def test_read_all_views_check_every_checksum_on_several_threads(
+    tmp_path, monkeypatch, three_threads
+):
+    """``read_all()`` / ``tenfold.load`` without a copy (views of the map, the default): the
+    checksums are computed over the map on every core first (CRC-32C per 16 MiB block, the
+    block CRCs joined), then each view is given without being checked again."""
+    path = tmp_path / "m.zt"
+    model = _model()
+    _save(path, model)
+    seen: list[tuple[str, int]] = []
+    plain = checksums.crc32c
+
+    def spy(data, value=0, *, threads=None):
+        seen.append((threading.current_thread().name, memoryview(data).nbytes))
+        return plain(data, value, threads=threads)
+
+    monkeypatch.setattr(checksums, "crc32c", spy)
+    with Reader(path) as r:
+        got = r.read_all(copy=False)
+        assert {"big", "sha", "small"} <= r._verified
+    for name, a in model.items():
+        assert np.array_equal(got[name], a), name
+    names = {n for n, _ in seen}
+    assert names and all(n.startswith("tenfold-zt-read") for n in names), seen  # on the pool
+    # big's three blocks and small, each hashed once; none again when the views are made
+    assert sorted(size for _, size in seen) == sorted(
+        [
+            zt_reader._FILL_BLOCK,
+            zt_reader._FILL_BLOCK,
+            model["big"].nbytes - 2 * zt_reader._FILL_BLOCK,
+            5,
+        ]
+    )
+
+
+@pytest.mark.parametrize("where", ["big-last-block", "sha", "small"])
+def test_read_all_views_a_corrupt_tensor_raises_in_file_order(
+    tmp_path, monkeypatch, where, three_threads
+):
+    path = tmp_path / "m.zt"
+    model = _model()
+    _save(path, model)
+    name = where.split("-")[0]
+    with Reader(path) as r:
+        info = r.info(name)
+        at = info.offset + (info.size - 3 if where == "big-last-block" else 1)
+    raw = bytearray(path.read_bytes())
+    raw[at] ^= 0x10
+    path.write_bytes(bytes(raw))
+    with Reader(path) as r, pytest.raises(IntegrityError) as one:
+        r.read(name)
+    with pytest.raises(IntegrityError) as every:
+        ztensor.load(path)
+    assert str(every.value) == str(one.value)

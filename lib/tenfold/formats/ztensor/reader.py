@@ -277,9 +277,12 @@ class Reader(ZtReader, Mapping[str, Any]):
         if self._mf.remote:
             return self.read_many(list(self._infos), copy=copy)
         budget = self.limits.budget()  # one for the whole call
-        if not copy:
-            return {name: self.read(name, copy=False, budget=budget) for name in self._infos}
         direct = [i for i in self._infos.values() if i.zero_copy]
+        if not copy:
+            # the checksums first, on every core (a mismatch is left for read() to raise, in
+            # file order and with its own message)
+            self._fill(direct, None)
+            return {name: self.read(name, copy=False, budget=budget) for name in self._infos}
         slab = empty(
             sum(align_up(i.size, ALIGN) for i in direct),
             np.uint8,
@@ -304,12 +307,13 @@ class Reader(ZtReader, Mapping[str, Any]):
         return out
 
     def _fill(
-        self, infos: list[TensorInfo], places: dict[str, np.ndarray]
+        self, infos: list[TensorInfo], places: dict[str, np.ndarray] | None
     ) -> dict[str, IntegrityError]:
         """Copy the raw tensors ``infos`` into ``places`` and check their checksums, in
         parallel over tensors and over blocks of large ones (threads from
         :func:`tenfold.core.parallel.threads`). A CRC-32C is computed while copying (one pass,
-        the block CRCs joined); SHA-256 hashes the copy. Returns the mismatches by name (the
+        the block CRCs joined); SHA-256 hashes the copy. With ``places=None`` nothing is
+        copied: the checksums are computed over the map. Returns the mismatches by name (the
         matches are marked verified)."""
         from ...core import checksums, parallel
 
@@ -319,26 +323,38 @@ class Reader(ZtReader, Mapping[str, Any]):
             for i in infos
             if self.verify_checksums and i.checksum_algo and i.name not in self._verified
         }
+        if places is None:
+            infos = [i for i in infos if i.name in check]
         tasks: list[tuple[TensorInfo, int, int]] = []
         for info in infos:
+            if places is None and info.checksum_algo != "crc32c":
+                continue  # hashed whole by sha() below
             tasks += [(info, a, min(block, info.size - a)) for a in range(0, info.size, block)]
         crcs: dict[str, dict[int, int]] = {i.name: {} for i in infos}
 
+        def mapped(info: TensorInfo, start: int, n: int) -> np.ndarray:
+            return self._mf.u8(info.offset + start, n, f"tensor {info.name!r}")
+
         def copy(task: tuple[TensorInfo, int, int]) -> None:
             info, start, n = task
+            if places is None:
+                crcs[info.name][start] = checksums.crc32c(mapped(info, start, n), threads=1)
+                return
             dst = places[info.name][start : start + n]
             if info.name in check and info.checksum_algo == "crc32c":
-                src = self._mf.u8(info.offset + start, n, f"tensor {info.name!r}")
-                crcs[info.name][start] = checksums.copy_crc32c(src, dst)
+                crcs[info.name][start] = checksums.copy_crc32c(mapped(info, start, n), dst)
             else:
                 self._copy_into(info.offset + start, n, dst)
 
         def sha(info: TensorInfo) -> str:
+            if places is None:
+                return checksums.sha256_hex(mapped(info, 0, info.size))
             return checksums.sha256_hex(places[info.name])
 
         hashed = [i for i in infos if i.name in check and i.checksum_algo == "sha256"]
         total = sum(i.size for i in infos)
-        workers = min(parallel.threads(), len(tasks)) if total >= _FILL_PARALLEL else 1
+        jobs = len(tasks) + len(hashed)
+        workers = min(parallel.threads(), jobs) if total >= _FILL_PARALLEL else 1
         if workers > 1:
             with parallel.scoped(workers, "tenfold-zt-read") as pool:
                 for _ in pool.map(copy, tasks):
