@@ -83,6 +83,7 @@ def _load(source: Any, device: Any, options: dict[str, Any]) -> dict[str, Any]:
         if conv.staged:  # CUDA: a ring of pinned buffers, checksums checked on the way
             return conv.stager().load(t)  # type: ignore[no-any-return]
         names = t.names
+        t.reader.check_ahead(names)  # every checksum, on every core, before the views
         out = dict(zip(names, conv.many(t.spans()), strict=True))  # views of one private map
         for n in names:
             if out[n] is None:  # stored otherwise, or needing a check: through the reader

@@ -148,3 +148,35 @@ def test_read_all_views_a_corrupt_tensor_raises_in_file_order(
     with pytest.raises(IntegrityError) as every:
         ztensor.load(path)
     assert str(every.value) == str(one.value)
+
+
+def test_torch_load_file_checks_ahead_on_several_threads(tmp_path, monkeypatch, three_threads):
+    """``tenfold.torch.load_file`` of a checksummed .zt on the CPU: every checksum computed on
+    the pool before the tensors are made (not one by one on the calling thread); a corrupt
+    tensor still raises the single read's error."""
+    torch = pytest.importorskip("torch")
+    import tenfold.torch as tt
+
+    path = tmp_path / "m.zt"
+    model = _model()
+    _save(path, model)
+    seen: list[str] = []
+    plain = checksums.crc32c
+
+    def spy(data, value=0, *, threads=None):
+        seen.append(threading.current_thread().name)
+        return plain(data, value, threads=threads)
+
+    monkeypatch.setattr(checksums, "crc32c", spy)
+    got = tt.load_file(path)
+    assert torch.equal(got["big"], torch.from_numpy(model["big"]))
+    assert seen and all(n.startswith("tenfold-zt-read") for n in seen), seen
+    raw = bytearray(path.read_bytes())
+    with Reader(path) as r:
+        raw[r.info("big").offset + 7] ^= 1
+    path.write_bytes(bytes(raw))
+    with Reader(path) as r, pytest.raises(IntegrityError) as one:
+        r.read("big")
+    with pytest.raises(IntegrityError) as every:
+        tt.load_file(path)
+    assert str(every.value) == str(one.value)

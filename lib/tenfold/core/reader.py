@@ -169,6 +169,7 @@ class TensorReader(Protocol):
     def read_raw(self, name: str) -> np.ndarray: ...
     def verified(self, name: str) -> bool: ...
     def checked_span(self, name: str) -> CheckedSpan | None: ...
+    def check_ahead(self, names: Iterable[str] | None = None) -> None: ...
     @property
     def metadata(self) -> Mapping[str, Any]: ...
     def verify(self) -> Any: ...
@@ -248,6 +249,13 @@ class BaseReader(Mapping[str, Any]):
         """:meth:`span` of each of ``names`` (a format may read them from its index in one
         pass)."""
         return [self.span(n) for n in names]
+
+    def check_ahead(self, names: Iterable[str] | None = None) -> None:
+        """Check now, on every core where the format can, the stored checksums that reading
+        ``names`` (default: every tensor) would check, so that their reads and
+        :meth:`spans` need not check them one by one. A mismatch is not raised here: the
+        tensor stays unverified and its read raises the error, in the caller's order. The
+        default checks nothing ahead."""
 
     def checked_span(self, name: str) -> CheckedSpan | None:
         """Where tensor ``name`` lies raw and the checksum this reader would check before

@@ -279,9 +279,7 @@ class Reader(ZtReader, Mapping[str, Any]):
         budget = self.limits.budget()  # one for the whole call
         direct = [i for i in self._infos.values() if i.zero_copy]
         if not copy:
-            # the checksums first, on every core (a mismatch is left for read() to raise, in
-            # file order and with its own message)
-            self._fill(direct, None)
+            self._fill(direct, None)  # the checksums first, on every core (check_ahead)
             return {name: self.read(name, copy=False, budget=budget) for name in self._infos}
         slab = empty(
             sum(align_up(i.size, ALIGN) for i in direct),
@@ -305,6 +303,15 @@ class Reader(ZtReader, Mapping[str, Any]):
                 raise failed[info.name]
             out[info.name] = places[info.name].view(info.np_dtype).reshape(info.shape)
         return out
+
+    def check_ahead(self, names: Iterable[str] | None = None) -> None:
+        """The CRC-32C and SHA-256 of the raw tensors among ``names`` (default: all), computed
+        over the map on every core (:meth:`read_all` does it without a copy); a mismatch is
+        raised by the tensor's read."""
+        if self._mf.remote or not self.verify_checksums:
+            return
+        wanted = self._infos.values() if names is None else [self.info(n) for n in names]
+        self._fill([i for i in wanted if i.zero_copy], None)
 
     def _fill(
         self, infos: list[TensorInfo], places: dict[str, np.ndarray] | None
