@@ -32,7 +32,7 @@ def test_gpu_bench_smoke_runs_every_case(tmp_path):
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     report = json.loads(out.read_text())
     rows = {r["case"]: r for r in report["rows"]}
-    assert len(rows) == 24
+    assert len(rows) == 25
     assert not [r for r in rows.values() if "error" in r], rows
     kernels = report["kernels"]  # the kernel rates, each with a speed
     assert kernels and all(r["gb_per_s"] > 0 for r in kernels), kernels
