@@ -37,6 +37,7 @@ FORMAT = register(
         description="PyTorch distributed checkpoint directory (tenfold storage)",
         sniff_dir=sniff_dir,
         package="tenfold.interop.dcp_files",
+        checks_optional=True,
         metadata="json",
         opens_path=True,
         hooks={"convert_source": "tenfold.interop.dcp_files:convert_source"},

@@ -149,6 +149,8 @@ def read_with(fmt: Any, mf: Any, options: dict[str, Any], load: bool, copy: bool
     opened ``mf`` (closed when that fails)."""
     if not fmt.follows_links and "trust_links" in options:  # nothing to follow: not an error
         options = {k: v for k, v in options.items() if k != "trust_links"}
+    if not fmt.checks_optional and "verify_checksums" in options:  # see Format.checks_optional
+        options = {k: v for k, v in options.items() if k != "verify_checksums"}
     try:
         if load:
             return fmt.load_module().load(mf, copy=copy, **options)

@@ -17,6 +17,7 @@ FORMAT = register(
         metadata="json",
         opens_path=True,
         follows_links=True,
+        checks_optional=True,
         url_suffixes=(".index.json",),
         hooks={"convert_source": "tenfold.sharded:convert_source"},
     )

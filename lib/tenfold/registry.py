@@ -118,6 +118,12 @@ class Format:
         Its reader opens other files that the file names (shards) under the symlink rule of
         :mod:`tenfold.core.links`, and takes ``trust_links=``; the front door drops that option
         for the other formats (a one-file format has no link to follow).
+    checks_optional
+        Its reader takes ``verify_checksums=`` (its checksums may be skipped, or it passes the
+        option on to the files it opens); for the other formats the front door drops that
+        option: a format without checksums has nothing to skip, and FOLD and WTXT readers
+        check theirs always (``tenfold.load(path, verify_checksums=False)`` works for any
+        file, and never turns off a check a format cannot do without).
     url_suffixes
         A URL whose name ends with one of these is opened as this format without a first
         request to recognise it (a sharded index: ``.index.json``).
@@ -179,6 +185,7 @@ class Format:
     index_at_end: bool = False
     opens_path: bool = False
     follows_links: bool = False
+    checks_optional: bool = False
     url_suffixes: tuple[str, ...] = ()
     hooks: Mapping[str, str] = dataclasses.field(default_factory=dict)
 

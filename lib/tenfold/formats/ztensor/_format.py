@@ -26,6 +26,7 @@ FORMAT = register(
         save_checksum="pass",
         index_at_end=True,
         follows_links=True,
+        checks_optional=True,
         hooks={
             "open_fd": "tenfold.formats.ztensor:open_fd",
             "cli": "tenfold.formats.ztensor._cli:register",
