@@ -94,10 +94,19 @@ def _need_torch() -> None:
         raise E.unsupported("tenfold.torch.dcp", detail="this torch has no torch.distributed")
 
 
-def _ints(size: int) -> tuple[Any, Any]:
-    """The torch and NumPy signed integer types of ``size`` bytes."""
-    bits = 8 * size
-    return getattr(torch, f"int{bits}"), np.dtype(f"int{bits}")
+def _bytes_view(t: torch.Tensor) -> np.ndarray:
+    """A NumPy view of CPU tensor ``t``'s elements as opaque items of its element size
+    (``V2`` for bfloat16, ``V16`` for complex128...), with its shape and strides: any dtype
+    (NumPy knows no bfloat16, torch no 128-bit integer), any layout, no copy."""
+    size = t.element_size()
+    storage = torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage())
+    return np.ndarray(
+        tuple(t.shape),
+        np.dtype((np.void, size)),
+        buffer=storage.numpy(),
+        offset=t.storage_offset() * size,
+        strides=tuple(s * size for s in t.stride()),
+    )
 
 
 def _done(value: Any) -> Future:
@@ -506,22 +515,25 @@ def _read_into(files: RankFiles, fqn: str, chunk: Chunk, target: torch.Tensor) -
     False when it is not, or the rank file cannot (the caller reads and copies)."""
     if (
         target.device.type != "cpu"
-        or target.element_size() not in (1, 2, 4, 8)
         or not target.is_contiguous()
         or tuple(target.shape) != tuple(chunk.sizes)
     ):
         return False
-    tint, _ = _ints(target.element_size())
-    return files.read_into(fqn, chunk, target.view(tint).numpy())
+    return files.read_into(fqn, chunk, _bytes_view(target))
 
 
 def _copy_into(target: torch.Tensor, arr: np.ndarray) -> None:
-    """Copy ``arr`` into ``target`` (any strides, any device) through a same-size integer
-    view of both: no dtype conversion, no read-only buffer handed to torch."""
+    """Copy ``arr`` into ``target`` (any strides, any device, any element size) through an
+    opaque same-size item view of both (:func:`_bytes_view`): no dtype conversion, no
+    read-only buffer handed to torch."""
     if tuple(target.shape) != arr.shape:
         raise E.format("read item", field="shape", expected=tuple(target.shape), got=arr.shape)
+    if target.element_size() != arr.dtype.itemsize:
+        raise E.format(
+            "read item", field="item size", expected=target.element_size(), got=arr.dtype.itemsize
+        )
     dst = target if target.device.type == "cpu" else torch.empty_like(target, device="cpu")
-    tint, nint = _ints(dst.element_size())
-    np.copyto(dst.view(tint).numpy(), arr.view(nint).reshape(arr.shape), casting="no")
+    item = np.dtype((np.void, arr.dtype.itemsize))
+    np.copyto(_bytes_view(dst), arr.view(item).reshape(arr.shape), casting="no")
     if dst is not target:
         target.copy_(dst)
