@@ -289,3 +289,43 @@ def test_read_into_hashes_and_copies_in_one_pass_and_checks_the_digest(tmp_path,
             files.read_into("big", c, np.empty(c.sizes, np.int32))
     finally:
         files.close()
+
+
+def test_the_commit_flushes_each_directory_once(tmp_path, monkeypatch):
+    """With fsync, the commit flushes the document, the staging directory once (the
+    document's atomic write does, after every rank file is in) and the parent after the
+    rename; it flushed the staging directory twice before."""
+    src = tmp_path / "src.zt"
+    tenfold.save(src, {"w": np.ones(4, np.float32)})
+    synced = []
+    real = os.fsync
+
+    def counting(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to name what is flushed")
+    monkeypatch.setattr(os, "fsync", counting)
+    from_file(src, tmp_path / "ck", world_size=1)
+    dirs = [
+        p
+        for p in synced
+        if os.path.dirname(p) == str(tmp_path) and os.path.basename(p).startswith(".ck.tenfold-")
+    ]
+    assert len(dirs) == 2, synced  # after the rank file's write, then after the document's
+    assert synced.count(str(tmp_path)) == 1
+
+
+def test_the_reader_verifies_through_the_base_readers_verifier(ckpt):
+    from tenfold.core.reader import BaseReader
+
+    assert "use_verifier" not in vars(dcp_files.DcpReader)  # BaseReader's, not a copy
+
+    class Bare(BaseReader):
+        pass
+
+    with pytest.raises(NotImplementedError, match="Bare: no verifier joined"):
+        Bare().verify()
+    with tenfold.open(ckpt) as r:
+        assert r.verify().ok

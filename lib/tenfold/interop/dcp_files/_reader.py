@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -236,14 +236,6 @@ class DcpReader(BaseReader):
     options go to the rank files' readers."""
 
     fmt = FMT
-    #: ``verifier(reader) -> Report``, joined by the package (:meth:`use_verifier`)
-    _verifier: ClassVar[Any] = None
-
-    @classmethod
-    def use_verifier(cls, verifier: Callable[[Any], Any]) -> None:
-        """Join :func:`~tenfold.interop.dcp_files.verify` (the package does, so that this
-        module never imports the verifier)."""
-        cls._verifier = staticmethod(verifier)
 
     def __init__(self, path: Any, *, verify_partial: bool = True, **options: Any) -> None:
         if not isinstance(path, (str, os.PathLike)):
@@ -335,11 +327,6 @@ class DcpReader(BaseReader):
     @property
     def metadata(self) -> dict[str, Any]:
         return {}
-
-    def verify(self) -> Any:
-        if self._verifier is None:
-            raise NotImplementedError(f"{type(self).__name__}: no verifier joined")
-        return self._verifier(self)
 
     @property
     def closed(self) -> bool:

@@ -122,10 +122,10 @@ def commit(
             raise E.format(
                 f"rank {info['rank']} file {f!r}", field="size", expected=info["size"], got=size
             )
+    # with fsync, atomic_write flushes the document and then the staging directory, whose
+    # entries (every rank file, renamed in before) are thereby durable too: one flush of it
     with atomic_write(os.path.join(staging, META_NAME), fsync=fsync) as out:
         out.write(doc.to_bytes())
-    if fsync:
-        fsync_dir(staging)
     check_target(final, overwrite)
     if not os.path.lexists(final):
         os.rename(staging, final)  # fails if another save created it meanwhile
