@@ -183,6 +183,27 @@ def test_s3_save_and_load_fetch_only_the_ranges_needed():
         assert sum(row[3] for row in rank) < big.nbytes // 4  # far from the big tensor
 
 
+def test_s3_listings_are_fresh_where_other_ranks_upload_through_their_own_clients():
+    """The coordinator lists the prefix when it plans and again when it commits; objects
+    other ranks uploaded in between (through other clients) must be seen even with s3fs's
+    listing cache on (its default). Before, the second listing came from the cache."""
+    pytest.importorskip("s3fs", reason="s3fs is not installed")
+    pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+    from _servers import S3Server
+
+    with S3Server() as s3:
+        s3.filesystem().mkdir("ckpts")
+        so = {**s3.storage_options(), "use_listings_cache": True}
+        del so["skip_instance_cache"]  # one client, reused, as in a rank's process
+        url = "s3://ckpts/cached/step-1"
+        s3.filesystem().pipe("ckpts/cached/step-1/dcp-rank-00000.0123456789ab.zt", b"ZT")
+        dcp_files.remote.check_target(url, False, so)  # lists (and caches) the prefix
+        s3.filesystem().pipe("ckpts/cached/step-1/notes.txt", b"another client's")
+        with pytest.raises(EncodeError, match="not a tenfold checkpoint's"):
+            dcp_files.remote.check_target(url, False, so)
+
+
 _NO_EXTRA = """
 import sys
 sys.modules[sys.argv[1]] = None  # as if it were not installed

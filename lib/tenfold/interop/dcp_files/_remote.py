@@ -41,7 +41,9 @@ def join(url: str, name: str) -> str:
 
 
 def _listing(fs: Any, path: str) -> dict[str, int]:
-    """``{name: size}`` of the objects directly under ``path`` (empty when there are none)."""
+    """``{name: size}`` of the objects directly under ``path`` (empty when there are none),
+    listed afresh: other ranks upload through their own clients, unseen by this one's cache."""
+    fs.invalidate_cache(path)
     try:
         entries = fs.ls(path, detail=True)
     except FileNotFoundError:
