@@ -158,14 +158,14 @@ def test_s3_save_and_load_fetch_only_the_ranges_needed():
     big = torch.randn(512, 1024)  # 2 MiB: far more than a load of "small" needs
     sd = {"big": big, "small": torch.arange(10.0)}
     with S3Server() as s3:
-        s3.filesystem().mkdir("ckpts")
+        s3.filesystem().mkdir("dcp-ckpts")
         so = s3.storage_options()
-        _save(sd, "s3://ckpts/run/step-1", storage_options=so)
-        keys = sorted(s3.filesystem().ls("ckpts/run/step-1", detail=False))
+        _save(sd, "s3://dcp-ckpts/run/step-1", storage_options=so)
+        keys = sorted(s3.filesystem().ls("dcp-ckpts/run/step-1", detail=False))
         assert keys[0].endswith(META_NAME) and len(keys) == 2
         put = [row for row in s3.log if row[0] == "PUT"]
         assert put[-1][1].endswith(META_NAME)  # the document is written last
-        full = _load("s3://ckpts/run/step-1", sd, storage_options=so)
+        full = _load("s3://dcp-ckpts/run/step-1", sd, storage_options=so)
         assert torch.equal(full["big"], big) and torch.equal(full["small"], sd["small"])
         del s3.log[:]
         only = {"small": torch.zeros(10)}
@@ -173,7 +173,7 @@ def test_s3_save_and_load_fetch_only_the_ranges_needed():
             dcp.load(
                 only,
                 storage_reader=tdcp.TenfoldStorageReader(
-                    "s3://ckpts/run/step-1", storage_options=so
+                    "s3://dcp-ckpts/run/step-1", storage_options=so
                 ),
                 no_dist=True,
             )
@@ -193,13 +193,13 @@ def test_s3_listings_are_fresh_where_other_ranks_upload_through_their_own_client
     from _servers import S3Server
 
     with S3Server() as s3:
-        s3.filesystem().mkdir("ckpts")
+        s3.filesystem().mkdir("dcp-ckpts-cached")  # moto keeps buckets for the process
         so = {**s3.storage_options(), "use_listings_cache": True}
         del so["skip_instance_cache"]  # one client, reused, as in a rank's process
-        url = "s3://ckpts/cached/step-1"
-        s3.filesystem().pipe("ckpts/cached/step-1/dcp-rank-00000.0123456789ab.zt", b"ZT")
+        url = "s3://dcp-ckpts-cached/step-1"
+        s3.filesystem().pipe("dcp-ckpts-cached/step-1/dcp-rank-00000.0123456789ab.zt", b"ZT")
         dcp_files.remote.check_target(url, False, so)  # lists (and caches) the prefix
-        s3.filesystem().pipe("ckpts/cached/step-1/notes.txt", b"another client's")
+        s3.filesystem().pipe("dcp-ckpts-cached/step-1/notes.txt", b"another client's")
         with pytest.raises(EncodeError, match="not a tenfold checkpoint's"):
             dcp_files.remote.check_target(url, False, so)
 
