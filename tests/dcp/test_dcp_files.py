@@ -289,3 +289,123 @@ def test_read_into_hashes_and_copies_in_one_pass_and_checks_the_digest(tmp_path,
             files.read_into("big", c, np.empty(c.sizes, np.int32))
     finally:
         files.close()
+
+
+def test_the_commit_flushes_each_directory_once(tmp_path, monkeypatch):
+    """With fsync, the commit flushes the document, the staging directory once (the
+    document's atomic write does, after every rank file is in) and the parent after the
+    rename; it flushed the staging directory twice before."""
+    src = tmp_path / "src.zt"
+    tenfold.save(src, {"w": np.ones(4, np.float32)})
+    synced = []
+    real = os.fsync
+
+    def counting(fd):
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        return real(fd)
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd to name what is flushed")
+    monkeypatch.setattr(os, "fsync", counting)
+    from_file(src, tmp_path / "ck", world_size=1)
+    dirs = [
+        p
+        for p in synced
+        if os.path.dirname(p) == str(tmp_path) and os.path.basename(p).startswith(".ck.tenfold-")
+    ]
+    assert len(dirs) == 2, synced  # after the rank file's write, then after the document's
+    assert synced.count(str(tmp_path)) == 1
+
+
+def test_the_reader_verifies_through_the_base_readers_verifier(ckpt):
+    from tenfold.core.reader import BaseReader
+
+    assert "use_verifier" not in vars(dcp_files.DcpReader)  # BaseReader's, not a copy
+
+    class Bare(BaseReader):
+        pass
+
+    with pytest.raises(NotImplementedError, match="Bare: no verifier joined"):
+        Bare().verify()
+    with tenfold.open(ckpt) as r:
+        assert r.verify().ok
+
+
+_HOLD = """
+import sys
+from tenfold.interop.dcp_files import Attempt
+a = Attempt(sys.argv[1], sys.argv[2])  # a save in progress in another process
+print("ready", flush=True)
+sys.stdin.read()  # until the test closes our stdin
+"""
+
+
+def _plant(final, attempt_id, record=None):
+    """A staging directory beside ``final`` holding a half-written rank file, with the
+    attempt record ``record`` (None: none)."""
+    path = dcp_files.staging_path(str(final), attempt_id)
+    os.makedirs(path)
+    with open(os.path.join(path, "dcp-rank-00000.zt"), "wb") as f:
+        f.write(b"ZTEN" + bytes(100))
+    if record is not None:
+        with open(os.path.join(path, dcp_files._attempts.RECORD_NAME), "w") as f:
+            json.dump(record, f)
+    return path
+
+
+def test_a_commit_removes_what_dead_attempts_left_and_never_a_live_one(tmp_path, capsys):
+    """Each attempt has its own staging directory and a record locked while it can commit;
+    the commit of a later save to the same path removes the staging directories of attempts
+    that died (and an overwrite's unfinished removal), keeps a live one (another process
+    holding its lock), and keeps and reports those it cannot judge (another host, no
+    record). Before, a dead attempt's directory stayed forever."""
+    import socket
+    import subprocess
+    import sys
+    import uuid
+
+    src = tmp_path / "src.zt"
+    tenfold.save(src, {"w": np.arange(6, dtype=np.float32)})
+    ck = tmp_path / "ck"
+    env = dict(os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(tenfold.__file__)))
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], **_text())
+    host = socket.gethostname()
+    dead_id, live_id, other_id, bare_id = (uuid.uuid4().hex for _ in range(4))
+    dead = _plant(ck, dead_id, {"host": host, "pid": int(gone.stdout), "locked": True})
+    other = _plant(ck, other_id, {"host": host + "-elsewhere", "pid": 1, "locked": True})
+    bare = _plant(ck, bare_id)
+    old = _plant(ck, "old-" + uuid.uuid4().hex[:12])
+    unrelated = _plant(tmp_path / "ck2", uuid.uuid4().hex, {"host": host, "pid": 0})
+    holder = subprocess.Popen(
+        [sys.executable, "-c", _HOLD, dcp_files.staging_path(str(ck), live_id), live_id],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        env=env,
+        text=True,
+    )
+    try:
+        assert holder.stdout.readline().strip() == "ready"
+        live = dcp_files.staging_path(str(ck), live_id)
+        states = {os.path.basename(x["path"]): x["state"] for x in dcp_files.leftovers(str(ck))}
+        assert sorted(states.values()) == ["dead", "live", "old", "unknown", "unknown"]
+        with pytest.raises(FormatError, match="incomplete: .* of a save that died"):
+            tenfold.open(dead)
+        from_file(src, ck)  # the later save: its commit cleans up
+        assert not os.path.exists(dead) and not os.path.exists(old)
+        assert all(os.path.isdir(p) for p in (live, other, bare, unrelated))
+        assert sorted(os.listdir(ck)) == [META_NAME, "dcp-rank-00000.zt"]  # no record in it
+        assert cli(["verify", str(ck)]) == 0  # beside it, not part of it: warnings
+        out = capsys.readouterr().out
+        assert "of a save in progress" in out and out.count("cannot be told from here") == 2
+    finally:
+        holder.stdin.close()
+        holder.wait(timeout=60)
+        holder.stdout.close()
+    # the holder has ended: its attempt is dead now, and the next save removes it
+    assert [x["state"] for x in dcp_files.leftovers(str(ck)) if x["path"] == live] == ["dead"]
+    from_file(src, ck, overwrite=True)
+    assert not os.path.exists(live) and os.path.isdir(other) and os.path.isdir(bare)
+
+
+def _text():
+    return {"capture_output": True, "text": True, "timeout": 60, "check": True}

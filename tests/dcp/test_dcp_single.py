@@ -174,3 +174,52 @@ def test_targets_read_straight_into_or_copied_into_load_alike(tmp_path):
         dcp.load(out, storage_reader=tdcp.TenfoldStorageReader(tmp_path / "ck"), no_dist=True)
     assert not out["model"]["w"].is_contiguous()
     _same(sd, out)
+
+
+def _numpy_of(t):
+    """The NumPy array of CPU tensor ``t`` (bfloat16 through ml_dtypes), read-only as a
+    rank file's mapped bytes are."""
+    import ml_dtypes
+
+    arr = (
+        t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)
+        if t.dtype == torch.bfloat16
+        else t.numpy()
+    )
+    arr = arr.copy()
+    arr.setflags(write=False)
+    return arr
+
+
+@pytest.mark.parametrize("dtype", [torch.complex128, torch.complex64, torch.bfloat16, torch.bool])
+def test_the_fallback_copy_fills_strided_targets_of_every_element_size(dtype):
+    """``_copy_into`` (for a target the one-pass read cannot fill) copies into any strides
+    and storage offset for every element size: complex128 (16 bytes) had no same-size
+    integer view before and failed."""
+    g = torch.Generator().manual_seed(5)
+    want = torch.randn(6, 4, generator=g, dtype=torch.float32 if dtype == torch.bool else None)
+    want = (want > 0) if dtype == torch.bool else torch.randn(6, 4, generator=g).to(dtype)
+    if dtype.is_complex:
+        want = want + 1j * torch.randn(6, 4, generator=g).to(dtype)
+    transposed = torch.zeros(4, 6, dtype=dtype).t()
+    offset = torch.zeros(3, 6, 5, dtype=dtype)[1, :, 1:]  # inside a larger storage
+    for target in (transposed, offset):
+        for src in (_numpy_of(want), _numpy_of(want.t().contiguous()).T):  # C and F order
+            target.zero_()
+            tdcp._copy_into(target, src)
+            assert not target.is_contiguous() and torch.equal(target, want)
+    assert torch.count_nonzero(torch.zeros(3, 6, 5, dtype=dtype)) == 0
+
+
+@pytest.mark.parametrize("dtype", [torch.complex64, torch.bfloat16])
+def test_strided_targets_of_complex_and_bf16_load_exactly(tmp_path, dtype):
+    g = torch.Generator().manual_seed(6)
+    sd = {"x": torch.randn(6, 4, generator=g).to(dtype), "y": torch.randn(5, generator=g).to(dtype)}
+    with single_process():
+        dcp.save(sd, storage_writer=tdcp.TenfoldStorageWriter(tmp_path / "ck"), no_dist=True)
+    out = {"x": torch.zeros(4, 6, dtype=dtype).t(), "y": torch.zeros(2, 5, dtype=dtype)[1]}
+    base = out["y"]._base
+    with single_process():
+        dcp.load(out, storage_reader=tdcp.TenfoldStorageReader(tmp_path / "ck"), no_dist=True)
+    assert torch.equal(out["x"], sd["x"]) and torch.equal(out["y"], sd["y"])
+    assert torch.count_nonzero(base[0]) == 0  # nothing written outside the target

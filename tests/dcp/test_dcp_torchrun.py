@@ -24,6 +24,7 @@ import tenfold.convert  # noqa: E402
 import tenfold.torch  # noqa: E402
 from tenfold.cli import main as cli  # noqa: E402
 from tenfold.errors import EncodeError, FormatError  # noqa: E402
+from tenfold.interop import dcp_files  # noqa: E402
 from tenfold.interop.dcp_files import read_document  # noqa: E402
 from tenfold.torch import dcp as tdcp  # noqa: E402
 
@@ -128,7 +129,7 @@ def test_dcp_stores_shard_1_chunks_at_later_offsets_and_slices_read_them(saved, 
             assert np.asarray(got).tobytes() == np.asarray(want[index]).tobytes(), index
 
 
-def test_rank_killed_mid_save_leaves_the_previous_checkpoint_and_no_new_one(tmp_path):
+def test_rank_killed_mid_save_leaves_the_previous_checkpoint_and_no_new_one(tmp_path, capsys):
     got = torchrun(2, "kill", str(tmp_path), timeout=240)
     assert got.returncode != 0, got.stdout[-4000:]
     assert (tmp_path / "prev").is_dir()
@@ -148,3 +149,14 @@ def test_rank_killed_mid_save_leaves_the_previous_checkpoint_and_no_new_one(tmp_
     with single_process():
         dcp.load(state, storage_reader=tdcp.TenfoldStorageReader(tmp_path / "prev"), no_dist=True)
     _worker.check(state)
+    # the job is gone (torchrun ended every rank): its attempt is dead, and the retry's
+    # commit to the same path removes what it left; before, it stayed forever
+    assert cli(["verify", str(staged[0])]) == 1  # incomplete: the staging of a dead save
+    assert "of a save that died" in capsys.readouterr().out
+    report = dcp_files.verify(tmp_path / "next")  # no checkpoint there; what is beside it
+    assert [f.status for f in report.findings] == ["warning", "error"]
+    assert staged[0].name in report.findings[0].obj
+    with single_process():
+        dcp.save(state, storage_writer=tdcp.TenfoldStorageWriter(tmp_path / "next"), no_dist=True)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+    assert sorted(os.listdir(tmp_path / "next"))[0] == "dcp-metadata.json"

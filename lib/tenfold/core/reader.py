@@ -201,8 +201,8 @@ def _unclosed(mf: MappedFile, cls: type) -> None:
 
 class BaseReader(Mapping[str, Any]):
     """The ``Mapping`` face and the protocol's defaults, over ``_keys``, ``read`` and
-    ``info`` (see the module doc). Subclasses give those three, ``metadata``, ``verify``,
-    ``close`` and ``closed``."""
+    ``info`` (see the module doc). Subclasses give those three, ``metadata``, ``close`` and
+    ``closed``, and ``verify`` (or join a verifier: :meth:`use_verifier`)."""
 
     fmt: str = "tenfold"
     #: keys of :attr:`metadata` that the reader reports about the file itself (a format
@@ -289,6 +289,24 @@ class BaseReader(Mapping[str, Any]):
         start, end = rng
         return mf.u8(start, end - start, f"{name!r}")  # type: ignore[no-any-return]
 
+    # -- verification -------------------------------------------------------------------------
+    #: ``verifier(reader) -> Report`` joined by :meth:`use_verifier` (a staticmethod)
+    _verifier: ClassVar[Any] = None
+
+    @classmethod
+    def use_verifier(cls, verifier: Callable[[Any], Any]) -> None:
+        """Make ``verifier(reader) -> Report`` this class's :meth:`verify`. The format package's
+        ``__init__`` joins the two, so that a reader module never imports its verify module
+        (which imports the reader)."""
+        cls._verifier = staticmethod(verifier)
+
+    def verify(self) -> Any:
+        """A :class:`~tenfold.core.report.Report` of every check the format has (see the
+        format's ``verify`` function); it never raises on a damaged file."""
+        if self._verifier is None:
+            raise NotImplementedError(f"{type(self).__name__}: no verifier joined")
+        return self._verifier(self)
+
     # -- lifetime -----------------------------------------------------------------------------
     @property
     def closed(self) -> bool:  # pragma: no cover - every reader overrides it
@@ -318,22 +336,6 @@ class MappedReader(BaseReader):
 
     _mf: MappedFile
     _finalizer: Any
-    #: ``verifier(reader) -> Report`` joined by :meth:`use_verifier` (a staticmethod)
-    _verifier: ClassVar[Any] = None
-
-    @classmethod
-    def use_verifier(cls, verifier: Callable[[Any], Any]) -> None:
-        """Make ``verifier(reader) -> Report`` this class's :meth:`verify`. The format package's
-        ``__init__`` joins the two, so that a reader module never imports its verify module
-        (which imports the reader)."""
-        cls._verifier = staticmethod(verifier)
-
-    def verify(self) -> Any:
-        """A :class:`~tenfold.core.report.Report` of every check the format has (see the
-        format's ``verify`` function); it never raises on a damaged file."""
-        if self._verifier is None:
-            raise NotImplementedError(f"{type(self).__name__}: no verifier joined")
-        return self._verifier(self)
 
     def _map(self, source: Any, fmt: str | None = None, *, mmap: bool = True) -> MappedFile:
         """Open ``source`` (path, buffer, fsspec URL or file, or an opened

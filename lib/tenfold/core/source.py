@@ -75,6 +75,7 @@ __all__ = [
     "READ_TIMEOUT",
     "fetch_prefix",
     "cat_ranges",
+    "filesystem",
 ]
 
 #: Seconds an HTTP connection may take to open, and a response may go without a byte, before
@@ -116,6 +117,20 @@ def _protocol_package(url: str, fmt: str) -> Iterator[None]:
             fmt=fmt,
             obj=url,
         ) from None
+
+
+def filesystem(
+    url: str, *, fmt: str, storage_options: dict[str, Any] | None = None
+) -> tuple[Any, str]:
+    """``(fsspec filesystem, path)`` of ``url``; a missing fsspec, or the package its
+    protocol needs, is a :class:`~tenfold.core.optional.MissingDependencyError` naming the
+    extra that installs it (``tenfold[remote]``, ``tenfold[s3]``)."""
+    from .optional import require
+
+    fsspec = require("fsspec", extra="remote", what=f"{fmt}: {url}")
+    with _protocol_package(url, fmt):
+        fs, path = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    return fs, path
 
 
 def _is_fsspec_file(source: Any) -> bool:

@@ -26,19 +26,21 @@ DCP's ``DefaultLoadPlanner.load_bytes``): that part is DCP's.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import io
 import os
+import shutil
 import uuid
 from typing import Any
 
 import numpy as np
 
 from ..core.optional import require
+from ..core.source import filesystem, is_remote
 from ..errors import factory
 from .dcp_files import (
     META_NAME,
+    Attempt,
     Chunk,
     Document,
     Entry,
@@ -51,6 +53,7 @@ from .dcp_files import (
     staging_path,
     write_rank_file,
 )
+from .dcp_files import remote as _remote
 
 try:  # torch is optional: without it this module imports and the classes refuse to start
     import torch
@@ -94,10 +97,19 @@ def _need_torch() -> None:
         raise E.unsupported("tenfold.torch.dcp", detail="this torch has no torch.distributed")
 
 
-def _ints(size: int) -> tuple[Any, Any]:
-    """The torch and NumPy signed integer types of ``size`` bytes."""
-    bits = 8 * size
-    return getattr(torch, f"int{bits}"), np.dtype(f"int{bits}")
+def _bytes_view(t: torch.Tensor) -> np.ndarray:
+    """A NumPy view of CPU tensor ``t``'s elements as opaque items of its element size
+    (``V2`` for bfloat16, ``V16`` for complex128...), with its shape and strides: any dtype
+    (NumPy knows no bfloat16, torch no 128-bit integer), any layout, no copy."""
+    size = t.element_size()
+    storage = torch.empty(0, dtype=torch.uint8).set_(t.untyped_storage())
+    return np.ndarray(
+        tuple(t.shape),
+        np.dtype((np.void, size)),
+        buffer=storage.numpy(),
+        offset=t.storage_offset() * size,
+        strides=tuple(s * size for s in t.stride()),
+    )
 
 
 def _done(value: Any) -> Future:
@@ -142,7 +154,12 @@ class TenfoldStorageWriter(StorageWriter):
         else moved aside first: the path holds the old checkpoint, the new one, or (a moment,
         on other systems) nothing; never a mix.
     fsync
-        Flush every file and directory to stable storage before the commit (default True).
+        Flush every file and directory to stable storage before the commit (default True;
+        a URL's objects are durable when their upload ends).
+    storage_options
+        For an fsspec URL ``path`` (``s3://bucket/ckpt``): the filesystem's options. Each
+        rank writes its file in a local temporary directory and uploads it under the URL; the
+        coordinator uploads the document last (:mod:`tenfold.interop.dcp_files._remote`).
     """
 
     def __init__(
@@ -152,19 +169,52 @@ class TenfoldStorageWriter(StorageWriter):
         file_format: str | None = None,
         overwrite: bool = False,
         fsync: bool = True,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         _need_torch()
         super().__init__()
         rank_file_name(0, file_format)  # an unknown or unfit format is refused here
         self.path = os.fspath(path)
         self.file_format, self.overwrite, self.fsync = file_format, overwrite, fsync
+        self.storage_options = storage_options
+        if self._remote:
+            filesystem(self.path, fmt=FMT, storage_options=storage_options)  # extra missing?
         self.save_id = uuid.uuid4().hex
         self.rank, self.is_coordinator = 0, True
+        self._attempt: Attempt | None = None  # the coordinator's, from planning to commit
+        self._solo = False  # one rank: its own failure ends the attempt
 
     def reset(self, checkpoint_id: str | os.PathLike[str] | None = None) -> None:
         if checkpoint_id:
             self.path = os.fspath(checkpoint_id)
+        self._release()  # the previous attempt (if any) can no longer commit
         self.save_id = uuid.uuid4().hex
+
+    def _release(self) -> None:
+        if self._attempt is not None:
+            self._attempt.release()
+            self._attempt = None
+
+    @property
+    def _remote(self) -> bool:
+        return is_remote(self.path)
+
+    @property
+    def _tag(self) -> str:
+        """This attempt's tag in its rank objects' names under a URL."""
+        return self.save_id[:12]
+
+    def _abandon(self) -> None:
+        """Remove what this attempt wrote: only when no other rank can write any more (one
+        rank, or after every rank's results reached the coordinator)."""
+        if self._remote:
+            _remote.remove_attempt(self.path, self._tag, self.storage_options)
+        else:
+            shutil.rmtree(staging_path(self.path, self.save_id), ignore_errors=True)
+        self._release()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_attempt": None}  # a lock stays with its process
 
     def set_up_storage_writer(self, is_coordinator: bool, *args: Any, **kwargs: Any) -> None:
         self.is_coordinator = is_coordinator
@@ -180,23 +230,38 @@ class TenfoldStorageWriter(StorageWriter):
         return StorageMeta(checkpoint_id=self.path, save_id=self.save_id)
 
     def prepare_local_plan(self, plan: SavePlan) -> SavePlan:
-        check_target(self.path, self.overwrite)  # every rank refuses before anything is written
+        if not self._remote:  # every rank refuses before anything is written
+            check_target(self.path, self.overwrite)
         return plan
 
     def prepare_global_plan(self, plans: list[SavePlan]) -> list[SavePlan]:
-        staging = staging_path(self.path, self.save_id)
+        self._solo = len(plans) == 1
+        if self._remote:  # one listing, by the coordinator; its refusal reaches every rank
+            _remote.check_target(self.path, self.overwrite, self.storage_options)
+            data: dict[str, Any] = {"staging": self.path, "attempt": self._tag}
+        else:
+            data = {"staging": staging_path(self.path, self.save_id), "attempt": None}
+            if self._attempt is None:  # its directory and record, before any rank writes
+                self._attempt = Attempt(data["staging"], self.save_id)
         return [
-            dataclasses.replace(p, storage_data={"staging": staging, "rank": i})
-            for i, p in enumerate(plans)
+            dataclasses.replace(p, storage_data={**data, "rank": i}) for i, p in enumerate(plans)
         ]
+
+    def _write(self, where: str, file: str, items: Any) -> tuple[dict[str, Any], int]:
+        """Write rank file ``file`` of ``items`` into the staging directory ``where``, or
+        upload it under the URL ``where``; its objects' ranges and digests, and its size."""
+        if self._remote:
+            return _remote.put_rank_file(where, file, items, self.file_format, self.storage_options)
+        os.makedirs(where, exist_ok=True)
+        path = os.path.join(where, file)
+        got = write_rank_file(path, items, self.file_format, self.fsync)
+        return got, os.path.getsize(path)
 
     def write_data(self, plan: SavePlan, planner: SavePlanner) -> Future[list[WriteResult]]:
         staging, rank = plan.storage_data["staging"], plan.storage_data["rank"]
         if not plan.items:
             return _done([])
-        os.makedirs(staging, exist_ok=True)
-        file = rank_file_name(rank, self.file_format)
-        path = os.path.join(staging, file)
+        file = rank_file_name(rank, self.file_format, plan.storage_data.get("attempt"))
         placed: list[tuple[WriteItem, str, str, tuple[int, ...]]] = []
 
         def items() -> Any:
@@ -207,12 +272,11 @@ class TenfoldStorageWriter(StorageWriter):
                 yield obj, arr
 
         try:
-            got = write_rank_file(path, items(), self.file_format, self.fsync)
+            got, size = self._write(staging, file, items())
         except BaseException:
-            with contextlib.suppress(OSError):
-                os.rmdir(staging)  # gone when no other rank wrote there
+            if self._solo and self.is_coordinator:
+                self._abandon()  # no other rank: nothing of this attempt is live any more
             raise
-        size = os.path.getsize(path)
         results = []
         for item, obj, dtype, shape in placed:
             (lo, hi), digest = got[obj]
@@ -232,14 +296,24 @@ class TenfoldStorageWriter(StorageWriter):
         return _done(results)
 
     def finish(self, metadata: Metadata, results: list[list[WriteResult]]) -> None:
-        doc = document_of(metadata, results, self.storage_meta())
-        commit(
-            staging_path(self.path, self.save_id),
-            self.path,
-            doc,
-            overwrite=self.overwrite,
-            fsync=self.fsync,
-        )
+        try:
+            doc = document_of(metadata, results, self.storage_meta())
+            if self._remote:
+                _remote.commit(
+                    self.path, doc, overwrite=self.overwrite, storage_options=self.storage_options
+                )
+            else:
+                commit(
+                    staging_path(self.path, self.save_id),
+                    self.path,
+                    doc,
+                    overwrite=self.overwrite,
+                    fsync=self.fsync,
+                )
+        except BaseException:
+            self._abandon()  # every rank's results are in: nobody writes there any more
+            raise
+        self._release()
         metadata.storage_data = _storage_data(doc)
         metadata.storage_meta = self.storage_meta()
         metadata.version = doc.dcp_version
@@ -414,15 +488,26 @@ class TenfoldStorageReader(StorageReader):
         whole chunk are always checked.
     max_open_files
         Rank files kept open at once by one rank.
+    storage_options
+        For an fsspec URL ``path``: the filesystem's options. Only the document and the byte
+        ranges each rank needs are fetched (tenfold's remote range reader).
     """
 
     def __init__(
-        self, path: str | os.PathLike[str], *, verify_partial: bool = True, max_open_files: int = 32
+        self,
+        path: str | os.PathLike[str],
+        *,
+        verify_partial: bool = True,
+        max_open_files: int = 32,
+        storage_options: dict[str, Any] | None = None,
     ) -> None:
         _need_torch()
         super().__init__()
         self.path = os.fspath(path)
         self.verify_partial, self.max_open_files = verify_partial, max_open_files
+        self.storage_options = storage_options
+        if is_remote(self.path):
+            filesystem(self.path, fmt=FMT, storage_options=storage_options)  # extra missing?
         self.load_id = uuid.uuid4().hex
         self.doc: Document | None = None
         self.storage_data: dict[MetadataIndex, Chunk] = {}
@@ -434,14 +519,14 @@ class TenfoldStorageReader(StorageReader):
         self.doc, self.storage_data = None, {}
 
     def read_metadata(self, *args: Any, **kwargs: Any) -> Metadata:
-        self.doc = read_document(self.path)
+        self.doc = read_document(self.path, self.storage_options)
         return metadata_of(self.doc, self.load_id)
 
     def set_up_storage_reader(
         self, metadata: Metadata, is_coordinator: bool, *args: Any, **kwargs: Any
     ) -> None:
         if self.doc is None:
-            self.doc = read_document(self.path)
+            self.doc = read_document(self.path, self.storage_options)
         self.storage_data = _storage_data(self.doc)
 
     def prepare_local_plan(self, plan: LoadPlan) -> LoadPlan:
@@ -452,9 +537,10 @@ class TenfoldStorageReader(StorageReader):
 
     def read_data(self, plan: LoadPlan, planner: LoadPlanner) -> Future[None]:
         if self.doc is None:
-            self.doc = read_document(self.path)
+            self.doc = read_document(self.path, self.storage_options)
             self.storage_data = _storage_data(self.doc)
-        files = RankFiles(self.path, self.doc, max_open=self.max_open_files)
+        options = {} if self.storage_options is None else {"storage_options": self.storage_options}
+        files = RankFiles(self.path, self.doc, options, max_open=self.max_open_files)
         try:
             order = sorted(plan.items, key=lambda r: self._chunk(r).file)  # file by file
             for req in order:
@@ -495,8 +581,11 @@ class TenfoldStorageReader(StorageReader):
 
     @classmethod
     def validate_checkpoint_id(cls, checkpoint_id: str | os.PathLike[str]) -> bool:
-        return isinstance(checkpoint_id, (str, os.PathLike)) and os.path.isfile(
-            os.path.join(checkpoint_id, META_NAME)
+        # a URL cannot be checked without its storage options: pass this reader explicitly
+        return (
+            isinstance(checkpoint_id, (str, os.PathLike))
+            and not is_remote(checkpoint_id)
+            and os.path.isfile(os.path.join(checkpoint_id, META_NAME))
         )
 
 
@@ -506,22 +595,25 @@ def _read_into(files: RankFiles, fqn: str, chunk: Chunk, target: torch.Tensor) -
     False when it is not, or the rank file cannot (the caller reads and copies)."""
     if (
         target.device.type != "cpu"
-        or target.element_size() not in (1, 2, 4, 8)
         or not target.is_contiguous()
         or tuple(target.shape) != tuple(chunk.sizes)
     ):
         return False
-    tint, _ = _ints(target.element_size())
-    return files.read_into(fqn, chunk, target.view(tint).numpy())
+    return files.read_into(fqn, chunk, _bytes_view(target))
 
 
 def _copy_into(target: torch.Tensor, arr: np.ndarray) -> None:
-    """Copy ``arr`` into ``target`` (any strides, any device) through a same-size integer
-    view of both: no dtype conversion, no read-only buffer handed to torch."""
+    """Copy ``arr`` into ``target`` (any strides, any device, any element size) through an
+    opaque same-size item view of both (:func:`_bytes_view`): no dtype conversion, no
+    read-only buffer handed to torch."""
     if tuple(target.shape) != arr.shape:
         raise E.format("read item", field="shape", expected=tuple(target.shape), got=arr.shape)
+    if target.element_size() != arr.dtype.itemsize:
+        raise E.format(
+            "read item", field="item size", expected=target.element_size(), got=arr.dtype.itemsize
+        )
     dst = target if target.device.type == "cpu" else torch.empty_like(target, device="cpu")
-    tint, nint = _ints(dst.element_size())
-    np.copyto(dst.view(tint).numpy(), arr.view(nint).reshape(arr.shape), casting="no")
+    item = np.dtype((np.void, arr.dtype.itemsize))
+    np.copyto(_bytes_view(dst), arr.view(item).reshape(arr.shape), casting="no")
     if dst is not target:
         target.copy_(dst)

@@ -38,11 +38,15 @@ file's index, and the digest of every object read whole.
 A directory is *complete* when it holds the document: :class:`~tenfold.interop.dcp.
 TenfoldStorageWriter` writes the ranks' files into a staging directory beside it and renames
 it into place after the document (:func:`commit`); a directory with rank files and no document
-is refused as incomplete.
+is refused as incomplete. Each save attempt has its own staging directory, and the commit of
+a later save to the same path removes those of earlier attempts that died
+(:mod:`~tenfold.interop.dcp_files._attempts` says how a live one is told apart).
 """
 
 from __future__ import annotations
 
+from . import _remote as remote  # a checkpoint under an fsspec URL
+from ._attempts import Attempt, leftovers, remove_dead
 from ._check import inspect, verify, verify_reader
 from ._convert import convert_source, demo, from_file
 from ._doc import (
@@ -57,9 +61,8 @@ from ._doc import (
     Entry,
     check_cover,
     parse_document,
-    read_document,
 )
-from ._reader import MAX_OPEN_FILES, DcpReader, RankFiles, box, load, open
+from ._reader import MAX_OPEN_FILES, DcpReader, RankFiles, box, load, open, read_document
 from ._write import check_target, commit, fsync_dir, rank_file_name, staging_path, write_rank_file
 
 DcpReader.use_verifier(verify_reader)  # DcpReader.verify(), without _reader importing _check
@@ -82,6 +85,10 @@ __all__ = [
     "rank_file_name",
     "staging_path",
     "commit",
+    "Attempt",
+    "leftovers",
+    "remove_dead",
+    "remote",
     "parse_document",
     "read_document",
     "check_cover",

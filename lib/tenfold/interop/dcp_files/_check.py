@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from ...core.source import is_remote
 from ...errors import TenfoldError
+from ._attempts import describe_leftover, leftovers
 from ._doc import FMT, Entry
 from ._reader import open
+from ._remote import stray_objects
 
 
 def inspect(path: Any, **options: Any) -> list[dict[str, Any]]:
@@ -33,7 +36,21 @@ def inspect(path: Any, **options: Any) -> list[dict[str, Any]]:
             rows.append(
                 {"name": k, "dtype": type(v).__name__, "layout": "metadata", "value": repr(v)}
             )
+    for left in _leftovers(path):
+        rows.append(
+            {
+                "name": f"unfinished save {left['attempt']}",
+                "dtype": "str",
+                "layout": "metadata",
+                "value": describe_leftover(left),
+            }
+        )
     return rows
+
+
+def _leftovers(path: Any) -> list[dict[str, Any]]:
+    """What unfinished saves left beside a local checkpoint path (:func:`leftovers`)."""
+    return [] if is_remote(path) else leftovers(os.fspath(path))
 
 
 def _chunks(e: Entry) -> str:
@@ -48,11 +65,14 @@ def _algos(e: Entry) -> str:
 
 def verify(path: Any, **options: Any) -> Any:
     """Check the document, every rank file with its format's verifier, and every stored
-    object against the document (read whole, digest checked); never raises on damage."""
-    from ...core.report import ERROR, OK, Report
+    object against the document (read whole, digest checked); never raises on damage. What
+    unfinished saves to the same path left beside it is reported as a warning."""
+    from ...core.report import ERROR, OK, WARNING, Report
     from ...registry import detect, module_for
 
     report = Report(FMT, os.fspath(path))
+    for left in _leftovers(path):  # beside it, never part of it: a warning, not a failure
+        report.add(f"beside it: {os.path.basename(left['path'])}", WARNING, describe_leftover(left))
     try:
         r = open(path, **options)
     except (TenfoldError, OSError) as exc:
@@ -65,7 +85,10 @@ def verify(path: Any, **options: Any) -> Any:
             tensors=len(r),
             entries=len(r.doc.entries),
         )
-        for file in r.doc.files:
+        if is_remote(r.path):  # each object's checks below; what attempts left is listed
+            for stray in stray_objects(r.path, r.doc, options.get("storage_options")):
+                report.add(f"object {stray!r}", WARNING, _STRAY)
+        for file in () if is_remote(r.path) else r.doc.files:
             full = os.path.join(r.path, file)
             try:
                 sub = module_for(detect(full)).verify(full)
@@ -86,7 +109,14 @@ def verify(path: Any, **options: Any) -> Any:
     return report
 
 
+_STRAY = (
+    "a rank object no document names (a save attempt that did not commit, or one still "
+    "uploading): never read; remove it once no save to this prefix runs"
+)
+
+
 def verify_reader(reader: Any) -> Any:
     """``reader.verify()`` of a :class:`~tenfold.interop.dcp_files.DcpReader`: :func:`verify`
     of its directory."""
-    return verify(reader.path)
+    so = reader.storage_options
+    return verify(reader.path, **({} if so is None else {"storage_options": so}))

@@ -14,6 +14,7 @@ from ..._dispatch import open_any, save_one
 from ...core.dtypes import canonical
 from ...formats.ztensor import _format as zt_format
 from ...tensor_source import Source
+from ._attempts import Attempt
 from ._doc import FMT, Chunk, Document, Entry, check_cover
 from ._reader import open
 from ._write import check_target, commit, rank_file_name, staging_path, write_rank_file
@@ -82,14 +83,17 @@ def from_file(
         raise ValueError(f"{FMT}: world_size must be a positive integer, got {world_size!r}")
     final = os.path.abspath(os.fspath(ckpt_dir))
     check_target(final, overwrite)
-    staging = staging_path(final, uuid.uuid4().hex)
-    os.makedirs(staging)
+    attempt_id = uuid.uuid4().hex
+    staging = staging_path(final, attempt_id)
+    attempt = Attempt(staging, attempt_id)
     try:
         doc = _write_ranks(src, staging, world_size, file_format, fsync)
         commit(staging, final, doc, overwrite=overwrite, fsync=fsync)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
+    finally:
+        attempt.release()
     return doc
 
 

@@ -306,7 +306,7 @@ def parse_document(data: bytes, where: str = META_NAME) -> Document:
     return Document(ws, files, parsed, pd, sm, version if isinstance(version, str) else None)
 
 
-def read_document(directory: str | os.PathLike[str]) -> Document:
+def read_local_document(directory: str | os.PathLike[str]) -> Document:
     """The checked document of the checkpoint ``directory`` (an incomplete one is refused)."""
     directory = os.fspath(directory)
     path = os.path.join(directory, META_NAME)
@@ -318,7 +318,23 @@ def read_document(directory: str | os.PathLike[str]) -> Document:
             raise FileNotFoundError(2, "no such checkpoint directory", directory) from None
         raise E.format(
             f"checkpoint {directory!r}",
-            detail=f"incomplete: no {META_NAME} (a save that did not finish, or not a "
-            "checkpoint written by tenfold)",
+            detail=f"incomplete: no {META_NAME} ({_unfinished(directory)})",
         ) from None
     return parse_document(data, META_NAME)
+
+
+def _unfinished(directory: str) -> str:
+    """Why a directory has no document: the attempt it is the staging directory of, or a
+    guess."""
+    from ._attempts import describe_leftover, read_record, state_of
+
+    record = read_record(directory)
+    if record is None:
+        return "a save that did not finish, or not a checkpoint written by tenfold"
+    left = {
+        "path": directory,
+        "attempt": record.get("attempt"),
+        "record": record,
+        "state": state_of(directory, record),
+    }
+    return describe_leftover(left)

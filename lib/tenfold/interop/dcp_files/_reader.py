@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import xxhash
@@ -15,11 +15,26 @@ from ...core.dtypes import canonical
 from ...core.mapped import MappedFile
 from ...core.reader import BaseReader, TensorInfo
 from ...core.slicing import plan
+from ...core.source import is_remote
 from ...errors import FormatError, TenfoldError
-from ._doc import FMT, Chunk, Document, E, Entry, read_document
+from ._doc import FMT, Chunk, Document, E, Entry, read_local_document
 
 #: rank files a reader keeps open at once
 MAX_OPEN_FILES = 32
+
+
+def read_document(
+    path: str | os.PathLike[str], storage_options: dict[str, Any] | None = None
+) -> Document:
+    """The checked document of the checkpoint at ``path``: a local directory, or an fsspec
+    URL (fetched with ``storage_options``); an incomplete checkpoint is refused."""
+    if is_remote(path):
+        from ._remote import read_document as read_remote
+
+        return read_remote(os.fspath(path), storage_options)
+    return read_local_document(path)
+
+
 #: bytes hashed then copied at a time by :meth:`RankFiles.read_into` (stays in the cache)
 BLOCK = 1 << 20
 
@@ -40,7 +55,8 @@ class RankFiles:
         self._open: dict[str, Any] = {}
         self._max_open = max(1, max_open)
         self._lock = threading.Lock()
-        self._real = os.path.realpath(self.directory)
+        self._remote = is_remote(self.directory)  # then rank files are fetched by range
+        self._real = "" if self._remote else os.path.realpath(self.directory)
 
     def where(self, file: str, name: str, chunk: Chunk) -> str:
         what = f"tensor {name!r}" + (f" chunk at {list(chunk.offsets)}" if chunk.offsets else "")
@@ -48,12 +64,17 @@ class RankFiles:
             what = f"entry {name!r}"
         return f"rank {self.doc.rank_of(file)} file {file!r} {what}"
 
+    def _path(self, file: str) -> str:
+        if self._remote:
+            return self.directory.rstrip("/") + "/" + file
+        return os.path.join(self.directory, file)
+
     def reader(self, file: str) -> Any:
         with self._lock:
             r = self._open.pop(file, None)
             if r is None:
-                path = os.path.join(self.directory, file)
-                if not os.path.realpath(path).startswith(self._real + os.sep):
+                path = self._path(file)
+                if not self._remote and not os.path.realpath(path).startswith(self._real + os.sep):
                     raise E.format(
                         f"rank {self.doc.rank_of(file)} file {file!r}",
                         detail="is a link leading outside the checkpoint",
@@ -236,20 +257,13 @@ class DcpReader(BaseReader):
     options go to the rank files' readers."""
 
     fmt = FMT
-    #: ``verifier(reader) -> Report``, joined by the package (:meth:`use_verifier`)
-    _verifier: ClassVar[Any] = None
-
-    @classmethod
-    def use_verifier(cls, verifier: Callable[[Any], Any]) -> None:
-        """Join :func:`~tenfold.interop.dcp_files.verify` (the package does, so that this
-        module never imports the verifier)."""
-        cls._verifier = staticmethod(verifier)
 
     def __init__(self, path: Any, *, verify_partial: bool = True, **options: Any) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise E.unsupported("checkpoint", detail="must be opened from a directory's path")
         self.path = os.fspath(path)
-        self.doc = read_document(self.path)
+        self.storage_options = options.get("storage_options")
+        self.doc = read_document(self.path, self.storage_options)
         self.rank_files = RankFiles(self.path, self.doc, options)
         self.verify_partial = bool(verify_partial)
         self._names = self.doc.tensors()
@@ -335,11 +349,6 @@ class DcpReader(BaseReader):
     @property
     def metadata(self) -> dict[str, Any]:
         return {}
-
-    def verify(self) -> Any:
-        if self._verifier is None:
-            raise NotImplementedError(f"{type(self).__name__}: no verifier joined")
-        return self._verifier(self)
 
     @property
     def closed(self) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import shutil
@@ -16,13 +17,16 @@ from ..._dispatch import open_any, save_one
 from ...core.atomic import atomic_write
 from ...formats.ztensor import _format as zt_format
 from ...formats.ztensor.v2writer import V2Writer
+from ._attempts import RECORD_NAME, remove_dead, staging_path
 from ._doc import Document, E
 
 
-def rank_file_name(rank: int, file_format: str | None = None) -> str:
+def rank_file_name(rank: int, file_format: str | None = None, attempt: str | None = None) -> str:
     """The name of rank ``rank``'s file (``file_format``: a registered format's name; None:
-    zTensor v2)."""
-    return f"{RANK_PREFIX}{rank:05d}{_target(file_format).suffixes[0]}"
+    zTensor v2), with the save ``attempt``'s tag in it where given (under a URL, where
+    attempts share the checkpoint's prefix)."""
+    tag = f".{attempt}" if attempt else ""
+    return f"{RANK_PREFIX}{rank:05d}{tag}{_target(file_format).suffixes[0]}"
 
 
 def _target(file_format: str | None) -> Any:
@@ -68,12 +72,6 @@ def write_rank_file(
     return out
 
 
-def staging_path(final: str, save_id: str) -> str:
-    """The staging directory of a save to ``final``: beside it, hidden, named by the save."""
-    final = os.path.abspath(final)
-    return os.path.join(os.path.dirname(final), f".{os.path.basename(final)}.tenfold-{save_id}")
-
-
 def check_target(final: str, overwrite: bool) -> None:
     """Refuse a save to ``final`` that could not be committed: an existing path (unless
     ``overwrite`` and it is a tenfold checkpoint or an empty directory). Missing parent
@@ -109,7 +107,8 @@ def commit(
     the document into it last, and rename it to ``final``. With ``overwrite``, a previous
     checkpoint at ``final`` is exchanged atomically where the system can (Linux
     ``renameat2(RENAME_EXCHANGE)``), else moved aside first (``final`` is then absent for a
-    moment, never partial); then removed."""
+    moment, never partial); then removed. Last, the staging directories of earlier attempts
+    to ``final`` that died are removed (:mod:`~tenfold.interop.dcp_files._attempts`)."""
     final = os.path.abspath(final)
     for f, info in doc.files.items():
         try:
@@ -122,11 +121,13 @@ def commit(
             raise E.format(
                 f"rank {info['rank']} file {f!r}", field="size", expected=info["size"], got=size
             )
+    # with fsync, atomic_write flushes the document and then the staging directory, whose
+    # entries (every rank file, renamed in before) are thereby durable too: one flush of it
     with atomic_write(os.path.join(staging, META_NAME), fsync=fsync) as out:
         out.write(doc.to_bytes())
-    if fsync:
-        fsync_dir(staging)
     check_target(final, overwrite)
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(staging, RECORD_NAME))  # the attempt's, not the checkpoint's
     if not os.path.lexists(final):
         os.rename(staging, final)  # fails if another save created it meanwhile
     else:
@@ -139,6 +140,7 @@ def commit(
         shutil.rmtree(old, ignore_errors=True)
     if fsync:
         fsync_dir(os.path.dirname(final))
+    remove_dead(final)  # what earlier attempts that died left beside it (never a live one)
 
 
 def _exchange(a: str, b: str) -> bool:
