@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 
 import tenfold
 import tenfold.convert
+from tenfold.core.bounds import Limits
 from tenfold.errors import FormatError, LimitError, TenfoldError
 
 h5py = pytest.importorskip("h5py", reason="h5py (the hdf5 extra) is not installed")
@@ -123,6 +124,35 @@ def test_a_file_changed_while_checked_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(_isolate, "_run", run_then_touch)
     with pytest.raises(FormatError, match="changed while it was checked"):
         hdf5.open(p)
+
+
+def test_a_file_is_checked_once_while_it_is_unchanged(tmp_path, monkeypatch):
+    p = _write(tmp_path / "m.h5")
+    monkeypatch.setattr(_isolate, "_PASSED", {})
+    calls = []
+    run = _isolate._run
+
+    def counted(*a, **k):
+        calls.append(a[0][-1])
+        return run(*a, **k)
+
+    monkeypatch.setattr(_isolate, "_run", counted)
+    for _ in range(3):
+        with hdf5.open(p) as r:
+            assert r["g.gz"].tolist() == VALUES["g.gz"].tolist()
+    assert calls == [str(p)]
+    os.utime(p, ns=(5, 5))  # touched: checked again
+    hdf5.open(p).close()
+    assert calls == [str(p)] * 2
+    q = tmp_path / "n.h5"
+    q.write_bytes(p.read_bytes())  # another file, the same bytes: checked
+    hdf5.open(q).close()
+    hdf5.open(p.read_bytes()).close()  # a buffer: checked each time
+    hdf5.open(p.read_bytes()).close()
+    assert calls == [str(p)] * 2 + [str(q), "-", "-"]
+    # other decoding limits than the check used: checked again
+    hdf5.open(p, limits=Limits(max_decoded_bytes=1 << 20)).close()
+    assert len(calls) == 6
 
 
 def _checksum_broken(tmp_path):

@@ -12,7 +12,9 @@ local one only if it is still the file the check read (device, inode, size, modi
 
 The check starts a process (no ``fork`` of this one, so threads and forked workers are safe)
 and costs about what ``python -c "import h5py"`` costs, plus decoding the file's compressed or
-chunked datasets once more: see ``docs/formats/hdf5.md``.
+chunked datasets once more: see ``docs/formats/hdf5.md``. A local file is checked once per
+process (and its forks) while it stays unchanged (device, inode, size, modification and
+change times, and the same decoding limits).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +37,11 @@ E = factory(FMT)
 CHECK_SECONDS = 120.0
 #: bytes of address space the check may add to what the interpreter and h5py map at start
 CHECK_MEMORY = 2 << 30
+#: local files this process has checked, by what identifies their content (device, inode, size,
+#: modification and change times) and the largest dataset the check decoded; oldest first
+_PASSED: dict[tuple[int, ...], None] = {}
+_PASSED_MAX = 1024
+_PASSED_LOCK = threading.Lock()
 #: the environment of the checking process: one thread per numeric library
 _ENV = {"OMP_NUM_THREADS": "1", "OPENBLAS_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
 
@@ -84,11 +92,16 @@ def check(mf: Any, limits: Limits, seconds: float = CHECK_SECONDS) -> list[int] 
     return the ``[dev, ino, size, mtime_ns]`` the process read (None for bytes), or raise."""
     what = mf.path or "<buffer>"
     local = mf.path is not None and mf.fd is not None and not getattr(mf, "remote", False)
+    max_bytes = min(limits.max_decoded_bytes, limits.decode_budget)
+    key = None
+    if local:
+        st = os.fstat(mf.fd)
+        key = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns, max_bytes)
+        if key in _PASSED:  # checked before, unchanged since (utime changes st_ctime too)
+            return list(key[:4])
     data = None if local else bytes(memoryview(mf.buffer()))
     cap = CHECK_MEMORY
-    cmd = _command(
-        cap, min(limits.max_decoded_bytes, limits.decode_budget), mf.path if local else "-"
-    )
+    cmd = _command(cap, max_bytes, mf.path if local else "-")
     code, out = _run(cmd, data, seconds, what)
     lines = out.decode("utf-8", "replace").strip().splitlines()
     try:
@@ -117,11 +130,16 @@ def check(mf: Any, limits: Limits, seconds: float = CHECK_SECONDS) -> list[int] 
             what, detail=f"the process that checks it with libhdf5 failed (exit status {code})"
         )
     stat = result["stat"]
-    if local:
+    if key is not None:
         st = os.fstat(mf.fd)
         now = [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns]
-        if stat is not None and stat != now:
+        if stat is not None and (stat != now or st.st_ctime_ns != key[4]):
             raise E.format(
                 what, detail="the file changed while it was checked", expected=now, got=stat
             )
+        if stat is not None:  # opened by the check: later opens of it need none
+            with _PASSED_LOCK:
+                while len(_PASSED) >= _PASSED_MAX:
+                    del _PASSED[next(iter(_PASSED))]
+                _PASSED[key] = None
     return stat if isinstance(stat, list) else None
