@@ -87,6 +87,40 @@ def _h5_errors(what: str, doing: str) -> Iterator[None]:
         ) from None
 
 
+#: the filters h5py names (``Dataset.compression``: the first of gzip, lzf, szip present)
+_FILTERS = {1: "gzip", 2: "shuffle", 3: "fletcher32", 4: "szip", 6: "scaleoffset", 32000: "lzf"}
+
+
+class _Header:
+    """What a dataset's object header says (type, dataspace, layout, filters, storage), read
+    once with h5py's low-level calls: what :class:`Reader` needs to list, describe, refuse
+    or map a dataset, under the names h5py's ``Dataset`` gives them (``dtype``, ``shape``,
+    ``chunks``, ``compression``, ``is_virtual``, ``external``, ``id``...), at a fraction of
+    the cost of making that object."""
+
+    __slots__ = ("id", "dtype", "shape", "chunks", "compression", "shuffle", "fletcher32",
+                 "is_virtual", "external")  # fmt: skip
+
+    def __init__(self, h5py: Any, dsid: Any) -> None:
+        self.id = dsid
+        self.dtype = dsid.dtype
+        space = dsid.get_space()
+        null = space.get_simple_extent_type() == h5py.h5s.NULL
+        self.shape = None if null else space.shape
+        dcpl = dsid.get_create_plist()
+        layout = dcpl.get_layout()
+        self.is_virtual = layout == h5py.h5d.VIRTUAL
+        self.external = dcpl.get_external_count() > 0
+        self.chunks = dcpl.get_chunk() if layout == h5py.h5d.CHUNKED else None
+        ids = [dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())]
+        names = {_FILTERS.get(i) for i in ids}
+        self.compression = next((c for c in ("gzip", "lzf", "szip") if c in names), None)
+        if self.compression is None and any(i not in _FILTERS for i in ids):
+            self.compression = "unknown"  # a plugin's filter (as h5py says)
+        self.shuffle = "shuffle" in names
+        self.fletcher32 = "fletcher32" in names
+
+
 def _h5py() -> Any:
     return require("h5py", extra="hdf5", what="hdf5: reading an HDF5 file")
 
@@ -195,6 +229,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             _isolate.check(mf, self.limits, float(self.check_seconds))
         self._paths: dict[str, str] = {}
         self._objs: dict[str, Any] = {}  # h5py's Dataset objects (a lookup by path is slow)
+        self._headers: dict[str, _Header] = {}
         self._metadata: dict[str, Any] = {}
         self.skipped_attributes: list[str] = []
         with _h5_errors(self.path or "<buffer>", "open"):
@@ -252,6 +287,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         """Release h5py's handle and the file (arrays already returned stay valid)."""
         h5, self._h5 = getattr(self, "_h5", None), None
         self._objs = {}
+        self._headers = {}
         if h5 is not None:
             try:
                 h5.close()
@@ -263,31 +299,40 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
     def _keys(self) -> Mapping[str, str]:
         return self._paths
 
-    def _dataset(self, name: str) -> Any:
-        try:
-            path = self._paths[name]
-        except KeyError:
-            raise KeyError(f"hdf5: no dataset named {name!r}") from None
-        if self._h5 is None:
-            raise ValueError("hdf5: I/O operation on a closed file")
-        dset = self._objs.get(name)
-        if dset is None:  # made on first use (h5py's lookup by path costs twice this)
+    def _header(self, name: str) -> _Header:
+        """Dataset ``name``'s header (read on first use; ``KeyError`` if there is none)."""
+        head = self._headers.get(name)
+        if head is None:
+            try:
+                path = self._paths[name]
+            except KeyError:
+                raise KeyError(f"hdf5: no dataset named {name!r}") from None
+            if self._h5 is None:
+                raise ValueError("hdf5: I/O operation on a closed file")
             with _h5_errors(f"dataset {name!r}", "open"):
-                obj = self._h5py.h5o.open(self._h5.id, path.encode("utf-8"))
-                dset = self._objs[name] = self._h5py.Dataset(obj, readonly=True)
+                dsid = self._h5py.h5o.open(self._h5.id, path.encode("utf-8"))
+                head = self._headers[name] = _Header(self._h5py, dsid)
+        return head
+
+    def _dataset(self, name: str) -> Any:
+        """h5py's ``Dataset`` of ``name`` (made on first use: reads, attributes)."""
+        dset = self._objs.get(name)
+        if dset is None:
+            dset = self._objs[name] = self._h5py.Dataset(self._header(name).id, readonly=True)
         return dset
 
     @contextlib.contextmanager
-    def _using(self, name: str, doing: str) -> Iterator[None]:
-        """Dataset ``name`` looked up (``KeyError`` if there is none), then h5py's exceptions
+    def _using(self, name: str, doing: str) -> Iterator[_Header]:
+        """Dataset ``name``'s header (``KeyError`` if there is none), then h5py's exceptions
         inside as a :class:`~tenfold.errors.FormatError` naming it."""
-        self._dataset(name)
+        head = self._header(name)
         with _h5_errors(f"dataset {name!r}", doing):
-            yield
+            yield head
 
     def _checked(self, name: str) -> tuple[Any, np.dtype, tuple[int, ...]]:
-        """The dataset, the (little-endian) dtype of the arrays read, the shape; refusals."""
-        dset = self._dataset(name)
+        """The dataset's header, the (little-endian) dtype of the arrays read, the shape;
+        refusals."""
+        dset = self._header(name)
         what = f"dataset {name!r}"
         why = _refusal(self._h5py, dset)
         if why is not None:
@@ -334,7 +379,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
                     arr = plan(FMT, what, shape, index).apply(arr)
                 return np.array(arr) if copy or not isinstance(arr, np.ndarray) else arr
-            return self._decode(dset, dt, shape, index, what)
+            return self._decode(self._dataset(name), dt, shape, index, what)
 
     def _decode(
         self, dset: Any, dt: np.dtype, shape: tuple[int, ...], index: Any, what: str
@@ -352,8 +397,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
     def span(self, name: str) -> Span | None:
         """Where dataset ``name`` lies raw in the file (contiguous, little-endian, unfiltered),
         else None."""
-        with self._lock, self._using(name, "read"):
-            dset = self._dataset(name)
+        with self._lock, self._using(name, "read") as dset:
             if _refusal(self._h5py, dset) is not None or dset.dtype.byteorder == ">":
                 return None
             dset, dt, shape = self._checked(name)
@@ -361,8 +405,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         return None if off is None else Span(off, dt, shape)
 
     def info(self, name: str) -> TensorInfo:
-        with self._lock, self._using(name, "describe"):
-            dset = self._dataset(name)
+        with self._lock, self._using(name, "describe") as dset:
             dt = dset.dtype
             shape = () if dset.shape is None else tuple(int(d) for d in dset.shape)
             rng = None
