@@ -3063,8 +3063,9 @@ def _contained(seen: dict[str, dict], out_dir: Path, fmt: str, case: Path, saved
                rec: dict, meta: dict) -> None:  # fmt: skip
     """Save a case whose libhdf5 crash, hang or blow-up the HDF5 check caught: not a finding
     (the file was refused, named, as promised) but a libhdf5 bug worth its reproducer."""
-    kind = re.sub(r"'[^']*'|\d+", "#", rec["contained"])[:160]
-    key = f"{fmt}|{rec['exc']}|{kind}"
+    what = re.search(r"crashed reading it[^)]*\)|did not finish|ran out of memory|failed "
+                     r"\(exit status -?\d+\)", rec["contained"])  # fmt: skip
+    key = f"{fmt}|{what.group(0) if what else rec['contained'][-80:]}"  # one per kind of failure
     if key in seen:
         seen[key]["count"] += 1
         return
@@ -3114,6 +3115,10 @@ def fuzz(args: argparse.Namespace) -> int:
     server = None
     try:
         seeds = make_seeds(root / "seeds")
+        missing = [f for f in formats if not seeds.get(f)]
+        if missing:  # a format whose library is not installed (hdf5 without h5py)
+            print(f"no seeds for {', '.join(missing)} (not installed?): skipped", flush=True)
+            formats = [f for f in formats if seeds.get(f)]
         if os.environ.get("TENFOLD_FUZZ_TORCH", "1") == "1":
             with contextlib.suppress(ImportError):
                 import torch  # noqa: F401 - loaded once here rather than in every child

@@ -11,6 +11,7 @@ import os
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -90,6 +91,19 @@ def test_a_hang_in_the_check_is_a_limit_error(tmp_path, monkeypatch):
     with pytest.raises(LimitError, match="check time.*<= 0.5 s") as ei:
         hdf5.open(p, check_seconds=0.5)
     assert ei.value.obj == str(p)
+
+
+def test_a_file_libhdf5_hangs_on_is_refused(tmp_path, monkeypatch):
+    """Found by scripts/fuzz.py: a group attribute (a variable-length string) whose global heap
+    reference was lied in makes libhdf5 spin reading it; in this process (the old reader, or
+    ``trusted=True``) that is a hang. The check stops it and the file is refused, named."""
+    vector = Path(__file__).parents[1] / "vectors" / "fuzz" / "fuzz_hdf5_vlen_attr_heap_hang.h5"
+    p = tmp_path / "hang.h5"
+    p.write_bytes(vector.read_bytes())
+    _never_open(monkeypatch)
+    with pytest.raises(LimitError, match="did not finish reading it") as ei:
+        hdf5.open(p, check_seconds=5)
+    assert ei.value.obj == str(p) and ei.value.field == "check time"
 
 
 def test_the_check_answering_nothing_refuses_the_file(tmp_path, monkeypatch):

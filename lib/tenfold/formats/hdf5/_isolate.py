@@ -79,6 +79,7 @@ def _run(cmd: list[str], data: bytes | None, seconds: float, what: str) -> tuple
             "hostile file, or one too large to check: open it with trusted=True or a larger "
             "check_seconds)",
             expected=f"<= {seconds:g} s",
+            got=f"> {seconds:g} s",
         ) from None
     except BaseException:
         proc.kill()
@@ -124,6 +125,7 @@ def check(mf: Any, limits: Limits, seconds: float = CHECK_SECONDS) -> list[int] 
             field="check memory",
             detail="libhdf5 ran out of memory reading it in a checking process",
             expected=f"<= {cap >> 20} MiB",
+            got=f"> {cap >> 20} MiB",
         )
     if code != 0 or not isinstance(result, dict) or "stat" not in result:
         raise E.format(
