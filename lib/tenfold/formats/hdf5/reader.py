@@ -101,6 +101,9 @@ class _Header:
     __slots__ = ("id", "dtype", "shape", "chunks", "compression", "shuffle", "fletcher32",
                  "is_virtual", "external")  # fmt: skip
 
+    compression: str | None
+    shape: tuple[int, ...] | None
+
     def __init__(self, h5py: Any, dsid: Any) -> None:
         self.id = dsid
         self.dtype = dsid.dtype
@@ -337,7 +340,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         why = _refusal(self._h5py, dset)
         if why is not None:
             raise E.unsupported(what, field="dtype", detail=why)
-        shape = tuple(int(d) for d in dset.shape)
+        shape = tuple(int(d) for d in dset.shape or ())  # not None: refused above
         dt = dset.dtype
         le = dt.newbyteorder("<") if dt.byteorder == ">" else dt
         checked_numel(FMT, what, shape, self.limits, itemsize=dt.itemsize)
