@@ -3237,7 +3237,8 @@ def fuzz(args: argparse.Namespace) -> int:
             print(f"tenfold errors without fmt/obj: {len(unnamed)} distinct (summary: unnamed)")
         if contained:
             print(f"libhdf5 failures contained by the check: {len(contained)} distinct "
-                  f"(summary: contained; inputs under {out_dir / 'contained'})")  # fmt: skip
+                  f"(summary: contained; inputs under {out_dir / 'contained'}; a check that "
+                  "did not finish may only mean a loaded machine: replay it)")  # fmt: skip
         return 1 if findings else 0
     finally:
         if server is not None:
