@@ -6,6 +6,7 @@ Run it for minutes on demand: ``python scripts/fuzz.py --minutes 10``.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -17,9 +18,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 FUZZ = ROOT / "scripts" / "fuzz.py"
 
-#: WTXT and TARIDX join once their issue-15 fixes (other branches) are merged: until then their
-#: findings (>4300-digit lengths, unmakeable shapes in wtxt verify/recover) are known and open.
-FORMATS = os.environ.get("TENFOLD_FUZZ_FORMATS", "ztensor,oinf,fold,wtxt,taridx,npz,safetensors")
+#: every plain format (hdf5 where h5py is installed: its cases go through the HDF5 check)
+_ALL = "ztensor,oinf,fold,wtxt,taridx,npz,safetensors,onnx,gguf,torchpickle"
+_ALL += ",hdf5" if importlib.util.find_spec("h5py") is not None else ""
+FORMATS = os.environ.get("TENFOLD_FUZZ_FORMATS", _ALL)
 
 
 @pytest.mark.fuzz
@@ -27,7 +29,7 @@ def test_fuzz_briefly_finds_nothing(tmp_path):
     # A fixed number of cases (not a time budget) so that the outcome does not depend on the
     # machine's load: the same seed and count give the same cases everywhere. The seconds are
     # only a ceiling.
-    cases = int(os.environ.get("TENFOLD_FUZZ_CASES", "84"))
+    cases = int(os.environ.get("TENFOLD_FUZZ_CASES", str(8 * len(FORMATS.split(",")))))
     seconds = float(os.environ.get("TENFOLD_FUZZ_SECONDS", "600"))
     out = tmp_path / "findings"
     proc = subprocess.run(

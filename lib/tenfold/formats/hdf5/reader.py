@@ -20,14 +20,19 @@ references, opaque, arrays, variable-length), datasets with no dataspace (``h5py
 and datasets whose data lives in other files (external storage, virtual datasets): following
 those would read whatever file the HDF5 file names. Soft and external links are not followed.
 Attributes become :attr:`Reader.metadata`.
+
+libhdf5 is C code: unless ``trusted=True``, every file is first read in a checking process
+(:mod:`._isolate`: every libhdf5 call the reader makes, under ``check_seconds`` and a memory
+cap) and refused, named, if libhdf5 crashes, hangs or runs out of memory there.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -37,7 +42,8 @@ from ...core.buffers import BufferFile
 from ...core.optional import require
 from ...core.reader import MappedReader, Span, TensorInfo, load_all, verify_file
 from ...core.report import Report
-from ...errors import factory
+from ...errors import TenfoldError, factory
+from . import _isolate
 
 __all__ = ["Reader", "open", "load", "save", "inspect", "verify", "SEPARATOR"]
 
@@ -62,6 +68,60 @@ def _open_h5(h5py: Any, mf: Any) -> Any:
         except OSError:
             pass
     return h5py.File(BufferFile(mf.buffer()), "r")  # type: ignore[arg-type]
+
+
+#: what h5py raises for a file libhdf5 finds damaged (its error stack, mapped to Python)
+H5PY_ERRORS = (OSError, RuntimeError, KeyError, ValueError, TypeError, IndexError, OverflowError)
+
+
+@contextlib.contextmanager
+def _h5_errors(what: str, doing: str) -> Iterator[None]:
+    """h5py's exceptions inside as a :class:`~tenfold.errors.FormatError` naming ``what``."""
+    try:
+        yield
+    except TenfoldError:
+        raise
+    except H5PY_ERRORS as exc:
+        raise E.format(
+            what, detail=f"h5py cannot {doing} it: {type(exc).__name__}: {exc}"
+        ) from None
+
+
+#: the filters h5py names (``Dataset.compression``: the first of gzip, lzf, szip present)
+_FILTERS = {1: "gzip", 2: "shuffle", 3: "fletcher32", 4: "szip", 6: "scaleoffset", 32000: "lzf"}
+
+
+class _Header:
+    """What a dataset's object header says (type, dataspace, layout, filters, storage), read
+    once with h5py's low-level calls: what :class:`Reader` needs to list, describe, refuse
+    or map a dataset, under the names h5py's ``Dataset`` gives them (``dtype``, ``shape``,
+    ``chunks``, ``compression``, ``is_virtual``, ``external``, ``id``...), at a fraction of
+    the cost of making that object."""
+
+    __slots__ = ("id", "dtype", "shape", "chunks", "compression", "shuffle", "fletcher32",
+                 "is_virtual", "external")  # fmt: skip
+
+    compression: str | None
+    shape: tuple[int, ...] | None
+
+    def __init__(self, h5py: Any, dsid: Any) -> None:
+        self.id = dsid
+        self.dtype = dsid.dtype
+        space = dsid.get_space()
+        null = space.get_simple_extent_type() == h5py.h5s.NULL
+        self.shape = None if null else space.shape
+        dcpl = dsid.get_create_plist()
+        layout = dcpl.get_layout()
+        self.is_virtual = layout == h5py.h5d.VIRTUAL
+        self.external = dcpl.get_external_count() > 0
+        self.chunks = dcpl.get_chunk() if layout == h5py.h5d.CHUNKED else None
+        ids = [dcpl.get_filter(i)[0] for i in range(dcpl.get_nfilters())]
+        names = {_FILTERS.get(i) for i in ids}
+        self.compression = next((c for c in ("gzip", "lzf", "szip") if c in names), None)
+        if self.compression is None and any(i not in _FILTERS for i in ids):
+            self.compression = "unknown"  # a plugin's filter (as h5py says)
+        self.shuffle = "shuffle" in names
+        self.fletcher32 = "fletcher32" in names
 
 
 def _h5py() -> Any:
@@ -151,6 +211,8 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         limits: Limits = DEFAULT_LIMITS,
         mmap: bool = True,
         separator: str = SEPARATOR,
+        trusted: bool = False,
+        check_seconds: float | None = None,
     ) -> None:
         h5py = _h5py()
         if not isinstance(separator, str) or not separator:
@@ -158,21 +220,24 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         self.copy = copy
         self.limits = limits
         self.separator = separator
+        self.trusted = bool(trusted)
+        self.check_seconds = _isolate.CHECK_SECONDS if check_seconds is None else check_seconds
         self._lock = threading.Lock()
         self._h5: Any = None
         self._h5py = h5py
         self._map_and_parse(source, lambda mf: self._open(h5py, mf), FMT, mmap=mmap)
 
     def _open(self, h5py: Any, mf: Any) -> None:
-        try:
+        if not self.trusted:  # libhdf5 meets the file in another process first
+            _isolate.check(mf, self.limits, float(self.check_seconds))
+        self._paths: dict[str, str] = {}
+        self._objs: dict[str, Any] = {}  # h5py's Dataset objects (a lookup by path is slow)
+        self._headers: dict[str, _Header] = {}
+        self._metadata: dict[str, Any] = {}
+        self.skipped_attributes: list[str] = []
+        with _h5_errors(self.path or "<buffer>", "open"):
             self._h5 = _open_h5(h5py, mf)
-            self._paths: dict[str, str] = {}
-            self._objs: dict[str, Any] = {}  # h5py's Dataset objects (a lookup by path is slow)
-            self._metadata: dict[str, Any] = {}
-            self.skipped_attributes: list[str] = []
             self._walk(h5py)
-        except OSError as exc:
-            raise E.format(self.path or "<buffer>", detail=f"h5py cannot open it: {exc}") from None
 
     def _walk(self, h5py: Any) -> None:
         """Every object below the root (h5py's own visit, in its order), by its header alone:
@@ -214,7 +279,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             label = f"{name}{ATTR_SEP}{key}" if name else key
             try:
                 ok, value = _json(obj.attrs[key])
-            except (OSError, TypeError, ValueError):
+            except H5PY_ERRORS:  # h5py cannot read it: left out, named
                 ok, value = False, None
             if ok:
                 self._metadata[label] = value
@@ -225,6 +290,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         """Release h5py's handle and the file (arrays already returned stay valid)."""
         h5, self._h5 = getattr(self, "_h5", None), None
         self._objs = {}
+        self._headers = {}
         if h5 is not None:
             try:
                 h5.close()
@@ -236,28 +302,45 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
     def _keys(self) -> Mapping[str, str]:
         return self._paths
 
+    def _header(self, name: str) -> _Header:
+        """Dataset ``name``'s header (read on first use; ``KeyError`` if there is none)."""
+        head = self._headers.get(name)
+        if head is None:
+            try:
+                path = self._paths[name]
+            except KeyError:
+                raise KeyError(f"hdf5: no dataset named {name!r}") from None
+            if self._h5 is None:
+                raise ValueError("hdf5: I/O operation on a closed file")
+            with _h5_errors(f"dataset {name!r}", "open"):
+                dsid = self._h5py.h5o.open(self._h5.id, path.encode("utf-8"))
+                head = self._headers[name] = _Header(self._h5py, dsid)
+        return head
+
     def _dataset(self, name: str) -> Any:
-        try:
-            path = self._paths[name]
-        except KeyError:
-            raise KeyError(f"hdf5: no dataset named {name!r}") from None
-        if self._h5 is None:
-            raise ValueError("hdf5: I/O operation on a closed file")
+        """h5py's ``Dataset`` of ``name`` (made on first use: reads, attributes)."""
         dset = self._objs.get(name)
-        if dset is None:  # made on first use (h5py's lookup by path costs twice this)
-            dset = self._objs[name] = self._h5py.Dataset(
-                self._h5py.h5o.open(self._h5.id, path.encode("utf-8")), readonly=True
-            )
+        if dset is None:
+            dset = self._objs[name] = self._h5py.Dataset(self._header(name).id, readonly=True)
         return dset
 
+    @contextlib.contextmanager
+    def _using(self, name: str, doing: str) -> Iterator[_Header]:
+        """Dataset ``name``'s header (``KeyError`` if there is none), then h5py's exceptions
+        inside as a :class:`~tenfold.errors.FormatError` naming it."""
+        head = self._header(name)
+        with _h5_errors(f"dataset {name!r}", doing):
+            yield head
+
     def _checked(self, name: str) -> tuple[Any, np.dtype, tuple[int, ...]]:
-        """The dataset, the (little-endian) dtype of the arrays read, the shape; refusals."""
-        dset = self._dataset(name)
+        """The dataset's header, the (little-endian) dtype of the arrays read, the shape;
+        refusals."""
+        dset = self._header(name)
         what = f"dataset {name!r}"
         why = _refusal(self._h5py, dset)
         if why is not None:
             raise E.unsupported(what, field="dtype", detail=why)
-        shape = tuple(int(d) for d in dset.shape)
+        shape = tuple(int(d) for d in dset.shape or ())  # not None: refused above
         dt = dset.dtype
         le = dt.newbyteorder("<") if dt.byteorder == ">" else dt
         checked_numel(FMT, what, shape, self.limits, itemsize=dt.itemsize)
@@ -284,9 +367,9 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         With ``index`` (a basic slice) a view is sliced; any other dataset is read for the
         slice by h5py (only the chunks it touches)."""
         copy = self.copy if copy is None else copy
-        with self._lock:  # h5py's objects: one call at a time per file
+        what = f"dataset {name!r}"
+        with self._lock, self._using(name, "read"):  # h5py's objects: one call at a time
             dset, dt, shape = self._checked(name)
-            what = f"dataset {name!r}"
             off = self._offset(dset, dt, shape, what)
             if off is not None:
                 arr = self._mf.array(off, dset.dtype, shape, what)
@@ -299,7 +382,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
 
                     arr = plan(FMT, what, shape, index).apply(arr)
                 return np.array(arr) if copy or not isinstance(arr, np.ndarray) else arr
-            return self._decode(dset, dt, shape, index, what)
+            return self._decode(self._dataset(name), dt, shape, index, what)
 
     def _decode(
         self, dset: Any, dt: np.dtype, shape: tuple[int, ...], index: Any, what: str
@@ -311,17 +394,13 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
             plan(FMT, what, shape, index)  # the same refusals as every format's slices
         n = checked_numel(FMT, what, shape, self.limits, itemsize=dt.itemsize)
         self.limits.budget().take(n * dt.itemsize, FMT, what)
-        try:
-            out = np.asarray(dset[key] if shape else dset[()])
-        except (OSError, ValueError, TypeError) as exc:
-            raise E.format(what, detail=f"h5py cannot read it: {exc}") from None
+        out = np.asarray(dset[key] if shape else dset[()])
         return out.astype(dt, copy=False) if out.dtype != dt else out
 
     def span(self, name: str) -> Span | None:
         """Where dataset ``name`` lies raw in the file (contiguous, little-endian, unfiltered),
         else None."""
-        with self._lock:
-            dset = self._dataset(name)
+        with self._lock, self._using(name, "read") as dset:
             if _refusal(self._h5py, dset) is not None or dset.dtype.byteorder == ">":
                 return None
             dset, dt, shape = self._checked(name)
@@ -329,8 +408,7 @@ class Reader(MappedReader, Mapping[str, np.ndarray]):
         return None if off is None else Span(off, dt, shape)
 
     def info(self, name: str) -> TensorInfo:
-        with self._lock:
-            dset = self._dataset(name)
+        with self._lock, self._using(name, "describe") as dset:
             dt = dset.dtype
             shape = () if dset.shape is None else tuple(int(d) for d in dset.shape)
             rng = None
