@@ -34,6 +34,7 @@ from ... import _kernels
 from ...core import parallel
 from ...core.mapped import MappedFile
 from ...core.progress import progress
+from ...core.release import release
 from ...errors import (
     FormatError,
     IntegrityError,
@@ -237,8 +238,13 @@ def _bad_name_error(name: str, off: int, full: bytes, why: str) -> FormatError:
 
 
 def _walk_chunk(buf: np.ndarray, start: int, stop: int) -> tuple[_walk.Part, ShardScan]:
+    """Walk one range and make its rows; then unmap the pages it touched (on this thread:
+    tearing down the page tables of a large shard costs as much as mapping them, and the
+    final unmap holds the GIL)."""
     part = _walk.walk(buf, start, stop)
-    return part, _chunk(buf, part)
+    chunk = _chunk(buf, part)
+    release(buf[start : min(stop, buf.size)])
+    return part, chunk
 
 
 def _shard_chunks(
@@ -338,19 +344,41 @@ def scan_shard(
     return _merge(_scan_split([Path(os.fspath(path))], nt, on_bad_name, show_progress=False)[0])
 
 
-def _first_of_key(keyhash: np.ndarray) -> tuple[int, np.ndarray]:
+def _blocks(n: int, k: int) -> list[tuple[int, int]]:
+    """``[0, n)`` cut into at most ``k`` blocks of about equal size (none when ``n == 0``)."""
+    k = max(1, min(k, n // 65536 or 1))
+    cuts = [n * i // k for i in range(k + 1)]
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+
+
+def _first_of_key(
+    keyhash: np.ndarray, run: Callable[..., Iterable[Any]] = map, parts: int = 1
+) -> tuple[int, np.ndarray]:
     """``(number of distinct keys, the first row with each row's key)``, with a hash table
-    (no sort) when the rows fit its int32 slots."""
+    (no sort) when the rows fit its int32 slots. Only the first row of each run of equal keys
+    goes into the table (a sample's members are usually adjacent); the lookups run in
+    ``parts`` blocks through ``run``."""
     n = keyhash.size
     if n > 0x7FFFFFFF:
         uniq, first, inv = np.unique(keyhash, return_index=True, return_inverse=True)
         return int(uniq.size), first[inv]
     ht = _kernels.load("hashtable")
-    table = np.full(1 << max(1, int(2 * n).bit_length()), -1, np.int32)
-    n_unique = ht.insert(keyhash, np.arange(n, dtype=np.int64), table)
-    first = np.empty(n, np.int64)
-    ht.probe(keyhash, table, keyhash, first)
-    return int(n_unique), first
+    head = np.ones(n, bool)
+    np.not_equal(keyhash[1:], keyhash[:-1], out=head[1:])
+    heads = np.flatnonzero(head)
+    table = np.full(1 << max(1, int(2 * heads.size).bit_length()), -1, np.int32)
+    n_unique = ht.insert(keyhash, heads, table)
+    hk = keyhash[heads]
+    first_head = np.empty(heads.size, np.int64)
+
+    def look(ab: tuple[int, int]) -> None:
+        ht.probe(keyhash, table, hk[ab[0] : ab[1]], first_head[ab[0] : ab[1]])
+
+    for _ in run(look, _blocks(heads.size, parts)):
+        pass
+    if heads.size == n:
+        return int(n_unique), first_head
+    return int(n_unique), np.repeat(first_head, np.diff(heads, append=n))
 
 
 def fold_rows(scans: list[ShardScan]) -> tuple[np.ndarray, list[str], list[str], int]:
@@ -359,10 +387,13 @@ def fold_rows(scans: list[ShardScan]) -> tuple[np.ndarray, list[str], list[str],
 
 
 def _fold(
-    chunks: list[tuple[int, ShardScan]], n_shards: int, run: Callable[..., Iterable[Any]]
+    chunks: list[tuple[int, ShardScan]],
+    n_shards: int,
+    run: Callable[..., Iterable[Any]],
+    parts: int = 1,
 ) -> tuple[np.ndarray, list[str], list[str], int]:
-    """``fold_rows`` of chunks ``(fid, scan)`` in row order; ``run`` maps the per-chunk work
-    (``map``, or a pool's)."""
+    """``fold_rows`` of chunks ``(fid, scan)`` in row order; ``run`` maps the per-chunk and
+    per-block work (``map``, or a pool's ``map`` with ``parts`` threads)."""
     strhash = _kernels.load("strhash")
     n = sum(s.offset.size for _, s in chunks)
     ext_id: dict[str, int] = {}
@@ -405,10 +436,17 @@ def _fold(
     crash: list[str] = []
     n_unique = 0
     if n:
-        n_unique, f = _first_of_key(keyhash)
+        n_unique, f = _first_of_key(keyhash, run, parts)
         same = np.empty(n, np.uint8)
         big = arena if arena.size else np.zeros(1, np.uint8)
-        strhash.ranges_equal(big, offs, lens, offs[f], lens[f], same)
+
+        def compare(ab: tuple[int, int]) -> None:
+            a, b = ab
+            fo, fl = offs[f[a:b]], lens[f[a:b]]
+            strhash.ranges_equal(big, offs[a:b], lens[a:b], fo, fl, same[a:b])
+
+        for _ in run(compare, _blocks(n, parts)):
+            pass
         crash_id: dict[bytes, int] = {}
         collided = np.flatnonzero(same == 0)
         if collided.size:  # real xxh64 collisions (rare)
@@ -476,7 +514,7 @@ def build(
             skipped.extend((p.name, off, nm, why) for c in cs for off, nm, why in c.skipped)
     chunks = [(fid, c) for fid, cs in enumerate(shards) for c in cs]
     with parallel.scoped(nt, "tenfold-taridx-fold") as pool:
-        rows, ext, crash, n_stems = _fold(chunks, len(paths), pool.map if nt > 1 else map)
+        rows, ext, crash, n_stems = _fold(chunks, len(paths), pool.map if nt > 1 else map, nt)
     flags = FLAG_CONTIGUOUS if count_runs(rows["keyhash"], rows["crashid"]) == n_stems else 0
     target = Path(out) if out is not None else Path(root) / f"{split}.taridx"
     write_rows(target, rows, ext, crash, n_stems=n_stems, flags=flags, fsync=fsync)
