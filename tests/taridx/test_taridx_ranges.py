@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import sys
 import tarfile
 from pathlib import Path
 
@@ -214,3 +215,33 @@ def test_join_walks_again_after_a_false_start():
     got = np.concatenate([p.hdr_off for p, _ in good]).tolist()
     assert got == real
     assert [t for _, t in good] == [(0, false), (after[0], after[1]), (after[1], _walk.NO_STOP)]
+
+
+def test_open_shards_bounded(tmp_path, monkeypatch):
+    """A split of many shards is walked a window at a time: at most max(16, 4 x threads)
+    shards are open (mapped, with a descriptor) at once."""
+    from tenfold.core import mapped
+
+    mod = sys.modules["tenfold.formats.taridx.build"]  # (the package's build is the function)
+    for k in range(40):
+        (tmp_path / f"t_{k:03d}.tar").write_bytes(_tar(_members(2, seed=k)))
+    now, peak = [0], [0]
+
+    class Counted(mapped.MappedFile):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            now[0] += 1
+            peak[0] = max(peak[0], now[0])
+
+        def close(self):
+            if not self.closed:
+                now[0] -= 1
+            super().close()
+
+    monkeypatch.setattr(mod, "MappedFile", Counted)
+    one = tx.build(tmp_path, "t", out=tmp_path / "a.taridx", workers=2, show_progress=False)
+    assert 0 < peak[0] <= 16 and now[0] == 0
+    monkeypatch.setattr(mod, "MappedFile", mapped.MappedFile)
+    monkeypatch.setattr(mod, "OPEN_PER_THREAD", 1 << 20)
+    two = tx.build(tmp_path, "t", out=tmp_path / "b.taridx", workers=2, show_progress=False)
+    assert one.read_bytes() == two.read_bytes()

@@ -24,7 +24,7 @@ import contextlib
 import dataclasses
 import os
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -290,6 +290,11 @@ def _merge(chunks: list[ShardScan]) -> ShardScan:
     )
 
 
+#: Shards a build keeps open (mapped) at once: this many per thread, at least 16; a split of
+#: thousands of shards never holds thousands of descriptors.
+OPEN_PER_THREAD = 4
+
+
 def _scan_split(
     paths: list[Path],
     threads: int,
@@ -297,13 +302,32 @@ def _scan_split(
     show_progress: bool | None = None,
     desc: str = "",
 ) -> list[list[ShardScan]]:
-    """Every shard's chunks, the ranges of all shards walked by ``threads`` threads."""
-    with contextlib.ExitStack() as stack:
-        maps = [stack.enter_context(MappedFile(p, fmt=FMT)) for p in paths]
-        bufs = [m.buffer() for m in maps]
-        counts = _walk.range_counts([int(b.size) for b in bufs], threads)
-        pool = stack.enter_context(parallel.scoped(threads, "tenfold-taridx-scan"))
+    """Every shard's chunks: windows of shards, the ranges of each window's shards walked by
+    ``threads`` threads."""
+    bar = iter(
+        progress(range(len(paths)), total=len(paths), desc=desc, unit="shard", show=show_progress)
+    )
+    window = max(16, OPEN_PER_THREAD * threads)
+    out: list[list[ShardScan]] = []
+    with parallel.scoped(threads, "tenfold-taridx-scan") as pool:
         run = pool.map if threads > 1 else map
+        for lo in range(0, len(paths), window):
+            out += _scan_window(paths[lo : lo + window], threads, run, on_bad_name, bar)
+    for _ in bar:
+        pass
+    return out
+
+
+def _scan_window(
+    paths: list[Path],
+    threads: int,
+    run: Callable[..., Iterable[Any]],
+    on_bad_name: str,
+    bar: Iterator[int],
+) -> list[list[ShardScan]]:
+    with contextlib.ExitStack() as stack:
+        bufs = [stack.enter_context(MappedFile(p, fmt=FMT)).buffer() for p in paths]
+        counts = _walk.range_counts([int(b.size) for b in bufs], threads)
         firsts = list(run(_walk.starts, bufs, counts))
         tasks = [
             (i, st, nxt)
@@ -313,19 +337,13 @@ def _scan_split(
         done = run(lambda t: (t[0], _walk_chunk(bufs[t[0]], t[1], t[2])), tasks)
         per: list[list[tuple[_walk.Part, ShardScan]]] = [[] for _ in paths]
         out: list[list[ShardScan]] = []
-        bar = progress(
-            range(len(paths)), total=len(paths), desc=desc, unit="shard", show=show_progress
-        )
-        it = iter(bar)
         for i, pc in done:  # in task order: shard by shard
             per[i].append(pc)
             while len(out) < len(paths) and len(per[len(out)]) == len(firsts[len(out)]):
                 j = len(out)
                 out.append(_shard_chunks(paths[j].name, bufs[j], per[j], on_bad_name))
                 per[j] = []
-                next(it, None)
-        for _ in it:
-            pass
+                next(bar, None)
         return out
 
 
