@@ -85,9 +85,16 @@ class TarscanSuite:
         self.k = _kernels.load("tarscan")
         cap = self.buf.size // 512
         self.outs = [np.empty(cap, np.int64) for _ in range(6)] + [np.empty(cap, np.uint8)]
+        self.walk_outs = [np.empty(cap, np.int64) for _ in range(6)]
+        self.walk_outs += [np.empty(cap, np.uint64) for _ in range(2)]
+        self.walk_outs += [np.empty(cap, np.uint8) for _ in range(2)]
 
     def time_scan_pax(self):
         self.k.scan(self.buf, *self.outs)
+
+    def time_walk_pax(self):
+        """The build's walk: the same headers, names split and hashed in the same pass."""
+        self.k.walk(self.buf, 0, 1 << 62, *self.walk_outs)
 
 
 class TaridxHeaderCheckSuite:

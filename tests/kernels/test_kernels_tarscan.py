@@ -301,3 +301,99 @@ def test_member_checks_compiled_vs_reference(fmt, stem, ext, claim_size, lie):
     )
     assert (code, size) == (0, 5)
     assert data[n_off : n_off + n_len].decode().endswith(f"{stem}.{ext}" if ext else stem)
+
+
+# -- walk / find_member (the TARIDX build's ranges) --------------------------------------------
+
+
+def _walk(mod, data: bytes, start: int, stop: int, cap: int | None = None, regular=True):
+    buf = np.frombuffer(data, np.uint8)
+    cap = buf.size // 512 + 1 if cap is None else cap
+    outs = [np.zeros(cap, np.int64) for _ in range(6)]
+    outs += [np.zeros(cap, np.uint64) for _ in range(2)] + [
+        np.zeros(cap, np.uint8) for _ in range(2)
+    ]
+    res = tuple(mod.walk(buf, start, stop, *outs, regular_only=regular))
+    return res, [o[: res[0]].tolist() for o in outs]
+
+
+def test_walk_names_known(kernels):
+    """The basename split at its first dot, hashed, and flagged in the walk itself."""
+    from tenfold.core.checksums import xxh64
+
+    k = kernels("tarscan")
+    data = _tar([("x/Ab.C.JPG", b"1"), ("dir/", b""), ("é.cls", b"22"), ("a/no\next.j", b""),
+                 ("noext", b"3")])  # fmt: skip
+    (count, code, where, end, status), outs = _walk(k, data, 0, 1 << 62)
+    assert (count, code, where, status) == (5, 0, 0, k.WALK_FINISHED)
+    hdr, size, n_off, n_len, s_off, s_len, kh, eh, tflag, flags = outs
+    stems = [data[o : o + n] for o, n in zip(s_off, s_len, strict=True)]
+    assert stems == [b"Ab", b"", "é".encode(), b"no\next", b"noext"]
+    assert kh == [xxh64(s) for s in stems]
+    assert eh == [xxh64(e) for e in (b"c.jpg", b"", b"cls", b"j", b"")]
+    a, nl = k.FLAG_ASCII, k.FLAG_NEWLINE
+    assert flags == [a, a, 0, a | nl, a]
+    assert size == [1, 0, 2, 0, 1]
+    # regular_only=False: the same here (tarfile wrote "dir/" as a regular file) ...
+    assert _walk(k, data, 0, 1 << 62, regular=False) == _walk(k, data, 0, 1 << 62)
+    # ... and stopping: at the first header at or past stop, no state carried
+    (count, code, where, end, status), _ = _walk(k, data, 0, hdr[2])
+    assert (count, end, status) == (2, hdr[2], k.WALK_STOPPED)
+    # from a later header
+    (count, *_), outs2 = _walk(k, data, hdr[2], 1 << 62)
+    assert count == 3 and outs2[0] == hdr[2:]
+
+
+def test_walk_stops_with_state_and_capacity(kernels):
+    k = kernels("tarscan")
+    data = _tar([("a" * 150 + ".x", b"1"), ("b.y", b"2")], fmt=tarfile.PAX_FORMAT)
+    (count, code, where, end, status), _ = _walk(k, data, 0, 512)  # past the pax 'x' header
+    assert (count, status) == (0, k.WALK_STOPPED_STATE)
+    (count, code, where, end, status), _ = _walk(k, data, 0, 1 << 62, cap=1)
+    assert (count, code, status) == (1, k.E_CAPACITY, k.WALK_FINISHED)
+
+
+@pytest.mark.parametrize("start, stop", [(-512, 0), (100, 1 << 62), (1 << 40, 1 << 62), (512, 0)])
+def test_walk_refuses_bad_ranges(kernels, start, stop):
+    data = _tar([("a.b", b"1" * 700)])
+    with pytest.raises(ValueError):
+        _walk(kernels("tarscan"), data, start, stop)
+    with pytest.raises(ValueError):
+        kernels("tarscan").find_member(np.frombuffer(data, np.uint8), 10, 5)
+
+
+@given(
+    st.lists(member, max_size=6),
+    st.sampled_from([tarfile.USTAR_FORMAT, tarfile.GNU_FORMAT, tarfile.PAX_FORMAT]),
+    st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=3),
+    st.lists(st.integers(0, 10**5), max_size=3),
+)
+def test_walk_ranges_differential(members, fmt, edits, cuts):
+    """walk and find_member agree between the implementations, and walks from find_member's
+    starts that meet give one walk's members."""
+    try:
+        data = bytearray(_tar(members, fmt=fmt))
+    except (ValueError, UnicodeError):
+        return
+    for pos, val in edits:
+        data[pos % len(data)] = val
+    data = bytes(data)
+    buf = np.frombuffer(data, np.uint8)
+
+    def call(k):
+        starts = [0]
+        for c in sorted(cuts):
+            s = k.find_member(buf, c % (len(data) + 1), len(data))
+            if s > starts[-1]:
+                starts.append(s)
+        stops = [*starts[1:], 1 << 62]
+        return starts, [_walk(k, data, a, b) for a, b in zip(starts, stops, strict=True)]
+
+    starts, parts = differential("tarscan", call)
+    k = _kernels.load("tarscan")
+    whole = _walk(k, data, 0, 1 << 62)
+    heads = [res for res, _ in parts]
+    if all(h[4] == k.WALK_STOPPED and h[3] == s for h, s in zip(heads, starts[1:], strict=False)):
+        cat = [sum((outs[j] for _, outs in parts), []) for j in range(10)]
+        assert cat == whole[1]
+        assert heads[-1][1:3] == whole[0][1:3]

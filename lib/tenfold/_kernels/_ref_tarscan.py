@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._cargs import cint
+from ._cargs import cint, ssize
 
 E_OK = 0
 E_TRUNCATED_HEADER = 1
@@ -126,6 +126,16 @@ class _Extended:
     def member_done(self) -> None:
         self.local_path, self.local_size, self.pending = None, -1, False
 
+    def carried(self) -> bool:
+        """Is there state for the members still to come?"""
+        return bool(
+            self.pending
+            or self.local_path is not None
+            or self.local_size >= 0
+            or self.glob_path is not None
+            or self.glob_size >= 0
+        )
+
     def end(self, pos: int) -> tuple[int, int]:
         """``(code, where)`` of a walk that ends at ``pos``: an extended header with no member
         after it is an error."""
@@ -147,43 +157,169 @@ def scan(buf, hdr_off, size, prefix_off, prefix_len, name_off, name_len, typefla
         raise ValueError(f"outputs must hold len(buf) // 512 = {cap} entries")
     if lanes < 0:
         raise ValueError(f"lanes must be >= 0, got {lanes}")
+    count = 0
+
+    def emit(pos: int, h: bytes, sz: int, t: int, path: tuple[int, int] | None) -> bool:
+        nonlocal count
+        _record(outs, count, pos, h, sz, t, path)
+        count += 1
+        return True
+
+    code, where, _end, _status = _walk(b, 0, 1 << 63, emit)
+    return count, code, where
+
+
+#: ``walk``'s ``status`` (see the compiled kernel).
+WALK_FINISHED = 0
+WALK_STOPPED = 1
+WALK_STOPPED_STATE = 2
+FLAG_ASCII = 1
+FLAG_NEWLINE = 2
+REGULAR = (0x30, 0, 0x37)
+#: Typeflags ``find_member`` takes for where a member starts: regular files, extended headers.
+STARTS = (*REGULAR, 0x78, 0x67, 0x4C, 0x4B)
+
+
+def _walk(b: memoryview, pos: int, stop: int, emit) -> tuple[int, int, int, int]:
+    """The header walk from ``pos``: ``emit(pos, header, size, typeflag, path)`` for each
+    member (False: no room, the walk ends with ``E_CAPACITY``); ``(code, where, end,
+    status)``."""
+    n = b.nbytes
     a = np.frombuffer(b, np.uint8) if n else np.zeros(0, np.uint8)
-    pos = count = 0
     ext = _Extended()
     while True:
+        if pos >= stop:
+            return E_OK, 0, pos, WALK_STOPPED_STATE if ext.carried() else WALK_STOPPED
         if pos + 512 > n:
             if a[pos:].any():
-                return count, E_TRUNCATED_HEADER, pos
-            return (count, *ext.end(pos))
+                return E_TRUNCATED_HEADER, pos, pos, WALK_FINISHED
+            return (*ext.end(pos), pos, WALK_FINISHED)
         h = bytes(b[pos : pos + 512])
         if not any(h):
-            return (count, *ext.end(pos))
+            return (*ext.end(pos), pos, WALK_FINISHED)
         if not _checksum_ok(h):
-            return count, E_CHECKSUM, pos
+            return E_CHECKSUM, pos, pos, WALK_FINISHED
         sz = _number(h[124:136])
         if sz < 0:
-            return count, E_NUMBER, pos
+            return E_NUMBER, pos, pos, WALK_FINISHED
         t = h[156]
         if t in (0x78, 0x67, 0x4C, 0x4B):  # x g L K
             if pos + 512 + sz > n:
-                return count, E_PAYLOAD_PAST_END, pos
+                return E_PAYLOAD_PAST_END, pos, pos, WALK_FINISHED
             if not ext.take(t, bytes(b[pos + 512 : pos + 512 + sz]), pos + 512):
-                return count, E_PAX, pos
+                return E_PAX, pos, pos, WALK_FINISHED
             pos += 512 + -(-sz // 512) * 512
             continue
         if t == 0x53:
-            return count, E_SPARSE, pos
+            return E_SPARSE, pos, pos, WALK_FINISHED
         sz = ext.size(sz)
-        _record(outs, count, pos, h, sz, t, ext.path())
-        count += 1
+        if not emit(pos, h, sz, t, ext.path()):
+            return E_CAPACITY, pos, pos, WALK_FINISHED
         ext.member_done()
         if 0x31 <= t <= 0x36:
             nblocks = 0
         else:
             if pos + 512 + sz > n:
-                return count, E_PAYLOAD_PAST_END, pos
+                return E_PAYLOAD_PAST_END, pos, pos, WALK_FINISHED
             nblocks = -(-sz // 512)
         pos += 512 + nblocks * 512
+
+
+def _split(b: memoryview, n_off: int, n_len: int) -> tuple[int, int, int, int, int]:
+    """``(stem_off, stem_len, keyhash, exthash, flags)`` of a name's basename (see the compiled
+    ``walk``)."""
+    import xxhash
+
+    name = bytes(b[n_off : n_off + n_len])
+    cut = name.rfind(b"/") + 1
+    base = name[cut:]
+    stem, dot, ext = base.partition(b".")
+    flags = (FLAG_ASCII if all(c < 128 for c in base) else 0) | (
+        FLAG_NEWLINE if b"\n" in base else 0
+    )
+    low = bytes(c + 32 if 65 <= c <= 90 else c for c in ext)
+    return (
+        n_off + cut,
+        len(stem),
+        xxhash.xxh64_intdigest(stem),
+        xxhash.xxh64_intdigest(low),
+        flags,
+    )
+
+
+def find_member(buf, frm, to):
+    """The first block from ``frm`` (rounded up to a block) before ``to`` that looks like where
+    a member starts (a regular-file or extended header) with no extended header right before
+    it, or -1; see the compiled kernel."""
+    frm, to = ssize(frm), ssize(to)
+    if frm < 0 or to < frm:
+        raise ValueError(f"need 0 <= frm <= to, got frm={frm}, to={to}")
+    b = memoryview(buf).cast("B")
+    n = b.nbytes
+    p = -(-frm // 512) * 512
+    while p < to and p + 512 <= n:
+        h = bytes(b[p : p + 512])
+        if (
+            h[257:262] == b"ustar"
+            and h[156] in STARTS
+            and _number(h[124:136]) >= 0
+            and _checksum_ok(h)
+            and _extended_before(b, p) < 0
+        ):
+            return p
+        p += 512
+    return -1
+
+
+def walk(
+    buf,
+    start,
+    stop,
+    hdr_off,
+    size,
+    name_off,
+    name_len,
+    stem_off,
+    stem_len,
+    keyhash,
+    exthash,
+    typeflag,
+    flags,
+    regular_only=True,
+):
+    """Walk the headers from ``start`` until the archive ends or reaches ``stop``; ``(count,
+    code, where, end, status)``. See the compiled kernel."""
+    start, stop = ssize(start), ssize(stop)
+    b = memoryview(buf).cast("B")
+    n = b.nbytes
+    outs = (hdr_off, size, name_off, name_len, stem_off, stem_len, keyhash, exthash)
+    outs += (typeflag, flags)
+    cap = len(hdr_off)
+    if any(len(o) != cap for o in outs):
+        raise ValueError("outputs must have one length")
+    if start < 0 or start > n or start % 512:
+        raise ValueError(f"start must be a multiple of 512 in [0, {n}], got {start}")
+    if stop < start:
+        raise ValueError(f"stop must be >= start, got stop={stop}, start={start}")
+    count = 0
+
+    def emit(pos: int, h: bytes, sz: int, t: int, path: tuple[int, int] | None) -> bool:
+        nonlocal count
+        if regular_only and t not in REGULAR:
+            return True
+        if count >= cap:
+            return False
+        n_off, n_len = path if path is not None else (pos, len(h[:100].split(b"\0", 1)[0]))
+        hdr_off[count], size[count], typeflag[count] = pos, sz, t
+        name_off[count], name_len[count] = n_off, n_len
+        s_off, s_len, kh, eh, fl = _split(b, n_off, n_len)
+        stem_off[count], stem_len[count], keyhash[count], exthash[count] = s_off, s_len, kh, eh
+        flags[count] = fl
+        count += 1
+        return True
+
+    code, where, end, status = _walk(b, start, stop, emit)
+    return count, code, where, end, status
 
 
 def _record(outs, count, pos, h, sz, t, path) -> None:

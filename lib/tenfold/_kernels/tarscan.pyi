@@ -22,6 +22,30 @@ def scan(
     lanes: int = 0,
 ) -> tuple[int, int, int]: ...
 
+FLAG_ASCII: int
+FLAG_NEWLINE: int
+WALK_FINISHED: int
+WALK_STOPPED: int
+WALK_STOPPED_STATE: int
+
+def find_member(buf: Buffer, frm: int, to: int) -> int: ...
+def walk(
+    buf: Buffer,
+    start: int,
+    stop: int,
+    hdr_off: Buffer,
+    size: Buffer,
+    name_off: Buffer,
+    name_len: Buffer,
+    stem_off: Buffer,
+    stem_len: Buffer,
+    keyhash: Buffer,
+    exthash: Buffer,
+    typeflag: Buffer,
+    flags: Buffer,
+    regular_only: bool = True,
+) -> tuple[int, int, int, int, int]: ...
+
 M_OK: int
 M_PAST_END: int
 M_NO_HEADER: int

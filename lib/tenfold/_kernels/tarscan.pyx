@@ -17,6 +17,7 @@ the header at fault.
 from libc.stdint cimport uint8_t, int64_t, uint64_t
 from libc.string cimport memmove
 cimport cython
+from .strhash cimport xxh64
 
 cdef enum:
     C_OK = 0
@@ -29,6 +30,10 @@ cdef enum:
     C_CAPACITY = 7
     C_SPARSE = 8
 
+cdef enum:
+    F_ASCII = 1
+    F_NEWLINE = 2
+
 E_OK = C_OK
 E_TRUNCATED_HEADER = C_TRUNCATED_HEADER
 E_CHECKSUM = C_CHECKSUM
@@ -38,6 +43,8 @@ E_PAX = C_PAX
 E_DANGLING_EXTENDED = C_DANGLING_EXTENDED
 E_CAPACITY = C_CAPACITY
 E_SPARSE = C_SPARSE
+FLAG_ASCII = F_ASCII
+FLAG_NEWLINE = F_NEWLINE
 
 cdef int64_t NUM_ERR = -1
 
@@ -208,11 +215,18 @@ cdef struct Walk:
 cdef struct Outs:
     int64_t* hdr_off
     int64_t* size
-    int64_t* prefix_off
+    int64_t* prefix_off  # NULL: not recorded (``walk``)
     int64_t* prefix_len
     int64_t* name_off
     int64_t* name_len
     uint8_t* typeflag
+    # ``walk`` only (NULL for ``scan``): the basename split at its first dot, hashed
+    int64_t* stem_off
+    int64_t* stem_len
+    uint64_t* keyhash
+    uint64_t* exthash
+    uint8_t* flags
+    bint regular_only    # record regular files only (typeflag '0', NUL, '7')
 
 
 cdef inline void walk_init(Walk* w, int64_t pos, int64_t stop, int64_t base,
@@ -330,34 +344,38 @@ cdef void step(Walk* w, const uint8_t* b, int64_t n, Outs* o) noexcept nogil:
         sz = w.l_size
     elif w.g_size >= 0:
         sz = w.g_size
-    k = w.base + w.count
-    if k >= w.limit:
-        finish(w, C_CAPACITY, pos)
-        return
-    o.hdr_off[k] = pos
-    o.size[k] = sz
-    o.typeflag[k] = t
-    if w.l_path_off >= 0:
-        o.name_off[k] = w.l_path_off
-        o.name_len[k] = w.l_path_len
-        o.prefix_off[k] = 0
-        o.prefix_len[k] = 0
-    elif w.g_path_off >= 0:
-        o.name_off[k] = w.g_path_off
-        o.name_len[k] = w.g_path_len
-        o.prefix_off[k] = 0
-        o.prefix_len[k] = 0
-    else:
-        o.name_off[k] = pos
-        o.name_len[k] = cstrlen(h, 100)
-        o.prefix_off[k] = pos + 345
-        # POSIX ustar ("ustar\0") has a prefix field; GNU ("ustar  \0") does not
-        if (h[257] == 117 and h[258] == 115 and h[259] == 116 and h[260] == 97
-                and h[261] == 114 and h[262] == 0):
-            o.prefix_len[k] = cstrlen(h + 345, 155)
+    if not o.regular_only or t == 48 or t == 0 or t == 55:
+        k = w.base + w.count
+        if k >= w.limit:
+            finish(w, C_CAPACITY, pos)
+            return
+        o.hdr_off[k] = pos
+        o.size[k] = sz
+        o.typeflag[k] = t
+        if w.l_path_off >= 0:
+            o.name_off[k] = w.l_path_off
+            o.name_len[k] = w.l_path_len
+        elif w.g_path_off >= 0:
+            o.name_off[k] = w.g_path_off
+            o.name_len[k] = w.g_path_len
         else:
-            o.prefix_len[k] = 0
-    w.count += 1
+            o.name_off[k] = pos
+            o.name_len[k] = cstrlen(h, 100)
+        if o.prefix_off != NULL:
+            if w.l_path_off >= 0 or w.g_path_off >= 0:
+                o.prefix_off[k] = 0
+                o.prefix_len[k] = 0
+            else:
+                o.prefix_off[k] = pos + 345
+                # POSIX ustar ("ustar\0") has a prefix field; GNU ("ustar  \0") does not
+                if (h[257] == 117 and h[258] == 115 and h[259] == 116 and h[260] == 97
+                        and h[261] == 114 and h[262] == 0):
+                    o.prefix_len[k] = cstrlen(h + 345, 155)
+                else:
+                    o.prefix_len[k] = 0
+        if o.keyhash != NULL:
+            split_name(b, o, k)
+        w.count += 1
     w.l_path_off = -1
     w.l_path_len = 0
     w.l_size = -1
@@ -370,6 +388,36 @@ cdef void step(Walk* w, const uint8_t* b, int64_t n, Outs* o) noexcept nogil:
             return
         nblocks = (sz + 511) // 512
     w.pos = pos + 512 + nblocks * 512
+
+
+cdef inline void split_name(const uint8_t* b, Outs* o, int64_t k) noexcept nogil:
+    """Row ``k``'s basename (after the last ``/`` of its name) split at its first ``.``: stem
+    range, ``keyhash = xxh64(stem)``, ``exthash = xxh64(ascii-lower-cased extension)``, and
+    ``flags`` (``F_ASCII``: the basename is 7-bit ASCII; ``F_NEWLINE``: it holds a newline)."""
+    cdef int64_t s = o.name_off[k], e = s + o.name_len[k], j, dot = -1
+    cdef uint8_t acc = 0, c
+    cdef uint8_t nl = 0
+    j = e
+    while j > s and b[j - 1] != 47:
+        j -= 1
+    s = j
+    for j in range(s, e):
+        c = b[j]
+        acc |= c
+        if c == 10:
+            nl = F_NEWLINE
+        elif c == 46 and dot < 0:
+            dot = j
+    if dot < 0:
+        dot = e
+    o.stem_off[k] = s
+    o.stem_len[k] = dot - s
+    o.keyhash[k] = xxh64(b + s, dot - s, 0, False)
+    if dot < e:
+        o.exthash[k] = xxh64(b + dot + 1, e - dot - 1, 0, True)
+    else:
+        o.exthash[k] = xxh64(b + e, 0, 0, True)
+    o.flags[k] = (F_ASCII if acc < 128 else 0) | nl
 
 
 cdef inline bint clean(Walk* w) noexcept nogil:
@@ -441,6 +489,12 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
     o.name_off = &name_off[0]
     o.name_len = &name_len[0]
     o.typeflag = &typeflag[0]
+    o.stem_off = NULL
+    o.stem_len = NULL
+    o.keyhash = NULL
+    o.exthash = NULL
+    o.flags = NULL
+    o.regular_only = False
     if lanes == 0:
         nl = <int>min(<int64_t>MAX_LANES, max(<int64_t>1, n // AUTO_LANE_BYTES))
     else:
@@ -499,6 +553,110 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
     return total, walks[i].code, walks[i].where
 
 
+#: ``walk``'s ``status``: finished (clean end or error), or stopped at ``stop`` with no
+#: extended-header state carried forward, or with some.
+WALK_FINISHED = 0
+WALK_STOPPED = 1
+WALK_STOPPED_STATE = 2
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def find_member(const uint8_t[::1] buf, int64_t frm, int64_t to):
+    """The first block at or after ``frm`` (block-aligned upwards), before ``to``, that looks like
+    where a member starts: ustar magic, a regular-file or extended-header typeflag (``0``,
+    NUL, ``7``, ``x``, ``g``, ``L``, ``K``), valid size and checksum, and no extended header
+    whose data ends right before it; -1 when there is none. A guess only (a payload may hold
+    such a block): ``walk`` from the block before it confirms it by landing there."""
+    cdef int64_t n = buf.shape[0], p, r = -1
+    cdef const uint8_t* h
+    cdef uint8_t t
+    if frm < 0 or to < frm:
+        raise ValueError(f"need 0 <= frm <= to, got frm={frm}, to={to}")
+    if n == 0:
+        return -1
+    cdef const uint8_t* b = &buf[0]
+    with nogil:
+        p = ((frm + 511) // 512) * 512
+        while p < to and p + 512 <= n:
+            h = b + p
+            t = h[156]
+            if (h[257] == 117 and h[258] == 115 and h[259] == 116 and h[260] == 97
+                    and h[261] == 114
+                    and (t == 48 or t == 0 or t == 55 or t == 120 or t == 103 or t == 76
+                         or t == 75)
+                    and parse_number(h + 124, 12) >= 0 and checksum_ok(h)
+                    and extended_before(b, p) < 0):
+                r = p
+                break
+            p += 512
+    return r
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def walk(const uint8_t[::1] buf, int64_t start, int64_t stop, int64_t[::1] hdr_off,
+         int64_t[::1] size, int64_t[::1] name_off, int64_t[::1] name_len,
+         int64_t[::1] stem_off, int64_t[::1] stem_len, uint64_t[::1] keyhash,
+         uint64_t[::1] exthash, uint8_t[::1] typeflag, uint8_t[::1] flags,
+         bint regular_only=True):
+    """Walk the headers from ``start`` (a header block, with no extended-header state) until
+    the archive ends or the next header is at or past ``stop``; ``(count, code, where, end,
+    status)``.
+
+    Row ``i < count`` of the outputs is the ``i``-th member (only regular files when
+    ``regular_only``): header offset, size, name (as ``scan``, without the ustar prefix), the
+    basename split at its first ``.`` (``stem_off``/``stem_len``), ``keyhash = xxh64(stem)``,
+    ``exthash = xxh64(extension lower-cased, ASCII letters only)``, typeflag, and ``flags``
+    (``FLAG_ASCII``: the basename is 7-bit ASCII; ``FLAG_NEWLINE``: it holds a newline).
+    Outputs have one length; a walk with more members than that ends with ``E_CAPACITY``.
+
+    ``status`` is ``WALK_FINISHED`` (``code``/``where`` as ``scan``), or ``WALK_STOPPED`` /
+    ``WALK_STOPPED_STATE`` when it stopped at ``end >= stop`` without / with extended-header
+    state to carry to the header at ``end``. Walks of consecutive ranges whose starts come
+    from ``find_member`` give one walk's members when each stopped exactly at the next one's
+    start with no state (else walk on from the last good start).
+    """
+    cdef int64_t n = buf.shape[0], cap = hdr_off.shape[0]
+    if (size.shape[0] != cap or name_off.shape[0] != cap or name_len.shape[0] != cap
+            or stem_off.shape[0] != cap or stem_len.shape[0] != cap
+            or keyhash.shape[0] != cap or exthash.shape[0] != cap
+            or typeflag.shape[0] != cap or flags.shape[0] != cap):
+        raise ValueError("outputs must have one length")
+    if start < 0 or start > n or start % 512:
+        raise ValueError(f"start must be a multiple of 512 in [0, {n}], got {start}")
+    if stop < start:
+        raise ValueError(f"stop must be >= start, got stop={stop}, start={start}")
+    cdef Outs o
+    cdef Walk w
+    cdef const uint8_t* b = &buf[0] if n else NULL
+    o.prefix_off = NULL
+    o.prefix_len = NULL
+    o.regular_only = regular_only
+    if cap:
+        o.hdr_off = &hdr_off[0]
+        o.size = &size[0]
+        o.name_off = &name_off[0]
+        o.name_len = &name_len[0]
+        o.stem_off = &stem_off[0]
+        o.stem_len = &stem_len[0]
+        o.keyhash = &keyhash[0]
+        o.exthash = &exthash[0]
+        o.typeflag = &typeflag[0]
+        o.flags = &flags[0]
+    else:  # never written: the capacity check comes first
+        o.hdr_off = o.size = o.name_off = o.name_len = o.stem_off = o.stem_len = NULL
+        o.keyhash = o.exthash = NULL
+        o.typeflag = o.flags = NULL
+    walk_init(&w, start, stop, 0, cap)
+    with nogil:
+        while not w.done:
+            step(&w, b, n, &o)
+    if not w.reached:
+        return w.count, w.code, w.where, w.pos, WALK_FINISHED
+    return w.count, 0, 0, w.pos, WALK_STOPPED if clean(&w) else WALK_STOPPED_STATE
+
+
 # -- checking that a header block names the member a row claims --------------------------------
 # (used on every TARIDX read: one call per member, so the buffer is taken through the buffer
 # protocol directly rather than as a typed memoryview, which costs twice as much per call)
@@ -506,7 +664,6 @@ def scan(const uint8_t[::1] buf, int64_t[::1] hdr_off, int64_t[::1] size,
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE
 from cpython.mem cimport PyMem_Malloc, PyMem_Free
 from libc.string cimport memchr, memcpy
-from .strhash cimport xxh64
 
 cdef enum:
     CM_OK = 0

@@ -2,9 +2,10 @@
 
 The shards of split ``F`` under ``root`` are the files ``F_<digits>.tar``; a shard's ``fid`` is
 its position in string-sorted order (an empty shard keeps its fid). Each shard is memory-mapped
-and walked by the ``tarscan`` kernel (header blocks only, payloads are never read); names are
-split and hashed by the ``strhash`` kernels. Shards are scanned by a pool of threads (the kernels
-release the GIL) when there are several.
+and walked by ``tarscan.walk`` (header blocks only, payloads are never read), which also splits
+each basename, hashes stem and extension and flags non-ASCII names and newlines in the same pass.
+Shards are cut into ranges walked by :func:`tenfold.core.parallel.threads` threads without the
+GIL and joined into the one-walk result (:mod:`tenfold.taridx._walk`).
 
 Rows: one per regular file (typeflag ``0``, NUL or ``7``), in archive order, shards in fid order.
 Stem and extension come from the basename (directory part dropped), split at its first dot; the
@@ -19,11 +20,13 @@ members (:mod:`tenfold.taridx._members`).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import re
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -31,6 +34,7 @@ from ... import _kernels
 from ...core import parallel
 from ...core.mapped import MappedFile
 from ...core.progress import progress
+from ...core.release import release
 from ...errors import (
     FormatError,
     IntegrityError,
@@ -39,6 +43,7 @@ from ...errors import (
     UnsupportedError,
     describe,
 )
+from . import _walk
 from ._members import bad_name, member_problem
 from ._spec import BLOCK, FLAG_CONTIGUOUS, FMT, ROW_DT
 from ._split import required_split
@@ -100,6 +105,8 @@ class ShardScan:
     exts: list[str]  # first-seen order within the shard
     #: members left out for their names (``on_bad_name="skip"``): (header offset, name, why)
     skipped: list[tuple[int, bytes, str]] = dataclasses.field(default_factory=list)
+    #: uint64, ``xxh64`` of each stem (``None``: computed from ``stems`` when folded)
+    keyhash: np.ndarray | None = None
 
 
 def scan_members(buf: np.ndarray, name: str) -> tuple[np.ndarray, ...]:
@@ -114,14 +121,16 @@ def scan_members(buf: np.ndarray, name: str) -> tuple[np.ndarray, ...]:
 
 
 def _ext_name(buf: np.ndarray, off: int, length: int) -> str:
-    return bytes(buf[off : off + length]).decode("utf-8", "replace").lower()
+    """The lower-cased extension of the member name at ``buf[off:off + length]``."""
+    base = bytes(buf[off : off + length]).rsplit(b"/", 1)[-1]
+    return base.partition(b".")[2].decode("utf-8", "replace").lower()
 
 
 def _ext_ids(
     buf: np.ndarray,
     exthash: np.ndarray,
-    ex_off: np.ndarray,
-    ex_len: np.ndarray,
+    name_off: np.ndarray,
+    name_len: np.ndarray,
     ext_local: np.ndarray,
     ext_id: dict[str, int],
 ) -> None:
@@ -134,7 +143,7 @@ def _ext_ids(
             return
         i = int(rest[0])
         same = exthash == exthash[i]
-        ext_local[same] = ext_id.setdefault(_ext_name(buf, ex_off[i], ex_len[i]), len(ext_id))
+        ext_local[same] = ext_id.setdefault(_ext_name(buf, name_off[i], name_len[i]), len(ext_id))
         todo &= ~same
     if not todo.any():
         return
@@ -143,7 +152,7 @@ def _ext_ids(
     local_of_uniq = np.empty(uniq.size, np.int64)
     for u in np.argsort(first, kind="stable").tolist():
         i = int(left[first[u]])
-        local_of_uniq[u] = ext_id.setdefault(_ext_name(buf, ex_off[i], ex_len[i]), len(ext_id))
+        local_of_uniq[u] = ext_id.setdefault(_ext_name(buf, name_off[i], name_len[i]), len(ext_id))
     ext_local[left] = local_of_uniq[inv]
 
 
@@ -152,172 +161,323 @@ def _check_policy(on_bad_name: str) -> None:
         raise ValueError(f"on_bad_name must be one of {BAD_NAME_POLICIES}, got {on_bad_name!r}")
 
 
-def _bad_rows(
-    stems: np.ndarray, st_len: np.ndarray, ext_local: np.ndarray, exts: list[str]
-) -> np.ndarray:
-    """Rows whose stem or extension holds a newline (row numbers, ascending)."""
-    bad_ext = [i for i, e in enumerate(exts) if "\n" in e]
-    nl = np.flatnonzero(stems == 10) if stems.size else np.zeros(0, np.int64)
-    if not bad_ext and not nl.size:
-        return np.zeros(0, np.int64)
-    ends = np.cumsum(st_len)
-    rows = np.searchsorted(ends, nl, side="right")
-    if bad_ext:
-        rows = np.concatenate([rows, np.flatnonzero(np.isin(ext_local, bad_ext))])
-    return np.unique(rows)
+def _non_ascii(buf: np.ndarray, p: _walk.Part, stems: np.ndarray, bad: np.ndarray) -> tuple:
+    """Stems (packed), lengths and key hashes with the non-ASCII basenames of rows ``bad``
+    decoded (U+FFFD for invalid UTF-8) and cut at their first dot, in Python."""
+    n = p.hdr_off.size
+    starts = np.zeros(n + 1, np.int64)
+    np.cumsum(p.stem_len, out=starts[1:])
+    stem_list = [stems[starts[i] : starts[i + 1]].tobytes() for i in range(n)]
+    for i in bad.tolist():
+        base = bytes(buf[p.name_off[i] : p.name_off[i] + p.name_len[i]]).rsplit(b"/", 1)[-1]
+        stem_list[i] = base.decode("utf-8", "replace").partition(".")[0].encode("utf-8")
+    joined = np.frombuffer(b"".join(stem_list), np.uint8).copy()
+    st_len = np.fromiter(map(len, stem_list), np.int64, n)
+    offs = np.zeros(n, np.int64)
+    if n > 1:
+        np.cumsum(st_len[:-1], out=offs[1:])
+    keyhash = np.empty(n, np.uint64)
+    big = joined if joined.size else np.zeros(1, np.uint8)
+    _kernels.load("strhash").hash_ranges(big, offs, st_len, 0, keyhash)
+    return joined, st_len, keyhash
 
 
-def scan_shard(path: str | os.PathLike[str], *, on_bad_name: str = "error") -> ShardScan:
+def _chunk(buf: np.ndarray, p: _walk.Part) -> ShardScan:
+    """The rows of one walked range. Members whose basename holds a newline are left out and
+    listed in ``skipped`` (whether that is an error is the caller's decision)."""
+    tarscan = _kernels.load("tarscan")
+    n = p.hdr_off.size
+    stems = np.empty(int(p.stem_len.sum()), np.uint8)
+    big = buf if buf.size else np.zeros(1, np.uint8)
+    _kernels.load("strhash").gather(big, p.stem_off, p.stem_len, stems)
+    st_len, keyhash = p.stem_len, p.keyhash
+    ext_local = np.empty(n, np.int64)
+    ext_id: dict[str, int] = {}
+    if n:
+        _ext_ids(buf, p.exthash, p.name_off, p.name_len, ext_local, ext_id)
+    non_ascii = np.flatnonzero((p.flags & tarscan.FLAG_ASCII) == 0)
+    if non_ascii.size:
+        stems, st_len, keyhash = _non_ascii(buf, p, stems, non_ascii)
+    exts = list(ext_id)
+    hdr_off, size = p.hdr_off, p.size
+    bad = np.flatnonzero(p.flags & tarscan.FLAG_NEWLINE)
+    skipped: list[tuple[int, bytes, str]] = []
+    if bad.size:
+        for i in bad.tolist():
+            full = bytes(buf[p.name_off[i] : p.name_off[i] + p.name_len[i]])
+            skipped.append((int(hdr_off[i]), full, bad_name(full) or "newline in the basename"))
+        keep = np.ones(n, bool)
+        keep[bad] = False
+        stems = stems[np.repeat(keep, st_len)]
+        hdr_off, size, st_len, keyhash = hdr_off[keep], size[keep], st_len[keep], keyhash[keep]
+        # extension ids again, in first-seen order over the members kept
+        old = ext_local[keep]
+        ids, first = np.unique(old, return_index=True)
+        ids = ids[np.argsort(first, kind="stable")]
+        remap = np.zeros(max(len(exts), 1), np.int64)
+        remap[ids] = np.arange(ids.size)
+        ext_local = remap[old]
+        exts = [exts[i] for i in ids.tolist()]
+    return ShardScan(hdr_off, size, stems, st_len, ext_local, exts, skipped, keyhash)
+
+
+def _scan_error(name: str, code: int, where: int) -> TenfoldError:
+    cls, msg = _MESSAGES.get(code, (FormatError, f"scanner error {code}"))
+    return cls(describe(FMT, f"shard {name}", offset=where, detail=msg))
+
+
+def _bad_name_error(name: str, off: int, full: bytes, why: str) -> FormatError:
+    return FormatError(
+        describe(
+            FMT,
+            f"shard {name}",
+            offset=off,
+            detail=f"member name {full!r}: {why}; on_bad_name='skip' leaves such members out",
+        )
+    )
+
+
+def _walk_chunk(buf: np.ndarray, start: int, stop: int) -> tuple[_walk.Part, ShardScan]:
+    """Walk one range and make its rows; then unmap the pages it touched (on this thread:
+    tearing down the page tables of a large shard costs as much as mapping them, and the
+    final unmap holds the GIL)."""
+    part = _walk.walk(buf, start, stop)
+    chunk = _chunk(buf, part)
+    release(buf[start : min(stop, buf.size)])
+    return part, chunk
+
+
+def _shard_chunks(
+    name: str,
+    buf: np.ndarray,
+    done: list[tuple[_walk.Part, ShardScan]],
+    on_bad_name: str,
+) -> list[ShardScan]:
+    """Join one shard's walked ranges (walking again from a break), raise its scan error or
+    (``on_bad_name="error"``) its first bad name, else its chunks in order."""
+    good = _walk.join(done, lambda start, stop: _walk_chunk(buf, start, stop))
+    chunks = [c for _, c in good]
+    last = good[-1][0]
+    if last.code:
+        raise _scan_error(name, last.code, last.where)
+    if on_bad_name == "error":
+        for c in chunks:
+            for off, full, why in c.skipped:
+                raise _bad_name_error(name, off, full, why)
+    return chunks
+
+
+def _merge(chunks: list[ShardScan]) -> ShardScan:
+    """One shard's chunks as one scan (extension ids renumbered in first-seen order)."""
+    if len(chunks) == 1:
+        return chunks[0]
+    ext_id: dict[str, int] = {}
+    locals_ = []
+    for c in chunks:
+        to_shard = np.array([ext_id.setdefault(e, len(ext_id)) for e in c.exts], np.int64)
+        locals_.append(to_shard[c.ext_local] if c.exts else c.ext_local)
+    cat = np.concatenate
+    kh = [c.keyhash for c in chunks]
+    return ShardScan(
+        cat([c.offset for c in chunks]),
+        cat([c.size for c in chunks]),
+        cat([c.stems for c in chunks]),
+        cat([c.stem_len for c in chunks]),
+        cat(locals_),
+        list(ext_id),
+        [s for c in chunks for s in c.skipped],
+        None if any(k is None for k in kh) else cat(kh),  # type: ignore[arg-type]
+    )
+
+
+#: Shards a build keeps open (mapped) at once: this many per thread, at least 16; a split of
+#: thousands of shards never holds thousands of descriptors.
+OPEN_PER_THREAD = 4
+
+
+def _scan_split(
+    paths: list[Path],
+    threads: int,
+    on_bad_name: str,
+    show_progress: bool | None = None,
+    desc: str = "",
+) -> list[list[ShardScan]]:
+    """Every shard's chunks: windows of shards, the ranges of each window's shards walked by
+    ``threads`` threads."""
+    bar = iter(
+        progress(range(len(paths)), total=len(paths), desc=desc, unit="shard", show=show_progress)
+    )
+    window = max(16, OPEN_PER_THREAD * threads)
+    out: list[list[ShardScan]] = []
+    with parallel.scoped(threads, "tenfold-taridx-scan") as pool:
+        run = pool.map if threads > 1 else map
+        for lo in range(0, len(paths), window):
+            out += _scan_window(paths[lo : lo + window], threads, run, on_bad_name, bar)
+    for _ in bar:
+        pass
+    return out
+
+
+def _scan_window(
+    paths: list[Path],
+    threads: int,
+    run: Callable[..., Iterable[Any]],
+    on_bad_name: str,
+    bar: Iterator[int],
+) -> list[list[ShardScan]]:
+    with contextlib.ExitStack() as stack:
+        bufs = [stack.enter_context(MappedFile(p, fmt=FMT)).buffer() for p in paths]
+        counts = _walk.range_counts([int(b.size) for b in bufs], threads)
+        firsts = list(run(_walk.starts, bufs, counts))
+        tasks = [
+            (i, st, nxt)
+            for i, ss in enumerate(firsts)
+            for st, nxt in zip(ss, [*ss[1:], _walk.NO_STOP], strict=True)
+        ]
+        done = run(lambda t: (t[0], _walk_chunk(bufs[t[0]], t[1], t[2])), tasks)
+        per: list[list[tuple[_walk.Part, ShardScan]]] = [[] for _ in paths]
+        out: list[list[ShardScan]] = []
+        for i, pc in done:  # in task order: shard by shard
+            per[i].append(pc)
+            while len(out) < len(paths) and len(per[len(out)]) == len(firsts[len(out)]):
+                j = len(out)
+                out.append(_shard_chunks(paths[j].name, bufs[j], per[j], on_bad_name))
+                per[j] = []
+                next(bar, None)
+        return out
+
+
+def scan_shard(
+    path: str | os.PathLike[str], *, on_bad_name: str = "error", threads: int | None = None
+) -> ShardScan:
     """Scan one shard (regular members only); errors name the shard and the offset.
 
     ``on_bad_name``: ``"error"`` (default) refuses a member whose basename holds a newline
     (``FormatError`` naming shard, offset and name); ``"skip"`` leaves it out and lists it in
-    :attr:`ShardScan.skipped`.
+    :attr:`ShardScan.skipped`. ``threads``: how many walk its ranges (default
+    :func:`tenfold.core.parallel.threads`).
     """
     _check_policy(on_bad_name)
-    name = os.path.basename(os.fspath(path))
-    strhash = _kernels.load("strhash")
-    with MappedFile(path, fmt=FMT) as mf:
-        buf = mf.buffer()
-        hdr_off, size, _po, _pl, name_off, name_len, tflag = scan_members(buf, name)
-        regular = np.isin(tflag, REGULAR_TYPES)
-        if not regular.all():
-            hdr_off, size = hdr_off[regular], size[regular]
-            name_off, name_len = name_off[regular], name_len[regular]
-        n = hdr_off.size
-        st_off, st_len, ex_off, ex_len = (np.empty(n, np.int64) for _ in range(4))
-        ascii = np.empty(n, np.uint8)
-        big = buf if buf.size else np.zeros(1, np.uint8)
-        strhash.split_basenames(big, name_off, name_len, st_off, st_len, ex_off, ex_len, ascii)
-        exthash = np.empty(n, np.uint64)
-        strhash.hash_ranges(big, ex_off, ex_len, 0, exthash, True)
-        stems = np.empty(int(st_len.sum()), np.uint8)
-        strhash.gather(big, st_off, st_len, stems)
-        ext_local = np.empty(n, np.int64)
-        exts: list[str] = []
-        ext_id: dict[str, int] = {}
-        if n:
-            _ext_ids(buf, exthash, ex_off, ex_len, ext_local, ext_id)
-        bad = np.flatnonzero(ascii == 0)
-        if bad.size:  # non-ASCII basenames: decode (U+FFFD for invalid UTF-8) in Python
-            stem_list = []
-            stem_starts = np.zeros(n + 1, np.int64)
-            np.cumsum(st_len, out=stem_starts[1:])
-            fixed = {}
-            for i in bad.tolist():
-                base = bytes(buf[st_off[i] : ex_off[i] + ex_len[i]])
-                text = base.decode("utf-8", "replace")
-                fixed[i] = text.partition(".")[0].encode("utf-8")
-            for i in range(n):
-                stem_list.append(
-                    fixed[i] if i in fixed else stems[stem_starts[i] : stem_starts[i + 1]].tobytes()
-                )
-            joined = b"".join(stem_list)
-            stems = np.frombuffer(joined, np.uint8).copy()
-            st_len = np.fromiter(map(len, stem_list), np.int64, n)
-        exts = list(ext_id)
-        skipped: list[tuple[int, bytes, str]] = []
-        bad = _bad_rows(stems, st_len, ext_local, exts)
-        if bad.size:
-            for i in bad.tolist():
-                full = bytes(buf[name_off[i] : name_off[i] + name_len[i]])
-                why = bad_name(full) or "newline in the basename"
-                if on_bad_name == "error":
-                    raise FormatError(
-                        describe(
-                            FMT,
-                            f"shard {name}",
-                            offset=int(hdr_off[i]),
-                            detail=f"member name {full!r}: {why}; "
-                            "on_bad_name='skip' leaves such members out",
-                        )
-                    )
-                skipped.append((int(hdr_off[i]), full, why))
-            keep = np.ones(n, bool)
-            keep[bad] = False
-            stems = stems[np.repeat(keep, st_len)]
-            hdr_off, size, st_len = hdr_off[keep], size[keep], st_len[keep]
-            # extension ids again, in first-seen order over the members kept
-            old = ext_local[keep]
-            ids, first = np.unique(old, return_index=True)
-            ids = ids[np.argsort(first, kind="stable")]
-            remap = np.zeros(max(len(exts), 1), np.int64)
-            remap[ids] = np.arange(ids.size)
-            ext_local = remap[old]
-            exts = [exts[i] for i in ids.tolist()]
-    return ShardScan(hdr_off.copy(), size.copy(), stems, st_len.copy(), ext_local, exts, skipped)
+    nt = parallel.threads() if threads is None else max(1, threads)
+    return _merge(_scan_split([Path(os.fspath(path))], nt, on_bad_name, show_progress=False)[0])
 
 
-def _first_of_key(keyhash: np.ndarray) -> tuple[int, np.ndarray]:
+def _blocks(n: int, k: int) -> list[tuple[int, int]]:
+    """``[0, n)`` cut into at most ``k`` blocks of about equal size (none when ``n == 0``)."""
+    k = max(1, min(k, n // 65536 or 1))
+    cuts = [n * i // k for i in range(k + 1)]
+    return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
+
+
+def _first_of_key(
+    keyhash: np.ndarray, run: Callable[..., Iterable[Any]] = map, parts: int = 1
+) -> tuple[int, np.ndarray]:
     """``(number of distinct keys, the first row with each row's key)``, with a hash table
-    (no sort) when the rows fit its int32 slots."""
+    (no sort) when the rows fit its int32 slots. Only the first row of each run of equal keys
+    goes into the table (a sample's members are usually adjacent); the lookups run in
+    ``parts`` blocks through ``run``."""
     n = keyhash.size
     if n > 0x7FFFFFFF:
         uniq, first, inv = np.unique(keyhash, return_index=True, return_inverse=True)
         return int(uniq.size), first[inv]
     ht = _kernels.load("hashtable")
-    table = np.full(1 << max(1, int(2 * n).bit_length()), -1, np.int32)
-    n_unique = ht.insert(keyhash, np.arange(n, dtype=np.int64), table)
-    first = np.empty(n, np.int64)
-    ht.probe(keyhash, table, keyhash, first)
-    return int(n_unique), first
+    head = np.ones(n, bool)
+    np.not_equal(keyhash[1:], keyhash[:-1], out=head[1:])
+    heads = np.flatnonzero(head)
+    table = np.full(1 << max(1, int(2 * heads.size).bit_length()), -1, np.int32)
+    n_unique = ht.insert(keyhash, heads, table)
+    hk = keyhash[heads]
+    first_head = np.empty(heads.size, np.int64)
+
+    def look(ab: tuple[int, int]) -> None:
+        ht.probe(keyhash, table, hk[ab[0] : ab[1]], first_head[ab[0] : ab[1]])
+
+    for _ in run(look, _blocks(heads.size, parts)):
+        pass
+    if heads.size == n:
+        return int(n_unique), first_head
+    return int(n_unique), np.repeat(first_head, np.diff(heads, append=n))
 
 
 def fold_rows(scans: list[ShardScan]) -> tuple[np.ndarray, list[str], list[str], int]:
     """Assemble shard scans (in fid order) into ``(rows, ext, crash, n_stems)``."""
+    return _fold([(fid, s) for fid, s in enumerate(scans)], len(scans), map)
+
+
+def _fold(
+    chunks: list[tuple[int, ShardScan]],
+    n_shards: int,
+    run: Callable[..., Iterable[Any]],
+    parts: int = 1,
+) -> tuple[np.ndarray, list[str], list[str], int]:
+    """``fold_rows`` of chunks ``(fid, scan)`` in row order; ``run`` maps the per-chunk and
+    per-block work (``map``, or a pool's ``map`` with ``parts`` threads)."""
     strhash = _kernels.load("strhash")
-    n = sum(s.offset.size for s in scans)
-    rows = np.zeros(n, ROW_DT)
+    n = sum(s.offset.size for _, s in chunks)
     ext_id: dict[str, int] = {}
-    pos = 0
-    for fid, s in enumerate(scans):
-        m = s.offset.size
-        if m:
-            to_global = np.array([ext_id.setdefault(e, len(ext_id)) for e in s.exts], np.int64)
-            rows["fid"][pos : pos + m] = fid
-            rows["offset"][pos : pos + m] = s.offset
-            rows["size"][pos : pos + m] = s.size
-            rows["extid"][pos : pos + m] = to_global[s.ext_local]
-        pos += m
-    if len(ext_id) > 0xFFFF or len(scans) > 0x10000:
+    to_global = [np.array([ext_id.setdefault(e, len(ext_id)) for e in s.exts], np.int64)
+                 for _, s in chunks]  # fmt: skip
+    if len(ext_id) > 0xFFFF or n_shards > 0x10000:
         raise UnsupportedError(
             describe(FMT, "split", detail="more than 65536 shards or extensions")
         )
-    arena = np.concatenate([s.stems for s in scans]) if scans else np.zeros(0, np.uint8)
-    lens = np.concatenate([s.stem_len for s in scans]) if scans else np.zeros(0, np.int64)
-    offs = np.zeros(n, np.int64)
-    if n > 1:
-        np.cumsum(lens[:-1], out=offs[1:])
-    big = arena if arena.size else np.zeros(1, np.uint8)
+    pos = np.cumsum([0] + [s.offset.size for _, s in chunks]).tolist()
+    spos = np.cumsum([0] + [s.stems.size for _, s in chunks]).tolist()
+    rows = np.empty(n, ROW_DT)
+    arena, offs, lens = np.empty(spos[-1], np.uint8), np.empty(n, np.int64), np.empty(n, np.int64)
     keyhash = np.empty(n, np.uint64)
-    strhash.hash_ranges(big, offs, lens, 0, keyhash)
-    rows["keyhash"] = keyhash
+
+    def fill(k: int) -> None:
+        fid, s = chunks[k]
+        a, b = pos[k], pos[k + 1]
+        sl = rows[a:b]
+        sl["fid"] = fid
+        sl["offset"] = s.offset
+        sl["size"] = s.size
+        sl["extid"] = to_global[k][s.ext_local] if s.exts else 0
+        sl["crashid"] = 0
+        arena[spos[k] : spos[k + 1]] = s.stems
+        lens[a:b] = s.stem_len
+        if b > a:
+            offs[a] = spos[k]
+            np.cumsum(s.stem_len[:-1], out=offs[a + 1 : b])
+            offs[a + 1 : b] += spos[k]
+        if s.keyhash is not None:
+            keyhash[a:b] = s.keyhash
+        else:
+            big = arena if arena.size else np.zeros(1, np.uint8)
+            strhash.hash_ranges(big, offs[a:b], lens[a:b], 0, keyhash[a:b])
+        sl["keyhash"] = keyhash[a:b]
+
+    for _ in run(fill, range(len(chunks))):
+        pass
     crash: list[str] = []
     n_unique = 0
     if n:
-        n_unique, f = _first_of_key(keyhash)
+        n_unique, f = _first_of_key(keyhash, run, parts)
         same = np.empty(n, np.uint8)
-        strhash.ranges_equal(big, offs, lens, offs[f], lens[f], same)
+        big = arena if arena.size else np.zeros(1, np.uint8)
+
+        def compare(ab: tuple[int, int]) -> None:
+            a, b = ab
+            fo, fl = offs[f[a:b]], lens[f[a:b]]
+            strhash.ranges_equal(big, offs[a:b], lens[a:b], fo, fl, same[a:b])
+
+        for _ in run(compare, _blocks(n, parts)):
+            pass
         crash_id: dict[bytes, int] = {}
-        cid = np.zeros(n, np.uint32)
-        for i in np.flatnonzero(same == 0).tolist():  # real xxh64 collisions (rare)
-            stem = arena[offs[i] : offs[i] + lens[i]].tobytes()
-            if stem not in crash_id:
-                crash_id[stem] = len(crash_id) + 1
-                crash.append(stem.decode("utf-8"))
-            cid[i] = crash_id[stem]
-        rows["crashid"] = cid
+        collided = np.flatnonzero(same == 0)
+        if collided.size:  # real xxh64 collisions (rare)
+            cid = np.zeros(n, np.uint32)
+            for i in collided.tolist():
+                stem = arena[offs[i] : offs[i] + lens[i]].tobytes()
+                if stem not in crash_id:
+                    crash_id[stem] = len(crash_id) + 1
+                    crash.append(stem.decode("utf-8"))
+                cid[i] = crash_id[stem]
+            rows["crashid"] = cid
     n_stems = n_unique + len(crash)
     return rows, list(ext_id), crash, n_stems
-
-
-def _workers(paths: list[Path], workers: int | None) -> int:
-    if workers is not None:
-        return max(1, workers)
-    total = sum(p.stat().st_size for p in paths)
-    if len(paths) < 2 or total < (64 << 20):
-        return 1
-    return min(len(paths), os.cpu_count() or 1)
 
 
 def build(
@@ -342,7 +502,9 @@ def build(
     out
         Index path (default ``<root>/<split>.taridx``).
     workers
-        Threads scanning shards (default: one per core when there are several large shards).
+        Threads walking the shards (default :func:`tenfold.core.parallel.threads`: the cores
+        this process may use, capped by ``TENFOLD_THREADS``). Shards are cut into ranges of at
+        least 4 MiB walked in parallel, so one large shard uses every thread too.
     show_progress
         Force the progress bar on or off (default: on a terminal).
     fsync
@@ -363,21 +525,14 @@ def build(
     paths = shard_paths(root, split)
     if not paths:
         raise FileNotFoundError(f"{FMT}: no shards {split}_<id>.tar in {os.fspath(root)}")
-    nw = _workers(paths, workers)
-    bar = dict(total=len(paths), desc=f"index {split}", unit="shard", show=show_progress)
-
-    def scan(p: Path) -> ShardScan:
-        return scan_shard(p, on_bad_name=on_bad_name)
-
-    if nw == 1:
-        scans = list(progress((scan(p) for p in paths), **bar))  # type: ignore[arg-type]
-    else:
-        with parallel.scoped(nw, "tenfold-taridx-scan") as pool:
-            scans = list(progress(pool.map(scan, paths), **bar))  # type: ignore[arg-type]
+    nt = parallel.threads() if workers is None else max(1, workers)
+    shards = _scan_split(paths, nt, on_bad_name, show_progress, f"index {split}")
     if skipped is not None:
-        for p, sc in zip(paths, scans, strict=True):
-            skipped.extend((p.name, off, nm, why) for off, nm, why in sc.skipped)
-    rows, ext, crash, n_stems = fold_rows(scans)
+        for p, cs in zip(paths, shards, strict=True):
+            skipped.extend((p.name, off, nm, why) for c in cs for off, nm, why in c.skipped)
+    chunks = [(fid, c) for fid, cs in enumerate(shards) for c in cs]
+    with parallel.scoped(nt, "tenfold-taridx-fold") as pool:
+        rows, ext, crash, n_stems = _fold(chunks, len(paths), pool.map if nt > 1 else map, nt)
     flags = FLAG_CONTIGUOUS if count_runs(rows["keyhash"], rows["crashid"]) == n_stems else 0
     target = Path(out) if out is not None else Path(root) / f"{split}.taridx"
     write_rows(target, rows, ext, crash, n_stems=n_stems, flags=flags, fsync=fsync)
