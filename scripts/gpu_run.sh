@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What runs on a lent GPU machine (issue 28): install tenfold and the dependencies that machine
 # lacks from the wheels carried in .whl/ (no network there), check the device load for
-# correctness, then measure it: scripts/gpu_bench.py, its table on stdout and its JSON in $OUT.
+# correctness, then measure it: scripts/gpu_bench.py, its table on stdout and its JSON in $OUT;
+# then the TARIDX build's scaling with cores (scripts/taridx_scaling.py).
 #
 #   bash scripts/gpu_run.sh                 # from the repository root, .whl/ carried
 #   GB=1 REPEAT=3 bash scripts/gpu_run.sh   # smaller or shorter
@@ -36,4 +37,7 @@ timeout 120 python3 scripts/gpu_bench.py --check 2>&1 | tee "$OUT/gpu_check.txt"
 echo "== bench ($(( $(date +%s) - start )) s)"
 timeout 360 python3 scripts/gpu_bench.py --gb "${GB:-3}" --repeat "${REPEAT:-5}" \
     --out "$OUT/gpu_bench.json" 2>&1 | tee "$OUT/gpu_bench.txt"
+echo "== taridx scaling ($(( $(date +%s) - start )) s)"
+timeout 150 python3 scripts/taridx_scaling.py --out "$OUT/taridx_scaling.json" 2>&1 \
+    | tee "$OUT/taridx_scaling.txt" || true
 echo "== done in $(( $(date +%s) - start )) s"
