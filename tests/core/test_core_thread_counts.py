@@ -51,3 +51,33 @@ def test_fold_parity_is_split_over_the_cpus(monkeypatch, five_cpus):
     calls.clear()
     want = fold_writer._parity(memoryview(comp), nsym, ecc_len, None)
     assert calls == [comp.size] and np.array_equal(got, want)
+
+
+def _shards(tmp_path, n: int) -> list:
+    paths = []
+    for i in range(n):
+        p = tmp_path / f"train_{i:04d}.tar"
+        with open(p, "wb") as f:
+            f.truncate(32 << 20)  # sparse: large enough to scan in parallel, no disk used
+        paths.append(p)
+    return paths
+
+
+def test_taridx_scan_workers_follow_the_cpus_and_the_cap(monkeypatch, tmp_path, five_cpus):
+    import importlib
+
+    build = importlib.import_module("tenfold.formats.taridx.build")  # the module, not build()
+    paths = _shards(tmp_path, 8)
+    assert build._workers(paths, None) == 5  # the CPUs this process may use, not the machine's
+    monkeypatch.setenv(parallel.THREADS_ENV, "3")
+    assert build._workers(paths, None) == 3
+    assert build._workers(paths[:2], None) == 2  # never more than the shards
+    assert build._workers(paths, 7) == 7  # an explicit count is kept
+
+
+def test_zt_v2_hashing_thread_follows_the_cap(monkeypatch, five_cpus):
+    from tenfold.formats.ztensor import _v2blobs
+
+    assert _v2blobs._use_thread()
+    monkeypatch.setenv(parallel.THREADS_ENV, "1")
+    assert not _v2blobs._use_thread()  # TENFOLD_THREADS=1: the writer stays on one thread

@@ -317,7 +317,7 @@ def _workers(paths: list[Path], workers: int | None) -> int:
     total = sum(p.stat().st_size for p in paths)
     if len(paths) < 2 or total < (64 << 20):
         return 1
-    return min(len(paths), os.cpu_count() or 1)
+    return min(len(paths), parallel.threads())  # the CPUs we may use, TENFOLD_THREADS caps
 
 
 def build(
