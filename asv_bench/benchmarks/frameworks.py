@@ -98,3 +98,50 @@ class ShardedSuite:
         with tenfold.open(self.path + ".index.json") as r:
             for k in r:
                 r[k]
+
+
+class TorchSaveSuite:
+    """``tenfold.torch.save_file`` (``.zt``, CRC-32C per tensor) against
+    ``safetensors.torch.save_file`` on 64 MiB of bf16/float32 tensors, each writing a new file;
+    ``durable``: tenfold's default (fsync, rename, directory fsync) against safetensors followed
+    by ``os.fsync`` of the file. For the ratio measured in turns: ``scripts/peers/torchsave.py``."""
+
+    params = [["tenfold", "safetensors"], [False, True]]
+    param_names = ["library", "durable"]
+    number = 1
+    repeat = (11, 31, 30.0)
+
+    def setup(self, library, durable):
+        torch = _need("torch")
+        st = _need("safetensors.torch")
+        import tenfold.torch
+
+        gen = torch.Generator().manual_seed(0)
+        self.tensors = {
+            f"l{i:02d}": torch.randn((256, 2048), generator=gen,
+                                     dtype=torch.float32 if i % 3 == 0 else torch.bfloat16)
+            for i in range(48)
+        }  # fmt: skip
+        self.tmp = tempfile.mkdtemp()
+        if library == "tenfold":
+            self.path = os.path.join(self.tmp, "m.zt")
+            self.save = lambda p: tenfold.torch.save_file(self.tensors, p, fsync=durable)
+        else:
+            self.path = os.path.join(self.tmp, "m.safetensors")
+
+            def save(p):
+                st.save_file(self.tensors, p)
+                if durable:
+                    fd = os.open(p, os.O_RDONLY)
+                    os.fsync(fd)
+                    os.close(fd)
+
+            self.save = save
+        self.save(self.path)  # imports and first-call costs outside the samples
+
+    def teardown(self, library, durable):
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def time_save_file_new(self, library, durable):
+        os.unlink(self.path)  # a new file each sample, as in the peer script (unlink is cheap)
+        self.save(self.path)

@@ -51,3 +51,11 @@ def test_fold_parity_is_split_over_the_cpus(monkeypatch, five_cpus):
     calls.clear()
     want = fold_writer._parity(memoryview(comp), nsym, ecc_len, None)
     assert calls == [comp.size] and np.array_equal(got, want)
+
+
+def test_zt_v2_hashing_thread_follows_the_cap(monkeypatch, five_cpus):
+    from tenfold.formats.ztensor import _v2blobs
+
+    assert _v2blobs._use_thread()
+    monkeypatch.setenv(parallel.THREADS_ENV, "1")
+    assert not _v2blobs._use_thread()  # TENFOLD_THREADS=1: the writer stays on one thread

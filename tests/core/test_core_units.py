@@ -141,6 +141,29 @@ def test_preallocate_keeps_size(tmp_path):
     assert p.read_bytes() == b"abc"
 
 
+def _tmpfs_dir() -> str | None:
+    import subprocess
+
+    if not os.path.isdir("/dev/shm"):
+        return None
+    got = subprocess.run(["stat", "-f", "-c", "%T", "/dev/shm"], capture_output=True, text=True)
+    return "/dev/shm" if got.stdout.strip() == "tmpfs" else None
+
+
+def test_preallocate_skips_tmpfs():
+    # On tmpfs fallocate zeroes every page the write then fills again: never worth it there.
+    import tempfile
+
+    from tenfold.core.prealloc import preallocate
+
+    where = _tmpfs_dir()
+    if where is None:
+        pytest.skip("no tmpfs at /dev/shm")
+    with tempfile.NamedTemporaryFile(dir=where) as f:
+        assert preallocate(f.fileno(), 0, 8 << 20) is False
+        assert os.fstat(f.fileno()).st_blocks == 0  # not one page taken
+
+
 def test_start_writeback_is_a_hint(tmp_path):
     import sys
 

@@ -40,10 +40,10 @@ class SafetensorsTarget(Target):
     """safetensors: string metadata in ``__metadata__``; raw tensors copied block by block."""
 
     def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:
+        from ...core import prealloc
         from ...core.atomic import atomic_write
         from ...core.buffers import byte_view
         from ...core.checksums import crc32c
-        from ...core.prealloc import preallocate
         from ...core.release import release
         from .writer import header, stored, tag_of
 
@@ -55,8 +55,13 @@ class SafetensorsTarget(Target):
         with atomic_write(dst, fsync=opts.fsync) as f:
             f.write(head)
             f.flush()
-            preallocate(f.fileno(), len(head), opts.total)  # one extent for the data
+            fd = f.fileno()
+            prealloc.preallocate(fd, len(head), opts.total)  # one extent for the data
+            handed = len(head)  # with fsync: what is before this is on its way to the disk
             for n in order:
+                if opts.fsync and f.tell() - handed >= prealloc.WRITEBACK_STEP:
+                    prealloc.start_writeback(fd, handed, f.tell() - handed)  # fsync waits less
+                    handed = f.tell()
                 raw = s.raw(n)
                 if (
                     raw is not None

@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 import xxhash
 
+from ...core import parallel
 from ...core.buffers import byte_view
 from ...core.prealloc import preallocate, start_writeback
 from ...errors import EncodeError, describe
@@ -40,11 +41,9 @@ _ZEROS = bytes(1 << 16)
 
 
 def _two_cpus() -> bool:
-    """True when this process may run on two CPUs or more (a hashing thread can help)."""
-    try:
-        return len(os.sched_getaffinity(0)) > 1
-    except (AttributeError, OSError):  # pragma: no cover - not Linux
-        return (os.cpu_count() or 1) > 1
+    """True when this process may run on two CPUs or more (a hashing thread can help):
+    :func:`tenfold.core.parallel.threads`, so ``TENFOLD_THREADS=1`` keeps the writer on one."""
+    return parallel.threads() > 1
 
 
 def _use_thread() -> bool:

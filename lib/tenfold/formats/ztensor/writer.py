@@ -15,10 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from ...core import cbor
+from ...core import cbor, parallel, prealloc
 from ...core.bounds import padding
 from ...core.buffers import byte_view
-from ...core.checksums import crc32c
 from ...core.compression import zstd_compress
 from ...core.dtypes import canonical
 from ...core.prealloc import preallocate
@@ -81,12 +80,14 @@ class Writer(AtomicFileWriter):
         generation: int | str = 0,
         threads: int = 0,
     ) -> None:
+        #: the thread that checksums a large piece while it is written (started on first use)
+        self._hashing = parallel.Pool(1, "tenfold-zt-sum")
         self._open(path, fsync)
         #: zstd worker threads per tensor (``encoding="zstd"``); 0 = single-threaded, the
         #: frames ztensor 0.1.4 writes; more: other (equally valid) frames, made faster
         self.threads = threads
         self._f.write(MAGIC)
-        self._pos = len(MAGIC)
+        self._pos = self._handed = len(MAGIC)  # with fsync, bytes before _handed are on their way
         self._entries: list[dict[str, Any]] = []
         self._names: set[str] = set()
 
@@ -215,6 +216,7 @@ class Writer(AtomicFileWriter):
             self._failed = exc
             raise
         self._pos += size
+        self._hand_off()
         entry: dict[str, Any] = {
             "name": name,
             "offset": offset,
@@ -237,11 +239,8 @@ class Writer(AtomicFileWriter):
         self, name: str, pieces: Iterable[Any], nbytes: int, algo: str | None
     ) -> tuple[int, str | None]:
         """Write ``pieces`` (exactly ``nbytes`` bytes) as they come; ``(size, digest)``."""
-        crc, sha, size = 0, None, 0
-        if algo == "sha256":
-            import hashlib
-
-            sha = hashlib.sha256()
+        summer = _checksum.Summer(algo, self._hashing)
+        size = 0
         for piece in pieces:
             mv = byte_view(piece)
             if size + mv.nbytes > nbytes:
@@ -255,12 +254,8 @@ class Writer(AtomicFileWriter):
                         got=f">= {size + mv.nbytes}",
                     )
                 )
-            self._f.write(mv)
+            summer.write(self._f, mv)
             size += mv.nbytes
-            if algo == "crc32c":
-                crc = crc32c(mv, crc)
-            elif sha is not None:
-                sha.update(mv)
         if size != nbytes:
             raise EncodeError(
                 describe(
@@ -272,8 +267,10 @@ class Writer(AtomicFileWriter):
                     got=size,
                 )
             )
-        digest = f"{crc:08x}" if algo == "crc32c" else (sha.hexdigest() if sha else None)
-        return size, digest
+        return size, summer.hexdigest()
+
+    def _release(self) -> None:
+        self._hashing.close()
 
     def _finish(self) -> None:
         """The index and its size: the end of a 0.1.0 file."""
@@ -341,31 +338,26 @@ class Writer(AtomicFileWriter):
         else:
             size, digest = self._write_raw(a, algo)
         self._pos += size
+        self._hand_off()
         return offset, size, digest
+
+    def _hand_off(self) -> None:
+        """With fsync: start writing what was written since the last call to the disk, once
+        that is :data:`~tenfold.core.prealloc.WRITEBACK_STEP` bytes or more (the final fsync
+        then waits for less)."""
+        if self._fsync and self._pos - self._handed >= prealloc.WRITEBACK_STEP:
+            prealloc.start_writeback(self._f.fileno(), self._handed, self._pos - self._handed)
+            self._handed = self._pos
 
     def _write_raw(self, a: np.ndarray, algo: str | None) -> tuple[int, str | None]:
         preallocate(self._f.fileno(), self._pos, a.nbytes)
-        crc = 0
-        sha = None
-        if algo == "sha256":
-            import hashlib
-
-            sha = hashlib.sha256()
+        summer = _checksum.Summer(algo, self._hashing)
         size = 0
         for piece in le_pieces(a):
             mv = byte_view(piece)
-            self._f.write(mv)
+            summer.write(self._f, mv)
             size += mv.nbytes
-            if algo == "crc32c":
-                crc = crc32c(mv, crc)
-            elif sha is not None:
-                sha.update(mv)
-        digest = None
-        if algo == "crc32c":
-            digest = f"{crc:08x}"
-        elif sha is not None:
-            digest = sha.hexdigest()
-        return size, digest
+        return size, summer.hexdigest()
 
     def _dtype_name(self, name: str, dtype: np.dtype) -> str:
         try:
