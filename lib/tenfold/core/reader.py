@@ -257,6 +257,17 @@ class BaseReader(Mapping[str, Any]):
         span = self.span(name)
         return None if span is None else CheckedSpan(span)
 
+    def file_span(self, name: str) -> tuple[MappedFile, CheckedSpan] | None:
+        """:meth:`checked_span` with the opened file its span is a range of: a reader whose
+        tensors live in several files (a multi-file zTensor v2 model) gives each its own, where
+        :meth:`checked_span` knows the main file only (:attr:`MappedReader.file`). A copy
+        reads that file, never a path opened again. The default: the main file's spans."""
+        file = getattr(self, "file", None)
+        if file is None:
+            return None
+        c = self.checked_span(name)
+        return None if c is None else (file, c)
+
     def verified(self, name: str) -> bool:
         """Whether the stored checksum of ``name`` has been checked and held by this reader
         (the default: the format checks none per entry, or keeps no record of it)."""

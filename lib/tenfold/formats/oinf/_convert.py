@@ -11,7 +11,7 @@ from ...capabilities import check_all
 from ...conversion import Target, WriteOptions, meta_refusal, raw_or_lazy
 from ...core.alloc import dense
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...tensor_source import Source, reader_source
+from ...tensor_source import RawRange, Source, reader_source
 from ._format import FORMAT
 from ._spec import E
 
@@ -42,11 +42,11 @@ def source(
         r.close()
         raise
 
-    def raw(n: str) -> tuple[int, int, str | None] | None:
+    def raw(n: str) -> RawRange | None:
         t = infos[n]
         if t.tag not in S.NUMPY_DTYPE or t.quant is not None:
             return None
-        return t.data_offset, t.data_nbytes, None
+        return RawRange(t.data_offset, t.data_nbytes, None, r.file)
 
     src = reader_source(
         FORMAT, r, raw=raw, sizevars=sizevars,
