@@ -338,12 +338,15 @@ class MappedReader(BaseReader):
             raise NotImplementedError(f"{type(self).__name__}: no verifier joined")
         return self._verifier(self)
 
-    def _map(self, source: Any, fmt: str | None = None, *, mmap: bool = True) -> MappedFile:
+    def _map(
+        self, source: Any, fmt: str | None = None, *, mmap: bool = True, tail_first: bool = False
+    ) -> MappedFile:
         """Open ``source`` (path, buffer, fsspec URL or file, or an opened
-        :class:`MappedFile`; see :func:`tenfold.core.source.open_file`) and own it."""
+        :class:`MappedFile`; see :func:`tenfold.core.source.open_file`, which ``tail_first``
+        is for) and own it."""
         from .source import open_file
 
-        return self._adopt(open_file(source, fmt=fmt or self.fmt, mmap=mmap))
+        return self._adopt(open_file(source, fmt=fmt or self.fmt, mmap=mmap, tail_first=tail_first))
 
     def _map_and_parse(
         self,

@@ -52,6 +52,7 @@ from ...core.slicing import plan
 from ...core.source import open_file
 from . import _dcbor, _seekable
 from ._readerbase import ZtReader
+from ._spec import TAIL_FIRST
 from ._v2file import TAIL_READ as TAIL_READ  # re-exported (the lean open reads this much)
 from ._v2file import digest_hex, lean_manifest, load_manifest, read_footer, xxh3_hex
 from ._v2layout import check_assembly, check_coo_data, check_csr_data
@@ -183,7 +184,7 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
         if shards is not None:
             for k in shards:
                 check_shard_name(k, "shards option")
-        self._mf = open_file(source, fmt=FMT, mmap=mmap)
+        self._mf = open_file(source, fmt=FMT, mmap=mmap, tail_first=TAIL_FIRST)
         self._mmap = mmap
         self._adopt(self._mf)
         self.copy = copy
