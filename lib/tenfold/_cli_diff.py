@@ -220,9 +220,18 @@ def _metadata_lines(result: Any) -> list[str]:
     return out
 
 
+def _items(fmt: str | None) -> str:
+    """What the entries of format ``fmt`` are called (its descriptor's ``items``)."""
+    from . import registry
+
+    known = {f.name: f.items for f in registry.formats()}
+    return known.get(fmt or "", "tensors")
+
+
 def _summary(result: Any) -> list[str]:
     c = result.counts()
-    parts = [f"{c['compared']} tensors in both: {c['identical']} identical"]
+    a, b = _items(result.a.format), _items(result.b.format)
+    parts = [f"{c['compared']} {a if a == b else 'entries'} in both: {c['identical']} identical"]
     parts += [f"{c[s]} {s}" for s in ("close", "different") if c[s]]
     parts += [f"{c[s]} {s} changed" for s in ("dtype", "shape") if c[s]]
     ends = [f"{c[k]} only in {k[-1].upper()}" for k in ("only_in_a", "only_in_b") if c[k]]
@@ -241,8 +250,8 @@ def _summary(result: Any) -> list[str]:
 def render(result: Any, every: bool = False) -> str:
     """The terminal report of a :class:`tenfold.diff.DiffResult`."""
     lines = [
-        f"A: {result.a.path} ({result.a.format}, {result.a.tensors} tensors)",
-        f"B: {result.b.path} ({result.b.format}, {result.b.tensors} tensors)",
+        f"{k}: {s.path} ({s.format}, {s.tensors} {_items(s.format)})"
+        for k, s in (("A", result.a), ("B", result.b))
     ]
     rows = [_row(t) for t in result.tensors if every or t.status != "identical"]
     if rows:

@@ -42,7 +42,7 @@ import numpy as np
 from .capabilities import check_all
 from .core.alloc import dense
 from .errors import EncodeError, factory
-from .tensor_source import Source, reader_source
+from .tensor_source import RawRange, Source, reader_source
 
 __all__ = [
     "KEEP",
@@ -51,6 +51,8 @@ __all__ = [
     "Lazy",
     "RawTensor",
     "raw_or_lazy",
+    "checked_blocks",
+    "checkable",
     "dict_source",
     "span_source",
     "check_source_sum",
@@ -78,31 +80,26 @@ def dict_source(fmt: str, tensors: Mapping[str, Any], **kw: Any) -> Source:
     return Source(fmt, list(tensors), spec, tensors.__getitem__, **kw)
 
 
-def span_source(fmt: str, reader: Any, path: Any) -> Source:
+def span_source(fmt: str, reader: Any, path: Any = None) -> Source:
     """A :class:`Source` over an opened ``reader`` read as a mapping (:func:`dict_source`),
     which it owns: closing the source closes the reader, as does a failure here. Its metadata
     is the reader's; a tensor whose :meth:`~tenfold.core.reader.BaseReader.span` the reader
-    gives is copied raw from that byte range (no stored checksum to check); ``path`` is kept
-    where it is a local path (a remote file's bytes are not one)."""
+    gives is copied raw from that byte range of the file the reader holds open (no stored
+    checksum to check). ``path`` names the source in messages."""
     try:
         md = reader.metadata
+        file = reader.file
     except BaseException:
         reader.close()
         raise
 
-    def raw(n: str) -> tuple[int, int, str | None] | None:
+    def raw(n: str) -> RawRange | None:
         span = reader.span(n)
         if span is None:
             return None
-        nbytes = span.dtype.itemsize
-        for d in span.shape:
-            nbytes *= d
-        return span.offset, nbytes, None
+        return RawRange(span.offset, math.prod(span.shape) * span.dtype.itemsize, None, file)
 
-    local = isinstance(path, (str, os.PathLike))
-    return dict_source(
-        fmt, reader, metadata=md, close=reader.close, raw=raw, path=path if local else None
-    )
+    return dict_source(fmt, reader, metadata=md, close=reader.close, raw=raw, path=path)
 
 
 def source_format(src: Source) -> Any:
@@ -161,13 +158,51 @@ def declaration_refusal(prefix: str, src: Source) -> EncodeError:
     )
 
 
+class _Crc32c:
+    """CRC-32C with a hashlib face (``update``, ``hexdigest``)."""
+
+    def __init__(self) -> None:
+        self.value = 0
+
+    def update(self, data: Any) -> None:
+        from .core.checksums import crc32c
+
+        self.value = crc32c(data, self.value)
+
+    def hexdigest(self) -> str:
+        return f"{self.value:08x}"
+
+
+def _hasher(algo: str) -> Any:
+    """A new hasher (``update``, ``hexdigest``) of a stored checksum's algorithm."""
+    if algo == "crc32c":
+        return _Crc32c()
+    if algo == "xxh3":
+        import xxhash
+
+        return xxhash.xxh3_64()
+    import hashlib
+
+    return hashlib.sha256()
+
+
+#: The stored checksums a raw copy checks on the way (:func:`checked_blocks`).
+CHECKED_ON_THE_WAY = ("crc32c", "sha256", "xxh3")
+
+
+def checkable(stored: str | None) -> bool:
+    """Whether a raw copy checks the stored checksum ``stored`` (``"algo:hex"``) on the way:
+    none, or one of :data:`CHECKED_ON_THE_WAY`."""
+    return stored is None or stored.partition(":")[0] in CHECKED_ON_THE_WAY
+
+
 def check_source_sum(s: Source, name: str, stored: str | None, got: str | None) -> None:
     """A source tensor copied without decoding is checked against its stored checksum (when
     the copy computed the same algorithm): a mismatch aborts the conversion."""
     if stored is None or got is None:
         return
     algo, _, want = stored.partition(":")
-    if algo == "crc32c" and want.lower() != got.lower() or algo == "sha256" and want != got:
+    if want.lower() != got.lower():
         raise factory(s.fmt).integrity(
             f"tensor {name!r}",
             field="checksum",
@@ -176,6 +211,24 @@ def check_source_sum(s: Source, name: str, stored: str | None, got: str | None) 
             message=f"{s.fmt}: tensor {name!r}: checksum mismatch; expected {stored}, got "
             f"{algo}:{got}",
         )
+
+
+def checked_blocks(s: Source, name: str, raw: RawRange) -> Iterator[memoryview]:
+    """The bytes of tensor ``name``'s range ``raw`` (:meth:`Source.blocks`), its stored
+    checksum (one :func:`checkable` names) computed on the way and checked after the last
+    block: a mismatch raises then (the writers are atomic: no file is left)."""
+    stored = raw.checksum
+    if stored is None:
+        yield from s.blocks(raw)
+        return
+    algo = stored.partition(":")[0]
+    if algo not in CHECKED_ON_THE_WAY:
+        raise ValueError(f"{s.fmt}: tensor {name!r}: {algo} is not checked on the way")
+    h = _hasher(algo)
+    for block in s.blocks(raw):
+        h.update(block)
+        yield block
+    check_source_sum(s, name, stored, h.hexdigest())
 
 
 class Lazy:
@@ -202,36 +255,29 @@ class RawTensor(Lazy):
     """A tensor whose bytes in the source file are its payload as they are (a plain
     little-endian integer or float type, :meth:`Source.raw`): a writer that knows
     :meth:`raw_pieces` copies them in blocks (:meth:`Source.blocks`, as the zTensor target
-    does: no map, nothing left resident), a stored CRC-32C checked on the way; ``np.asarray``
+    does: no map, nothing left resident), a stored checksum checked on the way; ``np.asarray``
     still gives the value, for a writer that does not."""
 
-    def __init__(self, s: Source, name: str, bar: Any, raw: tuple[int, int, str | None]):
+    def __init__(self, s: Source, name: str, bar: Any, raw: RawRange):
         super().__init__(s, name, bar)
         self.raw = raw
 
     def raw_pieces(self) -> Iterator[memoryview]:
         """The bytes in blocks, each valid until the next is asked for; a checksum mismatch
         raises after the last (the writers are atomic: no file is left)."""
-        from .core.checksums import crc32c
-
-        offset, nbytes, stored = self.raw
-        crc = 0
-        for block in self.s.blocks(offset, nbytes, self.name):
-            if stored is not None:
-                crc = crc32c(block, crc)
-            yield block
-        check_source_sum(self.s, self.name, stored, f"{crc:08x}")
+        yield from checked_blocks(self.s, self.name, self.raw)
         if self.bar is not None:
-            self.bar.update(nbytes)
+            self.bar.update(self.raw.nbytes)
 
 
 def raw_or_lazy(s: Source, name: str, bar: Any = None) -> Lazy:
     """:class:`RawTensor` where ``s`` has the tensor's bytes as a plain little-endian integer
-    or float type (and no stored checksum but CRC-32C), else :class:`Lazy`."""
+    or float type (and a stored checksum, if any, that is :func:`checkable`), else
+    :class:`Lazy`."""
     raw = s.raw(name)
     dt = s.spec(name)[0]
     plain = dt.kind in "iuf" and dt.isnative and sys.byteorder == "little"
-    if raw is None or not plain or not (raw[2] is None or raw[2].startswith("crc32c:")):
+    if raw is None or not plain or not checkable(raw.checksum):
         return Lazy(s, name, bar)
     return RawTensor(s, name, bar, raw)
 

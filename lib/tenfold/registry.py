@@ -108,6 +108,9 @@ class Format:
         Whether its files hold tensors (``False``: a TARIDX index holds tar samples).
     holds
         What its files hold when not tensors (for the messages that say so).
+    items
+        What its entries are called in reports, plural (``"tensors"``; a TARIDX index's are
+        ``"samples"``), e.g. by ``tenfold diff``.
     index_at_end
         Its index sits at the end of the file: a remote object named with one of its
         suffixes is fetched from its tail first (one request saved).
@@ -182,6 +185,7 @@ class Format:
     save_checksum: str = "refuse"
     tensors: bool = True
     holds: str = "tensors"
+    items: str = "tensors"
     index_at_end: bool = False
     opens_path: bool = False
     follows_links: bool = False

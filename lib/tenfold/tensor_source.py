@@ -2,9 +2,10 @@
 
 :func:`reader_source` builds one over any reader of the protocol (:mod:`tenfold.core.reader`):
 names, dtypes and shapes from its index, values from ``reader[name]``, raw byte ranges from
-``checked_span``, metadata from ``metadata``; a format's ``convert_source`` hook adds only what
-is its own. :mod:`tenfold.convert` writes from a source; :mod:`tenfold.sharded` joins the
-sources of a checkpoint's shards into one. Here, below both, so that neither imports the other
+``file_span`` (or ``checked_span``), each a :class:`RawRange` of the file the reader holds open,
+metadata from ``metadata``; a format's ``convert_source`` hook adds only what is its own.
+:mod:`tenfold.convert` writes from a source; :mod:`tenfold.sharded` joins the sources of a
+checkpoint's shards into one. Here, below both, so that neither imports the other
 for it (``tenfold.convert.Source`` is this class).
 """
 
@@ -12,22 +13,35 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
 from .core.blocks import BLOCK, BlockReader
 
 if TYPE_CHECKING:
+    from .core.mapped import MappedFile
     from .registry import Format
 
-__all__ = ["Source", "reader_source"]
+__all__ = ["Source", "RawRange", "reader_source"]
 
 #: Block size of raw copies (:class:`tenfold.core.blocks.BlockReader`), read when a source
 #: starts copying.
 _BLOCK = BLOCK
 
 Spec = tuple[np.dtype, tuple[int, ...]]
+
+
+class RawRange(NamedTuple):
+    """Where a tensor's bytes lie exactly as its little-endian C-order value: ``nbytes`` at
+    ``offset`` of ``file``, the :class:`~tenfold.core.mapped.MappedFile` its reader holds
+    open (the shard's own for a tensor of a multi-file source; never a path opened again),
+    with the stored checksum a copy checks on the way (``"algo:hex"``), or None."""
+
+    offset: int
+    nbytes: int
+    checksum: str | None
+    file: MappedFile
 
 
 class Source:
@@ -52,7 +66,7 @@ class Source:
         close: Callable[[], None] | None = None,
         uninitialized: Mapping[str, tuple[str, tuple[int, ...]]] | None = None,
         native_types: Mapping[str, str] | None = None,
-        raw: Callable[[str], tuple[int, int, str | None] | None] | None = None,
+        raw: Callable[[str], RawRange | None] | None = None,
         path: Any = None,
         extras: list[str] | None = None,
         refuse: list[str] | None = None,
@@ -75,7 +89,9 @@ class Source:
         self.native_types = dict(native_types or oinf_types or {})
         self.native_metadata: Any = None
         self._raw = raw
-        self._path = path
+        #: the source's path, for messages (raw copies read the file each :class:`RawRange`
+        #: carries, never this path opened again)
+        self.path = path
         self._blocks: BlockReader | None = None
         self._close = close
         #: a decode budget for sources that decode (npz): set, every array is charged to it
@@ -101,31 +117,36 @@ class Source:
     def oinf_meta(self, value: Any) -> None:
         self.native_metadata = value
 
-    def raw(self, name: str) -> tuple[int, int, str | None] | None:
-        """``(file offset, nbytes, stored checksum)`` when the tensor's bytes in the source
-        file are exactly its little-endian C-order bytes (then :meth:`blocks` copies them
-        without mapping the file), else None."""
-        if self._raw is None or self._path is None:
+    def raw(self, name: str) -> RawRange | None:
+        """The :class:`RawRange` of tensor ``name`` when its bytes in the source are exactly
+        its little-endian C-order bytes (then :meth:`blocks` copies them without mapping the
+        file), else None."""
+        if self._raw is None:
             return None
-        return self._raw(name)
+        got = self._raw(name)
+        if got is not None and not isinstance(got, RawRange):
+            raise TypeError(
+                f"{self.fmt}: tensor {name!r}: a raw range must name the file it is in "
+                f"(a RawRange), got {type(got).__name__}"
+            )
+        return got
 
     def drop_raw(self) -> None:
         """No raw copies from here on (:meth:`raw` gives None): every tensor goes through
-        ``get`` (for a source over a buffer, which has no file to read ranges from)."""
-        self._path = None
+        ``get``."""
+        self._raw = None
 
-    def blocks(self, offset: int, nbytes: int, name: str | None = None) -> Iterator[memoryview]:
-        """The file's bytes ``[offset, offset + nbytes)`` in blocks read into one reused
-        buffer (each block is valid until the next is requested). ``name``: the tensor whose
-        :meth:`raw` gave the range (a source of several files reads the one holding it)."""
+    def blocks(self, raw: RawRange) -> Iterator[memoryview]:
+        """The bytes of ``raw`` (a range :meth:`raw` gave) in blocks read from the file it
+        carries into one reused buffer (each block is valid until the next is requested)."""
         if self._blocks is None:
-            self._blocks = BlockReader(self._path, self.fmt, _BLOCK)
-        return self._blocks.blocks(offset, nbytes)
+            self._blocks = BlockReader(_BLOCK)
+        return self._blocks.blocks(raw.file, raw.offset, raw.nbytes)
 
     def subset(self, names: list[str]) -> Source:
         """A shallow copy of this source holding only ``names``: it reads through the same
-        callables but owns none of them (its :meth:`close` closes only what its own
-        :meth:`blocks` opened; this source stays for its owner to close)."""
+        callables but owns none of them (its :meth:`close` drops only its own block buffer;
+        this source stays for its owner to close)."""
         import copy
 
         sub = copy.copy(self)
@@ -135,7 +156,7 @@ class Source:
         return sub
 
     def release(self) -> None:
-        """Close the descriptor :meth:`blocks` opened, if any (a later :meth:`blocks` opens
+        """Drop the buffer :meth:`blocks` reads into, if any (a later :meth:`blocks` makes
         another); the source stays open."""
         if self._blocks is not None:
             self._blocks.close()
@@ -159,8 +180,9 @@ def reader_source(
     reader: Any,
     *,
     metadata: Mapping[str, Any] | None = None,
-    raw: Callable[[str], tuple[int, int, str | None] | None] | None = None,
+    raw: Callable[[str], RawRange | None] | None = None,
     get: Callable[[str], Any] | None = None,
+    close: Callable[[], None] | None = None,
     **kw: Any,
 ) -> Source:
     """The :class:`Source` of an opened ``reader`` of format ``fmt`` (its descriptor), which
@@ -170,11 +192,14 @@ def reader_source(
     ``spec(name)`` is ``info(name).np_dtype`` and ``.shape`` (a reader without ``info``, or
     an entry without ``np_dtype``, is asked for the value); ``get(name)`` is
     ``reader[name]`` (open the reader with the options a conversion wants, e.g. views rather
-    than copies); raw copies come from ``checked_span`` (the stored checksum it gives is
-    checked on the way) and read the file at ``reader.path``; ``metadata`` is the reader's
-    where the descriptor keeps file metadata, else none. ``metadata``, ``raw`` and ``get``
-    replace those; ``kw`` are :class:`Source`'s other fields."""
-    close = getattr(reader, "close", None)
+    than copies); raw copies come from ``file_span`` (or ``checked_span``, a range of
+    ``reader.file``) and read the file the reader holds open, its stored checksum checked on
+    the way; ``metadata`` is the reader's
+    where the descriptor keeps file metadata, else none. ``metadata``, ``raw``, ``get`` and
+    ``close`` (what closing the source calls: the reader's ``close``) replace those; ``kw``
+    are :class:`Source`'s other fields."""
+    if close is None:
+        close = getattr(reader, "close", None)
     try:
         names = list(reader.keys())
         specs = _specs(reader, names)
@@ -190,7 +215,7 @@ def reader_source(
         return got if got is not None else _spec_of(reader[n])
 
     if raw is None:
-        raw = _span_raw(reader)
+        raw = span_raw(reader)
     kw.setdefault("path", getattr(reader, "path", None))
     return Source(fmt.name, names, spec, reader.__getitem__ if get is None else get,
                   metadata=metadata, close=close, raw=raw, **kw)  # fmt: skip
@@ -213,20 +238,29 @@ def _spec_of(value: Any) -> Spec:
     return np.dtype(value.dtype), tuple(int(d) for d in value.shape)
 
 
-def _span_raw(reader: Any) -> Callable[[str], tuple[int, int, str | None] | None] | None:
-    """:meth:`Source.raw` from the reader's ``checked_span`` (None: the reader has none)."""
-    checked_span = getattr(reader, "checked_span", None)
-    if checked_span is None:
-        return None
-
-    def raw(n: str) -> tuple[int, int, str | None] | None:
-        c = checked_span(n)
-        if c is None:
+def span_raw(reader: Any) -> Callable[[str], RawRange | None] | None:
+    """:meth:`Source.raw` of an opened ``reader``: its ``file_span`` (a range and the file it
+    is in, :meth:`tenfold.core.reader.BaseReader.file_span`), else its ``checked_span`` (a
+    range of ``reader.file``); None where it has neither."""
+    file_span = getattr(reader, "file_span", None)
+    if file_span is None:
+        checked_span = getattr(reader, "checked_span", None)
+        if checked_span is None or getattr(reader, "file", None) is None:
             return None
+
+        def file_span(n: str) -> Any:
+            c = checked_span(n)
+            return None if c is None else (reader.file, c)
+
+    def raw(n: str) -> RawRange | None:
+        got = file_span(n)
+        if got is None:
+            return None
+        file, c = got
         dt = np.dtype(c.span.dtype)
         if dt.byteorder == ">" and dt.itemsize > 1:
             return None
         nbytes = math.prod(c.span.shape) * dt.itemsize
-        return c.span.offset, nbytes, (f"{c.algo}:{c.expected}" if c.algo else None)
+        return RawRange(c.span.offset, nbytes, f"{c.algo}:{c.expected}" if c.algo else None, file)
 
     return raw

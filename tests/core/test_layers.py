@@ -52,10 +52,18 @@ def _format_words() -> set[str]:
     return words
 
 
-def _named_formats(path: Path) -> list[tuple[int, str]]:
+def _bare_words() -> set[str]:
+    """The formats' suffixes without their dot (``"zt"``, ``"safetensors"``): what a table in
+    core keyed by a reader's short name would hold. Not checked outside core: ``"pt"`` is
+    also the framework name safetensors users pass (``framework="pt"``)."""
+    return {s[1:] for fmt in reg.formats() for s in fmt.suffixes}
+
+
+def _named_formats(path: Path, bare: bool = False) -> list[tuple[int, str]]:
     """``(line, text)`` of each string constant in ``path`` that is a format's name or one of
-    its suffixes (a branch or a table on a format: help prose is longer text)."""
-    words = _format_words()
+    its suffixes, or with ``bare`` a suffix without its dot (a branch or a table on a format:
+    help prose is longer text)."""
+    words = _format_words() | (_bare_words() if bare else set())
     tree = ast.parse(path.read_text(encoding="utf-8"))
     return [
         (node.lineno, node.value)
@@ -74,6 +82,21 @@ def test_the_name_finder_finds_one(tmp_path):
     p = tmp_path / "m.py"
     p.write_text('if fmt == "oinf" or path.endswith((".zt", ".NPZ")):\n    pass\n')
     assert _named_formats(p) == [(1, "oinf"), (1, ".zt"), (1, ".NPZ")]
+
+
+def test_core_names_no_format_not_even_bare(tmp_path):
+    # core held `_TAIL_FIRST = {"zt"}` (which formats to fetch from the tail), a format's
+    # short name that the check above, on names and dotted suffixes, did not see; what a
+    # format is declares itself in its descriptor (Format.index_at_end)
+    planted = tmp_path / "m.py"
+    planted.write_text('_TAIL_FIRST = {"zt"}\n')
+    assert _named_formats(planted) == [] and _named_formats(planted, bare=True) == [(1, "zt")]
+    found = {
+        path.relative_to(ROOT).as_posix(): hits
+        for path in sorted((ROOT / "core").rglob("*.py"))
+        if (hits := _named_formats(path, bare=True))
+    }
+    assert not found, f"core modules naming formats (let the format declare it): {found}"
 
 
 #: modules that are a format's own outside ``tenfold/formats/`` (the sharded index's, the

@@ -263,3 +263,34 @@ def test_s3_replaced_object_is_an_integrity_error_even_without_if_match(blobs):
             fs.pipe("cons/m.safetensors", _other_version(blobs["m.safetensors"]))
             with pytest.raises(IntegrityError, match=r"changed on the server.*ETag"):
                 r["t2"]
+
+
+# -- our own errors are a type, not a message prefix ----------------------------------------------
+def test_remote_failures_are_remote_oserrors_wrapped_once(srv, monkeypatch):
+    # Before: core.source recognised the OSErrors it had already made (naming the URL) by the
+    # start of their message; they are now RemoteOSError, each also the builtin class a
+    # caller catches (FileNotFoundError, TimeoutError, OSError)
+    from tenfold.core._http import (
+        RemoteNotFoundError,
+        RemoteOSError,
+        RemoteTimeoutError,
+    )
+
+    url = srv.url("m.safetensors")
+    with tenfold.open(url) as r:
+        srv.behaviour.shift = 1
+        with pytest.raises(RemoteOSError, match="Content-Range mismatch") as e:
+            r["t1"]
+    assert str(e.value).count(url) == 1 and not isinstance(e.value.__cause__, RemoteOSError)
+    srv.behaviour.shift = 0
+    missing = srv.url("absent.safetensors")
+    with pytest.raises(RemoteNotFoundError) as e:
+        tenfold.open(missing)
+    assert isinstance(e.value, FileNotFoundError) and missing in str(e.value)
+    assert not isinstance(e.value.__cause__, RemoteOSError)
+    monkeypatch.setattr(source, "READ_TIMEOUT", 0.3)
+    srv.behaviour.stall = "get"
+    with pytest.raises(RemoteTimeoutError) as e:
+        tenfold.open(url)
+    assert isinstance(e.value, TimeoutError) and url in str(e.value)
+    assert not isinstance(e.value.__cause__, RemoteOSError)

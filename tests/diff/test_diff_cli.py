@@ -163,3 +163,18 @@ def test_a_damaged_tensor_names_its_file(tmp_path, capsys):
     from tenfold.diff import failed_source
 
     assert failed_source(exc.value) == str(b)
+
+
+def test_a_taridx_diff_calls_its_entries_samples(capsys, conformance, files):
+    # Before: the header and summary called a TARIDX index's samples "tensors"; the format's
+    # descriptor now names its entries (Format.items)
+    d = conformance / "taridx" / "basic_ustar"
+    rc, out, _ = _run(capsys, "diff", d / "train.taridx", d / "val.taridx")
+    assert rc == 1
+    assert "(taridx, 10 samples)" in out and "(taridx, 3 samples)" in out
+    assert "0 samples in both" in out and "tensors" not in out
+    rc, out, _ = _run(capsys, "diff", d / "train.taridx", d / "train.taridx")
+    assert rc == 0 and "10 samples in both: 10 identical" in out
+    a, _, same = files
+    rc, out, _ = _run(capsys, "diff", a, same)
+    assert rc == 0 and "tensors)" in out and "tensors in both" in out

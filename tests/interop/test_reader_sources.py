@@ -18,9 +18,10 @@ import tenfold
 import tenfold.convert
 import tenfold.registry as reg
 from tenfold.core.checksums import crc32c
+from tenfold.core.mapped import MappedFile
 from tenfold.core.reader import CheckedSpan, MappedReader, Span, TensorInfo
 from tenfold.errors import IntegrityError, TruncatedError
-from tenfold.tensor_source import Source, reader_source
+from tenfold.tensor_source import RawRange, Source, reader_source
 
 MAGIC = b"SPANFMT\0"
 PKG = "tenfold_test_span_format"
@@ -162,11 +163,21 @@ def test_reader_source_takes_the_metadata_only_where_the_format_keeps_some(tmp_p
 def test_a_raw_copy_past_the_end_names_the_source_file(tmp_path):
     p = tmp_path / "short.bin"
     p.write_bytes(b"x" * 10)
+    mf = MappedFile(p, fmt="spanfmt")
     s = Source("spanfmt", ["a"], lambda n: (np.dtype("u1"), (20,)), lambda n: None, path=p,
-               raw=lambda n: (0, 20, None))  # fmt: skip
+               raw=lambda n: RawRange(0, 20, None, mf), close=mf.close)  # fmt: skip
     with s, pytest.raises(TruncatedError, match="ends at offset 10; expected 10 more") as info:
-        list(s.blocks(0, 20))
+        list(s.blocks(s.raw("a")))
     assert (info.value.fmt, info.value.obj, info.value.offset) == ("spanfmt", str(p), 10)
+
+
+def test_a_raw_range_without_its_file_is_refused(tmp_path):
+    # A range is a range of one opened file: a source that gives bare (offset, nbytes,
+    # checksum) tuples, whose file a copy would have to guess, fails loudly.
+    s = Source("spanfmt", ["a"], lambda n: (np.dtype("u1"), (4,)), lambda n: None,
+               raw=lambda n: (0, 4, None))  # fmt: skip
+    with s, pytest.raises(TypeError, match="must name the file it is in"):
+        s.raw("a")
 
 
 def test_convert_reads_a_safetensors_file_as_open_does(tmp_path):

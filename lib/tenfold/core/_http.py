@@ -32,6 +32,24 @@ _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECA
 _CHUNK = 1 << 20
 
 
+class RemoteOSError(OSError):
+    """An :class:`OSError` of a remote read that already names the object and what was being
+    read (``fmt: url: what: detail``): :mod:`tenfold.core.source` passes it on as it is. The
+    subclasses below are also the builtin class a caller catches."""
+
+
+class RemoteNotFoundError(RemoteOSError, FileNotFoundError):
+    """A remote object that is not there (a :class:`FileNotFoundError`)."""
+
+
+class RemotePermissionError(RemoteOSError, PermissionError):
+    """A remote object the server refuses to give (a :class:`PermissionError`)."""
+
+
+class RemoteTimeoutError(RemoteOSError, TimeoutError):
+    """A remote read that made no progress within the timeouts (a :class:`TimeoutError`)."""
+
+
 def opaque(etag: str) -> str:
     """An ETag without its weak mark (RFC 9110 weak comparison)."""
     return etag[2:] if etag[:2] in ("W/", "w/") else etag
@@ -86,8 +104,8 @@ class Expect:
         )
         return IntegrityError(msg, field=field)
 
-    def broken(self, what: str, detail: str) -> OSError:
-        return OSError(errno.EIO, f"{self.fmt}: {self.name}: {what}: {detail}")
+    def broken(self, what: str, detail: str) -> RemoteOSError:
+        return RemoteOSError(errno.EIO, f"{self.fmt}: {self.name}: {what}: {detail}")
 
     def validators(self, etag: str | None, last_modified: str | None) -> None:
         """Each validator a response carries equals the one seen at open."""
@@ -139,11 +157,11 @@ def _error_status(expect: Expect, r: Any, what: str) -> None:
         if m is not None and expect.size >= 0 and int(m.group(1)) != expect.size:
             raise expect.changed("size (Content-Range)", expect.size, int(m.group(1)))
     if s in (404, 410):
-        raise FileNotFoundError(
+        raise RemoteNotFoundError(
             errno.ENOENT, f"{expect.fmt}: {expect.name}: {what}: not found (HTTP {s})", expect.name
         )
     if s in (401, 403):
-        raise PermissionError(
+        raise RemotePermissionError(
             errno.EACCES, f"{expect.fmt}: {expect.name}: {what}: HTTP {s} {r.reason}", expect.name
         )
     raise expect.broken(what, f"HTTP {s} {r.reason}")

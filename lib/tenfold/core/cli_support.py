@@ -35,6 +35,7 @@ __all__ = [
     "add_quiet",
     "add_json",
     "print_json",
+    "inspect_row",
     "Schema",
     "note",
     "either",
@@ -127,6 +128,35 @@ def add_json(p: argparse.ArgumentParser, schema: Schema | str) -> None:
 def print_json(doc: Mapping[str, Any]) -> None:
     """``doc`` on stdout as indented JSON (what ``--json`` prints)."""
     print(json.dumps(doc, indent=1))
+
+
+def inspect_row(
+    name: str,
+    dtype: str,
+    shape: Any,
+    nbytes: int,
+    encoding: str,
+    *,
+    layout: str = "dense",
+    checksum: Any = "-",
+    offset: Any = "-",
+) -> dict[str, Any]:
+    """One row of ``tenfold inspect``'s table (a format's ``inspect``), its shape written as
+    ``"2x3"`` (``"()"`` for a scalar).
+
+    >>> inspect_row("w", "F32", (2, 3), 24, "raw", offset=128)["shape"]
+    '2x3'
+    """
+    return {
+        "name": name,
+        "dtype": dtype,
+        "shape": "x".join(map(str, shape)) or "()",
+        "bytes": nbytes,
+        "encoding": encoding,
+        "layout": layout,
+        "checksum": checksum,
+        "offset": offset,
+    }
 
 
 # -- the JSON a command prints ------------------------------------------------------------------

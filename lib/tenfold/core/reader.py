@@ -265,6 +265,17 @@ class BaseReader(Mapping[str, Any]):
         span = self.span(name)
         return None if span is None else CheckedSpan(span)
 
+    def file_span(self, name: str) -> tuple[MappedFile, CheckedSpan] | None:
+        """:meth:`checked_span` with the opened file its span is a range of: a reader whose
+        tensors live in several files (a multi-file zTensor v2 model) gives each its own, where
+        :meth:`checked_span` knows the main file only (:attr:`MappedReader.file`). A copy
+        reads that file, never a path opened again. The default: the main file's spans."""
+        file = getattr(self, "file", None)
+        if file is None:
+            return None
+        c = self.checked_span(name)
+        return None if c is None else (file, c)
+
     def verified(self, name: str) -> bool:
         """Whether the stored checksum of ``name`` has been checked and held by this reader
         (the default: the format checks none per entry, or keeps no record of it)."""
@@ -337,12 +348,15 @@ class MappedReader(BaseReader):
     _mf: MappedFile
     _finalizer: Any
 
-    def _map(self, source: Any, fmt: str | None = None, *, mmap: bool = True) -> MappedFile:
+    def _map(
+        self, source: Any, fmt: str | None = None, *, mmap: bool = True, tail_first: bool = False
+    ) -> MappedFile:
         """Open ``source`` (path, buffer, fsspec URL or file, or an opened
-        :class:`MappedFile`; see :func:`tenfold.core.source.open_file`) and own it."""
+        :class:`MappedFile`; see :func:`tenfold.core.source.open_file`, which ``tail_first``
+        is for) and own it."""
         from .source import open_file
 
-        return self._adopt(open_file(source, fmt=fmt or self.fmt, mmap=mmap))
+        return self._adopt(open_file(source, fmt=fmt or self.fmt, mmap=mmap, tail_first=tail_first))
 
     def _map_and_parse(
         self,

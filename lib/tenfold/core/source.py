@@ -20,8 +20,9 @@ The copying sources (:class:`SourceFile`) keep what they fetched for the index o
 (pinned blocks) and the last few ranges, so a reader that checks a tensor's checksum and then
 returns it fetches it once. A remote object is opened with one metadata request (size and
 ETag) and one speculative block: the last :data:`TAIL_BLOCK` bytes when the index sits at
-the end of the file (zTensor), else the first :data:`HEAD_BLOCK` bytes (safetensors, OINF,
-FOLD ...), or the whole object when it is at most twice that. A later range that a block
+the end of the file (``tail_first``, for a format whose descriptor says so, as zTensor's
+does), else the first :data:`HEAD_BLOCK` bytes (safetensors, OINF, FOLD ...), or the whole
+object when it is at most twice that. A later range that a block
 covers only partly is completed with one request for the missing part.
 
 Consistency (``docs/readers.md``, "Remote reads: consistency model"): the object's size and
@@ -60,6 +61,7 @@ from ..errors import (
     describe,
 )
 from . import _http
+from ._http import RemoteNotFoundError, RemoteOSError, RemotePermissionError, RemoteTimeoutError
 from .mapped import MappedFile
 from .sourcefile import COALESCE_GAP, HEAD_BLOCK, TAIL_BLOCK, Pread, SourceFile
 from .sourcefile import COALESCE_MAX as COALESCE_MAX
@@ -86,8 +88,6 @@ READ_TIMEOUT = 60.0
 _GATHER = 64  # range requests in flight at once in cat_ranges
 
 _URL = re.compile(r"^[A-Za-z][A-Za-z0-9+.\-]*(::|://)")
-# Formats whose index sits at the end of the file: fetch the tail first.
-_TAIL_FIRST = {"zt"}
 
 
 def is_remote(source: Any) -> bool:
@@ -148,22 +148,21 @@ def open_file(
     fmt: str = "tenfold",
     mmap: bool = True,
     storage_options: dict[str, Any] | None = None,
-    tail_first: bool | None = None,
+    tail_first: bool = False,
 ) -> MappedFile:
     """The :class:`MappedFile` (or :class:`SourceFile`) for ``source``.
 
     ``source`` may be a path, a buffer, an fsspec URL or open fsspec file, or a
     :class:`MappedFile` already opened (returned as it is, renamed to ``fmt``). ``mmap=False``
     reads a local file with ``pread`` into owned memory instead of mapping it; a buffer is
-    used in place either way. ``tail_first`` (default: by ``fmt``) says which end of a remote
-    object to fetch speculatively.
+    used in place either way. ``tail_first`` says which end of a remote object to fetch
+    speculatively: its tail for a format whose index sits at the end of the file (as its
+    descriptor declares, :attr:`tenfold.registry.Format.index_at_end`), else its head.
     """
     if isinstance(source, MappedFile):
         source.fmt = fmt
         return source
     if is_remote(source):
-        if tail_first is None:
-            tail_first = fmt in _TAIL_FIRST
         return SourceFile(_Remote(source, fmt, storage_options), fmt=fmt, tail_first=tail_first)
     if not mmap and isinstance(source, (str, os.PathLike)):
         return SourceFile(Pread(source, fmt), fmt=fmt)
@@ -219,7 +218,9 @@ class _Remote:
             self.stats["requests"] += 1
             details = {**details, **{k: v for k, v in got.items() if not details.get(k)}}
         if details.get("size") is None:
-            raise OSError(errno.EIO, f"{fmt}: {self.name}: metadata: the object's size is unknown")
+            raise RemoteOSError(
+                errno.EIO, f"{fmt}: {self.name}: metadata: the object's size is unknown"
+            )
         self.size = int(details["size"])
         self.etag = details.get("ETag") or details.get("etag")
         self.stamp = _stamp(details)
@@ -281,7 +282,7 @@ class _Remote:
         got: list[np.ndarray] = []
         for (o, n), blob in zip(ranges, blobs, strict=True):
             if len(blob) != n:
-                raise OSError(
+                raise RemoteOSError(
                     errno.EIO,
                     f"{self.fmt}: {self.name}: range {o}-{o + n} returned {len(blob)} bytes, "
                     f"expected {n} (does the server honour Range requests?)",
@@ -474,8 +475,9 @@ def _precondition_failed(exc: BaseException) -> bool:
 
 
 class _RemoteErrors:
-    """Turn fsspec/aiohttp/botocore failures into OSError naming the URL (tenfold errors and
-    a changed object, an IntegrityError, pass through)."""
+    """Turn fsspec/aiohttp/botocore failures into a :class:`~tenfold.core._http.RemoteOSError`
+    naming the URL (tenfold errors, a changed object's IntegrityError and our own
+    RemoteOSErrors pass through)."""
 
     def __init__(self, remote: _Remote, what: str) -> None:
         self.r = remote
@@ -492,13 +494,13 @@ class _RemoteErrors:
         r = self.r
         if _precondition_failed(exc):
             raise r._changed(r.etag, "a different ETag (HTTP 412)") from exc
-        if isinstance(exc, OSError) and str(exc.strerror or "").startswith(f"{r.fmt}: {r.name}: "):
-            return  # ours (tenfold.core._http), already naming the URL
+        if isinstance(exc, RemoteOSError):
+            return  # ours (tenfold.core._http, or an inner block's), already naming the URL
         msg = f"{r.fmt}: {r.name}: {self.what}: {type(exc).__name__}: {exc}"
         cause = exc.__cause__
         for e in (exc, cause):
             if isinstance(e, TimeoutError) or "Timeout" in type(e).__name__:
-                raise TimeoutError(
+                raise RemoteTimeoutError(
                     errno.ETIMEDOUT,
                     f"{r.fmt}: {r.name}: {self.what}: timed out ({type(e).__name__}: {e}); "
                     "tenfold.core.source.CONNECT_TIMEOUT/READ_TIMEOUT or a 'timeout' in "
@@ -507,11 +509,11 @@ class _RemoteErrors:
         if isinstance(exc, FileNotFoundError) and cause is not None:
             # fsspec's HTTP filesystem reports any failed HEAD as "not found": say what it was
             if not isinstance(cause, FileNotFoundError) and getattr(cause, "status", 0) != 404:
-                raise OSError(
+                raise RemoteOSError(
                     errno.EIO, f"{r.fmt}: {r.name}: {self.what}: {type(cause).__name__}: {cause}"
                 ) from exc
         if isinstance(exc, FileNotFoundError):
-            raise FileNotFoundError(errno.ENOENT, msg, r.name) from exc
+            raise RemoteNotFoundError(errno.ENOENT, msg, r.name) from exc
         if isinstance(exc, PermissionError):
-            raise PermissionError(errno.EACCES, msg, r.name) from exc
-        raise OSError(getattr(exc, "errno", None) or errno.EIO, msg) from exc
+            raise RemotePermissionError(errno.EACCES, msg, r.name) from exc
+        raise RemoteOSError(getattr(exc, "errno", None) or errno.EIO, msg) from exc

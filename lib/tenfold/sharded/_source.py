@@ -4,10 +4,9 @@ as one :class:`tenfold.tensor_source.Source`, and one source written as shards p
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from typing import Any
 
-from ..tensor_source import Source
+from ..tensor_source import RawRange, Source
 from ._index import FMT, OPENING_SHARD, E, array_nbytes, lacking_error
 from ._reader import ShardedReader
 from ._write import write
@@ -49,7 +48,6 @@ class _ShardedSource(Source):
     def __init__(self, r: ShardedReader, subs: dict[str, Source]) -> None:
         self._subs = subs
         self._map = r.weight_map
-        self._current: Source | None = None
         metas = [dict(s.metadata) for s in subs.values()]
         extras = ["shards with differing metadata"] if any(m != metas[0] for m in metas) else []
         fmts = {s.fmt for s in subs.values()}
@@ -63,6 +61,7 @@ class _ShardedSource(Source):
             sizevars=sizevars[0] if sizevars else None,
             uninitialized={k: v for s in subs.values() for k, v in s.uninitialized.items()},
             oinf_types={k: v for s in subs.values() for k, v in s.oinf_types.items()},
+            raw=self._raw_of,
             path=r.path,
             extras=extras + [e for s in subs.values() for e in s.extras],
             refuse=[e for s in subs.values() for e in s.refuse],
@@ -73,16 +72,9 @@ class _ShardedSource(Source):
     def _owner(self, name: str) -> Source:
         return self._subs[self._map[name]]
 
-    def raw(self, name: str) -> tuple[int, int, str | None] | None:
-        self._current = self._owner(name)
-        return self._current.raw(name)
-
-    def blocks(self, offset: int, nbytes: int, name: str | None = None) -> Iterator[memoryview]:
-        # the shard holding ``name``; without it, the one the last raw(name) chose (a writer
-        # that asks raw() of several tensors before copying must name the tensor)
-        sub = self._owner(name) if name is not None else self._current
-        assert sub is not None
-        return sub.blocks(offset, nbytes)
+    def _raw_of(self, name: str) -> RawRange | None:
+        # the shard's own range: it carries the file it is in (Source.blocks reads that)
+        return self._owner(name).raw(name)
 
     def close(self) -> None:
         subs, self._subs = self._subs, {}

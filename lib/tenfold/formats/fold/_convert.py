@@ -16,12 +16,13 @@ from ...conversion import (
     Lazy,
     Target,
     WriteOptions,
-    check_source_sum,
+    checkable,
+    checked_blocks,
     dict_source,
     meta_refusal,
 )
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...tensor_source import Source, reader_source
+from ...tensor_source import RawRange, Source, reader_source
 from ._format import FORMAT
 from ._spec import INTERNAL_METADATA
 
@@ -33,29 +34,35 @@ def source(
     names them; its other chunks are ``extras``. One intact, uncompressed ``STEN`` chunk is
     read through the tensor view (:class:`~tenfold.fold.tensors.TensorView`), its tensors
     copied as raw ranges of the file; anything else is loaded whole (checked, repaired with
-    the ECC)."""
+    the ECC). The file is opened once: the check, the view and the copies read that opened
+    file, whatever its path names meanwhile."""
     from . import load
     from .reader import TENSOR_CTYPES, Reader
 
-    with Reader(path, limits=limits) as r:
+    r = Reader(path, limits=limits)
+    try:
         md = {k: v for k, v in r.metadata.items() if k not in INTERNAL_METADATA}
         sten = [c for c in r.chunks if c.ctype in TENSOR_CTYPES]
         extras = [f"chunk {c.name!r} ({c.ctype})" for c in r.chunks if c not in sten]
         compressed = any(c.compression != "none" for c in sten)
         streamable = len(sten) == 1 and sten[0].ctype == "STEN" and sten[0].compression == "none"
         local = isinstance(path, (str, os.PathLike))  # a fetched buffer has no raw copies
-        intact = streamable and local and _chunk_intact(path, r, sten[0])
-    if intact:
-        return _sten_source(path, limits, sten[0].name, extras)
-    src = dict_source(FORMAT.name, load(path, limits=limits), metadata=md, extras=extras)
+        if streamable and local and _chunk_intact(r, sten[0]):
+            return _sten_source(r, limits, sten[0].name, extras)
+        tensors = load(r.file, limits=limits)
+    except BaseException:
+        r.close()
+        raise
+    r.close()
+    src = dict_source(FORMAT.name, tensors, metadata=md, extras=extras)
     src.compressed = compressed
     return src
 
 
-def _chunk_intact(path: Any, r: Any, c: Any) -> bool:
-    """CRC-32C and SHA-256 of an uncompressed chunk, computed in 1 MiB blocks (no map, no
-    copy of the chunk). False sends the caller to the reader, which repairs with the ECC or
-    reports the damage."""
+def _chunk_intact(r: Any, c: Any) -> bool:
+    """CRC-32C and SHA-256 of an uncompressed chunk of the file ``r`` holds open, computed in
+    1 MiB blocks (no map, no copy of the chunk). False sends the caller to the reader, which
+    repairs with the ECC or reports the damage."""
     import hashlib
 
     from ...core.blocks import BlockReader
@@ -63,20 +70,21 @@ def _chunk_intact(path: Any, r: Any, c: Any) -> bool:
     from . import _digest
 
     crc, sha = 0, hashlib.sha256()
-    with BlockReader(path, FORMAT.name) as f:
-        for block in f.blocks(c.payload_offset, c.comp_len):
+    with BlockReader() as f:
+        for block in f.blocks(r.file, c.payload_offset, c.comp_len):
             crc = crc32c(block, crc)
             sha.update(block)
     return crc == c.crc32c and bool(_digest.matches(c.sha256, sha.hexdigest(), r.hmac_key))
 
 
-def _sten_source(path: Any, limits: Limits, chunk: str, extras: list[str]) -> Source:
-    """The tensors of the intact (checked), uncompressed STEN chunk ``chunk``: read from the
-    file without another check, copied as raw ranges of it (but the packed ``F4``)."""
+def _sten_source(r: Any, limits: Limits, chunk: str, extras: list[str]) -> Source:
+    """The tensors of the intact (checked), uncompressed STEN chunk ``chunk`` of the file the
+    reader ``r`` holds open (the source owns ``r``): read from that file without another
+    check, copied as raw ranges of it (but the packed ``F4``)."""
     from ..safetensors.writer import PACKED_BITS
     from .tensors import TensorView
 
-    view = TensorView(path, limits=limits)
+    view = TensorView(r.file, limits=limits)  # the same opened file: closing either closes it
     try:
         table = view.chunks_reader.sten_entries(chunk)
         assert table is not None  # an uncompressed STEN chunk has one
@@ -84,14 +92,18 @@ def _sten_source(path: Any, limits: Limits, chunk: str, extras: list[str]) -> So
         view.close()
         raise
 
-    def raw(n: str) -> tuple[int, int, str | None] | None:
+    def raw(n: str) -> RawRange | None:
         tag, _shape, begin, end = table[n]
-        return None if tag in PACKED_BITS else (begin, end - begin, None)
+        return None if tag in PACKED_BITS else RawRange(begin, end - begin, None, view.file)
 
     def get(n: str) -> Any:
         return view.chunks_reader.read_tensor(chunk, n, verify=False)
 
-    return reader_source(FORMAT, view, raw=raw, get=get, extras=extras)
+    def close() -> None:
+        view.close()
+        r.close()
+
+    return reader_source(FORMAT, view, raw=raw, get=get, close=close, extras=extras)
 
 
 def target(fmt: Any, dst: Any, generation: Any = None) -> Target:
@@ -135,7 +147,6 @@ def sten_pieces(s: Source, bar: Any) -> tuple[int, Iterator[memoryview]]:
     released (:func:`tenfold.core.release.release`)."""
     from ...core.alloc import dense
     from ...core.buffers import byte_view
-    from ...core.checksums import crc32c
     from ...core.release import release
     from ..safetensors.writer import PACKED_BITS, header, stored, stored_nbytes, tag_of
 
@@ -151,14 +162,11 @@ def sten_pieces(s: Source, bar: Any) -> tuple[int, Iterator[memoryview]]:
         for n in order:
             tag = specs[n][0]
             raw = s.raw(n)
-            if raw is not None and tag not in PACKED_BITS and _checkable(raw[2]):
-                crc = 0
-                for block in s.blocks(raw[0], raw[1], n):  # each used before the next is read
-                    if raw[2] is not None:
-                        crc = crc32c(block, crc)
-                    yield block
-                check_source_sum(s, n, raw[2], f"{crc:08x}")  # the writer is atomic
-                bar.update(raw[1])
+            if raw is not None and tag not in PACKED_BITS and checkable(raw.checksum):
+                # each block used before the next is read; a mismatch raises after the last
+                # (the writer is atomic)
+                yield from checked_blocks(s, n, raw)
+                bar.update(raw.nbytes)
                 continue
             v = np.asarray(dense(s.get(n), n))
             yield byte_view(stored(tag, v))
@@ -168,8 +176,3 @@ def sten_pieces(s: Source, bar: Any) -> tuple[int, Iterator[memoryview]]:
             yield memoryview(b"")  # the writer drops its view before the next tensor
 
     return size, gen()
-
-
-def _checkable(stored: str | None) -> bool:
-    """A raw copy checks the source's stored checksum on the way: CRC-32C (or none)."""
-    return stored is None or stored.startswith("crc32c:")

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...tensor_source import Source
+from ...tensor_source import RawRange, Source
 from ._format import FORMAT
 
 
@@ -42,9 +42,9 @@ def source(
         t = tensors[n]
         return t.type.block_dtype, t.block_shape
 
-    def raw(n: str) -> tuple[int, int, str | None] | None:
+    def raw(n: str) -> RawRange | None:
         t = tensors[n]
-        return None if t.type.quantized else (t.offset, t.nbytes, None)
+        return None if t.type.quantized else RawRange(t.offset, t.nbytes, None, r.file)
 
     src = Source(FORMAT.name, list(tensors), spec, r.read, metadata=md, close=r.close,
                  raw=raw, path=path, refuse=refuse)  # fmt: skip

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits
+from ...core.cli_support import inspect_row
 from ...core.reader import MappedReader, Span, TensorInfo, load_all, verify_file
 from ...core.report import ERROR, OK, Report
 from ...core.slicing import plan
@@ -250,16 +251,15 @@ def inspect(source: Any) -> list[dict]:
         for name in r:
             t = r.tensor(name)
             rows.append(
-                {
-                    "name": name,
-                    "dtype": t.type.name,
-                    "shape": "x".join(map(str, t.shape)) or "()",
-                    "bytes": t.nbytes,
-                    "encoding": t.type.name if t.type.quantized else "raw",
-                    "layout": "blocks" if t.type.quantized else "dense",
-                    "checksum": "-",
-                    "offset": t.offset,
-                }
+                inspect_row(
+                    name,
+                    t.type.name,
+                    t.shape,
+                    t.nbytes,
+                    t.type.name if t.type.quantized else "raw",
+                    layout="blocks" if t.type.quantized else "dense",
+                    offset=t.offset,
+                )
             )
         return rows
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits, truncated
+from ...core.cli_support import inspect_row
 from ...core.reader import MappedReader, TensorInfo, verify_file
 from ...core.report import ERROR, OK, Report
 from ...errors import FormatError, TenfoldError
@@ -298,16 +299,15 @@ def inspect(source: Any) -> list[dict]:
         for name in r:
             i = r.info(name)
             rows.append(
-                {
-                    "name": name,
-                    "dtype": i.dtype,
-                    "shape": "x".join(map(str, i.shape)) or "()",
-                    "bytes": i.extras["compressed_size"],
-                    "encoding": i.encoding,
-                    "layout": "dense",
-                    "checksum": i.checksum,
-                    "offset": i.extras["header_offset"],
-                }
+                inspect_row(
+                    name,
+                    i.dtype,
+                    i.shape,
+                    i.extras["compressed_size"],
+                    i.encoding,
+                    checksum=i.checksum,
+                    offset=i.extras["header_offset"],
+                )
             )
         return rows
 

@@ -21,9 +21,8 @@ def source(
 ) -> Source:
     """The tensors of an OINF file (``convert_source``): its reader's, plus what only an
     OINF target keeps (typed metadata, packed element types, sizevars, declarations without
-    data); byte-aligned tensors without quantization are copied as raw ranges of the file."""
+    data); the tensors the reader has a span for are copied as raw ranges of the file."""
     from . import OinfReader, Scalar, Tensor
-    from . import _spec as S
 
     r = OinfReader(path, limits=limits)
     try:
@@ -42,14 +41,8 @@ def source(
         r.close()
         raise
 
-    def raw(n: str) -> tuple[int, int, str | None] | None:
-        t = infos[n]
-        if t.tag not in S.NUMPY_DTYPE or t.quant is not None:
-            return None
-        return t.data_offset, t.data_nbytes, None
-
     src = reader_source(
-        FORMAT, r, raw=raw, sizevars=sizevars,
+        FORMAT, r, sizevars=sizevars,
         uninitialized={n: (t.dtype, tuple(t.shape)) for n, t in infos.items() if not t.has_data},
         native_types={n: t.dtype for n, t in infos.items() if t.has_data and t.packed},
         refuse=[f"tensor {n!r} carries OINF v2 quantization parameters"

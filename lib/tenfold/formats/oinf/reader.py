@@ -23,7 +23,7 @@ from ...core.alloc import copy as alloc_copy
 from ...core.alloc import empty
 from ...core.bounds import DEFAULT_LIMITS, Budget, Limits, check_limit
 from ...core.mapped import MappedFile
-from ...core.reader import MappedReader
+from ...core.reader import MappedReader, Span
 from ...errors import FormatError
 from . import _spec as S
 from ._metadata import parse_ndarray_header
@@ -257,6 +257,21 @@ class OinfReader(MappedReader, Mapping[str, np.ndarray]):
 
     def infos(self) -> list[TensorInfo]:
         return [self.info(e[0]) for e in self._t.tensors]
+
+    def span(self, name: str) -> Span | None:
+        """Where tensor ``name`` lies raw in the file (:mod:`tenfold.core.reader`): a
+        byte-aligned type with data and no quantization parameters, whose bytes need no check
+        (not ``bool``, whose bytes a read checks are 0 or 1), else None."""
+        try:
+            e = self._t.tensors[self._index[name]]
+        except KeyError:
+            raise KeyError(f"oinf: no tensor {name!r}") from None
+        _tname, tag, shape, flags, nbytes, off, *_ = e
+        dt = S.NUMPY_DTYPE.get(tag)
+        quant = self.version == 2 and flags & S.HAS_QUANT
+        if dt is None or tag == S.BOOL or not flags & S.HAS_DATA or quant:
+            return None
+        return Span(off, dt, tuple(shape)) if nbytes == dt.itemsize * math.prod(shape) else None
 
     # -- tensors ---------------------------------------------------------------------------
     def __getitem__(self, name: str) -> np.ndarray:

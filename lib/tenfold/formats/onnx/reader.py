@@ -28,6 +28,7 @@ import numpy as np
 
 from ...core import links
 from ...core.bounds import DEFAULT_LIMITS, Limits
+from ...core.cli_support import inspect_row
 from ...core.reader import MappedReader, Span, TensorInfo, load_all, verify_file
 from ...core.report import Report
 from ...errors import factory
@@ -440,16 +441,15 @@ def inspect(source: Any, **kw: Any) -> list[dict]:
         for name in r:
             i = r.info(name)
             rows.append(
-                {
-                    "name": name,
-                    "dtype": i.dtype,
-                    "shape": "x".join(map(str, i.shape)) or "()",
-                    "bytes": r.stored_nbytes(name),
-                    "encoding": i.encoding,
-                    "layout": "sparse" if i.encoding == "sparse" else "dense",
-                    "checksum": "-",
-                    "offset": i.extras["message_offset"],
-                }
+                inspect_row(
+                    name,
+                    i.dtype,
+                    i.shape,
+                    r.stored_nbytes(name),
+                    i.encoding,
+                    layout="sparse" if i.encoding == "sparse" else "dense",
+                    offset=i.extras["message_offset"],
+                )
             )
         return rows
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ...conversion import Target, WriteOptions, check_source_sum
+from ...conversion import Target, WriteOptions, checkable, checked_blocks
 from ...core.alloc import dense
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...tensor_source import Source, reader_source
@@ -43,7 +43,6 @@ class SafetensorsTarget(Target):
         from ...core import prealloc
         from ...core.atomic import atomic_write
         from ...core.buffers import byte_view
-        from ...core.checksums import crc32c
         from ...core.release import release
         from .writer import header, stored, tag_of
 
@@ -63,18 +62,10 @@ class SafetensorsTarget(Target):
                     prealloc.start_writeback(fd, handed, f.tell() - handed)  # fsync waits less
                     handed = f.tell()
                 raw = s.raw(n)
-                if (
-                    raw is not None
-                    and specs[n][0] != "F4"
-                    and (raw[2] is None or raw[2].startswith("crc32c:"))
-                ):
-                    crc = 0
-                    for block in s.blocks(raw[0], raw[1], n):
+                if raw is not None and specs[n][0] != "F4" and checkable(raw.checksum):
+                    for block in checked_blocks(s, n, raw):
                         f.write(block)
-                        if raw[2] is not None:
-                            crc = crc32c(block, crc)
-                    check_source_sum(s, n, raw[2], f"{crc:08x}")
-                    bar.update(raw[1])
+                    bar.update(raw.nbytes)
                     continue
                 v = np.asarray(dense(s.get(n), n))
                 f.write(byte_view(stored(specs[n][0], v)))

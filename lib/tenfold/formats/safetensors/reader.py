@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits
+from ...core.cli_support import inspect_row
 from ...core.reader import MappedReader, Span, TensorInfo, verify_file
 from ...core.report import ERROR, OK, Report
 from ...core.slicing import plan
@@ -220,16 +221,14 @@ def inspect(source: Any) -> list[dict]:
             i = r.info(name)
             assert i.byte_range is not None
             rows.append(
-                {
-                    "name": name,
-                    "dtype": i.dtype,
-                    "shape": "x".join(map(str, i.shape)) or "()",
-                    "bytes": i.byte_range[1] - i.byte_range[0],
-                    "encoding": "raw",
-                    "layout": "dense",
-                    "checksum": "-",
-                    "offset": i.byte_range[0],
-                }
+                inspect_row(
+                    name,
+                    i.dtype,
+                    i.shape,
+                    i.byte_range[1] - i.byte_range[0],
+                    "raw",
+                    offset=i.byte_range[0],
+                )
             )
         return rows
 

@@ -15,6 +15,7 @@ FORMAT = register(
         package="tenfold.formats.taridx",
         tensors=False,
         holds="TARIDX is a tar-shard index (rows of member offsets)",
+        items="samples",
         hooks={
             "cli": "tenfold.formats.taridx._cli:register",
             "remote_source": "tenfold.formats.taridx._cli:remote_source",

@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Limits
-from ...tensor_source import Source
+from ...tensor_source import RawRange, Source
 from ._format import FMT, FORMAT
 
 
@@ -48,9 +48,9 @@ def source(
         src.budget.take(a.nbytes, FMT, f"tensor {n!r}")
         return np.array(a)
 
-    def raw(n: str) -> tuple[int, int, str | None] | None:
+    def raw(n: str) -> RawRange | None:
         rng = infos[n].byte_range
-        return None if rng is None else (rng[0], rng[1] - rng[0], None)
+        return None if rng is None else RawRange(rng[0], rng[1] - rng[0], None, r.file)
 
     where = path if isinstance(path, (str, os.PathLike)) else None
     src = Source(FMT, list(infos), spec, get, metadata=md, close=r.close, raw=raw, path=where)

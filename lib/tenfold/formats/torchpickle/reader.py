@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...core.bounds import DEFAULT_LIMITS, Budget, Limits, checked_numel
+from ...core.cli_support import inspect_row
 from ...core.reader import MappedReader, Span, TensorInfo, verify_file
 from ...core.report import ERROR, OK, Report
 from ...errors import TenfoldError, factory
@@ -279,16 +280,15 @@ def inspect(source: Any) -> list[dict]:
             i = r.info(name)
             assert i.np_dtype is not None
             rows.append(
-                {
-                    "name": name,
-                    "dtype": i.dtype,
-                    "shape": "x".join(map(str, i.shape)) or "()",
-                    "bytes": int(np.prod(i.shape, dtype=object)) * i.np_dtype.itemsize,
-                    "encoding": i.encoding,
-                    "layout": "dense" if i.extras["contiguous"] else "strided",
-                    "checksum": "-",
-                    "offset": i.byte_range[0] if i.byte_range else "-",
-                }
+                inspect_row(
+                    name,
+                    i.dtype,
+                    i.shape,
+                    int(np.prod(i.shape, dtype=object)) * i.np_dtype.itemsize,
+                    i.encoding,
+                    layout="dense" if i.extras["contiguous"] else "strided",
+                    offset=i.byte_range[0] if i.byte_range else "-",
+                )
             )
         return rows
 

@@ -14,6 +14,8 @@ from ...conversion import (
     Target,
     WriteOptions,
     check_source_sum,
+    checkable,
+    checked_blocks,
     declaration_refusal,
     meta_refusal,
 )
@@ -127,12 +129,16 @@ class ZtTarget(Target):
                     ck = kept_ck if ck == KEEP else ck
                     enc = (None if kept_enc == "raw" else kept_enc) if enc == KEEP else enc
                 raw = s.raw(n) if enc is None else None
-                if raw is not None and (raw[2] is None or raw[2].split(":")[0] == ck):
+                if raw is not None and checkable(raw.checksum):
                     dt, shape = s.spec(n)
-                    got = w.add_raw(n, dt, shape, s.blocks(raw[0], raw[1], n),
-                                    checksum=ck, attrs=attrs)  # fmt: skip
-                    check_source_sum(s, n, raw[2], got)
-                    bar.update(raw[1])
+                    same = raw.checksum is not None and raw.checksum.split(":")[0] == ck
+                    # the stored checksum is the one written (computed once), or is checked
+                    # on the way
+                    pieces = s.blocks(raw) if same else checked_blocks(s, n, raw)
+                    got = w.add_raw(n, dt, shape, pieces, checksum=ck, attrs=attrs)
+                    if same:
+                        check_source_sum(s, n, raw.checksum, got)
+                    bar.update(raw.nbytes)
                     continue
                 v = s.get(n)
                 w.add(n, v, checksum=ck, encoding=enc or "raw", level=opts.level,

@@ -20,7 +20,7 @@ from ...core.mapped import MappedFile, open_regular
 from ...core.report import Report
 from ...core.source import is_remote, open_file
 from ...errors import FormatError, TenfoldError, TruncatedError, describe
-from ._spec import MAGIC, MAGIC_V1, MAGIC_V2
+from ._spec import MAGIC, MAGIC_V1, MAGIC_V2, TAIL_FIRST
 from ._v2file import TAIL_READ
 from .v2reader import V2Reader
 
@@ -117,7 +117,7 @@ def open_any(source: Any, **options: Any) -> Any:
     """
     storage_options = options.pop("storage_options", None)
     if (type(source) is not str or ":" in source) and is_remote(source):  # a URL has a ":"
-        mf = open_file(source, fmt="zt", storage_options=storage_options)
+        mf = open_file(source, fmt="zt", storage_options=storage_options, tail_first=TAIL_FIRST)
         try:
             return open_any(mf, **options)
         except BaseException:

@@ -30,11 +30,15 @@ import numpy as np
 
 from ...core.dtypes import registry
 from ...errors import factory
+from ._format import FORMAT as _FORMAT
 from ._format import MAGIC as MAGIC  # the one definition, beside the descriptor
 from ._format import MAGIC_V1 as MAGIC_V1
 from ._format import MAGIC_V2 as MAGIC_V2
 
 FMT = "zt"
+#: A remote file is fetched from its tail first: the index sits at the end of the file (what
+#: the descriptor declares, ``Format.index_at_end``; the front door reads it too).
+TAIL_FIRST = _FORMAT.index_at_end
 #: This format's errors: ``raise E.format(obj, field=..., ...)`` (:func:`~tenfold.errors.factory`)
 E = factory(FMT)
 ALIGN = 64

@@ -37,7 +37,7 @@ from ...core.report import Report
 from ...core.source import open_file
 from ...errors import FormatError, LimitError, TenfoldError, TruncatedError, UnsupportedError
 from . import _checksum
-from ._spec import MAGIC_V1, E
+from ._spec import MAGIC_V1, TAIL_FIRST, E
 from ._v2layout import check_layout, check_type_data
 from ._v2spec import (
     COO,
@@ -483,7 +483,7 @@ class V1Reader(V2Reader):
             raise ValueError(f"sparse must be 'auto', 'scipy' or 'raw', not {sparse!r}")
         import threading
 
-        self._mf = open_file(source, fmt=FMT, mmap=mmap)
+        self._mf = open_file(source, fmt=FMT, mmap=mmap, tail_first=TAIL_FIRST)
         self._mmap = mmap
         self._adopt(self._mf)
         self.copy = copy

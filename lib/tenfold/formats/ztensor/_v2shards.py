@@ -12,6 +12,7 @@ from ...core import links
 from ...core.mapped import MappedFile
 from ...core.source import is_remote, open_file
 from ._readerbase import ZtReader
+from ._spec import TAIL_FIRST
 from ._v2file import digest_hex, read_footer
 from ._v2spec import DIGESTS, PartInfo, ShardInfo, reject
 
@@ -57,7 +58,8 @@ class V2Shards(ZtReader):
             path = self.shard_path(name)
             self._check_shard_link(name, path)
             try:
-                mf = open_file(path, fmt=FMT, mmap=self._mmap)  # a URL when the manifest's is
+                # a URL when the manifest's is
+                mf = open_file(path, fmt=FMT, mmap=self._mmap, tail_first=TAIL_FIRST)
             except FileNotFoundError as exc:
                 raise reject(
                     "shard-file",

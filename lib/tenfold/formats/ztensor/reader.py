@@ -30,7 +30,7 @@ from ...errors import IntegrityError, describe
 from . import _checksum
 from ._index import Blob, InfoTable, TensorInfo, parse_file_layout, parse_index_table
 from ._readerbase import ZtReader
-from ._spec import ALIGN, FMT, MAGIC
+from ._spec import ALIGN, FMT, MAGIC, TAIL_FIRST
 from .sparse import SparseTensor, check_coo, check_csr, to_result
 
 __all__ = ["Reader"]
@@ -87,7 +87,7 @@ class Reader(ZtReader, Mapping[str, Any]):
     ) -> None:
         if sparse not in ("auto", "scipy", "raw"):
             raise ValueError(f"sparse must be 'auto', 'scipy' or 'raw', not {sparse!r}")
-        self._map(source, FMT, mmap=mmap)
+        self._map(source, FMT, mmap=mmap, tail_first=TAIL_FIRST)
         self.copy = copy
         self.verify_checksums = verify_checksums
         self.sparse = sparse

@@ -52,6 +52,7 @@ from ...core.slicing import plan
 from ...core.source import open_file
 from . import _dcbor, _seekable
 from ._readerbase import ZtReader
+from ._spec import TAIL_FIRST
 from ._v2file import TAIL_READ as TAIL_READ  # re-exported (the lean open reads this much)
 from ._v2file import digest_hex, lean_manifest, load_manifest, read_footer, xxh3_hex
 from ._v2layout import check_assembly, check_coo_data, check_csr_data
@@ -183,7 +184,7 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
         if shards is not None:
             for k in shards:
                 check_shard_name(k, "shards option")
-        self._mf = open_file(source, fmt=FMT, mmap=mmap)
+        self._mf = open_file(source, fmt=FMT, mmap=mmap, tail_first=TAIL_FIRST)
         self._mmap = mmap
         self._adopt(self._mf)
         self.copy = copy
@@ -293,7 +294,30 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
         offset, length, _, dtype, shape, digest = plan
         if length != int(np.prod(shape, dtype=np.int64)) * dtype.itemsize:
             return None
-        span = Span(offset, dtype, tuple(shape))
+        return self._span_check(name, Span(offset, dtype, tuple(shape)), digest)
+
+    def file_span(self, name: str) -> tuple[MappedFile, CheckedSpan] | None:
+        """:meth:`checked_span` with its file; for a plain dense object whose part lies in a
+        data shard (a multi-file model), its span in that shard's file, opened (its size and
+        footer checked) as a read opens it."""
+        if name in self._plans:
+            c = self.checked_span(name)
+            return None if c is None else (self._mf, c)
+        info = self.info(name)
+        p = info.parts.get("data")
+        if info.layout != DENSE or len(info.parts) != 1 or p is None or p.shard is None:
+            return None
+        if p.encoding is not None or p.type is not None or p.np_dtype.byteorder == ">":
+            return None
+        if p.length != info.numel * p.np_dtype.itemsize:
+            return None
+        c = self._span_check(name, Span(p.offset, p.np_dtype, tuple(info.shape)), p.digest)
+        return None if c is None else (self._shard(p.shard), c)
+
+    def _span_check(self, name: str, span: Span, digest: str | None) -> CheckedSpan | None:
+        """``span`` with the digest of object ``name``'s data part still to be checked, if
+        any (None: an algorithm the reader does not know, so it must read it itself)."""
+        offset = span.offset
         if digest is None or not self.verify_checksums or (name, "data") in self._verified:
             return CheckedSpan(span)
         algo, _, want = digest.partition(":")
