@@ -210,8 +210,12 @@ def plot(results: Path, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     data = load_results(results)
-    fig, axes = plt.subplots(3, 3, figsize=(13, 9), constrained_layout=True)
-    for ax, (title, _, _) in zip(axes.flat, COLUMNS, strict=True):
+    ncols = 4
+    nrows = -(-len(COLUMNS) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(17, 3 * nrows), constrained_layout=True)
+    for ax in axes.flat[len(COLUMNS) :]:
+        ax.set_visible(False)
+    for ax, (title, _, _) in zip(axes.flat, COLUMNS, strict=False):
         for machine, rows in data.items():
             xs, ys, lo, hi = [], [], [], []
             for i, r in enumerate(rows):
@@ -655,7 +659,10 @@ def import_section(
     lines = body.splitlines(keepends=True)
     out: list[str] = []
     refs: list[str] = []
-    heading, i, skip = "", 0, set(_TABLE.findall(body))
+    heading, i = "", 0
+    # ids shown in the section already; a stored id not shown is a table typed in again: its
+    # new run is added to the stored ones
+    taken = {"main" if g[0] == section else g[0].split("/", 1)[1] for g in _TABLE.findall(body)}
     generated = [(g.start(), g.end()) for g in _TABLE.finditer(body)]
     pos = 0
     while i < len(lines):
@@ -682,7 +689,7 @@ def import_section(
         else:
             run["columns"] = head
             run["rows"] = [_cells(r) for r in table[2:]]
-        if head == PEER_HEAD and "main" not in doc["tables"] and "main" not in skip:
+        if head == PEER_HEAD and "main" not in taken:
             tid = "main"
             para = above.rstrip("\n").rsplit("\n\n", 1)
             env = _ENV.fullmatch(para[-1].strip()) if len(para) == 2 else None
@@ -702,10 +709,13 @@ def import_section(
                 pos += sum(len(ln) for ln in lines[j : k + 1])
                 j = k + 1
         else:
-            tid = _slug(heading or section, set(doc["tables"]) | {r.split("/")[-1] for r in skip})
+            tid = _slug(heading or section, taken)
         run.setdefault("date", (_DATE.findall(heading) or _DATE.findall(above) or ["?"])[-1])
         run = {k: run[k] for k in sorted(run, key=_RUN_ORDER.index) if run[k]}
-        doc["tables"][tid] = {"runs": [run], **entry}
+        taken.add(tid)
+        stored = doc["tables"].setdefault(tid, {"runs": []})
+        stored["runs"].append(run)
+        stored.update(entry)
         ref = table_ref(section, tid)
         rendered = render_table(section, tid, doc["tables"][tid])
         if markdown_table(head, [_cells(r) for r in table[2:]]) != "\n".join(table):

@@ -260,3 +260,32 @@ def test_bench_peers_write_docs_stores_the_run_and_renders_it(tmp_path, monkeypa
     text2 = doc.read_text()
     assert text2.count("<!-- BEGIN fake -->") == 1 and "quick=False" in text2
     assert "(with 1 earlier run)" in text2
+
+
+def test_a_section_rewritten_by_an_older_bench_peers_is_imported_as_a_new_run(tmp_path):
+    """At a merge: a branch's bench_peers.py --write-docs replaced a section already stored."""
+    res = tmp_path / "perf_results"
+    page, _ = pd.import_section(OLD_STYLE, "xxh3", "box", res)
+    typed_again = OLD_STYLE.replace("29.57", "31.2").replace("2026-11-27", "2026-11-29")
+    start, end = page.index("<!-- BEGIN xxh3 -->"), page.index("<!-- END xxh3 -->")
+    theirs = typed_again[typed_again.index("<!-- BEGIN xxh3 -->") : typed_again.index("<!-- END")]
+    merged = page[:start] + theirs + page[end:]
+    # their subsection table stays typed in, next to nothing generated: both are imported
+    new, refs = pd.import_section(merged, "xxh3", "box", res)
+    assert refs == ["xxh3", "xxh3/xxh3"]
+    doc = json.loads((res / "xxh3.json").read_text())
+    assert [r["date"] for r in doc["tables"]["main"]["runs"]] == ["2026-11-27", "2026-11-29"]
+    assert [r["rows"][0]["tenfold"] for r in doc["tables"]["main"]["runs"]] == [29.57, 31.2]
+    assert "| xxh3 256 MiB | 31.2 |" in new and "(with 1 earlier run)" in new
+    assert pd.problems(new, res) == []
+    # a table added beside the generated ones gets an id of its own
+    extra = new.replace(
+        "<!-- END xxh3 -->",
+        "### More (2026-11-30)\n\n| a | b |\n|---|---|\n| 1 | 2 |\n<!-- END xxh3 -->",
+    )
+    new2, refs2 = pd.import_section(extra, "xxh3", "box", res)
+    assert refs2 == ["xxh3/more"]
+    assert pd.problems(new2, res) == []
+    assert json.loads((res / "xxh3.json").read_text())["tables"]["more"]["runs"][0]["date"] == (
+        "2026-11-30"
+    )
