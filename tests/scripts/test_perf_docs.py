@@ -289,3 +289,30 @@ def test_a_section_rewritten_by_an_older_bench_peers_is_imported_as_a_new_run(tm
     assert json.loads((res / "xxh3.json").read_text())["tables"]["more"]["runs"][0]["date"] == (
         "2026-11-30"
     )
+
+
+def test_run_gives_asv_the_stored_machine_file_and_keeps_benchmarks(tmp_path, monkeypatch):
+    res = _results(tmp_path)
+    monkeypatch.setattr(pd, "RESULTS", res)
+    home = tmp_path / "home"
+    home.mkdir()
+    pd._machine_file(home, "m1")
+    written = json.loads((home / ".asv-machine.json").read_text())
+    assert written == {"version": 1, "m1": {"cpu": "Test CPU", "num_cpu": "2"}}
+    pd._machine_file(home, "new-box")  # not stored: described from the system
+    assert json.loads((home / ".asv-machine.json").read_text())["new-box"]["machine"] == "new-box"
+    before = {"a.time_x": {"version": "1"}, "b.time_y": {"version": "2"}}
+    (res / "benchmarks.json").write_text(json.dumps({"a.time_x": {"version": "3"}}))
+    pd._merge_benchmarks(before)  # asv, run on an old commit, found only a.time_x
+    merged = json.loads((res / "benchmarks.json").read_text())
+    assert merged == {"a.time_x": {"version": "3"}, "b.time_y": {"version": "2"}}
+
+
+def test_a_rerun_of_a_stored_commit_shows_its_own_load(tmp_path):
+    res = _results(tmp_path)
+    cond = json.loads((res / "conditions.json").read_text())
+    again = {"load_before": 7.0, "load_after": 8.0, "run_started": "2026-11-27 02:00"}
+    cond["m1"]["a" * 40]["reruns"] = [again]
+    (res / "conditions.json").write_text(json.dumps(cond))
+    text = pd.section(res)
+    assert "4.2 -> 5.5; 7.0 -> 8.0 (2026-11-27 02:00, later benchmarks)" in text
