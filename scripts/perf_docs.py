@@ -169,8 +169,10 @@ def section(results: Path = RESULTS) -> str:
         "quartiles in brackets). The commit date is when the commit was made, *measured* when "
         "asv ran it (UTC); the load is the machine's one-minute load average before -> after "
         "that commit's run, or the range seen while it ran. Every figure here was measured on "
-        "the machine named above its table; none is typed in. The interactive graphs are the "
-        "[asv pages](asv.md).",
+        "the machine named above its table; none is typed in. The last column, the TARIDX build "
+        "of one 100,000-member shard, is timed in process CPU time (all threads), which waiting "
+        "for a core on a loaded machine does not inflate as it does the wall times of the other "
+        "columns. The interactive graphs are the [asv pages](asv.md).",
         "",
     ]
     for machine, rows in load_results(results).items():
@@ -276,20 +278,10 @@ def _run_config(folder: Path) -> Path:
     return path
 
 
-def _merge_benchmarks(before: dict[str, Any]) -> None:
-    """asv rewrites ``benchmarks.json`` with what it found importable at the commit it ran: a
-    back-filled old commit would drop the benchmarks its code cannot import. Keep them."""
-    path = RESULTS / "benchmarks.json"
-    after = json.loads(path.read_text()) if path.is_file() else {}
-    merged = {**before, **after}
-    path.write_text(json.dumps(merged, indent=4, sort_keys=True) + "\n")
-
-
 def run(revs: list[str], machine: str) -> int:
     """asv run, one commit at a time under ``nice``, the load read before and after each;
     a commit whose run fails is recorded with its exit status and the next one runs."""
     cond_path = RESULTS / "conditions.json"
-    bench_path = RESULTS / "benchmarks.json"
     asv = ["nice", "-n", "10", sys.executable, "-m", "asv", "run", "--machine", machine]
     asv += ["-b", BENCH_REGEX, *RUN_ATTRS, "--skip-existing-successful"]
     worst = 0
@@ -297,7 +289,6 @@ def run(revs: list[str], machine: str) -> int:
         sha = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", rev], capture_output=True, text=True, check=True
         ).stdout.strip()
-        before_benchmarks = json.loads(bench_path.read_text()) if bench_path.is_file() else {}
         before = os.getloadavg()[0]
         start = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
         with tempfile.TemporaryDirectory(prefix="tenfold-asv-run-") as home:
@@ -307,7 +298,6 @@ def run(revs: list[str], machine: str) -> int:
             env.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
             cmd = [*asv, "--config", str(conf), f"{sha}^!"]
             rc = subprocess.run(cmd, cwd=ROOT / "asv_bench", env=env).returncode
-        _merge_benchmarks(before_benchmarks)
         cond = json.loads(cond_path.read_text()) if cond_path.is_file() else {}
         record: dict[str, Any] = {
             "load_before": before,

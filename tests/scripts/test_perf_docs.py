@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
 import sys
 from pathlib import Path
 
@@ -291,7 +292,7 @@ def test_a_section_rewritten_by_an_older_bench_peers_is_imported_as_a_new_run(tm
     )
 
 
-def test_run_gives_asv_the_stored_machine_file_and_keeps_benchmarks(tmp_path, monkeypatch):
+def test_run_gives_asv_the_stored_machine_file_and_a_fixed_discovery_commit(tmp_path, monkeypatch):
     res = _results(tmp_path)
     monkeypatch.setattr(pd, "RESULTS", res)
     home = tmp_path / "home"
@@ -301,11 +302,13 @@ def test_run_gives_asv_the_stored_machine_file_and_keeps_benchmarks(tmp_path, mo
     assert written == {"version": 1, "m1": {"cpu": "Test CPU", "num_cpu": "2"}}
     pd._machine_file(home, "new-box")  # not stored: described from the system
     assert json.loads((home / ".asv-machine.json").read_text())["new-box"]["machine"] == "new-box"
-    before = {"a.time_x": {"version": "1"}, "b.time_y": {"version": "2"}}
-    (res / "benchmarks.json").write_text(json.dumps({"a.time_x": {"version": "3"}}))
-    pd._merge_benchmarks(before)  # asv, run on an old commit, found only a.time_x
-    merged = json.loads((res / "benchmarks.json").read_text())
-    assert merged == {"a.time_x": {"version": "3"}, "b.time_y": {"version": "2"}}
+    conf = json.loads(pd._run_config(home).read_text())
+    assert conf["repo"] == str(pd.ROOT)
+    assert conf["results_dir"] == str(pd.ROOT / "asv_bench" / "results")
+    assert conf["benchmark_dir"] == str(pd.ROOT / "asv_bench" / "benchmarks")
+    newest = ["git", "-C", str(pd.ROOT), "log", "-1", "--format=%H", "--", "lib", "setup.py"]
+    out = subprocess.run([*newest, "pyproject.toml"], capture_output=True, text=True).stdout
+    assert conf["branches"] == [out.strip()] and len(out.strip()) == 40
 
 
 def test_a_rerun_of_a_stored_commit_shows_its_own_load(tmp_path):
