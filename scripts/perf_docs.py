@@ -1,20 +1,31 @@
-"""The performance history in the docs, generated from the asv results stored in the repository.
+"""docs/performance.md from stored results: every table of measured figures, and the history.
 
-    python scripts/perf_docs.py                 # rewrite the generated section of performance.md
-    python scripts/perf_docs.py --check         # exit 1 when that section is out of date
-    python scripts/perf_docs.py --plot          # also draw docs/perf_history.png (matplotlib)
+    python scripts/perf_docs.py                 # rewrite every generated part of performance.md
+    python scripts/perf_docs.py --check         # exit 1 when the page disagrees with the results
+    python scripts/perf_docs.py --plot          # also draw docs/perf_history.png and the ratios
     python scripts/perf_docs.py run REV [REV..] # asv run of the stable benchmarks on commits
     python scripts/perf_docs.py publish OUTDIR  # asv publish of the stored results into OUTDIR
+    python scripts/perf_docs.py import SECTION  # store a section's typed-in tables as results
 
-``asv_bench/results/<machine>/*.json`` are asv's own result files (one per commit); asv does not
-record how loaded the machine was, so ``run`` reads ``/proc/loadavg`` before and after each
-commit's run and keeps it, with the run's UTC time, in ``asv_bench/results/conditions.json``
-(``{machine: {commit: {...}}}``). Every figure of the generated section carries its commit,
-the commit's date, the time it was measured, the machine and that load.
+Tables. ``docs/perf_results/<section>.json`` holds a section's tables, each as the list of runs
+that produced it (the date, time, machine, platform and software, the load average, the commit,
+the command, a remark, and the rows: ``scripts/bench_peers.py`` rows as its cases return them,
+or named columns of text); the page shows each table's last run. ``scripts/bench_peers.py
+--write-docs`` appends its run to ``<format>.json`` and re-renders. In the page a section sits
+between ``<!-- BEGIN name -->`` and ``<!-- END name -->`` (its prose is hand-written and kept);
+each of its tables between ``<!-- table name[/id] ... -->`` and ``<!-- end table name[/id] -->``
+is generated: a caption with when, where, how loaded and by what, then the table. ``--check``
+(and tests/scripts/test_perf_docs.py) fails on a table edited by hand, a table typed in outside
+the markers, a results file with no section and a table shown twice or not at all; ``import``
+moves a section's typed-in tables (e.g. one written by an older ``bench_peers.py``) into its
+results file.
 
-The section sits between the two ``perf_docs`` marker comments of ``docs/performance.md``; the
-rest of the page (figures typed in from ``scripts/bench_peers.py`` runs, each with its own date)
-is left as it is.
+History. ``asv_bench/results/<machine>/*.json`` are asv's own result files (one per commit);
+asv does not record how loaded the machine was, so ``run`` reads ``/proc/loadavg`` before and
+after each commit's run and keeps it, with the run's UTC time, in
+``asv_bench/results/conditions.json`` (``{machine: {commit: {...}}}``). Every figure of the
+history section carries its commit, the commit's date, the time it was measured, the machine
+and that load. The section sits between the two ``perf_docs`` marker comments of the page.
 """
 
 from __future__ import annotations
@@ -23,6 +34,7 @@ import argparse
 import datetime
 import json
 import os
+import platform
 import re
 import shutil
 import subprocess
@@ -50,12 +62,14 @@ COLUMNS = (
     ("TARIDX build 2k members", "taridx.TaridxSuite.time_build_no_fsync", ("1000",)),
     ("TARIDX build 10k members", "taridx.TaridxSuite.time_build_no_fsync", ("5000",)),
     ("zTensor open+map 1024", "ztensor.OpenSuite.time_open_and_map_all", ("1024",)),
+    ("TARIDX build 100k members, CPU", "taridx.TaridxBuild100kSuite.time_build_no_fsync_cpu", ()),
 )
 
 #: what ``run`` asks asv for: these benchmarks, five timings each, no warm-up
 BENCH_REGEX = (
     r"^(oinf\.BitpackSuite\.time_(un)?pack_int|fold\.RSSuite\.time_|core\.ChecksumSuite\."
     r"time_crc32c|taridx\.TarscanSuite|taridx\.TaridxSuite\.time_(build_no_fsync|open)|"
+    r"taridx\.TaridxBuild100kSuite|"
     r"ztensor\.OpenSuite\.time_open_and_map_all)"
 )
 RUN_ATTRS = ["-a", "rounds=1", "-a", "repeat=5", "-a", "warmup_time=0"]
@@ -127,6 +141,13 @@ def _fmt(v: dict[str, Any] | None) -> str:
 
 
 def _load(c: dict[str, Any]) -> str:
+    text = _load_one(c)
+    for again in c.get("reruns", []):
+        text += f"; {_load_one(again)} ({again.get('run_started', '?')}, later benchmarks)"
+    return text
+
+
+def _load_one(c: dict[str, Any]) -> str:
     if "load_before" in c:
         before, after = c["load_before"], c.get("load_after")
         return f"{before:.1f} -> {after:.1f}" if after is not None else f"{before:.1f}"
@@ -148,8 +169,10 @@ def section(results: Path = RESULTS) -> str:
         "quartiles in brackets). The commit date is when the commit was made, *measured* when "
         "asv ran it (UTC); the load is the machine's one-minute load average before -> after "
         "that commit's run, or the range seen while it ran. Every figure here was measured on "
-        "the machine named above its table; none is typed in. The interactive graphs are the "
-        "[asv pages](asv.md).",
+        "the machine named above its table; none is typed in. The last column, the TARIDX build "
+        "of one 100,000-member shard, is timed in process CPU time (all threads), which waiting "
+        "for a core on a loaded machine does not inflate as it does the wall times of the other "
+        "columns. The interactive graphs are the [asv pages](asv.md).",
         "",
     ]
     for machine, rows in load_results(results).items():
@@ -189,8 +212,12 @@ def plot(results: Path, out: Path) -> None:
     import matplotlib.pyplot as plt
 
     data = load_results(results)
-    fig, axes = plt.subplots(3, 3, figsize=(13, 9), constrained_layout=True)
-    for ax, (title, _, _) in zip(axes.flat, COLUMNS, strict=True):
+    ncols = 4
+    nrows = -(-len(COLUMNS) // ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(17, 3 * nrows), constrained_layout=True)
+    for ax in axes.flat[len(COLUMNS) :]:
+        ax.set_visible(False)
+    for ax, (title, _, _) in zip(axes.flat, COLUMNS, strict=False):
         for machine, rows in data.items():
             xs, ys, lo, hi = [], [], [], []
             for i, r in enumerate(rows):
@@ -210,29 +237,83 @@ def plot(results: Path, out: Path) -> None:
     fig.savefig(out, dpi=80)
 
 
+def _machine_file(home: Path, machine: str) -> None:
+    """asv reads the machine's description from ``~/.asv-machine.json``: give it the stored
+    ``machine.json`` (so a run never rewrites it) or, for a new machine, what the system says."""
+    stored = RESULTS / machine / "machine.json"
+    if stored.is_file():
+        info = json.loads(stored.read_text())
+    else:
+        mem = Path("/proc/meminfo")
+        kib = int(mem.read_text().split()[1]) if mem.is_file() else 0
+        info = {
+            "arch": platform.machine(),
+            "cpu": platform.processor() or platform.machine(),
+            "machine": machine,
+            "num_cpu": str(os.cpu_count()),
+            "os": f"{platform.system()} {platform.release()}",
+            "ram": f"{round(kib / 2**20)}GB",
+        }
+    info.pop("version", None)
+    (home / ".asv-machine.json").write_text(json.dumps({"version": 1, machine: info}))
+
+
+def _run_config(folder: Path) -> Path:
+    """asv.conf.json for ``run``, its paths made absolute. asv finds the benchmarks by importing
+    them at the commit it runs; when an old commit cannot import one (a module the benchmarks use
+    came later), it falls back to its first branch's head, which moves with every merge and is
+    then built anew for each commit. The fallback here is the newest commit that changed the
+    library or its build, so it is built once and then taken from asv's build cache."""
+    conf = json.loads((ROOT / "asv_bench" / "asv.conf.json").read_text())
+    base = ROOT / "asv_bench"
+    for key in ("env_dir", "results_dir", "benchmark_dir", "html_dir"):
+        conf[key] = str(base / conf[key])
+    conf["repo"] = str(ROOT)
+    probe = ["git", "-C", str(ROOT), "log", "-1", "--format=%H", "--", "lib", "setup.py"]
+    newest = subprocess.run([*probe, "pyproject.toml"], capture_output=True, text=True).stdout
+    if newest.strip():
+        conf["branches"] = [newest.strip()]
+    path = folder / "asv.conf.json"
+    path.write_text(json.dumps(conf))
+    return path
+
+
 def run(revs: list[str], machine: str) -> int:
-    """asv run, one commit at a time, the load read before and after each."""
+    """asv run, one commit at a time under ``nice``, the load read before and after each;
+    a commit whose run fails is recorded with its exit status and the next one runs."""
     cond_path = RESULTS / "conditions.json"
-    asv = [sys.executable, "-m", "asv", "run", "--machine", machine, "-b", BENCH_REGEX]
+    asv = ["nice", "-n", "10", sys.executable, "-m", "asv", "run", "--machine", machine]
+    asv += ["-b", BENCH_REGEX, *RUN_ATTRS, "--skip-existing-successful"]
+    worst = 0
     for rev in revs:
         sha = subprocess.run(
             ["git", "-C", str(ROOT), "rev-parse", rev], capture_output=True, text=True, check=True
         ).stdout.strip()
         before = os.getloadavg()[0]
         start = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M")
-        rc = subprocess.run(
-            [*asv, *RUN_ATTRS, "--skip-existing-successful", f"{sha}^!"], cwd=ROOT / "asv_bench"
-        ).returncode
+        with tempfile.TemporaryDirectory(prefix="tenfold-asv-run-") as home:
+            _machine_file(Path(home), machine)
+            conf = _run_config(Path(home))
+            env = dict(os.environ, HOME=home)
+            env.setdefault("PIP_CACHE_DIR", str(Path.home() / ".cache" / "pip"))
+            cmd = [*asv, "--config", str(conf), f"{sha}^!"]
+            rc = subprocess.run(cmd, cwd=ROOT / "asv_bench", env=env).returncode
         cond = json.loads(cond_path.read_text()) if cond_path.is_file() else {}
-        cond.setdefault(machine, {})[sha] = {
+        record: dict[str, Any] = {
             "load_before": before,
             "load_after": os.getloadavg()[0],
             "run_started": start,
         }
+        if rc:
+            record["asv_exit_status"] = rc
+        known = cond.setdefault(machine, {})
+        if sha in known:  # a later run adds the benchmarks the first one lacked
+            known[sha].setdefault("reruns", []).append(record)
+        else:
+            known[sha] = record
         cond_path.write_text(json.dumps(cond, indent=1, sort_keys=True) + "\n")
-        if rc != 0:
-            return rc
-    return 0
+        worst = worst or rc
+    return worst
 
 
 #: Where a Debian/Ubuntu system keeps the libraries asv's pages load from CDNs
@@ -315,28 +396,426 @@ def publish(outdir: Path, offline: bool = True) -> int:
     return rc
 
 
+# ---------------------------------------------------------------------------------------------
+# Tables of measured figures: docs/perf_results/<section>.json -> docs/performance.md
+
+RESULTS_DOCS = ROOT / "docs" / "perf_results"
+#: the columns of a ``scripts/bench_peers.py`` table (rows stored as its cases return them)
+PEER_HEAD = ["case", "tenfold", "peer", "peer value", "unit", "ratio", "target", "note"]
+_SECTION = re.compile(r"<!-- BEGIN (\S+) -->\n(.*?)<!-- END \1 -->", re.S)
+_TABLE = re.compile(r"<!-- table (\S+) \(generated[^>]*-->\n(.*?)<!-- end table \1 -->\n?", re.S)
+
+
+def table_open(ref: str) -> str:
+    section = ref.split("/")[0]
+    return (
+        f"<!-- table {ref} (generated by scripts/perf_docs.py from "
+        f"docs/perf_results/{section}.json: edit that, not this) -->"
+    )
+
+
+def table_close(ref: str) -> str:
+    return f"<!-- end table {ref} -->"
+
+
+def _cell(x: Any) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, float):
+        return f"{x:.4g}"
+    return str(x)
+
+
+def peer_cells(r: dict[str, Any]) -> list[str]:
+    """One ``bench_peers.py`` row as the table shows it."""
+    ratio = r.get("ratio")
+    return [
+        r["case"],
+        _cell(r.get("tenfold")),
+        r.get("peer") or "-",
+        _cell(r.get("peer_value")),
+        r.get("unit", "s"),
+        f"{ratio:.2f}x" if isinstance(ratio, float) else _cell(ratio),
+        r.get("target", ""),
+        r.get("note", ""),
+    ]
+
+
+def markdown_table(head: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def _run_load(run: dict[str, Any]) -> str:
+    if run.get("load"):
+        return str(run["load"])
+    if run.get("load_before") is not None:
+        before, after = run["load_before"], run.get("load_after")
+        return f"{before:.1f} -> {after:.1f}" if after is not None else f"{before:.1f}"
+    return "not recorded"
+
+
+def caption(run: dict[str, Any], where: str, earlier: int) -> str:
+    """The line above a table: when, where, how loaded, which code, by what command."""
+    when = run["date"] + (f" {run['time']}" if run.get("time") else "")
+    about = "; ".join(x for x in (run.get("platform"), run.get("software")) if x)
+    text = f"Measured {when} on `{run.get('machine') or 'an unrecorded machine'}`"
+    text += f" ({about})" if about else ""
+    text += f", load average {_run_load(run)}"
+    text += f", commit `{run['commit'][:10]}`" if run.get("commit") else ", commit not recorded"
+    text += f", by `{run['command']}`" if run.get("command") else ""
+    text += f"; {run['note']}" if run.get("note") else ""
+    text += f". Stored in `{where}`"
+    text += f" (with {earlier} earlier run{'s' if earlier > 1 else ''})" if earlier else ""
+    return "*" + text.replace("*", r"\*") + ".*"
+
+
+def render_table(section: str, tid: str, table: dict[str, Any]) -> str:
+    """A stored table as Markdown (caption, table, plot), without its markers."""
+    run = table["runs"][-1]
+    if run.get("columns"):
+        head, rows = list(run["columns"]), [[_cell(c) for c in r] for r in run["rows"]]
+    else:
+        head, rows = PEER_HEAD, [peer_cells(r) for r in run["rows"]]
+    where = f"docs/perf_results/{section}.json"
+    out = [caption(run, where, len(table["runs"]) - 1), "", markdown_table(head, rows)]
+    if table.get("plot"):
+        out += ["", f"![{section} ratios]({table['plot']})"]
+    return "\n".join(out) + "\n"
+
+
+def table_ref(section: str, tid: str) -> str:
+    return section if tid == "main" else f"{section}/{tid}"
+
+
+def load_tables(results: Path | None = None) -> dict[str, dict[str, Any]]:
+    """Every stored results file, by section name."""
+    results = results or RESULTS_DOCS
+    out = {}
+    for f in sorted(results.glob("*.json")) if results.is_dir() else []:
+        doc = json.loads(f.read_text())
+        out[doc.get("section", f.stem)] = doc
+    return out
+
+
+def _blocks(results: Path | None) -> dict[str, str]:
+    """ref -> the generated block (markers included) for every stored table."""
+    blocks = {}
+    for section, doc in load_tables(results).items():
+        for tid, table in doc["tables"].items():
+            ref = table_ref(section, tid)
+            body = render_table(section, tid, table)
+            blocks[ref] = f"{table_open(ref)}\n{body}{table_close(ref)}\n"
+    return blocks
+
+
+def render_tables(text: str, results: Path | None = None) -> str:
+    """``text`` with every stored table re-rendered in place; a stored table the page lacks is
+    added at the end of its section, and a section the page lacks before the history."""
+    blocks = _blocks(results)
+    text = _TABLE.sub(lambda m: blocks.get(m.group(1), m.group(0)), text)
+    for ref, block in blocks.items():
+        if f"<!-- table {ref} " in text:
+            continue
+        section = ref.split("/")[0]
+        end = f"<!-- END {section} -->"
+        if end in text:
+            text = text.replace(end, "\n" + block + end, 1)
+            continue
+        new = f"<!-- BEGIN {section} -->\n## {section}\n\n{block}{end}\n\n"
+        text = text.replace(BEGIN, new + BEGIN, 1) if BEGIN in text else text + "\n" + new
+    return text
+
+
+def _generated_spans(text: str) -> list[tuple[int, int]]:
+    spans = [(m.start(), m.end()) for m in _TABLE.finditer(text)]
+    if BEGIN in text and END in text:
+        spans.append((text.index(BEGIN), text.index(END)))
+    return spans
+
+
+def problems(text: str, results: Path | None = None) -> list[str]:
+    """What makes the page disagree with the stored results (empty when they agree)."""
+    out = []
+    blocks = _blocks(results)
+    sections = {m.group(1): (m.start(), m.end()) for m in _SECTION.finditer(text)}
+    seen: dict[str, int] = {}
+    for m in _TABLE.finditer(text):
+        ref = m.group(1)
+        seen[ref] = seen.get(ref, 0) + 1
+        if ref not in blocks:
+            out.append(
+                f"table {ref}: no stored results (docs/perf_results/{ref.split('/')[0]}.json)"
+            )
+        elif m.group(0).rstrip("\n") != blocks[ref].rstrip("\n"):
+            out.append(f"table {ref}: differs from its stored results (edited by hand?)")
+        span = sections.get(ref.split("/")[0])
+        if span is None or not span[0] < m.start() < span[1]:
+            out.append(f"table {ref}: not inside its section's BEGIN/END markers")
+    for ref in blocks:
+        if ref.split("/")[0] not in sections:
+            out.append(f"docs/perf_results/{ref.split('/')[0]}.json: no section in the page")
+        if seen.get(ref, 0) != 1:
+            out.append(f"table {ref}: shown {seen.get(ref, 0)} times in the page (once expected)")
+    spans = _generated_spans(text)
+    fenced, pos, previous = False, 0, False
+    for n, line in enumerate(text.splitlines(keepends=True), 1):
+        fenced ^= line.startswith("```")
+        typed = line.startswith("|") and not fenced and not any(a <= pos < b for a, b in spans)
+        if typed and not previous:
+            where = [s for s, (a, b) in sections.items() if a <= pos < b]
+            fix = (
+                f"python scripts/perf_docs.py import {where[0]}" if where else "put it in a section"
+            )
+            out.append(f"line {n}: a table typed in, not rendered from stored results ({fix})")
+        previous = typed
+        pos += len(line)
+    return out
+
+
+def store_run(
+    section: str,
+    tid: str,
+    run: dict[str, Any],
+    plot_name: str | None = None,
+    results: Path | None = None,
+) -> Path:
+    """Add one run's results to ``docs/perf_results/<section>.json`` (the last run of a table is
+    the one the page shows; earlier runs stay in the file)."""
+    results = results or RESULTS_DOCS
+    path = results / f"{section}.json"
+    doc = json.loads(path.read_text()) if path.is_file() else {"section": section, "tables": {}}
+    table = doc["tables"].setdefault(tid, {"runs": []})
+    table["runs"].append(run)
+    if plot_name:
+        table["plot"] = plot_name
+    results.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False, default=_plain) + "\n")
+    return path
+
+
+def _plain(x: Any) -> Any:
+    """NumPy scalars in a case's row, as JSON numbers."""
+    if hasattr(x, "item"):
+        return x.item()
+    raise TypeError(f"not JSON: {x!r}")
+
+
+# --- import: a section typed in by hand (or by an older bench_peers.py) into stored results ---
+
+_DATE = re.compile(r"\d{4}-\d\d-\d\d")
+_ENV = re.compile(
+    r"Measured (?P<date>\d{4}-\d\d-\d\d) on (?P<platform>[^,]+(?:\([^)]*\))?), "
+    r"(?P<software>Python [^,]+, numpy [^,]+(?:, tenfold [^,]+)?), by `(?P<command>[^`]+)`"
+    r"\.?(?P<rest>.*)",
+    re.S,
+)
+
+
+def _cells(line: str) -> list[str]:
+    return [c.strip() for c in line.strip()[1:-1].split("|")]
+
+
+def _typed(text: str) -> Any:
+    """A figure as bench_peers.py printed it: None, an int, a float, or the text itself."""
+    if text == "-":
+        return None
+    if re.fullmatch(r"-?\d+", text):
+        return int(text)
+    try:
+        value = float(text)
+    except ValueError:
+        return text
+    return value if f"{value:.4g}" == text else text
+
+
+def _peer_row(cells: list[str]) -> dict[str, Any]:
+    case, tenfold, peer, peer_value, unit, ratio, target, note = cells
+    r: dict[str, Any] = {"case": case, "tenfold": _typed(tenfold)}
+    r["peer"] = None if peer == "-" else peer
+    r["peer_value"] = _typed(peer_value)
+    r["unit"] = unit
+    m = re.fullmatch(r"(-?\d+\.\d\d)x", ratio)
+    r["ratio"] = float(m.group(1)) if m else _typed(ratio)
+    r["target"], r["note"] = target, note
+    if peer_cells(r) != cells:
+        raise ValueError(f"row {cells!r} does not come back as typed")
+    return r
+
+
+def _slug(heading: str, taken: set[str]) -> str:
+    words = re.sub(r"\([^)]*\)|[^a-z0-9 ]", " ", heading.lower().split(":", 1)[-1]).split()
+    base = "-".join(words[:5]) or "table"
+    slug, n = base, 2
+    while slug in taken:
+        slug, n = f"{base}-{n}", n + 1
+    return slug
+
+
+def import_section(
+    text: str, section: str, machine: str, results: Path | None = None
+) -> tuple[str, list[str]]:
+    """Store every typed-in table of ``section`` as results and put its generated block in its
+    place. A ``bench_peers.py`` table takes its date, platform and command from the
+    "Measured ..." paragraph above it (which the caption then replaces); another table takes the
+    last date written above it in the section and says its load is not recorded (edit the
+    results file to add what the text says). Returns the new page and the refs stored."""
+    m = next((m for m in _SECTION.finditer(text) if m.group(1) == section), None)
+    if m is None:
+        raise SystemExit(f"perf_docs: no <!-- BEGIN {section} --> section in the page")
+    body = m.group(2)
+    results = results or RESULTS_DOCS
+    path = results / f"{section}.json"
+    doc = json.loads(path.read_text()) if path.is_file() else {"section": section, "tables": {}}
+    lines = body.splitlines(keepends=True)
+    out: list[str] = []
+    refs: list[str] = []
+    heading, i = "", 0
+    # ids shown in the section already; a stored id not shown is a table typed in again: its
+    # new run is added to the stored ones
+    taken = {"main" if g[0] == section else g[0].split("/", 1)[1] for g in _TABLE.findall(body)}
+    generated = [(g.start(), g.end()) for g in _TABLE.finditer(body)]
+    pos = 0
+    while i < len(lines):
+        line = lines[i]
+        inside = any(a <= pos < b for a, b in generated)
+        if line.startswith("#") and not inside:
+            heading = line.strip("# \n")
+        if not line.startswith("|") or inside:
+            out.append(line)
+            pos += len(line)
+            i += 1
+            continue
+        j = i
+        while j < len(lines) and lines[j].startswith("|"):
+            j += 1
+        table = [ln.rstrip("\n") for ln in lines[i:j]]
+        pos += sum(len(ln) for ln in lines[i:j])
+        head = _cells(table[0])
+        above = "".join(out)
+        run: dict[str, Any] = {"machine": machine}
+        entry: dict[str, Any] = {}
+        if head == PEER_HEAD:
+            run["rows"] = [_peer_row(_cells(r)) for r in table[2:]]
+        else:
+            run["columns"] = head
+            run["rows"] = [_cells(r) for r in table[2:]]
+        if head == PEER_HEAD and "main" not in taken:
+            tid = "main"
+            para = above.rstrip("\n").rsplit("\n\n", 1)
+            env = _ENV.fullmatch(para[-1].strip()) if len(para) == 2 else None
+            if env is not None:
+                run["date"], run["command"] = env["date"], env["command"]
+                run["platform"] = " ".join(env["platform"].removesuffix(" (cpu)").split())
+                run["software"] = env["software"]
+                rest = " ".join(env["rest"].split()).strip(" .")
+                if re.fullmatch(r"(\([^()]*\))?", rest):  # nothing but a remark: the caption's
+                    run["note"] = rest[1:-1]
+                    out = [para[0] + "\n\n"]
+            k = j
+            while k < len(lines) and not lines[k].strip():
+                k += 1
+            if k < len(lines) and re.fullmatch(r"!\[[^]]*\]\((perf_\w+\.png)\)\n?", lines[k]):
+                entry["plot"] = re.findall(r"\((perf_\w+\.png)\)", lines[k])[0]
+                pos += sum(len(ln) for ln in lines[j : k + 1])
+                j = k + 1
+        else:
+            tid = _slug(heading or section, taken)
+        run.setdefault("date", (_DATE.findall(heading) or _DATE.findall(above) or ["?"])[-1])
+        run = {k: run[k] for k in sorted(run, key=_RUN_ORDER.index) if run[k]}
+        taken.add(tid)
+        stored = doc["tables"].setdefault(tid, {"runs": []})
+        stored["runs"].append(run)
+        stored.update(entry)
+        ref = table_ref(section, tid)
+        rendered = render_table(section, tid, doc["tables"][tid])
+        if markdown_table(head, [_cells(r) for r in table[2:]]) != "\n".join(table):
+            raise ValueError(f"{ref}: the typed table is not in the standard form")
+        out.append(f"{table_open(ref)}\n{rendered}{table_close(ref)}\n")
+        refs.append(ref)
+        i = j
+    results.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(doc, indent=1, ensure_ascii=False) + "\n")
+    new_body = "".join(out)
+    return text[: m.start(2)] + new_body + text[m.end(2) :], refs
+
+
+_RUN_ORDER = [
+    "date",
+    "time",
+    "machine",
+    "platform",
+    "software",
+    "load",
+    "load_before",
+    "load_after",
+    "commit",
+    "command",
+    "note",
+    "columns",
+    "rows",
+]
+
+
+def plot_ratios(section: str, rows: list[dict[str, Any]], out: Path) -> bool:
+    """A bar chart of a ``bench_peers.py`` table's ratios (log scale); False when the table
+    has no ratio or matplotlib is missing."""
+    pts = [(r["case"], r["ratio"]) for r in rows if isinstance(r.get("ratio"), float)]
+    if not pts:
+        return False
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    fig, ax = plt.subplots(figsize=(8, 0.5 + 0.4 * len(pts)))
+    ax.barh([p[0] for p in pts], [p[1] for p in pts], color="#3b7dd8")
+    ax.axvline(1.0, color="k", lw=0.8)
+    ax.set_xscale("log")  # ratios range from ~1x to ~1000x
+    ax.set_xlabel("speed-up of tenfold over the peer (x, higher is better)")
+    ax.set_title(f"{section}: tenfold vs peers (same data, same run)")
+    fig.tight_layout()
+    fig.savefig(out, dpi=90)
+    plt.close(fig)
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="perf_docs.py", description=__doc__.split("\n\n")[0])
-    p.add_argument("command", nargs="?", choices=["run", "publish"])
-    p.add_argument("args", nargs="*", help="revisions (run) or the output folder (publish)")
-    p.add_argument("--check", action="store_true", help="exit 1 if the section is stale")
-    p.add_argument("--plot", action="store_true", help=f"also draw {PLOT.name}")
-    p.add_argument("--machine", default="box-epyc-2core", help="asv machine name (run)")
+    p.add_argument("command", nargs="?", choices=["run", "publish", "import"])
+    p.add_argument("args", nargs="*", help="revisions (run), OUTDIR (publish), sections (import)")
+    p.add_argument("--check", action="store_true", help="exit 1 if the page disagrees")
+    p.add_argument("--plot", action="store_true", help=f"also draw {PLOT.name} and the ratios")
+    p.add_argument("--machine", default="box-epyc-2core", help="machine name (run, import)")
     a = p.parse_args(argv)
     if a.command == "run":
         return run(a.args, a.machine) if a.args else p.error("run needs revisions")
     if a.command == "publish":
         return publish(Path(a.args[0])) if len(a.args) == 1 else p.error("publish needs OUTDIR")
     text = DOC.read_text()
-    new = render(text, section())
-    if a.check:
-        if new != text:
-            print(f"{DOC.relative_to(ROOT)}: the generated section is out of date; run {p.prog}")
-            return 1
+    if a.command == "import":
+        for name in a.args or p.error("import needs section names"):
+            text, refs = import_section(text, name, a.machine)
+            print(f"{name}: stored {', '.join(refs) or 'nothing (no typed-in table)'}")
+        DOC.write_text(text)
         return 0
+    new = render_tables(render(text, section()))
+    if a.check:
+        found = problems(text)
+        if new != text:
+            found.insert(0, "generated parts out of date: run python scripts/perf_docs.py")
+        for line in found:
+            print(f"{DOC.relative_to(ROOT)}: {line}")
+        return 1 if found else 0
     DOC.write_text(new)
     if a.plot:
         plot(RESULTS, PLOT)
+        for name, doc in load_tables().items():
+            for table in doc["tables"].values():
+                if table.get("plot") and not table["runs"][-1].get("columns"):
+                    plot_ratios(name, table["runs"][-1]["rows"], DOC.parent / table["plot"])
     return 0
 
 
