@@ -216,6 +216,28 @@ def test_copy_xxh3_rejects(kernels):
     assert k.xxh3_64(ro) == xxhash.xxh3_64_intdigest(b"123456789")
 
 
+def test_xxh3_takes_any_contiguous_buffer(kernels):
+    """As the package: a float32 or 2-d array, a bytearray, a memoryview, read as their bytes;
+    a non-contiguous view is refused, not copied."""
+    k = kernels("xxh3")
+    a = POOL[:4000].view(np.float32).reshape(25, 40)
+    want = xxhash.xxh3_64_intdigest(a.tobytes(), 3)
+    assert k.xxh3_64(a, 3) == want
+    assert k.xxh3_64(bytearray(a.tobytes()), 3) == want
+    s = k.Xxh3State(3)
+    s.update(memoryview(a)[:10])
+    s.update(a[10:])
+    assert s.intdigest() == want
+    out = np.zeros((25, 40), np.float32)
+    s = k.Xxh3State(3)
+    k.copy_xxh3(a, out, s)
+    assert s.intdigest() == want and out.tobytes() == a.tobytes()
+    with pytest.raises((BufferError, ValueError)):
+        k.xxh3_64(a[:, ::2])
+    with pytest.raises(TypeError):
+        k.xxh3_64("text")
+
+
 def test_xxh3_implementation_names(kernels):
     assert kernels("xxh3").implementation() in {"python", "scalar", "sse2", "avx2", "avx512"}
 

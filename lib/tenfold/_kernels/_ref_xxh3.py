@@ -37,12 +37,13 @@ ACC0 = (P32_3, P64_1, P64_2, P64_3, P64_4, P32_2, P64_5, P32_1)
 
 
 def _bytes(data: object, what: str, writable: bool = False) -> memoryview:
+    """Any C-contiguous buffer as its bytes (what the compiled kernel's buffer request takes)."""
     mv = memoryview(data)  # type: ignore[arg-type]
-    if mv.ndim != 1 or mv.format != "B" or not mv.c_contiguous:
-        raise ValueError(f"{what}: expected a contiguous 1-d buffer of bytes")
+    if not mv.c_contiguous:
+        raise BufferError(f"{what}: not a C-contiguous buffer")
     if writable and mv.readonly:
-        raise BufferError(f"{what}: object is not writable")  # as Cython's memoryview says
-    return mv.cast("B")
+        raise BufferError(f"{what}: object is not writable")
+    return mv.cast("B") if mv.ndim != 1 or mv.format != "B" else mv
 
 
 def _r64(b: bytes, at: int) -> int:

@@ -7,7 +7,9 @@ AVX-512, AVX2 or SSE2 registers on x86-64, chosen at import, and in plain 64-bit
 elsewhere; ``TENFOLD_XXH3`` (read at import: ``scalar``, ``sse2``, ``avx2`` or ``avx512``) or
 :func:`_force` (tests) lowers it. Every level gives the same values.
 
-Calls on more than :data:`NOGIL_BYTES` bytes release the GIL, so threads hash in parallel. A
+Inputs are any C-contiguous buffer (bytes, bytearray, memoryview, a NumPy array of any dtype),
+read as its bytes, as the package reads them. Calls on more than :data:`NOGIL_BYTES` bytes
+release the GIL, so threads hash in parallel. A
 :class:`Xxh3State` holds a lock while it works, so threads sharing one are serialised (the
 bytes they give are hashed in the order the calls take the lock).
 """
@@ -18,8 +20,8 @@ from cpython.pythread cimport (
     PyThread_type_lock, PyThread_allocate_lock, PyThread_free_lock, PyThread_acquire_lock,
     PyThread_release_lock, WAIT_LOCK, NOWAIT_LOCK,
 )
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from libc.stdint cimport uint8_t, uint64_t, uintptr_t
-cimport cython
 
 cdef extern from "_xxh3_impl.h":
     ctypedef struct tf_x3_state:
@@ -79,19 +81,19 @@ def implementation():
     return _NAMES[tf_x3_level]
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def xxh3_64(const uint8_t[::1] data, uint64_t seed=0):
+def xxh3_64(data, uint64_t seed=0):
     """XXH3-64 of ``data`` with ``seed`` (``xxhash.xxh3_64_intdigest(data, seed)``)."""
-    cdef size_t n = data.shape[0]
+    cdef Py_buffer v
     cdef uint64_t h
-    if n == 0:
-        return tf_xxh3_64(NULL, NULL, 0, seed)
-    if n > _NOGIL:
-        with nogil:
-            h = tf_xxh3_64(&data[0], NULL, n, seed)
-    else:
-        h = tf_xxh3_64(&data[0], NULL, n, seed)
+    PyObject_GetBuffer(data, &v, PyBUF_SIMPLE)
+    try:
+        if <size_t>v.len > _NOGIL:
+            with nogil:
+                h = tf_xxh3_64(<const uint8_t*>v.buf, NULL, <size_t>v.len, seed)
+        else:
+            h = tf_xxh3_64(<const uint8_t*>v.buf, NULL, <size_t>v.len, seed)
+    finally:
+        PyBuffer_Release(&v)
     return h
 
 
@@ -131,22 +133,21 @@ cdef class Xxh3State:
             with nogil:
                 PyThread_acquire_lock(self.lock, WAIT_LOCK)
 
-    @cython.boundscheck(False)
-    @cython.wraparound(False)
-    def update(self, const uint8_t[::1] data):
-        """Add ``data`` (any contiguous buffer of bytes) to the hash."""
-        cdef size_t n = data.shape[0]
-        if n == 0:
-            return
-        self._lock()
+    def update(self, data):
+        """Add ``data`` (any C-contiguous buffer, read as its bytes) to the hash."""
+        cdef Py_buffer v
+        PyObject_GetBuffer(data, &v, PyBUF_SIMPLE)
         try:
-            if n > _NOGIL:
-                with nogil:
-                    tf_x3_update(&self.st, &data[0], NULL, n)
-            else:
-                tf_x3_update(&self.st, &data[0], NULL, n)
+            if v.len:
+                self._lock()
+                if <size_t>v.len > _NOGIL:
+                    with nogil:
+                        tf_x3_update(&self.st, <const uint8_t*>v.buf, NULL, <size_t>v.len)
+                else:
+                    tf_x3_update(&self.st, <const uint8_t*>v.buf, NULL, <size_t>v.len)
+                PyThread_release_lock(self.lock)
         finally:
-            PyThread_release_lock(self.lock)
+            PyBuffer_Release(&v)
 
     def intdigest(self):
         """The XXH3-64 of the bytes given so far, as an int."""
@@ -179,27 +180,34 @@ cdef class Xxh3State:
         PyThread_release_lock(self.lock)
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
-def copy_xxh3(const uint8_t[::1] src, uint8_t[::1] dst, Xxh3State state not None):
-    """Copy ``src`` into ``dst`` (the same length, not overlapping) and add the bytes to
-    ``state``: one pass over the source, stripe by stripe (``state.update(src)`` and a copy)."""
-    cdef size_t n = src.shape[0]
-    cdef uintptr_t s, d
-    if <size_t>dst.shape[0] != n:
-        raise ValueError(f"copy_xxh3: dst of {dst.shape[0]} bytes; expected {n} (as src)")
-    if n == 0:
-        return
-    s = <uintptr_t>&src[0]
-    d = <uintptr_t>&dst[0]
-    if s < d + n and d < s + n:
-        raise ValueError("copy_xxh3: src and dst overlap")
-    state._lock()
+def copy_xxh3(src, dst, Xxh3State state not None):
+    """Copy ``src`` into ``dst`` (C-contiguous buffers of the same size in bytes, not
+    overlapping; ``dst`` writable) and add the bytes to ``state``: one pass over the source,
+    stripe by stripe (what ``state.update(src)`` and a copy give)."""
+    cdef Py_buffer s, d
+    cdef size_t n
+    cdef uintptr_t a, b
+    PyObject_GetBuffer(src, &s, PyBUF_SIMPLE)
     try:
-        if n > _NOGIL:
-            with nogil:
-                tf_x3_update(&state.st, &src[0], &dst[0], n)
-        else:
-            tf_x3_update(&state.st, &src[0], &dst[0], n)
+        PyObject_GetBuffer(dst, &d, PyBUF_WRITABLE)
+        try:
+            n = <size_t>s.len
+            if <size_t>d.len != n:
+                raise ValueError(f"copy_xxh3: dst of {d.len} bytes; expected {n} (as src)")
+            if n == 0:
+                return
+            a = <uintptr_t>s.buf
+            b = <uintptr_t>d.buf
+            if a < b + n and b < a + n:
+                raise ValueError("copy_xxh3: src and dst overlap")
+            state._lock()
+            if n > _NOGIL:
+                with nogil:
+                    tf_x3_update(&state.st, <const uint8_t*>s.buf, <uint8_t*>d.buf, n)
+            else:
+                tf_x3_update(&state.st, <const uint8_t*>s.buf, <uint8_t*>d.buf, n)
+            PyThread_release_lock(state.lock)
+        finally:
+            PyBuffer_Release(&d)
     finally:
-        PyThread_release_lock(state.lock)
+        PyBuffer_Release(&s)
