@@ -155,6 +155,8 @@ def crc32c_implementation() -> str:
 
 
 _X3: dict[bool, Any] = {}
+#: bytes hashed then copied at a time by :func:`copy_xxh3` without the kernel
+_COPY_BLOCK = 1 << 20
 
 
 def xxh3_kernel() -> Any:
@@ -204,13 +206,17 @@ def xxh3_hasher(seed: int = 0) -> Any:
 def copy_xxh3(src: np.ndarray, dst: np.ndarray, hasher: Any) -> None:
     """Copy the ``uint8`` array ``src`` into ``dst`` (same size) and add the bytes to
     ``hasher`` (from :func:`xxh3_hasher`): one pass with the GIL released (the compiled
-    kernel), or a copy then ``hasher.update`` of it."""
+    kernel), or block by block, each hashed then copied while it is in the cache."""
     mod = xxh3_kernel()
     if mod is not None and isinstance(hasher, mod.Xxh3State):
         mod.copy_xxh3(src, dst, hasher)
         return
-    np.copyto(dst, src)
-    hasher.update(dst)
+    if src.shape != dst.shape:
+        raise ValueError(f"copy_xxh3: dst of shape {dst.shape}; expected {src.shape} (as src)")
+    for start in range(0, src.size, _COPY_BLOCK):
+        block = src[start : start + _COPY_BLOCK]
+        hasher.update(block)
+        dst[start : start + _COPY_BLOCK] = block
 
 
 def xxh3_implementation() -> str:
