@@ -446,6 +446,9 @@ TF_X3_AVX512 TF_X3_INLINE void tf_x3_consume_avx512_body(uint64_t *acc, size_t *
         for (s = 0; s < TF_X3_PER_BLOCK; s++)
             key[s] = _mm512_loadu_si512((const void *)(k + 8 * s));
         while (ns >= TF_X3_PER_BLOCK) {
+            /* the stripes' words go into b unswapped, and into a0 swapped once per block
+             * (a sum of lane swaps is the swap of the sum): one shuffle per stripe less */
+            __m512i b = _mm512_setzero_si512();
             for (s = 0; s < TF_X3_PER_BLOCK; s++) {
                 __m512i x = _mm512_loadu_si512((const void *)(p + TF_X3_STRIPE * s));
                 __m512i v;
@@ -453,11 +456,10 @@ TF_X3_AVX512 TF_X3_INLINE void tf_x3_consume_avx512_body(uint64_t *acc, size_t *
                 v = _mm512_xor_si512(x, key[s]);
                 if (dst)
                     _mm512_storeu_si512((void *)(dst + TF_X3_STRIPE * s), x);
-                a0 = _mm512_add_epi64(
-                    a0, _mm512_add_epi64(_mm512_shuffle_epi32(x, (_MM_PERM_ENUM)0x4E),
-                                         _mm512_mul_epu32(v, _mm512_shuffle_epi32(
-                                                                 v, (_MM_PERM_ENUM)0x31))));
+                b = _mm512_add_epi64(b, x);
+                a0 = _mm512_add_epi64(a0, _mm512_mul_epu32(v, _mm512_srli_epi64(v, 32)));
             }
+            a0 = _mm512_add_epi64(a0, _mm512_shuffle_epi32(b, (_MM_PERM_ENUM)0x4E));
             a0 = _mm512_xor_si512(a0, _mm512_srli_epi64(a0, 47));
             a0 = _mm512_xor_si512(a0, sk);
             a0 = _mm512_add_epi64(
