@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -42,7 +43,8 @@ def _lines(report):
 
 
 class _Spy:
-    """Records the threads that hash (both the one-shot and the streaming digest)."""
+    """Records the threads that hash (both the one-shot and the streaming digest); each hash
+    waits a little, so that one worker cannot drain the queue alone before the others start."""
 
     def __init__(self, monkeypatch):
         self.seen: set[str] = set()
@@ -51,10 +53,12 @@ class _Spy:
 
         def digest_hex(algo, data):
             self.seen.add(threading.current_thread().name)
+            time.sleep(0.005)
             return hex_(algo, data)
 
         def digest_hasher(algo):
             self.seen.add(threading.current_thread().name)
+            time.sleep(0.005)
             return hasher(algo)
 
         monkeypatch.setattr(parts_mod, "digest_hex", digest_hex)
