@@ -86,3 +86,45 @@ def test_crc32c_combine(monkeypatch, pure):
         assert got == pk.crc32c(data)
     twin = _kernels.load("crc32c", "reference")  # the pure-Python combine
     assert checksums.crc32c_combine(5, 9, 2**64 - 1) == twin.crc32c_combine(5, 9, 2**64 - 1)
+
+
+@pytest.fixture
+def fresh_xxh3(monkeypatch):
+    monkeypatch.setattr(checksums, "_X3", {})
+
+
+def test_xxh3_uses_the_compiled_kernel(fresh_xxh3):
+    if _kernels.pure_python():
+        pytest.skip("TENFOLD_PUREPYTHON: the kernels are not in use")
+    xxhash = pytest.importorskip("xxhash")
+    k = _kernels.load("xxh3", "compiled")
+    assert checksums.xxh3_implementation() == f"tenfold kernel ({k.implementation()})"
+    data = _data()
+    assert checksums.xxh3_64(data[1:], 5) == xxhash.xxh3_64_intdigest(data[1:].tobytes(), 5)
+    h = checksums.xxh3_hasher()
+    assert isinstance(h, k.Xxh3State)
+    out = np.empty_like(data)
+    checksums.copy_xxh3(data, out, h)
+    assert np.array_equal(out, data) and h.intdigest() == checksums.xxh3_64(data)
+
+
+def test_xxh3_under_purepython_uses_the_package_not_the_twin(fresh_xxh3, monkeypatch):
+    """TENFOLD_PUREPYTHON: the xxhash package, never the compiled kernel nor the slow twin."""
+    xxhash = pytest.importorskip("xxhash")
+    monkeypatch.setenv("TENFOLD_PUREPYTHON", "1")
+    ref = _kernels.load("xxh3", "reference")
+    for name in ("xxh3_64", "copy_xxh3"):
+        monkeypatch.setattr(ref, name, lambda *a: pytest.fail("the twin hashed a payload"))
+    if not _kernels.pure_python():
+        comp = _kernels.load("xxh3", "compiled")
+        for name in ("xxh3_64", "copy_xxh3"):
+            monkeypatch.setattr(comp, name, lambda *a: pytest.fail("the kernel was used"))
+    assert checksums.xxh3_implementation() == "xxhash package"
+    data = _data()
+    assert checksums.xxh3_64(data, 7) == xxhash.xxh3_64_intdigest(data.tobytes(), 7)
+    assert checksums.xxh3_hex(data[::2]) == xxhash.xxh3_64_hexdigest(data[::2].tobytes())
+    h = checksums.xxh3_hasher(3)
+    assert isinstance(h, xxhash.xxh3_64)
+    out = np.empty_like(data)
+    checksums.copy_xxh3(data, out, h)
+    assert np.array_equal(out, data) and h.intdigest() == checksums.xxh3_64(data, 3)

@@ -409,3 +409,38 @@ def test_a_commit_removes_what_dead_attempts_left_and_never_a_live_one(tmp_path,
 
 def _text():
     return {"capture_output": True, "text": True, "timeout": 60, "check": True}
+
+
+def test_read_into_copies_while_hashing_with_copy_xxh3(tmp_path, monkeypatch):
+    """A whole chunk is copied and hashed in one call of ``core.checksums.copy_xxh3`` (tenfold's
+    kernel, stripe by stripe with the GIL released, where compiled; the xxhash package by
+    blocks otherwise), with the state ``xxh3_hasher`` gives."""
+    import importlib
+
+    from tenfold import _kernels
+    from tenfold.core import checksums
+
+    reader_mod = importlib.import_module("tenfold.interop.dcp_files._reader")
+    calls = []
+    real = checksums.copy_xxh3
+
+    def spy(src, dst, h):
+        calls.append((src.nbytes, type(h).__name__))
+        return real(src, dst, h)
+
+    monkeypatch.setattr(reader_mod, "copy_xxh3", spy)
+    big = np.random.default_rng(4).standard_normal((600, 1024)).astype(np.float32)
+    src = tmp_path / "src.zt"
+    tenfold.save(src, {"big": big})
+    from_file(src, tmp_path / "ck", world_size=2)
+    doc = dcp_files.read_document(tmp_path / "ck")
+    files = dcp_files.RankFiles(tmp_path / "ck", doc)
+    try:
+        for c in doc.entries["big"].chunks:
+            out = np.empty(c.sizes, np.float32)
+            assert files.read_into("big", c, out.view(np.int32))
+            assert out.tobytes() == big[dcp_files.box(c)].tobytes()
+    finally:
+        files.close()
+    kind = "xxh3_64" if _kernels.pure_python() else "Xxh3State"
+    assert calls == [(c.byte_range[1] - c.byte_range[0], kind) for c in doc.entries["big"].chunks]

@@ -1,10 +1,12 @@
-"""CRC-32C, SHA-256 and xxh64 over any buffer, without copying it.
+"""CRC-32C, XXH3-64, SHA-256 and xxh64 over any buffer, without copying it.
 
 CRC-32C comes from tenfold's own ``crc32c`` kernel (carry-less-multiply folding, about as fast
 as xxh3; the GIL is released) when the compiled kernels are in use, and from the ``crc32c``
 package (SSE4.2 / ARMv8 instructions) when they are not: under ``TENFOLD_PUREPYTHON=1``, or
 when the build is missing (reported with a :class:`RuntimeWarning`). The kernel's pure-Python
-twin is its test oracle, never used on payloads. SHA-256 comes from :mod:`hashlib`, xxh64 from
+twin is its test oracle, never used on payloads. XXH3-64 likewise comes from tenfold's own
+``xxh3`` kernel (GIL released, a streaming state, a copy that hashes) when the compiled kernels
+are in use, else from the ``xxhash`` package. SHA-256 comes from :mod:`hashlib`, xxh64 from
 ``xxhash``. Large buffers are fed to the package in slices so no call copies a payload.
 
 A buffer of at least :data:`PARALLEL_BYTES` is checked in blocks on several threads (as many
@@ -29,6 +31,11 @@ __all__ = [
     "crc32c_implementation",
     "sha256",
     "sha256_hex",
+    "xxh3_64",
+    "xxh3_hex",
+    "xxh3_hasher",
+    "copy_xxh3",
+    "xxh3_implementation",
     "xxh64",
     "xxh64_hex",
     "CRC32C_CHECK",
@@ -145,6 +152,81 @@ def crc32c_implementation() -> str:
     True
     """
     return _crc_backend()[1]
+
+
+_X3: dict[bool, Any] = {}
+#: bytes hashed then copied at a time by :func:`copy_xxh3` without the kernel
+_COPY_BLOCK = 1 << 20
+
+
+def xxh3_kernel() -> Any:
+    """The compiled ``xxh3`` kernel module, or None where the kernels are not in use
+    (``TENFOLD_PUREPYTHON``, or a missing build: reported by :func:`tenfold._kernels.load`);
+    its pure-Python twin is never used on payloads: the ``xxhash`` package is."""
+    from .._kernels import load, pure_python
+
+    pure = pure_python()
+    if pure not in _X3:
+        mod = None if pure else load("xxh3")  # a missing build warns there
+        _X3[pure] = mod if mod is not None and mod.implementation() != "python" else None
+    return _X3[pure]
+
+
+def xxh3_64(data: object, seed: int = 0) -> int:
+    """XXH3-64 of ``data`` (any buffer, read as its bytes), as ``xxhash.xxh3_64_intdigest``.
+
+    >>> hex(xxh3_64(b""))
+    '0x2d06800538d394c2'
+    """
+    mod = xxh3_kernel()
+    if mod is not None:
+        return int(mod.xxh3_64(_bytes_view(data), seed))
+    return xxhash.xxh3_64_intdigest(_bytes_view(data), seed)
+
+
+def xxh3_hex(data: object, seed: int = 0) -> str:
+    """:func:`xxh3_64` as 16 lowercase hex digits."""
+    return f"{xxh3_64(data, seed):016x}"
+
+
+def xxh3_hasher(seed: int = 0) -> Any:
+    """A running XXH3-64 (``update``, ``intdigest``, ``hexdigest``, ``digest``, ``copy``,
+    ``reset``): the kernel's ``Xxh3State`` (``update`` releases the GIL) or an
+    ``xxhash.xxh3_64``. Give it C-contiguous buffers.
+
+    >>> h = xxh3_hasher(); h.update(b"ab"); h.update(b"c"); h.intdigest() == xxh3_64(b"abc")
+    True
+    """
+    mod = xxh3_kernel()
+    if mod is not None:
+        return mod.Xxh3State(seed)
+    return xxhash.xxh3_64(seed=seed)
+
+
+def copy_xxh3(src: np.ndarray, dst: np.ndarray, hasher: Any) -> None:
+    """Copy the ``uint8`` array ``src`` into ``dst`` (same size) and add the bytes to
+    ``hasher`` (from :func:`xxh3_hasher`): one pass with the GIL released (the compiled
+    kernel), or block by block, each hashed then copied while it is in the cache."""
+    mod = xxh3_kernel()
+    if mod is not None and isinstance(hasher, mod.Xxh3State):
+        mod.copy_xxh3(src, dst, hasher)
+        return
+    if src.shape != dst.shape:
+        raise ValueError(f"copy_xxh3: dst of shape {dst.shape}; expected {src.shape} (as src)")
+    for start in range(0, src.size, _COPY_BLOCK):
+        block = src[start : start + _COPY_BLOCK]
+        hasher.update(block)
+        dst[start : start + _COPY_BLOCK] = block
+
+
+def xxh3_implementation() -> str:
+    """What :func:`xxh3_64` runs: ``"tenfold kernel (<level>)"`` or ``"xxhash package"``.
+
+    >>> xxh3_implementation().startswith(("tenfold kernel", "xxhash package"))
+    True
+    """
+    mod = xxh3_kernel()
+    return f"tenfold kernel ({mod.implementation()})" if mod is not None else "xxhash package"
 
 
 def sha256(data: object) -> bytes:

@@ -38,10 +38,10 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from ... import _kernels
 from ...core.buffers import byte_view
+from ...core.checksums import xxh3_64
 from ...core.locking import FileLock
 from ...core.mapped import MappedFile
 from ...errors import EncodeError, describe
@@ -197,7 +197,7 @@ class V2Appender(V2Writer):
         manifest = old.with_objects(self._objects, self._attributes)
         moff = -(-self._pos // self.align) * self.align
         end = moff + len(manifest) + FOOTER_SIZE
-        new_footer = footer_bytes(moff, len(manifest), xxhash.xxh3_64_intdigest(manifest))
+        new_footer = footer_bytes(moff, len(manifest), xxh3_64(manifest))
         fd = self._lock.fd  # the locked file, whatever the path names now
         size = os.fstat(fd).st_size
         if size != self._old_size:  # changed by something that does not take the lock

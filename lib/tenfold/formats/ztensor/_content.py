@@ -17,9 +17,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from ...core.buffers import byte_view
+from ...core.checksums import xxh3_64, xxh3_hasher
 from ...errors import UnsupportedError, describe
 from . import _dcbor
 from ._v2spec import COO, CSR, DENSE
@@ -38,7 +38,7 @@ def _finish(objects: dict[str, Any], algo: str) -> str:
 
         return "sha256:" + sha256_hex(raw)
     if algo == "xxh3":
-        return f"xxh3:{xxhash.xxh3_64_intdigest(raw):016x}"
+        return f"xxh3:{xxh3_64(raw):016x}"
     raise ValueError(f"zt: content digest algorithm must be one of {ALGORITHMS}, not {algo!r}")
 
 
@@ -74,7 +74,7 @@ def _part(a: np.ndarray) -> dict[str, Any]:
     dtype, ltype = storage_of(a.dtype, "tensor")
     if ltype == "f4_e2m1":
         a = pack_f4(a)
-    h = xxhash.xxh3_64()
+    h = xxh3_hasher()
     for piece in le_pieces(np.asarray(a)):
         h.update(byte_view(piece))
     d: dict[str, Any] = {"dtype": dtype}

@@ -3,8 +3,9 @@
 :class:`PartHasher` is one long-lived worker thread per writer: the writing thread hands it
 the part's blocks in order (a little ahead of writing them, so that the write copies a block
 the hasher has just brought into the shared cache) and asks for the digest at the end of the
-part. ``xxhash`` releases the GIL while it hashes and ``os.pwrite`` while it writes, so with a
-free core the digest costs the writer almost no time.
+part. The XXH3-64 (``core.checksums``: tenfold's kernel, or the ``xxhash`` package) releases
+the GIL while it hashes and ``os.pwrite`` while it writes, so with a free core the digest costs
+the writer almost no time.
 
 :func:`pwrite_all` writes a buffer at an offset straight from the caller's memory (no copy
 into a Python buffer), repeating short writes.
@@ -17,7 +18,7 @@ import os
 import queue
 import threading
 
-import xxhash
+from ...core.checksums import xxh3_hasher
 
 __all__ = ["PartHasher", "pwrite_all"]
 
@@ -28,7 +29,7 @@ _END = object()
 def _hash_jobs(jobs: queue.SimpleQueue[object], out: queue.SimpleQueue[object]) -> None:
     """The worker: hash the blocks it is given; at each end mark hand over the digest (or the
     error that stopped the hashing of that part); stop at None."""
-    h = xxhash.xxh3_64()
+    h = xxh3_hasher()
     failed: BaseException | None = None
     while (job := jobs.get()) is not None:
         if job is _END:

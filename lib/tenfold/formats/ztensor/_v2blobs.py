@@ -18,10 +18,10 @@ from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from ...core import parallel
 from ...core.buffers import byte_view
+from ...core.checksums import xxh3_64, xxh3_hasher
 from ...core.prealloc import preallocate, start_writeback
 from ...errors import EncodeError, describe
 from . import _seekable
@@ -109,7 +109,7 @@ class BlobWriter(AtomicFileWriter):
             nbytes = sum(byte_view(p).nbytes for p in pieces)
             if nbytes:
                 return self._write_raw(pieces, nbytes, dtype, ltype)
-        h = xxhash.xxh3_64()
+        h = xxh3_hasher()
         decoded = 0
         for piece in pieces:
             mv = byte_view(piece)
@@ -121,7 +121,7 @@ class BlobWriter(AtomicFileWriter):
                 np.frombuffer(_seekable.encode(b"".join(byte_view(p) for p in pieces)), np.uint8)
             ]
             length = stored[0].size
-            key = (xxhash.xxh3_64_intdigest(byte_view(stored[0])), length)
+            key = (xxh3_64(byte_view(stored[0])), length)
         else:
             stored = pieces
             length = decoded
@@ -159,7 +159,7 @@ class BlobWriter(AtomicFileWriter):
             digest = self._write_piped(pieces, offset, length)
         else:
             preallocate(self._f.fileno(), offset, length)
-            h = xxhash.xxh3_64()
+            h = xxh3_hasher()
             for piece in pieces:
                 mv = byte_view(piece)
                 for i in range(0, mv.nbytes, _CHUNK):
@@ -213,7 +213,7 @@ class BlobWriter(AtomicFileWriter):
         return digest
 
     def _write_inline(self, fd: int, blocks: list[memoryview], offset: int, length: int) -> int:
-        h = xxhash.xxh3_64()
+        h = xxh3_hasher()
         pos = offset
         for block in blocks:
             h.update(block)
@@ -256,7 +256,7 @@ class BlobWriter(AtomicFileWriter):
         offset = self._pad_to_align()
         f = self._f
         preallocate(f.fileno(), offset, length)
-        h = xxhash.xxh3_64()
+        h = xxh3_hasher()
         got = 0
         for chunk in chunks:
             mv = byte_view(chunk)

@@ -9,11 +9,9 @@ import hashlib
 import os
 from typing import Any
 
-import xxhash
-
 from ...core.bounds import Limits
 from ...core.buffers import byte_view
-from ...core.checksums import sha256_hex
+from ...core.checksums import sha256_hex, xxh3_64, xxh3_hasher
 from ...core.mapped import MappedFile
 from ...errors import TenfoldError, TruncatedError
 from ._dcbor import MAX_DEPTH, CborReject
@@ -40,7 +38,7 @@ TAIL_READ = 16 << 10
 
 def xxh3_hex(data: object) -> str:
     """XXH3-64 of ``data`` as 16 lowercase hex digits."""
-    return f"{xxhash.xxh3_64_intdigest(byte_view(data)):016x}"
+    return f"{xxh3_64(byte_view(data)):016x}"
 
 
 def digest_hex(algo: str, data: object) -> str:
@@ -54,7 +52,7 @@ def digest_hex(algo: str, data: object) -> str:
 def digest_hasher(algo: str) -> Any:
     """A hashlib-style object (``update``, ``hexdigest``) giving :func:`digest_hex`'s value."""
     if algo == "xxh3":
-        return xxhash.xxh3_64()
+        return xxh3_hasher()
     if algo == "sha256":
         return hashlib.sha256()
     raise reject("unsupported", "digest", detail="unknown digest algorithm", got=algo)
@@ -172,7 +170,7 @@ def load_manifest(mf: MappedFile, limits: Limits) -> tuple[Manifest | None, tupl
             got=moff + mlen,
         )
     raw = mf.bytes(moff, mlen, "manifest")
-    got = xxhash.xxh3_64_intdigest(raw)
+    got = xxh3_64(raw)
     if got != mhash:
         raise reject(
             "manifest-hash",
@@ -215,7 +213,7 @@ def lean_manifest(
         return None
     at = moff - (size - n)
     raw = tail[at : at + mlen] if at >= 0 else os.pread(fd, mlen, moff)
-    if len(raw) != mlen or xxhash.xxh3_64_intdigest(raw) != int.from_bytes(foot[16:24], "little"):
+    if len(raw) != mlen or xxh3_64(raw) != int.from_bytes(foot[16:24], "little"):
         return None
     try:
         scan = scan_table(

@@ -100,6 +100,12 @@ class V2Parts(V2Shards):
         check_type_data(info, p, raw, count)
         self._verified.add(key)
 
+    def check_part(self, info: ObjectInfo, role: str, count: int | None) -> None:
+        """Check part ``role`` of object ``info`` as its first read does (digest, logical type's
+        data rules for ``count`` elements), then mark it verified; once."""
+        p = self._part(info, role)
+        self._checked(info, p, self.decoded(info.name, role), count)
+
     def _check_digest(self, info: ObjectInfo, p: PartInfo, raw: np.ndarray) -> None:
         algo, want = p.digest_algo, p.digest_hex
         what = f"object {info.name!r} part {p.name!r}"

@@ -32,9 +32,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from ...core.atomic import atomic_write
+from ...core.checksums import xxh3_64
 from ...errors import EncodeError, TenfoldError, describe, factory
 from . import _dcbor
 from ._v2blobs import BlobWriter
@@ -259,7 +259,7 @@ class V2Writer(BlobWriter):
         manifest = _dcbor.encode(root)
         moff = self._pad_to_align()
         self._f.write(manifest)
-        self._f.write(footer_bytes(moff, len(manifest), xxhash.xxh3_64_intdigest(manifest)))
+        self._f.write(footer_bytes(moff, len(manifest), xxh3_64(manifest)))
 
     # -- internals ----------------------------------------------------------------------------
     def _checked_entry(
@@ -529,11 +529,7 @@ def save_sharded(
             objects[name] = obj
         with open(spath, "rb") as f:
             data = f.read()
-        hexd = (
-            hashlib.sha256(data).hexdigest()
-            if digest == "sha256"
-            else f"{xxhash.xxh3_64_intdigest(data):016x}"
-        )
+        hexd = hashlib.sha256(data).hexdigest() if digest == "sha256" else f"{xxh3_64(data):016x}"
         shards[label] = {"size": len(data), "digest": f"{digest}:{hexd}"}
         written.append(spath)
     manifest = _dcbor.encode({"objects": objects, "shards": shards})
@@ -541,5 +537,5 @@ def save_sharded(
         f.write(MAGIC)
         f.write(bytes(ALIGN - len(MAGIC)))
         f.write(manifest)
-        f.write(footer_bytes(ALIGN, len(manifest), xxhash.xxh3_64_intdigest(manifest)))
+        f.write(footer_bytes(ALIGN, len(manifest), xxh3_64(manifest)))
     return [root_path, *written]

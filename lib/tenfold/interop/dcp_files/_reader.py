@@ -8,9 +8,9 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
-import xxhash
 
 from ..._dispatch import open_any
+from ...core.checksums import copy_xxh3, xxh3_hasher, xxh3_hex
 from ...core.dtypes import canonical
 from ...core.mapped import MappedFile
 from ...core.reader import BaseReader, TensorInfo
@@ -33,10 +33,6 @@ def read_document(
 
         return read_remote(os.fspath(path), storage_options)
     return read_local_document(path)
-
-
-#: bytes hashed then copied at a time by :meth:`RankFiles.read_into` (stays in the cache)
-BLOCK = 1 << 20
 
 
 class RankFiles:
@@ -95,9 +91,10 @@ class RankFiles:
 
     def read_into(self, name: str, chunk: Chunk, dst: np.ndarray) -> bool:
         """Copy the stored object of ``chunk`` whole into ``dst`` (C-contiguous, of the
-        object's byte size and item size), checking its digest in the same pass: block by
-        block, each block hashed and then copied while it is in the cache, so that the stored
-        bytes are read from memory once (:meth:`read` then a copy reads them twice). Checked
+        object's byte size and item size), checking its digest in the same pass
+        (:func:`tenfold.core.checksums.copy_xxh3`: stripe by stripe with the GIL released, or
+        block by block hashed then copied while in the cache), so that the stored bytes are
+        read from memory once (:meth:`read` then a copy reads them twice). Checked
         as :meth:`read` checks (the document's digest; a mismatch raises and ``dst`` is then
         partly written). False, with nothing read, where the rank file's reader cannot hand
         the object's raw bytes from a local map, or the digest is not xxh3: use :meth:`read`."""
@@ -125,13 +122,11 @@ class RankFiles:
             return False  # stored otherwise than raw at its byte range
         src = mf.u8(lo, hi - lo, where)
         out = dst.reshape(-1).view(np.uint8)
-        h = None if chunk.digest is None else xxhash.xxh3_64()
-        for start in range(0, hi - lo, BLOCK):
-            block = src[start : start + BLOCK]
-            if h is not None:
-                h.update(block.data)
-            out[start : start + BLOCK] = block
-        if h is not None:
+        if chunk.digest is None:
+            np.copyto(out, src)
+        else:
+            h = xxh3_hasher()
+            copy_xxh3(src, out, h)
             if h.hexdigest() != want:
                 raise E.integrity(where, field="xxh3 digest", expected=want, got=h.hexdigest())
             if got.done is not None:
@@ -204,7 +199,7 @@ def _check_digest(arr: np.ndarray, digest: str | None, where: str) -> None:
     if algo != "xxh3":
         raise E.unsupported(where, field="digest", detail=f"unknown algorithm {algo!r}")
     flat = np.ascontiguousarray(arr).view(np.uint8).reshape(-1)
-    got = xxhash.xxh3_64_hexdigest(flat.data)
+    got = xxh3_hex(flat)
     if got != want:
         raise E.integrity(where, field="xxh3 digest", expected=want, got=got)
 

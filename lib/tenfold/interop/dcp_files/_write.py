@@ -59,7 +59,7 @@ def write_rank_file(
         arrays = dict(items)
         names = list(arrays)
         save_one(path, arrays, fmt.name)
-    import xxhash
+    from ...core.checksums import xxh3_hex
 
     out = {}
     with open_any(path, {}) as r:
@@ -67,7 +67,7 @@ def write_rank_file(
             info = r.info(name)
             digest = info.checksum
             if digest is None:
-                digest = "xxh3:" + xxhash.xxh3_64_hexdigest(r.read_raw(name))
+                digest = "xxh3:" + xxh3_hex(r.read_raw(name))
             out[name] = ((int(info.byte_range[0]), int(info.byte_range[1])), digest)
     return out
 
