@@ -254,6 +254,9 @@ def kernel_rates(mib: int, device: str, repeat: int) -> list[dict[str, Any]]:
         rate("np.copyto", t, lambda a, b: np.copyto(dst[a:b], src[a:b]))
     if k is None:
         return rows
+    x = _kernels.load("xxh3")
+    for t in (1, counts[-1]):
+        rate(f"tenfold xxh3-64 ({x.implementation()})", t, lambda a, b: x.xxh3_64(src[a:b]))
     for t in counts:
         rate(f"tenfold crc32c ({k.implementation()})", t, lambda a, b: k.crc32c(src[a:b]))
     for t in counts:

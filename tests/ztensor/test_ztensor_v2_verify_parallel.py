@@ -112,3 +112,23 @@ def test_v2_read_all_raises_the_first_corrupt_in_order(tmp_path, monkeypatch):
         assert r.verified("t02") and not r.verified("t03") and not r.verified("t07")
     with zt.open(path, verify_checksums=False) as r:
         assert r.read_all()["t03"].shape == (1 << 16,)  # unchecked reads still read
+
+
+def test_v2_torch_load_file_checks_digests_ahead_in_parallel(tmp_path, monkeypatch):
+    """``tenfold.torch.load_file`` on the CPU asks the reader to check ahead
+    (``check_ahead``): a v2 file's digests are checked side by side on the pool before the
+    tensors are made, and a corrupt object still raises in order."""
+    torch = pytest.importorskip("torch")
+    import tenfold.torch as tt
+
+    path = _save(tmp_path / "m.zt")
+    _three_cpus(monkeypatch)
+    spy = _Spy(monkeypatch)
+    got = tt.load_file(path)
+    with zt.open(path, verify_checksums=False) as r:
+        want = r.read_all(copy=True)
+    assert all(torch.equal(got[k], torch.from_numpy(want[k])) for k in want)
+    assert any(n.startswith("tenfold-zt2-read") for n in spy.seen), spy.seen
+    _corrupt(path, ["t07", "t03"])
+    with pytest.raises(IntegrityError, match="t03"):
+        tt.load_file(path)

@@ -52,7 +52,7 @@ import numpy as np
 
 from ..core import parallel
 from ..core.bounds import align_up
-from ..core.checksums import crc32c, crc32c_combine, crc_kernel
+from ..core.checksums import crc32c, crc32c_combine, crc_kernel, xxh3_hasher
 
 __all__ = ["Backend", "Check", "Job", "Ring", "crc32c_combine", "ALIGN", "BUFFERS"]
 
@@ -257,10 +257,9 @@ class _Ordered:
     __slots__ = ("lock", "hash", "next", "ready", "busy")
 
     def __init__(self, algo: str) -> None:
-        import xxhash
-
         self.lock = threading.Lock()
-        self.hash: Any = xxhash.xxh3_64() if algo == "xxh3" else hashlib.sha256()
+        # tenfold's XXH3 kernel where compiled (the GIL released: tensors hashed side by side)
+        self.hash: Any = xxh3_hasher() if algo == "xxh3" else hashlib.sha256()
         self.next = 0
         self.ready: dict[int, tuple[np.ndarray, int | None]] = {}
         self.busy = False

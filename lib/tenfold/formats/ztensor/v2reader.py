@@ -503,6 +503,14 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
         """Every object, in manifest order."""
         return self.read_many(list(self._infos), copy=copy)
 
+    def check_ahead(self, names: Any = None) -> None:
+        """The digests of the raw dense parts of ``names`` (default: every object), checked
+        side by side on every core, as :meth:`read_many` does first; a mismatch is raised by
+        the object's read."""
+        if self.verify_checksums and not self._mf.remote:
+            wanted = list(self._infos) if names is None else list(names)
+            precheck(self, [self.info(n) for n in wanted])
+
     def _read_sparse(self, info: ObjectInfo) -> SparseTensor:
         check_assembly(info)  # COO's metadata rules: not checked at open (see _v2layout)
         shape = info.shape
