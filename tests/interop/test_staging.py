@@ -509,3 +509,43 @@ def test_a_tensor_checked_on_the_way_is_marked_verified(tmp_path, staged):
     with safe_open(path, framework="pt", device="cpu") as f:
         f.get_tensor("norm")
         assert "norm" in f._t.reader._verified
+
+
+@pytest.mark.parametrize("in_place", [False, True])
+def test_a_device_copy_never_waits_for_an_in_order_hash(device, monkeypatch, in_place):
+    """A large tensor's XXH3 is computed in order, piece after piece, by one worker; its
+    pieces are hashed after the worker's task is counted done, so a generation's device copy
+    starts without waiting for them. Here the hash of the first piece waits until a device
+    copy has been started: before, the first task held its generation until that hash was
+    done, the copy never started and the hash waited in vain."""
+    from tenfold.interop import _staging as st
+
+    copied = threading.Event()
+    waited: list[bool] = []
+
+    class Gated:
+        def __init__(self) -> None:
+            self.h = xxhash.xxh3_64()
+
+        def update(self, data) -> None:
+            if not waited:
+                waited.append(copied.wait(5))
+            self.h.update(data)
+
+        def hexdigest(self) -> str:
+            return self.h.hexdigest()
+
+    monkeypatch.setattr(st, "xxh3_hasher", Gated)
+    real_copy = device.copy
+
+    def copy(*args):
+        copied.set()
+        real_copy(*args)
+
+    monkeypatch.setattr(device, "copy", copy)
+    src = np.random.default_rng(9).integers(0, 256, 200_000, dtype=np.uint8)
+    check = Check("xxh3", _digest("xxh3", src), lambda got: Mismatch(got))
+    jobs, dsts = _jobs(device, [src], [check], in_place=in_place)
+    Ring(device, buffers=3, buffer_bytes=64 << 10, piece=16 << 10).run(jobs, threads=2)
+    assert waited == [True]
+    assert dsts[0].tobytes() == src.tobytes()

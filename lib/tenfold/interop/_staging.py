@@ -412,44 +412,63 @@ class _Run:
             self.cv.notify_all()
 
     def _task(self, h: int, pieces: list[tuple[int, int, int, int]]) -> None:
+        # pieces of in-order hashes, hashed once the task's copies are counted done: the
+        # generation's device copy never waits for a hash (a large tensor's pieces are hashed
+        # in order by one worker, which may take longer than the copies of several buffers)
+        later: list[tuple[int, int, np.ndarray, int | None]] = []
         try:
-            buf = self.bufs[h]
-            assert buf is not None
-            for j, start, off, n in pieces:
-                if self.stop or self.error is not None:
-                    return
-                job = self.jobs[j]
-                out = buf[off : off + n]
-                parts = self.crc.get(j)
-                if parts is not None:
-                    if job.source is not None and self.copy_crc is not None:
-                        # one pass over the bytes, the GIL released; the host buffer is read
-                        # by the device's copy, not by the CPU: stored past the caches
-                        value = self.copy_crc(job.source[start : start + n], out, 0, True)
-                    else:
-                        value, pos = 0, 0
-                        while pos < n:
-                            step = out[pos : pos + STEP]
-                            job.read(step, start + pos)
-                            value = self.crc_step(step, value)
-                            pos += step.size
-                    parts.append((start, n, value))
-                    continue
-                if j not in self.ordered and job.source is not None and self.copy_crc is not None:
-                    self.copy_crc(job.source[start : start + n], out, 0, True)  # as above
-                    continue
-                job.read(out, start)
-                if j in self.ordered:
-                    if job.source is None:
-                        self._in_order(j, start, out, h)
-                    else:  # hashed where it lies: the buffer is free once copied
-                        self._in_order(j, start, job.source[start : start + n], None)
+            self._copy_pieces(h, pieces, later)
         except BaseException as e:  # noqa: BLE001 - handed to the calling thread
             self._fail(e)
         finally:
             with self.cv:
                 self.reads[h] -= 1
                 self.cv.notify_all()
+        try:
+            for j, start, view, hh in later:
+                if self.error is not None:
+                    return  # the run is failing: it waits for no hash
+                self._in_order(j, start, view, hh)
+        except BaseException as e:  # noqa: BLE001 - handed to the calling thread
+            self._fail(e)
+
+    def _copy_pieces(
+        self,
+        h: int,
+        pieces: list[tuple[int, int, int, int]],
+        later: list[tuple[int, int, np.ndarray, int | None]],
+    ) -> None:
+        buf = self.bufs[h]
+        assert buf is not None
+        for j, start, off, n in pieces:
+            if self.stop or self.error is not None:
+                return
+            job = self.jobs[j]
+            out = buf[off : off + n]
+            parts = self.crc.get(j)
+            if parts is not None:
+                if job.source is not None and self.copy_crc is not None:
+                    # one pass over the bytes, the GIL released; the host buffer is read
+                    # by the device's copy, not by the CPU: stored past the caches
+                    value = self.copy_crc(job.source[start : start + n], out, 0, True)
+                else:
+                    value, pos = 0, 0
+                    while pos < n:
+                        step = out[pos : pos + STEP]
+                        job.read(step, start + pos)
+                        value = self.crc_step(step, value)
+                        pos += step.size
+                parts.append((start, n, value))
+                continue
+            if j not in self.ordered and job.source is not None and self.copy_crc is not None:
+                self.copy_crc(job.source[start : start + n], out, 0, True)  # as above
+                continue
+            job.read(out, start)
+            if j in self.ordered:
+                if job.source is None:
+                    later.append((j, start, out, h))
+                else:  # hashed where it lies: the buffer is free once copied
+                    later.append((j, start, job.source[start : start + n], None))
 
     def _in_order(self, j: int, start: int, out: np.ndarray, h: int | None) -> None:
         o = self.ordered[j]
