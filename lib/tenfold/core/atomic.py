@@ -32,7 +32,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["atomic_write", "remove_stale_temps", "temp_pattern"]
+__all__ = ["atomic_write", "pid_alive", "remove_stale_temps", "temp_pattern"]
 
 
 def temp_pattern(base: str) -> re.Pattern[str]:
@@ -40,7 +40,8 @@ def temp_pattern(base: str) -> re.Pattern[str]:
     return re.compile(rf"\.{re.escape(base)}\.([0-9]+)\.[a-z0-9_]+\.tmp")
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` of this host may still run (True when it cannot be told)."""
     if pid <= 0:
         return True  # not a pid we could have written: leave it alone
     try:
@@ -92,7 +93,7 @@ def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
         if not name.startswith(prefix):
             continue
         m = pattern.fullmatch(name)
-        if m is None or _pid_alive(int(m.group(1))):
+        if m is None or pid_alive(int(m.group(1))):
             continue
         try:
             if not entry.is_file(follow_symlinks=False):

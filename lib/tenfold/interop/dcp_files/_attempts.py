@@ -48,6 +48,8 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
+from ...core.atomic import pid_alive
+
 #: The attempt's record, inside its staging directory (removed by the commit).
 RECORD_NAME = ".tenfold-attempt.json"
 #: The largest record read.
@@ -111,13 +113,7 @@ def _pid_alive(pid: Any) -> bool:
         return True  # not a pid we wrote: leave it alone
     if pid == os.getpid():
         return False  # this process: only the lock tells
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except (PermissionError, OverflowError, OSError):
-        return True
-    return True
+    return pid_alive(pid)
 
 
 def _lock_free(staging: str) -> bool:
