@@ -240,6 +240,9 @@ def test_bench_peers_write_docs_stores_the_run_and_renders_it(tmp_path, monkeypa
     doc.write_text(f"# Performance\n\n{pd.BEGIN}\nhistory\n{pd.END}\n")
     bp = _bench_peers()
     monkeypatch.setattr(bp, "PEERS", peers)
+    # bench_peers finds perf_docs in sys.modules; another test module may have put its own
+    # copy there (test_asv_pages): this test's copy is the one patched below
+    monkeypatch.setitem(sys.modules, "perf_docs", pd)
     monkeypatch.setattr(pd, "DOC", doc)
     monkeypatch.setattr(pd, "RESULTS_DOCS", tmp_path / "perf_results")
     monkeypatch.setattr(pd, "plot_ratios", lambda *a: False)  # no matplotlib needed
