@@ -38,6 +38,22 @@ def _save(path, model):
         w.add("small", model["small"], checksum="crc32c")
 
 
+def _saved_with_a_flipped_bit(tmp_path, where):
+    """The model saved, then one bit flipped in tensor ``where`` (``big-last-block``: near its
+    end; otherwise its second byte): (path, model, tensor name)."""
+    path = tmp_path / "m.zt"
+    model = _model()
+    _save(path, model)
+    name = where.split("-")[0]
+    with Reader(path) as r:
+        info = r.info(name)
+        at = info.offset + (info.size - 3 if where == "big-last-block" else 1)
+    raw = bytearray(path.read_bytes())
+    raw[at] ^= 0x10
+    path.write_bytes(bytes(raw))
+    return path, model, name
+
+
 @pytest.fixture
 def three_threads(monkeypatch):
     monkeypatch.setattr("os.sched_getaffinity", lambda pid: {0, 1, 2})
@@ -70,16 +86,7 @@ def test_read_all_copy_checks_on_several_threads_in_one_pass(tmp_path, monkeypat
 @pytest.mark.parametrize("threads", ["1", "3"])
 def test_a_corrupt_tensor_raises_what_a_single_read_raises(tmp_path, monkeypatch, where, threads):
     monkeypatch.setenv(parallel.THREADS_ENV, threads)
-    path = tmp_path / "m.zt"
-    model = _model()
-    _save(path, model)
-    name = where.split("-")[0]
-    with Reader(path) as r:
-        info = r.info(name)
-        at = info.offset + (info.size - 3 if where == "big-last-block" else 1)
-    raw = bytearray(path.read_bytes())
-    raw[at] ^= 0x10
-    path.write_bytes(bytes(raw))
+    path, model, name = _saved_with_a_flipped_bit(tmp_path, where)
     with Reader(path) as r, pytest.raises(IntegrityError) as one:
         r.read(name, copy=True)
     with Reader(path) as r:
@@ -133,16 +140,7 @@ def test_read_all_views_check_every_checksum_on_several_threads(
 def test_read_all_views_a_corrupt_tensor_raises_in_file_order(
     tmp_path, monkeypatch, where, three_threads
 ):
-    path = tmp_path / "m.zt"
-    model = _model()
-    _save(path, model)
-    name = where.split("-")[0]
-    with Reader(path) as r:
-        info = r.info(name)
-        at = info.offset + (info.size - 3 if where == "big-last-block" else 1)
-    raw = bytearray(path.read_bytes())
-    raw[at] ^= 0x10
-    path.write_bytes(bytes(raw))
+    path, model, name = _saved_with_a_flipped_bit(tmp_path, where)
     with Reader(path) as r, pytest.raises(IntegrityError) as one:
         r.read(name)
     with pytest.raises(IntegrityError) as every:

@@ -32,7 +32,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-__all__ = ["atomic_write", "pid_alive", "remove_stale_temps", "temp_pattern"]
+__all__ = ["atomic_write", "lock_free", "pid_alive", "remove_stale_temps", "temp_pattern"]
 
 
 def temp_pattern(base: str) -> re.Pattern[str]:
@@ -53,10 +53,11 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
-def _unlocked(path: str) -> bool:
-    """True when nobody holds the writer's lock on ``path`` (always True without flock)."""
+def lock_free(path: str, *, without_flock: bool = True) -> bool:
+    """True when nobody holds an flock on the file ``path`` (False when it cannot be opened;
+    ``without_flock`` where the platform has no flock)."""
     if fcntl is None:
-        return True
+        return without_flock
     try:
         fd = os.open(
             path,
@@ -101,7 +102,7 @@ def remove_stale_temps(path: str | os.PathLike[str]) -> list[str]:
         except OSError:
             continue
         full = os.path.join(directory, name)
-        if _unlocked(full):
+        if lock_free(full):
             with contextlib.suppress(OSError):
                 os.unlink(full)
                 removed.append(full)

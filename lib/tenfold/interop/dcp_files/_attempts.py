@@ -48,7 +48,7 @@ try:
 except ImportError:  # pragma: no cover - not POSIX
     fcntl = None  # type: ignore[assignment]
 
-from ...core.atomic import pid_alive
+from ...core.atomic import lock_free, pid_alive
 
 #: The attempt's record, inside its staging directory (removed by the commit).
 RECORD_NAME = ".tenfold-attempt.json"
@@ -118,22 +118,7 @@ def _pid_alive(pid: Any) -> bool:
 
 def _lock_free(staging: str) -> bool:
     """Whether nobody holds the lock on ``staging``'s record (False when it cannot be told)."""
-    if fcntl is None:
-        return False
-    try:
-        fd = os.open(
-            os.path.join(staging, RECORD_NAME),
-            os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NOFOLLOW", 0),
-        )
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return False
-    finally:
-        os.close(fd)
-    return True
+    return lock_free(os.path.join(staging, RECORD_NAME), without_flock=False)
 
 
 def state_of(staging: str, record: dict[str, Any] | None) -> str:
