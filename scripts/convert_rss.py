@@ -152,7 +152,12 @@ def _make(kind: str, path: str, tensors: dict[str, np.ndarray]) -> None:
         write_any(path, tensors, fsync=False)
 
 
-_SUFFIX = {"wtxt": ".wtxt", "npz": ".npz", "npz-deflated": ".npz"}
+_SUFFIX = {
+    "wtxt": ".wtxt",
+    "npz": ".npz",
+    "npz-deflated": ".npz",
+    "safetensors": ".safetensors",
+}
 
 
 def main(argv: list[str] | None = None) -> int:
