@@ -61,7 +61,7 @@ def test_a_large_buffer_is_checked_on_several_threads(fresh, monkeypatch):
     assert len(seen) == 3 and sum(n for _, n in seen) == data.size
     names = {name for name, _ in seen}  # this thread and the workers (one may take both)
     assert threading.current_thread().name in names and len(names) >= 2
-    assert all(n.startswith("tenfold-crc32c") for n in names - {threading.current_thread().name})
+    assert all(n.startswith("tenfold-shared") for n in names - {threading.current_thread().name})
     seen.clear()
     assert checksums.crc32c(data, 9, threads=1) == want  # from code already parallel
     assert len(seen) == 1

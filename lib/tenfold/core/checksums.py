@@ -98,11 +98,10 @@ def crc32c(data: object, value: int = 0, *, threads: int | None = None) -> int:
     if parts < 2:
         return fn(mv, value)
     cuts = [n * i // parts for i in range(parts + 1)]
-    with parallel.scoped(parts - 1, "tenfold-crc32c") as pool:
-        rest = [pool.submit(fn, mv[a:b], 0) for a, b in zip(cuts[1:-1], cuts[2:], strict=True)]
-        value = fn(mv[: cuts[1]], value)  # the first block on this thread
-        for fut, a, b in zip(rest, cuts[1:-1], cuts[2:], strict=True):
-            value = crc32c_combine(value, fut.result(), b - a)
+    spans = list(zip(cuts[:-1], cuts[1:], strict=True))
+    crcs = parallel.each(lambda ab: fn(mv[ab[0] : ab[1]], 0), spans, parts)
+    for crc, (a, b) in zip(crcs, spans, strict=True):
+        value = crc32c_combine(value, crc, b - a)
     return value
 
 

@@ -28,9 +28,7 @@ def _part_bytes(info: ObjectInfo) -> int:
     return sum(p.length for p in info.parts.values())
 
 
-def _in_parallel(
-    fn: Callable[[Any], _T], items: list[Any], sizes: list[int], name: str
-) -> list[_T]:
+def _in_parallel(fn: Callable[[Any], _T], items: list[Any], sizes: list[int]) -> list[_T]:
     """``[fn(x) for x in items]``, on the threads :func:`tenfold.core.parallel.threads`
     allows when there is enough to do (``sizes``: bytes each touches), largest first."""
     from ...core import parallel
@@ -39,9 +37,11 @@ def _in_parallel(
     if workers < 2 or sum(sizes) < _PARALLEL_MIN:
         return [fn(x) for x in items]
     order = sorted(range(len(items)), key=lambda k: -sizes[k])
-    with parallel.scoped(workers, name) as pool:
-        futures = {k: pool.submit(fn, items[k]) for k in order}
-        return [futures[k].result() for k in range(len(items))]
+    done = parallel.each(fn, [items[k] for k in order], workers)
+    out: list[Any] = [None] * len(items)
+    for k, value in zip(order, done, strict=True):
+        out[k] = value
+    return out
 
 
 def check_v2(reader: V2Reader, report: Report) -> Report:
@@ -57,7 +57,7 @@ def check_v2(reader: V2Reader, report: Report) -> Report:
     infos = list(reader.infos())
     sizes = [_part_bytes(i) for i in infos]
     one = functools.partial(_check_object, reader, report.fmt, report.path)
-    for sub in _in_parallel(one, infos, sizes, "tenfold-zt2-verify"):
+    for sub in _in_parallel(one, infos, sizes):
         report.findings.extend(sub.findings)
     for name in reader.shards:
         try:
@@ -131,7 +131,6 @@ def precheck(reader: V2Reader, infos: list[ObjectInfo]) -> None:
             functools.partial(_precheck_one, reader),
             todo,
             [_part_bytes(i) for i in todo],
-            "tenfold-zt2-read",
         )
 
 

@@ -362,15 +362,19 @@ class Reader(ZtReader, Mapping[str, Any]):
         total = sum(i.size for i in infos)
         jobs = len(tasks) + len(hashed)
         workers = min(parallel.threads(), jobs) if total >= _FILL_PARALLEL else 1
-        if workers > 1:
-            with parallel.scoped(workers, "tenfold-zt-read") as pool:
-                for _ in pool.map(copy, tasks):
-                    pass
-                digests = dict(zip([i.name for i in hashed], pool.map(sha, hashed), strict=True))
-        else:
-            for task in tasks:
-                copy(task)
-            digests = {i.name: sha(i) for i in hashed}
+        digests: dict[str, str] = {}
+
+        def job(item: TensorInfo | tuple[TensorInfo, int, int]) -> None:
+            if isinstance(item, TensorInfo):
+                digests[item.name] = sha(item)
+            else:
+                copy(item)
+
+        if places is None:  # over the map: the SHA-256 streams (in order, long) first
+            parallel.each(job, [*hashed, *tasks], workers)
+        else:  # a SHA-256 hashes the copy: the copies first
+            parallel.each(copy, tasks, workers)
+            parallel.each(job, hashed, workers)
         failed: dict[str, IntegrityError] = {}
         for info in infos:
             if info.name not in check:

@@ -80,8 +80,8 @@ _PARALLEL_MIN = 4 << 20
 
 def _check_all(reader: Reader, infos: list[TensorInfo]) -> list[TenfoldError | None]:
     """What checking each of ``infos`` found, in order. Tensors are checked side by side on
-    the threads :func:`tenfold.core.parallel.threads` allows, except large ones, checked one
-    at a time on this thread meanwhile (their checksum runs on several threads itself)."""
+    the threads :func:`tenfold.core.parallel.threads` allows, after the large ones, checked one
+    at a time (their checksum runs on several threads itself)."""
     from ...core import checksums, parallel
 
     out: list[TenfoldError | None] = [None] * len(infos)
@@ -90,12 +90,14 @@ def _check_all(reader: Reader, infos: list[TensorInfo]) -> list[TenfoldError | N
     workers = min(parallel.threads(), len(small))
     if workers < 2 or sum(infos[k].size for k in small) < _PARALLEL_MIN:
         return [_check_one(reader, i) for i in infos]
-    with parallel.scoped(workers, "tenfold-zt-verify") as pool:
-        futures = {k: pool.submit(_check_one, reader, infos[k]) for k in small}
-        for k in big:
-            out[k] = _check_one(reader, infos[k])
-        for k, fut in futures.items():
-            out[k] = fut.result()
+    # large tensors first, one at a time (their checksum runs on several threads itself),
+    # then the small ones side by side
+    for k in big:
+        out[k] = _check_one(reader, infos[k])
+    for k, found in zip(
+        small, parallel.each(lambda k: _check_one(reader, infos[k]), small, workers), strict=True
+    ):
+        out[k] = found
     return out
 
 
