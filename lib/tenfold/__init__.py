@@ -71,6 +71,41 @@ __all__ = [
 _builtin_open = open
 
 
+#: Subpackages reachable as attributes after a plain ``import tenfold`` (imported on first use,
+#: as ``numpy.linalg`` is reachable after ``import numpy``); the top level stays light.
+_SUBMODULES = frozenset(
+    {
+        "capabilities",
+        "convert",
+        "core",
+        "fold",
+        "interop",
+        "jax",
+        "numpy",
+        "oinf",
+        "registry",
+        "sharded",
+        "taridx",
+        "torch",
+        "wtxt",
+        "ztensor",
+    }
+)
+
+
+def __getattr__(name: str) -> Any:
+    """``tenfold.oinf``, ``tenfold.torch`` ...: the subpackage, imported on first use."""
+    if name in _SUBMODULES:
+        import importlib
+
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | _SUBMODULES)
+
+
 def detect(path: str | os.PathLike[str]) -> str:
     """Name of the format of ``path``, from its content (e.g. ``"ztensor"``)."""
     from .registry import detect as _detect
