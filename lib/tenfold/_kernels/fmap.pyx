@@ -134,6 +134,10 @@ def open_ends(path, Py_ssize_t head, Py_ssize_t tail):
     return fd, size, first, last
 
 
+#: Maps of at least this many bytes are unmapped with the GIL released.
+cdef size_t _NOGIL_UNMAP = 1 << 22
+
+
 cdef class Map:
     """A whole file mapped read-only and shared; exports its bytes (buffer protocol, never
     writable) and is unmapped when the last object using them is gone. It has no close: a
@@ -147,8 +151,16 @@ cdef class Map:
         self.size = 0
 
     def __dealloc__(self):
-        if self.addr != NULL:
-            munmap(self.addr, self.size)
+        cdef void* addr = self.addr
+        cdef size_t size = self.size
+        if addr == NULL:
+            return
+        self.addr = NULL
+        if size < _NOGIL_UNMAP:
+            munmap(addr, size)
+        else:  # tearing down a large map's page tables takes a while: other threads run
+            with nogil:
+                munmap(addr, size)
 
     def __getbuffer__(self, Py_buffer* buf, int flags):
         if flags & PyBUF_WRITABLE:

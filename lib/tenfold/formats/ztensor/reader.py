@@ -354,9 +354,8 @@ class Reader(ZtReader, Mapping[str, Any]):
                 self._copy_into(info.offset + start, n, dst)
 
         def sha(info: TensorInfo) -> str:
-            if places is None:
-                return checksums.sha256_hex(mapped(info, 0, info.size))
-            return checksums.sha256_hex(places[info.name])
+            src = mapped(info, 0, info.size) if places is None else places[info.name]
+            return checksums.sha256_hex(src)
 
         hashed = [i for i in infos if i.name in check and i.checksum_algo == "sha256"]
         total = sum(i.size for i in infos)
@@ -365,10 +364,10 @@ class Reader(ZtReader, Mapping[str, Any]):
         digests: dict[str, str] = {}
 
         def job(item: TensorInfo | tuple[TensorInfo, int, int]) -> None:
-            if isinstance(item, TensorInfo):
-                digests[item.name] = sha(item)
-            else:
+            if isinstance(item, tuple):
                 copy(item)
+            else:
+                digests[item.name] = sha(item)
 
         if places is None:  # over the map: the SHA-256 streams (in order, long) first
             parallel.each(job, [*hashed, *tasks], workers)
