@@ -71,39 +71,28 @@ __all__ = [
 _builtin_open = open
 
 
-#: Subpackages reachable as attributes after a plain ``import tenfold`` (imported on first use,
-#: as ``numpy.linalg`` is reachable after ``import numpy``); the top level stays light.
-_SUBMODULES = frozenset(
-    {
-        "capabilities",
-        "convert",
-        "core",
-        "fold",
-        "interop",
-        "jax",
-        "numpy",
-        "oinf",
-        "registry",
-        "sharded",
-        "taridx",
-        "torch",
-        "wtxt",
-        "ztensor",
-    }
-)
-
-
 def __getattr__(name: str) -> Any:
-    """``tenfold.oinf``, ``tenfold.torch`` ...: the subpackage, imported on first use."""
-    if name in _SUBMODULES:
+    """``tenfold.oinf``, ``tenfold.torch`` ...: a public submodule, imported on first use (as
+    ``numpy.linalg`` is reachable after ``import numpy``); the top level stays light."""
+    if not name.startswith("_"):
         import importlib
+        import importlib.util
 
-        return importlib.import_module(f"{__name__}.{name}")
+        try:
+            spec = importlib.util.find_spec(f"{__name__}.{name}")
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None:
+            return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | _SUBMODULES)
+    import pkgutil
+
+    subs = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
+    subs |= {p.split(".")[1] for p in _aliases.ALIASES if p.count(".") == 1}
+    return sorted(set(globals()) | subs)
 
 
 def detect(path: str | os.PathLike[str]) -> str:

@@ -95,9 +95,15 @@ def _open_url(url: str) -> tuple[str, Any, int]:
     file, fetched range by range) goes to the format's ``inspect`` / ``verify`` in place of a
     path. A format with a ``remote_source`` hook turns the opened file into what its
     ``inspect`` / ``verify`` read (or refuses a URL)."""
-    from .registry import get, open_remote
+    from .registry import detect_url_dir, get, open_remote
 
-    name, mf = open_remote(url, tail_first=False)
+    try:
+        name, mf = open_remote(url, tail_first=False)
+    except IsADirectoryError:  # a prefix a format of directories owns: its reader takes the URL
+        owner = detect_url_dir(url)
+        if owner is None:
+            raise
+        return owner.name, url, _url_dir_size(url)
     size = int(mf.size)
     hook = get(name).hook("remote_source")
     return name, (mf if hook is None else hook(mf, url)), size
@@ -267,6 +273,14 @@ def _inspect_rows(file: str) -> tuple[str, int, list[dict[str, Any]], list[dict[
     if values is not None:
         _add_metadata_values(meta, values)
     return fmt, size, objects, meta
+
+
+def _url_dir_size(url: str) -> int:
+    """The bytes of the objects directly under the prefix ``url``."""
+    import fsspec
+
+    fs, root = fsspec.core.url_to_fs(url)
+    return sum(int(e.get("size") or 0) for e in fs.ls(root, detail=True) if e.get("type") == "file")
 
 
 def _dir_size(path: str) -> int:

@@ -10,6 +10,7 @@ directory imports this module and nothing else."""
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from .registry import Format, register
 
@@ -31,11 +32,31 @@ def sniff_dir(path: str) -> bool:
         return False
 
 
+def sniff_url_dir(url: str, storage_options: dict[str, Any] | None) -> bool:
+    """:func:`sniff_dir` of an fsspec URL naming a prefix (the document, or rank files)."""
+    from .core.optional import require
+
+    fsspec = require("fsspec", extra="remote", what="torch_dcp: a checkpoint under a URL")
+    fs, root = fsspec.core.url_to_fs(url, **(storage_options or {}))
+    root = root.rstrip("/")
+    if fs.exists(f"{root}/{META_NAME}"):
+        return True
+    try:
+        try:
+            names = fs.ls(root, detail=False, refresh=True)  # not a cached listing
+        except TypeError:  # a filesystem whose ls takes no refresh
+            names = fs.ls(root, detail=False)
+    except FileNotFoundError:
+        return False
+    return any(str(n).rstrip("/").rsplit("/", 1)[-1].startswith(RANK_PREFIX) for n in names)
+
+
 FORMAT = register(
     Format(
         name="torch_dcp",
         description="PyTorch distributed checkpoint directory (tenfold storage)",
         sniff_dir=sniff_dir,
+        sniff_url_dir=sniff_url_dir,
         package="tenfold.interop.dcp_files",
         checks_optional=True,
         metadata="json",

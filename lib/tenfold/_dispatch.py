@@ -49,7 +49,19 @@ def open_remote_path(
             return by_name.load_module().load(path, copy=copy, **options)
         return by_name.open_reader(path, **options)
     so = options.pop("storage_options", None)
-    name, mf = open_remote(path, storage_options=so)
+    try:
+        name, mf = open_remote(path, storage_options=so)
+    except IsADirectoryError:  # a prefix: a format of directories may own it
+        from .registry import detect_url_dir
+
+        owner = detect_url_dir(path, so) if isinstance(path, str) else None
+        if owner is None:
+            raise
+        if so is not None:
+            options = {**options, "storage_options": so}
+        if load:
+            return owner.load_module().load(path, copy=copy, **options)
+        return owner.open_reader(path, **options)
     guessed = mf.defer_head
     if get(name).opens_path and so is not None:  # its files are fetched with the same options
         options = {**options, "storage_options": so}

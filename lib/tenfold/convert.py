@@ -105,7 +105,15 @@ def _buffer_sources() -> list[registry.Format]:
 
 
 def _remote_source(url: Any, limits: Limits) -> Source:
-    name, mf = registry.open_remote(url, tail_first=False)
+    try:
+        name, mf = registry.open_remote(url, tail_first=False)
+    except IsADirectoryError:  # a prefix a format of directories owns (its source takes it)
+        owner = registry.detect_url_dir(url) if isinstance(url, str) else None
+        if owner is None or "convert_source" not in owner.hooks:
+            raise
+        return owner.hook("convert_source")(
+            url, limits=limits, label=url, open_one=lambda p: open_source(p, limits=limits)
+        )
     try:
         data = mf.u8(0, mf.size, "the whole object")
     finally:

@@ -93,6 +93,10 @@ class Format:
         ``sniff_dir(path) -> bool`` for a format whose files are directories (a distributed
         checkpoint): :func:`detect` and :func:`open_local` ask it of a local directory; its
         reader takes the path (``opens_path``).
+    sniff_url_dir
+        ``sniff_url_dir(url, storage_options) -> bool``: the same question of an fsspec URL
+        that names a directory (an object prefix): :func:`detect` and ``tenfold.open`` ask
+        it when a URL is no file; its reader takes the URL and ``storage_options``.
     package
         Module with ``open``, ``load``, ``save``, ``inspect`` and ``verify``.
     dtypes
@@ -178,6 +182,7 @@ class Format:
     magics: tuple[bytes, ...] = ()
     sniff: Callable[[bytes], bool] | None = None
     sniff_dir: Callable[[str], bool] | None = None
+    sniff_url_dir: Callable[[str, dict[str, Any] | None], bool] | None = None
     package: str = ""
     dtypes: frozenset[str] = frozenset()
     metadata: str = "none"
@@ -392,6 +397,19 @@ def detect_dir(path: str | os.PathLike[str]) -> Format | None:
                 None)  # fmt: skip
 
 
+def detect_url_dir(url: str, storage_options: dict[str, Any] | None = None) -> Format | None:
+    """The format whose ``sniff_url_dir`` claims the fsspec URL ``url`` (a directory, or an
+    object prefix), or None."""
+    return next(
+        (
+            f
+            for f in formats()
+            if f.sniff_url_dir is not None and f.sniff_url_dir(url, storage_options)
+        ),
+        None,
+    )
+
+
 def detect(path: str | os.PathLike[str]) -> str:
     """Name of the format of the file at ``path`` (by content).
 
@@ -402,7 +420,13 @@ def detect(path: str | os.PathLike[str]) -> str:
     from .core.source import is_remote
 
     if is_remote(path):
-        name, mf = open_remote(path, tail_first=False)  # by the head, whatever the suffix
+        try:
+            name, mf = open_remote(path, tail_first=False)  # by the head, whatever the suffix
+        except IsADirectoryError:
+            owner = detect_url_dir(path) if isinstance(path, str) else None
+            if owner is None:
+                raise
+            return owner.name
         mf.close()
         return name
     in_dir = detect_dir(path)

@@ -4,6 +4,7 @@ package otherwise (never the kernel's slow pure-Python twin on a payload)."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -52,6 +53,7 @@ def test_a_large_buffer_is_checked_on_several_threads(fresh, monkeypatch):
 
     def spy(mv, value):
         seen.append((threading.current_thread().name, len(mv)))
+        time.sleep(0.05)  # the other threads take the other blocks meanwhile
         return fn(mv, value)
 
     monkeypatch.setitem(checksums._CRC, _kernels.pure_python(), (spy, "spy"))
@@ -59,8 +61,8 @@ def test_a_large_buffer_is_checked_on_several_threads(fresh, monkeypatch):
     want = pk.crc32c(data.tobytes(), 9)
     assert checksums.crc32c(data, 9) == want
     assert len(seen) == 3 and sum(n for _, n in seen) == data.size
-    names = {name for name, _ in seen}  # this thread and the workers (one may take both)
-    assert threading.current_thread().name in names and len(names) >= 2
+    names = {name for name, _ in seen}  # this thread and the shared pool's workers
+    assert len(names) >= 2
     assert all(n.startswith("tenfold-shared") for n in names - {threading.current_thread().name})
     seen.clear()
     assert checksums.crc32c(data, 9, threads=1) == want  # from code already parallel

@@ -234,3 +234,69 @@ def test_a_missing_extra_is_one_line_naming_it(module, url, extra):
     assert got.returncode == 0, got.stderr
     lines = got.stdout.splitlines()
     assert len(lines) == 2 and all(extra in line for line in lines), got.stdout
+
+
+def test_the_front_door_opens_a_checkpoint_under_a_url(mem, capsys):
+    """``tenfold.open / load / detect`` and the CLI take a checkpoint's URL as they take its
+    local directory (before: "the file is empty (0 bytes)", the prefix read as a file)."""
+    import tenfold
+    from tenfold import cli
+
+    fs, root = mem
+    url = root + "/ck"
+    _save(_state(), url)
+    assert tenfold.detect(url) == "torch_dcp"
+    for u in (url, url + "/"):
+        with tenfold.open(u) as r:
+            assert sorted(r) == ["b", "step", "w"]
+            assert torch.equal(torch.tensor(r["w"]), _state()["w"])
+    got = tenfold.load(url)
+    assert torch.equal(torch.tensor(got["w"]), _state()["w"])
+    for args in (["inspect", url], ["verify", url]):
+        assert cli.main(args) == 0
+    out = capsys.readouterr().out
+    assert "torch_dcp, 4 objects" in out and "OK: 4 checked, 0 errors" in out
+    fs.pipe_file(root.removeprefix("memory://") + "/other/notes.txt", b"not a checkpoint")
+    with pytest.raises(IsADirectoryError, match="a directory .object prefix., not a file"):
+        tenfold.open(root + "/other")
+    fs.rm(url.removeprefix("memory://") + "/" + META_NAME)  # rank files, no document
+    with pytest.raises(FormatError, match="incomplete: no dcp-metadata.json"):
+        tenfold.open(url)
+
+
+def test_convert_and_diff_from_a_checkpoint_under_a_url(mem, tmp_path, capsys):
+    import tenfold
+    from tenfold import cli
+
+    _fs, root = mem
+    url = root + "/ck"
+    _save(_state(), url)
+    out = tmp_path / "flat.safetensors"
+    assert cli.main(["convert", url, str(out)]) == 1  # 'epoch' is no tensor: said, not dropped
+    assert "non-tensor entries pickled by DCP ('epoch')" in capsys.readouterr().err
+    assert cli.main(["convert", url, str(out), "--no-metadata"]) == 0
+    flat = tenfold.load(out)
+    assert sorted(flat) == ["b", "step", "w"]
+    assert torch.equal(torch.tensor(flat["w"]), _state()["w"])
+    assert cli.main(["diff", url, str(out)]) == 0
+    assert "IDENTICAL" in capsys.readouterr().out
+
+
+def test_s3_checkpoint_through_the_front_door():
+    pytest.importorskip("s3fs", reason="s3fs is not installed")
+    pytest.importorskip("moto.server", reason="moto[server] is not installed")
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "core"))
+    from _servers import S3Server
+
+    import tenfold
+
+    with S3Server() as s3:
+        s3.filesystem().mkdir("dcp-front")
+        so = s3.storage_options()
+        _save(_state(), "s3://dcp-front/run/step-1", storage_options=so)
+        with tenfold.open("s3://dcp-front/run/step-1", storage_options=so) as r:
+            assert r.verify().ok
+            assert torch.equal(torch.tensor(r["w"]), _state()["w"])
+        s3.filesystem().pipe("dcp-front/run/plain/a.bin", b"x")
+        with pytest.raises(IsADirectoryError):
+            tenfold.open("s3://dcp-front/run/plain", storage_options=so)

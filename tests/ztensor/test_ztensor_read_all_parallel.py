@@ -5,6 +5,7 @@ with the same results and errors as reading them one by one."""
 from __future__ import annotations
 
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -69,6 +70,7 @@ def test_read_all_copy_checks_on_several_threads_in_one_pass(tmp_path, monkeypat
 
     def spy(src, dst, value=0):
         seen.append(threading.current_thread().name)
+        time.sleep(0.02)  # the other threads take the other blocks meanwhile
         return fused(src, dst, value)
 
     monkeypatch.setattr(checksums, "copy_crc32c", spy)
@@ -118,6 +120,7 @@ def test_read_all_views_check_every_checksum_on_several_threads(
 
     def spy(data, value=0, *, threads=None):
         seen.append((threading.current_thread().name, memoryview(data).nbytes))
+        time.sleep(0.02)  # the other threads take the other blocks meanwhile
         return plain(data, value, threads=threads)
 
     monkeypatch.setattr(checksums, "crc32c", spy)

@@ -58,12 +58,12 @@ class _Spy:
 
         def digest_hex(algo, data):
             self.seen.add(threading.current_thread().name)
-            time.sleep(0.005)
+            time.sleep(0.02)
             return hex_(algo, data)
 
         def digest_hasher(algo):
             self.seen.add(threading.current_thread().name)
-            time.sleep(0.005)
+            time.sleep(0.02)
             return hasher(algo)
 
         monkeypatch.setattr(parts_mod, "digest_hex", digest_hex)

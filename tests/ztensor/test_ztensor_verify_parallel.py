@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -53,6 +54,7 @@ def test_verify_in_parallel_gives_the_one_thread_report(tmp_path, monkeypatch, c
 
     def spy(reader, info):
         seen.add(threading.current_thread().name)
+        time.sleep(0.02)  # the other threads take the other tensors meanwhile
         return check(reader, info)
 
     monkeypatch.setattr(zt_verify, "check_dense", spy)

@@ -206,6 +206,10 @@ class _Remote:
             with self._errors("metadata"):
                 details = _info(self.fs, self.path)
             self.stats["requests"] += 1
+        if details.get("type") == "directory":  # a prefix: a format of directories may own it
+            raise IsADirectoryError(
+                errno.EISDIR, f"{fmt}: {self.name}: a directory (object prefix), not a file"
+            )
         self.mode = _mode(self.fs)
         self._timeout = _http_timeout(self.fs) if self.mode == "http" else {}
         if details.get("size") is None and self.mode == "http":
