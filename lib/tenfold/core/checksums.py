@@ -5,7 +5,8 @@ as xxh3; the GIL is released) when the compiled kernels are in use, and from the
 package (SSE4.2 / ARMv8 instructions) when they are not: under ``TENFOLD_PUREPYTHON=1``, or
 when the build is missing (reported with a :class:`RuntimeWarning`). The kernel's pure-Python
 twin is its test oracle, never used on payloads. CRC-32 (zip's, ``zlib.crc32``'s) comes from
-the same kernel (the same folding loops with CRC-32's constants) or from :mod:`zlib`. XXH3-64
+the same kernel (the same folding loops with CRC-32's constants) where the CPU can fold
+(carry-less multiply), else from :mod:`zlib` (faster than the kernel's tables). XXH3-64
 likewise comes from tenfold's own ``xxh3`` kernel (GIL released, a streaming state, a copy
 that hashes) when the compiled kernels are in use, else from the ``xxhash`` package. SHA-256
 comes from :mod:`hashlib`, xxh64 from ``xxhash``. Large buffers are fed to the package in
@@ -189,7 +190,8 @@ def _crc32_backend() -> tuple[Callable[[memoryview, int], int], str]:
     got = _CRC32.get(pure)
     if got is None:
         mod = crc_kernel()
-        if mod is not None:
+        # the kernel's tables (no carry-less multiply: off x86-64) are half zlib's speed
+        if mod is not None and mod.crc32_implementation() != "table":
             got = (mod.crc32, f"tenfold kernel ({mod.crc32_implementation()})")
         else:
             import zlib
