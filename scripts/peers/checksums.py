@@ -1,4 +1,5 @@
-"""CRC-32C speed on one core: tenfold's ``crc32c`` kernel vs the ``crc32c`` package and xxh3-64.
+"""CRC-32C speed on one core: tenfold's ``crc32c`` kernel vs the ``crc32c`` package and xxh3-64;
+CRC-32 (zip's): the same kernel's ``crc32`` vs ``zlib.crc32``.
 
 The issue's target: CRC-32C as fast as xxh3 on one core of a CPU with carry-less multiply
 (ratio vs ``xxhash.xxh3_64`` at least 0.8x). Every case hashes the same buffer of random bytes
@@ -7,10 +8,12 @@ thread only; the kernel, the package and xxh3 run in turns, so that all three se
 machine load. GB/s is 10^9 bytes per second. The copy case compares ``copy_crc32c`` (one
 pass) with a NumPy copy followed by the package's CRC of the copy (two passes). Each of the
 kernel's implementations this CPU runs gets a row (``_force``: what CPUs without this one's
-features run).
+features run), for CRC-32C and for CRC-32.
 """
 
 from __future__ import annotations
+
+import zlib
 
 import _timing
 import numpy as np
@@ -54,6 +57,15 @@ def run(quick: bool) -> list[dict]:
             higher_is_better=True, target=">= 0.8x",
         ),
     ]  # fmt: skip
+    assert k.crc32(buf) == zlib.crc32(buf)
+    t_ours, t_zlib = _timing.alternate(lambda: k.crc32(buf), lambda: zlib.crc32(buf), 5)
+    rows.append(
+        _timing.row(
+            f"crc32 {size}, 1 thread ({k.crc32_implementation()})", n / min(t_ours) / 1e9,
+            "zlib.crc32", n / min(t_zlib) / 1e9, unit="GB/s", higher_is_better=True,
+            note=f"zlib {zlib.ZLIB_RUNTIME_VERSION}",
+        )
+    )  # fmt: skip
     small = buf[: 1 << 20]
     reps = 64
 
@@ -97,6 +109,14 @@ def run(quick: bool) -> list[dict]:
                     note="for CPUs without the best level's features",
                 )
             )  # fmt: skip
+            if level != "sse4.2":  # CRC-32 runs the tables there
+                rows.append(
+                    _timing.row(
+                        f"crc32 {size}, 1 thread, forced {level}", _gbs(n, lambda: k.crc32(buf)),
+                        "zlib.crc32", n / min(t_zlib) / 1e9, unit="GB/s", higher_is_better=True,
+                        note="for CPUs without the best level's features",
+                    )
+                )  # fmt: skip
     finally:
         k._force(best)
     return rows

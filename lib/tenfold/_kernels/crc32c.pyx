@@ -1,12 +1,14 @@
 # cython: language_level=3
-"""CRC-32C (Castagnoli): checksum, copy-and-checksum in one pass, and the CRC of two joined.
+"""CRC-32C (Castagnoli): checksum, copy-and-checksum in one pass, and the CRC of two joined;
+CRC-32 (IEEE 802.3, the zip and zlib one: :func:`crc32` is ``zlib.crc32``) through the same loops.
 
 The C is in ``_crc32c_impl.h``: carry-less-multiply folding (VPCLMULQDQ on AVX-512 or AVX2
 registers, or PCLMULQDQ) where the CPU has it, the SSE4.2 ``crc32`` instruction on three
 interleaved streams where it has only that, slice-by-8 tables anywhere else (any
 architecture). The best level is chosen at import; ``TENFOLD_CRC32C`` (read at import:
 ``table``, ``sse4.2``, ``pclmul``, ``avx2-vpclmul`` or ``avx512-vpclmul``) or :func:`_force`
-(tests) lowers it. Every level gives the same values.
+(tests) lowers it. Every level gives the same values. CRC-32 has no instruction of its own: at
+``sse4.2`` and ``table`` it runs the tables (:func:`crc32_implementation`).
 
 Calls on more than :data:`NOGIL_BYTES` bytes release the GIL, so threads check in parallel.
 """
@@ -28,7 +30,9 @@ cdef extern from "_crc32c_impl.h":
                             size_t n) noexcept nogil
     uint32_t tf_copy_crc32c_nt(uint32_t value, const uint8_t* src, uint8_t* dst,
                                size_t n, int stream) noexcept nogil
-    uint32_t tf_crc_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) noexcept nogil
+    uint32_t tf_crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) noexcept nogil
+    uint32_t tf_crc32(uint32_t value, const uint8_t* p, size_t n) noexcept nogil
+    uint32_t tf_crc32_combine(uint32_t crc1, uint32_t crc2, uint64_t len2) noexcept nogil
 
 tf_crc_init()
 
@@ -142,4 +146,32 @@ def copy_crc32c(const uint8_t[::1] src, uint8_t[::1] dst, uint32_t value=0, bint
 
 def crc32c_combine(uint32_t crc1, uint32_t crc2, uint64_t len2):
     """The CRC-32C of ``A + B`` from ``crc1`` of ``A``, ``crc2`` of ``B`` and ``len(B)``."""
-    return tf_crc_combine(crc1, crc2, len2)
+    return tf_crc32c_combine(crc1, crc2, len2)
+
+
+def crc32_implementation():
+    """What :func:`crc32` runs at the level in use: the level's name, or ``"table"`` below
+    ``"pclmul"``."""
+    return _NAMES[tf_crc_level] if tf_crc_level >= 2 else _NAMES[0]
+
+
+@cython.boundscheck(False)
+@cython.wraparound(False)
+def crc32(const uint8_t[::1] data, uint32_t value=0):
+    """CRC-32 (``zlib.crc32``) of ``data``, continuing from ``value`` (the CRC of the bytes
+    before it)."""
+    cdef size_t n = data.shape[0]
+    cdef uint32_t v = value
+    if n == 0:
+        return v
+    if n > _NOGIL:
+        with nogil:
+            v = tf_crc32(v, &data[0], n)
+    else:
+        v = tf_crc32(v, &data[0], n)
+    return v
+
+
+def crc32_combine(uint32_t crc1, uint32_t crc2, uint64_t len2):
+    """The CRC-32 of ``A + B`` from ``crc1`` of ``A``, ``crc2`` of ``B`` and ``len(B)``."""
+    return tf_crc32_combine(crc1, crc2, len2)

@@ -1,17 +1,20 @@
-"""CRC-32C, XXH3-64, SHA-256 and xxh64 over any buffer, without copying it.
+"""CRC-32C, CRC-32, XXH3-64, SHA-256 and xxh64 over any buffer, without copying it.
 
 CRC-32C comes from tenfold's own ``crc32c`` kernel (carry-less-multiply folding, about as fast
 as xxh3; the GIL is released) when the compiled kernels are in use, and from the ``crc32c``
 package (SSE4.2 / ARMv8 instructions) when they are not: under ``TENFOLD_PUREPYTHON=1``, or
 when the build is missing (reported with a :class:`RuntimeWarning`). The kernel's pure-Python
-twin is its test oracle, never used on payloads. XXH3-64 likewise comes from tenfold's own
-``xxh3`` kernel (GIL released, a streaming state, a copy that hashes) when the compiled kernels
-are in use, else from the ``xxhash`` package. SHA-256 comes from :mod:`hashlib`, xxh64 from
-``xxhash``. Large buffers are fed to the package in slices so no call copies a payload.
+twin is its test oracle, never used on payloads. CRC-32 (zip's, ``zlib.crc32``'s) comes from
+the same kernel (the same folding loops with CRC-32's constants) where the CPU can fold
+(carry-less multiply), else from :mod:`zlib` (faster than the kernel's tables). XXH3-64
+likewise comes from tenfold's own ``xxh3`` kernel (GIL released, a streaming state, a copy
+that hashes) when the compiled kernels are in use, else from the ``xxhash`` package. SHA-256
+comes from :mod:`hashlib`, xxh64 from ``xxhash``. Large buffers are fed to the package in
+slices so no call copies a payload.
 
 A buffer of at least :data:`PARALLEL_BYTES` is checked in blocks on several threads (as many
 as :func:`tenfold.core.parallel.threads` allows: the CPUs this process may use, capped by
-``TENFOLD_THREADS``), their CRCs joined with :func:`crc32c_combine`.
+``TENFOLD_THREADS``), their CRCs joined with :func:`crc32c_combine` (:func:`crc32_combine`).
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ __all__ = [
     "crc32c_combine",
     "copy_crc32c",
     "crc32c_implementation",
+    "crc32",
+    "crc32_combine",
+    "crc32_implementation",
     "sha256",
     "sha256_hex",
     "xxh3_64",
@@ -39,10 +45,13 @@ __all__ = [
     "xxh64",
     "xxh64_hex",
     "CRC32C_CHECK",
+    "CRC32_CHECK",
 ]
 
 #: CRC-32C of ``b"123456789"`` (the catalogue check value).
 CRC32C_CHECK = 0xE3069283
+#: CRC-32 of ``b"123456789"``.
+CRC32_CHECK = 0xCBF43926
 
 _SLICE = 64 << 20
 
@@ -87,7 +96,18 @@ def crc32c(data: object, value: int = 0, *, threads: int | None = None) -> int:
     >>> hex(crc32c(b"123456789"))
     '0xe3069283'
     """
-    fn = _crc_backend()[0]
+    return _in_parts(_crc_backend()[0], crc32c_combine, data, value, threads)
+
+
+def _in_parts(
+    fn: Callable[[memoryview, int], int],
+    combine: Callable[[int, int, int], int],
+    data: object,
+    value: int,
+    threads: int | None,
+) -> int:
+    """``fn(data, value)``, on several threads when ``data`` is large: the parts' CRCs joined
+    with ``combine``."""
     mv = _bytes_view(data)
     n = len(mv)
     if n < PARALLEL_BYTES or threads == 1:
@@ -101,7 +121,7 @@ def crc32c(data: object, value: int = 0, *, threads: int | None = None) -> int:
     spans = list(zip(cuts[:-1], cuts[1:], strict=True))
     crcs = parallel.each(lambda ab: fn(mv[ab[0] : ab[1]], 0), spans, parts)
     for crc, (a, b) in zip(crcs, spans, strict=True):
-        value = crc32c_combine(value, crc, b - a)
+        value = combine(value, crc, b - a)
     return value
 
 
@@ -136,12 +156,16 @@ def crc32c_combine(crc1: int, crc2: int, len2: int) -> int:
     >>> crc32c_combine(crc32c(b"12345"), crc32c(b"6789"), 4) == crc32c(b"123456789")
     True
     """
+    return int(_combiner().crc32c_combine(crc1, crc2, len2))
+
+
+def _combiner() -> Any:
+    """The module whose ``crc32c_combine`` / ``crc32_combine`` to use: the compiled kernel, or
+    its twin (O(log len2) whatever the payload: fast enough)."""
     from .._kernels import load
 
     mod = crc_kernel()
-    if mod is None:  # O(log len2) whatever the payload: the twin's is fast enough
-        mod = load("crc32c", "reference")
-    return int(mod.crc32c_combine(crc1, crc2, len2))
+    return mod if mod is not None else load("crc32c", "reference")
 
 
 def crc32c_implementation() -> str:
@@ -151,6 +175,56 @@ def crc32c_implementation() -> str:
     True
     """
     return _crc_backend()[1]
+
+
+_CRC32: dict[bool, tuple[Callable[[memoryview, int], int], str]] = {}
+
+
+def _crc32_backend() -> tuple[Callable[[memoryview, int], int], str]:
+    """The CRC-32 function and its name, chosen once per ``TENFOLD_PUREPYTHON`` setting."""
+    from .._kernels import pure_python
+
+    pure = pure_python()
+    got = _CRC32.get(pure)
+    if got is None:
+        mod = crc_kernel()
+        # the kernel's tables (no carry-less multiply: off x86-64) are half zlib's speed
+        if mod is not None and mod.crc32_implementation() != "table":
+            got = (mod.crc32, f"tenfold kernel ({mod.crc32_implementation()})")
+        else:
+            import zlib
+
+            got = (zlib.crc32, "zlib")
+        _CRC32[pure] = got
+    return got
+
+
+def crc32(data: object, value: int = 0, *, threads: int | None = None) -> int:
+    """CRC-32 of ``data`` as ``zlib.crc32(data, value)`` gives it (the zip member checksum),
+    continuing from ``value``; ``threads`` as for :func:`crc32c`.
+
+    >>> hex(crc32(b"123456789"))
+    '0xcbf43926'
+    """
+    return _in_parts(_crc32_backend()[0], crc32_combine, data, value, threads)
+
+
+def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
+    """The CRC-32 of ``A + B`` from ``crc1`` of ``A``, ``crc2`` of ``B`` and ``len(B)``.
+
+    >>> crc32_combine(crc32(b"12345"), crc32(b"6789"), 4) == crc32(b"123456789")
+    True
+    """
+    return int(_combiner().crc32_combine(crc1, crc2, len2))
+
+
+def crc32_implementation() -> str:
+    """What :func:`crc32` runs: ``"tenfold kernel (<level>)"`` or ``"zlib"``.
+
+    >>> crc32_implementation().startswith(("tenfold kernel", "zlib"))
+    True
+    """
+    return _crc32_backend()[1]
 
 
 _X3: dict[bool, Any] = {}

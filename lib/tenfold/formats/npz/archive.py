@@ -23,6 +23,7 @@ import numpy as np
 from ...core.alloc import empty
 from ...core.bounds import DEFAULT_LIMITS, Budget, Limits, checked_numel
 from ...core.buffers import BufferFile
+from ...core.checksums import crc32
 from ...core.release import release
 from ...errors import (
     FormatError,
@@ -432,7 +433,7 @@ class Archive:
                         got=f"> {total}",
                     )  # fmt: skip
                 )
-            crc = zlib.crc32(data, crc)
+            crc = crc32(data, crc, threads=1)
             lo = max(done, hlen)
             if done + k > lo:
                 out[lo - hlen : done + k - hlen] = memoryview(data)[lo - done :]
@@ -550,7 +551,7 @@ class Archive:
                         got=start + nbytes,
                     )
                 )
-            crc = zlib.crc32(self._u8[hstart : start + nbytes].data)
+            crc = crc32(self._u8[hstart : start + nbytes])
             if crc != zi.CRC:
                 raise self._bad_crc(m, crc)
             view = self._u8[start : start + nbytes].view(m.dtype)

@@ -18,6 +18,7 @@ from ...core.buffers import BufferFile
 from ...core.mapped import open_regular
 from ...errors import EncodeError, describe
 from ._npy import write_npy, write_npy_pieces
+from ._zipmember import open_member
 from .archive import FMT, Archive, Member
 
 __all__ = [
@@ -111,8 +112,9 @@ def write_npz(
 
     The archive is what ``np.savez`` (``np.savez_compressed`` with ``compressed``) writes,
     except that every member carries the fixed date 1980-01-01, so the same arrays always give
-    the same bytes. Each array is fetched (``np.asarray``) only when its turn comes and handed
-    to ``done`` once written, so a caller can release it.
+    the same bytes (a stored member is written by :mod:`._zipmember`: zipfile's bytes, with
+    the CRC-32 from tenfold's kernel). Each array is fetched (``np.asarray``) only when its
+    turn comes and handed to ``done`` once written, so a caller can release it.
 
     Only NumPy's own dtypes are written: bfloat16, float8 and float4 arrays (ml_dtypes) would
     be stored as opaque ``|V2`` / ``|V1`` / ``<f1`` records that NumPy cannot read back, so
@@ -143,11 +145,11 @@ def write_npz(
                 info.external_attr = 0o600 << 16
                 pieces = getattr(v, "raw_pieces", None)
                 if pieces is not None:  # its bytes in blocks (a conversion's raw copy)
-                    with zf.open(info, "w", force_zip64=True) as member:
+                    with open_member(zf, f, info) as member:
                         write_npy_pieces(member, np.dtype(v.dtype), tuple(v.shape), pieces())
                     continue
                 a = np.asarray(v)
-                with zf.open(info, "w", force_zip64=True) as member:
+                with open_member(zf, f, info) as member:
                     write_npy(member, a)
                 if done is not None:
                     done(a)

@@ -22,6 +22,7 @@ import numpy as np
 
 from ...core.bounds import Budget, Limits
 from ...core.buffers import SourceIO
+from ...core.checksums import crc32
 from ...errors import TenfoldError, factory
 from ._format import FMT, ZIP_LOCAL
 
@@ -129,9 +130,10 @@ def member_bytes(mf: Any, m: Member, budget: Budget, limit: int) -> np.ndarray:
     if len(out) != m.size:
         raise E.format(where, offset=m.offset, field="inflated size", expected=m.size,
                        got=len(out) if len(out) <= m.size else f"more than {m.size}")  # fmt: skip
-    if zlib.crc32(out) != m.crc:
+    got = crc32(out)
+    if got != m.crc:
         raise E.integrity(where, offset=m.offset, field="crc32", expected=f"{m.crc:08x}",
-                          got=f"{zlib.crc32(out):08x}")  # fmt: skip
+                          got=f"{got:08x}")  # fmt: skip
     arr = np.frombuffer(out, np.uint8)
     arr.flags.writeable = False
     return arr
@@ -140,9 +142,9 @@ def member_bytes(mf: Any, m: Member, budget: Budget, limit: int) -> np.ndarray:
 def crc_of(mf: Any, m: Member) -> int:
     """The CRC-32 of the stored data of ``m`` (of its inflated bytes when deflated)."""
     if m.deflated:
-        return zlib.crc32(member_bytes(mf, m, Budget(m.size), m.size).data)
+        return crc32(member_bytes(mf, m, Budget(m.size), m.size))
     crc = 0
     step = 1 << 24
     for i in range(0, m.size, step):
-        crc = zlib.crc32(mf.u8(m.offset + i, min(step, m.size - i), f"member {m.name!r}").data, crc)
+        crc = crc32(mf.u8(m.offset + i, min(step, m.size - i), f"member {m.name!r}"), crc)
     return crc
