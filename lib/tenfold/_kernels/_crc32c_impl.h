@@ -454,13 +454,17 @@ static uint32_t tf_crc_raw(const tf_crc_par *P, int level, uint32_t c, const uin
         return tf_crc_avx512(P, c, p, n, dst);
     if (level == 3)
         return tf_crc_avx2(P, c, p, n, dst);
-    if (level == 2)
+    /* 128-bit folding runs at about half the speed of the crc32 instruction on three streams
+       (14.6 vs 27.7 GB/s in cache on Zen 4): a polynomial the instruction computes (CRC-32C)
+       uses the instruction at this level, but for a copy (folding while storing: 13.4 GB/s
+       against 3-8 for a copy then the instruction); CRC-32 folds */
+    if (level == 2 && (!P->hw || dst))
         return tf_crc_clmul(P, c, p, n, dst);
 #endif
     if (dst)
         memcpy(dst, p, n);
 #ifdef TF_CRC_X86
-    if (level == 1 && P->hw)
+    if ((level == 1 || level == 2) && P->hw)
         return tf_crc_hw3(c, p, n);
 #else
     (void)level;

@@ -8,7 +8,10 @@ interleaved streams where it has only that, slice-by-8 tables anywhere else (any
 architecture). The best level is chosen at import; ``TENFOLD_CRC32C`` (read at import:
 ``table``, ``sse4.2``, ``pclmul``, ``avx2-vpclmul`` or ``avx512-vpclmul``) or :func:`_force`
 (tests) lowers it. Every level gives the same values. CRC-32 has no instruction of its own: at
-``sse4.2`` and ``table`` it runs the tables (:func:`crc32_implementation`).
+``sse4.2`` and ``table`` it runs the tables (:func:`crc32_implementation`). CRC-32C at the
+``pclmul`` level (a CPU without VPCLMULQDQ) runs the ``crc32`` instruction on three streams,
+as at ``sse4.2``: 128-bit folding measured half its speed (14.6 vs 27.7 GB/s in cache, Zen 4);
+:func:`copy_crc32c` still folds there (storing while folding beats a copy then the instruction).
 
 Calls on more than :data:`NOGIL_BYTES` bytes release the GIL, so threads check in parallel.
 """
@@ -96,8 +99,8 @@ if _env:
 
 
 def implementation():
-    """The implementation in use: ``"avx512-vpclmul"``, ``"avx2-vpclmul"``, ``"pclmul"``,
-    ``"sse4.2"`` or ``"table"``."""
+    """The implementation level in use: ``"avx512-vpclmul"``, ``"avx2-vpclmul"``, ``"pclmul"``
+    (for CRC-32C: the ``crc32`` instruction, as ``"sse4.2"``), ``"sse4.2"`` or ``"table"``."""
     return _NAMES[tf_crc_level]
 
 
