@@ -136,3 +136,30 @@ def test_source_failure_mid_chunk_leaves_nothing(tmp_path):
         "a.fold"
     ]
     assert not [t for t in threading.enumerate() if t.name.startswith("tenfold-fold")]
+
+
+@pytest.mark.parametrize("fsync", [True, False])
+def test_durable_pieces_handed_to_disk_on_the_way(tmp_path, monkeypatch, fsync):
+    # Before: a chunk written in pieces had no extent reserved and went to the disk only at
+    # the final fsync (the .zt writer and add_chunk hand it over as they write)
+    from tenfold.fold import writer as wmod
+
+    reserved, handed = [], []
+    monkeypatch.setattr(wmod, "preallocate", lambda fd, off, n: reserved.append((off, n)))
+    monkeypatch.setattr(wmod, "start_writeback", lambda fd, off, n: handed.append((off, n)))
+    monkeypatch.setattr(wmod, "WRITEBACK_STEP", MiB, raising=False)
+    data = np.arange(4 * MiB + 100, dtype=np.uint32).astype(np.uint8)
+    pieces = (data[i : i + (1 << 18)] for i in range(0, data.size, 1 << 18))
+    with fold.Writer(tmp_path / "a.fold", compress=None, ecc="low", fsync=fsync) as w:
+        e = w.add_chunk_pieces("blob", "BLOB", pieces, data.size)
+        w.finalize()
+    assert (e["offset"], 32 + data.size + e["ecc_len"]) in reserved
+    if fsync:
+        start = e["offset"] + 32
+        assert handed[0][0] == start and len(handed) == 4
+        assert all(a + n == b for (a, n), (b, _) in zip(handed, handed[1:], strict=False))
+        assert sum(n for _, n in handed) == 4 * MiB
+    else:
+        assert handed == []
+    with fold.Reader(tmp_path / "a.fold", strict=True) as r:
+        assert r.read_bytes("blob") == data.tobytes()
