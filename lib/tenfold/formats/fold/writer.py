@@ -22,9 +22,9 @@ from ...core import parallel
 from ...core.atomic import atomic_write
 from ...core.checksums import crc32c, sha256_hex
 from ...core.compression import zstd_compress
-from ...core.prealloc import preallocate, start_writeback
+from ...core.prealloc import WRITEBACK_STEP, preallocate, start_writeback
 from ...errors import EncodeError
-from . import _digest, _payloads
+from . import _digest, _payloads, _stream
 from ._spec import (
     CHUNK_HEADER,
     CHUNK_HEADER_LEN,
@@ -106,6 +106,28 @@ def _parity(
     rs.encode_blocks(src[: cuts[1] * k], nsym, out[: cuts[1] * nsym])
     for fut in futs:
         fut.result()
+    return out
+
+
+def _joined(name: str, pieces: Iterable[Any], size: int) -> np.ndarray:
+    """The ``size`` bytes of ``pieces`` copied into one buffer (each piece once, no
+    intermediate ``bytes``); more or fewer bytes is an :class:`EncodeError`."""
+    out = np.empty(size, np.uint8)
+    done = 0
+    for piece in pieces:
+        mv = _u8view(piece)
+        if done + mv.nbytes > size:
+            raise EncodeError(
+                fmt=FMT,
+                obj=f"chunk {name!r}",
+                field="size",
+                expected=size,
+                got=f">= {done + mv.nbytes}",
+            )
+        out[done : done + mv.nbytes] = np.frombuffer(mv, np.uint8)
+        done += mv.nbytes
+    if done != size:
+        raise EncodeError(fmt=FMT, obj=f"chunk {name!r}", field="size", expected=size, got=done)
     return out
 
 
@@ -242,6 +264,7 @@ class Writer:
         self._stack: contextlib.ExitStack | None = None
         self._f: Any = None
         self._pool: concurrent.futures.Executor | None = None
+        self._hasher: concurrent.futures.Executor | None = None
         self._finalized = False
 
     # -- lifetime ---------------------------------------------------------------------------
@@ -252,6 +275,10 @@ class Writer:
         # this process may use (parallel.threads), at least two
         workers = max(2, parallel.threads())
         self._pool = stack.enter_context(parallel.scoped(workers, "tenfold-fold-write"))
+        # the SHA-256 of a chunk written in pieces: one sequential stream, on a thread of its
+        # own where this process may use a second CPU (a thread is started on first use)
+        if parallel.threads() > 1:
+            self._hasher = stack.enter_context(parallel.scoped(1, "tenfold-fold-sha256"))
         self._stack = stack
         self._f.write(HEADER.pack(MAGIC, HEADER_LEN, 0, 0))
         return self
@@ -415,45 +442,61 @@ class Writer:
     ) -> dict[str, Any]:
         """Write one chunk from an iterable of buffers totalling ``size`` bytes.
 
-        Uncompressed, the pieces go straight to the file while CRC-32C, SHA-256 and the RS
-        parity are computed incrementally, so memory stays at one piece (plus the parity,
-        ``nsym / (255 - nsym)`` of the chunk, written after it). With zstd the pieces are
-        joined and compressed in one shot (the bytes pyfolds writes; zstd's streaming mode
-        gives a different, equally valid frame), which needs the whole chunk in memory.
-        The result is byte-identical to :meth:`add_chunk` of the joined bytes.
+        Each piece need only stay valid until the next is requested (a block reader may reuse
+        its buffer). Uncompressed, the pieces go straight to the file while CRC-32C and the RS
+        parity are computed on this thread and the SHA-256 on a thread of its own that follows
+        the writing without holding it up (:class:`~._stream.Sha256Stream`), so memory stays
+        at one piece and a few MiB (plus the parity, ``nsym / (255 - nsym)`` of the chunk,
+        written after it). With zstd the pieces are joined into one buffer and compressed in
+        one shot (the bytes pyfolds writes; zstd's streaming mode gives a different, equally
+        valid frame), which needs the whole chunk in memory. The result is byte-identical to
+        :meth:`add_chunk` of the joined bytes; more or fewer bytes than ``size`` is an
+        :class:`~tenfold.errors.EncodeError`.
         """
-        import hashlib
-
         self._check_open()
         if self._flags == FLAG_ZSTD:
-            return self.add_chunk(name, ctype, b"".join(bytes(_u8view(p)) for p in pieces))
+            return self.add_chunk(name, ctype, _joined(name, pieces, size))
         self._check_chunk(name, ctype)
         _check_size(name, "size", size)
         nsym = self.nsym
         ecc_len = ecc_len_for(size, nsym)
-        block = 255 - nsym if nsym else 0
         offset = self._f.tell()
         self._f.write(bytes(CHUNK_HEADER_LEN))  # the real header (with the CRC) comes last
-        crc, sha, done = 0, hashlib.sha256(), 0
+        self._f.flush()
+        preallocate(self._f.fileno(), offset, CHUNK_HEADER_LEN + size + ecc_len)
+        sha = _stream.Sha256Stream(self._hasher)
+        try:
+            crc, parity = self._write_pieces(name, pieces, size, sha)
+            digest = sha.hexdigest()
+        finally:
+            sha.close()
+        for part in parity:
+            self._f.write(memoryview(part))  # type: ignore[arg-type]
+        end = self._f.tell()
+        self._f.seek(offset)
+        self._f.write(self._chunk_header(ctype, size, size, crc, ecc_len))
+        self._f.seek(end)
+        return self._add_entry(name, ctype, offset, size, size, crc, digest, ecc_len)
+
+    def _write_pieces(
+        self, name: str, pieces: Iterable[Any], size: int, sha: _stream.Sha256Stream
+    ) -> tuple[int, list[np.ndarray]]:
+        """Write ``pieces`` (``size`` bytes in all) at the file's position, fed to ``sha`` on
+        the way; their CRC-32C and RS parity. With fsync on, what is written is handed to the
+        disk every :data:`~tenfold.core.prealloc.WRITEBACK_STEP` bytes."""
+        nsym = self.nsym
+        block = 255 - nsym if nsym else 0
+        crc, done = 0, 0
+        start = handed = self._f.tell()
         parity: list[np.ndarray] = []
         carry = b""
         for piece in pieces:
             mv = _u8view(piece)
             if done + mv.nbytes > size:
                 break
-            # SHA-256 (hashlib releases the GIL) on a pool thread while this one writes and
-            # computes the CRC; awaited before the next piece (which may reuse the buffer)
-            if self._pool is None:
-                sha.update(mv)
-                hashing = None
-            else:
-                hashing = self._pool.submit(sha.update, mv)
-            try:
-                self._f.write(mv)
-                crc = crc32c(mv, crc)
-            finally:
-                if hashing is not None:
-                    hashing.result()
+            sha.update(mv)  # hashed behind this thread, in order
+            self._f.write(mv)
+            crc = crc32c(mv, crc)
             done += mv.nbytes
             if nsym:
                 if carry:
@@ -467,19 +510,18 @@ class Writer:
                 if full:
                     parity.append(_parity(mv[:full], nsym, full // block * nsym, self._pool))
                 carry += bytes(mv[full:])
+            sha.release()  # the piece is not used after this: the source may reuse it
+            if self._fsync and start + done - handed >= WRITEBACK_STEP:
+                self._f.flush()
+                start_writeback(self._f.fileno(), handed, start + done - handed)
+                handed = start + done
         if done != size:
             raise EncodeError(
                 fmt=FMT, obj=f"chunk {name!r}", field="size", expected=size, got=f">= {done}"
             )
         if carry:
             parity.append(_parity(memoryview(carry), nsym, nsym, None))
-        for part in parity:
-            self._f.write(memoryview(part))  # type: ignore[arg-type]
-        end = self._f.tell()
-        self._f.seek(offset)
-        self._f.write(self._chunk_header(ctype, size, size, crc, ecc_len))
-        self._f.seek(end)
-        return self._add_entry(name, ctype, offset, size, size, crc, sha.hexdigest(), ecc_len)
+        return crc, parity
 
     def add_torch(self, name: str, obj: Any, ctype: str = "TSAV") -> dict[str, Any]:
         """A ``torch.save`` chunk (needs torch; read back with ``weights_only=True``)."""
