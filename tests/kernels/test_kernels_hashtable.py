@@ -163,3 +163,97 @@ def test_table_sharing_memory_with_rows_refused(kernels):
     beside = mem.view(np.int32)[8:16]  # right after the rows: fine
     assert ht.insert(keys, rows, beside) == 4
     assert sorted(beside.tolist()) == [-1, -1, -1, -1, 0, 1, 2, 3]
+
+
+def _first_by_dict(keys: list[int]) -> list[int]:
+    first: dict[int, int] = {}
+    return [first.setdefault(k, i) for i, k in enumerate(keys)]
+
+
+def _partitioned(ht, keys: np.ndarray, bits: int, one_pass: bool) -> tuple[int, list[int], int]:
+    """``(distinct keys, first row of each row's key, run heads)`` the way the TARIDX build
+    uses the partitioned table: counts in two blocks, one insert per partition, lookups in
+    two blocks (or, with one partition and ``one_pass``, the insert's own ``first``)."""
+    n = keys.size
+    counts = np.zeros(1 << bits, np.int64)
+    ht.head_counts(keys, 0, n // 2, bits, counts)
+    ht.head_counts(keys, n // 2, n, bits, counts)
+    widths = [1 << max(1, int(2 * c + 1).bit_length()) for c in counts.tolist()]
+    base = np.zeros(len(widths) + 1, np.int64)
+    np.cumsum(widths, out=base[1:])
+    table = np.full(int(base[-1]), 7, np.int32)  # garbage: each insert empties its partition
+    first = np.full(n, -2, np.int64)
+    if bits == 0 and one_pass:
+        added = ht.insert_part(keys, 0, 0, table, base, first)
+    else:
+        added = sum(ht.insert_part(keys, bits, p, table, base) for p in range(1 << bits))
+        missing = ht.first_rows(keys, bits, table, base, 0, first[: n // 3])
+        missing += ht.first_rows(keys, bits, table, base, n // 3, first[n // 3 :])
+        assert missing == 0
+    return added, first.tolist(), int(counts.sum())
+
+
+def test_partitioned_known(kernels):
+    """Issue 28: the build's table is cut by the keys' top bits, one partition per thread."""
+    ht = kernels("hashtable")
+    top = [0, 1 << 62, 1 << 63, 3 << 62]  # partitions 0..3 of a 2-bit table
+    keys = np.array(
+        [top[0] | 5, top[0] | 5, top[1] | 5, top[0] | 13, top[3] | 1, top[1] | 5, top[0] | 5,
+         top[2] | 9, top[2] | 9, top[3] | 1, top[0] | 21],
+        np.uint64,
+    )  # fmt: skip
+    want = _first_by_dict(keys.tolist())
+    for bits in (0, 1, 2, 3):
+        for one_pass in (False, True):
+            added, first, heads = _partitioned(ht, keys, bits, one_pass)
+            assert (added, first, heads) == (6, want, 9), (bits, one_pass)
+
+
+def test_partitioned_refusals(kernels):
+    ht = kernels("hashtable")
+    keys = np.arange(6, dtype=np.uint64)
+    base = np.array([0, 4], np.int64)
+    with pytest.raises(ValueError, match="table full"):  # 6 heads, 4 slots
+        ht.insert_part(keys, 0, 0, np.empty(4, np.int32), base)
+    with pytest.raises(ValueError, match="power of two"):
+        ht.insert_part(keys, 0, 0, np.empty(6, np.int32), np.array([0, 6], np.int64))
+    with pytest.raises(ValueError, match="base"):
+        ht.insert_part(keys, 1, 0, np.empty(8, np.int32), base)
+    with pytest.raises(ValueError, match="part"):
+        ht.insert_part(keys, 0, 1, np.empty(4, np.int32), base)
+    with pytest.raises(ValueError, match="bits"):
+        ht.head_counts(keys, 0, 6, 17, np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="out of range"):
+        ht.head_counts(keys, 2, 7, 0, np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="out of range"):
+        ht.first_rows(keys, 0, np.full(8, -1, np.int32), np.array([0, 8], np.int64), 4,
+                      np.zeros(3, np.int64))  # fmt: skip
+    with pytest.raises(ValueError, match="first"):
+        ht.insert_part(keys, 0, 0, np.empty(8, np.int32), np.array([0, 8], np.int64),
+                       np.zeros(5, np.int64))  # fmt: skip
+    # a key absent from the table (or a foreign entry) is reported, never followed
+    out = np.zeros(2, np.int64)
+    table = np.array([-1, 99, -1, -1], np.int32)
+    assert ht.first_rows(keys, 0, table, np.array([0, 4], np.int64), 0, out) == 2
+    assert out.tolist() == [-1, -1]
+
+
+@given(
+    st.lists(st.integers(0, 2**64 - 1), max_size=40),
+    st.integers(0, 4),
+    st.integers(0, 3),
+)
+def test_partitioned_differential(keys, bits, repeat):
+    """Compiled and reference agree with a dict, whatever the partition bits and runs."""
+    ks = [k for k in keys for _ in range(1 + (k % (repeat + 1)))] + keys[:5]
+    keys_a = np.array(ks, np.uint64)
+    want = _first_by_dict(ks)
+    impls = [_kernels.load("hashtable", "reference")]
+    if not _kernels.pure_python():
+        impls.append(_kernels.load("hashtable", "compiled"))
+    for mod in impls:
+        for one_pass in (False, True):
+            added, first, heads = _partitioned(mod, keys_a, bits, one_pass)
+            assert first == want
+            assert added == len(set(ks))
+            assert heads == sum(1 for i, k in enumerate(ks) if i == 0 or ks[i - 1] != k)

@@ -192,6 +192,18 @@ def test_parallel_build_equals_serial(tmp_path):
         assert idx.n_rows == 240
 
 
+@pytest.mark.parametrize("vec, fold", IDENTICAL + DIALECTS)
+def test_build_bytes_do_not_depend_on_threads(conformance, tmp_path, vec, fold):
+    """Issue 28: the key table is cut into one partition per thread (up to 256) and filled in
+    parallel; the index must be the same bytes at every thread count (crash ids, pax and GNU
+    names, empty shards, non-contiguous samples included)."""
+    d = conformance / "taridx" / vec
+    want = tx.build(d, fold, out=tmp_path / "w1.taridx", workers=1, show_progress=False)
+    for w in (2, 3, 16, 300):
+        got = tx.build(d, fold, out=tmp_path / f"w{w}.taridx", workers=w, show_progress=False)
+        assert got.read_bytes() == want.read_bytes(), w
+
+
 def test_build_is_atomic(tmp_path, monkeypatch):
     _tar(tmp_path / "a_0.tar", [("k.x", b"1")])
     path = tx.build(tmp_path, "a", show_progress=False)

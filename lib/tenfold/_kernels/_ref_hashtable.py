@@ -1,4 +1,4 @@
-"""Reference twin of ``hashtable.pyx`` (same table layout, plain Python loops)."""
+"""Reference twin of ``hashtable.pyx`` (same table layouts, plain Python loops)."""
 
 from __future__ import annotations
 
@@ -67,3 +67,116 @@ def probe(keys, table, queries, out):
                 out[i] = cur
                 break
             slot = (slot + 1) & mask
+
+
+# Partitioned tables: see hashtable.pyx (partition = top ``bits`` bits, slot = low bits, the
+# partitions' tables back to back at ``base``; only run heads are inserted).
+_MAX_BITS = 16
+
+
+def _check_bits(bits: int) -> None:
+    if bits < 0 or bits > _MAX_BITS:
+        raise ValueError(f"bits must be in [0, {_MAX_BITS}], got {bits}")
+
+
+def _check_base(base, m: int, bits: int) -> list[int]:
+    parts = 1 << bits
+    b = np.asarray(base).tolist()
+    if len(b) != parts + 1:
+        raise ValueError(f"base must have {parts + 1} entries, got {len(b)}")
+    if b[0] != 0 or b[parts] != m:
+        raise ValueError(f"base must run from 0 to the table length {m}")
+    for p in range(parts):
+        w = b[p + 1] - b[p]
+        if w <= 0 or w & (w - 1):
+            raise ValueError(f"partition {p}: table length must be a power of two, got {w}")
+    return b
+
+
+def _part(k: int, bits: int) -> int:
+    return k >> (64 - bits) if bits else 0
+
+
+def head_counts(keys, start, stop, bits, counts):
+    """Add to ``counts[p]`` the run heads among rows ``[start, stop)`` in partition ``p``."""
+    _check_bits(bits)
+    n = len(keys)
+    if len(counts) != 1 << bits:
+        raise ValueError(f"counts must have {1 << bits} entries, got {len(counts)}")
+    if start < 0 or stop < start or stop > n:
+        raise ValueError(f"rows [{start}, {stop}) out of range for {n} keys")
+    ks = np.asarray(keys).tolist()
+    for i in range(start, stop):
+        if i == 0 or ks[i - 1] != ks[i]:
+            counts[_part(ks[i], bits)] += 1
+
+
+def insert_part(keys, bits, part, table, base, first=None):
+    """Fill partition ``part``'s table (emptied first) with the first row of each of its keys;
+    returns the keys it holds (``ValueError("table full")`` at the last empty slot). With
+    ``first``, also ``first[i]`` = the first row with the key of each row ``i`` of ``part``."""
+    _check_bits(bits)
+    b = _check_base(base, len(table), bits)
+    if part < 0 or part >= 1 << bits:
+        raise ValueError(f"part {part} out of range for {bits} bits")
+    ks = np.asarray(keys).tolist()
+    if len(ks) > 0x7FFFFFFF:
+        raise ValueError(f"{len(ks)} keys do not fit int32 rows")
+    if first is not None and len(first) != len(ks):
+        raise ValueError(f"first must have one entry per key ({len(ks)}), got {len(first)}")
+    lo, width = b[part], b[part + 1] - b[part]
+    mask, added = width - 1, 0
+    table[lo : lo + width] = -1
+    for i, k in enumerate(ks):
+        if _part(k, bits) != part:
+            continue
+        if i > 0 and ks[i - 1] == k:
+            if first is not None:
+                first[i] = first[i - 1]
+            continue
+        slot = k & mask
+        while True:  # ends: an empty slot remains (added <= width - 1)
+            cur = int(table[lo + slot])
+            if cur == -1:
+                if added + 1 >= width:
+                    raise ValueError("table full")
+                table[lo + slot] = cur = i
+                added += 1
+                break
+            if ks[cur] == k:
+                break
+            slot = (slot + 1) & mask
+        if first is not None:
+            first[i] = cur
+    return added
+
+
+def first_rows(keys, bits, table, base, start, out):
+    """``out[j]`` = the row in the partitioned ``table`` with the key of row ``start + j``
+    (-1 when absent); returns how many were absent."""
+    _check_bits(bits)
+    b = _check_base(base, len(table), bits)
+    ks = np.asarray(keys).tolist()
+    n, cnt = len(ks), len(out)
+    if start < 0 or start + cnt > n:
+        raise ValueError(f"rows [{start}, {start + cnt}) out of range for {n} keys")
+    missing = 0
+    for j in range(cnt):
+        k = ks[start + j]
+        if j > 0 and ks[start + j - 1] == k:
+            out[j] = out[j - 1]
+        else:
+            p = _part(k, bits)
+            lo, mask = b[p], b[p + 1] - b[p] - 1
+            slot, got = k & mask, -1
+            for _ in range(mask + 1):
+                cur = int(table[lo + slot])
+                if cur < 0 or cur >= n:
+                    break
+                if ks[cur] == k:
+                    got = cur
+                    break
+                slot = (slot + 1) & mask
+            out[j] = got
+        missing += int(out[j]) < 0
+    return missing
