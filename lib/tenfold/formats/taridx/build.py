@@ -398,15 +398,18 @@ def _first_of_key(
         ht.head_counts(keyhash, ab[0], ab[1], bits, c)
         return c
 
-    heads = np.sum(list(run(count, blocks)), axis=0, dtype=np.int64)
+    counts = np.zeros(1 << bits, np.int64)
+    for c in run(count, blocks):
+        counts += c
+    heads: list[int] = counts.tolist()
     # each partition: a power of two above twice its heads (load <= 1/2, never full)
-    widths = [1 << max(1, int(2 * h + 1).bit_length()) for h in heads.tolist()]
+    widths = [1 << max(1, (2 * h + 1).bit_length()) for h in heads]
     base = np.zeros(len(widths) + 1, np.int64)
     np.cumsum(widths, out=base[1:])
     table = np.empty(int(base[-1]), np.int32)
     first = np.empty(n, np.int64)
     if bits == 0:  # one table: the insert also gives each row's first row
-        return int(ht.insert_part(keyhash, 0, 0, table, base, first)), first, int(heads.sum())
+        return int(ht.insert_part(keyhash, 0, 0, table, base, first)), first, sum(heads)
     n_unique = sum(run(lambda p: ht.insert_part(keyhash, bits, p, table, base), range(len(widths))))
 
     def look(ab: tuple[int, int]) -> int:
@@ -414,7 +417,7 @@ def _first_of_key(
 
     if sum(run(look, blocks)):  # (cannot happen: every key was inserted)
         raise RuntimeError("taridx: a key missing from the build's hash table")
-    return int(n_unique), first, int(heads.sum())
+    return int(n_unique), first, sum(heads)
 
 
 def fold_rows(scans: list[ShardScan]) -> tuple[np.ndarray, list[str], list[str], int]:
