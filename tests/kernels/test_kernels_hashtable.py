@@ -170,27 +170,29 @@ def _first_by_dict(keys: list[int]) -> list[int]:
     return [first.setdefault(k, i) for i, k in enumerate(keys)]
 
 
-def _partitioned(ht, keys: np.ndarray, bits: int, one_pass: bool) -> tuple[int, list[int], int]:
+def _partitioned(ht, keys: np.ndarray, bits: int, cut: int) -> tuple[int, list[int], int]:
     """``(distinct keys, first row of each row's key, run heads)`` the way the TARIDX build
-    uses the partitioned table: counts in two blocks, one insert per partition, lookups in
-    two blocks (or, with one partition and ``one_pass``, the insert's own ``first``)."""
-    n = keys.size
-    counts = np.zeros(1 << bits, np.int64)
-    ht.head_counts(keys, 0, n // 2, bits, counts)
-    ht.head_counts(keys, n // 2, n, bits, counts)
-    widths = [1 << max(1, int(2 * c + 1).bit_length()) for c in counts.tolist()]
-    base = np.zeros(len(widths) + 1, np.int64)
-    np.cumsum(widths, out=base[1:])
-    table = np.full(int(base[-1]), 7, np.int32)  # garbage: each insert empties its partition
+    uses the partitioned kernels, its rows in two blocks cut at ``cut``."""
+    n, parts = keys.size, 1 << bits
+    blocks = [(0, cut), (cut, n)]
+    counts = np.zeros((2, parts), np.int64)
+    for k, (a, b) in enumerate(blocks):
+        ht.head_counts(keys, a, b, bits, counts[k])
+    part_at = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])
+    cursors = part_at[:-1] + np.cumsum(counts, axis=0) - counts
+    order = np.full(int(part_at[-1]), -5, np.int64)
+    for k, (a, b) in enumerate(blocks):
+        ht.scatter_heads(keys, a, b, bits, cursors[k].copy(), order)
+    heads_first = np.full(order.size, -5, np.int64)
+    added = 0
+    for p in range(parts):
+        a, b = int(part_at[p]), int(part_at[p + 1])
+        table = np.full(1 << max(1, (2 * (b - a) + 1).bit_length()), -1, np.int32)
+        added += ht.insert(keys, order[a:b], table, heads_first[a:b])
     first = np.full(n, -2, np.int64)
-    if bits == 0 and one_pass:
-        added = ht.insert_part(keys, 0, 0, table, base, first)
-    else:
-        added = sum(ht.insert_part(keys, bits, p, table, base) for p in range(1 << bits))
-        missing = ht.first_rows(keys, bits, table, base, 0, first[: n // 3])
-        missing += ht.first_rows(keys, bits, table, base, n // 3, first[n // 3 :])
-        assert missing == 0
-    return added, first.tolist(), int(counts.sum())
+    for k, (a, b) in enumerate(blocks):
+        ht.spread_first(keys, a, bits, cursors[k].copy(), heads_first, first[a:b])
+    return added, first.tolist(), int(part_at[-1])
 
 
 def test_partitioned_known(kernels):
@@ -204,38 +206,45 @@ def test_partitioned_known(kernels):
     )  # fmt: skip
     want = _first_by_dict(keys.tolist())
     for bits in (0, 1, 2, 3):
-        for one_pass in (False, True):
-            added, first, heads = _partitioned(ht, keys, bits, one_pass)
-            assert (added, first, heads) == (6, want, 9), (bits, one_pass)
+        for cut in (0, 1, 2, 5, 9, 11):  # a block may start inside a run
+            added, first, heads = _partitioned(ht, keys, bits, cut)
+            assert (added, first, heads) == (6, want, 9), (bits, cut)
 
 
 def test_partitioned_refusals(kernels):
     ht = kernels("hashtable")
     keys = np.arange(6, dtype=np.uint64)
-    base = np.array([0, 4], np.int64)
-    with pytest.raises(ValueError, match="table full"):  # 6 heads, 4 slots
-        ht.insert_part(keys, 0, 0, np.empty(4, np.int32), base)
-    with pytest.raises(ValueError, match="power of two"):
-        ht.insert_part(keys, 0, 0, np.empty(6, np.int32), np.array([0, 6], np.int64))
-    with pytest.raises(ValueError, match="base"):
-        ht.insert_part(keys, 1, 0, np.empty(8, np.int32), base)
-    with pytest.raises(ValueError, match="part"):
-        ht.insert_part(keys, 0, 1, np.empty(4, np.int32), base)
     with pytest.raises(ValueError, match="bits"):
-        ht.head_counts(keys, 0, 6, 17, np.zeros(1, np.int64))
+        ht.head_counts(keys, 0, 6, 17, np.zeros(1 << 17, np.int64))
+    with pytest.raises(ValueError, match="counts"):
+        ht.head_counts(keys, 0, 6, 1, np.zeros(1, np.int64))
     with pytest.raises(ValueError, match="out of range"):
         ht.head_counts(keys, 2, 7, 0, np.zeros(1, np.int64))
     with pytest.raises(ValueError, match="out of range"):
-        ht.first_rows(keys, 0, np.full(8, -1, np.int32), np.array([0, 8], np.int64), 4,
-                      np.zeros(3, np.int64))  # fmt: skip
-    with pytest.raises(ValueError, match="first"):
-        ht.insert_part(keys, 0, 0, np.empty(8, np.int32), np.array([0, 8], np.int64),
-                       np.zeros(5, np.int64))  # fmt: skip
-    # a key absent from the table (or a foreign entry) is reported, never followed
+        ht.spread_first(keys, 4, 0, np.zeros(1, np.int64), np.zeros(6, np.int64),
+                        np.zeros(3, np.int64))  # fmt: skip
+    # cursors are checked, never followed out of their arrays
+    order = np.full(6, -1, np.int64)
+    with pytest.raises(ValueError, match="outside order"):
+        ht.scatter_heads(keys, 0, 6, 0, np.array([2], np.int64), order)
+    assert order.tolist() == [-1, -1, 0, 1, 2, 3]  # the heads before it are written
+    with pytest.raises(ValueError, match="outside order"):
+        ht.scatter_heads(keys, 0, 1, 0, np.array([-1], np.int64), order)
     out = np.zeros(2, np.int64)
-    table = np.array([-1, 99, -1, -1], np.int32)
-    assert ht.first_rows(keys, 0, table, np.array([0, 4], np.int64), 0, out) == 2
-    assert out.tolist() == [-1, -1]
+    with pytest.raises(ValueError, match="outside heads_first"):
+        ht.spread_first(keys, 1, 0, np.array([0], np.int64), np.zeros(1, np.int64), out)
+    with pytest.raises(ValueError, match="outside heads_first"):  # a non-head before any head
+        ht.spread_first(np.zeros(3, np.uint64), 1, 0, np.array([0], np.int64),
+                        np.zeros(1, np.int64), out)  # fmt: skip
+    # insert's first output: one entry per row, and never shared with what it reads
+    table = np.full(8, -1, np.int32)
+    rows = np.arange(3, dtype=np.int64)
+    with pytest.raises(ValueError, match="first"):
+        ht.insert(keys, rows, table, np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="overlap"):
+        ht.insert(keys, rows, table, rows)
+    with pytest.raises(ValueError, match="overlap"):
+        ht.insert(keys, rows, table, table.view(np.int64)[:3])
 
 
 @given(
@@ -252,8 +261,8 @@ def test_partitioned_differential(keys, bits, repeat):
     if not _kernels.pure_python():
         impls.append(_kernels.load("hashtable", "compiled"))
     for mod in impls:
-        for one_pass in (False, True):
-            added, first, heads = _partitioned(mod, keys_a, bits, one_pass)
+        for cut in {0, len(ks) // 3, min(len(ks), len(ks) // 2 + 1), len(ks)}:
+            added, first, heads = _partitioned(mod, keys_a, bits, cut)
             assert first == want
             assert added == len(set(ks))
             assert heads == sum(1 for i, k in enumerate(ks) if i == 0 or ks[i - 1] != k)

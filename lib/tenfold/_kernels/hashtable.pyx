@@ -7,10 +7,9 @@ into ``keys`` (-1 = empty); the slot of a key is its low bits, collisions probe 
 Both are bound by memory latency on large tables, so they prefetch the slots (and, in ``probe``,
 the keys those slots point at) of the items a few steps ahead.
 
-``head_counts``, ``insert_part`` and ``first_rows`` do the same job on a table cut into
-partitions by the keys' top bits, so that several threads fill it at once (one partition each,
-rows in order: the first row of a key wins whatever the thread count) and then look it up in
-blocks of rows; they insert only the first row of each run of equal keys.
+``head_counts``, ``scatter_heads`` and ``spread_first`` cut the job into partitions by the
+keys' top bits, so that several threads do it at once (one partition's table each, rows in
+order: the first row of a key wins whatever the thread count); see the comment above them.
 """
 
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t, uintptr_t
@@ -42,8 +41,11 @@ cdef int check_table(Py_ssize_t m) except -1:
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table):
-    """Insert ``rows`` (numbers into ``keys``); returns how many were new keys.
+def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table,
+           int64_t[::1] first=None):
+    """Insert ``rows`` (numbers into ``keys``); returns how many were new keys. With ``first``
+    (one entry per row), ``first[j]`` = the row the table holds for the key of ``rows[j]``
+    afterwards (itself when new, the earlier row when not; unset when the table fills).
 
     The table always keeps at least one empty slot, so that every probe ends: a new key that
     would take the last one raises ``ValueError("table full")`` (the rows before it stay
@@ -53,19 +55,30 @@ def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table
     cdef uint64_t mask, k
     cdef int64_t r, slot, added = 0, cur, free = 0
     cdef bint full = False, bad = False
-    cdef uintptr_t a, b
+    cdef uintptr_t a, b, c
     cdef uint32_t u, lim
+    cdef bint want = first is not None
+    cdef int64_t* fp = NULL
     check_table(m)
-    for i in range(n):
-        if rows[i] < 0 or rows[i] >= nk or rows[i] > 0x7FFFFFFF:
-            raise ValueError(f"row {rows[i]} out of range for {nk} keys")
+    if want and first.shape[0] != n:
+        raise ValueError(f"first must have one entry per row ({n}), got {first.shape[0]}")
+    # the checks run without the GIL too (threads fill the tables of a partitioned job)
+    r = -1
+    with nogil:
+        for i in range(n):
+            if rows[i] < 0 or rows[i] >= nk or rows[i] > 0x7FFFFFFF:
+                r = i
+                break
+    if r >= 0:
+        raise ValueError(f"row {rows[r]} out of range for {nk} keys")
     # one branch-free pass over the table: entries in [-1, nk), and the empty slots counted
     # (as unsigned, entry + 1 lies in [0, nk]; the empty slot -1 is 0)
     lim = <uint32_t>nk if nk < 0x80000000 else 0x80000000
-    for i in range(m):
-        u = <uint32_t>table[i] + 1
-        bad |= u > lim
-        free += u == 0
+    with nogil:
+        for i in range(m):
+            u = <uint32_t>table[i] + 1
+            bad |= u > lim
+            free += u == 0
     if bad:
         raise ValueError("table holds an entry outside the keys")
     if n == 0:
@@ -77,6 +90,13 @@ def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table
         raise ValueError("table and rows overlap")
     if free == 0:
         raise ValueError("table full: no empty slot")
+    if want:  # written while rows and table are read
+        fp = &first[0]
+        c = <uintptr_t>fp
+        if c < b + <uintptr_t>(8 * n) and b < c + <uintptr_t>(8 * n):
+            raise ValueError("first and rows overlap")
+        if c < a + <uintptr_t>(4 * m) and a < c + <uintptr_t>(8 * n):
+            raise ValueError("first and table overlap")
     mask = <uint64_t>(m - 1)
     with nogil:
         for i in range(n):
@@ -98,12 +118,15 @@ def insert(const uint64_t[::1] keys, const int64_t[::1] rows, int32_t[::1] table
                         break
                     table[slot] = <int32_t>r
                     added += 1
+                    cur = r
                     break
                 if keys[cur] == k:
                     break
                 slot = (slot + 1) & <int64_t>mask
             if full:
                 break
+            if want:
+                fp[i] = cur
     if full:
         raise ValueError("table full")
     return added
@@ -144,32 +167,28 @@ def probe(const uint64_t[::1] keys, const int32_t[::1] table, const uint64_t[::1
                 steps += 1
 
 
-# Partitioned tables (one thread fills each partition): a key's partition is its top ``bits``
-# bits, its slot within the partition's table its low bits. The partitions' tables lie back to
-# back in one array: partition ``p`` owns ``table[base[p]:base[p + 1]]`` (a power-of-two length).
-# Only the first row of each run of equal keys ("run head") is inserted: rows ``i`` and ``i - 1``
-# with the same key share their first row.
+# Partitioned tables, so that several threads fill them at once: a key's partition is its top
+# ``bits`` bits (its slot in the partition's own table, filled with ``insert``, its low bits).
+# Only the first row of each run of equal keys (a "head": row 0, or a key unlike the row
+# before) goes in. ``head_counts`` counts a block of rows' heads per partition;
+# ``scatter_heads`` lists them per partition (``order``, partition after partition, rows in
+# order within each); ``insert`` of a partition's list gives each head's first row; and
+# ``spread_first`` gives every row of a block the first row of its run's head.
 
 DEF MAX_BITS = 16
 
 
-cdef int check_bits(int bits) except -1:
+cdef int check_bits(int bits, Py_ssize_t got, str what) except -1:
     if bits < 0 or bits > MAX_BITS:
         raise ValueError(f"bits must be in [0, {MAX_BITS}], got {bits}")
+    if got != (<Py_ssize_t>1) << bits:
+        raise ValueError(f"{what} must have {1 << bits} entries, got {got}")
     return 0
 
 
-cdef int check_base(const int64_t[::1] base, Py_ssize_t m, int bits) except -1:
-    cdef Py_ssize_t p, parts = (<Py_ssize_t>1) << bits
-    cdef int64_t w
-    if base.shape[0] != parts + 1:
-        raise ValueError(f"base must have {parts + 1} entries, got {base.shape[0]}")
-    if base[0] != 0 or base[parts] != m:
-        raise ValueError(f"base must run from 0 to the table length {m}")
-    for p in range(parts):
-        w = base[p + 1] - base[p]
-        if w <= 0 or (w & (w - 1)) != 0:
-            raise ValueError(f"partition {p}: table length must be a power of two, got {w}")
+cdef int check_rows(Py_ssize_t start, Py_ssize_t stop, Py_ssize_t n) except -1:
+    if start < 0 or stop < start or stop > n:
+        raise ValueError(f"rows [{start}, {stop}) out of range for {n} keys")
     return 0
 
 
@@ -181,15 +200,11 @@ cdef inline int64_t part_of(uint64_t k, int bits) noexcept nogil:
 @cython.wraparound(False)
 def head_counts(const uint64_t[::1] keys, Py_ssize_t start, Py_ssize_t stop, int bits,
                 int64_t[::1] counts):
-    """Add to ``counts[p]`` the run heads among rows ``[start, stop)`` whose key lies in
-    partition ``p`` (row ``i`` is a head when ``i == 0`` or ``keys[i] != keys[i - 1]``)."""
+    """Add to ``counts[p]`` the heads among rows ``[start, stop)`` in partition ``p``."""
     cdef Py_ssize_t n = keys.shape[0], i
     cdef uint64_t k
-    check_bits(bits)
-    if counts.shape[0] != (<Py_ssize_t>1) << bits:
-        raise ValueError(f"counts must have {1 << bits} entries, got {counts.shape[0]}")
-    if start < 0 or stop < start or stop > n:
-        raise ValueError(f"rows [{start}, {stop}) out of range for {n} keys")
+    check_bits(bits, counts.shape[0], "counts")
+    check_rows(start, stop, n)
     with nogil:
         for i in range(start, stop):
             k = keys[i]
@@ -200,126 +215,61 @@ def head_counts(const uint64_t[::1] keys, Py_ssize_t start, Py_ssize_t stop, int
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def insert_part(const uint64_t[::1] keys, int bits, Py_ssize_t part, int32_t[::1] table,
-                const int64_t[::1] base, int64_t[::1] first=None):
-    """Fill partition ``part``'s table (emptied first) with the first row of each key of that
-    partition, rows in order (only run heads are looked up); returns the keys it holds. With
-    ``first`` (one entry per key), also set ``first[i]`` for each row ``i`` of the partition
-    (the first row with its key): one pass instead of a ``first_rows`` pass after it.
-
-    Raises ``ValueError("table full")`` when the keys would take its last empty slot (a table
-    at least one slot longer than the partition's run heads never fills).
-    """
-    cdef Py_ssize_t n = keys.shape[0], m = table.shape[0], i
+def scatter_heads(const uint64_t[::1] keys, Py_ssize_t start, Py_ssize_t stop, int bits,
+                  int64_t[::1] cursor, int64_t[::1] order):
+    """Write each head ``i`` of rows ``[start, stop)`` to ``order[cursor[p]]`` and advance
+    ``cursor[p]`` (``p`` its partition). A cursor that would leave ``order`` raises
+    ``ValueError`` (the heads before it are written)."""
+    cdef Py_ssize_t n = keys.shape[0], m = order.shape[0], i
     cdef uint64_t k
-    cdef int64_t lo, width, slot, cur, added = 0, mask
-    cdef bint full = False, want = first is not None
-    cdef int64_t* fp = NULL
-    check_bits(bits)
-    check_base(base, m, bits)
-    if part < 0 or part >= (<Py_ssize_t>1) << bits:
-        raise ValueError(f"part {part} out of range for {bits} bits")
-    if n > 0x7FFFFFFF:
-        raise ValueError(f"{n} keys do not fit int32 rows")
-    if want:
-        if first.shape[0] != n:
-            raise ValueError(f"first must have one entry per key ({n}), got {first.shape[0]}")
-        if n:
-            fp = &first[0]
-    lo = base[part]
-    width = base[part + 1] - lo
-    mask = width - 1
+    cdef int64_t p, c
+    cdef bint bad = False
+    check_bits(bits, cursor.shape[0], "cursor")
+    check_rows(start, stop, n)
     with nogil:
-        for i in range(width):
-            table[lo + i] = -1
-        for i in range(n):
-            if i + AHEAD < n:  # prefetch the slot of a head of this partition ahead
-                k = keys[i + AHEAD]
-                if part_of(k, bits) == part and keys[i + AHEAD - 1] != k:
-                    TF_PREFETCH_W(&table[lo + <int64_t>(k & <uint64_t>mask)])
-            if i + AHEAD2 < n:  # and the key its slot holds
-                k = keys[i + AHEAD2]
-                if part_of(k, bits) == part and keys[i + AHEAD2 - 1] != k:
-                    cur = table[lo + <int64_t>(k & <uint64_t>mask)]
-                    if cur >= 0:
-                        TF_PREFETCH(&keys[cur])
+        for i in range(start, stop):
             k = keys[i]
-            if part_of(k, bits) != part:
-                continue
-            if i > 0 and keys[i - 1] == k:
-                if want:
-                    fp[i] = fp[i - 1]
-                continue
-            slot = <int64_t>(k & <uint64_t>mask)
-            while True:  # ends: an empty slot remains (added <= width - 1)
-                cur = table[lo + slot]
-                if cur == -1:
-                    if added + 1 >= width:
-                        full = True
-                        break
-                    table[lo + slot] = <int32_t>i
-                    added += 1
-                    cur = i
+            if i == 0 or keys[i - 1] != k:
+                p = part_of(k, bits)
+                c = cursor[p]
+                if c < 0 or c >= m:
+                    bad = True
                     break
-                if keys[cur] == k:
-                    break
-                slot = (slot + 1) & mask
-            if full:
-                break
-            if want:
-                fp[i] = cur
-    if full:
-        raise ValueError("table full")
-    return added
+                order[c] = i
+                cursor[p] = c + 1
+    if bad:
+        raise ValueError("a cursor points outside order")
+    return None
 
 
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def first_rows(const uint64_t[::1] keys, int bits, const int32_t[::1] table,
-               const int64_t[::1] base, Py_ssize_t start, int64_t[::1] out):
-    """``out[j]`` = the row in the partitioned ``table`` with the key of row ``start + j``
-    (-1 when absent); a row with its predecessor's key in ``out`` shares its answer. Returns
-    how many were absent."""
-    cdef Py_ssize_t n = keys.shape[0], m = table.shape[0], j, cnt = out.shape[0]
+def spread_first(const uint64_t[::1] keys, Py_ssize_t start, int bits, int64_t[::1] cursor,
+                 const int64_t[::1] heads_first, int64_t[::1] out):
+    """``out[j]`` = the first row of the key of row ``i = start + j``: at a head, advance
+    ``cursor[p]`` (``p`` its partition); every row takes ``heads_first[cursor[p] - 1]`` (the
+    entry of the last head of its partition so far: its run's head). ``cursor`` must hold, per
+    partition, where the block's heads start in ``heads_first`` (``scatter_heads``'s cursors
+    at the block's start). A cursor outside ``heads_first`` raises ``ValueError``."""
+    cdef Py_ssize_t n = keys.shape[0], m = heads_first.shape[0], cnt = out.shape[0], j
     cdef uint64_t k
-    cdef int64_t lo, mask, slot, cur, steps, missing = 0, p
-    check_bits(bits)
-    check_base(base, m, bits)
-    if start < 0 or start + cnt > n:
-        raise ValueError(f"rows [{start}, {start + cnt}) out of range for {n} keys")
+    cdef int64_t p, c, i
+    cdef bint bad = False
+    check_bits(bits, cursor.shape[0], "cursor")
+    check_rows(start, start + cnt, n)
     with nogil:
         for j in range(cnt):
-            k = keys[start + j + AHEAD] if j + AHEAD < cnt else 0
-            if j + AHEAD < cnt and keys[start + j + AHEAD - 1] != k:
-                p = part_of(k, bits)
-                TF_PREFETCH(&table[base[p] + <int64_t>(k & <uint64_t>(base[p + 1] - base[p] - 1))])
-            k = keys[start + j + AHEAD2] if j + AHEAD2 < cnt else 0
-            if j + AHEAD2 < cnt and keys[start + j + AHEAD2 - 1] != k:
-                p = part_of(k, bits)
-                cur = table[base[p] + <int64_t>(k & <uint64_t>(base[p + 1] - base[p] - 1))]
-                if 0 <= cur < n:
-                    TF_PREFETCH(&keys[cur])
-            k = keys[start + j]
-            if j > 0 and keys[start + j - 1] == k:
-                out[j] = out[j - 1]
-                if out[j] < 0:
-                    missing += 1
-                continue
+            i = start + j
+            k = keys[i]
             p = part_of(k, bits)
-            lo = base[p]
-            mask = base[p + 1] - lo - 1
-            slot = <int64_t>(k & <uint64_t>mask)
-            out[j] = -1
-            steps = 0
-            while steps <= mask:
-                cur = table[lo + slot]
-                if cur < 0 or cur >= n:  # empty (or foreign) slot
-                    break
-                if keys[cur] == k:
-                    out[j] = cur
-                    break
-                slot = (slot + 1) & mask
-                steps += 1
-            if out[j] < 0:
-                missing += 1
-    return missing
+            c = cursor[p]
+            if i == 0 or keys[i - 1] != k:
+                c += 1
+                cursor[p] = c
+            if c < 1 or c > m:
+                bad = True
+                break
+            out[j] = heads_first[c - 1]
+    if bad:
+        raise ValueError("a cursor points outside heads_first")
+    return None

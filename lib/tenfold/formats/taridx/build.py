@@ -378,13 +378,15 @@ def _first_of_key(
     keyhash: np.ndarray, run: Callable[..., Iterable[Any]] = map, parts: int = 1
 ) -> tuple[int, np.ndarray, int]:
     """``(number of distinct keys, the first row with each row's key, number of runs of equal
-    keys)``, with a hash table (no sort) when the rows fit its int32 slots.
+    keys)``, with hash tables (no sort) when the rows fit their int32 slots.
 
-    The table is cut into partitions by the keys' top bits, one per thread (up to the power of
-    two at least ``parts``), each sized from its count of run heads (the first row of a run
-    of equal keys: a sample's members are usually adjacent, and only heads are inserted) and
-    filled by one task in row order; then the lookups run in ``parts`` blocks of rows. Every
-    pass goes through ``run``: no step walks all rows on one thread."""
+    Only the first row of each run of equal keys (its head: a sample's members are usually
+    adjacent) goes into a table. The keys are cut into partitions by their top bits, one per
+    thread (the power of two at least ``parts``, at most 256), each with a table of its own:
+    the heads are counted and listed per partition in ``parts`` blocks of rows, each
+    partition's heads inserted in row order by one task (so a key's first row wins), and every
+    row given its head's first row in the same blocks. All passes go through ``run``; none
+    walks all rows on one thread, and each does the same work whatever ``parts`` is."""
     n = keyhash.size
     if n > 0x7FFFFFFF:
         uniq, first, inv = np.unique(keyhash, return_index=True, return_inverse=True)
@@ -398,26 +400,32 @@ def _first_of_key(
         ht.head_counts(keyhash, ab[0], ab[1], bits, c)
         return c
 
-    counts = np.zeros(1 << bits, np.int64)
-    for c in run(count, blocks):
-        counts += c
-    heads: list[int] = counts.tolist()
-    # each partition: a power of two above twice its heads (load <= 1/2, never full)
-    widths = [1 << max(1, (2 * h + 1).bit_length()) for h in heads]
-    base = np.zeros(len(widths) + 1, np.int64)
-    np.cumsum(widths, out=base[1:])
-    table = np.empty(int(base[-1]), np.int32)
+    counts = np.stack(list(run(count, blocks)))  # (block, partition)
+    part_at = np.zeros(counts.shape[1] + 1, np.int64)
+    np.cumsum(counts.sum(axis=0), out=part_at[1:])
+    cursors = part_at[:-1] + np.cumsum(counts, axis=0) - counts  # each block's first heads
+    order, heads_first = np.empty(int(part_at[-1]), np.int64), np.empty(int(part_at[-1]), np.int64)
+
+    def scatter(k: int) -> None:
+        ht.scatter_heads(keyhash, *blocks[k], bits, cursors[k].copy(), order)
+
+    def insert(p: int) -> int:
+        a, b = int(part_at[p]), int(part_at[p + 1])
+        table = np.full(1 << max(1, (2 * (b - a) + 1).bit_length()), -1, np.int32)
+        return int(ht.insert(keyhash, order[a:b], table, heads_first[a:b]))
+
     first = np.empty(n, np.int64)
-    if bits == 0:  # one table: the insert also gives each row's first row
-        return int(ht.insert_part(keyhash, 0, 0, table, base, first)), first, sum(heads)
-    n_unique = sum(run(lambda p: ht.insert_part(keyhash, bits, p, table, base), range(len(widths))))
 
-    def look(ab: tuple[int, int]) -> int:
-        return int(ht.first_rows(keyhash, bits, table, base, ab[0], first[ab[0] : ab[1]]))
+    def spread(k: int) -> None:
+        a, b = blocks[k]
+        ht.spread_first(keyhash, a, bits, cursors[k].copy(), heads_first, first[a:b])
 
-    if sum(run(look, blocks)):  # (cannot happen: every key was inserted)
-        raise RuntimeError("taridx: a key missing from the build's hash table")
-    return int(n_unique), first, sum(heads)
+    for _ in run(scatter, range(len(blocks))):
+        pass
+    n_unique = sum(run(insert, range(counts.shape[1])))
+    for _ in run(spread, range(len(blocks))):
+        pass
+    return n_unique, first, int(part_at[-1])
 
 
 def fold_rows(scans: list[ShardScan]) -> tuple[np.ndarray, list[str], list[str], int]:
