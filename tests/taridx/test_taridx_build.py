@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -291,3 +292,16 @@ def test_cli(tmp_path, capsys):
 def test_demo(tmp_path):
     p = tx.demo(tmp_path)
     assert tx.verify(p).ok and len(tx.inspect(p)) == 6
+
+
+@pytest.mark.parametrize("vec, fold", [("crash_collision", "train"), ("noncontiguous", "train")])
+def test_fold_rows_of_shard_scans_equals_build(conformance, tmp_path, vec, fold):
+    """``fold_rows`` (public) over ``scan_shard`` results gives the rows, tables and stem count
+    of the built index (crash ids included)."""
+    d = conformance / "taridx" / vec
+    scans = [tx.scan_shard(p) for p in tx.shard_paths(d, fold)]
+    build_module = importlib.import_module("tenfold.formats.taridx.build")
+    rows, ext, crash, n_stems = build_module.fold_rows(scans)
+    with tx.Index.open(tx.build(d, fold, out=tmp_path / "x.taridx", show_progress=False)) as idx:
+        assert rows.tobytes() == idx.rows.tobytes()
+        assert (ext, crash, n_stems) == (list(idx.ext), list(idx.crash), idx.n_stems)
