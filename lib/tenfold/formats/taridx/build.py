@@ -370,7 +370,8 @@ def _blocks(n: int, k: int) -> list[tuple[int, int]]:
 
 
 def _table_bits(parts: int) -> int:
-    """Partition bits for ``parts`` threads: the smallest power of two at least ``parts``."""
+    """Partition bits for ``parts`` threads: 2 ** bits is the smallest power of two at least
+    ``parts`` (at most 256 partitions)."""
     return min(max(0, parts - 1).bit_length(), 8)
 
 
@@ -388,6 +389,8 @@ def _first_of_key(
     row given its head's first row in the same blocks. All passes go through ``run``; none
     walks all rows on one thread, and each does the same work whatever ``parts`` is."""
     n = keyhash.size
+    if n == 0:
+        return 0, np.zeros(0, np.int64), 0
     if n > 0x7FFFFFFF:
         uniq, first, inv = np.unique(keyhash, return_index=True, return_inverse=True)
         return int(uniq.size), first[inv], 1 + int(np.count_nonzero(np.diff(keyhash)))
