@@ -163,3 +163,106 @@ def test_table_sharing_memory_with_rows_refused(kernels):
     beside = mem.view(np.int32)[8:16]  # right after the rows: fine
     assert ht.insert(keys, rows, beside) == 4
     assert sorted(beside.tolist()) == [-1, -1, -1, -1, 0, 1, 2, 3]
+
+
+def _first_by_dict(keys: list[int]) -> list[int]:
+    first: dict[int, int] = {}
+    return [first.setdefault(k, i) for i, k in enumerate(keys)]
+
+
+def _partitioned(ht, keys: np.ndarray, bits: int, cut: int) -> tuple[int, list[int], int]:
+    """``(distinct keys, first row of each row's key, run heads)`` the way the TARIDX build
+    uses the partitioned kernels, its rows in two blocks cut at ``cut``."""
+    n, parts = keys.size, 1 << bits
+    blocks = [(0, cut), (cut, n)]
+    counts = np.zeros((2, parts), np.int64)
+    for k, (a, b) in enumerate(blocks):
+        ht.head_counts(keys, a, b, bits, counts[k])
+    part_at = np.concatenate([[0], np.cumsum(counts.sum(axis=0))])
+    cursors = part_at[:-1] + np.cumsum(counts, axis=0) - counts
+    order = np.full(int(part_at[-1]), -5, np.int64)
+    for k, (a, b) in enumerate(blocks):
+        ht.scatter_heads(keys, a, b, bits, cursors[k].copy(), order)
+    heads_first = np.full(order.size, -5, np.int64)
+    added = 0
+    for p in range(parts):
+        a, b = int(part_at[p]), int(part_at[p + 1])
+        table = np.full(1 << max(1, (2 * (b - a) + 1).bit_length()), -1, np.int32)
+        added += ht.insert(keys, order[a:b], table, heads_first[a:b])
+    first = np.full(n, -2, np.int64)
+    for k, (a, b) in enumerate(blocks):
+        ht.spread_first(keys, a, bits, cursors[k].copy(), heads_first, first[a:b])
+    return added, first.tolist(), int(part_at[-1])
+
+
+def test_partitioned_known(kernels):
+    """Issue 28: the build's table is cut by the keys' top bits, one partition per thread."""
+    ht = kernels("hashtable")
+    top = [0, 1 << 62, 1 << 63, 3 << 62]  # partitions 0..3 of a 2-bit table
+    keys = np.array(
+        [top[0] | 5, top[0] | 5, top[1] | 5, top[0] | 13, top[3] | 1, top[1] | 5, top[0] | 5,
+         top[2] | 9, top[2] | 9, top[3] | 1, top[0] | 21],
+        np.uint64,
+    )  # fmt: skip
+    want = _first_by_dict(keys.tolist())
+    for bits in (0, 1, 2, 3):
+        for cut in (0, 1, 2, 5, 9, 11):  # a block may start inside a run
+            added, first, heads = _partitioned(ht, keys, bits, cut)
+            assert (added, first, heads) == (6, want, 9), (bits, cut)
+
+
+def test_partitioned_refusals(kernels):
+    ht = kernels("hashtable")
+    keys = np.arange(6, dtype=np.uint64)
+    with pytest.raises(ValueError, match="bits"):
+        ht.head_counts(keys, 0, 6, 17, np.zeros(1 << 17, np.int64))
+    with pytest.raises(ValueError, match="counts"):
+        ht.head_counts(keys, 0, 6, 1, np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="out of range"):
+        ht.head_counts(keys, 2, 7, 0, np.zeros(1, np.int64))
+    with pytest.raises(ValueError, match="out of range"):
+        ht.spread_first(keys, 4, 0, np.zeros(1, np.int64), np.zeros(6, np.int64),
+                        np.zeros(3, np.int64))  # fmt: skip
+    # cursors are checked, never followed out of their arrays
+    order = np.full(6, -1, np.int64)
+    with pytest.raises(ValueError, match="outside order"):
+        ht.scatter_heads(keys, 0, 6, 0, np.array([2], np.int64), order)
+    assert order.tolist() == [-1, -1, 0, 1, 2, 3]  # the heads before it are written
+    with pytest.raises(ValueError, match="outside order"):
+        ht.scatter_heads(keys, 0, 1, 0, np.array([-1], np.int64), order)
+    out = np.zeros(2, np.int64)
+    with pytest.raises(ValueError, match="outside heads_first"):
+        ht.spread_first(keys, 1, 0, np.array([0], np.int64), np.zeros(1, np.int64), out)
+    with pytest.raises(ValueError, match="outside heads_first"):  # a non-head before any head
+        ht.spread_first(np.zeros(3, np.uint64), 1, 0, np.array([0], np.int64),
+                        np.zeros(1, np.int64), out)  # fmt: skip
+    # insert's first output: one entry per row, and never shared with what it reads
+    table = np.full(8, -1, np.int32)
+    rows = np.arange(3, dtype=np.int64)
+    with pytest.raises(ValueError, match="first"):
+        ht.insert(keys, rows, table, np.zeros(2, np.int64))
+    with pytest.raises(ValueError, match="overlap"):
+        ht.insert(keys, rows, table, rows)
+    with pytest.raises(ValueError, match="overlap"):
+        ht.insert(keys, rows, table, table.view(np.int64)[:3])
+
+
+@given(
+    st.lists(st.integers(0, 2**64 - 1), max_size=40),
+    st.integers(0, 4),
+    st.integers(0, 3),
+)
+def test_partitioned_differential(keys, bits, repeat):
+    """Compiled and reference agree with a dict, whatever the partition bits and runs."""
+    ks = [k for k in keys for _ in range(1 + (k % (repeat + 1)))] + keys[:5]
+    keys_a = np.array(ks, np.uint64)
+    want = _first_by_dict(ks)
+    impls = [_kernels.load("hashtable", "reference")]
+    if not _kernels.pure_python():
+        impls.append(_kernels.load("hashtable", "compiled"))
+    for mod in impls:
+        for cut in {0, len(ks) // 3, min(len(ks), len(ks) // 2 + 1), len(ks)}:
+            added, first, heads = _partitioned(mod, keys_a, bits, cut)
+            assert first == want
+            assert added == len(set(ks))
+            assert heads == sum(1 for i, k in enumerate(ks) if i == 0 or ks[i - 1] != k)

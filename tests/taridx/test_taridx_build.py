@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib
 import io
 import json
 import os
@@ -192,6 +193,18 @@ def test_parallel_build_equals_serial(tmp_path):
         assert idx.n_rows == 240
 
 
+@pytest.mark.parametrize("vec, fold", IDENTICAL + DIALECTS)
+def test_build_bytes_do_not_depend_on_threads(conformance, tmp_path, vec, fold):
+    """Issue 28: the key table is cut into one partition per thread (up to 256) and filled in
+    parallel; the index must be the same bytes at every thread count (crash ids, pax and GNU
+    names, empty shards, non-contiguous samples included)."""
+    d = conformance / "taridx" / vec
+    want = tx.build(d, fold, out=tmp_path / "w1.taridx", workers=1, show_progress=False)
+    for w in (2, 3, 16, 300):
+        got = tx.build(d, fold, out=tmp_path / f"w{w}.taridx", workers=w, show_progress=False)
+        assert got.read_bytes() == want.read_bytes(), w
+
+
 def test_build_is_atomic(tmp_path, monkeypatch):
     _tar(tmp_path / "a_0.tar", [("k.x", b"1")])
     path = tx.build(tmp_path, "a", show_progress=False)
@@ -279,3 +292,16 @@ def test_cli(tmp_path, capsys):
 def test_demo(tmp_path):
     p = tx.demo(tmp_path)
     assert tx.verify(p).ok and len(tx.inspect(p)) == 6
+
+
+@pytest.mark.parametrize("vec, fold", [("crash_collision", "train"), ("noncontiguous", "train")])
+def test_fold_rows_of_shard_scans_equals_build(conformance, tmp_path, vec, fold):
+    """``fold_rows`` (public) over ``scan_shard`` results gives the rows, tables and stem count
+    of the built index (crash ids included)."""
+    d = conformance / "taridx" / vec
+    scans = [tx.scan_shard(p) for p in tx.shard_paths(d, fold)]
+    build_module = importlib.import_module("tenfold.formats.taridx.build")
+    rows, ext, crash, n_stems = build_module.fold_rows(scans)
+    with tx.Index.open(tx.build(d, fold, out=tmp_path / "x.taridx", show_progress=False)) as idx:
+        assert rows.tobytes() == idx.rows.tobytes()
+        assert (ext, crash, n_stems) == (list(idx.ext), list(idx.crash), idx.n_stems)

@@ -369,39 +369,71 @@ def _blocks(n: int, k: int) -> list[tuple[int, int]]:
     return [(a, b) for a, b in zip(cuts[:-1], cuts[1:], strict=True) if b > a]
 
 
+def _table_bits(parts: int) -> int:
+    """Partition bits for ``parts`` threads: 2 ** bits is the smallest power of two at least
+    ``parts`` (at most 256 partitions)."""
+    return min(max(0, parts - 1).bit_length(), 8)
+
+
 def _first_of_key(
     keyhash: np.ndarray, run: Callable[..., Iterable[Any]] = map, parts: int = 1
-) -> tuple[int, np.ndarray]:
-    """``(number of distinct keys, the first row with each row's key)``, with a hash table
-    (no sort) when the rows fit its int32 slots. Only the first row of each run of equal keys
-    goes into the table (a sample's members are usually adjacent); the lookups run in
-    ``parts`` blocks through ``run``."""
+) -> tuple[int, np.ndarray, int]:
+    """``(number of distinct keys, the first row with each row's key, number of runs of equal
+    keys)``, with hash tables (no sort) when the rows fit their int32 slots.
+
+    Only the first row of each run of equal keys (its head: a sample's members are usually
+    adjacent) goes into a table. The keys are cut into partitions by their top bits, one per
+    thread (the power of two at least ``parts``, at most 256), each with a table of its own:
+    the heads are counted and listed per partition in ``parts`` blocks of rows, each
+    partition's heads inserted in row order by one task (so a key's first row wins), and every
+    row given its head's first row in the same blocks. All passes go through ``run``; none
+    walks all rows on one thread, and each does the same work whatever ``parts`` is."""
     n = keyhash.size
+    if n == 0:
+        return 0, np.zeros(0, np.int64), 0
     if n > 0x7FFFFFFF:
         uniq, first, inv = np.unique(keyhash, return_index=True, return_inverse=True)
-        return int(uniq.size), first[inv]
+        return int(uniq.size), first[inv], 1 + int(np.count_nonzero(np.diff(keyhash)))
     ht = _kernels.load("hashtable")
-    head = np.ones(n, bool)
-    np.not_equal(keyhash[1:], keyhash[:-1], out=head[1:])
-    heads = np.flatnonzero(head)
-    table = np.full(1 << max(1, int(2 * heads.size).bit_length()), -1, np.int32)
-    n_unique = ht.insert(keyhash, heads, table)
-    hk = keyhash[heads]
-    first_head = np.empty(heads.size, np.int64)
+    bits = _table_bits(parts)
+    blocks = _blocks(n, parts)
 
-    def look(ab: tuple[int, int]) -> None:
-        ht.probe(keyhash, table, hk[ab[0] : ab[1]], first_head[ab[0] : ab[1]])
+    def count(ab: tuple[int, int]) -> np.ndarray:
+        c = np.zeros(1 << bits, np.int64)
+        ht.head_counts(keyhash, ab[0], ab[1], bits, c)
+        return c
 
-    for _ in run(look, _blocks(heads.size, parts)):
+    counts = np.stack(list(run(count, blocks)))  # (block, partition)
+    part_at = np.zeros(counts.shape[1] + 1, np.int64)
+    np.cumsum(counts.sum(axis=0), out=part_at[1:])
+    cursors = part_at[:-1] + np.cumsum(counts, axis=0) - counts  # each block's first heads
+    order, heads_first = np.empty(int(part_at[-1]), np.int64), np.empty(int(part_at[-1]), np.int64)
+
+    def scatter(k: int) -> None:
+        ht.scatter_heads(keyhash, *blocks[k], bits, cursors[k].copy(), order)
+
+    def insert(p: int) -> int:
+        a, b = int(part_at[p]), int(part_at[p + 1])
+        table = np.full(1 << max(1, (2 * (b - a) + 1).bit_length()), -1, np.int32)
+        return int(ht.insert(keyhash, order[a:b], table, heads_first[a:b]))
+
+    first = np.empty(n, np.int64)
+
+    def spread(k: int) -> None:
+        a, b = blocks[k]
+        ht.spread_first(keyhash, a, bits, cursors[k].copy(), heads_first, first[a:b])
+
+    for _ in run(scatter, range(len(blocks))):
         pass
-    if heads.size == n:
-        return int(n_unique), first_head
-    return int(n_unique), np.repeat(first_head, np.diff(heads, append=n))
+    n_unique = sum(run(insert, range(counts.shape[1])))
+    for _ in run(spread, range(len(blocks))):
+        pass
+    return n_unique, first, int(part_at[-1])
 
 
 def fold_rows(scans: list[ShardScan]) -> tuple[np.ndarray, list[str], list[str], int]:
     """Assemble shard scans (in fid order) into ``(rows, ext, crash, n_stems)``."""
-    return _fold([(fid, s) for fid, s in enumerate(scans)], len(scans), map)
+    return _fold([(fid, s) for fid, s in enumerate(scans)], len(scans), map)[:4]
 
 
 def _fold(
@@ -409,9 +441,10 @@ def _fold(
     n_shards: int,
     run: Callable[..., Iterable[Any]],
     parts: int = 1,
-) -> tuple[np.ndarray, list[str], list[str], int]:
+) -> tuple[np.ndarray, list[str], list[str], int, int]:
     """``fold_rows`` of chunks ``(fid, scan)`` in row order; ``run`` maps the per-chunk and
-    per-block work (``map``, or a pool's ``map`` with ``parts`` threads)."""
+    per-block work (``map``, or a pool's ``map`` with ``parts`` threads). Returns
+    ``(rows, ext, crash, n_stems, runs)``, ``runs`` the runs of equal ``(keyhash, crashid)``."""
     strhash = _kernels.load("strhash")
     n = sum(s.offset.size for _, s in chunks)
     ext_id: dict[str, int] = {}
@@ -452,32 +485,49 @@ def _fold(
     for _ in run(fill, range(len(chunks))):
         pass
     crash: list[str] = []
-    n_unique = 0
+    n_unique, n_runs = 0, 0
     if n:
-        n_unique, f = _first_of_key(keyhash, run, parts)
-        same = np.empty(n, np.uint8)
-        big = arena if arena.size else np.zeros(1, np.uint8)
+        n_unique, f, n_runs = _first_of_key(keyhash, run, parts)
+        crash = _crash_ids(rows, arena, offs, lens, f, run, parts)
+        if crash:  # (keyhash runs are (keyhash, crashid) runs while every crash id is 0)
+            n_runs = count_runs(rows["keyhash"], rows["crashid"])
+    return rows, list(ext_id), crash, n_unique + len(crash), n_runs
 
-        def compare(ab: tuple[int, int]) -> None:
-            a, b = ab
-            fo, fl = offs[f[a:b]], lens[f[a:b]]
-            strhash.ranges_equal(big, offs[a:b], lens[a:b], fo, fl, same[a:b])
 
-        for _ in run(compare, _blocks(n, parts)):
-            pass
+def _crash_ids(
+    rows: np.ndarray,
+    arena: np.ndarray,
+    offs: np.ndarray,
+    lens: np.ndarray,
+    f: np.ndarray,
+    run: Callable[..., Iterable[Any]],
+    parts: int,
+) -> list[str]:
+    """Compare each row's stem with the first row's of its key hash (in ``parts`` blocks
+    through ``run``); set the crash ids of real xxh64 collisions (rare) in ``rows`` and return
+    the crash stems."""
+    strhash = _kernels.load("strhash")
+    big = arena if arena.size else np.zeros(1, np.uint8)
+
+    def compare(ab: tuple[int, int]) -> np.ndarray:
+        a, b = ab
+        same = np.empty(b - a, np.uint8)
+        strhash.ranges_equal(big, offs[a:b], lens[a:b], offs[f[a:b]], lens[f[a:b]], same)
+        return np.flatnonzero(same == 0) + a
+
+    collided = np.concatenate([np.zeros(0, np.int64), *run(compare, _blocks(len(rows), parts))])
+    crash: list[str] = []
+    if collided.size:
         crash_id: dict[bytes, int] = {}
-        collided = np.flatnonzero(same == 0)
-        if collided.size:  # real xxh64 collisions (rare)
-            cid = np.zeros(n, np.uint32)
-            for i in collided.tolist():
-                stem = arena[offs[i] : offs[i] + lens[i]].tobytes()
-                if stem not in crash_id:
-                    crash_id[stem] = len(crash_id) + 1
-                    crash.append(stem.decode("utf-8"))
-                cid[i] = crash_id[stem]
-            rows["crashid"] = cid
-    n_stems = n_unique + len(crash)
-    return rows, list(ext_id), crash, n_stems
+        cid = np.zeros(len(rows), np.uint32)
+        for i in collided.tolist():
+            stem = arena[offs[i] : offs[i] + lens[i]].tobytes()
+            if stem not in crash_id:
+                crash_id[stem] = len(crash_id) + 1
+                crash.append(stem.decode("utf-8"))
+            cid[i] = crash_id[stem]
+        rows["crashid"] = cid
+    return crash
 
 
 def build(
@@ -532,8 +582,9 @@ def build(
             skipped.extend((p.name, off, nm, why) for c in cs for off, nm, why in c.skipped)
     chunks = [(fid, c) for fid, cs in enumerate(shards) for c in cs]
     with parallel.scoped(nt, "tenfold-taridx-fold") as pool:
-        rows, ext, crash, n_stems = _fold(chunks, len(paths), pool.map if nt > 1 else map, nt)
-    flags = FLAG_CONTIGUOUS if count_runs(rows["keyhash"], rows["crashid"]) == n_stems else 0
+        got = _fold(chunks, len(paths), pool.map if nt > 1 else map, nt)
+    rows, ext, crash, n_stems, n_runs = got
+    flags = FLAG_CONTIGUOUS if n_runs == n_stems else 0
     target = Path(out) if out is not None else Path(root) / f"{split}.taridx"
     write_rows(target, rows, ext, crash, n_stems=n_stems, flags=flags, fsync=fsync)
     return target
