@@ -10,6 +10,7 @@ from _wtxt_helpers import HKEY, META, SEED
 
 from tenfold import wtxt
 from tenfold.core import parallel
+from tenfold.wtxt import make_delta
 
 
 class Deferred:
@@ -99,3 +100,46 @@ def test_save_uses_every_cpu_by_default(tmp_path, monkeypatch):
     calls = _spy_pools(monkeypatch)
     wtxt.save(tmp_path / "a.wtxt", {"a": np.arange(5.0)})
     assert ("wtxt-w", 3) in calls
+
+
+def test_make_delta_fetches_each_array_a_few_times_not_once_per_chunk(tmp_path):
+    # Before: the comparison with the base fetched the array again for each of its chunks
+    # (66 fetches here); now once for the digests, once to compare, once to write the chunks.
+    a = np.arange(64 * 8, dtype=np.float64).reshape(64, 8)
+    base = tmp_path / "base.wtxt"
+    wtxt.write(base, {"w": a}, **META, rows_per_chunk=1)
+    b = a.copy()
+    b[5] += 1
+    new = Deferred(b)
+    assert make_delta(base, {"w": new}, tmp_path / "d.wtxtdelta") == 1
+    assert new.fetches <= 3
+
+
+@pytest.mark.parametrize("field", ["sha256_all", "fastxor"])
+def test_apply_delta_checks_the_target_root_before_the_file_appears(tmp_path, field):
+    # The target root is now checked on the digests the writer computes (one pass over the
+    # arrays, not two): a mismatch still raises and leaves no output.
+    from tenfold.errors import IntegrityError
+    from tenfold.wtxt import apply_delta
+
+    a = np.arange(64 * 8, dtype=np.float64).reshape(64, 8)
+    base = tmp_path / "base.wtxt"
+    wtxt.write(base, {"w": a}, **META, rows_per_chunk=4)
+    b = a.copy()
+    b[5] += 1
+    d = tmp_path / "d.wtxtdelta"
+    make_delta(base, {"w": b}, d)
+    good = tmp_path / "good.wtxt"
+    apply_delta(base, d, good)
+    assert np.array_equal(wtxt.read(good)["w"], b)
+    text = d.read_bytes()
+    start = text.index(f" {field}=".encode(), text.index(b"\nroot ")) + len(field) + 2
+    flipped = b"1" if text[start : start + 1] != b"1" else b"2"
+    d.write_bytes(text[:start] + flipped + text[start + 1 :])
+    out = tmp_path / "out.wtxt"
+    with pytest.raises(IntegrityError, match=f"delta target root.*{field}"):
+        apply_delta(base, d, out)
+    assert not out.exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "base.wtxt", "d.wtxtdelta", "good.wtxt"
+    ]  # fmt: skip
