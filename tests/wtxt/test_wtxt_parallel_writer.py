@@ -54,7 +54,7 @@ def test_each_array_is_fetched_once(tmp_path, workers):
         {},
         {"hmac_key": HKEY, "signing_key": SEED, "audit": {"k": "v"}},
         {"signing_key": SEED, "sign_all": True},
-        {"rows_per_chunk": 3, "hmac_key": HKEY},
+        {"rows_per_chunk": {"odd": 3, "big": 50_000}, "hmac_key": HKEY},
         {"root_pending": True, "merkle_prev": "ab" * 32},
     ],
 )
