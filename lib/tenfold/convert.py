@@ -225,9 +225,9 @@ def convert(
 
     ``threads``: ``.fold``: zstd workers per chunk; ``.zt`` with ``compress="zstd"``: zstd
     workers per tensor (0, the default, writes the single-threaded frames pyfolds and
-    ztensor 0.1.4 write; -1: one per CPU); ``.wtxt``: 2 or more (or -1) hashes each array
-    on a second thread while the text is written (two tensors in memory). Other targets copy
-    raw bytes at memory speed and ignore it.
+    ztensor 0.1.4 write; -1: one per CPU); ``.wtxt``: worker threads (0 or -1: one per CPU
+    this process may use; the bytes are the same for any count, one tensor in memory). Other
+    targets copy raw bytes at memory speed and ignore it.
 
     ``zt_generation`` chooses the zTensor generation of a ``.zt`` destination: ``0``/``"0.1.0"``
     (the default) or ``2``/``"v2"``: canonical v2 (:class:`tenfold.ztensor.V2Writer`), one

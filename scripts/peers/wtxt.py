@@ -171,7 +171,9 @@ def run(quick: bool) -> list[dict]:
                 )
             )
         w = mb / _timing.best(
-            lambda: wtxt.write(p_t, {"x": a}, hmac_key=KEY, fsync=True, **META), 3, fresh(p_t)
+            lambda: wtxt.write(p_t, {"x": a}, hmac_key=KEY, fsync=True, workers=1, **META),
+            3,
+            fresh(p_t),
         )
         rows.append(
             _timing.row(

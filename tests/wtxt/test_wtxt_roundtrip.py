@@ -151,12 +151,12 @@ def test_datetime_ts(tmp_path):
 def test_atomic_failure_keeps_previous_file(tmp_path, monkeypatch):
     p = write(tmp_path / "a.wtxt")
     before = p.read_bytes()
-    from tenfold.wtxt import writer
+    from tenfold.wtxt import codec
 
     def boom(*a, **k):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(writer.ChunkEncoder, "put", boom)
+    monkeypatch.setattr(codec.ChunkEncoder, "put", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         write(p, {"x": np.ones(3)})
     assert p.read_bytes() == before

@@ -31,7 +31,17 @@ from typing import Any, TypeVar
 
 _T = TypeVar("_T")
 
-__all__ = ["shared", "scoped", "Pool", "submit", "each", "threads", "THREADS_ENV"]
+__all__ = [
+    "shared",
+    "scoped",
+    "pool_for",
+    "Inline",
+    "Pool",
+    "submit",
+    "each",
+    "threads",
+    "THREADS_ENV",
+]
 
 _lock = threading.Lock()
 _shared: concurrent.futures.ThreadPoolExecutor | None = None
@@ -159,6 +169,34 @@ def scoped(workers: int, name: str = "tenfold") -> Iterator[concurrent.futures.E
         yield pool
     finally:
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Inline(concurrent.futures.Executor):
+    """An executor that runs each task in the caller's thread when it is submitted (what an
+    operation given one worker uses, so it keeps one code path); an exception goes into the
+    returned future, as with a pool.
+
+    >>> Inline().submit(divmod, 7, 2).result()
+    (3, 1)
+    """
+
+    def submit(self, fn: Any, /, *args: Any, **kw: Any) -> concurrent.futures.Future[Any]:
+        fut: concurrent.futures.Future[Any] = concurrent.futures.Future()
+        try:
+            fut.set_result(fn(*args, **kw))
+        except Exception as e:
+            fut.set_exception(e)
+        return fut
+
+
+@contextlib.contextmanager
+def pool_for(workers: int, name: str = "tenfold") -> Iterator[concurrent.futures.Executor]:
+    """:func:`scoped` for two or more ``workers``; :class:`Inline` (no thread) for one."""
+    if workers > 1:
+        with scoped(workers, name) as pool:
+            yield pool
+    else:
+        yield Inline()
 
 
 class Pool:

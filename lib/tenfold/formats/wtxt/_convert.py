@@ -34,7 +34,7 @@ class WtxtTarget(Target):
     def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:
         from . import save
 
-        # the writer reads each array twice (digests for the root line, then the text);
-        # threads >= 2 runs the two passes side by side (two tensors in memory)
-        save(dst, {n: Lazy(s, n, bar, 0.5) for n in s.names}, fsync=opts.fsync,
-             workers=2 if opts.threads >= 2 or opts.threads < 0 else 1)  # fmt: skip
+        # the writer fetches each array once (its digests and its text side by side);
+        # threads: 0 or -1 every CPU this process may use (the writer's default), n > 0 n
+        workers = opts.threads if opts.threads > 0 else None
+        save(dst, {n: Lazy(s, n, bar) for n in s.names}, fsync=opts.fsync, workers=workers)

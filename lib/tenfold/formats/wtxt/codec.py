@@ -5,6 +5,7 @@ array decoded again from the text; the array-level digests fed chunk by chunk.""
 
 from __future__ import annotations
 
+import collections
 import concurrent.futures
 import hashlib
 from typing import Any
@@ -30,6 +31,8 @@ __all__ = [
     "decode_chunk",
     "decode_array",
     "ChunkEncoder",
+    "BatchWriter",
+    "batches",
     "ENDCH",
     "ArrayDigests",
     "FastXor",
@@ -94,28 +97,80 @@ class ChunkEncoder:
         n = self.put(0, ix, off, raw)
         return self.buf[:n].tobytes()
 
-    def write_chunks(
+    def put_range(self, raw: memoryview, layout: list[tuple[int, int]], a: int, b: int) -> int:
+        """Encode chunks ``a`` to ``b`` (exclusive) of ``layout`` (``raw``'s chunks) into the
+        buffer from its start; returns the end of the text (``self.buf[:end]``)."""
+        self._room(0, sum(_text_size(ln) for _, ln in layout[a:b]))
+        pos = 0
+        for ix in range(a, b):
+            off, ln = layout[ix]
+            pos = self.put(pos, ix, off, raw[off : off + ln])
+        return pos
+
+
+def _text_size(ln: int) -> int:
+    """At least the text size of a chunk of ``ln`` bytes (``ch`` line, framed lines, endch)."""
+    n = 4 * -(-ln // 3)
+    return 224 + n + 3 * -(-n // S.WIDTH) + len(ENDCH)
+
+
+def batches(layout: list[tuple[int, int]], size: int = _BATCH) -> list[tuple[int, int]]:
+    """Chunk index ranges ``(a, b)`` of ``layout`` holding about ``size`` raw bytes each (at
+    least one chunk each).
+
+    >>> batches([(0, 4), (4, 4), (8, 4), (12, 1)], 8)
+    [(0, 2), (2, 4)]
+    """
+    out = []
+    a = got = 0
+    for ix, (_, ln) in enumerate(layout):
+        got += ln
+        if got >= size:
+            out.append((a, ix + 1))
+            a, got = ix + 1, 0
+    if a < len(layout):
+        out.append((a, len(layout)))
+    return out
+
+
+class BatchWriter:
+    """Writes arrays' chunk text: batches of chunks (about 1 MiB of raw bytes each) are
+    encoded on ``pool`` (several at once) while the earlier ones are written in file order.
+    Each of ``slots`` batches in flight has its own reused buffer, so the text held is
+    bounded; an :class:`~tenfold.core.parallel.Inline` pool encodes and writes one by one."""
+
+    def __init__(self, pool: concurrent.futures.Executor, slots: int) -> None:
+        self.pool = pool
+        self.encs = [ChunkEncoder() for _ in range(max(1, slots))]
+
+    def write(
         self, f: Any, raw: memoryview, clen: int, prefix: bytes = b"", suffix: bytes = b""
     ) -> int:
         """Write ``prefix``, every chunk of ``raw`` (chunk length ``clen``) and ``suffix`` to
-        ``f`` in batches of about ``_BATCH`` bytes; returns the number of bytes written."""
-        self._room(0, _BATCH + len(prefix) + len(suffix))
-        buf = self.buf
-        buf[: len(prefix)] = np.frombuffer(prefix, np.uint8)
-        pos = len(prefix)
-        written = 0
-        size = raw.nbytes
-        for ix, (off, ln) in enumerate(S.chunk_layout(size, clen)):
-            pos = self.put(pos, ix, off, raw[off : off + ln])
-            if pos >= _BATCH:
-                written += f.write(S.mview(self.buf)[:pos])
-                pos = 0
-        self._room(pos, len(suffix))
-        self.buf[pos : pos + len(suffix)] = np.frombuffer(suffix, np.uint8)
-        pos += len(suffix)
-        if pos:
-            written += f.write(S.mview(self.buf)[:pos])
-        return written
+        ``f``; returns the number of bytes written."""
+        layout = S.chunk_layout(raw.nbytes, clen)
+        written = f.write(prefix)
+        pending: collections.deque[tuple[ChunkEncoder, concurrent.futures.Future[int]]]
+        pending = collections.deque()
+        try:
+            for k, (a, b) in enumerate(batches(layout)):
+                if len(pending) == len(self.encs):
+                    written += self._out(f, *pending.popleft())
+                enc = self.encs[k % len(self.encs)]
+                pending.append((enc, self.pool.submit(enc.put_range, raw, layout, a, b)))
+            while pending:
+                written += self._out(f, *pending.popleft())
+        finally:
+            for _, fut in pending:  # a failure: nothing may still use the buffers or ``raw``
+                fut.cancel()
+            concurrent.futures.wait([fut for _, fut in pending])
+        return written + f.write(suffix)
+
+    @staticmethod
+    def _out(f: Any, enc: ChunkEncoder, fut: concurrent.futures.Future[int]) -> int:
+        end = fut.result()  # first: the encoding may have grown the buffer
+        n: int = f.write(S.mview(enc.buf)[:end])
+        return n
 
 
 def kernel_error(

@@ -15,6 +15,7 @@ new arrays, with ``merkle_prev`` = the base's ``merkle_this``; the old signature
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac as _hmac
 import os
@@ -23,8 +24,10 @@ from typing import Any
 
 import numpy as np
 
+from ...core import parallel
 from ...core.atomic import atomic_write
 from ...core.mapped import MappedFile
+from ...core.release import release
 from ...errors import (
     EncodeError,
     FormatError,
@@ -34,7 +37,7 @@ from ...errors import (
 from . import _spec as S
 from . import names as _names
 from ._text import Cursor, at_lines
-from .codec import ChunkEncoder
+from .codec import ChunkEncoder, batches
 from .delta_parse import Delta, DeltaArray, parse_delta
 from .reader import WtxtFile
 from .writer import Prepared, array_digests, make_meta, prepare_arrays, write
@@ -166,20 +169,30 @@ def _changed(
     base: WtxtFile, items: list[Prepared], lines: list[str]
 ) -> list[tuple[Prepared, dict[str, str], list[int]]]:
     """Per array that differs from the base: its new ``arr`` fields and the indices of the
-    chunks whose SHA-256 changed."""
+    chunks whose SHA-256 changed (each array fetched once, its chunks hashed in batches on
+    :func:`~tenfold.core.parallel.threads` threads)."""
     binfo = {a.name: a for a in base.arrays}
     blocks = []
-    for it, line in zip(items, lines, strict=True):
-        b = binfo[it.name]
-        f = dict(t.split("=", 1) for t in line.split(" ")[1:])
-        changed = [
-            c.ix
-            for c, (off, ln) in zip(b.chunks, S.chunk_layout(it.size, it.clen), strict=True)
-            if hashlib.sha256(S.mview(it.data())[off : off + ln]).hexdigest() != c.sha256
-        ]
-        if changed or (f["sha256"], f["hmac"], f["salt"]) != (b.sha256, b.hmac, b.salt):
-            blocks.append((it, f, changed))
+    n = parallel.threads()
+    with parallel.pool_for(n, "wtxt-delta") as pool:
+        for it, line in zip(items, lines, strict=True):
+            b = binfo[it.name]
+            f = dict(t.split("=", 1) for t in line.split(" ")[1:])
+            raw = it.data()
+            layout = S.chunk_layout(it.size, it.clen)
+            spans = [layout[i:j] for i, j in batches(layout)]
+            parts = pool.map(_chunk_digests, [raw] * len(spans), spans)
+            digests = [h for part in parts for h in part]
+            changed = [c.ix for c, h in zip(b.chunks, digests, strict=True) if h != c.sha256]
+            release(raw)
+            if changed or (f["sha256"], f["hmac"], f["salt"]) != (b.sha256, b.hmac, b.salt):
+                blocks.append((it, f, changed))
     return blocks
+
+
+def _chunk_digests(raw: np.ndarray, layout: list[tuple[int, int]]) -> list[str]:
+    mv = S.mview(raw)
+    return [hashlib.sha256(mv[off : off + ln]).hexdigest() for off, ln in layout]
 
 
 def apply_delta(
@@ -230,10 +243,9 @@ def apply_delta(
         arrays = {n: new[n].view(S.DTYPES[info[n].dtype]).reshape(info[n].shape) for n in new}
         rpc = {n: _rpc(info[n]) for n in new}
         prev = base_root["merkle_this"]
-        if d.root is not None:
-            _check_target_root(
-                d, prepare_arrays(arrays, meta["gen"], salts, rpc), hmacs, meta, prev
-            )
+        # the target root is checked on the digests the writer computes, before its file
+        # appears (one pass over the arrays, not two)
+        check = None if d.root is None else functools.partial(_check_target_root, d, meta, prev)
         write(
             out_path,
             arrays,
@@ -252,6 +264,7 @@ def apply_delta(
             merkle_prev=prev,
             audit=_audit_text(base),
             _hmacs=hmacs,
+            _check=check,
         )
 
 
@@ -277,7 +290,8 @@ def _patch(buf: np.ndarray, da: DeltaArray, hmac_key: bytes | None) -> None:
         raise at_lines(
             IntegrityError(describe(S.FMT, da.where(), field="hmac", detail=detail)), first, last
         )
-    m = _hmac.new(bytes(hmac_key), bytes.fromhex(da.salt) + buf.tobytes(), "sha256")
+    m = _hmac.new(bytes(hmac_key), bytes.fromhex(da.salt), "sha256")
+    m.update(S.mview(buf))
     if not _hmac.compare_digest(m.hexdigest(), da.hmac):
         raise at_lines(
             IntegrityError(
@@ -288,12 +302,10 @@ def _patch(buf: np.ndarray, da: DeltaArray, hmac_key: bytes | None) -> None:
         )
 
 
-def _check_target_root(
-    d: Delta, items: list[Prepared], hmacs: dict[str, str], meta: Mapping[str, str], prev: str
-) -> None:
-    """The delta's target ``root`` line against the root of the patched arrays."""
+def _check_target_root(d: Delta, meta: Mapping[str, str], prev: str, all_hex: str, fx: int) -> None:
+    """The delta's target ``root`` line against the root of the patched arrays (their
+    ``sha256_all`` and ``fastxor``)."""
     assert d.root is not None
-    _, all_hex, fx = array_digests(items, None, hmacs)
     this = S.merkle(prev, all_hex, meta["ts"], meta["gen"], meta["build"])
     got = {"sha256_all": all_hex, "merkle_prev": prev, "merkle_this": this, "fastxor": f"{fx:016x}"}
     for k, v in got.items():

@@ -8,10 +8,12 @@ under its name only once complete (``core.atomic_write``).
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import datetime
 import hashlib
 import hmac as _hmac
+import io
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -27,9 +29,9 @@ from ...core.release import release
 from ...errors import EncodeError
 from . import _spec as S
 from ._crypto import prev_hex, private_key, sign_line
-from .codec import ChunkEncoder
+from .codec import BatchWriter
 
-__all__ = ["write", "save", "Prepared", "prepare_arrays", "private_key"]
+__all__ = ["write", "save", "Prepared", "prepare_arrays", "private_key", "Digests"]
 
 
 def _bad(what: str, detail: str, **kw: Any) -> EncodeError:
@@ -184,35 +186,82 @@ def audit_line(audit: Mapping[str, Any]) -> str:
     return "audit " + " ".join(parts)
 
 
+class Digests:
+    """The array-level digests, fed one array at a time in name order: the array's SHA-256
+    and HMAC (its ``arr`` line), then that line and the array's bytes into ``sha256_all``, and
+    ``fastxor``. The SHA-256 and HMAC of an array may be computed ahead on a pool
+    (:meth:`ahead`); :meth:`add` must be called in order (``sha256_all`` is one stream)."""
+
+    def __init__(self, hmac_key: bytes | None, hmacs: Mapping[str, str] | None) -> None:
+        self.key, self.hmacs = hmac_key, hmacs
+        self.scan = _kernels.load("scan")
+        self.lines: list[str] = []
+        self.all = hashlib.sha256()
+        self.fx = 0
+
+    def keyed(self, it: Prepared) -> bool:
+        """Whether ``it``'s HMAC has to be computed (no key: zeros; or given in ``hmacs``)."""
+        return self.key is not None and not (self.hmacs is not None and it.name in self.hmacs)
+
+    def mac(self, it: Prepared, raw: np.ndarray) -> str:
+        if self.hmacs is not None and it.name in self.hmacs:
+            return self.hmacs[it.name]
+        if self.key is None:
+            return S.ZERO64
+        m = _hmac.new(self.key, bytes.fromhex(it.salt), "sha256")
+        m.update(S.mview(raw))
+        return m.hexdigest()
+
+    def ahead(self, pool: Any, it: Prepared, raw: np.ndarray, sha: bool) -> tuple[Any, Any]:
+        """Futures of ``raw``'s SHA-256 (when ``sha``) and HMAC (when one is computed) on
+        ``pool``, for :meth:`add`."""
+        mac = pool.submit(self.mac, it, raw) if self.keyed(it) else None
+        return (pool.submit(_sha256_hex, raw) if sha else None), mac
+
+    def add(self, it: Prepared, raw: np.ndarray, sha: Any = None, mac: Any = None) -> str:
+        """Fold array ``it`` (bytes ``raw``) in; ``sha``/``mac``: futures from :meth:`ahead`
+        (None: computed here). Returns its ``arr`` line."""
+        digest = sha.result() if sha is not None else _sha256_hex(raw)
+        line = S.arr_line(
+            it.name, it.tag, it.shape, raw.size, digest,
+            mac.result() if mac is not None else self.mac(it, raw), it.salt,
+        )  # fmt: skip
+        self.lines.append(line)
+        self.all.update(line.encode())
+        self.all.update(S.mview(raw))
+        self.fx = self.scan.xor_u64_le(raw, self.fx)
+        return line
+
+
+def _sha256_hex(raw: np.ndarray) -> str:
+    return hashlib.sha256(S.mview(raw)).hexdigest()
+
+
 def array_digests(
-    items: list[Prepared], hmac_key: bytes | None, hmacs: Mapping[str, str] | None
+    items: list[Prepared],
+    hmac_key: bytes | None,
+    hmacs: Mapping[str, str] | None,
+    workers: int | None = None,
 ) -> tuple[list[str], str, int]:
-    """Array lines, ``sha256_all`` and ``fastxor`` (three SHA-256 passes when keyed)."""
-    scan = _kernels.load("scan")
-    lines = []
-    h_all = hashlib.sha256()
-    fx = 0
-    for it in items:
-        raw = it.data()
-        mv = S.mview(raw)
-        sha = hashlib.sha256(mv).hexdigest()
-        if hmacs is not None and it.name in hmacs:
-            mac = hmacs[it.name]
-        elif hmac_key is not None:
-            m = _hmac.new(hmac_key, bytes.fromhex(it.salt), "sha256")
-            m.update(mv)
-            mac = m.hexdigest()
-        else:
-            mac = S.ZERO64
-        line = S.arr_line(it.name, it.tag, it.shape, raw.size, sha, mac, it.salt)
-        lines.append(line)
-        h_all.update(line.encode())
-        h_all.update(mv)
-        fx = scan.xor_u64_le(raw, fx)
-        del mv
-        release(raw)  # a view of a mapped source: give its pages back (read again later)
-        del raw
-    return lines, h_all.hexdigest(), fx
+    """Array lines, ``sha256_all`` and ``fastxor`` (three SHA-256 passes when keyed).
+
+    With ``workers`` > 1 (default :func:`~tenfold.core.parallel.threads`), the SHA-256 and
+    HMAC of the next arrays already in memory run on a pool while ``sha256_all`` takes in
+    the current one; an array fetched on demand (``Prepared.lazy``) is fetched only when its
+    turn comes, so one is held at a time."""
+    n = parallel.threads() if workers is None else max(1, workers)
+    d = Digests(hmac_key, hmacs)
+    with parallel.pool_for(n, "wtxt-hash") as pool:
+        futs: dict[int, tuple[Any, Any]] = {}
+        for i, it in enumerate(items):
+            for j in range(i + 1, min(len(items), i + n)):
+                if j not in futs and items[j].raw is not None and n > 1:
+                    futs[j] = d.ahead(pool, items[j], items[j].data(), True)
+            raw = it.data()
+            d.add(it, raw, *futs.pop(i, (None, None)))
+            release(raw)  # a view of a mapped source: give its pages back (read again later)
+            del raw
+    return d.lines, d.all.hexdigest(), d.fx
 
 
 def cap_items(items: list[Prepared], keyed: bool, sign_all: bool, pending: bool) -> list[str]:
@@ -238,22 +287,43 @@ def _header(meta: dict, cap: list[str], root: str, sign: str | None) -> bytes:
 _PLACEHOLDER_SIGN = "sign ed25519=" + "A" * 86 + "== keyid=" + "0" * 16
 
 
-def _write_body(f: Any, items: list[Prepared], lines: list[str]) -> list[int]:
-    """Write every array block; returns the offsets of the ``arr`` lines within the body."""
-    enc = ChunkEncoder()
+def _write_body(
+    f: Any,
+    items: list[Prepared],
+    tail: bytes,
+    d: Digests,
+    workers: int,
+) -> None:
+    """Write every array block and ``tail`` to ``f`` from its current position, each array
+    fetched once: its digests (:class:`Digests`) on a worker while its chunks are encoded on
+    the others and written here, its ``arr`` line first written with zero digests of the same
+    length and put right at the end (``f`` is seekable)."""
+    base = f.tell()
     pos = 0
     offsets = []
-    for it, line in zip(items, lines, strict=True):
-        offsets.append(pos)
-        head = line + "\n"
-        if it.rpc is not None:
-            rs = S.row_size(it.shape, S.DTYPES[it.tag].itemsize)
-            head += f"idx rows_per_chunk={it.rpc} row_size={rs} row_blocking=on\n"
-        raw = it.data()
-        pos += enc.write_chunks(f, S.mview(raw), it.clen, head.encode(), b"endarr\n")
-        release(raw)
-        del raw
-    return offsets
+    with parallel.pool_for(workers, "wtxt-w") as pool:
+        out = BatchWriter(pool, workers + 1)
+        for it in items:
+            offsets.append(pos)
+            line0 = S.arr_line(it.name, it.tag, it.shape, it.size, S.ZERO64, S.ZERO64, it.salt)
+            head = line0 + "\n"
+            if it.rpc is not None:
+                rs = S.row_size(it.shape, S.DTYPES[it.tag].itemsize)
+                head += f"idx rows_per_chunk={it.rpc} row_size={rs} row_blocking=on\n"
+            raw = it.data()
+            fut = pool.submit(d.add, it, raw, *d.ahead(pool, it, raw, False))
+            try:
+                pos += out.write(f, S.mview(raw), it.clen, head.encode(), b"endarr\n")
+            finally:
+                concurrent.futures.wait([fut])  # nothing may read ``raw`` once it is released
+            fut.result()
+            release(raw)  # a view of a mapped source: give its pages back
+            del raw
+    f.write(tail)
+    for off, line in zip(offsets, d.lines, strict=True):
+        f.seek(base + off)
+        f.write(line.encode())
+    f.seek(0, os.SEEK_END)
 
 
 def write(
@@ -274,10 +344,11 @@ def write(
     merkle_prev: Any = None,
     audit: Mapping[str, Any] | str | None = None,
     root_pending: bool = False,
-    workers: int = 1,
+    workers: int | None = None,
     fsync: bool = True,
     cap_extra: Sequence[str] = (),
     _hmacs: Mapping[str, str] | None = None,
+    _check: Any = None,
 ) -> None:
     """Write ``arrays`` to ``path`` as WTXT 1, deterministically and atomically.
 
@@ -308,7 +379,10 @@ def write(
     root_pending
         Write ``root_pending`` instead of ``root``; finalize later with ``finalize_wsum``.
     workers
-        2 runs the array-level hashing on a second thread (same bytes).
+        Threads: default :func:`tenfold.core.parallel.threads` (the CPUs this process may
+        use). Each array is fetched once; its digests run on one thread while its chunks are
+        encoded on the others and written in order. 1 does it all on the calling thread;
+        the bytes are the same.
     fsync
         Flush the file to disk before renaming it into place (default).
     cap_extra
@@ -323,12 +397,10 @@ def write(
     cap = cap_items(items, keyed, sign_all, root_pending) + [c for c in cap_extra]
     head = _Head(meta, cap, prev_hex(merkle_prev), root_pending, key)
     tail = _tail(audit)
+    n = parallel.threads() if workers is None else max(1, int(workers))
     with atomic_write(path, fsync=fsync) as f:
-        if workers > 1 and not sign_all:
-            _write_overlapped(f, head, items, tail, hmac_key, _hmacs)
-            return
-        lines, all_hex, fx = array_digests(items, hmac_key, _hmacs)
-        _write_in_order(f, head.final(all_hex, fx, sign_all), items, lines, tail)
+        d = Digests(hmac_key, _hmacs)
+        _write_file(f, head, items, tail, d, n, sign_all, _check)
 
 
 def _signing_key(signing_key: Any, sign_all: bool, root_pending: bool) -> Any:
@@ -376,70 +448,45 @@ class _Head:
     def lines(self, all_hex: str, fx: int, sign: str | None = None) -> bytes:
         return _header(self.meta, self.cap, self.root(all_hex, fx), sign)
 
-    def final(self, all_hex: str, fx: int, sign_all: bool = False) -> _Final:
-        """The header, signed over itself now (or, ``sign_all``, later over the whole text)."""
+    def final(self, all_hex: str, fx: int) -> bytes:
+        """The header, signed over itself when there is a key."""
         head = self.lines(all_hex, fx)
-        if self.key is None or sign_all:
-            return _Final(head, self, all_hex, fx, sign_all)
-        return _Final(self.lines(all_hex, fx, sign_line(self.key, head)), self, all_hex, fx)
+        if self.key is None:
+            return head
+        return self.lines(all_hex, fx, sign_line(self.key, head))
 
 
-@dataclasses.dataclass
-class _Final:
-    head: bytes
-    parts: _Head
-    all_hex: str
-    fx: int
-    sign_all: bool = False
-
-
-def _write_in_order(
-    f: Any, fin: _Final, items: list[Prepared], lines: list[str], tail: bytes
-) -> None:
-    """Header, arrays, trailer, in file order (the digests are known). ``sign_all``: the
-    body is assembled in memory first, as the signature in the header covers it."""
-    if not fin.sign_all:
-        f.write(fin.head)
-        _write_body(f, items, lines)
-        f.write(tail)
-        return
-    import io
-
-    sink = io.BytesIO()
-    _write_body(sink, items, lines)
-    sink.write(tail)
-    body = sink.getbuffer()
-    sign = sign_line(fin.parts.key, fin.head + bytes(body))
-    f.write(fin.parts.lines(fin.all_hex, fin.fx, sign))
-    f.write(body)
-
-
-def _write_overlapped(
+def _write_file(
     f: Any,
     head: _Head,
     items: list[Prepared],
     tail: bytes,
-    hmac_key: bytes | None,
-    hmacs: Mapping[str, str] | None,
+    d: Digests,
+    workers: int,
+    sign_all: bool,
+    check: Any = None,
 ) -> None:
-    """workers > 1: hash the arrays on a second thread while their text is written with
-    placeholder digests of the same length; then seek back and write the real ``arr`` lines
-    and header (same bytes as the sequential path)."""
-    with parallel.scoped(1, "wtxt-w") as pool:
-        fut = pool.submit(array_digests, items, hmac_key, hmacs)
-        placeholder = [
-            S.arr_line(it.name, it.tag, it.shape, it.size, S.ZERO64, S.ZERO64, it.salt)
-            for it in items
-        ]
-        head0 = head.lines(S.ZERO64, 0, _PLACEHOLDER_SIGN if head.key else None)
-        f.write(head0)
-        offsets = _write_body(f, items, placeholder)
-        f.write(tail)
-        lines, all_hex, fx = fut.result()
-    for off, line in zip(offsets, lines, strict=True):
-        f.seek(len(head0) + off)
-        f.write(line.encode())
-    final = head.final(all_hex, fx).head
+    """The whole file: the header, first with zero digests (and a placeholder signature) of
+    the same length, written again once the body is; with ``sign_all`` the body is assembled
+    in memory first, as the signature in the header covers it. ``check(sha256_all, fastxor)``
+    may refuse the result before the header is final (the file then never appears)."""
+    if sign_all:
+        sink = io.BytesIO()
+        _write_body(sink, items, tail, d, workers)
+        if check is not None:
+            check(d.all.hexdigest(), d.fx)
+        body = sink.getbuffer()
+        all_hex = d.all.hexdigest()
+        sign = sign_line(head.key, head.lines(all_hex, d.fx) + bytes(body))
+        f.write(head.lines(all_hex, d.fx, sign))
+        f.write(body)
+        return
+    head0 = head.lines(S.ZERO64, 0, _PLACEHOLDER_SIGN if head.key else None)
+    f.write(head0)
+    _write_body(f, items, tail, d, workers)
+    if check is not None:
+        check(d.all.hexdigest(), d.fx)
+    final = head.final(d.all.hexdigest(), d.fx)
     assert len(final) == len(head0)
     f.seek(0)
     f.write(final)
