@@ -71,28 +71,29 @@ __all__ = [
 _builtin_open = open
 
 
-def __getattr__(name: str) -> Any:
-    """``tenfold.oinf``, ``tenfold.torch`` ...: a public submodule, imported on first use (as
-    ``numpy.linalg`` is reachable after ``import numpy``); the top level stays light."""
-    if not name.startswith("_"):
-        import importlib
-        import importlib.util
+if not TYPE_CHECKING:  # type checkers keep reporting a misspelt attribute of tenfold
 
-        try:
-            spec = importlib.util.find_spec(f"{__name__}.{name}")
-        except (ImportError, ValueError):
-            spec = None
-        if spec is not None:
-            return importlib.import_module(f"{__name__}.{name}")
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    def __getattr__(name: str) -> Any:
+        """``tenfold.oinf``, ``tenfold.torch`` ...: a public submodule, imported on first use (as
+        ``numpy.linalg`` is reachable after ``import numpy``); the top level stays light."""
+        if not name.startswith("_"):
+            import importlib
+            import importlib.util
 
+            try:
+                spec = importlib.util.find_spec(f"{__name__}.{name}")
+            except (ImportError, ValueError):
+                spec = None
+            if spec is not None:
+                return importlib.import_module(f"{__name__}.{name}")
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-def __dir__() -> list[str]:
-    import pkgutil
+    def __dir__() -> list[str]:
+        import pkgutil
 
-    subs = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
-    subs |= {p.split(".")[1] for p in _aliases.ALIASES if p.count(".") == 1}
-    return sorted(set(globals()) | subs)
+        subs = {m.name for m in pkgutil.iter_modules(__path__) if not m.name.startswith("_")}
+        subs |= {p.split(".")[1] for p in _aliases.ALIASES if p.count(".") == 1}
+        return sorted(set(globals()) | subs)
 
 
 def detect(path: str | os.PathLike[str]) -> str:

@@ -4,11 +4,11 @@ package otherwise (never the kernel's slow pure-Python twin on a payload)."""
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
 
+from _meet import Meet
 from tenfold import _kernels
 from tenfold.core import checksums
 
@@ -51,9 +51,11 @@ def test_a_large_buffer_is_checked_on_several_threads(fresh, monkeypatch):
     fn = checksums._crc_backend()[0]
     seen: list[tuple[str, int]] = []
 
+    meet = Meet()
+
     def spy(mv, value):
         seen.append((threading.current_thread().name, len(mv)))
-        time.sleep(0.05)  # the other threads take the other blocks meanwhile
+        meet()  # the first two blocks on two threads at once
         return fn(mv, value)
 
     monkeypatch.setitem(checksums._CRC, _kernels.pure_python(), (spy, "spy"))

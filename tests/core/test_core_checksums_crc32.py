@@ -5,12 +5,12 @@ payload); large buffers on several threads, joined with crc32_combine."""
 from __future__ import annotations
 
 import threading
-import time
 import zlib
 
 import numpy as np
 import pytest
 
+from _meet import Meet
 from tenfold import _kernels
 from tenfold.core import checksums
 
@@ -74,9 +74,11 @@ def test_a_large_buffer_is_checked_on_several_threads(fresh, monkeypatch, pure):
     fn = checksums._crc32_backend()[0]
     seen: list[tuple[str, int]] = []
 
+    meet = Meet()
+
     def spy(mv, value):
         seen.append((threading.current_thread().name, len(mv)))
-        time.sleep(0.05)  # the other threads take the other blocks meanwhile
+        meet()  # the first two blocks on two threads at once
         return fn(mv, value)
 
     monkeypatch.setitem(checksums._CRC32, _kernels.pure_python(), (spy, "spy"))

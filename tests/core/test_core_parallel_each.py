@@ -5,6 +5,7 @@ call."""
 from __future__ import annotations
 
 import os
+import signal
 import threading
 import time
 
@@ -26,7 +27,7 @@ def test_the_calling_thread_works_and_no_thread_is_started_per_call():
     pool = parallel.shared()
     for _ in range(3):  # the executor starts its workers on first submits
         parallel.each(abs, range(64), workers=pool._max_workers + 1)  # noqa: SLF001
-    before = {t.ident for t in threading.enumerate()}
+    before = _shared_threads()
     for _ in range(5):
         seen: set[int | None] = set()
         gate = threading.Barrier(2, timeout=5)
@@ -40,7 +41,7 @@ def test_the_calling_thread_works_and_no_thread_is_started_per_call():
         assert parallel.each(record, range(8), workers=2) == list(range(8))
         assert threading.get_ident() in seen
         assert len(seen) == 2
-    assert {t.ident for t in threading.enumerate()} == before
+    assert _shared_threads() == before
 
 
 def test_the_first_error_in_item_order_is_raised_and_later_items_are_not_started():
@@ -56,7 +57,7 @@ def test_the_first_error_in_item_order_is_raised_and_later_items_are_not_started
         parallel.each(fail_at, range(1000), workers=1)
     assert max(started) == 3
     started.clear()
-    with pytest.raises(ValueError, match="item 3|item 5"):
+    with pytest.raises(ValueError, match="item 3"):  # every lower item has started by then
         parallel.each(fail_at, range(1000), workers=2)
     assert max(started) < 100  # stopped soon after the error, not every item run
 
@@ -92,6 +93,62 @@ def test_called_from_every_worker_of_the_shared_pool_it_does_not_deadlock():
     ]
 
 
+def _shared_threads() -> set[int | None]:
+    return {t.ident for t in threading.enumerate() if t.name.startswith("tenfold-shared")}
+
+
+def test_an_interrupt_wins_over_an_earlier_items_error():
+    """A KeyboardInterrupt in a later item is raised, not lost behind an ordinary error of an
+    earlier one."""
+    gate = threading.Barrier(2, timeout=10)
+
+    def fn(x):
+        if x == 0:
+            gate.wait()
+            raise ValueError("item 0 failed")
+        if x == 1:
+            gate.wait()
+            raise KeyboardInterrupt
+        return x
+
+    with pytest.raises(KeyboardInterrupt):
+        parallel.each(fn, range(6), workers=2)
+
+
+def test_a_helper_that_could_not_be_submitted_leaves_no_work_running(monkeypatch):
+    """The pool refuses the second helper (as at interpreter shutdown): each() raises, and
+    the helper already submitted stops instead of running the remaining items after it."""
+    real = parallel.shared()
+    ran_after: list[int] = []
+    returned = threading.Event()
+
+    class Refusing:
+        def __init__(self):
+            self.calls = 0
+
+        def submit(self, fn, *a):
+            self.calls += 1
+            if self.calls > 1:
+                raise RuntimeError("cannot schedule new futures after interpreter shutdown")
+            return real.submit(fn, *a)
+
+    pool = Refusing()
+    monkeypatch.setattr(parallel, "shared", lambda: pool)
+
+    def fn(x):
+        if returned.is_set():
+            ran_after.append(x)
+        time.sleep(0.001)
+        return x
+
+    with pytest.raises(RuntimeError, match="cannot schedule"):
+        parallel.each(fn, range(200), workers=3)
+    returned.set()
+    time.sleep(0.3)
+    assert ran_after == []
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
 def test_works_in_a_forked_child():
     parallel.each(abs, range(10), workers=2)  # the parent's shared pool exists
     pid = os.fork()
@@ -101,5 +158,14 @@ def test_works_in_a_forked_child():
             os._exit(0 if ok else 1)
         except BaseException:
             os._exit(2)
-    _, status = os.waitpid(pid, 0)
+    deadline = time.monotonic() + 60
+    while True:  # bounded: a hung child is the failure this test is for
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        if time.monotonic() > deadline:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+            pytest.fail("each() hung in a forked child")
+        time.sleep(0.05)
     assert os.waitstatus_to_exitcode(status) == 0

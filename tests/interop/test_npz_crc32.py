@@ -129,6 +129,20 @@ def test_a_stored_member_on_a_file_that_cannot_seek_goes_through_zipfile():
     assert np.array_equal(np.load(io.BytesIO(bytes(s.out)))["x"], np.arange(5))
 
 
+def test_a_member_appended_to_an_archive_goes_through_zipfile(tmp_path):
+    """An archive opened to append: zipfile writes its central directory again only for
+    members it wrote itself (the fast path wrote over the old directory and left none)."""
+    path = tmp_path / "a.npz"
+    write_npz(path, {"x": np.arange(5)}, fsync=False)
+    with open(path, "r+b") as f, zipfile.ZipFile(f, "a") as zf:
+        info = zipfile.ZipInfo("y.npy", date_time=_ZIP_DATE)
+        with open_member(zf, f, info) as m:
+            assert not isinstance(m, StoredMember)
+            write_npy(m, np.arange(3.0))
+    got = np.load(path)
+    assert np.array_equal(got["x"], np.arange(5)) and np.array_equal(got["y"], np.arange(3.0))
+
+
 def test_stored_member_write_after_close_is_refused(tmp_path):
     with open(tmp_path / "x.zip", "wb") as f, zipfile.ZipFile(f, "w") as zf:
         m = open_member(zf, f, zipfile.ZipInfo("a", date_time=_ZIP_DATE))

@@ -5,11 +5,11 @@ with the same results and errors as reading them one by one."""
 from __future__ import annotations
 
 import threading
-import time
 
 import numpy as np
 import pytest
 
+from _meet import Meet
 from tenfold import ztensor
 from tenfold.core import checksums, parallel
 from tenfold.errors import IntegrityError
@@ -68,9 +68,11 @@ def test_read_all_copy_checks_on_several_threads_in_one_pass(tmp_path, monkeypat
     seen: list[str] = []
     fused = checksums.copy_crc32c
 
+    meet = Meet()
+
     def spy(src, dst, value=0):
         seen.append(threading.current_thread().name)
-        time.sleep(0.02)  # the other threads take the other blocks meanwhile
+        meet()  # the first two blocks on two threads at once
         return fused(src, dst, value)
 
     monkeypatch.setattr(checksums, "copy_crc32c", spy)
@@ -118,9 +120,11 @@ def test_read_all_views_check_every_checksum_on_several_threads(
     seen: list[tuple[str, int]] = []
     plain = checksums.crc32c
 
+    meet = Meet()
+
     def spy(data, value=0, *, threads=None):
         seen.append((threading.current_thread().name, memoryview(data).nbytes))
-        time.sleep(0.02)  # the other threads take the other blocks meanwhile
+        meet()  # the first two blocks on two threads at once
         return plain(data, value, threads=threads)
 
     monkeypatch.setattr(checksums, "crc32c", spy)

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import importlib
 import threading
-import time
 
 import numpy as np
 import pytest
 
 import tenfold.ztensor as zt
+from _meet import Meet
 from tenfold.core import parallel
 from tenfold.errors import IntegrityError
 
@@ -48,22 +48,23 @@ def _lines(report):
 
 
 class _Spy:
-    """Records the threads that hash (both the one-shot and the streaming digest); each hash
-    waits a little, so that one worker cannot drain the queue alone before the others start."""
+    """Records the threads that hash (both the one-shot and the streaming digest); the first
+    two hashes wait for each other, so they must run on two threads at once."""
 
     def __init__(self, monkeypatch):
         self.seen: set[str] = set()
+        meet = Meet()
         hex_ = parts_mod.digest_hex
         hasher = parts_mod.digest_hasher
 
         def digest_hex(algo, data):
             self.seen.add(threading.current_thread().name)
-            time.sleep(0.02)
+            meet()
             return hex_(algo, data)
 
         def digest_hasher(algo):
             self.seen.add(threading.current_thread().name)
-            time.sleep(0.02)
+            meet()
             return hasher(algo)
 
         monkeypatch.setattr(parts_mod, "digest_hex", digest_hex)
@@ -137,3 +138,20 @@ def test_v2_torch_load_file_checks_digests_ahead_in_parallel(tmp_path, monkeypat
     _corrupt(path, ["t07", "t03"])
     with pytest.raises(IntegrityError, match="t03"):
         tt.load_file(path)
+
+
+def test_side_by_side_errors_are_raised_in_item_order_not_size_order(monkeypatch):
+    """Items run largest first; an error they raise (a missing shard's OSError: the checks
+    report their own errors as findings) is the first in the items' order, as one by one."""
+    v2verify = importlib.import_module("tenfold.formats.ztensor._v2verify")
+    monkeypatch.setattr(v2verify, "_PARALLEL_MIN", 0)
+    _three_cpus(monkeypatch)
+
+    def fn(x):
+        if x in ("small", "big"):
+            raise OSError(x)
+        return x
+
+    with pytest.raises(OSError, match="small"):
+        v2verify._in_parallel(fn, ["small", "big", "mid"], [1, 100, 50])
+    assert v2verify._in_parallel(str.upper, ["a", "b"], [1, 2]) == ["A", "B"]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import importlib
 import threading
-import time
 
 import numpy as np
 import pytest
 
+from _meet import Meet
 from tenfold import ztensor
 from tenfold.core import parallel
 
@@ -52,9 +52,11 @@ def test_verify_in_parallel_gives_the_one_thread_report(tmp_path, monkeypatch, c
     seen: set[str] = set()
     check = zt_verify.check_dense
 
+    meet = Meet()
+
     def spy(reader, info):
         seen.add(threading.current_thread().name)
-        time.sleep(0.02)  # the other threads take the other tensors meanwhile
+        meet()  # the first two tensors on two threads at once
         return check(reader, info)
 
     monkeypatch.setattr(zt_verify, "check_dense", spy)

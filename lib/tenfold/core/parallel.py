@@ -114,8 +114,9 @@ def each(fn: Callable[[Any], _T], items: Iterable[Any], workers: int | None = No
     """``[fn(x) for x in items]`` on ``workers`` threads (default :func:`threads`): this
     thread and ``workers - 1`` tasks of the :func:`shared` pool take the items in order, so no
     thread is started per call and this thread works too. Items are taken in the order given
-    (put the largest first). The first exception (in item order) is raised once the items
-    under way have finished; after one, no new item is started. Safe to call from a task of
+    (put the largest first). The first exception (in item order; an interrupt such as
+    ``KeyboardInterrupt`` before any) is raised once the items under way have finished; after
+    one, no new item is started. Safe to call from a task of
     the shared pool: helpers that have not started when this thread runs out of items are
     cancelled, not waited for.
 
@@ -143,17 +144,21 @@ def each(fn: Callable[[Any], _T], items: Iterable[Any], workers: int | None = No
             except BaseException as exc:  # re-raised below, on the calling thread
                 errors[k] = exc
 
-    helpers = [shared().submit(drain) for _ in range(w - 1)]
+    helpers: list[concurrent.futures.Future[None]] = []
     try:
+        for _ in range(w - 1):
+            helpers.append(shared().submit(drain))
         drain()
     finally:
         errors.setdefault(n, _Stop())  # helpers stop after their current item
-        for fut in helpers:
-            if not fut.cancel():
-                fut.result()
+        # a helper not started is cancelled (never waited for: its worker may be waiting on
+        # this very call); one that started is waited for, even if this thread is interrupted
+        started = [fut for fut in helpers if not fut.cancel()]
+        concurrent.futures.wait(started)
     errors.pop(n)
-    if errors:
-        raise errors[min(errors)]
+    if errors:  # an interrupt (KeyboardInterrupt, SystemExit) before any item's error
+        stop = [e for _, e in sorted(errors.items()) if not isinstance(e, Exception)]
+        raise stop[0] if stop else errors[min(errors)]
     return out
 
 

@@ -31,9 +31,10 @@ __all__ = ["open_member", "StoredMember"]
 def open_member(zf: zipfile.ZipFile, f: Any, info: zipfile.ZipInfo) -> Any:
     """A writable member ``info`` of ``zf`` (opened on the file ``f``), as a context manager:
     a :class:`StoredMember` for a stored member of a seekable file, else
-    ``zf.open(info, "w", force_zip64=True)``."""
-    if info.compress_type == zipfile.ZIP_STORED and f.seekable():
-        return StoredMember(zf, info)
+    ``zf.open(info, "w", force_zip64=True)`` (an archive opened to append, or on a file
+    that cannot seek)."""
+    if info.compress_type == zipfile.ZIP_STORED and zf.mode in ("w", "x") and f.seekable():
+        return StoredMember(zf, info)  # an archive being written anew (not appended to)
     return zf.open(info, "w", force_zip64=True)
 
 

@@ -37,7 +37,18 @@ def _in_parallel(fn: Callable[[Any], _T], items: list[Any], sizes: list[int]) ->
     if workers < 2 or sum(sizes) < _PARALLEL_MIN:
         return [fn(x) for x in items]
     order = sorted(range(len(items)), key=lambda k: -sizes[k])
-    done = parallel.each(fn, [items[k] for k in order], workers)
+    failed: dict[int, Exception] = {}
+
+    def one(k: int) -> Any:
+        try:
+            return fn(items[k])
+        except Exception as exc:  # raised below in the items' own order, not by size
+            failed[k] = exc
+            return None
+
+    done = parallel.each(one, order, workers)
+    if failed:
+        raise failed[min(failed)]
     out: list[Any] = [None] * len(items)
     for k, value in zip(order, done, strict=True):
         out[k] = value
