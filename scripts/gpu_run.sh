@@ -2,7 +2,8 @@
 # What runs on a lent GPU machine (issue 28): install tenfold and the dependencies that machine
 # lacks from the wheels carried in .whl/ (no network there), check the device load for
 # correctness, then measure it: scripts/gpu_bench.py, its table on stdout and its JSON in $OUT;
-# then the TARIDX build's scaling with cores (scripts/taridx_scaling.py).
+# then the TARIDX build's scaling with cores (scripts/taridx_scaling.py) and the convert of
+# 1.5 GiB of safetensors to every target on that many cores (scripts/convert_rss.py --sample).
 #
 #   bash scripts/gpu_run.sh                 # from the repository root, .whl/ carried
 #   GB=1 REPEAT=3 bash scripts/gpu_run.sh   # smaller or shorter
@@ -40,4 +41,7 @@ timeout 360 python3 scripts/gpu_bench.py --gb "${GB:-3}" --repeat "${REPEAT:-5}"
 echo "== taridx scaling ($(( $(date +%s) - start )) s)"
 timeout 150 python3 scripts/taridx_scaling.py --out "$OUT/taridx_scaling.json" 2>&1 \
     | tee "$OUT/taridx_scaling.txt" || true
+echo "== convert to every target ($(( $(date +%s) - start )) s)"
+timeout 150 python3 scripts/convert_rss.py --sample --sources safetensors --mib 128 --count 12 \
+    --out /dev/shm --repeat 2 2>&1 | tee "$OUT/convert_targets.txt" || true
 echo "== done in $(( $(date +%s) - start )) s"
