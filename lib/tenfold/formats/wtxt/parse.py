@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ... import _kernels
+from ...core import parallel
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...core.release import release
 from ...errors import FormatError, IntegrityError, LimitError, TruncatedError, UnsupportedError
@@ -46,7 +47,7 @@ def parse(
     collect: bool = False,
     hmac_keys: Iterable[bytes] = (),
     limits: Limits = DEFAULT_LIMITS,
-    workers: int = 1,
+    workers: int | None = None,
     keep: bool = True,
 ) -> Parsed:
     """Parse and check a whole WTXT text held in ``data`` (a read-only uint8 array).
@@ -60,9 +61,13 @@ def parse(
     array and file digests, then dropped, and the text pages already parsed are given back
     (:func:`~tenfold.core.release.release`), so parsing needs about one chunk of memory
     whatever the file size; :func:`.codec.decode_array` decodes an array again on demand.
+
+    ``workers`` (default: :func:`tenfold.core.parallel.threads`, the CPUs this process may
+    use): with two or more, the array-level digests are computed on a second thread while
+    this one checks and decodes the chunks.
     """
     parser = _Parser(data, collect, [bytes(k) for k in hmac_keys], limits, keep)
-    return parser.run(workers)
+    return parser.run(parallel.threads() if workers is None else workers)
 
 
 def check_ts(ts: str, ln: int, off: int) -> None:

@@ -67,7 +67,7 @@ class WtxtFile(MappedReader, Mapping[str, np.ndarray]):
         wsum: str | os.PathLike[str] | None = None,
         allow_pending: bool = False,
         limits: Limits = DEFAULT_LIMITS,
-        workers: int = 1,
+        workers: int | None = None,
         mmap: bool = True,
         raw_names: bool = False,
     ) -> None:

@@ -30,7 +30,7 @@ def finalize_wsum(
     merkle_prev: Any = None,
     signing_key: Any = None,
     hmac_keys: Iterable[bytes] = (),
-    workers: int = 1,
+    workers: int | None = None,
 ) -> str:
     """Verify a ``root_pending`` WTXT and write its ``<path>.wsum`` sidecar; returns its path."""
     with WtxtFile(

@@ -31,7 +31,7 @@ def verify(
     hmac_keys: Iterable[bytes] = (),
     public_keys: Iterable[Any] = (),
     wsum: str | os.PathLike[str] | None = None,
-    workers: int = 1,
+    workers: int | None = None,
 ) -> Report:
     """Check everything a WTXT file carries and report per array and chunk.
 
