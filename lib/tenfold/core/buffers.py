@@ -9,11 +9,12 @@ every array a user can hold. :class:`BufferFile` reads a uint8 array as a seekab
 from __future__ import annotations
 
 import io
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import numpy as np
 
-__all__ = ["byte_view", "BufferFile", "SourceIO"]
+__all__ = ["byte_view", "exact_pieces", "BufferFile", "SourceIO"]
 
 
 def byte_view(data: object) -> memoryview:
@@ -32,6 +33,32 @@ def byte_view(data: object) -> memoryview:
     if mv.c_contiguous:
         return mv.cast("B")
     return memoryview(mv.tobytes())
+
+
+def exact_pieces(
+    pieces: Iterable[Any], size: int, refuse: Callable[[object, bool], Exception]
+) -> Iterator[memoryview]:
+    """:func:`byte_view` of each of ``pieces``, which must add up to exactly ``size`` bytes: a
+    piece that would go past ``size`` is not given, ``refuse(">= N", True)`` is raised (N: the
+    bytes with it); fewer bytes in all raise ``refuse(N, False)`` at the end. Each writer
+    builds its own error (format, object, field) in ``refuse``.
+
+    >>> [bytes(v) for v in exact_pieces([b"ab", b"c"], 3, lambda got, more: ValueError(got))]
+    [b'ab', b'c']
+    >>> list(exact_pieces([b"ab"], 3, lambda got, more: ValueError(got, more)))
+    Traceback (most recent call last):
+    ...
+    ValueError: (2, False)
+    """
+    done = 0
+    for piece in pieces:
+        mv = byte_view(piece)
+        if done + mv.nbytes > size:
+            raise refuse(f">= {done + mv.nbytes}", True)
+        yield mv
+        done += mv.nbytes
+    if done != size:
+        raise refuse(done, False)
 
 
 class _ReadOnlyFile(io.RawIOBase):

@@ -20,6 +20,7 @@ import numpy as np
 from ... import _kernels
 from ...core import parallel
 from ...core.atomic import atomic_write
+from ...core.buffers import byte_view, exact_pieces
 from ...core.checksums import crc32c, sha256_hex
 from ...core.compression import zstd_compress
 from ...core.prealloc import WRITEBACK_STEP, preallocate, start_writeback
@@ -76,15 +77,6 @@ def parse_ecc_option(ecc: object) -> int:
     return n
 
 
-def _u8view(data: Any) -> memoryview:
-    if isinstance(data, np.ndarray):
-        data = np.ascontiguousarray(data)
-    mv = memoryview(data)
-    if mv.ndim != 1 or mv.itemsize != 1 or mv.format not in ("B", "b", "c"):
-        mv = mv.cast("B") if mv.c_contiguous else memoryview(bytes(mv))
-    return mv
-
-
 def _parity(
     comp: memoryview, nsym: int, ecc_len: int, pool: concurrent.futures.Executor | None
 ) -> np.ndarray:
@@ -114,21 +106,17 @@ def _joined(name: str, pieces: Iterable[Any], size: int) -> np.ndarray:
     intermediate ``bytes``); more or fewer bytes is an :class:`EncodeError`."""
     out = np.empty(size, np.uint8)
     done = 0
-    for piece in pieces:
-        mv = _u8view(piece)
-        if done + mv.nbytes > size:
-            raise EncodeError(
-                fmt=FMT,
-                obj=f"chunk {name!r}",
-                field="size",
-                expected=size,
-                got=f">= {done + mv.nbytes}",
-            )
+    for mv in exact_pieces(pieces, size, _size_error(name, size)):
         out[done : done + mv.nbytes] = np.frombuffer(mv, np.uint8)
         done += mv.nbytes
-    if done != size:
-        raise EncodeError(fmt=FMT, obj=f"chunk {name!r}", field="size", expected=size, got=done)
     return out
+
+
+def _size_error(name: str, size: int) -> Any:
+    """What :func:`~tenfold.core.buffers.exact_pieces` raises for chunk ``name``."""
+    return lambda got, more: EncodeError(
+        fmt=FMT, obj=f"chunk {name!r}", field="size", expected=size, got=got
+    )
 
 
 _WRITEBACK_PIECE = 32 << 20
@@ -328,7 +316,7 @@ class Writer:
         """
         self._check_open()
         self._check_chunk(name, ctype)
-        raw = _u8view(data)
+        raw = byte_view(data)
         _check_size(name, "size", raw.nbytes)
         if self._flags == FLAG_ZSTD:
             comp = memoryview(zstd_compress(raw, self.level, threads=self.threads, checksum=False))
@@ -490,10 +478,7 @@ class Writer:
         start = handed = self._f.tell()
         parity: list[np.ndarray] = []
         carry = b""
-        for piece in pieces:
-            mv = _u8view(piece)
-            if done + mv.nbytes > size:
-                break
+        for mv in exact_pieces(pieces, size, _size_error(name, size)):
             sha.update(mv)  # hashed behind this thread, in order
             self._f.write(mv)
             crc = crc32c(mv, crc)
@@ -515,10 +500,6 @@ class Writer:
                 self._f.flush()
                 start_writeback(self._f.fileno(), handed, start + done - handed)
                 handed = start + done
-        if done != size:
-            raise EncodeError(
-                fmt=FMT, obj=f"chunk {name!r}", field="size", expected=size, got=f">= {done}"
-            )
         if carry:
             parity.append(_parity(memoryview(carry), nsym, nsym, None))
         return crc, parity

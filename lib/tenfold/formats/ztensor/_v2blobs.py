@@ -20,14 +20,13 @@ from typing import Any
 import numpy as np
 
 from ...core import parallel
-from ...core.buffers import byte_view
+from ...core.buffers import byte_view, exact_pieces
 from ...core.checksums import xxh3_64, xxh3_hasher
 from ...core.prealloc import preallocate, start_writeback
-from ...errors import EncodeError, describe
 from . import _seekable
 from ._parthash import PartHasher, pwrite_all
 from ._v2values import le_pieces
-from ._writerbase import AtomicFileWriter
+from ._writerbase import AtomicFileWriter, size_refusal
 
 __all__ = ["BlobWriter"]
 
@@ -258,19 +257,7 @@ class BlobWriter(AtomicFileWriter):
         preallocate(f.fileno(), offset, length)
         h = xxh3_hasher()
         got = 0
-        for chunk in chunks:
-            mv = byte_view(chunk)
-            if got + mv.nbytes > length:
-                raise EncodeError(
-                    describe(
-                        FMT,
-                        what,
-                        field="stream",
-                        detail="more bytes than dtype and shape take",
-                        expected=length,
-                        got=f">= {got + mv.nbytes}",
-                    )
-                )
+        for mv in exact_pieces(chunks, length, size_refusal(FMT, what, "stream", length)):
             if check is not None:
                 check(np.frombuffer(mv, np.uint8), got)
             for i in range(0, mv.nbytes, _CHUNK):
@@ -279,17 +266,6 @@ class BlobWriter(AtomicFileWriter):
                 h.update(piece)
             got += mv.nbytes
             self._pos += mv.nbytes
-        if got != length:
-            raise EncodeError(
-                describe(
-                    FMT,
-                    what,
-                    field="stream",
-                    detail="fewer bytes than dtype and shape take",
-                    expected=length,
-                    got=got,
-                )
-            )
         digest = h.intdigest()
         key = (digest, length)
         earlier = self._find_written(key, offset)

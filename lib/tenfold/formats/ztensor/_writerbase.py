@@ -13,6 +13,7 @@ import os
 from typing import Any, BinaryIO
 
 from ...core.atomic import atomic_write
+from ...errors import EncodeError, describe
 
 __all__ = ["AtomicFileWriter"]
 
@@ -97,3 +98,16 @@ class AtomicFileWriter:
                 f"zt: writer failed earlier ({type(self._failed).__name__}: {self._failed}); "
                 "nothing more can be added, and close() discards the file"
             )
+
+
+def size_refusal(fmt: str, what: str, field: str, expected: int) -> Any:
+    """What :func:`~tenfold.core.buffers.exact_pieces` raises for the pieces of ``what``
+    that must take ``expected`` bytes: an :class:`EncodeError` naming ``field``."""
+
+    def refuse(got: object, more: bool) -> EncodeError:
+        detail = f"{'more' if more else 'fewer'} bytes than dtype and shape take"
+        return EncodeError(
+            describe(fmt, what, field=field, detail=detail, expected=expected, got=got)
+        )
+
+    return refuse

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...core import cbor, parallel, prealloc
 from ...core.bounds import padding
-from ...core.buffers import byte_view
+from ...core.buffers import byte_view, exact_pieces
 from ...core.compression import zstd_compress
 from ...core.dtypes import canonical
 from ...core.prealloc import preallocate
@@ -25,7 +25,7 @@ from ...errors import EncodeError, describe
 from . import _checksum
 from ._spec import ALIGN, DTYPES, FMT, KNOWN_KEYS, MAGIC, E
 from ._v2values import le_pieces
-from ._writerbase import AtomicFileWriter
+from ._writerbase import AtomicFileWriter, size_refusal
 from .sparse import SparseTensor, from_input, write_components
 
 __all__ = ["Writer", "save"]
@@ -241,32 +241,11 @@ class Writer(AtomicFileWriter):
         """Write ``pieces`` (exactly ``nbytes`` bytes) as they come; ``(size, digest)``."""
         summer = _checksum.Summer(algo, self._hashing)
         size = 0
-        for piece in pieces:
-            mv = byte_view(piece)
-            if size + mv.nbytes > nbytes:
-                raise EncodeError(
-                    describe(
-                        FMT,
-                        f"tensor {name!r}",
-                        field="size",
-                        detail="more bytes than dtype and shape take",
-                        expected=nbytes,
-                        got=f">= {size + mv.nbytes}",
-                    )
-                )
+        for mv in exact_pieces(
+            pieces, nbytes, size_refusal(FMT, f"tensor {name!r}", "size", nbytes)
+        ):
             summer.write(self._f, mv)
             size += mv.nbytes
-        if size != nbytes:
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"tensor {name!r}",
-                    field="size",
-                    detail="fewer bytes than dtype and shape take",
-                    expected=nbytes,
-                    got=size,
-                )
-            )
         return size, summer.hexdigest()
 
     def _release(self) -> None:
