@@ -104,20 +104,28 @@ def implementation():
     return _NAMES[tf_crc_level]
 
 
+ctypedef uint32_t (*crc_fn)(uint32_t, const uint8_t*, size_t) noexcept nogil
+
+
 @cython.boundscheck(False)
 @cython.wraparound(False)
-def crc32c(const uint8_t[::1] data, uint32_t value=0):
-    """CRC-32C of ``data``, continuing from ``value`` (the CRC of the bytes before it)."""
+cdef uint32_t _run(crc_fn fn, const uint8_t[::1] data, uint32_t value):
+    """``fn`` over ``data`` from ``value``, without the GIL above :data:`NOGIL_BYTES`."""
     cdef size_t n = data.shape[0]
     cdef uint32_t v = value
     if n == 0:
         return v
     if n > _NOGIL:
         with nogil:
-            v = tf_crc32c(v, &data[0], n)
+            v = fn(v, &data[0], n)
     else:
-        v = tf_crc32c(v, &data[0], n)
+        v = fn(v, &data[0], n)
     return v
+
+
+def crc32c(const uint8_t[::1] data, uint32_t value=0):
+    """CRC-32C of ``data``, continuing from ``value`` (the CRC of the bytes before it)."""
+    return _run(tf_crc32c, data, value)
 
 
 @cython.boundscheck(False)
@@ -158,21 +166,10 @@ def crc32_implementation():
     return _NAMES[tf_crc_level] if tf_crc_level >= 2 else _NAMES[0]
 
 
-@cython.boundscheck(False)
-@cython.wraparound(False)
 def crc32(const uint8_t[::1] data, uint32_t value=0):
     """CRC-32 (``zlib.crc32``) of ``data``, continuing from ``value`` (the CRC of the bytes
     before it)."""
-    cdef size_t n = data.shape[0]
-    cdef uint32_t v = value
-    if n == 0:
-        return v
-    if n > _NOGIL:
-        with nogil:
-            v = tf_crc32(v, &data[0], n)
-    else:
-        v = tf_crc32(v, &data[0], n)
-    return v
+    return _run(tf_crc32, data, value)
 
 
 def crc32_combine(uint32_t crc1, uint32_t crc2, uint64_t len2):
