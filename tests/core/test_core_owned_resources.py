@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import gc
 import os
-import time
 import warnings
 
 import numpy as np
 import pytest
 
+from _child import wait_child
 from tenfold import _kernels
 from tenfold.core import parallel
 from tenfold.core.mapped import MappedFile
@@ -44,15 +44,10 @@ def test_a_dropped_mapped_file_closes_its_descriptor_quietly(tmp_path):
 
 
 def _wait(pid: int, timeout: float = 30.0) -> int:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        time.sleep(0.02)
-    os.kill(pid, 9)
-    os.waitpid(pid, 0)
-    pytest.fail("forked child hung")
+    status = wait_child(pid, timeout, poll=0.02)
+    if status is None:
+        pytest.fail("forked child hung")
+    return os.waitstatus_to_exitcode(status)
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")

@@ -5,12 +5,12 @@ call."""
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 
 import pytest
 
+from _child import wait_child
 from tenfold.core import parallel
 
 
@@ -158,14 +158,7 @@ def test_works_in_a_forked_child():
             os._exit(0 if ok else 1)
         except BaseException:
             os._exit(2)
-    deadline = time.monotonic() + 60
-    while True:  # bounded: a hung child is the failure this test is for
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            pytest.fail("each() hung in a forked child")
-        time.sleep(0.05)
+    status = wait_child(pid, 60, poll=0.05)  # bounded: a hung child is what this test is for
+    if status is None:
+        pytest.fail("each() hung in a forked child")
     assert os.waitstatus_to_exitcode(status) == 0

@@ -9,11 +9,11 @@ test. ``outcome(fn, *args)`` forks, makes the call in the child and reports what
 from __future__ import annotations
 
 import os
-import signal
 import sys
-import time
 import warnings
 from collections.abc import Callable
+
+from _child import wait_child
 
 _CODES = {0: "ok", 3: "ValueError", 4: "OverflowError", 5: "TypeError", 6: "MemoryError"}
 
@@ -49,16 +49,9 @@ def outcome(fn: Callable[..., object], *args: object, timeout: float = 20.0) -> 
         except BaseException:  # noqa: BLE001
             code = 7
         os._exit(code)
-    deadline = time.monotonic() + timeout
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            break
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return "timeout"
-        time.sleep(0.005)
+    status = wait_child(pid, timeout)
+    if status is None:
+        return "timeout"
     if os.WIFSIGNALED(status):
         return f"signal {os.WTERMSIG(status)}"
     return _CODES.get(os.WEXITSTATUS(status), f"exit {os.WEXITSTATUS(status)}")
