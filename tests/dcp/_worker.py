@@ -15,10 +15,17 @@ Each rank writes ``DIR/<mode>-<world>-<rank>.ok`` when it finished without error
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
 import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.tensor import DTensor, Shard, distribute_tensor
+
+from tenfold.torch import dcp as tdcp
 
 #: global shapes (independent of the world size) and how each is sharded
 SPECS = {
@@ -87,7 +94,6 @@ def expected() -> dict:
 
 def sharded(value: dict, mesh: object, zeros: bool = False) -> dict:
     """``value`` with each shardable tensor a DTensor over ``mesh`` (zeros when ``zeros``)."""
-    from torch.distributed.tensor import Shard, distribute_tensor
 
     def walk(v: object, path: tuple) -> object:
         if isinstance(v, dict):
@@ -104,9 +110,11 @@ def sharded(value: dict, mesh: object, zeros: bool = False) -> dict:
 
 
 def check(loaded: dict) -> None:
-    """Every loaded value equals :func:`expected` exactly (DTensors gathered)."""
-    from torch.distributed.tensor import DTensor
-
+    """Every loaded value equals :func:`expected` exactly: a DTensor's local shard against
+    that rank's part of the expected tensor (split as DTensor splits it). Not with
+    ``full_tensor()``: a functional collective keeps the process group's gloo threads past
+    ``destroy_process_group()`` (torch 2.13), and a process exiting while one of them
+    releases a tensor aborts ("terminate called without an active exception")."""
     want = expected()
     flat: dict = {}
 
@@ -118,7 +126,7 @@ def check(loaded: dict) -> None:
             for i, x in enumerate(v):
                 walk(x, (*path, str(i)))
         else:
-            flat[".".join(path)] = v.full_tensor() if isinstance(v, DTensor) else v
+            flat[".".join(path)] = v
 
     walk(loaded, ())
     assert flat.keys() == want.keys(), (sorted(flat), sorted(want))
@@ -126,6 +134,10 @@ def check(loaded: dict) -> None:
         got = flat[k]
         if isinstance(v, torch.Tensor):
             assert got.dtype == v.dtype and got.shape == v.shape, (k, got.dtype, got.shape)
+            if isinstance(got, DTensor):
+                v = distribute_tensor(v, got.device_mesh, got.placements).to_local()
+                got = got.to_local()
+                assert got.shape == v.shape, (k, got.shape, v.shape)
             assert (
                 torch.equal(got.view(torch.uint8), v.view(torch.uint8))
                 if v.dim()
@@ -135,16 +147,9 @@ def check(loaded: dict) -> None:
             assert got == v, (k, got, v)
 
 
-def main() -> None:
-    import torch.distributed as dist
-    import torch.distributed.checkpoint as dcp
-    from torch.distributed.device_mesh import init_device_mesh
-
-    from tenfold.torch import dcp as tdcp
-
-    mode, out = sys.argv[1], sys.argv[2]
-    dist.init_process_group("gloo")
-    rank, world = dist.get_rank(), dist.get_world_size()
+def run(mode: str, out: str, world: int) -> None:
+    """What ``mode`` does; the mesh and every DTensor are gone when it returns (a process
+    group a live DeviceMesh holds keeps its threads past ``destroy_process_group()``)."""
     mesh = init_device_mesh("cpu", (world,))
     if mode == "save":
         dcp.save(
@@ -170,15 +175,40 @@ def main() -> None:
         )
         dist.barrier()
         dcp.save(sharded(full_state(), mesh), storage_writer=_Dying(os.path.join(out, "next")))
+
+
+def main() -> None:
+    mode, out = sys.argv[1], sys.argv[2]
+    dist.init_process_group("gloo")
+    rank, world = dist.get_rank(), dist.get_world_size()
+    run(mode, out, world)
+    gc.collect()  # check()'s recursive walk closures are cycles that hold DTensors (the mesh)
     with open(os.path.join(out, f"{mode}-{world}-{rank}.ok"), "w") as f:
         f.write("ok")
     dist.barrier()
     dist.destroy_process_group()
+    with open(os.path.join(out, f"{mode}-{world}-{rank}.gloo"), "w") as f:
+        f.write(str(gloo_threads()))
+
+
+def gloo_threads() -> int:
+    """How many of this process's threads are gloo's (named ``pt_gloo_*`` by torch): none
+    once nothing holds the destroyed process group, so none can outlive the interpreter;
+    -1 where /proc/self/task is not there to tell."""
+    tasks = "/proc/self/task"
+    if not os.path.isdir(tasks):
+        return -1
+    n = 0
+    for tid in os.listdir(tasks):
+        try:
+            with open(os.path.join(tasks, tid, "comm")) as f:
+                n += f.read().startswith("pt_gloo")
+        except FileNotFoundError:  # the thread ended meanwhile
+            pass
+    return n
 
 
 def _dying_writer() -> type:
-    from tenfold.torch import dcp as tdcp
-
     class Dying(tdcp.TenfoldStorageWriter):
         """Rank 1 dies after resolving its first item (its file half written)."""
 
