@@ -48,11 +48,9 @@ def missing_extra(code: str) -> str | None:
         if pattern.search(code):
             if extra in without:
                 return extra
-            try:
-                found = importlib.util.find_spec(module) is not None
-            except ImportError:  # a parent package that is missing
-                found = False
-            if not found:
+            try:  # imported, not only found: an install cut short (a full disk) leaves a
+                importlib.import_module(module)  # package that is there and cannot import
+            except Exception:  # noqa: BLE001 - whatever stops it importing
                 return extra
     return None
 

@@ -217,6 +217,25 @@ def test_stand_in_markers():
         del os.environ["TENFOLD_DOCS_WITHOUT"]
 
 
+def test_an_extra_that_is_there_but_cannot_import_is_missing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """An install cut short (the disk full halfway) leaves a package find_spec finds and
+    import fails on: its blocks are skipped with the extra named, not run to a traceback."""
+    import _run_blocks as runner
+
+    pkg = tmp_path / "halfinstalled"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("from . import _missing_part\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    extras = {"half": ("halfinstalled", re.compile(r"\bhalfinstalled\b"))}
+    monkeypatch.setattr(runner, "EXTRAS", extras)
+    assert runner.missing_extra("import halfinstalled\n") == "half"
+    (pkg / "_missing_part.py").write_text("")
+    monkeypatch.delitem(sys.modules, "halfinstalled", raising=False)
+    assert runner.missing_extra("import halfinstalled\n") is None
+
+
 def _env(tmp_path: Path, ray_tmp: str) -> dict[str, str]:
     """``tenfold`` on PATH (this interpreter's ``python -m tenfold``), the package importable."""
     bin_dir = tmp_path / "bin"
