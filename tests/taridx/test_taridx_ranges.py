@@ -134,6 +134,9 @@ def test_ranges_cut_one_shard(tmp_path, monkeypatch):
     monkeypatch.setenv(parallel.THREADS_ENV, "3")
     monkeypatch.setattr(parallel.os, "sched_getaffinity", lambda pid: {0, 1, 2, 3}, raising=False)
     tx.build(tmp_path, "t", show_progress=False, fsync=False)
+    # the threads take ranges in turn but may finish (and record them) in any order: on
+    # CPython 3.13 they usually do not finish in order
+    calls.sort()
     assert len(calls) >= 3 and calls[0][0] == 0
     assert [c[1] for c in calls[:-1]] == [c[0] for c in calls[1:]]  # ranges meet
 
