@@ -13,6 +13,7 @@ import pytest
 
 from tenfold.core import checksums
 from tenfold.errors import IntegrityError
+from tenfold.formats.npz import _zipmember
 from tenfold.formats.npz._npy import write_npy, write_npy_pieces
 from tenfold.formats.npz._zipmember import StoredMember, open_member
 from tenfold.formats.npz.archive import Archive
@@ -141,6 +142,48 @@ def test_a_member_appended_to_an_archive_goes_through_zipfile(tmp_path):
             write_npy(m, np.arange(3.0))
     got = np.load(path)
     assert np.array_equal(got["x"], np.arange(5)) and np.array_equal(got["y"], np.arange(3.0))
+
+
+def test_a_zipfile_that_writes_other_bytes_gets_its_own_writer(tmp_path, monkeypatch):
+    """StoredMember writes what zipfile's own member writer writes on the Pythons tested; a
+    zipfile that writes something else (here one whose member writer records another 'version
+    made by', as a later Python might) must not get an archive that differs from its own: the
+    check done once per process sees it, and every member goes through ZipFile.open."""
+    real = zipfile.ZipFile._open_to_write
+
+    def made_by_63(self, zinfo, force_zip64=False):
+        zinfo.create_version = 63
+        return real(self, zinfo, force_zip64=force_zip64)
+
+    monkeypatch.setattr(zipfile.ZipFile, "_open_to_write", made_by_63)
+    _zipmember._same_as_zipfile.cache_clear()
+    try:
+        ours, theirs = tmp_path / "o.npz", tmp_path / "t.npz"
+        write_npz(ours, ARRAYS, fsync=False)
+        _zipfile_npz(theirs, ARRAYS)
+        assert ours.read_bytes() == theirs.read_bytes()
+    finally:
+        monkeypatch.undo()
+        _zipmember._same_as_zipfile.cache_clear()
+    assert _zipmember._same_as_zipfile()  # this Python's own zipfile: the fast path again
+    with zipfile.ZipFile(ours) as z:
+        assert z.testzip() is None and {i.create_version for i in z.infolist()} == {63}
+    back = np.load(ours)
+    for k, v in ARRAYS.items():
+        assert back[k].dtype == v.dtype and back[k].tobytes() == v.tobytes()
+
+
+def test_a_member_opened_while_another_is_written_is_refused(tmp_path):
+    """zipfile refuses a second member while one is being written; the fast path wrote its
+    header where the first member's data was going."""
+    with open(tmp_path / "x.zip", "wb") as f, zipfile.ZipFile(f, "w") as zf:
+        with zf.open(zipfile.ZipInfo("a", date_time=_ZIP_DATE), "w") as first:
+            first.write(b"abc")
+            with pytest.raises(ValueError, match="another write handle"):
+                open_member(zf, f, zipfile.ZipInfo("b", date_time=_ZIP_DATE))
+            first.write(b"def")
+    with zipfile.ZipFile(tmp_path / "x.zip") as z:
+        assert z.namelist() == ["a"] and z.read("a") == b"abcdef" and z.testzip() is None
 
 
 def test_stored_member_write_after_close_is_refused(tmp_path):

@@ -15,10 +15,19 @@ CRC-32 from :func:`tenfold.core.checksums.crc32` (carry-less-multiply folding):
 So the archive is byte-identical to zipfile's own (tests compare the two, ZIP64 paths
 included). Deflated members, and archives on files that cannot seek (zipfile then writes
 data descriptors), still go through ``ZipFile.open``.
+
+``start_dir``, ``filelist`` and ``NameToInfo`` are zipfile's private bookkeeping, so the fast
+path is taken only where this Python's zipfile still works as it assumes: the three are there
+with the expected types and ``start_dir`` is where the file stands (:func:`_bookkeeping_fits`),
+and a small archive written both ways, once per process, comes out byte for byte the same
+(:func:`_same_as_zipfile`). Anything else, and every member goes through ``ZipFile.open``:
+slower (zlib's CRC-32), never a wrong archive.
 """
 
 from __future__ import annotations
 
+import functools
+import io
 import zipfile
 from typing import Any
 
@@ -31,11 +40,59 @@ __all__ = ["open_member", "StoredMember"]
 def open_member(zf: zipfile.ZipFile, f: Any, info: zipfile.ZipInfo) -> Any:
     """A writable member ``info`` of ``zf`` (opened on the file ``f``), as a context manager:
     a :class:`StoredMember` for a stored member of a seekable file, else
-    ``zf.open(info, "w", force_zip64=True)`` (an archive opened to append, or on a file
-    that cannot seek)."""
-    if info.compress_type == zipfile.ZIP_STORED and zf.mode in ("w", "x") and f.seekable():
-        return StoredMember(zf, info)  # an archive being written anew (not appended to)
+    ``zf.open(info, "w", force_zip64=True)`` (an archive opened to append, on a file that
+    cannot seek, or where zipfile is not as the fast path assumes: see the module doc)."""
+    if (
+        info.compress_type == zipfile.ZIP_STORED
+        and zf.mode in ("w", "x")  # an archive being written anew (not appended to)
+        and f.seekable()
+        and _bookkeeping_fits(zf, info)
+        and _same_as_zipfile()
+    ):
+        return StoredMember(zf, info)
     return zf.open(info, "w", force_zip64=True)
+
+
+def _bookkeeping_fits(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
+    """zipfile's private state that :class:`StoredMember` writes to is there as it expects:
+    ``start_dir`` (an int: where the next member goes, which is where the file stands),
+    ``filelist`` (a list) and ``NameToInfo`` (a dict, not holding ``info``'s name: zipfile
+    warns of a duplicate name). A member of ``zf`` still being written through ``ZipFile.open``
+    has moved the file past ``start_dir``: zipfile's path then refuses the new one."""
+    start = getattr(zf, "start_dir", None)
+    return (
+        type(start) is int
+        and isinstance(getattr(zf, "filelist", None), list)
+        and isinstance(getattr(zf, "NameToInfo", None), dict)
+        and info.filename not in zf.NameToInfo
+        and zf.fp is not None
+        and zf.fp.tell() == start
+    )
+
+
+@functools.cache
+def _same_as_zipfile() -> bool:
+    """A small archive (two stored members, one of them empty, and a UTF-8 name) written with
+    :class:`StoredMember` is byte for byte the one ``ZipFile.open(info, "w", force_zip64=True)``
+    writes on this Python; checked once per process."""
+    names = ("probe.npy", "\u00e9/empty.npy")
+    datas = (b"tenfold" * 3, b"")
+
+    def archive(fast: bool) -> bytes:
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", allowZip64=True) as zf:
+            for name, data in zip(names, datas, strict=True):
+                info = zipfile.ZipInfo(name, date_time=(1980, 1, 1, 0, 0, 0))
+                if fast and not _bookkeeping_fits(zf, info):
+                    raise LookupError("zipfile's bookkeeping is not what StoredMember expects")
+                with StoredMember(zf, info) if fast else zf.open(info, "w", force_zip64=True) as m:
+                    m.write(data)
+        return buf.getvalue()
+
+    try:
+        return archive(True) == archive(False)
+    except Exception:  # noqa: BLE001 - any surprise in zipfile's internals: its own path
+        return False
 
 
 class StoredMember:
@@ -90,3 +147,8 @@ class StoredMember:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+# checked on import, with zipfile as this Python ships it (not later, under whatever a caller
+# may have wrapped zipfile's CRC-32 or writer with)
+_same_as_zipfile()
