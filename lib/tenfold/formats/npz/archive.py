@@ -34,6 +34,7 @@ from ...errors import (
     UnsupportedError,
     describe,
 )
+from ._endrecord import read_end_record
 from ._npy import npy_header
 
 __all__ = ["Archive", "Member", "FMT"]
@@ -62,6 +63,27 @@ _ARCHIVE_ERRORS = (
     SyntaxError,
     UnicodeError,
 )
+
+
+def _declared_entries(f: Any) -> tuple[int, int] | None:
+    """``(entries, offset of the end record)`` the archive in ``f`` declares (None: no end
+    record found): from zipfile's own reader of the record where this Python has it and it
+    answers as expected, else from :func:`._endrecord.read_end_record`."""
+    read = getattr(zipfile, "_EndRecData", None)
+    total = getattr(zipfile, "_ECD_ENTRIES_TOTAL", None)
+    where = getattr(zipfile, "_ECD_LOCATION", None)
+    if callable(read) and type(total) is int and type(where) is int:
+        end = read(f)
+        if end is None:
+            return None
+        if (
+            isinstance(end, list | tuple)
+            and len(end) > max(total, where)
+            and type(end[total]) is int
+            and type(end[where]) is int
+        ):
+            return end[total], end[where]
+    return read_end_record(f)
 
 
 def _zip_error(exc: Exception, fmt: str, where: str, zi: zipfile.ZipInfo) -> TenfoldError:
@@ -170,16 +192,16 @@ class Archive:
         infos = self._zip.infolist()
         # zipfile reads as many central-directory entries as fit before the end record and
         # ignores the record's own count: a damaged entry would silently drop a member
-        end = zipfile._EndRecData(self._f)  # type: ignore[attr-defined]
-        if end is not None and end[zipfile._ECD_ENTRIES_TOTAL] != len(infos):  # type: ignore[attr-defined]
+        end = _declared_entries(self._f)
+        if end is not None and end[0] != len(infos):
             raise FormatError(
                 describe(
                     self.fmt,
                     f"{self.what} zip end record",
-                    offset=end[zipfile._ECD_LOCATION],  # type: ignore[attr-defined]
+                    offset=end[1],
                     field="entries",
                     detail="the end record's entry count disagrees with the entries found",
-                    expected=end[zipfile._ECD_ENTRIES_TOTAL],  # type: ignore[attr-defined]
+                    expected=end[0],
                     got=len(infos),
                 )
             )
