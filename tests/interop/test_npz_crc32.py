@@ -186,6 +186,27 @@ def test_a_member_opened_while_another_is_written_is_refused(tmp_path):
         assert z.namelist() == ["a"] and z.read("a") == b"abcdef" and z.testzip() is None
 
 
+def test_a_member_opened_while_a_stored_member_is_written_is_refused(tmp_path):
+    """The other order: the first member is tenfold's own (zipfile does not know of it), the
+    second would go through ZipFile.open, which wrote its header over the first member."""
+    with open(tmp_path / "x.zip", "wb") as f, zipfile.ZipFile(f, "w") as zf:
+        first = open_member(zf, f, zipfile.ZipInfo("a", date_time=_ZIP_DATE))
+        assert isinstance(first, StoredMember)
+        first.write(b"abc")
+        for info in (
+            zipfile.ZipInfo("b", date_time=_ZIP_DATE),
+            zipfile.ZipInfo("a", date_time=_ZIP_DATE),  # its own name: not the fast path
+        ):
+            with pytest.raises(ValueError, match="another write handle"):
+                open_member(zf, f, info)
+        first.write(b"def")
+        first.close()
+        with open_member(zf, f, zipfile.ZipInfo("b", date_time=_ZIP_DATE)) as second:
+            second.write(b"gh")  # once the first is closed, the next one is taken
+    with zipfile.ZipFile(tmp_path / "x.zip") as z:
+        assert z.namelist() == ["a", "b"] and z.read("a") == b"abcdef" and z.testzip() is None
+
+
 def test_stored_member_write_after_close_is_refused(tmp_path):
     with open(tmp_path / "x.zip", "wb") as f, zipfile.ZipFile(f, "w") as zf:
         m = open_member(zf, f, zipfile.ZipInfo("a", date_time=_ZIP_DATE))

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import io
+import weakref
 import zipfile
 from typing import Any
 
@@ -41,7 +42,11 @@ def open_member(zf: zipfile.ZipFile, f: Any, info: zipfile.ZipInfo) -> Any:
     """A writable member ``info`` of ``zf`` (opened on the file ``f``), as a context manager:
     a :class:`StoredMember` for a stored member of a seekable file, else
     ``zf.open(info, "w", force_zip64=True)`` (an archive opened to append, on a file that
-    cannot seek, or where zipfile is not as the fast path assumes: see the module doc)."""
+    cannot seek, or where zipfile is not as the fast path assumes: see the module doc).
+    While a :class:`StoredMember` of ``zf`` is open, another member is refused as zipfile
+    refuses one (zipfile does not know of it: its own path would write over it)."""
+    if zf in _WRITING:
+        raise ValueError("Can't write to the ZIP file while there is another write handle open")
     if (
         info.compress_type == zipfile.ZIP_STORED
         and zf.mode in ("w", "x")  # an archive being written anew (not appended to)
@@ -68,6 +73,10 @@ def _bookkeeping_fits(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bool:
         and zf.fp is not None
         and zf.fp.tell() == start
     )
+
+
+#: the archives with a StoredMember open (zipfile's own flag for this is private)
+_WRITING: weakref.WeakSet[zipfile.ZipFile] = weakref.WeakSet()
 
 
 @functools.cache
@@ -114,6 +123,7 @@ class StoredMember:
         self._crc = 0
         self._size = 0
         self.closed = False
+        _WRITING.add(zf)
 
     def write(self, data: Any) -> int:
         """Append ``data`` (any buffer) to the member; returns its size in bytes."""
@@ -132,6 +142,7 @@ class StoredMember:
             return
         self.closed = True
         info, fp, zf = self._zinfo, self._fp, self._zf
+        _WRITING.discard(zf)
         assert fp is not None
         info.compress_size = info.file_size = self._size
         info.CRC = self._crc
