@@ -89,7 +89,16 @@ def _archive(members: int, comment: bytes = b"", zip64: bool = False) -> bytes:
 
 @pytest.mark.parametrize(
     "case",
-    ["empty", "three", "comment", "longest comment", "zip64 members", "zip64 count"],
+    [
+        "empty",
+        "three",
+        "comment",
+        "longest comment",
+        "zip64 members",
+        "zip64 count",
+        "65535 bytes after",
+        "65536 bytes after",
+    ],
 )
 def test_read_end_record_agrees_with_zipfile(monkeypatch, case):
     if case == "zip64 count":  # more members than the classic record counts: ZIP64 end record
@@ -101,6 +110,9 @@ def test_read_end_record_agrees_with_zipfile(monkeypatch, case):
         "longest comment": lambda: _archive(2, b"c" * 0xFFFF),
         "zip64 members": lambda: _archive(4, zip64=True),
         "zip64 count": lambda: _archive(5),
+        # bytes after the record that no comment declares: zipfile looks 64 KiB + 22 back
+        "65535 bytes after": lambda: _archive(3) + b"t" * 0xFFFF,
+        "65536 bytes after": lambda: _archive(3) + b"t" * 0x10000,
     }[case]()
     if case == "zip64 count":
         assert b"PK\x06\x06" in data

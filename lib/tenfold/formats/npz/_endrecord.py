@@ -8,7 +8,7 @@ reads the record itself:
 
 - the end of central directory record (22 bytes, ``PK\\x05\\x06``) is the last 22 bytes when the
   archive has no comment, else the last ``PK\\x05\\x06`` in the final 64 KiB + 22 bytes (a comment
-  is at most 65,535 bytes), as zipfile looks for it;
+  is at most 65,535 bytes; zipfile looks one byte further), as zipfile looks for it;
 - its entry count is the total at offset 10 (``<H``), unless the 20 bytes before it are a ZIP64
   locator (``PK\\x06\\x07``) and the 56 before that a ZIP64 end record (``PK\\x06\\x06``), whose
   total at offset 32 (``<Q``) counts instead.
@@ -26,7 +26,7 @@ _END = b"PK\x05\x06"
 _LOCATOR64 = b"PK\x06\x07"
 _END64 = b"PK\x06\x06"
 _END_SIZE, _LOCATOR64_SIZE, _END64_SIZE = 22, 20, 56
-_MAX_COMMENT = 0xFFFF
+_SEARCH = 1 << 16  # zipfile looks this far before the last 22 bytes (a comment: < 64 KiB)
 
 
 def read_end_record(f: Any) -> tuple[int, int] | None:
@@ -34,7 +34,7 @@ def read_end_record(f: Any) -> tuple[int, int] | None:
     size = f.seek(0, io.SEEK_END)
     if size < _END_SIZE:
         return None
-    back = min(size, _END_SIZE + _MAX_COMMENT)
+    back = min(size, _END_SIZE + _SEARCH)
     f.seek(size - back)
     tail = f.read(back)
     if tail[-_END_SIZE:][:4] == _END and tail[-2:] == b"\0\0":
