@@ -73,7 +73,10 @@ def _one(dist, dcp, mesh, state, full, writer, reader, got) -> None:  # type: ig
     # each rank its own rows: full_tensor() (a functional collective) would keep the group's
     # gloo threads past destroy_process_group() and the rank could abort at exit (docs/dcp.md)
     rank, world = dist.get_rank(), dist.get_world_size()
-    assert all(torch.equal(into[k].to_local(), full[k].chunk(world)[rank]) for k in full)
+    ok = all(torch.equal(into[k].to_local(), full[k].chunk(world)[rank]) for k in full)
+    wrong = torch.tensor([0 if ok else 1])
+    dist.all_reduce(wrong, op=dist.ReduceOp.MAX)  # rank 0, which reports, hears of any rank's
+    assert not wrong.item(), "a rank loaded other values than were saved"
 
 
 def worker(out_dir: str, total: int, rounds: int) -> None:
