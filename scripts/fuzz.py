@@ -3159,8 +3159,9 @@ def fuzz(args: argparse.Namespace) -> int:
             own = [sd for sd in seeds[fmt] if "/" not in sd[0]]
             pool = own if own and rng.random() < 0.5 else seeds[fmt]
             # one draw of a fixed size (rng.choice draws more or less with the list's length):
-            # the seed lists grow with the optional packages installed (torch, h5py), and the
-            # cases of every other format must not change with them
+            # torch adds seeds to formats that have seeds without it (FOLD, torchpickle), and
+            # the cases of every other format must not change with it (a format with no seed
+            # at all, as hdf5 without h5py, is left out and does shift the round robin)
             seed_name, data = pool[int(rng.random() * len(pool))]
             case_seed = rng.randrange(2**32)
             crng = random.Random(case_seed)

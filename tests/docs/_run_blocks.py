@@ -50,9 +50,15 @@ def missing_extra(code: str) -> str | None:
                 return extra
             try:  # imported, not only found: an install cut short (a full disk) leaves a
                 importlib.import_module(module)  # package that is there and cannot import
-            except Exception:  # noqa: BLE001 - whatever stops it importing
+            except Exception as exc:  # noqa: BLE001 - whatever stops it importing
+                if not isinstance(exc, ModuleNotFoundError) or exc.name != module.split(".")[0]:
+                    BROKEN[extra] = f"{type(exc).__name__}: {exc}"  # named where it is skipped
                 return extra
     return None
+
+
+#: extra -> why it is there but does not import (a broken install is not hidden as absent)
+BROKEN: dict[str, str] = {}
 
 
 def on_cpu(code: str) -> str:
@@ -153,7 +159,8 @@ def main() -> int:
             lang, line, code = block["lang"], block["line"], block["code"]
             extra = missing_extra(code)
             if extra is not None:
-                print(f"SKIPPED line {line - 1}: needs the {extra} extra (tenfold[{extra}])")
+                why = f"; installed but does not import: {BROKEN[extra]}" if extra in BROKEN else ""
+                print(f"SKIPPED line {line - 1}: needs the {extra} extra (tenfold[{extra}]){why}")
                 continue
             code = on_cpu(code)
             if S3_MARK.search(code):

@@ -32,6 +32,7 @@ The counts of blocks run (and skipped, with reasons) are printed per file and in
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import re
@@ -230,9 +231,12 @@ def test_an_extra_that_is_there_but_cannot_import_is_missing(
     monkeypatch.syspath_prepend(str(tmp_path))
     extras = {"half": ("halfinstalled", re.compile(r"\bhalfinstalled\b"))}
     monkeypatch.setattr(runner, "EXTRAS", extras)
+    monkeypatch.setattr(runner, "BROKEN", {})
     assert runner.missing_extra("import halfinstalled\n") == "half"
+    assert "_missing_part" in runner.BROKEN["half"]  # said where the block is skipped
     (pkg / "_missing_part.py").write_text("")
     monkeypatch.delitem(sys.modules, "halfinstalled", raising=False)
+    importlib.invalidate_caches()
     assert runner.missing_extra("import halfinstalled\n") is None
 
 
