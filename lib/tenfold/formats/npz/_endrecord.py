@@ -6,48 +6,88 @@ zipfile's private reader of the end record (``zipfile._EndRecData``) gives the c
 Python's zipfile no longer has it, or it answers in another shape, :func:`read_end_record`
 reads the record itself:
 
-- the end of central directory record (22 bytes, ``PK\\x05\\x06``) is the last 22 bytes when the
-  archive has no comment, else the last ``PK\\x05\\x06`` in the final 64 KiB + 22 bytes (a comment
-  is at most 65,535 bytes; zipfile looks one byte further), as zipfile looks for it;
-- its entry count is the total at offset 10 (``<H``), unless the 20 bytes before it are a ZIP64
-  locator (``PK\\x06\\x07``) and the 56 before that a ZIP64 end record (``PK\\x06\\x06``), whose
-  total at offset 32 (``<Q``) counts instead.
+- the end of central directory record (:data:`END`, 22 bytes) is the last 22 bytes when the
+  archive has no comment, else the last ``PK\\x05\\x06`` in the 64 KiB before them, where zipfile
+  looks for it (a comment is at most 65,535 bytes);
+- its ``entries`` counts, unless a ZIP64 locator (:data:`LOCATOR64`) stands just before it and
+  a ZIP64 end record (:data:`END64`) just before that: then the latter's ``entries`` counts.
+
+The three records are declared here once; the npz reader's account of a cut-short archive
+uses them too.
 """
 
 from __future__ import annotations
 
 import io
-import struct
 from typing import Any
 
-__all__ = ["read_end_record"]
+import numpy as np
 
-_END = b"PK\x05\x06"
-_LOCATOR64 = b"PK\x06\x07"
-_END64 = b"PK\x06\x06"
-_END_SIZE, _LOCATOR64_SIZE, _END64_SIZE = 22, 20, 56
+from ...core.records import Record
+
+__all__ = ["END", "END64", "LOCATOR64", "read_end_record"]
+
+#: the end of central directory record (its comment follows it)
+END = Record(
+    "zip end record",
+    [
+        ("signature", "S4"),
+        ("disk", "<u2"),
+        ("directory_disk", "<u2"),
+        ("disk_entries", "<u2"),
+        ("entries", "<u2"),
+        ("directory_size", "<u4"),
+        ("directory_offset", "<u4"),
+        ("comment_length", "<u2"),
+    ],
+    22,
+)
+#: the ZIP64 end record's locator, just before the end record
+LOCATOR64 = Record(
+    "zip64 end record locator",
+    [("signature", "S4"), ("disk", "<u4"), ("end64_offset", "<u8"), ("disks", "<u4")],
+    20,
+)
+#: the ZIP64 end record (fixed part), just before its locator
+END64 = Record(
+    "zip64 end record",
+    [
+        ("signature", "S4"),
+        ("record_size", "<u8"),
+        ("made_by", "<u2"),
+        ("needed", "<u2"),
+        ("disk", "<u4"),
+        ("directory_disk", "<u4"),
+        ("disk_entries", "<u8"),
+        ("entries", "<u8"),
+        ("directory_size", "<u8"),
+        ("directory_offset", "<u8"),
+    ],
+    56,
+)
+END_SIG, LOCATOR64_SIG, END64_SIG = b"PK\x05\x06", b"PK\x06\x07", b"PK\x06\x06"
 _SEARCH = 1 << 16  # zipfile looks this far before the last 22 bytes (a comment: < 64 KiB)
 
 
 def read_end_record(f: Any) -> tuple[int, int] | None:
     """``(entries, offset of the end record)`` read from ``f`` itself (see the module doc)."""
     size = f.seek(0, io.SEEK_END)
-    if size < _END_SIZE:
+    if size < END.size:
         return None
-    back = min(size, _END_SIZE + _SEARCH)
+    back = min(size, END.size + _SEARCH)
     f.seek(size - back)
     tail = f.read(back)
-    if tail[-_END_SIZE:][:4] == _END and tail[-2:] == b"\0\0":
-        at = len(tail) - _END_SIZE  # no comment
+    if tail[-END.size :][:4] == END_SIG and tail[-2:] == b"\0\0":
+        at = len(tail) - END.size  # no comment
     else:
-        at = tail.rfind(_END)
-        if at < 0 or at + _END_SIZE > len(tail):
+        at = tail.rfind(END_SIG)
+        if at < 0 or at + END.size > len(tail):
             return None
-    entries = struct.unpack_from("<H", tail, at + 10)[0]
+    entries = int(np.frombuffer(tail, END.dtype, 1, at)["entries"][0])
     location = size - back + at
-    if location >= _LOCATOR64_SIZE + _END64_SIZE:
-        f.seek(location - _LOCATOR64_SIZE - _END64_SIZE)
-        before = f.read(_LOCATOR64_SIZE + _END64_SIZE)
-        if before[:4] == _END64 and before[_END64_SIZE:][:4] == _LOCATOR64:
-            entries = struct.unpack_from("<Q", before, 32)[0]
+    if location >= LOCATOR64.size + END64.size:
+        f.seek(location - LOCATOR64.size - END64.size)
+        before = f.read(LOCATOR64.size + END64.size)
+        if before[:4] == END64_SIG and before[END64.size :][:4] == LOCATOR64_SIG:
+            entries = int(np.frombuffer(before, END64.dtype, 1)["entries"][0])
     return entries, location

@@ -21,6 +21,7 @@ from ...core.cli_support import inspect_row
 from ...core.reader import MappedReader, TensorInfo, verify_file
 from ...core.report import ERROR, OK, Report
 from ...errors import FormatError, TenfoldError
+from ._endrecord import END, END64, END64_SIG, END_SIG, LOCATOR64, LOCATOR64_SIG
 from ._format import LOCAL_HEADER, sniff
 from .writer import Archive, Member, write_npz
 
@@ -198,7 +199,7 @@ def truncation(mf: Any, limits: Limits, what: str) -> TenfoldError | None:
         for _ in range(limits.max_objects):
             sig = mf.bytes(off, 4, "signature") if off + 4 <= size else b""
             if off and not sig:  # the file ends after a record: the end record is due
-                return truncated(FMT, size, off + 22, "zip directory", obj=what, offset=off)
+                return truncated(FMT, size, off + END.size, "zip directory", obj=what, offset=off)
             part, need = _record(mf, off, size, sig)
             if need is None:
                 return None  # not a record of a whole archive, or the end record, complete
@@ -212,21 +213,22 @@ def truncation(mf: Any, limits: Limits, what: str) -> TenfoldError | None:
 
 def _ends_with_end_record(mf: Any, size: int) -> bool:
     """True when the file ends with a zip end record (its comment, up to 64 KiB, included)."""
-    n = min(size, 22 + 0xFFFF)
+    n = min(size, END.size + 0xFFFF)
     tail = mf.bytes(size - n, n, "zip end record")
-    at = tail.rfind(b"PK\x05\x06")
+    comment = END.offset("comment_length")
+    at = tail.rfind(END_SIG)
     while at >= 0:
-        if at + 22 <= n and at + 22 + _u16(tail, at + 20) == n:
+        if at + END.size <= n and at + END.size + _u16(tail, at + comment) == n:
             return True
-        at = tail.rfind(b"PK\x05\x06", 0, at)
+        at = tail.rfind(END_SIG, 0, at)
     return False
 
 
 def _record(mf: Any, off: int, size: int, sig: bytes) -> tuple[str, int | None]:
     """``(what, end)`` of the zip record at ``off`` as far as its fixed part tells (``end``
     past ``size`` when the file ends inside it), or ``end=None`` where the walk stops."""
-    fixed = {LOCAL_HEADER: 30, b"PK\x01\x02": 46, b"PK\x06\x06": 56, b"PK\x06\x07": 20,
-             b"PK\x05\x06": 22}.get(sig)  # fmt: skip
+    fixed = {LOCAL_HEADER: 30, b"PK\x01\x02": 46, END64_SIG: END64.size,
+             LOCATOR64_SIG: LOCATOR64.size, END_SIG: END.size}.get(sig)  # fmt: skip
     if fixed is None:
         return "", None
     part = "local header" if sig == LOCAL_HEADER else "zip directory"
@@ -246,10 +248,10 @@ def _record(mf: Any, off: int, size: int, sig: bytes) -> tuple[str, int | None]:
         return f"member {name!r}", off + 30 + n + e + csize
     if sig == b"PK\x01\x02":
         return part, off + 46 + _u16(head, 28) + _u16(head, 30) + _u16(head, 32)
-    if sig == b"PK\x06\x06":
-        return part, off + 12 + int.from_bytes(head[4:12], "little")
-    if sig == b"PK\x05\x06":
-        end = off + 22 + _u16(head, 20)
+    if sig == END64_SIG:  # its size field counts the bytes after the field itself
+        return part, off + 12 + int(np.frombuffer(head, END64.dtype, 1)["record_size"][0])
+    if sig == END_SIG:
+        end = off + END.size + int(np.frombuffer(head, END.dtype, 1)["comment_length"][0])
         return part, end if end > size else None
     return part, off + fixed
 
