@@ -27,10 +27,6 @@ FOREIGN: dict[str, str] = {
     "formats/taridx/_remote_reads.py: fs._cat_file": "fsspec's async API (coroutine of cat_file)",
     "formats/taridx/_remote_reads.py: fs._ls": "fsspec's async API (coroutine of ls)",
     "formats/taridx/_remote_reads.py: fs._strip_protocol": "fsspec: a URL as its filesystem's path",
-    "formats/npz/archive.py: zipfile._EndRecData": "the end record's own entry count (zipfile "
-    "ignores it, which would drop a damaged member silently)",
-    "formats/npz/archive.py: zipfile._ECD_ENTRIES_TOTAL": "a field of that end record",
-    "formats/npz/archive.py: zipfile._ECD_LOCATION": "a field of that end record",
     "formats/npz/archive.py: self._zip._lock": "the lock zipfile's member readers seek the "
     "shared file under (a seek of ours must hold it too)",
 }

@@ -1,7 +1,8 @@
 """The npz reader compares the end record's entry count with the entries zipfile found (a
-damaged entry must not drop a member silently). The count comes from zipfile's private
-``_EndRecData`` where a Python has it as expected, else from tenfold's own reader of the
-record (``_endrecord.read_end_record``): both must give the same answers."""
+damaged entry must not drop a member silently). The count comes from tenfold's own reader of
+the record (``_endrecord.read_end_record``), which must give the answers of zipfile's private
+``_EndRecData`` and must not need it: with it gone or changed, as a later Python may have it,
+npz files still read and a dropped member is still found."""
 
 from __future__ import annotations
 

@@ -2,9 +2,9 @@
 
 :mod:`zipfile` reads as many central-directory entries as fit before the end record and does
 not compare them with the record's own count, so :class:`~.archive.Archive` compares the two.
-zipfile's private reader of the end record (``zipfile._EndRecData``) gives the count; where a
-Python's zipfile no longer has it, or it answers in another shape, :func:`read_end_record`
-reads the record itself:
+:func:`read_end_record` reads the record as zipfile's own private reader of it
+(``zipfile._EndRecData``) does, giving the same answers (tests compare the two), without
+depending on a name a later Python may drop or change:
 
 - the end of central directory record (:data:`END`, 22 bytes) is the last 22 bytes when the
   archive has no comment, else the last ``PK\\x05\\x06`` in the 64 KiB before them, where zipfile
@@ -74,12 +74,15 @@ def read_end_record(f: Any) -> tuple[int, int] | None:
     size = f.seek(0, io.SEEK_END)
     if size < END.size:
         return None
-    back = min(size, END.size + _SEARCH)
+    back = END.size  # an archive without a comment: its last 22 bytes, one small read
     f.seek(size - back)
     tail = f.read(back)
-    if tail[-END.size :][:4] == END_SIG and tail[-2:] == b"\0\0":
-        at = len(tail) - END.size  # no comment
-    else:
+    if tail[:4] == END_SIG and tail[-2:] == b"\0\0":
+        at = 0
+    else:  # a comment (or bytes) after the record: the 64 KiB before the last 22 bytes
+        back = min(size, END.size + _SEARCH)
+        f.seek(size - back)
+        tail = f.read(back)
         at = tail.rfind(END_SIG)
         if at < 0 or at + END.size > len(tail):
             return None

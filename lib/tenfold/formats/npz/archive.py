@@ -65,27 +65,6 @@ _ARCHIVE_ERRORS = (
 )
 
 
-def _declared_entries(f: Any) -> tuple[int, int] | None:
-    """``(entries, offset of the end record)`` the archive in ``f`` declares (None: no end
-    record found): from zipfile's own reader of the record where this Python has it and it
-    answers as expected, else from :func:`._endrecord.read_end_record`."""
-    read = getattr(zipfile, "_EndRecData", None)
-    total = getattr(zipfile, "_ECD_ENTRIES_TOTAL", None)
-    where = getattr(zipfile, "_ECD_LOCATION", None)
-    if callable(read) and type(total) is int and type(where) is int:
-        end = read(f)
-        if end is None:
-            return None
-        if (
-            isinstance(end, list | tuple)
-            and len(end) > max(total, where)
-            and type(end[total]) is int
-            and type(end[where]) is int
-        ):
-            return end[total], end[where]
-    return read_end_record(f)
-
-
 def _zip_error(exc: Exception, fmt: str, where: str, zi: zipfile.ZipInfo) -> TenfoldError:
     cls = IntegrityError if "CRC" in str(exc) else FormatError
     return cls(
@@ -192,7 +171,7 @@ class Archive:
         infos = self._zip.infolist()
         # zipfile reads as many central-directory entries as fit before the end record and
         # ignores the record's own count: a damaged entry would silently drop a member
-        end = _declared_entries(self._f)
+        end = read_end_record(self._f)
         if end is not None and end[0] != len(infos):
             raise FormatError(
                 describe(
