@@ -32,21 +32,35 @@ How it judges (:func:`judge`). A benchmark is a regression only when all three h
    next to each other) is at least the threshold as well;
 3. the spreads do not overlap: HEAD's lower quartile is above BASE's upper quartile.
 
-and then the whole measurement is repeated (``2 * rounds - 1`` fresh rounds, with fresh worker
-processes) and must say so again (``confirm``).
+and then the whole measurement is repeated (``2 * rounds - 1`` fresh rounds, with
+:data:`CONFIRM_PROCESSES` fresh worker processes per side, a side's timing the fastest of its
+processes') and must say so again (``confirm``).
 
-Why a false alarm on unchanged code is very unlikely. With the same code on both sides the two
-samples of a round are exchangeable (the turns alternate, so neither side is systematically
-measured first), they come from the same fraction of a second (a load burst longer than a
-couple of timings lands on both), and each is the fastest of several timings, which removes
-most of what a loaded machine adds. Condition 2 needs at least half of the rounds (3 of 5 in
-``--quick``) to show HEAD 30% slower. Measured on the 2-core box this was written on (the same
-tree on both sides, five runs of the stable set, one-minute load 5.3-6.4 from about 8 other
-agents' test runs): 4 of 232 per-round ratios reached 1.3x, 1 of 174 for the kernels and 3 of 58
-for the TARIDX build and the zTensor open, which touch files. Taking p = 0.05 per round, a pass
-alarms with probability P(Binomial(5, p) >= 3) < 1.2e-3, and the confirming pass, 5 of 9 fresh
-rounds, P < 3.5e-5: about 4e-8 per benchmark and run (conditions 1 and 3 only make it
-smaller). A real 2x slowdown moves every round, so both passes see it.
+Every worker is pinned to one CPU (``--cpu``, default the lowest this process may use), the
+same for both sides. Why: on the shared 2-core virtual machines this runs on, a CPU can run
+everything about 1.5x slower for seconds at a time (the 4-bit pack at 51 or 72-79 us, the pax
+scan at 184 or 313 us, a pure-Python loop and a 16 KiB cache-resident pack alike; seen in 7 of
+40 fresh processes on a quiet box; memory copies barely change). Unpinned, the two workers
+often sit on different CPUs, so one side is slow and the other not for a whole pass, and a
+fresh pair of processes can land the same way again: CI failed on unchanged code like that
+(``time_pack_int`` x1.39, confirmed). Pinned, both sides take their turns on the same CPU and
+share its state. Measured (the same tree on both sides, 12 quick runs of the stable set each
+way, alternating, 480 rounds each): unpinned, 48 per-round ratios were 1.3x or more apart
+either way and the per-benchmark medians of the ratios ranged 0.65-1.75; pinned, 4 rounds and
+0.86-1.10. The confirming pass's several processes per side cover what belongs to one process
+rather than to the CPU (where its buffers landed, say): an unchanged HEAD is flagged only when
+all of its processes are slow at once.
+
+Why a false alarm on unchanged code is then unlikely. The two samples of a round come from the
+same CPU in the same fraction of a second (the turns alternate, so neither side is
+systematically measured first, and a load burst longer than a couple of timings lands on both),
+and each is the fastest of several timings, which removes most of what a loaded machine adds.
+Condition 2 needs at least half of the rounds (3 of 5 in ``--quick``) to show HEAD 30% slower;
+the confirming pass needs it again in 5 of 9 rounds of fresh processes. With pinning, 4 of 480
+rounds reached 1.3x either way (above); taking p = 0.01 per round as if rounds were independent,
+a pass alarms with probability below 1e-5. They are not quite independent (a slow state can
+outlast several rounds, which is how the unpinned gate failed), so the figure is a guide, not a
+bound. A real 2x slowdown moves every round, so both passes see it.
 
 ``--stored`` compares HEAD alone against the most recent stored asv result of the machine
 (``--machine``; default: the only machine stored): timings of another day and another load,
@@ -103,6 +117,8 @@ STABLE: tuple[tuple[str, tuple[Any, ...]], ...] = (
 #: without being preempted, and the fastest of several is one that did.
 QUICK = {"rounds": 5, "repeat": 7, "target": 0.002, "budget": 0.02}
 FULL = {"rounds": 9, "repeat": 15, "target": 0.004, "budget": 0.08}
+#: Worker processes per side in the confirming pass (see the module docstring).
+CONFIRM_PROCESSES = 4
 
 
 class UsageError(Exception):
@@ -199,6 +215,17 @@ def gate(
         if second["verdict"] != "regression":
             first["verdict"] = "ok"
     return first
+
+
+def fastest_of(samplers: Sequence[Callable[[], float]]) -> Callable[[], float]:
+    """One sampler from several (one per worker process): a timing from each, the fastest
+    kept. A process can sit in a slow state of its own for its whole life (see the module
+    docstring); a real slowdown is in every process of its build."""
+    if not samplers:
+        raise ValueError("fastest_of needs at least one sampler")
+    if len(samplers) == 1:
+        return samplers[0]
+    return lambda: min(s() for s in samplers)
 
 
 def best_time(fn: Callable[[], Any], number: int, repeat: int) -> float:
@@ -317,7 +344,8 @@ def _check_build(root: str) -> dict[str, Any]:
             missing.append(fam)
     if missing:
         raise RuntimeError(f"build {root} lacks compiled kernels: {', '.join(missing)}")
-    return {"tenfold": where, "version": getattr(tenfold, "__version__", "?")}
+    cpus = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None
+    return {"tenfold": where, "version": getattr(tenfold, "__version__", "?"), "cpus": cpus}
 
 
 def worker_main(root: str, bench_dir: str) -> int:
@@ -357,7 +385,7 @@ def _serve(benches: Benchmarks, root: str, req: dict[str, Any]) -> dict[str, Any
 class Worker:
     """A worker process importing tenfold from ``root``."""
 
-    def __init__(self, root: Path, python: str, bench_dir: Path) -> None:
+    def __init__(self, root: Path, python: str, bench_dir: Path, cpu: int | None = None) -> None:
         env = {k: v for k, v in os.environ.items() if k != "TENFOLD_PUREPYTHON"}
         env["PYTHONPATH"] = str(root)
         self.cwd = tempfile.mkdtemp(prefix="tenfold-gate-w-")  # nothing importable from cwd
@@ -369,6 +397,8 @@ class Worker:
             env=env,
             cwd=self.cwd,
         )
+        if cpu is not None:
+            os.sched_setaffinity(self.proc.pid, {cpu})
         self.info = self.ask(op="hello")
 
     def ask(self, **req: Any) -> dict[str, Any]:
@@ -394,6 +424,8 @@ class Worker:
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
+        if self.proc.stdout:
+            self.proc.stdout.close()
         shutil.rmtree(self.cwd, ignore_errors=True)
 
 
@@ -577,50 +609,63 @@ def _label(name: str, params: Sequence[Any]) -> str:
 
 
 class Pair:
-    """The two workers of a comparison, restartable (the confirming pass gets fresh ones)."""
+    """The workers of a comparison, restartable: the first pass has one process per side, the
+    confirming pass :data:`CONFIRM_PROCESSES` fresh ones per side, each side's timing the
+    fastest of its processes' (see :func:`fastest_of`)."""
 
     def __init__(self, base: dict[str, Any], head: dict[str, Any], args: argparse.Namespace):
         self.roots = (Path(base["root"]), Path(head["root"]))
         self.args = args
-        self.old: Worker | None = None
-        self.new: Worker | None = None
+        self.olds: list[Worker] = []
+        self.news: list[Worker] = []
         self.calibration: dict[str, Any] = {}
         self.start()
 
-    def start(self) -> None:
+    @property
+    def old(self) -> Worker | None:
+        return self.olds[0] if self.olds else None
+
+    @property
+    def new(self) -> Worker | None:
+        return self.news[0] if self.news else None
+
+    def start(self, per_side: int = 1) -> None:
         self.close()
         python, bench_dir = self.args.python, Path(self.args.bench_dir)
-        self.old = Worker(self.roots[0], python, bench_dir)
-        self.new = Worker(self.roots[1], python, bench_dir)
+        for _ in range(per_side):
+            self.olds.append(Worker(self.roots[0], python, bench_dir, self.args.cpu))
+            self.news.append(Worker(self.roots[1], python, bench_dir, self.args.cpu))
 
     def close(self) -> None:
-        for w in (self.old, self.new):
-            if w is not None:
-                w.close()
-        self.old = self.new = None
+        for w in self.olds + self.news:
+            w.close()
+        self.olds, self.news = [], []
 
     def samplers(
         self, name: str, params: tuple[Any, ...]
     ) -> tuple[Callable[[], float], Callable[[], float]]:
         """Each side calibrated on its own (so that the timings of both last about the same,
-        and a slower side is not more exposed to preemption); one timing per call."""
-        assert self.old is not None and self.new is not None
+        and a slower side is not more exposed to preemption); one timing per call (per
+        process, when a side has several)."""
+        assert self.olds and self.news
         a = self.args
         cal = dict(op="calibrate", name=name, params=params, target=a.target)
-        co = self.old.ask(**cal, repeat=a.repeat, budget=a.budget)
-        cn = self.new.ask(**cal, repeat=a.repeat, budget=a.budget)
+        co = self.olds[0].ask(**cal, repeat=a.repeat, budget=a.budget)
+        cn = self.news[0].ask(**cal, repeat=a.repeat, budget=a.budget)
+        for w in self.olds[1:] + self.news[1:]:  # set up and warmed like the first
+            w.ask(**cal, repeat=a.repeat, budget=a.budget)
         self.calibration = {"number": [co["number"], cn["number"]]}
         self.calibration["repeat"] = max(co["repeat"], cn["repeat"])
         req = dict(op="sample", name=name, params=params, repeat=1)
-        old, new = self.old, self.new
-        return (
-            lambda: old.ask(**req, number=co["number"])["t"],
-            lambda: new.ask(**req, number=cn["number"])["t"],
-        )
+
+        def side(workers: list[Worker], number: int) -> Callable[[], float]:
+            return fastest_of([lambda w=w: w.ask(**req, number=number)["t"] for w in workers])
+
+        return side(self.olds, co["number"]), side(self.news, cn["number"])
 
     def fresh(self, name: str, params: tuple[Any, ...]) -> Callable[[], Any]:
         def restart() -> tuple[Callable[[], float], Callable[[], float]]:
-            self.start()
+            self.start(CONFIRM_PROCESSES)
             return self.samplers(name, params)
 
         return restart
@@ -750,6 +795,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--target", type=float, help="seconds per timing (calibration)")
     p.add_argument("--budget", type=float, help="least seconds per sample (more timings)")
     p.add_argument("--threshold", type=float, default=1.3)
+    p.add_argument(
+        "--cpu",
+        default="auto",
+        help="the CPU every worker is pinned to: a number, 'auto' (the lowest this process may "
+        "use) or 'none' (not pinned)",
+    )
     p.add_argument("--stored-threshold", type=float, default=2.0)
     p.add_argument("--json", metavar="FILE", help="write the report as JSON ('-': stdout)")
     p.add_argument("--python", default=sys.executable, help="interpreter for builds and workers")
@@ -762,6 +813,24 @@ def _parser() -> argparse.ArgumentParser:
         help="where builds of git revisions are kept (one folder per commit)",
     )
     return p
+
+
+def _pick_cpu(spec: str | int | None) -> int | None:
+    """The CPU to pin the workers to (see the module docstring), or None."""
+    if spec is None or isinstance(spec, int):
+        return spec
+    if spec == "none" or not hasattr(os, "sched_setaffinity"):
+        return None
+    allowed = sorted(os.sched_getaffinity(0))
+    if spec == "auto":
+        return allowed[0]
+    try:
+        cpu = int(spec)
+    except ValueError:
+        raise UsageError(f"--cpu {spec!r}: a CPU number, 'auto' or 'none'") from None
+    if cpu not in allowed:
+        raise UsageError(f"--cpu {cpu}: not one of the CPUs this process may use {allowed}")
+    return cpu
 
 
 def _loadavg() -> list[float] | None:
@@ -778,6 +847,7 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
             setattr(args, key, val)
     if args.rounds < 3 or args.repeat < 1:
         raise UsageError("--rounds must be at least 3 and --repeat at least 1")
+    args.cpu = _pick_cpu(args.cpu)
     if (args.base is None) == (args.stored is None):
         raise UsageError("give BASE and HEAD, or --stored DIR and HEAD")
     if args.stored is not None and not Path(args.stored).is_dir():
@@ -802,6 +872,7 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
         "head": head,
         "stored": args.stored,
         "fallback": fallback,
+        "cpu": args.cpu,
         "threshold": args.stored_threshold if args.stored else args.threshold,
         "rounds": args.rounds,
         "repeat": args.repeat,
@@ -816,9 +887,12 @@ def _measure(args: argparse.Namespace) -> dict[str, Any]:
             if base is not None:
                 pair = Pair(base, head, args)
             else:
-                alone = Worker(Path(head["root"]), args.python, Path(args.bench_dir))
+                alone = Worker(Path(head["root"]), args.python, Path(args.bench_dir), args.cpu)
         except RuntimeError as exc:
             raise UsageError(str(exc)) from exc
+        first = pair.old if pair is not None else alone
+        assert first is not None
+        report["worker_cpus"] = first.info.get("cpus")
         rows = _run_pairs(args, pair) if pair is not None else _run_stored(args, alone)
         for row in rows:
             _print_row(row)
