@@ -189,17 +189,33 @@ def main() -> None:
     with open(os.path.join(out, f"{mode}-{world}-{rank}.ok"), "w") as f:
         f.write("ok")
     dist.barrier()
+    if mode == "asave":
+        release_dtensor_caches()
     dist.destroy_process_group()
     left = gloo_threads()
     with open(os.path.join(out, f"{mode}-{world}-{rank}.gloo"), "w") as f:
         f.write(str(left))
     if left > 0:
-        # after dcp.async_save, which keeps the group alive (torch 2.13, with torch's own
-        # storage too; the tests ask no other mode to): finalizing the interpreter with its
-        # threads running can abort the process; everything this rank had to do is done
+        # something still holds the group (the test fails on the count): finalizing the
+        # interpreter with its threads running can abort the process, and everything this rank
+        # had to do is done, so leave without finalizing
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)
+
+
+def release_dtensor_caches() -> None:
+    """Let go of the DeviceMesh that torch's DTensor sharding-propagation caches hold.
+
+    dcp.async_save stages the state with DTensor operations on this thread; torch caches the
+    sharding of each operation (its C++ fast-path cache), and the cached specs hold the mesh,
+    whose groups then outlive ``destroy_process_group()`` and abort the process at exit (torch
+    2.13: the cache is freed after the interpreter has begun to finalize). torch's debug module
+    clears both caches (a private helper; the docs show the same line)."""
+    from torch.distributed.tensor import debug
+
+    debug._clear_sharding_prop_cache()
+    gc.collect()
 
 
 def gloo_threads() -> int:
