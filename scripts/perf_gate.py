@@ -219,8 +219,8 @@ def gate(
 
 def fastest_of(samplers: Sequence[Callable[[], float]]) -> Callable[[], float]:
     """One sampler from several (one per worker process): a timing from each, the fastest
-    kept. A process can sit in a slow state of its own for its whole life (see the module
-    docstring); a real slowdown is in every process of its build."""
+    kept. A process can be slow for a reason of its own for its whole life (where its buffers
+    landed, say); a real slowdown is in every process of its build."""
     if not samplers:
         raise ValueError("fastest_of needs at least one sampler")
     if len(samplers) == 1:
@@ -701,6 +701,8 @@ def _run_pairs(args: argparse.Namespace, pair: Pair) -> Iterator[dict[str, Any]]
             )
         except RuntimeError as exc:
             res = {"verdict": "error", "error": str(exc)}
+        if len(pair.olds) > 1:  # after a confirming pass: one process per side again
+            pair.start()
         yield row | res
 
 

@@ -225,6 +225,31 @@ def test_confirming_workers_are_fresh_pinned_and_several(tmp_path):
         pair.close()
 
 
+def test_after_a_confirming_pass_the_next_benchmark_has_one_process_per_side(monkeypatch):
+    root = _built_root()
+    args = pg._parser().parse_args([str(root), str(root), "--quick", "--bench", "RSSuite"])
+    for key, val in pg.QUICK.items():
+        setattr(args, key, val)
+    args.cpu = pg._pick_cpu(args.cpu)
+    sides = []
+
+    def confirming_gate(old, new, rounds, threshold, fresh, repeat):
+        sides.append((len(pair.olds), len(pair.news)))
+        fresh()  # as gate() does for a first pass that found a regression
+        sides.append((len(pair.olds), len(pair.news)))
+        return {"verdict": "ok", "confirm": {}}
+
+    monkeypatch.setattr(pg, "gate", confirming_gate)
+    spec = {"root": str(root)}
+    pair = pg.Pair(spec, spec, args)
+    try:
+        rows = list(pg._run_pairs(args, pair))
+    finally:
+        pair.close()
+    n = pg.CONFIRM_PROCESSES
+    assert len(rows) == 2 and sides == [(1, 1), (n, n), (1, 1), (n, n)]
+
+
 def test_interleave_alternates_single_timings():
     calls = []
 
