@@ -126,7 +126,8 @@ def add_diff(sub: Any) -> None:
     p.add_argument("--all", action="store_true", help="list identical tensors in the table too")
     add_quiet(p, "print nothing: the exit status only")
     add_json(p, DIFF)
-    p.set_defaults(func=cmd_diff, inputs=("a", "b"))
+    # 1 means "different" here: an input that cannot be read (empty, say) is trouble, 2
+    p.set_defaults(func=cmd_diff, inputs=("a", "b"), error_status=2)
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

@@ -320,7 +320,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     except TenfoldError as exc:
         _error(_naming_file(exc, getattr(args, "file", None)))
-        return 1
+        return int(getattr(args, "error_status", 1))  # diff: 1 is "different"
     except ImportError as exc:  # an optional package imported without core.optional.require
         _error(f"this needs the package {exc.name or exc}, which is not installed")
         return 2

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -60,6 +61,8 @@ COMMANDS = {
     "apply delta": ["apply", "{demo}/demo.wtxt", "{}", "{out}/a.wtxt"],
     "wsum": ["wsum", "{}"],
     "recover": ["recover", "{}"],
+    "diff a": ["diff", "{}", "{demo}/demo.zt"],
+    "diff b": ["diff", "{demo}/demo.zt", "{}"],
     "wverify": ["wverify", "{}"],
     "wverify --public-key": ["wverify", "{demo}/demo.wtxt", "--public-key", "{}"],
     "wverify --hmac-key-file": ["wverify", "{demo}/demo.wtxt", "--hmac-key-file", "{}"],
@@ -101,6 +104,8 @@ def test_bad_input_file(command, kind, demo, tmp_path, capsys):
     argv = [a.format(bad, demo=demo, out=out) for a in COMMANDS[command]]
     code, err = _run(argv, capsys)
     status, says = EXPECT[kind]
+    if command.startswith("diff"):
+        status = 2  # diff's 1 means "different": an unreadable input is trouble (2) there
     assert code == status, err
     assert says in _one_line(err) and bad in err
     assert os.listdir(out) == []  # nothing written
@@ -248,3 +253,23 @@ def test_errors_name_the_input_file(tmp_path, capsys):
     assert main(["inspect", str(p)]) == 1
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith(f"tenfold: error: {p}: "), err
+
+
+@pytest.mark.parametrize("what", ["zt", "random", "delta"])
+def test_recover_refuses_what_is_not_a_wtxt_snapshot(what, demo, tmp_path, capsys):
+    # before: no output, exit 0 and '"ok": true', as if an intact snapshot had been read
+    if what == "zt":
+        bad = str(demo / "demo.zt")
+    elif what == "random":
+        bad = str(tmp_path / "rand.bin")
+        Path(bad).write_bytes(np.random.default_rng(3).integers(0, 256, 3000, np.uint8).tobytes())
+    else:
+        bad = str(tmp_path / "d.wtxtdelta")
+        assert main(["delta", str(demo / "demo.wtxt"), str(demo / "demo.wtxt"), bad]) == 0
+        capsys.readouterr()
+    out = tmp_path / "o.safetensors"
+    for extra in ([], ["--json"], ["-o", str(out)]):
+        code, err = _run(["recover", bad, *extra], capsys)
+        assert code == 1 and bad in _one_line(err)
+        assert ("DELTA" if what == "delta" else "not a WTXT snapshot") in err
+        assert not out.exists()

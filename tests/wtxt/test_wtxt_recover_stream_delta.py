@@ -52,6 +52,17 @@ def test_recover_returns_intact_arrays_and_lines(tmp_path):
     assert not r.ok and any(f"line {bad_line}" in f.obj for f in r.errors)
 
 
+def test_recover_refuses_a_file_that_is_not_wtxt():
+    with pytest.raises(FormatError, match="not a WTXT snapshot") as e:
+        wtxt.recover(b"ZTEN0001" + bytes(200))
+    assert e.value.line == 1 and "'ZTEN0001" in str(e.value)
+    with pytest.raises(FormatError, match="DELTA"):
+        wtxt.recover(b"WTXT-DELTA 2 base=x\n")
+    # a damaged magic line alone does not stop recovery when the arrays are there
+    # (test_recover_returns_intact_arrays_and_lines); a snapshot of no array is intact
+    assert wtxt.recover(b"WTXT 1\nendwtxt\n").ok
+
+
 def test_recover_clean_file(tmp_path):
     p = write(tmp_path / "a.wtxt")
     rec = wtxt.recover(p)

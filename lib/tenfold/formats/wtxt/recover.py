@@ -15,9 +15,9 @@ from ... import _kernels
 from ...core.bounds import checked_numel
 from ...core.checksums import crc32c
 from ...core.mapped import MappedFile
-from ...errors import TenfoldError
+from ...errors import FormatError, TenfoldError, TruncatedError
 from . import _spec as S
-from ._text import fields
+from ._text import err, fields
 from .codec import kernel_error
 
 __all__ = ["recover", "recover_data", "Recovery", "Damage"]
@@ -112,10 +112,35 @@ class _Recoverer:
         self.damage: list[Damage] = []
 
     def run(self) -> Recovery:
-        i, n = 0, len(self.lines)
+        if self.lines and self.lines[0].startswith(S.DELTA_PREFIX):
+            raise err(FormatError, 1, 0, "this is a DELTA file; recover reads snapshots")
+        i, n, seen = 0, len(self.lines), False
         while i < n:
-            i = self._array(i) if self.lines[i].startswith(b"arr ") else i + 1
+            if self.lines[i].startswith(b"arr "):
+                seen = True
+                i = self._array(i)
+            else:
+                i += 1
+        if not seen:
+            self._refuse_non_wtxt()
         return Recovery(self.arrays, self.partial, self.damage)
+
+    def _refuse_non_wtxt(self) -> None:
+        """No ``arr`` line anywhere: unless line 1 is the WTXT magic (a snapshot holding no
+        array), this is not a WTXT snapshot, and "nothing damaged" would be a false report."""
+        first = self.lines[0] if self.lines else b""
+        if first == b"WTXT 1":
+            return
+        if not self.lines:
+            raise err(TruncatedError, 1, 0, "empty file; expected 'WTXT 1'")
+        raise err(
+            FormatError,
+            1,
+            0,
+            "not a WTXT snapshot: no 'WTXT 1' line 1 and no 'arr' line to recover",
+            expected="'WTXT 1'",
+            got=repr(first[:16].decode("latin-1")),
+        )
 
     def _fields(self, i: int, tag: str, spec: Any) -> dict[str, str]:
         return fields(self.lines[i].decode("ascii"), tag, spec, i + 1, self.starts[i])
