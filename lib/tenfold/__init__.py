@@ -207,5 +207,8 @@ def save(
         save_sharded(path, tensors, max_shard_size, format, checksum=checksum, **options)
         return
     from ._dispatch import save_one
+    from .sharded import replace_layout
 
     save_one(path, tensors, format, checksum=checksum, **options)
+    if isinstance(path, (str, os.PathLike)):
+        replace_layout(path, [os.fspath(path)])  # an earlier sharded save to path: gone

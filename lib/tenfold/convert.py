@@ -271,6 +271,10 @@ def convert(
                          fsync=fsync, metadata=md)  # fmt: skip
             return len(s.names)
         _write(target, dst, s, md, progress, **opts)
+        if isinstance(dst, (str, os.PathLike)):
+            from .sharded import replace_layout
+
+            replace_layout(dst, [os.fspath(dst)])  # an earlier sharded save to dst: gone
         return len(s.names)
 
 

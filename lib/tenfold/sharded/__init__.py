@@ -16,7 +16,8 @@ beside its shards) opens the same way.
 * :func:`save` splits a ``dict`` of arrays as ``huggingface_hub`` does: tensors in order, a
   new shard when the next tensor would take the current one past ``max_shard_size``, a
   tensor larger than that alone in its shard; a model that fits in one shard is one plain
-  file (no index). Every file is written atomically, the index last.
+  file (no index). Every file is written atomically, the index last; then what an earlier
+  save to the same path left in another layout goes (:func:`replace_layout`).
 * :func:`open` returns a :class:`ShardedReader`: one read-only ``Mapping`` over every
   shard's tensors with the reader protocol of :mod:`tenfold.core.reader`, opening each
   shard on first use.
@@ -59,6 +60,7 @@ from ._source import open_source as open_source
 from ._source import write_source as write_source
 from ._write import demo as demo
 from ._write import parse_size, plan, save, shard_paths
+from ._write import replace_layout as replace_layout
 from ._write import write as write
 
 __all__ = [

@@ -120,6 +120,7 @@ def write(
     groups = plan([(n, sizes[n]) for n in names], limit)
     if len(groups) == 1:
         write_one(os.fspath(path), groups[0])
+        replace_layout(path, [os.fspath(path)])
         return [os.fspath(path)]
     paths, index = shard_paths(path, len(groups))
     weight_map: dict[str, str] = {}
@@ -127,7 +128,44 @@ def write(
         write_one(p, group)
         weight_map.update((n, os.path.basename(p)) for n in group)
     _write_index(index, weight_map, sum(sizes[n] for n in names), fsync, metadata)
+    replace_layout(path, paths + [index])
     return paths + [index]
+
+
+def replace_layout(path: str | os.PathLike[str], written: list[str]) -> None:
+    """After a checkpoint was saved to ``path`` as ``written`` (the one file ``path``, or its
+    shards and index), remove what an earlier save to the same ``path`` left that is not part
+    of it: the index ``<path>.index.json`` and the shards it names after a one-file save; the
+    one file ``path`` after a sharded save; and, either way, shards named after ``path``
+    (``<stem>-NNNNN-of-NNNNN<ext>``) that the new save did not write (an earlier save into
+    more shards). Left in place, they would still be served: the old index by
+    :func:`tenfold.open`, the old file by loaders that look for it before an index.
+
+    Only files named after ``path`` are removed (a shard the old index names otherwise stays),
+    the index first, so that no reader finds an index whose shards are going; a local
+    ``path`` only (a remote one is left as it is)."""
+    from ..core.source import is_remote
+
+    if is_remote(path):
+        return
+    p = os.fspath(path)
+    keep = {os.path.abspath(w) for w in written}
+    index = p + INDEX_SUFFIX
+    sharded = os.path.abspath(index) in keep
+    had_index = not sharded and os.path.isfile(index)
+    if had_index:
+        os.unlink(index)
+    if sharded and (os.path.isfile(p) or os.path.islink(p)):
+        os.unlink(p)  # (a link: the name goes, not what it points to)
+    if not (sharded or had_index):
+        return  # a one-file save with no index beside it: no shard of it can be served
+    folder = os.path.dirname(os.path.abspath(p))
+    stem, ext = os.path.splitext(os.path.basename(p))
+    shard = re.compile(re.escape(stem) + r"-\d{5}-of-\d{5}" + re.escape(ext))
+    for name in os.listdir(folder):
+        full = os.path.join(folder, name)
+        if shard.fullmatch(name) and full not in keep and not os.path.isdir(full):
+            os.unlink(full)
 
 
 def save(
