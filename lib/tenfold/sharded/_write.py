@@ -135,13 +135,13 @@ def write(
 def replace_layout(path: str | os.PathLike[str], written: list[str]) -> None:
     """After a checkpoint was saved to ``path`` as ``written`` (the one file ``path``, or its
     shards and index), remove what an earlier save to the same ``path`` left that is not part
-    of it: the index ``<path>.index.json`` and the shards it names after a one-file save; the
-    one file ``path`` after a sharded save; and, either way, shards named after ``path``
-    (``<stem>-NNNNN-of-NNNNN<ext>``) that the new save did not write (an earlier save into
-    more shards). Left in place, they would still be served: the old index by
-    :func:`tenfold.open`, the old file by loaders that look for it before an index.
+    of it: the index ``<path>.index.json`` after a one-file save; the one file ``path`` after
+    a sharded save; and in both cases (when there was or is an index) the shards named after
+    ``path`` (``<stem>-NNNNN-of-NNNNN<ext>``) that the new save did not write. Left in place,
+    they would still be served: the old index by :func:`tenfold.open`, the old file by
+    loaders that look for it before an index.
 
-    Only files named after ``path`` are removed (a shard the old index names otherwise stays),
+    Only files named after ``path`` are removed (a shard an old index names otherwise stays),
     the index first, so that no reader finds an index whose shards are going; a local
     ``path`` only (a remote one is left as it is)."""
     from ..core.source import is_remote
