@@ -1,10 +1,15 @@
 """Random access to the samples of a split: :class:`Dataset` and :class:`EpochSampler`.
 
 ``Dataset(root, split)`` opens ``<root>/<split>.taridx`` and serves ``ds[i]`` (sample ``i`` in
-order of its first row) and ``ds.get(stem)`` as ``{extension: buffer}``. Local shards are
+order of its first row) and ``ds.get(stem)`` as ``{extension: payload}``. Local shards are
 memory-mapped lazily, at most ``max_open`` at once per process (least recently used closed
-first), and each buffer is a read-only ``memoryview`` of the map (zero copy; it keeps the map
-alive). Remote roots (any fsspec URL: ``http://``, ``s3://``, ``memory://`` ...) are read with
+first). Payloads are ``bytes`` by default, as webdataset's are: a sample pickles, so it
+crosses the process boundary of a ``DataLoader`` worker, and PyTorch's default collate keeps a
+batch of them as a list. ``payload="memoryview"`` gives read-only views of the map instead
+(zero copy; each keeps the map alive), for use in the process that read them: a memoryview
+cannot be pickled, so such a dataset refuses to serve samples in a DataLoader worker.
+
+Remote roots (any fsspec URL: ``http://``, ``s3://``, ``memory://`` ...) are read with
 range requests: ``ds[i]`` fetches one range per shard of the sample, and ``ds.__getitems__(batch)``
 (what PyTorch's ``DataLoader`` calls for a batch) one ``cat_ranges`` call for the whole batch,
 neighbouring rows merged into one range.
@@ -21,6 +26,7 @@ import collections
 import operator
 import os
 import re
+import sys
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -42,7 +48,16 @@ from .build import shard_paths, stale_shard
 from .reader import Index
 from .sampler import EpochSampler, epoch_order, index_fingerprint
 
-__all__ = ["Dataset", "EpochSampler", "epoch_order"]
+__all__ = ["PAYLOADS", "Dataset", "EpochSampler", "epoch_order"]
+
+#: what ``Dataset(payload=...)`` accepts: payloads as ``bytes`` (pickle) or zero-copy views
+PAYLOADS = ("bytes", "memoryview")
+
+
+def _in_torch_worker() -> bool:
+    """This process is a PyTorch DataLoader worker (torch is imported here only if it is)."""
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and data.get_worker_info() is not None
 
 
 _LIVE: weakref.WeakSet[Dataset] = weakref.WeakSet()
@@ -69,7 +84,15 @@ class Dataset(Batches):
     extensions
         Only these extensions are returned (default: all of the sample's).
     decoders
-        ``{extension: callable(buffer) -> value}`` applied to those extensions.
+        ``{extension: callable(payload) -> value}`` applied to those extensions (the callable
+        gets the payload as ``payload`` says: ``bytes`` by default).
+    payload
+        ``"bytes"`` (default): each payload is copied out of the shard as ``bytes``, which
+        pickle (DataLoader workers under fork, spawn or forkserver) and which PyTorch's
+        default collate keeps as they are. ``"memoryview"``: read-only zero-copy views of the
+        memory-mapped shard (remote: of the fetched buffer), for in-process use only; they
+        cannot be pickled, and PyTorch's collate would take one for a sequence of ints, so
+        reading a sample in a DataLoader worker process is a ``ValueError`` saying so.
     index
         Index path or URL (default ``<root>/<split>.taridx``), or the index file's bytes
         (then shards are checked by their headers only: there is no index time to compare
@@ -142,7 +165,12 @@ class Dataset(Batches):
         calibrate: bool = True,
         cache_bytes: int = 256 << 20,
         limits: Limits = DEFAULT_LIMITS,
+        payload: str = "bytes",
     ) -> None:
+        if payload not in PAYLOADS:
+            raise ValueError(f"{FMT}: payload must be one of {PAYLOADS}, got {payload!r}")
+        #: ``"bytes"`` or ``"memoryview"``: the type of each payload of a sample
+        self.payload = payload
         self.root = os.fspath(root).rstrip("/") if is_url(os.fspath(root)) else os.fspath(root)
         split = self.split = required_split(split, fold, "Dataset")
         self.extensions = None if extensions is None else [e.lower() for e in extensions]
@@ -342,6 +370,8 @@ class Dataset(Batches):
             self._rows_of = rc.rows
             self._check_sample = rc.sample if self.verify_headers and not self.remote else None
             self._mismatch = ts.HeaderMismatch
+            self._copy = self.payload == "bytes"
+            self._views_refused = not self._copy and _in_torch_worker()
         return self._idx
 
     def fingerprint(self) -> str:
@@ -447,6 +477,8 @@ class Dataset(Batches):
         if rows_of is None:
             self._index()
             rows_of = self._rows_of
+        if self._views_refused:
+            raise self._no_views()
         n = self._len
         i = operator.index(i)
         if i < 0:
@@ -487,12 +519,18 @@ class Dataset(Batches):
             end = start + size
             if end > len(mv):
                 raise self._past_end(fid, start - BLOCK, size, len(mv))
-            out[names[extid]] = mv[start:end]
+            out[names[extid]] = mv[start:end].tobytes() if self._copy else mv[start:end]
         if self.decoders:
             for ext, fn in self.decoders.items():
                 if ext in out:
                     out[ext] = fn(out[ext])
         return out
+
+    def _no_views(self) -> ValueError:
+        return ValueError(
+            f"{FMT}: Dataset(payload='memoryview') in a DataLoader worker process: memoryviews "
+            "cannot be pickled back to the main process; use payload='bytes' (the default)"
+        )
 
     def _verify_rows(self, mv: memoryview, i: int, fid: int) -> None:
         """The kernel's quick answer for sample ``i``'s rows in shard ``fid`` was not "yes" for
