@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import operator
 import os
-import re
 import sys
 import warnings
 import weakref
@@ -43,7 +42,7 @@ from ._members import member_problem
 from ._remote import LinkModel, info_etag, info_mtime_ns
 from ._remote_reads import get_index, is_url
 from ._spec import BLOCK, FMT, E
-from ._split import required_split
+from ._split import required_split, select_shards
 from .build import shard_paths, stale_shard
 from .reader import Index
 from .sampler import EpochSampler, epoch_order, index_fingerprint
@@ -78,7 +77,7 @@ class Dataset(Batches):
     Parameters
     ----------
     root
-        Directory (or fsspec URL) holding the shards ``<split>_<id>.tar``.
+        Directory (or fsspec URL) holding the shards ``<split>_<id>.tar`` (or ``<split>-<id>.tar``).
     split
         Split name (``fold=`` is its old name, deprecated).
     extensions
@@ -290,21 +289,21 @@ class Dataset(Batches):
     def _list_shards(self, listed: Any = None) -> list[str]:
         if not self.remote:
             return [p.name for p in shard_paths(self.root, self.split)]
-        pat = re.compile(re.escape(self.split) + r"_[0-9]+\.tar")
-        found: dict[str, dict[str, Any]] = {}
+        infos: dict[str, dict[str, Any]] = {}
         if listed is None:
             listed = self._filesystem().ls(self.root, detail=True)
         for p in listed:
             info = p if isinstance(p, Mapping) else {"name": p}
-            name = os.path.basename(str(info.get("name", "")).rstrip("/"))
-            if pat.fullmatch(name):
-                found[name] = dict(info)
-                etag = info_etag(info)
-                if etag is not None:
-                    self.etags[name] = etag
+            infos[os.path.basename(str(info.get("name", "")).rstrip("/"))] = dict(info)
+        names = select_shards(self.split, infos, self.root)
+        found = {name: infos[name] for name in names}
+        for name, info in found.items():
+            etag = info_etag(info)
+            if etag is not None:
+                self.etags[name] = etag
         self.listing = found
         self._listed_here = True
-        return sorted(found)
+        return names
 
     def _index(self) -> Index:
         self._check_pid()
