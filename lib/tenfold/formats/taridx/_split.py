@@ -43,7 +43,7 @@ def select_shards(split: str, names: Iterable[str], where: str) -> list[str]:
 
 def shards_wanted(split: str, where: str) -> str:
     """The message when ``where`` holds no shard of ``split``."""
-    msg = describe(FMT, f"no shards {split}_<id>.tar or {split}-<id>.tar in {where}")
+    msg: str = describe(FMT, f"no shards {split}_<id>.tar or {split}-<id>.tar in {where}")
     if split[-1:] in ("_", "-") and split[:-1]:
         msg = f"{msg} (the split is the name before the separator: {split[:-1]!r})"
     return msg
