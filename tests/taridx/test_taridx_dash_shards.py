@@ -74,3 +74,12 @@ def test_remote_listing_takes_dash_named_shards(tmp_path):
     ds = tx.Dataset("memory://taridx-dash", "train")
     assert ds.shards == ["train-000000.tar", "train-000001.tar"]
     assert ds.get("000003") == {"jpg": bytes([1, 1]) * 40, "cls": b"1"}
+
+
+def test_sample_by_key(tmp_path):
+    _shards(tmp_path, "-", n=2)
+    tx.build(tmp_path, "train", show_progress=False)
+    with tx.Dataset(tmp_path, "train") as ds:
+        assert ds["000001"] == ds.get("000001") == ds[1] == {"jpg": bytes([0, 1]) * 40, "cls": b"1"}
+        with pytest.raises(KeyError, match="nope"):
+            ds["nope"]

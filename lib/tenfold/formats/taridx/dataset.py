@@ -471,7 +471,14 @@ class Dataset(Batches):
             )
         )
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
+    def __getitem__(self, i: int | str) -> dict[str, Any]:
+        """Sample number ``i``, or the sample named ``i`` when it is a ``str`` (a stem; one
+        the split lacks is a ``KeyError``, as for a dict; ``get`` gives a default instead)."""
+        if isinstance(i, str):
+            j = int(self._index().lookup([i])[0])
+            if j < 0:
+                raise KeyError(i)
+            i = j
         rows_of = self._rows_of
         if rows_of is None:
             self._index()
