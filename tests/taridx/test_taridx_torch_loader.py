@@ -55,6 +55,7 @@ SCRIPT = textwrap.dedent(
         want = build(root)
         if case == "views":  # the zero-copy opt-in refuses to serve a worker, loudly
             ds = tx.Dataset(root, "train", payload="memoryview")
+            assert type(ds[0]["jpg"]) is memoryview  # read here first: a fork keeps that state
             try:
                 list(loader(ds, ctx, batch_size=4, collate_fn=ident))
             except ValueError as e:

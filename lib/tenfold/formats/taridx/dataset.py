@@ -25,7 +25,6 @@ from __future__ import annotations
 import collections
 import operator
 import os
-import sys
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -37,7 +36,7 @@ from ... import _kernels
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...core.mapped import MappedFile
 from ...errors import TruncatedError, describe
-from ._batches import Batches
+from ._batches import Batches, in_torch_worker
 from ._members import member_problem
 from ._remote import LinkModel, info_etag, info_mtime_ns
 from ._remote_reads import get_index, is_url
@@ -51,12 +50,6 @@ __all__ = ["PAYLOADS", "Dataset", "EpochSampler", "epoch_order"]
 
 #: what ``Dataset(payload=...)`` accepts: payloads as ``bytes`` (pickle) or zero-copy views
 PAYLOADS = ("bytes", "memoryview")
-
-
-def _in_torch_worker() -> bool:
-    """This process is a PyTorch DataLoader worker (torch is imported here only if it is)."""
-    data = sys.modules.get("torch.utils.data")
-    return data is not None and data.get_worker_info() is not None
 
 
 _LIVE: weakref.WeakSet[Dataset] = weakref.WeakSet()
@@ -223,6 +216,8 @@ class Dataset(Batches):
     # -- per-process state --------------------------------------------------------------------
     def _reset(self) -> None:
         self._pid = os.getpid()
+        #: payloads copied out as bytes (else the zero-copy views of ``payload="memoryview"``)
+        self._copy = self.payload == "bytes"
         self._idx: Index | None = None
         self._fs: Any = None
         self._rows: np.ndarray | None = None
@@ -369,8 +364,6 @@ class Dataset(Batches):
             self._rows_of = rc.rows
             self._check_sample = rc.sample if self.verify_headers and not self.remote else None
             self._mismatch = ts.HeaderMismatch
-            self._copy = self.payload == "bytes"
-            self._views_refused = not self._copy and _in_torch_worker()
         return self._idx
 
     def fingerprint(self) -> str:
@@ -483,7 +476,7 @@ class Dataset(Batches):
         if rows_of is None:
             self._index()
             rows_of = self._rows_of
-        if self._views_refused:
+        if not self._copy and in_torch_worker():  # (asked per call: a fork keeps the state)
             raise self._no_views()
         n = self._len
         i = operator.index(i)
