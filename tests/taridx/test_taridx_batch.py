@@ -96,9 +96,11 @@ def test_getitems_zero_copy_and_torch_loader(tmp_path):
     assert [_b(s) for s in seen] == [
         {e: truth[(stem, e)] for e in ("jpg", "cls")} for stem in stems
     ]
-    v = ds.__getitems__([0])[0]["jpg"]
-    assert isinstance(v, memoryview) and v.readonly
+    assert type(ds.__getitems__([0])[0]["jpg"]) is bytes  # the default: payloads pickle
     ds.close()
+    with tx.Dataset(tmp_path, "t", payload="memoryview") as views:
+        v = views.__getitems__([0])[0]["jpg"]
+        assert isinstance(v, memoryview) and v.readonly
 
 
 def test_getitems_swapped_and_replaced_shards_refused(tmp_path):

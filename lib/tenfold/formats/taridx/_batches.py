@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import collections
 import operator
+import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -16,6 +17,12 @@ import numpy as np
 from ...core.mapped import MappedFile
 from ._remote_reads import RemoteReads
 from ._spec import BLOCK
+
+
+def in_torch_worker() -> bool:
+    """This process is a PyTorch DataLoader worker (torch is imported here only if it is)."""
+    data = sys.modules.get("torch.utils.data")
+    return data is not None and data.get_worker_info() is not None
 
 
 class Batches(RemoteReads):
@@ -33,6 +40,9 @@ class Batches(RemoteReads):
     _index: Callable[[], Any]
     _shard: Callable[[int], memoryview]
     _verify_rows: Callable[[memoryview, int, int], None]
+    _no_views: Callable[[], ValueError]
+    #: payloads copied out as bytes (else zero-copy memoryviews); views refused here
+    _copy: bool
 
     # -- batches ------------------------------------------------------------------------------
     def __getitems__(self, indices: Sequence[int]) -> list[dict[str, Any]]:
@@ -43,6 +53,8 @@ class Batches(RemoteReads):
         ``max_gap`` bytes apart fetched as one range. Every check of ``ds[i]`` applies."""
         if self._rows_of is None:
             self._index()
+        if not self._copy and in_torch_worker():
+            raise self._no_views()
         n = self._len
         wanted = [operator.index(i) for i in indices]
         try:
@@ -78,8 +90,9 @@ class Batches(RemoteReads):
             views = self._local_rows(rowids, cols, idx, owner)
         out: list[dict[str, Any]] = [{} for _ in range(idx.size)]
         names = self._ext_names
+        copy = self._copy
         for o, extid, v in zip(owner.tolist(), cols[:, 3].tolist(), views, strict=True):
-            out[o][names[extid]] = v
+            out[o][names[extid]] = bytes(v) if copy else v
         if self.decoders:
             for d in out:
                 for ext, fn in self.decoders.items():

@@ -61,6 +61,7 @@ def _open(args: Mapping[str, Any]) -> Dataset:
             shards=args["shards"],
             storage_options=args["storage_options"],
             verify_headers=args["verify_headers"],
+            payload="memoryview",  # payloads go straight into Arrow buffers
         )
     return ds
 

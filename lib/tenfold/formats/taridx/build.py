@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -46,7 +45,7 @@ from ...errors import (
 from . import _walk
 from ._members import bad_name, member_problem
 from ._spec import BLOCK, FLAG_CONTIGUOUS, FMT, ROW_DT
-from ._split import required_split
+from ._split import required_split, select_shards, shards_wanted
 from .writer import count_runs, write_rows
 
 if TYPE_CHECKING:  # build needs no reader at run time (the reader imports build)
@@ -85,12 +84,12 @@ _MESSAGES = {
 def shard_paths(
     root: str | os.PathLike[str], split: str | None = None, *, fold: str | None = None
 ) -> list[Path]:
-    """The shards ``<split>_<digits>.tar`` of ``split`` under ``root``, in fid order."""
+    """The shards ``<split>_<digits>.tar`` (or ``<split>-<digits>.tar``, webdataset's naming;
+    not both) of ``split`` under ``root``, in fid order."""
     split = required_split(split, fold, "shard_paths")
-    pat = re.compile(re.escape(split) + r"_[0-9]+\.tar")
     root = Path(root)
-    names = sorted(e.name for e in os.scandir(root) if e.is_file() and pat.fullmatch(e.name))
-    return [root / n for n in names]
+    files = [e.name for e in os.scandir(root) if e.is_file()]
+    return [root / n for n in select_shards(split, files, os.fspath(root))]
 
 
 @dataclasses.dataclass
@@ -574,7 +573,7 @@ def build(
     split = required_split(split, fold, "build")
     paths = shard_paths(root, split)
     if not paths:
-        raise FileNotFoundError(f"{FMT}: no shards {split}_<id>.tar in {os.fspath(root)}")
+        raise FileNotFoundError(shards_wanted(split, os.fspath(root)))
     nt = parallel.threads() if workers is None else max(1, workers)
     shards = _scan_split(paths, nt, on_bad_name, show_progress, f"index {split}")
     if skipped is not None:

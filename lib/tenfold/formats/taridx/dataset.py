@@ -1,10 +1,15 @@
 """Random access to the samples of a split: :class:`Dataset` and :class:`EpochSampler`.
 
 ``Dataset(root, split)`` opens ``<root>/<split>.taridx`` and serves ``ds[i]`` (sample ``i`` in
-order of its first row) and ``ds.get(stem)`` as ``{extension: buffer}``. Local shards are
+order of its first row) and ``ds.get(stem)`` as ``{extension: payload}``. Local shards are
 memory-mapped lazily, at most ``max_open`` at once per process (least recently used closed
-first), and each buffer is a read-only ``memoryview`` of the map (zero copy; it keeps the map
-alive). Remote roots (any fsspec URL: ``http://``, ``s3://``, ``memory://`` ...) are read with
+first). Payloads are ``bytes`` by default, as webdataset's are: a sample pickles, so it
+crosses the process boundary of a ``DataLoader`` worker, and PyTorch's default collate keeps a
+batch of them as a list. ``payload="memoryview"`` gives read-only views of the map instead
+(zero copy; each keeps the map alive), for use in the process that read them: a memoryview
+cannot be pickled, so such a dataset refuses to serve samples in a DataLoader worker.
+
+Remote roots (any fsspec URL: ``http://``, ``s3://``, ``memory://`` ...) are read with
 range requests: ``ds[i]`` fetches one range per shard of the sample, and ``ds.__getitems__(batch)``
 (what PyTorch's ``DataLoader`` calls for a batch) one ``cat_ranges`` call for the whole batch,
 neighbouring rows merged into one range.
@@ -20,7 +25,6 @@ from __future__ import annotations
 import collections
 import operator
 import os
-import re
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -32,17 +36,20 @@ from ... import _kernels
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...core.mapped import MappedFile
 from ...errors import TruncatedError, describe
-from ._batches import Batches
+from ._batches import Batches, in_torch_worker
 from ._members import member_problem
 from ._remote import LinkModel, info_etag, info_mtime_ns
 from ._remote_reads import get_index, is_url
 from ._spec import BLOCK, FMT, E
-from ._split import required_split
+from ._split import required_split, select_shards
 from .build import shard_paths, stale_shard
 from .reader import Index
 from .sampler import EpochSampler, epoch_order, index_fingerprint
 
-__all__ = ["Dataset", "EpochSampler", "epoch_order"]
+__all__ = ["PAYLOADS", "Dataset", "EpochSampler", "epoch_order"]
+
+#: what ``Dataset(payload=...)`` accepts: payloads as ``bytes`` (pickle) or zero-copy views
+PAYLOADS = ("bytes", "memoryview")
 
 
 _LIVE: weakref.WeakSet[Dataset] = weakref.WeakSet()
@@ -63,13 +70,21 @@ class Dataset(Batches):
     Parameters
     ----------
     root
-        Directory (or fsspec URL) holding the shards ``<split>_<id>.tar``.
+        Directory (or fsspec URL) holding the shards ``<split>_<id>.tar`` (or ``<split>-<id>.tar``).
     split
         Split name (``fold=`` is its old name, deprecated).
     extensions
         Only these extensions are returned (default: all of the sample's).
     decoders
-        ``{extension: callable(buffer) -> value}`` applied to those extensions.
+        ``{extension: callable(payload) -> value}`` applied to those extensions (the callable
+        gets the payload as ``payload`` says: ``bytes`` by default).
+    payload
+        ``"bytes"`` (default): each payload is copied out of the shard as ``bytes``, which
+        pickle (DataLoader workers under fork, spawn or forkserver) and which PyTorch's
+        default collate keeps as they are. ``"memoryview"``: read-only zero-copy views of the
+        memory-mapped shard (remote: of the fetched buffer), for in-process use only; they
+        cannot be pickled, and PyTorch's collate would take one for a sequence of ints, so
+        reading a sample in a DataLoader worker process is a ``ValueError`` saying so.
     index
         Index path or URL (default ``<root>/<split>.taridx``), or the index file's bytes
         (then shards are checked by their headers only: there is no index time to compare
@@ -142,7 +157,12 @@ class Dataset(Batches):
         calibrate: bool = True,
         cache_bytes: int = 256 << 20,
         limits: Limits = DEFAULT_LIMITS,
+        payload: str = "bytes",
     ) -> None:
+        if payload not in PAYLOADS:
+            raise ValueError(f"{FMT}: payload must be one of {PAYLOADS}, got {payload!r}")
+        #: ``"bytes"`` or ``"memoryview"``: the type of each payload of a sample
+        self.payload = payload
         self.root = os.fspath(root).rstrip("/") if is_url(os.fspath(root)) else os.fspath(root)
         split = self.split = required_split(split, fold, "Dataset")
         self.extensions = None if extensions is None else [e.lower() for e in extensions]
@@ -196,6 +216,8 @@ class Dataset(Batches):
     # -- per-process state --------------------------------------------------------------------
     def _reset(self) -> None:
         self._pid = os.getpid()
+        #: payloads copied out as bytes (else the zero-copy views of ``payload="memoryview"``)
+        self._copy = self.payload == "bytes"
         self._idx: Index | None = None
         self._fs: Any = None
         self._rows: np.ndarray | None = None
@@ -262,21 +284,21 @@ class Dataset(Batches):
     def _list_shards(self, listed: Any = None) -> list[str]:
         if not self.remote:
             return [p.name for p in shard_paths(self.root, self.split)]
-        pat = re.compile(re.escape(self.split) + r"_[0-9]+\.tar")
-        found: dict[str, dict[str, Any]] = {}
+        infos: dict[str, dict[str, Any]] = {}
         if listed is None:
             listed = self._filesystem().ls(self.root, detail=True)
         for p in listed:
             info = p if isinstance(p, Mapping) else {"name": p}
-            name = os.path.basename(str(info.get("name", "")).rstrip("/"))
-            if pat.fullmatch(name):
-                found[name] = dict(info)
-                etag = info_etag(info)
-                if etag is not None:
-                    self.etags[name] = etag
+            infos[os.path.basename(str(info.get("name", "")).rstrip("/"))] = dict(info)
+        names = select_shards(self.split, infos, self.root)
+        found = {name: infos[name] for name in names}
+        for name, info in found.items():
+            etag = info_etag(info)
+            if etag is not None:
+                self.etags[name] = etag
         self.listing = found
         self._listed_here = True
-        return sorted(found)
+        return names
 
     def _index(self) -> Index:
         self._check_pid()
@@ -442,11 +464,20 @@ class Dataset(Batches):
             )
         )
 
-    def __getitem__(self, i: int) -> dict[str, Any]:
+    def __getitem__(self, i: int | str) -> dict[str, Any]:
+        """Sample number ``i``, or the sample named ``i`` when it is a ``str`` (a stem; one
+        the split lacks is a ``KeyError``, as for a dict; ``get`` gives a default instead)."""
+        if isinstance(i, str):
+            j = int(self._index().lookup([i])[0])
+            if j < 0:
+                raise KeyError(i)
+            i = j
         rows_of = self._rows_of
         if rows_of is None:
             self._index()
             rows_of = self._rows_of
+        if not self._copy and in_torch_worker():  # (asked per call: a fork keeps the state)
+            raise self._no_views()
         n = self._len
         i = operator.index(i)
         if i < 0:
@@ -487,12 +518,18 @@ class Dataset(Batches):
             end = start + size
             if end > len(mv):
                 raise self._past_end(fid, start - BLOCK, size, len(mv))
-            out[names[extid]] = mv[start:end]
+            out[names[extid]] = mv[start:end].tobytes() if self._copy else mv[start:end]
         if self.decoders:
             for ext, fn in self.decoders.items():
                 if ext in out:
                     out[ext] = fn(out[ext])
         return out
+
+    def _no_views(self) -> ValueError:
+        return ValueError(
+            f"{FMT}: Dataset(payload='memoryview') in a DataLoader worker process: memoryviews "
+            "cannot be pickled back to the main process; use payload='bytes' (the default)"
+        )
 
     def _verify_rows(self, mv: memoryview, i: int, fid: int) -> None:
         """The kernel's quick answer for sample ``i``'s rows in shard ``fid`` was not "yes" for

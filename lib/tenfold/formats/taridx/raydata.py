@@ -271,6 +271,7 @@ def datasource_class() -> type:
                 shards=shards,
                 storage_options=storage_options,
                 verify_headers=verify_headers,
+                payload="memoryview",
             )
             self._keys = None if keys is None else list(keys)
             self._include_url = include_url

@@ -204,6 +204,7 @@ class Index(IndexFile, Mapping[str, dict]):
                 index=self.path if self.path is not None else self._mf.buffer().tobytes(),
                 verify_headers=self.verify_headers,
                 limits=self.limits,
+                payload="memoryview",  # the mapping's samples are zero-copy views
             )
         return self._dataset
 
