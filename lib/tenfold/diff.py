@@ -479,7 +479,7 @@ def _metadata(ra: Any, rb: Any) -> list[MetadataDiff]:
 
 def _given_metadata(reader: Any) -> dict[Any, Any]:
     """The metadata a writer gave the file: without the keys the reader reports about the file
-    itself (``own_metadata``: a zTensor 0.1.0 version, an index's total size)."""
+    itself (``own_metadata``: an index's total size)."""
     own: frozenset[str] = getattr(reader, "own_metadata", frozenset())
     return {k: v for k, v in (reader.metadata or {}).items() if k not in own}
 

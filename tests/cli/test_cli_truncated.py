@@ -137,3 +137,26 @@ def test_a_file_cut_inside_its_magic_is_truncated(tmp_path, capsys, suffix, head
     with pytest.raises(FormatError, match="unknown format") as e2:
         tenfold.open(q)
     assert not isinstance(e2.value, TruncatedError)
+
+
+@pytest.mark.parametrize("cut", [-1, -9, 0.5, 100])
+def test_a_cut_010_file_names_its_index_size_field(tmp_path, capsys, cut):
+    """zTensor 0.1.0 ends with a bare u64 index size (no footer magic): a cut file ends in
+    tensor or index bytes, which were read as a size (before: "its footer needs at least
+    306245066786078804"). Now the field, its offset, the bound and the value it holds."""
+    p = tmp_path / "full.zt"
+    tenfold.save(p, TENSORS, metadata={"version": "v3"})
+    data = p.read_bytes()
+    n = int(len(data) * cut) if isinstance(cut, float) else cut if cut > 0 else len(data) + cut
+    p.write_bytes(data[:n])
+    got = int.from_bytes(data[n - 8 : n], "little")
+    want = (
+        f"zt: footer at offset {n - 8:#x}: index size: truncated: the file has {n} bytes, its "
+        "footer's index size does not fit after the 8-byte magic (or that field is damaged); "
+        f"expected <= {n - 16}, got {got}"
+    )
+    with pytest.raises(TruncatedError) as ei:
+        tenfold.open(p)
+    assert str(ei.value) == want and "needs at least" not in want
+    assert main(["inspect", str(p)]) == 1
+    assert want in capsys.readouterr().err

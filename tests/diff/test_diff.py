@@ -14,6 +14,7 @@ import pytest
 import tenfold
 import tenfold.ztensor as zt
 from tenfold import _diffstats
+from tenfold.convert import convert
 from tenfold.core.reader import BaseReader, TensorInfo
 from tenfold.diff import SCHEMA, DiffResult
 
@@ -137,11 +138,26 @@ def test_metadata_differences(tmp_path):
     # metadata: a file and its 0.1.0 conversion are identical (before: "version" differed)
     old = _save(tmp_path / "d.zt", {"w": W}, {"step": "1", "lr": "0.1"})
     with tenfold.open(old) as r:
-        assert r.metadata["version"] == "0.1.0"
+        assert r.metadata == {"step": "1", "lr": "0.1"} and r.generation == "0.1.0"
     r = tenfold.diff(a, old)
     assert r.metadata == [] and r.identical
     r = tenfold.diff(a, _save(tmp_path / "e.zt", {"w": W}, {"step": "1", "lr": "0.2"}))
     assert [(m.key, m.status) for m in r.metadata] == [("lr", "changed")]
+
+
+@pytest.mark.parametrize("suffix", [".zt", ".v2.zt"])
+def test_a_writer_key_named_version_survives_conversion(tmp_path, suffix):
+    """A key ``version`` in the writer's metadata is the writer's: the 0.1.0 reader hid it
+    under its own ``{"version": "0.1.0"}``, so a file and its conversion differed
+    (``version: only in A``, exit 1) though the value was stored."""
+    md = {"version": "my-model-v3", "format": "pt"}
+    a = _save(tmp_path / "a.safetensors", {"w": W}, md)
+    b = tmp_path / f"b{suffix}"
+    convert(a, b, **({"zt_generation": 2} if suffix == ".v2.zt" else {}))
+    r = tenfold.diff(a, b)
+    assert r.metadata == [] and r.identical and r.exit_code == 0
+    with tenfold.open(b) as rb:
+        assert rb.metadata == md
 
 
 def _one(x, y, **kw):

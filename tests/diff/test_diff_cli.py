@@ -178,3 +178,20 @@ def test_a_taridx_diff_calls_its_entries_samples(capsys, conformance, files):
     a, _, same = files
     rc, out, _ = _run(capsys, "diff", a, same)
     assert rc == 0 and "tensors)" in out and "tensors in both" in out
+
+
+def test_one_tensor_is_singular(tmp_path, capsys):
+    """Counts of one read "1 tensor" in the header and the summary (before: "1 tensors")."""
+    a = _save(tmp_path / "a.safetensors", {"w": np.ones(3, np.float32)})
+    b = _save(tmp_path / "b.zt", {"w": np.zeros(3, np.float32), "x": np.ones(1, np.float32)})
+    rc, out, _ = _run(capsys, "diff", a, b)
+    assert rc == 1 and "(safetensors, 1 tensor)" in out and "(ztensor, 2 tensors)" in out
+    assert "1 tensor in both: 0 identical, 1 different; 1 only in B" in out
+    assert "1 tensors" not in out
+    from tenfold._cli_diff import _count
+
+    assert [_count(1, "entries"), _count(1, "samples"), _count(0, "tensors")] == [
+        "1 entry",
+        "1 sample",
+        "0 tensors",
+    ]

@@ -27,7 +27,25 @@ def test_zt_reader_metadata_shows_it(tmp_path):
     p = tmp_path / "m.zt"
     tenfold.save(p, T, metadata=MD)
     with tenfold.open(p) as r:
-        assert r.metadata == {**MD, "version": "0.1.0"}
+        assert r.metadata == MD and r.generation == "0.1.0"
+
+
+@pytest.mark.parametrize("generation", [0, 2])
+def test_zt_metadata_key_version_is_the_writers(tmp_path, generation):
+    """A user key ``version`` comes back as written through both read APIs (the 0.1.0 reader
+    used to put its own ``"0.1.0"`` over it) and through a conversion."""
+    from tenfold import safe_open
+
+    md = {"version": "my-model-v3", "format": "pt"}
+    p = tmp_path / "ver.zt"
+    tenfold.save(p, T, metadata=md, generation=generation)
+    with tenfold.open(p) as r:
+        assert r.metadata == md
+    with safe_open(p, framework="np") as f:
+        assert f.metadata() == md
+    conv.convert(p, tmp_path / "ver.safetensors")
+    with safe_open(tmp_path / "ver.safetensors", framework="np") as f:
+        assert f.metadata() == md
 
 
 def test_zt_v2_metadata_is_the_file_attributes(tmp_path):

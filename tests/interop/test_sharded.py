@@ -364,6 +364,28 @@ def test_the_index_holds_the_checkpoints_metadata(tmp_path):
     }
 
 
+def test_metadata_key_total_size_is_refused_not_replaced(tmp_path):
+    """The index's ``metadata`` holds the checkpoint's metadata and the ``total_size`` it
+    computes, in one object: a user key ``total_size`` was silently replaced there by the
+    computed value while the shards kept the user's. Now an EncodeError naming the key, and
+    no index is written (save and convert alike)."""
+    from tenfold.convert import convert
+
+    t = {f"t{i}": np.ones(25000, np.float32) for i in range(4)}
+    with pytest.raises(EncodeError, match=r"metadata: total_size: .*got 'mine'"):
+        tenfold.save(tmp_path / "m.safetensors", t, max_shard_size=150000,
+                     metadata={"total_size": "mine"})  # fmt: skip
+    assert not (tmp_path / "m.safetensors.index.json").exists()
+    src = tmp_path / "one.safetensors"
+    tenfold.save(src, t, metadata={"total_size": "mine"})  # one file: nothing computes it
+    with pytest.raises(EncodeError, match="total_size"):
+        convert(src, tmp_path / "c.zt", max_shard_size=150000)
+    assert not (tmp_path / "c.zt.index.json").exists()
+    with pytest.raises(EncodeError, match="total_size"):
+        sharded.index_document({"a": "x"}, 4, {"total_size": 4})  # even the same value
+    sharded.check_index_metadata({"step": "1"})  # other keys pass
+
+
 @pytest.mark.parametrize("suffix", [".npz", ".oinf", ".fold", ".safetensors", ".zt"])
 def test_a_sharded_source_converts_each_tensor_from_its_own_shard(tmp_path, suffix):
     """Raw block copies from a sharded source read the shard holding the tensor being written,

@@ -192,7 +192,7 @@ def test_the_table_builds_records_when_asked(use_impl, tmp_path):
         assert sum(type(v) is tuple for v in items.values()) == 4
         raw = r._mf.u8(r.index_start, r.index_size, "index")
         assert [r.info(n) for n in r] == _index.parse_index_full(raw, r.index_start)
-        assert r.metadata == {"version": "0.1.0"}
+        assert r.metadata == {}
         np.testing.assert_array_equal(r["t2"], tensors["t2"])
     meta = tmp_path / "meta.zt"
     import tenfold
@@ -200,7 +200,7 @@ def test_the_table_builds_records_when_asked(use_impl, tmp_path):
     tenfold.save(meta, tensors, metadata={"author": "x"})
     with zt.Reader(meta) as r:
         assert not r._infos.plain
-        assert r.metadata == {"author": "x", "version": "0.1.0"}
+        assert r.metadata == {"author": "x"}
 
 
 def test_bulk_spans_from_compact_records(use_impl, tmp_path):

@@ -382,7 +382,7 @@ class safe_open:  # noqa: N801 - the name safetensors users know
         header has none (or it is ``null``).
 
         Other formats give a ``dict``, never None (``{}`` when there is nothing): zTensor
-        ``{"version": ...}`` plus the user metadata ``tenfold.save(metadata=)`` stored, OINF
+        the user metadata ``tenfold.save(metadata=)`` stored (nothing else), OINF
         and FOLD their metadata maps (FOLD without its index bookkeeping), WTXT its header
         fields, npz ``{"comment": ...}`` when the zip has one, a sharded index its
         ``metadata`` object (``total_size``...). Values are what the format stores: strings,

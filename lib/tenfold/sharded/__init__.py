@@ -51,6 +51,7 @@ from ._index import INDEX_SUFFIX, MAX_OPEN_SHARDS, sniff
 from ._index import MAX_INDEX_BYTES as MAX_INDEX_BYTES
 from ._index import E as E
 from ._index import array_nbytes as array_nbytes
+from ._index import check_index_metadata as check_index_metadata
 from ._index import index_document as index_document
 from ._index import parse_index as parse_index
 from ._index import url_dir as _url_dir  # noqa: F401 - tests resolve shard URLs with it

@@ -30,13 +30,35 @@ OPENING_SHARD: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Cont
 )
 
 
+#: The keys of the index's ``metadata`` object that the writer computes itself: a checkpoint's
+#: own metadata cannot hold them too (the index has one object for both).
+INDEX_OWN_KEYS = ("total_size",)
+
+
+def check_index_metadata(metadata: Mapping[str, Any] | None) -> None:
+    """Refuse (:class:`~tenfold.errors.EncodeError` naming the key) metadata holding a key the
+    index computes itself (:data:`INDEX_OWN_KEYS`): the index would show the computed value
+    where the shards keep the given one. Called before the first shard is written."""
+    for key in INDEX_OWN_KEYS:
+        if metadata and key in metadata:
+            raise E.encode(
+                "metadata",
+                field=key,
+                detail="a key the index writes itself (the tensors' total bytes), so the "
+                "checkpoint's metadata cannot hold it too: rename it",
+                expected="no such key",
+                got=repr(metadata[key]),
+            )
+
+
 def index_document(
     weight_map: Mapping[str, str], total_size: int, metadata: Mapping[str, Any] | None = None
 ) -> bytes:
     """The index JSON as ``transformers`` writes it (two-space indent, sorted keys), with the
     checkpoint's ``metadata`` beside ``total_size`` when it has any (every shard holds it too:
     the index tells it without a shard opened). Metadata JSON cannot hold stays in the shards
-    only."""
+    only; a key the index computes itself is refused (:func:`check_index_metadata`)."""
+    check_index_metadata(metadata)
     md: dict[str, Any] = {}
     if metadata:
         try:

@@ -53,15 +53,9 @@ def register(sub: Any) -> None:
 
 def metadata(source: Any) -> dict[str, Any]:
     """The file metadata ``tenfold inspect`` lists (the ``metadata`` hook): what
-    ``tenfold.save(..., metadata=)`` stored, without the reader's own ``version`` key."""
+    ``tenfold.save(..., metadata=)`` stored (0.1.0: the first tensor's ``__metadata__`` map;
+    v1 / v2: the manifest's file attributes)."""
     from . import open as zt_open
-    from .reader import Reader
 
     with zt_open(source) as r:
-        if not isinstance(r, Reader):  # v1 / v2: the manifest's file attributes
-            return dict(r.metadata)
-        for info in r.infos():  # 0.1.0: the first tensor's ``__metadata__`` map
-            md = info.attrs.get("__metadata__")
-            if isinstance(md, dict):
-                return dict(md)
-    return {}
+        return dict(r.metadata)

@@ -14,7 +14,7 @@ import numpy as np
 
 from ... import _kernels
 from ...core import cbor
-from ...core.bounds import DEFAULT_LIMITS, MAX_ARRAY_BYTES, Limits, truncated
+from ...core.bounds import DEFAULT_LIMITS, MAX_ARRAY_BYTES, Limits
 from ...errors import FormatError, LimitError, TruncatedError, UnsupportedError, describe
 from ._entries import NP_DTYPES, parse_entry
 from ._info import Blob, TensorInfo
@@ -95,8 +95,19 @@ def parse_file_layout(head: bytes, size: int, footer: int | None) -> tuple[int, 
             )
         )
     room = size - 16
-    if footer > room:  # the cause, not the symptom: the file ends before its footer says
-        raise truncated(FMT, size, footer + 16, "footer", obj="index size", offset=size - 8)
+    if footer > room:  # a cut file ends in tensor or index bytes: no size to trust
+        raise TruncatedError(
+            describe(
+                FMT,
+                "footer",
+                offset=size - 8,
+                field="index size",
+                detail=f"truncated: the file has {size} bytes, its footer's index size does "
+                "not fit after the 8-byte magic (or that field is damaged)",
+                expected=f"<= {room}",
+                got=footer,
+            )
+        )
     return size - 8 - footer, footer
 
 

@@ -73,7 +73,9 @@ class Reader(ZtReader, Mapping[str, Any]):
     ((2, 3), False, 15.0)
     """
 
-    own_metadata = frozenset({"version"})  # the format's, not the writer's (see metadata)
+    #: the generation this reader reads (:class:`V1Reader` / :class:`V2Reader` say ``"v1"`` /
+    #: ``"v2"``): the format's version is here, never in :attr:`metadata`
+    generation = "0.1.0"
 
     def __init__(
         self,
@@ -114,16 +116,17 @@ class Reader(ZtReader, Mapping[str, Any]):
     # -- metadata -----------------------------------------------------------------------------
     @property
     def metadata(self) -> dict[str, Any]:
-        """File-level metadata: ``{"version": "0.1.0"}`` plus the user metadata that
-        ``tenfold.save(..., metadata=)`` and ``convert`` keep in the first tensor's
-        ``__metadata__`` map (zTensor 0.1.0 has no file-level map; the version wins a clash)."""
+        """File-level metadata, exactly as ``tenfold.save(..., metadata=)`` and ``convert``
+        gave it: the first tensor's ``__metadata__`` map (zTensor 0.1.0 has no file-level map),
+        ``{}`` when there is none. A key ``version`` is the writer's like any other; the
+        format's version is :attr:`generation`."""
         if self._infos.plain:  # no entry has custom keys
-            return {"version": "0.1.0"}
+            return {}
         for i in self._infos.values():
             md = i.attrs.get("__metadata__")
             if isinstance(md, dict):
-                return {**md, "version": "0.1.0"}
-        return {"version": "0.1.0"}
+                return dict(md)
+        return {}
 
     def info(self, name: str) -> TensorInfo:
         """Index record of ``name``: dtype, shape, layout, encoding, offset, size, checksum,
