@@ -376,11 +376,13 @@ def test_metadata_key_total_size_is_refused_not_replaced(tmp_path):
         tenfold.save(tmp_path / "m.safetensors", t, max_shard_size=150000,
                      metadata={"total_size": "mine"})  # fmt: skip
     assert not (tmp_path / "m.safetensors.index.json").exists()
+    assert os.listdir(tmp_path) == []  # refused before the first shard
     src = tmp_path / "one.safetensors"
     tenfold.save(src, t, metadata={"total_size": "mine"})  # one file: nothing computes it
     with pytest.raises(EncodeError, match="total_size"):
         convert(src, tmp_path / "c.zt", max_shard_size=150000)
     assert not (tmp_path / "c.zt.index.json").exists()
+    assert sorted(os.listdir(tmp_path)) == ["one.safetensors"]
     with pytest.raises(EncodeError, match="total_size"):
         sharded.index_document({"a": "x"}, 4, {"total_size": 4})  # even the same value
     sharded.check_index_metadata({"step": "1"})  # other keys pass

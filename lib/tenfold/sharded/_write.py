@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._dispatch import save_one
-from ._index import INDEX_SUFFIX, array_nbytes, index_document
+from ._index import INDEX_SUFFIX, array_nbytes, check_index_metadata, index_document
 
 _UNITS = {
     "": 1,
@@ -122,6 +122,7 @@ def write(
         write_one(os.fspath(path), groups[0])
         replace_layout(path, [os.fspath(path)])
         return [os.fspath(path)]
+    check_index_metadata(metadata)  # before the first shard: the index could not hold it
     paths, index = shard_paths(path, len(groups))
     weight_map: dict[str, str] = {}
     for p, group in zip(paths, groups, strict=True):
