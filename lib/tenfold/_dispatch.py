@@ -194,7 +194,7 @@ def save_one(
     if fmt.dtypes:  # lossless or loud, whatever the format's own writer checks
         from .capabilities import check_tensors
 
-        check_tensors(fmt.name, tensors)
+        check_tensors(fmt.name, tensors, gen)
     if fmt.save_checksum == "pass":
         # the default is the default generation's; another generation has its own default
         # (an explicit checksum goes to the format, which refuses what it cannot honour)
