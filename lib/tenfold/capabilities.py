@@ -52,6 +52,8 @@ __all__ = [
     "check_dtype",
     "check_tensors",
     "check_all",
+    "option_refusal",
+    "check_checksum_option",
 ]
 
 
@@ -217,3 +219,18 @@ def check_all(fmt: str, specs: Any, generation: Any = None) -> None:
     raise factory(parts.pop("fmt")).encode(
         parts.pop("obj"), **parts, message=f"{first} (also refused: {more})"
     ) from None
+
+
+def option_refusal(fmt: Any, option: str, value: Any, why: str) -> EncodeError:
+    """The :class:`EncodeError` for an option value format ``fmt`` (a descriptor) cannot
+    honour, raised before anything is written: ``<fmt>: <option> <value>: <why>``."""
+    return factory(fmt.name).encode(f"{option} {value!r}", detail=why)
+
+
+def check_checksum_option(fmt: Any, checksum: Any) -> None:
+    """Refuse a per-tensor ``checksum`` given explicitly for a format (a descriptor) with no
+    per-tensor checksum field (``save_checksum="refuse"``); ``None`` (none) it honours."""
+    if fmt.save_checksum == "refuse" and checksum is not None:
+        raise option_refusal(
+            fmt, "checksum", checksum, f"{fmt.description} has no per-tensor checksum field"
+        )

@@ -85,3 +85,85 @@ def test_v2_dtype_list_is_what_the_v2_writer_stores():
 
     stored = {name(dt) for dt in _v2values._NP_TO_V2}
     assert generation_dtypes()[2] == stored
+
+
+# -- B: an option the target cannot honour is refused on every path -----------------------------
+A = {"a": np.arange(3, dtype=np.float32)}
+
+
+def _src(tmp_path):
+    tenfold.save(tmp_path / "good.zt", A)
+    return tmp_path / "good.zt"
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz", ".oinf"])
+def test_save_refuses_a_checksum_the_format_has_no_field_for(tmp_path, suffix):
+    with pytest.raises(EncodeError, match=r"checksum 'sha256': .*no per-tensor checksum field"):
+        tenfold.save(tmp_path / f"c{suffix}", A, checksum="sha256")
+    assert list(tmp_path.iterdir()) == []
+    tenfold.save(tmp_path / f"c{suffix}", A)  # the default is simply not applicable
+    tenfold.save(tmp_path / f"d{suffix}", A, checksum=None)  # none: honoured
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz", ".oinf"])
+def test_convert_refuses_a_checksum_the_format_has_no_field_for(tmp_path, suffix):
+    from tenfold.convert import convert
+
+    src = _src(tmp_path)
+    with pytest.raises(EncodeError, match=r"checksum 'sha256': .*no per-tensor checksum field"):
+        convert(src, tmp_path / f"c{suffix}", checksum="sha256")
+    assert not (tmp_path / f"c{suffix}").exists()
+    convert(src, tmp_path / f"c{suffix}")  # "keep", the default
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".oinf", ".wtxt", ".npz"])
+def test_convert_refuses_zstd_where_the_target_cannot(tmp_path, suffix):
+    from tenfold.convert import convert
+
+    src = _src(tmp_path)
+    with pytest.raises(EncodeError, match=r"compress 'zstd': .*expected .*None"):
+        convert(src, tmp_path / f"c{suffix}", compress="zstd")
+    assert not (tmp_path / f"c{suffix}").exists()
+    convert(src, tmp_path / f"c{suffix}", compress=None)
+
+
+def test_convert_to_npz_deflates_on_request(tmp_path):
+    import zipfile
+
+    from tenfold.convert import convert
+
+    convert(_src(tmp_path), tmp_path / "c.npz", compress="deflate")
+    with zipfile.ZipFile(tmp_path / "c.npz") as z:
+        assert {i.compress_type for i in z.infolist()} == {zipfile.ZIP_DEFLATED}
+    assert tenfold.load(tmp_path / "c.npz")["a"].tobytes() == A["a"].tobytes()
+    with pytest.raises(EncodeError, match=r"compress 'deflate': .*expected 'zstd' or None"):
+        convert(_src(tmp_path), tmp_path / "c.fold", compress="deflate")
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--compress", "zstd"], ["--checksum", "sha256"], ["--compress", "zstd:3"]],
+)
+@pytest.mark.parametrize("suffix", [".safetensors", ".npz"])
+def test_cli_convert_refuses_what_the_target_cannot_honour(tmp_path, capsys, args, suffix):
+    from tenfold.cli import main
+
+    src = _src(tmp_path)
+    assert main(["convert", str(src), str(tmp_path / f"x{suffix}"), *args]) != 0
+    assert f"{args[0][2:]} " in capsys.readouterr().err  # names the option
+    assert not (tmp_path / f"x{suffix}").exists()
+    assert main(["convert", str(src), str(tmp_path / f"x{suffix}")]) == 0  # the defaults
+
+
+@pytest.mark.parametrize("suffix", [".safetensors", ".oinf", ".wtxt", ".npz"])
+def test_save_refuses_compress_with_an_encode_error(tmp_path, suffix):
+    with pytest.raises(EncodeError, match=r"compress 'zstd': "):
+        tenfold.save(tmp_path / f"c{suffix}", A, compress="zstd")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_any_refuses_compress_with_the_default_checksum(tmp_path):
+    from tenfold.convert import write_any
+
+    with pytest.raises(EncodeError, match=r"compress 'zstd'"):
+        write_any(tmp_path / "c.safetensors", A, compress="zstd")
