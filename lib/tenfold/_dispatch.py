@@ -224,7 +224,9 @@ def save_one(
     if fmt.metadata == "none" and "metadata" in options:
         if options["metadata"]:
             key = next(iter(options["metadata"]))
-            keep = ", ".join(s for f in _formats() if f.metadata != "none" for s in f.suffixes)
+            keep = ", ".join(  # formats tenfold writes (with dtypes) that keep file metadata
+                s for f in _formats() if f.dtypes and f.metadata != "none" for s in f.suffixes
+            )
             raise factory(fmt.name).encode(
                 f"metadata {key!r}",
                 detail=f"{fmt.name} has no file metadata; use {keep} to keep it",

@@ -167,3 +167,12 @@ def test_write_any_refuses_compress_with_the_default_checksum(tmp_path):
 
     with pytest.raises(EncodeError, match=r"compress 'zstd'"):
         write_any(tmp_path / "c.safetensors", A, compress="zstd")
+
+
+# -- D: the metadata refusal lists only formats tenfold writes ----------------------------------
+@pytest.mark.parametrize("suffix", [".npz", ".wtxt"])
+def test_metadata_refusal_lists_writable_formats_only(tmp_path, suffix):
+    with pytest.raises(EncodeError) as exc:
+        tenfold.save(tmp_path / f"c{suffix}", A, metadata={"k": "v"})
+    listed = str(exc.value).split("; use ")[1].removesuffix(" to keep it").split(", ")
+    assert listed == [".zt", ".oinf", ".fold", ".mind", ".safetensors"]
