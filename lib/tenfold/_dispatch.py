@@ -172,6 +172,19 @@ def read_with(fmt: Any, mf: Any, options: dict[str, Any], load: bool, copy: bool
         raise
 
 
+def _check_compress(path: Any, fmt: Any, gen: Any, options: dict[str, Any]) -> None:
+    """``save(..., compress=)``: refused (an :class:`EncodeError`, before anything is written)
+    where the format's conversion target does not write that value; dropped where it is None
+    and the format compresses nothing (nothing to turn off)."""
+    from .conversion import KEEP, SaveTarget
+
+    make = fmt.hook("convert_target")
+    target = SaveTarget(fmt, path, gen) if make is None else make(fmt, path, gen)
+    target.check_options(KEEP, options["compress"])
+    if not target.compressions:
+        del options["compress"]
+
+
 def save_one(
     path: str | os.PathLike[str],
     tensors: Mapping[str, Any],
@@ -194,7 +207,9 @@ def save_one(
     if fmt.dtypes:  # lossless or loud, whatever the format's own writer checks
         from .capabilities import check_tensors
 
-        check_tensors(fmt.name, tensors)
+        check_tensors(fmt.name, tensors, gen)
+    if "compress" in options:
+        _check_compress(path, fmt, gen, options)
     if fmt.save_checksum == "pass":
         # the default is the default generation's; another generation has its own default
         # (an explicit checksum goes to the format, which refuses what it cannot honour)
@@ -202,16 +217,16 @@ def save_one(
             options["checksum"] = checksum
         elif gen is None and "generation" not in options:  # (or given to the format itself)
             options["checksum"] = str(checksum)
-    elif (
-        fmt.save_checksum == "refuse" and checksum is not DEFAULT_CHECKSUM and checksum is not None
-    ):
-        raise factory(fmt.name).encode(
-            f"checksum {checksum!r}", detail=f"{fmt.description} has no per-tensor checksum field"
-        )
+    elif checksum is not DEFAULT_CHECKSUM:
+        from .capabilities import check_checksum_option
+
+        check_checksum_option(fmt, checksum)
     if fmt.metadata == "none" and "metadata" in options:
         if options["metadata"]:
             key = next(iter(options["metadata"]))
-            keep = ", ".join(s for f in _formats() if f.metadata != "none" for s in f.suffixes)
+            keep = ", ".join(  # formats tenfold writes (with dtypes) that keep file metadata
+                s for f in _formats() if f.dtypes and f.metadata != "none" for s in f.suffixes
+            )
             raise factory(fmt.name).encode(
                 f"metadata {key!r}",
                 detail=f"{fmt.name} has no file metadata; use {keep} to keep it",

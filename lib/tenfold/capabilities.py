@@ -12,7 +12,9 @@ Each format's descriptor in :mod:`tenfold.registry` lists the canonical dtype na
 ============  =======================================================================
 format        element types
 ============  =======================================================================
-.zt           float64 float32 float16 bfloat16, int/uint 8-64, bool
+.zt           float64 float32 float16 bfloat16, int/uint 8-64, bool; with
+              ``zt_generation=2`` (zTensor v2) also float8 (e4m3fn, e5m2, e4m3fnuz,
+              e5m2fnuz, e8m0fnu), float4_e2m1fn, complex64, complex128
 .oinf         the same, plus float8_e5m2 (OINF ``F8``)
 .fold/.mind   as .safetensors (tensors live in a ``STEN`` safetensors chunk)
 .safetensors  the .oinf set plus float8_e4m3fn, float8_e8m0fnu, float4_e2m1fn,
@@ -22,6 +24,10 @@ format        element types
               reader can interpret)
 .wtxt         float64 float32, int/uint 8-64 (no float16, bfloat16, bool: the spec's list)
 ============  =======================================================================
+
+A format that writes several generations answers for each (its ``generation_dtypes``
+hook), so the check follows the generation asked for, and the list of formats that can hold
+a dtype names the option where only another generation does (``.zt (zt_generation=2)``).
 
 0-d and empty tensors are held by every format. WTXT stores a scalar as ``shape=1``; tenfold
 marks 0-d arrays in the stored name (see :mod:`tenfold.wtxt.names`), so they come back 0-d.
@@ -36,15 +42,18 @@ import numpy as np
 
 from . import registry
 from .core.dtypes import canonical
-from .errors import EncodeError, factory
+from .errors import EncodeError, TenfoldError, factory
 
 __all__ = [
     "targets",
     "target_of",
+    "dtypes_of",
     "holders",
     "check_dtype",
     "check_tensors",
     "check_all",
+    "option_refusal",
+    "check_checksum_option",
 ]
 
 
@@ -81,25 +90,75 @@ def _dtype_name(dtype: Any) -> str | None:
     try:
         return canonical(dtype)
     except Exception:
+        pass
+    try:  # a NumPy number type no format of the default generations holds (complex128)
+        dt = np.dtype(dtype)
+    except TypeError:
         return None
+    return dt.name if dt.kind in "biufc" else None
+
+
+def _generations(f: registry.Format) -> dict[Any, frozenset[str]]:
+    """The element types of each generation other than its default that format ``f`` writes
+    (its ``generation_dtypes`` hook; keys as its ``convert_generation`` hook reads the
+    ``zt_generation`` option)."""
+    hook = f.hook("generation_dtypes")
+    return {} if hook is None else dict(hook())
+
+
+def dtypes_of(fmt: str, generation: Any = None) -> frozenset[str]:
+    """The canonical dtype names target ``fmt`` holds in ``generation`` (the value of the
+    ``zt_generation`` option, as given or as the format read it; None: the default
+    generation). The format that owns the option answers (a value it refuses, or a format
+    that has no generations, gives the default's set: the writer refuses the value itself)."""
+    f = registry.get(fmt)
+    if generation is None:
+        return f.dtypes
+    gens = _generations(f)
+    read = f.hook("convert_generation")
+    if not gens or read is None:
+        return f.dtypes
+    try:
+        gen = read(f.name, generation, None)
+    except TenfoldError:
+        return f.dtypes
+    return gens.get(gen, f.dtypes)
 
 
 def holders(dtype: Any) -> list[str]:
-    """Suffixes of the formats that can hold ``dtype`` (empty when none can)."""
+    """Suffixes of the formats that can hold ``dtype`` (empty when none can); a format that
+    holds it only in another generation than its default is listed with the option that
+    chooses it (``.zt (zt_generation=2)``)."""
     name = _dtype_name(dtype)
-    return ["/".join(f.suffixes) for f in registry.targets() if f.holds_dtype(name)]
+    found = []
+    for f in registry.targets():
+        where = "/".join(f.suffixes)
+        if f.holds_dtype(name):
+            found.append(where)
+            continue
+        gen = next((g for g, dts in _generations(f).items() if name in dts), None)
+        if gen is not None:
+            found.append(f"{where} (zt_generation={gen})")
+    return found
 
 
 def check_dtype(
-    fmt: str, tensor: str, dtype: Any, *, prefix: str | None = None, what: str | None = None
+    fmt: str,
+    tensor: str,
+    dtype: Any,
+    *,
+    prefix: str | None = None,
+    what: str | None = None,
+    generation: Any = None,
 ) -> None:
     """Raise :class:`EncodeError` when target ``fmt`` cannot hold ``dtype`` exactly.
 
     ``prefix`` starts the message (default ``fmt``); ``what`` names the container (e.g.
-    ``"a FOLD NPZ0 chunk"``; default ``fmt``).
+    ``"a FOLD NPZ0 chunk"``; default ``fmt``); ``generation`` is the ``zt_generation``
+    option's value (:func:`dtypes_of`).
     """
     name = _dtype_name(dtype)
-    if registry.get(fmt).holds_dtype(name):
+    if name is not None and name in dtypes_of(fmt, generation):
         return
     shown = name or (str(np.dtype(dtype)) if _is_dtype(dtype) else repr(dtype))
     can = holders(dtype)
@@ -118,18 +177,19 @@ def _is_dtype(dtype: Any) -> bool:
     return True
 
 
-def check_tensors(fmt: str, tensors: Mapping[str, Any]) -> None:
-    """:func:`check_dtype` for every tensor (dtype read without converting the data)."""
+def check_tensors(fmt: str, tensors: Mapping[str, Any], generation: Any = None) -> None:
+    """:func:`check_dtype` for every tensor (dtype read without converting the data) in
+    ``generation`` (:func:`dtypes_of`)."""
     specs = []
     for name, value in tensors.items():
         dt = getattr(value, "dtype", None)
         if dt is None:
             dt = np.asarray(value).dtype
         specs.append((name, dt))
-    check_all(fmt, specs)
+    check_all(fmt, specs, generation)
 
 
-def check_all(fmt: str, specs: Any) -> None:
+def check_all(fmt: str, specs: Any, generation: Any = None) -> None:
     """:func:`check_dtype` for every ``(tensor, dtype)``; one :class:`EncodeError` that names
     the first refusal in full and lists the others (so that one run says everything to fix).
 
@@ -144,7 +204,7 @@ def check_all(fmt: str, specs: Any) -> None:
     others: list[str] = []
     for name, dt in specs:
         try:
-            check_dtype(fmt, name, dt)
+            check_dtype(fmt, name, dt, generation=generation)
         except EncodeError as exc:
             if first is None:
                 first = exc
@@ -159,3 +219,18 @@ def check_all(fmt: str, specs: Any) -> None:
     raise factory(parts.pop("fmt")).encode(
         parts.pop("obj"), **parts, message=f"{first} (also refused: {more})"
     ) from None
+
+
+def option_refusal(fmt: Any, option: str, value: Any, why: str) -> EncodeError:
+    """The :class:`EncodeError` for an option value format ``fmt`` (a descriptor) cannot
+    honour, raised before anything is written: ``<fmt>: <option> <value>: <why>``."""
+    return factory(fmt.name).encode(f"{option} {value!r}", detail=why)
+
+
+def check_checksum_option(fmt: Any, checksum: Any) -> None:
+    """Refuse a per-tensor ``checksum`` given explicitly for a format (a descriptor) with no
+    per-tensor checksum field (``save_checksum="refuse"``); ``None`` (none) it honours."""
+    if fmt.save_checksum == "refuse" and checksum is not None:
+        raise option_refusal(
+            fmt, "checksum", checksum, f"{fmt.description} has no per-tensor checksum field"
+        )

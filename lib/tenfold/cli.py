@@ -90,11 +90,13 @@ def _check_args(args: argparse.Namespace) -> None:
 
 
 def _compress_arg(text: str) -> tuple[str | None, int]:
-    if text == "none":
-        return None, 3
+    if text in ("none", "deflate"):
+        return None if text == "none" else text, 3
     algo, _, level = text.partition(":")
     if algo != "zstd":
-        raise argparse.ArgumentTypeError(f"expected zstd, zstd:LEVEL or none, got {text!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected zstd, zstd:LEVEL, deflate or none, got {text!r}"
+        )
     try:
         lv = int(level) if level else 3
     except ValueError:
@@ -202,8 +204,9 @@ def _add_convert(sub: Any) -> None:
     p.add_argument(
         "--compress",
         type=_compress_arg,
-        metavar="zstd[:LEVEL]|none",
-        help="compress tensors (.zt per tensor, .fold per chunk, .npz deflate); default: as "
+        metavar="zstd[:LEVEL]|deflate|none",
+        help="compress tensors (zstd: .zt per tensor, .fold per chunk; deflate: .npz; a "
+        "target that cannot is refused); default: as "
         "the source when it has DST's format (.zt per tensor), else none",
     )
     p.add_argument(

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from .capabilities import check_all
+from .capabilities import check_all, check_checksum_option, option_refusal
 from .core.alloc import dense
 from .errors import EncodeError, factory
 from .tensor_source import RawRange, Source, reader_source
@@ -304,6 +304,9 @@ class Target:
 
     #: whether ``max_shard_size`` (shards plus an index) applies
     shards = True
+    #: the ``compress`` values it honours besides None (no compression); the first is what
+    #: ``"keep"`` gives a compressed source of the same format
+    compressions: tuple[str, ...] = ()
 
     def __init__(self, fmt: Any, dst: Any, generation: Any = None) -> None:
         self.fmt = fmt
@@ -312,7 +315,18 @@ class Target:
         self.generation = generation
 
     def check_options(self, checksum: str | None, compress: str | None) -> None:
-        """Refuse an option value this target cannot honour (before the source is opened)."""
+        """Refuse an option value given explicitly (not ``"keep"``) that this target cannot
+        honour, before the source is opened: a ``checksum`` where the format has no
+        per-tensor checksum field, a ``compress`` it does not write."""
+        if checksum != KEEP:
+            check_checksum_option(self.fmt, checksum)
+        if compress in (KEEP, None) or compress in self.compressions:
+            return
+        what = self.fmt.description
+        has = f"compresses with {' or '.join(self.compressions)} only" if self.compressions \
+            else "stores tensors uncompressed"  # fmt: skip
+        can = " or ".join(map(repr, self.compressions + (None,)))
+        raise option_refusal(self.fmt, "compress", compress, f"{what} {has}; expected {can}")
 
     def check(self, src: Source) -> None:
         """Refuse what the target cannot hold, before anything is written: dtypes
@@ -353,7 +367,8 @@ class Target:
         if checksum == KEEP:
             checksum = "crc32c"
         if compress == KEEP:
-            compress = "zstd" if src.fmt == self.name and src.compressed else None
+            same = src.fmt == self.name and src.compressed and self.compressions
+            compress = self.compressions[0] if same else None
         return checksum, compress
 
     def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:

@@ -21,9 +21,11 @@ Rules
   values); OINF tensors without data exist only in OINF. Sparse zTensor tensors are densified
   for formats with no sparse layout.
 * ``checksum`` is the per-tensor checksum of targets that have one (zTensor); FOLD and WTXT
-  always checksum every chunk, and OINF, safetensors and npz have no per-tensor checksum.
-  ``checksum=None`` keeps zTensor output byte-identical to ztensor 0.1.4. ``compress``
-  compresses (zTensor per tensor, FOLD per chunk, npz members with deflate).
+  always checksum every chunk, and OINF, safetensors and npz have no per-tensor checksum
+  (one given explicitly is refused). ``checksum=None`` keeps zTensor output byte-identical
+  to ztensor 0.1.4. ``compress="zstd"`` compresses zTensor tensors and FOLD chunks,
+  ``compress="deflate"`` npz members; a value the target cannot write is refused (OINF,
+  safetensors and WTXT are never compressed).
 * A conversion within one format is faithful by default (``checksum="keep"``,
   ``compress="keep"``): zTensor 0.1.0 -> zTensor keeps each tensor's encoding (raw or zstd)
   and checksum (none, crc32c or sha256), FOLD -> FOLD keeps zstd chunks when the source's
@@ -238,8 +240,8 @@ def convert(
     writes ``dst`` as shards plus an index (one file when everything fits).
     """
     target = _target_for(dst, _target(dst), zt_generation, max_shard_size)
-    target.check_options(checksum, compress)
-    _check_option("compress", compress, (None, "zstd", KEEP))
+    _check_option("compress", compress, (None, "zstd", "deflate", KEEP))
+    target.check_options(checksum, compress)  # what this target cannot honour
     _check_option("checksum", checksum, (None, "crc32c", "sha256", KEEP))
     fmt = target.name
     with open_source(src) as s:
@@ -318,8 +320,7 @@ def write_any(
     names, with the rules of :func:`convert` (``zt_generation`` as there; a ``checksum``
     given explicitly is refused where the target cannot honour it, as by :func:`convert`)."""
     target = _target_for(path, _target(path), zt_generation)
-    if checksum is not DEFAULT_CHECKSUM:
-        target.check_options(checksum, compress)
+    target.check_options(KEEP if checksum is DEFAULT_CHECKSUM else checksum, compress)
     s = dict_source("dict", {k: _dense(v, k) for k, v in tensors.items()}, metadata=metadata)
     target.check(s)
     md = target.metadata(s)

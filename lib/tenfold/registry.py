@@ -172,6 +172,10 @@ class Format:
     ``convert_generation``
         ``generation(dst, value, max_shard_size)``: reads ``convert(zt_generation=)`` for
         the format that owns that option.
+    ``generation_dtypes``
+        ``generation_dtypes() -> {generation: dtypes}``: the element types of each
+        generation it writes other than its default (keys as ``convert_generation`` reads
+        the option), for :mod:`tenfold.capabilities`.
 
     :mod:`tenfold.conversion` describes the ``convert_*`` hooks in full.
     """

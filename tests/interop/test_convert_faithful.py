@@ -146,7 +146,7 @@ def test_npz_to_npz_keeps_deflate(tmp_path):
 
 def test_bad_values_are_refused(tmp_path):
     src = _zt_source(tmp_path / "s.zt")
-    with pytest.raises(ValueError, match="compress must be None, 'zstd' or 'keep'"):
+    with pytest.raises(ValueError, match="compress must be None, 'zstd', 'deflate' or 'keep'"):
         conv.convert(src, tmp_path / "x.zt", compress="lz4")
     with pytest.raises(ValueError, match="checksum must be None, 'crc32c', 'sha256' or 'keep'"):
         conv.convert(src, tmp_path / "x.zt", checksum="md5")

@@ -54,7 +54,9 @@ def test_convert_errors_name_their_format_and_object(tmp_path):
     e = info.value
     assert (e.fmt, e.obj, e.field, e.got) == ("tenfold", str(tmp_path / "b.unknown"), "suffix",
                                               ".unknown")  # fmt: skip
-    with pytest.raises(EncodeError, match="compress must be None, 'zstd' or 'keep'") as info:
+    with pytest.raises(
+        EncodeError, match="compress must be None, 'zstd', 'deflate' or 'keep'"
+    ) as info:
         tenfold.convert.convert(src, tmp_path / "b.zt", compress="lz4")
     assert (info.value.fmt, info.value.obj, info.value.got) == ("convert", "compress", "lz4")
     with pytest.raises(UnsupportedError, match="not a tensor format") as info:

@@ -115,6 +115,8 @@ class FoldTarget(Target):
     """FOLD: the index's metadata; a FOLD source keeps all of it (any JSON value), strings
     from other formats, the index's own keys reserved."""
 
+    compressions = ("zstd",)
+
     def metadata(self, src: Source) -> dict[str, Any]:
         if src.fmt == self.name and src.metadata and not src.sizevars:
             return dict(src.metadata)

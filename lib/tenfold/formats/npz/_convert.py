@@ -77,7 +77,10 @@ def target(fmt: Any, dst: Any, generation: Any = None) -> Target:
 
 
 class NpzTarget(Target):
-    """npz: NumPy's own types, no file metadata (the descriptor's); ``compress`` deflates."""
+    """npz: NumPy's own types, no file metadata (the descriptor's); ``compress="deflate"``
+    deflates (zip's method: zstd is refused)."""
+
+    compressions = ("deflate",)
 
     def write(self, dst: Any, s: Source, md: dict[str, Any], bar: Any, opts: WriteOptions) -> None:
         from ...core.release import release

@@ -34,7 +34,7 @@ FORMAT = register(
         package="tenfold.formats.npz.reader",
         dtypes=DTYPES,
         metadata="none",
-        save_checksum="ignore",
+        save_checksum="refuse",  # no per-tensor checksum field
         hooks={
             "convert_source": "tenfold.formats.npz._convert:source",
             "convert_target": "tenfold.formats.npz._convert:target",

@@ -39,7 +39,7 @@ FORMAT = register(
         package="tenfold.formats.safetensors.reader",
         dtypes=DTYPES,
         metadata="str",
-        save_checksum="ignore",
+        save_checksum="refuse",  # no per-tensor checksum field
         hooks={
             "convert_source": "tenfold.formats.safetensors._convert:source",
             "convert_target": "tenfold.formats.safetensors._convert:target",

@@ -101,6 +101,8 @@ class ZtTarget(Target):
     """zTensor 0.1.0: metadata as a ``__metadata__`` map on the first tensor; a zTensor source
     keeps each tensor's encoding and checksum (``"keep"``)."""
 
+    compressions = ("zstd",)
+
     def metadata(self, src: Source) -> dict[str, Any]:
         md = super().metadata(src)
         if md and not src.names:
@@ -152,11 +154,14 @@ class V2Target(Target):
     """Canonical zTensor v2, one tensor at a time: every part carries an xxh3 digest (no
     ``checksum``); ``compress="zstd"`` writes ``zt.zstd-seekable/1`` parts (not canonical)."""
 
+    compressions = ("zstd",)
+
     def check_options(self, checksum: str | None, compress: str | None) -> None:
         if checksum != KEEP:
             from .writer import v2_checksum_refusal
 
             raise v2_checksum_refusal(self.dst, checksum)
+        super().check_options(checksum, compress)
 
     def check(self, src: Source) -> None:
         """What a canonical zTensor v2 file cannot hold: element types without a v2 storage
