@@ -181,7 +181,7 @@ def save_file(
     fmt = target_of(filename)
     for n, a in arrays.items():  # every dtype checked before the first shard is written
         if fmt is not None:
-            check_dtype(fmt, n, a.dtype)
+            check_dtype(fmt, n, a.dtype, generation=options.get("zt_generation"))
     write(filename, list(arrays), {n: array_nbytes(a) for n, a in arrays.items()}, max_shard_size,
           lambda p, group: write_any(p, {n: arrays[n] for n in group}, metadata=metadata,
                                      **options),

@@ -38,6 +38,22 @@ def test_save_v2_by_format_name_takes_float8(tmp_path):
     assert tenfold.load(tmp_path / "b.bin")["x"].tobytes() == a.tobytes()
 
 
+def test_sharded_v2_saves_take_float8(tmp_path):
+    # tenfold.save and tenfold.torch.save_file with max_shard_size check each dtype against the
+    # generation asked for, before the first shard (they checked against 0.1.0's list)
+    t = {f"f8_{i}": np.arange(4096).astype(ml_dtypes.float8_e4m3fn) for i in range(3)}
+    tenfold.save(tmp_path / "a.zt", t, zt_generation=2, max_shard_size=5000)
+    with tenfold.open(tmp_path / "a.zt.index.json") as r:
+        assert {k: r[k].tobytes() for k in r} == {k: v.tobytes() for k, v in t.items()}
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    tft = pytest.importorskip("tenfold.torch")
+
+    x = {k: torch.from_numpy(v.view(np.uint8)).view(torch.float8_e4m3fn) for k, v in t.items()}
+    tft.save_file(x, tmp_path / "b.zt", zt_generation=2, max_shard_size=5000)
+    with tenfold.open(tmp_path / "b.zt.index.json") as r:
+        assert {k: r[k].tobytes() for k in r} == {k: v.tobytes() for k, v in t.items()}
+
+
 def _written(tmp_path, name):
     tenfold.save(tmp_path / name, {"a": np.zeros(1, np.float32)})
     return tmp_path / name

@@ -190,7 +190,7 @@ def save(
 
         fmt = by_suffix(path).name
     for n, v in tensors.items():
-        check_dtype(fmt, n, v.dtype)
+        check_dtype(fmt, n, v.dtype, generation=zt_generation)
     sizes = {n: array_nbytes(v) for n, v in tensors.items()}
 
     def one(p: str, group: list[str]) -> None:
