@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .errors import SafetensorError
 from .interop.frameworks import Slice, backend_options, open_tensors
@@ -199,7 +199,7 @@ def save(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) 
 def save_model(
     model: Any,
     filename: str | os.PathLike[str],
-    metadata: Mapping[str, str] | None = None,
+    metadata: Mapping[str, str] | Literal[False] | None = None,
     force_contiguous: bool = True,
     **options: Any,
 ) -> None:
@@ -211,6 +211,12 @@ def save_model(
     ``metadata`` itself is not changed). :func:`load_model` restores the aliases. A group in
     which no tensor covers its whole storage is a ``RuntimeError``, as in safetensors.
 
+    The alias records are bookkeeping for other readers: :func:`load_model` finds the ties in
+    the model itself. So a format with no file metadata (``.npz``, ``.wtxt``) is written
+    without them, and ``metadata=False`` writes no metadata at all (neither the records nor
+    any of the caller's); metadata the caller gives for such a format is refused, as by
+    :func:`save_file`.
+
     ``force_contiguous`` is accepted for safetensors' signature; tenfold writes every tensor
     in C order either way (safetensors refuses a non-contiguous one when it is False).
     ``options`` go to :func:`save_file`.
@@ -218,15 +224,29 @@ def save_model(
     from .interop._tied import aliases
 
     state = dict(model.state_dict())
-    md = None if metadata is None else dict(metadata)
+    record = metadata is not False and _keeps_metadata(filename, options.get("format"))
+    md = None if metadata is None or metadata is False else dict(metadata)
     for kept, names in aliases(state).items():
         for name in names:
-            md = {} if md is None else md
-            md.setdefault(name, kept)
+            if record:
+                md = {} if md is None else md
+                md.setdefault(name, kept)
             del state[name]
     if force_contiguous:
         state = {k: v.contiguous() for k, v in state.items()}
     save_file(state, filename, metadata=md, **options)
+
+
+def _keeps_metadata(filename: Any, fmt: str | None) -> bool:
+    """Whether the format ``filename`` is written in (or ``fmt``) has file metadata (an
+    unknown one: True, and the writer says what is wrong)."""
+    from .errors import TenfoldError
+    from .registry import by_suffix, get
+
+    try:
+        return (get(fmt) if fmt else by_suffix(filename)).metadata != "none"
+    except TenfoldError:
+        return True
 
 
 def load_model(

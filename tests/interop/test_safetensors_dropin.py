@@ -509,6 +509,36 @@ def test_save_model_keeps_the_callers_metadata_keys(tmp_path):
 
 
 @needs_torch
+@pytest.mark.parametrize("suffix", [".npz", ".wtxt", ".safetensors", ".zt"])
+@pytest.mark.parametrize("md", [None, False])
+def test_save_model_to_any_format_and_without_metadata(tmp_path, suffix, md):
+    # before: a tied model into .npz / .wtxt was refused for the alias records (formats with
+    # no file metadata), and the metadata=False its message advised was a TypeError
+    src = _models(seed=1)
+    p = tmp_path / f"m{suffix}"
+    tenfold.torch.save_model(src, p, md)
+    with tenfold.open(p) as r:
+        assert "lm_head.weight" not in r  # one copy of the tied weight
+        kept = {k: v for k, v in r.metadata.items() if k == "lm_head.weight"}
+        assert kept == (
+            {"lm_head.weight": "embed.weight"}
+            if md is None and suffix in (".safetensors", ".zt")
+            else {}
+        )
+    dst = _models(seed=2)
+    assert tenfold.torch.load_model(dst, p) == (set(), [])
+    assert dst.lm_head.weight is dst.embed.weight  # the ties come from the model
+    assert torch.equal(dst.lm_head.weight, src.embed.weight)
+
+
+@needs_torch
+def test_save_model_refuses_the_callers_metadata_where_the_format_has_none(tmp_path):
+    with pytest.raises(tenfold.errors.EncodeError, match="npz has no file metadata"):
+        tenfold.torch.save_model(_models(), tmp_path / "m.npz", {"note": "x"})
+    assert list(tmp_path.iterdir()) == []
+
+
+@needs_torch
 @pytest.mark.parametrize("strict", [True, False])
 @pytest.mark.parametrize("saved, loaded", [("small", "big"), ("big", "small")])
 def test_load_model_missing_and_unexpected_keys(tmp_path, strict, saved, loaded):
