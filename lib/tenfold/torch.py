@@ -185,7 +185,7 @@ def save_file(
     write(filename, list(arrays), {n: array_nbytes(a) for n, a in arrays.items()}, max_shard_size,
           lambda p, group: write_any(p, {n: arrays[n] for n in group}, metadata=metadata,
                                      **options),
-          fsync=options.get("fsync", True))  # fmt: skip
+          fsync=options.get("fsync", True), metadata=metadata)  # fmt: skip
 
 
 def save(tensors: Mapping[str, Any], metadata: Mapping[str, str] | None = None) -> bytes:

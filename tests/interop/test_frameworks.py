@@ -680,6 +680,9 @@ def test_save_file_sharded_with_metadata(tmp_path):
         assert f.metadata() == {"format": "pt"}
     back = tenfold.torch.load_file(tmp_path / "m.safetensors.index.json")
     assert all(torch.equal(back[k], v) for k, v in state.items())
+    # the index holds the metadata too, as tenfold.save's does (it held total_size alone)
+    with tenfold.open(tmp_path / "m.safetensors.index.json") as r:
+        assert r.metadata == {"format": "pt", "total_size": 4 * 64 * 4}
     with pytest.raises(tenfold.EncodeError, match="bfloat16"):
         tenfold.torch.save_file({"a": torch.ones(2), "h": torch.ones(300).bfloat16()},
                                 tmp_path / "x.npz", max_shard_size=100)  # fmt: skip
