@@ -188,6 +188,10 @@ def save(
     checksum every chunk; OINF has no checksum field, so asking for one explicitly there is
     an :class:`EncodeError` (the default is simply not applicable).
 
+    ``compress`` (keyword): ``"zstd"`` (zTensor tensors, FOLD chunks), ``"deflate"`` (npz
+    members) or ``None``; a value the format does not write is an :class:`EncodeError` before
+    anything is written (safetensors, OINF and WTXT are never compressed).
+
     ``max_shard_size`` (bytes, or ``"5GB"``, ``"500MB"``, ``"1GiB"`` as Hugging Face takes
     it) splits the tensors into ``name-00001-of-0000N.<ext>`` shards plus the index
     ``<path>.index.json`` in the Hugging Face layout; a model that fits in one shard is one

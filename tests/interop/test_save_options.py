@@ -192,3 +192,29 @@ def test_metadata_refusal_lists_writable_formats_only(tmp_path, suffix):
         tenfold.save(tmp_path / f"c{suffix}", A, metadata={"k": "v"})
     listed = str(exc.value).split("; use ")[1].removesuffix(" to keep it").split(", ")
     assert listed == [".zt", ".oinf", ".fold", ".mind", ".safetensors"]
+
+
+@pytest.mark.parametrize(
+    ("name", "compress", "gen", "encoding"),
+    [
+        ("c.zt", "zstd", None, "zstd"),
+        ("c.zt", None, None, "raw"),
+        ("c.zt", "zstd", 2, "zt.zstd-seekable/1"),
+        ("c.npz", "deflate", None, "deflate"),
+        ("c.npz", None, None, "raw"),
+    ],
+)
+def test_save_compress_is_one_option_for_every_format(tmp_path, name, compress, gen, encoding):
+    # before: the format's own keyword (encoding=, compressed=) was the only way, and
+    # tenfold.save(..., compress=) was a TypeError naming the format's writer
+    a = np.arange(4096, dtype=np.float32)
+    tenfold.save(tmp_path / name, {"a": a}, compress=compress, zt_generation=gen)
+    with tenfold.open(tmp_path / name) as r:
+        assert r.info("a").encoding == encoding
+        assert np.array_equal(r["a"], a)
+
+
+def test_zt_compress_and_a_contrary_encoding_are_refused(tmp_path):
+    with pytest.raises(EncodeError, match="compress"):
+        tenfold.save(tmp_path / "c.zt", {"a": np.zeros(3)}, compress=None, encoding="zstd")
+    assert list(tmp_path.iterdir()) == []

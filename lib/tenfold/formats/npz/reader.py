@@ -20,7 +20,7 @@ from ...core.bounds import DEFAULT_LIMITS, Limits, truncated
 from ...core.cli_support import inspect_row
 from ...core.reader import MappedReader, TensorInfo, verify_file
 from ...core.report import ERROR, OK, Report
-from ...errors import FormatError, TenfoldError
+from ...errors import FormatError, TenfoldError, factory
 from ._endrecord import END, END64, END64_SIG, END_SIG, LOCATOR64, LOCATOR64_SIG
 from ._format import LOCAL_HEADER, sniff
 from .writer import Archive, Member, write_npz
@@ -290,7 +290,19 @@ def load(source: Any, copy: bool = False, **kw: Any) -> dict[str, np.ndarray]:
 
 
 def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) -> None:
-    """Write ``tensors`` atomically (``compressed=True`` for deflate)."""
+    """Write ``tensors`` atomically (``compressed=True`` for deflate; ``compress="deflate"`` or
+    ``None``, :func:`tenfold.save`'s name for it, too)."""
+    if "compress" in kw:
+        compress = kw.pop("compress")
+        if compress not in ("deflate", None) or "compressed" in kw:
+            raise factory(FMT).encode(
+                "save",
+                field="compress",
+                detail="compressed= given too" if "compressed" in kw else None,
+                expected="'deflate' or None",
+                got=repr(compress),
+            )
+        kw["compressed"] = compress == "deflate"
     write_npz(path, tensors, **kw)
 
 

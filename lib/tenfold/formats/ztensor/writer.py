@@ -437,6 +437,22 @@ def v2_checksum_refusal(path: Any, checksum: Any) -> EncodeError:
     )
 
 
+def _encoding_of(compress: Any, encoding: str) -> str:
+    """The ``encoding`` that ``compress`` (``"zstd"`` or ``None``) asks for."""
+    if compress not in ("zstd", None):
+        raise E.encode("save", field="compress", expected="'zstd' or None", got=repr(compress))
+    want = "raw" if compress is None else "zstd"
+    if encoding not in ("raw", want):
+        raise E.encode(
+            "save",
+            field="compress",
+            detail=f"encoding={encoding!r} given too",
+            expected=f"encoding {want!r} or none given",
+            got=repr(compress),
+        )
+    return want
+
+
 def save(
     path: str | os.PathLike[str],
     tensors: Mapping[str, Any],
@@ -447,9 +463,13 @@ def save(
     fsync: bool = True,
     generation: int | str = 0,
     metadata: Mapping[str, Any] | None = None,
+    compress: Any = _UNSET,
     **v2_options: Any,
 ) -> None:
     """Write ``tensors`` (name -> array) to ``path`` atomically, in mapping order.
+
+    ``compress`` is :func:`tenfold.save`'s name for ``encoding``: ``"zstd"`` or ``None``
+    (raw); given with another ``encoding`` it is an :class:`EncodeError`.
 
     ``metadata`` (file metadata, like safetensors' ``__metadata__``): zTensor 0.1.0 has no
     file-level map, so it goes into the first tensor's attributes under ``__metadata__``
@@ -482,6 +502,8 @@ def save(
                 FMT, "save", field="metadata", expected="a mapping", got=type(metadata).__name__
             )
         )
+    if compress is not _UNSET:
+        encoding = _encoding_of(compress, encoding)
     if generation in (2, "2", "v2"):
         _save_v2(path, tensors, encoding, checksum, fsync, metadata, v2_options)
         return
