@@ -204,12 +204,18 @@ def test_pick_cpu():
         pg._pick_cpu(str(max(allowed) + 1000))
 
 
-def test_confirming_workers_are_fresh_pinned_and_several(tmp_path):
-    root = _built_root()
-    args = pg._parser().parse_args([str(root), str(root), "--quick", "--cpu", "auto"])
+def _pair_args(root: Path, *extra: str):
+    """The command's arguments for the same build on both sides, quick mode resolved."""
+    args = pg._parser().parse_args([str(root), str(root), "--quick", *extra])
     for key, val in pg.QUICK.items():
         setattr(args, key, val)
     args.cpu = pg._pick_cpu(args.cpu)
+    return args
+
+
+def test_confirming_workers_are_fresh_pinned_and_several(tmp_path):
+    root = _built_root()
+    args = _pair_args(root, "--cpu", "auto")
     spec = {"root": str(root)}
     pair = pg.Pair(spec, spec, args)
     try:
@@ -227,10 +233,7 @@ def test_confirming_workers_are_fresh_pinned_and_several(tmp_path):
 
 def test_after_a_confirming_pass_the_next_benchmark_has_one_process_per_side(monkeypatch):
     root = _built_root()
-    args = pg._parser().parse_args([str(root), str(root), "--quick", "--bench", "RSSuite"])
-    for key, val in pg.QUICK.items():
-        setattr(args, key, val)
-    args.cpu = pg._pick_cpu(args.cpu)
+    args = _pair_args(root, "--bench", "RSSuite")
     sides = []
 
     def confirming_gate(old, new, rounds, threshold, fresh, repeat):
