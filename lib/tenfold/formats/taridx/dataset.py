@@ -8,6 +8,8 @@ crosses the process boundary of a ``DataLoader`` worker, and PyTorch's default c
 batch of them as a list. ``payload="memoryview"`` gives read-only views of the map instead
 (zero copy; each keeps the map alive), for use in the process that read them: a memoryview
 cannot be pickled, so such a dataset refuses to serve samples in a DataLoader worker.
+``ds.key(i)`` is sample ``i``'s webdataset key (read from its first member's header), and
+``with_keys=True`` adds it to every sample as ``"__key__"``; ``ds[a:b:c]`` is a list of samples.
 
 Remote roots (any fsspec URL: ``http://``, ``s3://``, ``memory://`` ...) are read with
 range requests: ``ds[i]`` fetches one range per shard of the sample, and ``ds.__getitems__(batch)``
