@@ -41,6 +41,8 @@ class Batches(RemoteReads):
     _shard: Callable[[int], memoryview]
     _verify_rows: Callable[[memoryview, int, int], None]
     _no_views: Callable[[], ValueError]
+    _keys_of: Callable[[np.ndarray], list[str]]
+    with_keys: bool
     #: payloads copied out as bytes (else zero-copy memoryviews); views refused here
     _copy: bool
 
@@ -88,7 +90,10 @@ class Batches(RemoteReads):
             views = self._remote_rows(rowids, cols, idx, owner)
         else:
             views = self._local_rows(rowids, cols, idx, owner)
-        out: list[dict[str, Any]] = [{} for _ in range(idx.size)]
+        if self.with_keys:  # after the payloads: remote shards are looked up (or held) now
+            out: list[dict[str, Any]] = [{"__key__": k} for k in self._keys_of(idx)]
+        else:
+            out = [{} for _ in range(idx.size)]
         names = self._ext_names
         copy = self._copy
         for o, extid, v in zip(owner.tolist(), cols[:, 3].tolist(), views, strict=True):

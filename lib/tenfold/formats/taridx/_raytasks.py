@@ -13,12 +13,9 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-import xxhash
 
-from ...errors import IntegrityError, TenfoldError, describe
-from ._members import name_at, split_name
-from ._remote import missing_shard
-from ._spec import BLOCK, FMT
+from ._members import split_name
+from ._spec import BLOCK
 from .dataset import Dataset
 
 __all__ = ["read_samples", "ROWS_PER_BLOCK", "BYTES_PER_BLOCK"]
@@ -66,84 +63,18 @@ def _open(args: Mapping[str, Any]) -> Dataset:
     return ds
 
 
-class _Keys:
-    """The stem of each sample, read from its first member's header (the index stores only
-    the stem's hash, which the name read is checked against)."""
-
-    def __init__(self, ds: Dataset) -> None:
-        self.ds = ds
-        idx = ds.index
-        s = idx.samples
-        first = s.starts[:-1]
-        rows = first if s.order is None else s.order[first]
-        self.fid = np.asarray(idx.rows["fid"])[rows].astype(np.int64)
-        self.off = np.asarray(idx.rows["offset"])[rows].astype(np.int64)
-        self.keyhash = np.asarray(s.keyhash, np.uint64)
-        self.crash = {i + 1: c for i, c in enumerate(idx.crash)}
-        self.crashid = np.asarray(s.crashid)
-
-    def stems(self, samples: np.ndarray) -> list[str]:
-        ds = self.ds
-        out: list[str] = []
-        fids, offs = self.fid[samples].tolist(), self.off[samples].tolist()
-        khs = self.keyhash[samples].tolist()
-        if ds.remote:
-            heads = self._remote_heads(fids, offs)
-        for j, (fid, off, kh) in enumerate(zip(fids, offs, khs, strict=True)):
-            if ds.remote:
-                buf, base = heads[j]
-            else:
-                buf, base = ds.shard_buffer(fid), 0
-            got = name_at(buf, off - base) if off - base >= 0 else None
-            stem = split_name(got[0])[0] if got is not None else None
-            if stem is None or xxhash.xxh64_intdigest(stem) != kh:
-                if ds.remote and got is not None:  # the name may be in extended headers
-                    buf, base = self._remote_window(fid, off)
-                    got = name_at(buf, off - base)
-                    stem = split_name(got[0])[0] if got is not None else None
-                if stem is None or xxhash.xxh64_intdigest(stem) != kh:
-                    raise IntegrityError(
-                        describe(
-                            FMT,
-                            f"shard {ds.shards[fid]}: member header",
-                            offset=off,
-                            field="member name",
-                            detail="does not hash to the sample's keyhash (shard changed since "
-                            "the index was built?)",
-                            expected=f"{kh:016x}",
-                            got=repr(stem),
-                        )
-                    )
-            out.append(stem.decode("utf-8"))
-        return out
-
-    def _remote_heads(self, fids: list[int], offs: list[int]) -> list[tuple[memoryview, int]]:
-        from ...core.source import cat_ranges
-
-        ds = self.ds
-        urls = [ds.shard_url(ds.shards[f]) for f in fids]
-        known = ds.known_shards()
-        ends = [o + BLOCK for o in offs]
-        # every response checked like the dataset's own batches (a changed shard, a server
-        # ignoring Range or answering other bytes is an error, never a misread)
-        blobs = cat_ranges(ds.filesystem(), urls, offs, ends, fmt=FMT, known=known)
-        for url, o, blob in zip(urls, offs, blobs, strict=True):
-            if isinstance(blob, TenfoldError):
-                raise blob
-            if isinstance(blob, BaseException):
-                raise missing_shard(url, blob, f"reading bytes {o}-{o + BLOCK}") from blob
-        return [(memoryview(b), o) for b, o in zip(blobs, offs, strict=True)]
-
-    def _remote_window(self, fid: int, off: int) -> tuple[memoryview, int]:
-        from ... import _kernels
-
-        start = max(0, off - int(_kernels.load("tarscan").LOOKBACK))
-        fs = self.ds.filesystem()
-        data = fs.cat_file(self.ds.shard_url(self.ds.shards[fid]), start=start, end=off + BLOCK)
-        return memoryview(data), start
+def _stems(ds: Dataset, samples: np.ndarray) -> list[str]:
+    """Each sample's stem, from its first member's header (checked against the index's hash)."""
+    return [split_name(name)[0].decode("utf-8") for name in ds.member_names(samples)]
 
 
-_KEYS: dict[int, _Keys] = {}
+def _first_fids(ds: Dataset) -> np.ndarray:
+    """The shard of each sample's first member."""
+    idx = ds.index
+    s = idx.samples
+    first = s.starts[:-1]
+    rows = first if s.order is None else s.order[first]
+    return np.asarray(idx.rows["fid"])[rows].astype(np.int64)
 
 
 class _Local:
@@ -258,10 +189,7 @@ class _Local:
         )
 
     def ds_keys(self, samples: np.ndarray) -> list[str]:
-        keys = _KEYS.get(id(self.ds))
-        if keys is None or keys.ds is not self.ds:
-            keys = _KEYS[id(self.ds)] = _Keys(self.ds)
-        return keys.stems(samples)
+        return _stems(self.ds, samples)
 
     def table(self, samples: np.ndarray, urls: list[bytes] | None) -> Any:
         import pyarrow as pa
@@ -349,9 +277,7 @@ def read_samples(args: Mapping[str, Any], samples: np.ndarray, url: bool = True)
 def _read_remote(ds: Dataset, samples: np.ndarray, url: bool) -> Iterator[Any]:
     import pyarrow as pa
 
-    keys = _KEYS.get(id(ds))
-    if keys is None or keys.ds is not ds:
-        keys = _KEYS[id(ds)] = _Keys(ds)
+    first_fid = _first_fids(ds) if url else None
     ext_names = [e for e in ds.index.ext if ds.extensions is None or e in ds.extensions]
     shard_urls = [ds.shard_url(n) for n in ds.shards] if url else []
     step = ROWS_PER_BLOCK
@@ -371,9 +297,9 @@ def _read_remote(ds: Dataset, samples: np.ndarray, url: bool) -> Iterator[Any]:
                 for e in ext_names:
                     del cols[e][j + 1 :]
                 break
-        table: dict[str, Any] = {"__key__": pa.array(keys.stems(chunk), pa.string())}
-        if url:
-            table["__url__"] = pa.array([shard_urls[f] for f in keys.fid[chunk].tolist()])
+        table: dict[str, Any] = {"__key__": pa.array(_stems(ds, chunk), pa.string())}
+        if first_fid is not None:
+            table["__url__"] = pa.array([shard_urls[f] for f in first_fid[chunk].tolist()])
         for e in ext_names:
             big = sum(len(v) for v in cols[e] if v is not None) > _BINARY_MAX
             table[e] = pa.array(cols[e], pa.large_binary() if big else pa.binary())

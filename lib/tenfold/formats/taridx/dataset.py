@@ -8,6 +8,8 @@ crosses the process boundary of a ``DataLoader`` worker, and PyTorch's default c
 batch of them as a list. ``payload="memoryview"`` gives read-only views of the map instead
 (zero copy; each keeps the map alive), for use in the process that read them: a memoryview
 cannot be pickled, so such a dataset refuses to serve samples in a DataLoader worker.
+``ds.key(i)`` is sample ``i``'s webdataset key (read from its first member's header), and
+``with_keys=True`` adds it to every sample as ``"__key__"``; ``ds[a:b:c]`` is a list of samples.
 
 Remote roots (any fsspec URL: ``http://``, ``s3://``, ``memory://`` ...) are read with
 range requests: ``ds[i]`` fetches one range per shard of the sample, and ``ds.__getitems__(batch)``
@@ -28,7 +30,7 @@ import os
 import warnings
 import weakref
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -37,6 +39,7 @@ from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...core.mapped import MappedFile
 from ...errors import TruncatedError, describe
 from ._batches import Batches, in_torch_worker
+from ._keys import SampleKeys
 from ._members import member_problem
 from ._remote import LinkModel, info_etag, info_mtime_ns
 from ._remote_reads import get_index, is_url
@@ -64,7 +67,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)
 
 
-class Dataset(Batches):
+class Dataset(Batches, SampleKeys):
     """The samples of split ``split`` under ``root``.
 
     Parameters
@@ -121,6 +124,12 @@ class Dataset(Batches):
         read it from memory.
     limits
         :class:`tenfold.core.bounds.Limits` for opening the index.
+    with_keys
+        Add ``"__key__"`` to every sample: its key as webdataset names it (the first member's
+        name up to the first dot after the last slash; see :mod:`tenfold.taridx._keys`), read
+        from the member's header, since the index stores only the key's hash. Off by default:
+        it costs a header read per sample (remotely, one more request per batch).
+        ``ds.key(i)`` gives one sample's key either way.
 
     A local shard whose mtime or ctime is newer than the index file is re-checked against the
     index when it is opened (sampled headers with their names, its size, members after the last
@@ -158,11 +167,14 @@ class Dataset(Batches):
         cache_bytes: int = 256 << 20,
         limits: Limits = DEFAULT_LIMITS,
         payload: str = "bytes",
+        with_keys: bool = False,
     ) -> None:
         if payload not in PAYLOADS:
             raise ValueError(f"{FMT}: payload must be one of {PAYLOADS}, got {payload!r}")
         #: ``"bytes"`` or ``"memoryview"``: the type of each payload of a sample
         self.payload = payload
+        #: every sample has its ``"__key__"`` (see ``key``)
+        self.with_keys = bool(with_keys)
         self.root = os.fspath(root).rstrip("/") if is_url(os.fspath(root)) else os.fspath(root)
         split = self.split = required_split(split, fold, "Dataset")
         self.extensions = None if extensions is None else [e.lower() for e in extensions]
@@ -464,11 +476,19 @@ class Dataset(Batches):
             )
         )
 
-    def __getitem__(self, i: int | str) -> dict[str, Any]:
-        """Sample number ``i``, or the sample named ``i`` when it is a ``str`` (a stem; one
-        the split lacks is a ``KeyError``, as for a dict; ``get`` gives a default instead)."""
+    @overload
+    def __getitem__(self, i: int | str) -> dict[str, Any]: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[dict[str, Any]]: ...
+    def __getitem__(self, i: int | str | slice) -> dict[str, Any] | list[dict[str, Any]]:
+        """Sample number ``i``; the sample named ``i`` when it is a ``str`` (its key: a stem,
+        or webdataset's key with a directory part; one the split lacks is a ``KeyError``, as
+        for a dict; ``get`` gives a default instead); a list of samples for a slice (as for a
+        list, negative bounds and steps included), read as one batch (``__getitems__``)."""
+        if isinstance(i, slice):
+            return self.__getitems__(range(*i.indices(self._len)))
         if isinstance(i, str):
-            j = int(self._index().lookup([i])[0])
+            j = self._number_of(i)
             if j < 0:
                 raise KeyError(i)
             i = j
@@ -501,7 +521,7 @@ class Dataset(Batches):
         else:
             recs = rows_of(i, None)
         last_fid, mv = self._last
-        out: dict[str, Any] = {}
+        out: dict[str, Any] = {"__key__": self._keys_of(np.array([i]))[0]} if self.with_keys else {}
         for start, size, fid, extid in recs:
             if not wanted[extid]:
                 continue
@@ -555,11 +575,22 @@ class Dataset(Batches):
                 raise err
 
     def get(self, stem: str, default: Any = None) -> Any:
-        """The sample named ``stem``, or ``default`` when the split has none (as ``dict.get``)."""
-        i = int(self._index().lookup([stem])[0])
+        """The sample named ``stem`` (or webdataset key), or ``default`` when the split has
+        none (as ``dict.get``)."""
+        i = self._number_of(stem)
         if i < 0:
             return default
         return self[i]
+
+    def _number_of(self, key: str) -> int:
+        """The sample number of ``key`` (a stem, or webdataset's key: directory part, a slash
+        and the stem), -1 when the split has none."""
+        i = int(self._index().lookup([key])[0])
+        if i < 0 and "/" in key:  # stems hold no slash: the key's directory must be the sample's
+            i = int(self._index().lookup([key.rpartition("/")[2]])[0])
+            if i >= 0 and self.key(i) != key:
+                i = -1
+        return i
 
     def lookup(self, stems: Sequence[str]) -> np.ndarray:
         """Sample numbers of ``stems`` (-1 where absent), vectorised."""
