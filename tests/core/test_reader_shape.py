@@ -163,13 +163,17 @@ def test_taridx_is_a_mapping_of_sample_key_to_sample(tmp_path):
     import tenfold.taridx as tx
 
     p = make("taridx", tmp_path)
-    with tenfold.open(p) as r, tx.Dataset(tmp_path, "demo") as ds:
+    # the Index mapping's samples are zero-copy views, as the Dataset's with payload="memoryview";
+    # the Dataset's default payloads are bytes of the same content
+    views = tx.Dataset(tmp_path, "demo", payload="memoryview")
+    with tenfold.open(p) as r, views as ds, tx.Dataset(tmp_path, "demo") as plain:
         assert len(r) == len(ds) == 6
         keys = list(r)
         assert keys == [f"sample{i:04d}" for i in range(6)]
         for i, k in enumerate(keys):
             assert set(r[k]) == {"jpg", "cls"}
             assert same(r[k], ds[i]) and same(ds.get(k), ds[i])
+            assert plain[i] == {e: v.tobytes() for e, v in r[k].items()}
             assert sorted(r.info(k).extras["members"]) == ["cls", "jpg"]
         assert r.metadata["ext"] == ["jpg", "cls"] and r.metadata["samples"] == 6
 
