@@ -75,6 +75,10 @@ def _label(reader: Any) -> str:
 
 
 def _where(source: Any) -> str:
+    from .mapped import MappedFile
+
+    if isinstance(source, MappedFile):  # tenfold.open wraps a buffer before the reader sees it
+        return "a buffer in memory (bytes, bytearray, memoryview...)"
     if isinstance(source, (bytes, bytearray, memoryview)):
         return f"a {type(source).__name__} buffer"
     if hasattr(source, "read") or hasattr(source, "fileno"):
