@@ -270,3 +270,22 @@ def test_dataloader_spawn_workers_read_a_reader(tmp_path: Path, gen: int) -> Non
         pytest.fail("the DataLoader with spawned workers hung")
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["ok", "24"]
+
+
+def test_remote_reader_reopens_from_its_url_and_refuses_a_new_upload(tmp_path: Path) -> None:
+    fsspec = pytest.importorskip("fsspec", reason="fsspec (the remote extra) is not installed")
+    fs = fsspec.filesystem("memory")
+    p = tmp_path / "m.zt"
+    tenfold.ztensor.save(p, ARRAYS, generation=2)
+    fs.pipe("/pickle-readers/m.zt", p.read_bytes())
+    try:
+        with tenfold.open("memory://pickle-readers/m.zt") as r:
+            blob = pickle.dumps(r)
+            with pickle.loads(blob) as again:
+                assert again.path == "memory://pickle-readers/m.zt"
+                assert digest(again) == digest(r)
+        fs.pipe("/pickle-readers/m.zt", p.read_bytes())  # uploaded again: a new object
+        with pytest.raises(IntegrityError, match="memory://pickle-readers/m.zt"):
+            pickle.loads(blob)
+    finally:
+        fs.rm("/pickle-readers", recursive=True)
