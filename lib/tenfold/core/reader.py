@@ -216,7 +216,7 @@ class BaseReader(Mapping[str, Any]):
         super().__init_subclass__(**kwargs)
         init = cls.__dict__.get("__init__")
         if init is not None:
-            cls.__init__ = reopen.recording(init)  # type: ignore[misc]
+            cls.__init__ = reopen.recording(init)  # type: ignore[method-assign]
 
     def __reduce_ex__(self, protocol: Any) -> Any:
         """Pickled as "open the same file again with the same options" (see

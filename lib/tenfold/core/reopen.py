@@ -42,7 +42,7 @@ _OPENED = "_tenfold_opened_as"
 def recording(init: Callable[..., None]) -> Callable[..., None]:
     """``init`` (a reader's ``__init__``), keeping the arguments of the outermost call on the
     instance first (a subclass's ``super().__init__(...)`` records nothing more)."""
-    if getattr(init, "_tenfold_records", False):
+    if getattr(init, "tenfold_records_open", False):
         return init
     params = list(inspect.signature(init).parameters)
     first = params[1] if len(params) > 1 else None
@@ -57,7 +57,7 @@ def recording(init: Callable[..., None]) -> Callable[..., None]:
                 record(self, kwargs[first], (), rest)
         init(self, *args, **kwargs)
 
-    __init__._tenfold_records = True  # type: ignore[attr-defined]
+    __init__.tenfold_records_open = True  # type: ignore[attr-defined]
     return __init__
 
 
