@@ -183,6 +183,29 @@ class MappedFile:
         points to now; None for a buffer (or once closed)."""
         return getattr(self, "_fd", None)
 
+    def identity(self) -> dict[str, Any] | None:
+        """What tells this file from another at the same path (a pickled reader checks it when
+        it opens the path again, :mod:`tenfold.core.reopen`): its size when opened and the
+        modification time of the open descriptor, in nanoseconds; None for a buffer or once
+        closed."""
+        fd = self.fd
+        if self.path is None or fd is None:
+            return None
+        return {"size": self.size, "mtime_ns": os.fstat(fd).st_mtime_ns}
+
+    def reopen_spec(self) -> tuple[Any, ...] | None:
+        """Where another process opens this file again: ``("path", path, mmap)`` (``mmap``:
+        whether it is mapped or read with ``pread``), or None for a buffer (see
+        :mod:`tenfold.core.reopen`)."""
+        return None if self.path is None else ("path", self.path, True)
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        where = "a buffer" if self.path is None else repr(self.path)
+        raise TypeError(
+            f"cannot pickle tenfold.core.MappedFile of {where}: an open map is not sent to "
+            "another process; pickle the reader, which opens its path again there"
+        )
+
     def close(self) -> None:
         """Detach from the mapping; views already handed out stay valid (see module doc)."""
         self._u8 = None

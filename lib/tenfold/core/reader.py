@@ -62,6 +62,7 @@ from typing import (
     runtime_checkable,
 )
 
+from . import reopen
 from .mapped import MappedFile
 
 if TYPE_CHECKING:
@@ -209,6 +210,23 @@ class BaseReader(Mapping[str, Any]):
     #: version, an index's total size), not metadata a writer was given: a comparison of two
     #: files' metadata (:func:`tenfold.diff`) leaves them out
     own_metadata: frozenset[str] = frozenset()
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        # every reader's __init__ keeps what it was opened with, for pickling (reopen module)
+        super().__init_subclass__(**kwargs)
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            cls.__init__ = reopen.recording(init)  # type: ignore[method-assign]
+
+    def __reduce_ex__(self, protocol: Any) -> Any:
+        """Pickled as "open the same file again with the same options" (see
+        :mod:`tenfold.core.reopen`); a ``TypeError`` saying why when it cannot be."""
+        return reopen.reduce(self)
+
+    def _record_open(self, source: Any, *args: Any, **kwargs: Any) -> None:
+        """For a reader built without its ``__init__``: ``type(self)(source, *args,
+        **kwargs)`` opens it again (see :mod:`tenfold.core.reopen`)."""
+        reopen.record(self, source, args, kwargs)
 
     def _keys(self) -> Collection[str]:  # pragma: no cover - every format overrides it
         """The entry names in the reader's order, as a collection with a fast ``in`` (a

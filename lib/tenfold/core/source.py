@@ -193,6 +193,7 @@ class _Remote:
         self.fmt = fmt
         self.stats = {"requests": 0, "bytes": 0}
         self._pid = os.getpid()
+        self.storage_options = storage_options
         if isinstance(source, str):
             self.name = source
             with self._errors("open"), _protocol_package(source, fmt):
@@ -248,6 +249,19 @@ class _Remote:
 
     def close(self) -> None:
         pass  # fsspec filesystems are shared, cached instances: nothing of ours to release
+
+    def identity(self) -> dict[str, Any]:
+        """The object's size and validators (what a pickled reader checks when it opens the
+        URL again, :mod:`tenfold.core.reopen`)."""
+        return {"size": self.size, "etag": self.etag, "stamp": self.stamp}
+
+    def reopen_spec(self) -> tuple[Any, ...]:
+        """``("remote", url, storage_options)``: the options it was opened with, else (an open
+        fsspec file was given) its filesystem's."""
+        so = self.storage_options
+        if so is None:
+            so = dict(getattr(self.fs, "storage_options", None) or {})
+        return ("remote", self.name, so)
 
     def _errors(self, what: str) -> Any:
         return _RemoteErrors(self, what)

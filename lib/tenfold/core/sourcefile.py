@@ -93,6 +93,17 @@ class SourceFile(MappedFile):
             self._recent.clear()
         self._f.close()
 
+    def identity(self) -> dict[str, Any] | None:
+        """What tells the source from another at the same place (see
+        :meth:`MappedFile.identity`): the fetcher's (a local file's size and modification
+        time, a remote object's size and validators)."""
+        return None if self._closed else self._f.identity()
+
+    def reopen_spec(self) -> tuple[Any, ...] | None:
+        """``("path", path, False)`` of a local file, ``("remote", url, storage_options)`` of a
+        remote object (see :meth:`MappedFile.reopen_spec`)."""
+        return self._f.reopen_spec()  # type: ignore[no-any-return]
+
     def _arr(self) -> np.ndarray:  # pragma: no cover - MappedFile's internals, unused here
         raise NotImplementedError
 
@@ -294,6 +305,14 @@ class Pread:
         if self.fd is not None:
             self._release()
             self.fd = None
+
+    def identity(self) -> dict[str, Any] | None:
+        if self.fd is None:
+            return None
+        return {"size": self.size, "mtime_ns": os.fstat(self.fd).st_mtime_ns}
+
+    def reopen_spec(self) -> tuple[Any, ...]:
+        return ("path", self.name, False)
 
     def fetch(self, offset: int, length: int) -> np.ndarray:
         out = np.empty(length, np.uint8)

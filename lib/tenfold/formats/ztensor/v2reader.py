@@ -241,6 +241,7 @@ class V2Reader(_TableReader, V2Parts, ZtReader, Mapping[str, Any]):
             return None
         table, blob, man = got
         self = cls.__new__(cls)
+        self._record_open(path, **options)  # pickled as this open (core.reopen)
         if options:
             self.copy = options.get("copy", False)
             self.verify_checksums = options.get("verify_checksums", True)
