@@ -44,6 +44,7 @@ __all__ = [
     "REPORT_SCHEMA",
     "reading",
     "failed_source",
+    "count",
 ]
 
 
@@ -103,6 +104,19 @@ def failed_source(exc: BaseException) -> str | None:
         if isinstance(n, str) and n.startswith(_NOTE):
             return n[len(_NOTE) :]
     return None
+
+
+def count(n: int, plural: str) -> str:
+    """``n`` and the noun, singular for one.
+
+    >>> count(1, "samples"), count(2, "samples"), count(0, "crash stems"), count(1, "entries")
+    ('1 sample', '2 samples', '0 crash stems', '1 entry')
+    """
+    if n != 1:
+        return f"{n} {plural}"
+    if plural.endswith("ies"):
+        return f"1 {plural[:-3]}y"
+    return f"1 {plural[:-1] if plural.endswith('s') else plural}"
 
 
 def check_input(path: str) -> None:
