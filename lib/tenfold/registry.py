@@ -191,7 +191,7 @@ class Format:
     suffixes: tuple[str, ...] = ()
     magics: tuple[bytes, ...] = ()
     sniff: Callable[[bytes], bool] | None = None
-    near_miss: Callable[[bytes, str, bool], Exception | None] | None = None
+    near_miss: Callable[[bytes, str, bool], FormatError | None] | None = None
     sniff_dir: Callable[[str], bool] | None = None
     sniff_url_dir: Callable[[str, dict[str, Any] | None], bool] | None = None
     package: str = ""
@@ -477,7 +477,7 @@ def _unknown(path: Any, head: bytes) -> FormatError:
     )
 
 
-def _near_miss(head: bytes, where: str) -> Exception | None:
+def _near_miss(head: bytes, where: str) -> FormatError | None:
     """What a format says of a file it almost recognises (:attr:`Format.near_miss`), the
     formats the file's suffix names asked first."""
     low = where.lower()

@@ -3,7 +3,7 @@ member is a ``.npy`` (:func:`sniff`)."""
 
 from __future__ import annotations
 
-from ...errors import factory
+from ...errors import FormatError, factory
 from ...registry import NATIVE_DTYPES, SNIFF_BYTES, Format, register
 
 LOCAL_HEADER = b"PK\x03\x04"
@@ -26,7 +26,7 @@ def sniff(head: bytes) -> bool:
     return len(name) == n and name.endswith(b".npy")
 
 
-def near_miss(head: bytes, where: str, named: bool) -> Exception | None:
+def near_miss(head: bytes, where: str, named: bool) -> FormatError | None:
     """The error for a ``.npz`` cut inside its first local header (what starts it is a zip
     local header's magic, or the start of one); any other zip (a cut ``torch.save`` file) is
     not claimed unless named ``.npz``."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from ...errors import factory
+from ...errors import FormatError, factory
 from ...registry import NATIVE_DTYPES, Format, register
 
 #: Largest header tenfold reads or writes.
@@ -31,7 +31,7 @@ def sniff(head: bytes) -> bool:
     return 2 <= n <= MAX_HEADER
 
 
-def near_miss(head: bytes, where: str, named: bool) -> Exception | None:
+def near_miss(head: bytes, where: str, named: bool) -> FormatError | None:
     """The error for a file that is safetensors but for its header length (the only thing
     that tells safetensors, which has no magic): ``head`` has ``{`` after 8 bytes, or the
     file is ``named`` ``.safetensors``."""
