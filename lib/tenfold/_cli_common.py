@@ -13,8 +13,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from .core.cli_support import VERIFY, Schema, UsageError, either, human, note, print_json
-from .errors import FormatError, TruncatedError
+from .core.cli_support import (
+    VERIFY,
+    Schema,
+    UsageError,
+    either,
+    human,
+    note,
+    print_json,
+    reading,
+)
+from .errors import EncodeError, FormatError, TruncatedError
 
 __all__ = ["cmd_inspect", "cmd_verify", "cmd_convert", "cmd_demo", "INSPECT", "CONVERT", "DEMO"]
 
@@ -357,18 +366,19 @@ def cmd_convert(args: argparse.Namespace) -> int:
         _detect(args.src)  # a file of no format with no format's suffix: a usage error
     algo, level = args.compress if args.compress else (KEEP, 3)
     checksum = KEEP if args.checksum is None else args.checksum
-    n = convert(
-        args.src,
-        args.dst,
-        checksum=None if checksum == "none" else checksum,
-        compress=algo,
-        level=level,
-        threads=args.threads,
-        metadata=not args.no_metadata,
-        progress=False if args.quiet or args.json else None,
-        zt_generation=args.zt_generation,
-        max_shard_size=args.max_shard_size,
-    )
+    with reading(args.src, unless=(EncodeError,)):  # a read error names the source
+        n = convert(
+            args.src,
+            args.dst,
+            checksum=None if checksum == "none" else checksum,
+            compress=algo,
+            level=level,
+            threads=args.threads,
+            metadata=not args.no_metadata,
+            progress=False if args.quiet or args.json else None,
+            zt_generation=args.zt_generation,
+            max_shard_size=args.max_shard_size,
+        )
     secs = time.monotonic() - start
     files = _written(args.dst, args.max_shard_size is not None)
     size = sum(os.path.getsize(f) for f in files)

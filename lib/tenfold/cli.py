@@ -40,6 +40,7 @@ from .core.cli_support import (
     check_dir,
     check_input,
     check_output,
+    failed_source,
 )
 from .core.optional import MissingDependencyError
 from .errors import TenfoldError, UnsupportedError
@@ -285,6 +286,21 @@ def _naming_file(exc: TenfoldError, file: object) -> object:
     return f"{name}: {text}"
 
 
+def _failed_input(exc: TenfoldError, args: argparse.Namespace) -> object:
+    """The input file ``exc`` came from: the one a command noted while reading it
+    (:func:`tenfold.core.cli_support.reading`: how a command with several inputs says which),
+    else the command's ``file``, unless the message names another of its inputs (a key file)."""
+    where = failed_source(exc)
+    if where is not None:
+        return where
+    text = str(exc)
+    for name in getattr(args, "inputs", ()):
+        other = getattr(args, name, None)
+        if name != "file" and isinstance(other, (str, os.PathLike)) and os.fsdecode(other) in text:
+            return None
+    return getattr(args, "file", None)
+
+
 def _os_error(exc: OSError) -> str:
     if isinstance(exc.strerror, str) and exc.strerror.startswith("tenfold: "):
         return exc.strerror[len("tenfold: ") :]  # a remote read's error: names the URL
@@ -322,7 +338,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         _error(exc)
         return 2
     except TenfoldError as exc:
-        _error(_naming_file(exc, getattr(args, "file", None)))
+        _error(_naming_file(exc, _failed_input(exc, args)))
         return int(getattr(args, "error_status", 1))  # diff: 1 is "different"
     except ImportError as exc:  # an optional package imported without core.optional.require
         _error(f"this needs the package {exc.name or exc}, which is not installed")

@@ -60,7 +60,7 @@ import dataclasses
 import math
 import os
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 __all__ = [
@@ -411,28 +411,20 @@ def _label(x: Any) -> str:
     return os.fsdecode(path) if isinstance(path, (str, os.PathLike)) else f"<{type(x).__name__}>"
 
 
-@contextmanager
-def reading(source: Any) -> Iterator[None]:
+def reading(source: Any) -> AbstractContextManager[None]:
     """Add a note naming ``source`` to a tenfold or OS error raised inside (which file of the
-    two could not be read: :func:`failed_source` gives it back)."""
-    from .errors import TenfoldError
+    two could not be read: :func:`failed_source` gives it back; the CLI's own rule,
+    :func:`tenfold.core.cli_support.reading`)."""
+    from .core.cli_support import reading as noting
 
-    try:
-        yield
-    except (TenfoldError, OSError) as exc:
-        exc.add_note(_NOTE + _label(source))
-        raise
-
-
-_NOTE = "tenfold.diff: while reading "
+    return noting(_label(source))
 
 
 def failed_source(exc: BaseException) -> str | None:
     """The file :func:`reading` noted on ``exc``, or None."""
-    for note in getattr(exc, "__notes__", ()):
-        if isinstance(note, str) and note.startswith(_NOTE):
-            return note[len(_NOTE) :]
-    return None
+    from .core.cli_support import failed_source as noted
+
+    return noted(exc)
 
 
 @contextmanager

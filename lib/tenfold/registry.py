@@ -89,6 +89,12 @@ class Format:
     sniff
         ``sniff(head) -> bool`` for a format without a fixed magic (given the first
         :data:`SNIFF_BYTES` bytes); tried after every format's magic.
+    near_miss
+        ``near_miss(head, where, named) -> FormatError | None``, asked of a file no format
+        recognised: the error to give instead of "unknown format" when ``head`` (the file's
+        first bytes, all of them when fewer than :data:`SNIFF_BYTES`) is one of this format's
+        files, damaged or cut (a safetensors header length out of bounds); ``named`` is true
+        when the file's suffix is one of this format's.
     sniff_dir
         ``sniff_dir(path) -> bool`` for a format whose files are directories (a distributed
         checkpoint): :func:`detect` and :func:`open_local` ask it of a local directory; its
@@ -185,6 +191,7 @@ class Format:
     suffixes: tuple[str, ...] = ()
     magics: tuple[bytes, ...] = ()
     sniff: Callable[[bytes], bool] | None = None
+    near_miss: Callable[[bytes, str, bool], FormatError | None] | None = None
     sniff_dir: Callable[[str], bool] | None = None
     sniff_url_dir: Callable[[str, dict[str, Any] | None], bool] | None = None
     package: str = ""
@@ -458,6 +465,9 @@ def _unknown(path: Any, head: bytes) -> FormatError:
                 expected=f">= {len(magic)} bytes",
                 got=len(head),
             )
+    near = _near_miss(head, where)
+    if near is not None:
+        return near
     known = ", ".join(f.name for f in formats())
     return factory("tenfold").format(
         where,
@@ -465,6 +475,18 @@ def _unknown(path: Any, head: bytes) -> FormatError:
         expected=f"the magic of one of {known}",
         got=head[:8],
     )
+
+
+def _near_miss(head: bytes, where: str) -> FormatError | None:
+    """What a format says of a file it almost recognises (:attr:`Format.near_miss`), the
+    formats the file's suffix names asked first."""
+    low = where.lower()
+    named = [f for f in formats() if any(low.endswith(x) for x in f.suffixes)]
+    for f in named + [f for f in formats() if f not in named]:
+        err = f.near_miss(head, where, f in named) if f.near_miss is not None else None
+        if err is not None:
+            return err
+    return None
 
 
 def name_of_head(head: bytes, path: Any) -> str:

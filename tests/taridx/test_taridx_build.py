@@ -275,7 +275,7 @@ def test_staleness(tmp_path):
 def test_cli(tmp_path, capsys):
     _tar(tmp_path / "c_0000.tar", [("k1.jpg", b"12345"), ("k1.cls", b"1")])
     assert cli_main(["index", "build", str(tmp_path), "--split", "c", "--no-progress"]) == 0
-    assert "2 rows, 1 samples" in capsys.readouterr().out
+    assert "2 rows, 1 sample, ext" in capsys.readouterr().out
     assert cli_main(["index", "check", str(tmp_path), "--split", "c"]) == 0
     assert cli_main(["index", "lookup", str(tmp_path / "c.taridx"), "k1"]) == 0
     assert "jpg@fid0+0[5]" in capsys.readouterr().out

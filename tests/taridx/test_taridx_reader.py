@@ -292,6 +292,19 @@ def test_truncation_at_every_region():
         tx.Index.from_buffer(data + b"\0")
 
 
+def test_empty_index_says_so_as_every_format(tmp_path):
+    # was "header at offset 0x0: file shorter than header; expected >= 64 bytes, got 0"
+    p = tmp_path / "e.taridx"
+    p.write_bytes(b"")
+    with pytest.raises(TruncatedError, match=r"e\.taridx: the file is empty \(0 bytes\)$"):
+        tx.Index.open(p)
+    import tenfold
+
+    with pytest.raises(TruncatedError, match=r"the file is empty \(0 bytes\)$") as ei:
+        tenfold.open(p)
+    assert "shorter than header" not in str(ei.value)
+
+
 def test_invalid_utf8_in_block():
     data = _good()
     data[64] = 0xFF

@@ -105,4 +105,5 @@ def test_cli_commands(tmp_path, capsys):
     assert main(["verify", str(bad)]) == 1
     # errors print one line, exit 1
     assert main(["apply", str(bad), str(d), str(o)]) == 1
-    assert "tenfold: error: wtxt: line" in capsys.readouterr().err
+    # ... led by the input at fault (here the base)
+    assert f"tenfold: error: {bad}: wtxt: line" in capsys.readouterr().err

@@ -18,7 +18,8 @@ import json
 import os
 import stat
 import textwrap
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -41,6 +42,9 @@ __all__ = [
     "either",
     "VERIFY",
     "REPORT_SCHEMA",
+    "reading",
+    "failed_source",
+    "count",
 ]
 
 
@@ -66,6 +70,53 @@ _KINDS = (
     (stat.S_ISBLK, "a block device"),
     (stat.S_ISSOCK, "a socket"),
 )
+
+
+#: the note :func:`reading` adds to an exception (the path follows)
+_NOTE = "tenfold: while reading "
+
+
+@contextmanager
+def reading(path: Any, *, unless: tuple[type[BaseException], ...] = ()) -> Iterator[None]:
+    """Note ``path`` on a tenfold or OS error raised inside (not one of ``unless``), so that a
+    command with several inputs says which one could not be read: :func:`failed_source` gives
+    it back, and the CLI leads its message with it. The innermost ``reading`` wins: an error
+    already noted keeps its file.
+
+    ``unless`` leaves out the errors that are not the input's fault (a conversion that reads
+    its source while it writes: :class:`~tenfold.errors.EncodeError`, the target's refusal).
+    """
+    from ..errors import TenfoldError
+
+    try:
+        yield
+    except (TenfoldError, OSError) as exc:
+        if not isinstance(exc, unless) and failed_source(exc) is None:
+            exc.add_note(
+                _NOTE + (os.fsdecode(path) if isinstance(path, (str, os.PathLike)) else str(path))
+            )
+        raise
+
+
+def failed_source(exc: BaseException) -> str | None:
+    """The input file :func:`reading` noted on ``exc``, or None."""
+    for n in getattr(exc, "__notes__", ()):
+        if isinstance(n, str) and n.startswith(_NOTE):
+            return n[len(_NOTE) :]
+    return None
+
+
+def count(n: int, plural: str) -> str:
+    """``n`` and the noun, singular for one.
+
+    >>> count(1, "samples"), count(2, "samples"), count(0, "crash stems"), count(1, "entries")
+    ('1 sample', '2 samples', '0 crash stems', '1 entry')
+    """
+    if n != 1:
+        return f"{n} {plural}"
+    if plural.endswith("ies"):
+        return f"1 {plural[:-3]}y"
+    return f"1 {plural[:-1] if plural.endswith('s') else plural}"
 
 
 def check_input(path: str) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from ...core import alloc
+from ._spec import FMT as _FMT
 from ._spec import MAX_CHUNK_SIZE, MAX_INDEX_SIZE
 from .reader import ChunkInfo, FoldWarning, Reader
 from .tensors import TensorNames, TensorView, tensor_chunks
@@ -94,7 +95,9 @@ def save(
     """
     from ..safetensors.writer import pieces
 
-    size, parts = pieces(tensors)  # checks names and dtypes before the file is created
+    # names and dtypes checked before the file is created; errors name FOLD, not the chunk's
+    # safetensors
+    size, parts = pieces(tensors, fmt=_FMT)
     with Writer(path, **kw) as w:
         w.add_chunk_pieces(chunk, "STEN", parts, size)  # one tensor in memory at a time
         w.finalize(metadata)

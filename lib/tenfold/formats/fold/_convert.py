@@ -24,7 +24,7 @@ from ...conversion import (
 from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...tensor_source import RawRange, Source, reader_source
 from ._format import FORMAT
-from ._spec import INTERNAL_METADATA
+from ._spec import FMT, INTERNAL_METADATA
 
 
 def source(
@@ -156,7 +156,7 @@ def sten_pieces(s: Source, bar: Any) -> tuple[int, Iterator[memoryview]]:
     for n in s.names:
         dt, shape = s.spec(n)
         specs[n] = (tag_of(n, dt), shape)
-    head, order = header(specs, None)
+    head, order = header(specs, None, fmt=FMT)
     size = len(head) + sum(stored_nbytes(t, math.prod(sh)) for t, sh in specs.values())
 
     def gen() -> Iterator[memoryview]:

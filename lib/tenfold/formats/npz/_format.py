@@ -3,7 +3,8 @@ member is a ``.npy`` (:func:`sniff`)."""
 
 from __future__ import annotations
 
-from ...registry import NATIVE_DTYPES, Format, register
+from ...errors import FormatError, factory
+from ...registry import NATIVE_DTYPES, SNIFF_BYTES, Format, register
 
 LOCAL_HEADER = b"PK\x03\x04"
 EMPTY_ZIP = b"PK\x05\x06"
@@ -25,12 +26,34 @@ def sniff(head: bytes) -> bool:
     return len(name) == n and name.endswith(b".npy")
 
 
+def near_miss(head: bytes, where: str, named: bool) -> FormatError | None:
+    """The error for a ``.npz`` cut inside its first local header (what starts it is a zip
+    local header's magic, or the start of one); any other zip (a cut ``torch.save`` file) is
+    not claimed unless named ``.npz``."""
+    if not named or not head or not LOCAL_HEADER.startswith(head[:4]):
+        return None
+    if len(head) >= SNIFF_BYTES:  # the file goes on: not cut in its first header
+        return None
+    if len(head) >= 30 and len(head) >= 30 + int.from_bytes(head[26:28], "little"):
+        return None  # its member name is whole: what sniff looked at is there
+    # the local header with its name and extra field (what the reader asks for, too)
+    need = 30
+    if len(head) >= 30:
+        need += int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
+    return factory("npz").truncated(
+        where,
+        offset=0,
+        detail=f"truncated: the file has {len(head)} bytes, its local header needs at least {need}",
+    )
+
+
 FORMAT = register(
     Format(
         name="npz",
         description="NumPy npz",
         suffixes=(".npz",),
         sniff=sniff,
+        near_miss=near_miss,
         package="tenfold.formats.npz.reader",
         dtypes=DTYPES,
         metadata="none",

@@ -79,7 +79,14 @@ def check_member_name(fmt: str, name: object, what: str = "array") -> str:
     """
     if not isinstance(name, str):
         raise EncodeError(
-            describe(fmt, what, field="name", expected="str", got=type(name).__name__)
+            describe(
+                fmt,
+                f"{what} {name!r}",
+                field="name",
+                detail="not a string",
+                expected="str",
+                got=type(name).__name__,
+            )
         )
     bad: str | None = None
     if "\x00" in name:

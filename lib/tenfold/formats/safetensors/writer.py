@@ -62,6 +62,46 @@ def tag_of(name: str, dtype: Any, *, fmt: str = FMT) -> str:
         raise  # pragma: no cover
 
 
+#: the header key that holds the file metadata: no tensor can have this name
+RESERVED = "__metadata__"
+
+
+def check_name(name: object, *, fmt: str = FMT) -> str:
+    """``name`` when it can be a tensor name of a safetensors header, else :class:`EncodeError`
+    (``fmt`` is the format the user asked for: a FOLD file's tensors live in a safetensors
+    chunk). A name is any string but ``"__metadata__"``, the header's metadata key.
+
+    >>> check_name("w")
+    'w'
+    """
+    if not isinstance(name, str):
+        raise EncodeError(
+            describe(
+                fmt,
+                f"tensor {name!r}",
+                field="name",
+                detail="not a string",
+                expected="str",
+                got=type(name).__name__,
+            )
+        )
+    if name == RESERVED:
+        raise EncodeError(
+            describe(
+                fmt,
+                f"tensor {name!r}",
+                field="name",
+                detail="reserved: the safetensors header keeps the file metadata under this key"
+                if fmt == FMT
+                else "reserved: the tensors are stored as a safetensors chunk, whose header "
+                "keeps metadata under this key",
+                expected="any other string",
+                got=repr(name),
+            )
+        )
+    return name
+
+
 def header(
     specs: Mapping[str, tuple[str, tuple[int, ...]]],
     metadata: Mapping[str, str] | None = None,
@@ -75,10 +115,7 @@ def header(
     from run to run; with at most one key the bytes are identical).
     """
     for name in specs:
-        if not isinstance(name, str) or name == "__metadata__":
-            raise EncodeError(
-                describe(fmt, "writer", field="name", detail="not a usable name", got=repr(name))
-            )
+        check_name(name, fmt=fmt)
     order = sorted(specs, key=lambda k: (-RANK[specs[k][0]], k.encode("utf-8")))
     head: dict[str, Any] = {}
     if metadata is not None:
@@ -145,10 +182,7 @@ def encode(
     arrays: dict[str, np.ndarray] = {}
     tags: dict[str, str] = {}
     for name, a in tensors.items():
-        if not isinstance(name, str) or name == "__metadata__":
-            raise EncodeError(
-                describe(fmt, "writer", field="name", detail="not a usable name", got=repr(name))
-            )
+        check_name(name, fmt=fmt)
         arr = np.asarray(a)
         tags[name] = tag_of(name, arr.dtype, fmt=fmt)
         arrays[name] = arr
@@ -167,6 +201,7 @@ def pieces(
 
     specs: dict[str, tuple[str, tuple[int, ...]]] = {}
     for name, a in tensors.items():
+        check_name(name, fmt=fmt)
         if not hasattr(a, "dtype") or not hasattr(a, "shape"):
             a = np.asarray(a)
         specs[name] = (tag_of(name, a.dtype, fmt=fmt), tuple(int(d) for d in a.shape))

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from ...core.cli_support import Schema, add_json, add_quiet, note, print_json
+from ...core.cli_support import Schema, add_json, add_quiet, count, note, print_json
 
 #: what the index commands print with ``--json``
 BUILD = Schema(
@@ -112,8 +112,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 
     with Index.open(path) as idx:
         print(
-            f"{path}: {idx.n_rows} rows, {idx.n_stems} samples, ext {idx.ext}, "
-            f"{len(idx.crash)} crash stems, "
+            f"{path}: {count(idx.n_rows, 'rows')}, {count(idx.n_stems, 'samples')}, "
+            f"ext {idx.ext}, {count(len(idx.crash), 'crash stems')}, "
             f"{'contiguous' if idx.is_contiguous else 'interleaved'} "
             f"({time.perf_counter() - t:.3f} s)"
         )

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ...core.bounds import Limits, check_limit
+from ...core.bounds import Limits, check_limit, empty_file
 from ...core.reader import MappedReader
 from ...errors import FormatError, TruncatedError, UnsupportedError, describe
 from ._spec import FMT, HDR_SIZE, HEADER, HEADER_DT, MAGIC, MAJOR, REC_SIZE, ROW_DT, E
@@ -64,6 +64,8 @@ class IndexFile(MappedReader):
         """Read and check the header, the name blocks and the row region (not the rows)."""
         mf = self._mf
         size = mf.size
+        if size == 0:
+            raise empty_file(self.name)  # as every format (and tenfold.open) says it
         if size < HDR_SIZE:
             raise self._err(
                 TruncatedError,

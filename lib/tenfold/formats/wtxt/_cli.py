@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from ...core.cli_support import VERIFY, Schema, add_json, note, print_json
+from ...core.cli_support import VERIFY, Schema, add_json, note, print_json, reading
 
 __all__ = ["register"]
 
@@ -74,7 +74,8 @@ def cmd_sign(args: argparse.Namespace) -> int:
 def cmd_delta(args: argparse.Namespace) -> int:
     from .delta import make_delta
 
-    arrays = args.front.load(args.new)
+    with reading(args.new):
+        arrays = args.front.load(args.new)
     n = make_delta(
         args.base,
         arrays,

@@ -26,6 +26,7 @@ import numpy as np
 
 from ...core import parallel
 from ...core.atomic import atomic_write
+from ...core.cli_support import reading
 from ...core.mapped import MappedFile
 from ...core.release import release
 from ...errors import (
@@ -82,8 +83,8 @@ def make_delta(
     target ``meta`` (default: the base's); ``hmac_key``/``salt`` are those a direct write of the
     new snapshot would use. The target ``meta`` and ``root`` lines are always written.
     """
-    with WtxtFile(base_path, hmac_keys=base_hmac_keys) as base:
-        base_root = _finalized_root(base)
+    with _open_base(base_path, base_hmac_keys) as base:
+        base_root = _finalized_root(base, base_path)
         bm = base.meta
         meta = make_meta(
             bm["schema"],
@@ -121,16 +122,29 @@ def make_delta(
     return sum(len(changed) for _, _, changed in blocks)
 
 
-def _finalized_root(base: WtxtFile) -> dict[str, str]:
-    """The base's root; a ``root_pending`` base (no root yet) is refused."""
+def _open_base(path: str | os.PathLike[str], hmac_keys: Any) -> WtxtFile:
+    """The base snapshot, opened; an error reading it names ``path`` (:func:`reading`), so
+    that it is not taken for the delta's or the new arrays' fault."""
+    with reading(path):
+        return WtxtFile(path, hmac_keys=hmac_keys)
+
+
+def _open_delta(path: str | os.PathLike[str]) -> MappedFile:
+    with reading(path):
+        return MappedFile(path, fmt=S.FMT)
+
+
+def _finalized_root(base: WtxtFile, path: str | os.PathLike[str]) -> dict[str, str]:
+    """The base's root; a ``root_pending`` base (no root yet) is refused, naming ``path``."""
     if base.root is None:
-        raise FormatError(
-            describe(
-                S.FMT,
-                f"base root_pending (line {base.parsed.root_lineno})",
-                detail="root pending: finalize it first",
+        with reading(path):
+            raise FormatError(
+                describe(
+                    S.FMT,
+                    f"base root_pending (line {base.parsed.root_lineno})",
+                    detail="root pending: finalize it first",
+                )
             )
-        )
     return base.root
 
 
@@ -213,10 +227,11 @@ def apply_delta(
     ``merkle_this``; the base signature is dropped (pass ``signing_key`` to sign anew).
     """
     with (
-        WtxtFile(base_path, hmac_keys=base_hmac_keys) as base,
-        MappedFile(delta_path, fmt=S.FMT) as dm,
+        _open_base(base_path, base_hmac_keys) as base,
+        _open_delta(delta_path) as dm,
+        reading(delta_path, unless=(EncodeError,)),  # its errors name it (the base's: noted)
     ):
-        base_root = _finalized_root(base)
+        base_root = _finalized_root(base, base_path)
         d = parse_delta(dm.buffer(), base)
         if d.base_sha256_all != base_root["sha256_all"]:
             raise at_lines(

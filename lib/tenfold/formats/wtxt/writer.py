@@ -513,7 +513,13 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) ->
     stored: dict[str, Any] = {}
     for name, value in tensors.items():
         if not isinstance(name, str):
-            raise _bad(f"array {name!r}", "name must be a str", got=type(name).__name__)
+            raise _bad(
+                f"array {name!r}",
+                "not a string",
+                field="name",
+                expected="str",
+                got=type(name).__name__,
+            )
         scalar = getattr(value, "ndim", None) == 0 or np.ndim(value) == 0
         stored[_names.encode(name, scalar)] = value
     if any(k != n for k, n in zip(stored, tensors, strict=True)):

@@ -108,7 +108,7 @@ class Writer(AtomicFileWriter):
             raise EncodeError(
                 describe(
                     FMT,
-                    "writer",
+                    f"tensor {name!r}",
                     field="name",
                     detail="not a string",
                     expected="str",
