@@ -13,7 +13,7 @@ import math
 import textwrap
 from typing import Any
 
-from .core.cli_support import Schema, UsageError, add_json, add_quiet, either, human, note
+from .core.cli_support import Schema, UsageError, add_json, add_quiet, count, either, human, note
 
 __all__ = ["add_diff", "cmd_diff", "DIFF", "EPILOG"]
 
@@ -229,19 +229,10 @@ def _items(fmt: str | None) -> str:
     return known.get(fmt or "", "tensors")
 
 
-def _count(n: int, plural: str) -> str:
-    """``n`` and the noun, singular for one (``1 tensor``, ``1 entry``, ``2 samples``)."""
-    if n != 1:
-        return f"{n} {plural}"
-    if plural.endswith("ies"):
-        return f"1 {plural[:-3]}y"
-    return f"1 {plural[:-1] if plural.endswith('s') else plural}"
-
-
 def _summary(result: Any) -> list[str]:
     c = result.counts()
     a, b = _items(result.a.format), _items(result.b.format)
-    both = _count(c["compared"], a if a == b else "entries")
+    both = count(c["compared"], a if a == b else "entries")
     parts = [f"{both} in both: {c['identical']} identical"]
     parts += [f"{c[s]} {s}" for s in ("close", "different") if c[s]]
     parts += [f"{c[s]} {s} changed" for s in ("dtype", "shape") if c[s]]
@@ -261,7 +252,7 @@ def _summary(result: Any) -> list[str]:
 def render(result: Any, every: bool = False) -> str:
     """The terminal report of a :class:`tenfold.diff.DiffResult`."""
     lines = [
-        f"{k}: {s.path} ({s.format}, {_count(s.tensors, _items(s.format))})"
+        f"{k}: {s.path} ({s.format}, {count(s.tensors, _items(s.format))})"
         for k, s in (("A", result.a), ("B", result.b))
     ]
     rows = [_row(t) for t in result.tensors if every or t.status != "identical"]
