@@ -188,7 +188,7 @@ def test_one_tensor_is_singular(tmp_path, capsys):
     assert rc == 1 and "(safetensors, 1 tensor)" in out and "(ztensor, 2 tensors)" in out
     assert "1 tensor in both: 0 identical, 1 different; 1 only in B" in out
     assert "1 tensors" not in out
-    from tenfold._cli_diff import _count
+    from tenfold.core.cli_support import count as _count
 
     assert [_count(1, "entries"), _count(1, "samples"), _count(0, "tensors")] == [
         "1 entry",
