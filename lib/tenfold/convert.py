@@ -244,6 +244,7 @@ def convert(
     target.check_options(checksum, compress)  # what this target cannot honour
     _check_option("checksum", checksum, (None, "crc32c", "sha256", KEEP))
     fmt = target.name
+    _check_not_replacing(src, dst)
     with open_source(src) as s:
         if s.refuse:
             raise factory(fmt).encode(
@@ -278,6 +279,28 @@ def convert(
 
             replace_layout(dst, [os.fspath(dst)])  # an earlier sharded save to dst: gone
         return len(s.names)
+
+
+def _check_not_replacing(src: Any, dst: Any) -> None:
+    """Refuse, before anything is written, a ``dst`` whose save would replace ``src``: a save
+    replaces the checkpoint at its path whatever its layout (:func:`tenfold.sharded.
+    replace_layout`), so ``convert model-00001-of-00002.x model.x`` would delete the shard
+    being read and the others, and ``convert model.x.index.json model.x`` every input."""
+    if not isinstance(src, (str, os.PathLike)) or not isinstance(dst, (str, os.PathLike)):
+        return
+    from .sharded import layout_files
+
+    for f in layout_files(dst):
+        try:
+            same = os.path.samefile(f, src)
+        except OSError:  # a remote source, a dangling link: not a file a save removes
+            continue
+        if same:
+            raise factory("convert").encode(
+                os.fspath(dst),
+                detail=f"writing it replaces the checkpoint at that path, which {os.fspath(src)!r} "
+                "is part of (a save removes the other layout's files); write to another path",
+            )
 
 
 def _check_option(name: str, value: Any, allowed: tuple[Any, ...]) -> None:
@@ -318,7 +341,9 @@ def write_any(
 ) -> None:
     """Write a dict of arrays (and string ``metadata``) in the format ``path``'s suffix
     names, with the rules of :func:`convert` (``zt_generation`` as there; a ``checksum``
-    given explicitly is refused where the target cannot honour it, as by :func:`convert`)."""
+    given explicitly is refused where the target cannot honour it, as by :func:`convert`).
+    Like every save to a path, it replaces an earlier sharded checkpoint there (its index and
+    shards go: :func:`tenfold.sharded.replace_layout`)."""
     target = _target_for(path, _target(path), zt_generation)
     target.check_options(KEEP if checksum is DEFAULT_CHECKSUM else checksum, compress)
     s = dict_source("dict", {k: _dense(v, k) for k, v in tensors.items()}, metadata=metadata)
@@ -326,3 +351,7 @@ def write_any(
     md = target.metadata(s)
     _write(target, path, s, md, False, checksum=checksum, compress=compress, level=level,
            threads=threads, fsync=fsync)  # fmt: skip
+    if isinstance(path, (str, os.PathLike)):
+        from .sharded import replace_layout
+
+        replace_layout(path, [os.fspath(path)])  # an earlier sharded save to path: gone

@@ -99,3 +99,53 @@ def test_a_one_file_save_with_no_index_beside_it_lists_no_directory(tmp_path, mo
     monkeypatch.setattr(os, "listdir", lambda d=".": listed.append(d) or real(d))
     tenfold.save(tmp_path / "m.safetensors", _model(1.0, n=1))
     assert listed == []
+
+
+def test_a_path_through_a_link_cleans_the_folder_written_to(tmp_path):
+    # "link/../b/model.x" is written through the link (into real/b), while its text folds to
+    # "b/model.x": the cleanup must act where the files went, never in the folder the text
+    # names (there another checkpoint lost its shards)
+    (tmp_path / "real" / "b").mkdir(parents=True)
+    (tmp_path / "real" / "a").mkdir()
+    (tmp_path / "work").mkdir()
+    (tmp_path / "work" / "link").symlink_to(tmp_path / "real" / "a")
+    (tmp_path / "work" / "b").mkdir()  # another checkpoint, at work/b
+    tenfold.save(tmp_path / "work" / "b" / "model.safetensors", _model(7.0, n=6),
+                 max_shard_size=SHARD)  # fmt: skip
+    theirs = sorted(os.listdir(tmp_path / "work" / "b"))
+    path = os.path.join(tmp_path, "work", "link", "..", "b", "model.safetensors")
+    tenfold.save(path, _model(1.0), max_shard_size=SHARD)
+    tenfold.save(path, _model(2.0))
+    assert sorted(os.listdir(tmp_path / "work" / "b")) == theirs
+    assert _first_value(tmp_path / "work" / "b" / "model.safetensors.index.json") == 7.0
+    assert sorted(os.listdir(tmp_path / "real" / "b")) == ["model.safetensors"]
+
+
+@pytest.mark.parametrize(
+    "src", ["model-00001-of-00002.safetensors", "model.safetensors.index.json"]
+)
+def test_convert_refuses_to_replace_its_own_source(tmp_path, src):
+    # the save would remove the layout the source belongs to: shard 2's tensors, or every input
+    path = tmp_path / "model.safetensors"
+    tenfold.save(path, _model(1.0), max_shard_size=SHARD)
+    before = sorted(os.listdir(tmp_path))
+    with pytest.raises(tenfold.errors.EncodeError, match="write to another path"):
+        tenfold.convert.convert(tmp_path / src, path)
+    assert main(["convert", str(tmp_path / src), str(path)]) == 1
+    assert sorted(os.listdir(tmp_path)) == before
+    tenfold.convert.convert(tmp_path / src, tmp_path / "elsewhere.safetensors")
+
+
+def test_the_drop_in_writers_replace_a_sharded_checkpoint_too(tmp_path):
+    import tenfold.numpy
+
+    path = tmp_path / "model.safetensors"
+    tenfold.save(path, _model(1.0), max_shard_size=SHARD)
+    tenfold.numpy.save_file(_model(2.0), path)
+    assert sorted(os.listdir(tmp_path)) == ["model.safetensors"]
+    torch = pytest.importorskip("torch", reason="torch is not installed")
+    tft = pytest.importorskip("tenfold.torch")
+    tenfold.save(path, _model(1.0), max_shard_size=SHARD)
+    tft.save_file({k: torch.from_numpy(v) for k, v in _model(3.0).items()}, path)
+    assert sorted(os.listdir(tmp_path)) == ["model.safetensors"]
+    assert _first_value(path) == 3.0

@@ -60,6 +60,7 @@ from ._source import convert_source as convert_source
 from ._source import open_source as open_source
 from ._source import write_source as write_source
 from ._write import demo as demo
+from ._write import layout_files as layout_files
 from ._write import parse_size, plan, save, shard_paths
 from ._write import replace_layout as replace_layout
 from ._write import write as write

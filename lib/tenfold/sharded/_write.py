@@ -150,9 +150,11 @@ def replace_layout(path: str | os.PathLike[str], written: list[str]) -> None:
     if is_remote(path):
         return
     p = os.fspath(path)
-    keep = {os.path.abspath(w) for w in written}
+    # names within the folder the files were written to, as the OS resolves it (abspath would
+    # fold "a/../b" by its text, another folder when a is a link)
+    keep = {os.path.basename(w) for w in written}
     index = p + INDEX_SUFFIX
-    sharded = os.path.abspath(index) in keep
+    sharded = os.path.basename(index) in keep
     had_index = not sharded and os.path.isfile(index)
     if had_index:
         os.unlink(index)
@@ -160,13 +162,38 @@ def replace_layout(path: str | os.PathLike[str], written: list[str]) -> None:
         os.unlink(p)  # (a link: the name goes, not what it points to)
     if not (sharded or had_index):
         return  # a one-file save with no index beside it: no shard of it can be served
-    folder = os.path.dirname(os.path.abspath(p))
-    stem, ext = os.path.splitext(os.path.basename(p))
-    shard = re.compile(re.escape(stem) + r"-\d{5}-of-\d{5}" + re.escape(ext))
-    for name in os.listdir(folder):
-        full = os.path.join(folder, name)
-        if shard.fullmatch(name) and full not in keep and not os.path.isdir(full):
-            os.unlink(full)
+    folder = os.path.dirname(p) or "."
+    for name in _stale_shards(p):
+        if name not in keep:
+            os.unlink(os.path.join(folder, name))
+
+
+def _stale_shards(path: str) -> list[str]:
+    """The names in ``path``'s folder that are shards named after it
+    (``<stem>-NNNNN-of-NNNNN<ext>``, ASCII digits), folders excepted."""
+    folder = os.path.dirname(path) or "."
+    stem, ext = os.path.splitext(os.path.basename(path))
+    shard = re.compile(re.escape(stem) + r"-[0-9]{5}-of-[0-9]{5}" + re.escape(ext))
+    return [
+        n
+        for n in os.listdir(folder)
+        if shard.fullmatch(n) and not os.path.isdir(os.path.join(folder, n))
+    ]
+
+
+def layout_files(path: str | os.PathLike[str]) -> list[str]:
+    """Every file a save to ``path`` may replace (:func:`replace_layout`): ``path``, its index
+    and the shards named after it, those that exist; none for a remote ``path``."""
+    from ..core.source import is_remote
+
+    if is_remote(path):
+        return []
+    p = os.fspath(path)
+    folder = os.path.dirname(p) or "."
+    if not os.path.isdir(folder):
+        return []
+    out = [f for f in (p, p + INDEX_SUFFIX) if os.path.lexists(f)]
+    return out + [os.path.join(folder, n) for n in _stale_shards(p)]
 
 
 def save(
