@@ -289,3 +289,19 @@ def test_remote_reader_reopens_from_its_url_and_refuses_a_new_upload(tmp_path: P
             pickle.loads(blob)
     finally:
         fs.rm("/pickle-readers", recursive=True)
+
+
+def test_a_relative_path_is_the_one_of_the_open_not_of_the_pickle(tmp_path, monkeypatch):
+    # the path is made absolute when the reader opens it: a later chdir does not move the file
+    import pickle
+
+    import numpy as np
+
+    monkeypatch.chdir(tmp_path)
+    tenfold.save("m.zt", {"a": np.arange(5)})
+    readers = [tenfold.open("m.zt"), tenfold.open("m.zt", mmap=False)]
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.chdir(tmp_path / "elsewhere")
+    for r in readers:
+        with r, pickle.loads(pickle.dumps(r)) as back:
+            assert back["a"].tolist() == [0, 1, 2, 3, 4]

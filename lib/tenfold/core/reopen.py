@@ -37,6 +37,8 @@ __all__ = ["recording", "record", "reduce", "reopen", "identity"]
 
 #: the instance attribute that keeps ``(source, args, kwargs)`` of the outermost ``__init__``
 _OPENED = "_tenfold_opened_as"
+#: the instance attribute that keeps the absolute path of a local source when it was opened
+_AT = "_tenfold_opened_at"
 
 
 def recording(init: Callable[..., None]) -> Callable[..., None]:
@@ -63,8 +65,22 @@ def recording(init: Callable[..., None]) -> Callable[..., None]:
 
 def record(reader: Any, source: Any, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
     """Keep what ``reader`` was opened with: ``type(reader)(source, *args, **kwargs)`` opens it
-    again (a reader built without its ``__init__``, a lean open, calls this itself)."""
+    again (a reader built without its ``__init__``, a lean open, calls this itself), and the
+    absolute path of a local file as it is now (a relative path is the working directory's
+    of this moment: a later ``os.chdir`` does not move the file)."""
     reader.__dict__[_OPENED] = (source, tuple(args), dict(kwargs))
+    reader.__dict__[_AT] = _absolute(source)
+
+
+def _absolute(source: Any) -> str | None:
+    """The absolute path of a local ``source`` (a path, or a MappedFile of one), else None."""
+    from .mapped import MappedFile
+    from .source import is_remote
+
+    path = source.path if isinstance(source, MappedFile) else source
+    if not isinstance(path, (str, os.PathLike)) or is_remote(path):
+        return None
+    return os.path.abspath(os.fspath(path))
 
 
 def _label(reader: Any) -> str:
@@ -99,6 +115,7 @@ def _spec(reader: Any, source: Any) -> tuple[Any, ...] | None:
     from .mapped import MappedFile
     from .source import is_remote
 
+    at = reader.__dict__.get(_AT)  # where the file was when opened (not the cwd's now)
     mf = getattr(reader, "file", None)
     if mf is not None:
         spec = mf.reopen_spec()
@@ -107,12 +124,12 @@ def _spec(reader: Any, source: Any) -> tuple[Any, ...] | None:
                 return ("url", source)  # the reader was given the URL: its options have the rest
             return spec
         if isinstance(source, MappedFile):
-            return ("file", os.path.abspath(spec[1]), spec[2])
-        return ("path", os.path.abspath(spec[1]))
+            return ("file", at or os.path.abspath(spec[1]), spec[2])
+        return ("path", at or os.path.abspath(spec[1]))
     if isinstance(source, (str, os.PathLike)):
         if is_remote(source):
             return ("url", source)
-        return ("path", os.path.abspath(os.fspath(source)))
+        return ("path", at or os.path.abspath(os.fspath(source)))
     return None
 
 
