@@ -384,7 +384,18 @@ def test_metadata_key_total_size_is_refused_not_replaced(tmp_path):
     assert not (tmp_path / "c.zt.index.json").exists()
     assert sorted(os.listdir(tmp_path)) == ["one.safetensors"]
     with pytest.raises(EncodeError, match="total_size"):
-        sharded.index_document({"a": "x"}, 4, {"total_size": 4})  # even the same value
+        sharded.index_document({"a": "x"}, 4, {"total_size": 5})
+    # the value the index computes is no clash: a sharded checkpoint's metadata read back
+    # (it holds total_size) saves again with its tensors
+    assert json.loads(sharded.index_document({"a": "x"}, 4, {"total_size": 4}))["metadata"] == {
+        "total_size": 4
+    }
+    tenfold.save(tmp_path / "a.zt", t, max_shard_size=150000, metadata={"k": "v"})
+    with tenfold.open(tmp_path / "a.zt.index.json") as r:
+        md, back = dict(r.metadata), {k: np.array(r[k]) for k in r}
+    tenfold.save(tmp_path / "b.zt", back, max_shard_size=150000, metadata=md)
+    with tenfold.open(tmp_path / "b.zt.index.json") as r:
+        assert r.metadata == md == {"k": "v", "total_size": 4 * 25000 * 4}
     sharded.check_index_metadata({"step": "1"})  # other keys pass
 
 

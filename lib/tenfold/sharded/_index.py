@@ -35,12 +35,14 @@ OPENING_SHARD: contextvars.ContextVar[tuple[str, str] | None] = contextvars.Cont
 INDEX_OWN_KEYS = ("total_size",)
 
 
-def check_index_metadata(metadata: Mapping[str, Any] | None) -> None:
+def check_index_metadata(metadata: Mapping[str, Any] | None, total: int | None = None) -> None:
     """Refuse (:class:`~tenfold.errors.EncodeError` naming the key) metadata holding a key the
-    index computes itself (:data:`INDEX_OWN_KEYS`): the index would show the computed value
-    where the shards keep the given one. Called before the first shard is written."""
+    index computes itself (:data:`INDEX_OWN_KEYS`), unless it holds the value computed,
+    ``total`` (the metadata of a sharded checkpoint read back and saved with its tensors): the
+    index would show the computed value where the shards keep the given one. Called before
+    the first shard is written."""
     for key in INDEX_OWN_KEYS:
-        if metadata and key in metadata:
+        if metadata and key in metadata and (total is None or metadata[key] != total):
             raise E.encode(
                 "metadata",
                 field=key,
@@ -58,7 +60,7 @@ def index_document(
     checkpoint's ``metadata`` beside ``total_size`` when it has any (every shard holds it too:
     the index tells it without a shard opened). Metadata JSON cannot hold stays in the shards
     only; a key the index computes itself is refused (:func:`check_index_metadata`)."""
-    check_index_metadata(metadata)
+    check_index_metadata(metadata, total_size)
     md: dict[str, Any] = {}
     if metadata:
         try:

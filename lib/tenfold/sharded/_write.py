@@ -122,7 +122,8 @@ def write(
         write_one(os.fspath(path), groups[0])
         replace_layout(path, [os.fspath(path)])
         return [os.fspath(path)]
-    check_index_metadata(metadata)  # before the first shard: the index could not hold it
+    # before the first shard: the index could not hold it
+    check_index_metadata(metadata, sum(sizes[n] for n in names))
     paths, index = shard_paths(path, len(groups))
     weight_map: dict[str, str] = {}
     for p, group in zip(paths, groups, strict=True):
