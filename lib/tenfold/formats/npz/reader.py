@@ -294,13 +294,13 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) ->
     ``None``, :func:`tenfold.save`'s name for it, too)."""
     if "compress" in kw:
         compress = kw.pop("compress")
-        if compress not in ("deflate", None) or "compressed" in kw:
+        if "compressed" in kw:
             raise factory(FMT).encode(
-                "save",
-                field="compress",
-                detail="compressed= given too" if "compressed" in kw else None,
-                expected="'deflate' or None",
-                got=repr(compress),
+                "save", field="compress", detail="compressed= given too: give one of the two"
+            )
+        if compress not in ("deflate", None):
+            raise factory(FMT).encode(
+                "save", field="compress", expected="'deflate' or None", got=repr(compress)
             )
         kw["compressed"] = compress == "deflate"
     write_npz(path, tensors, **kw)
