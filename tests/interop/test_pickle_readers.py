@@ -305,3 +305,20 @@ def test_a_relative_path_is_the_one_of_the_open_not_of_the_pickle(tmp_path, monk
     for r in readers:
         with r, pickle.loads(pickle.dumps(r)) as back:
             assert back["a"].tolist() == [0, 1, 2, 3, 4]
+
+
+def test_an_iterator_option_reaches_the_reopened_reader(tmp_path):
+    # hmac_keys=iter(keys) was used up by the first open: the unpickled reader got no key
+    import pickle
+
+    import numpy as np
+
+    from tenfold import wtxt
+
+    p = tmp_path / "a.wtxt"
+    key = b"k" * 32
+    wtxt.write(p, {"a": np.arange(4, dtype=np.int32)}, hmac_key=key, schema="s/v1", gen=1,
+               ts="2025-01-01T00:00:00Z", build="b")  # fmt: skip
+    with tenfold.open(p, hmac_keys=iter([key])) as r, pickle.loads(pickle.dumps(r)) as back:
+        assert back.__dict__["_tenfold_opened_as"][2] == {"hmac_keys": [key]}
+        assert back["a"].tolist() == [0, 1, 2, 3]

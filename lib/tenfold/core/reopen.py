@@ -28,7 +28,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import factory
@@ -51,6 +51,10 @@ def recording(init: Callable[..., None]) -> Callable[..., None]:
 
     @functools.wraps(init)
     def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+        if any(isinstance(v, Iterator) for v in kwargs.values()):
+            # an iterator (hmac_keys=iter(keys)) is used up by the open: kept as a list, the
+            # same values reach this open and the one after unpickling
+            kwargs = {k: list(v) if isinstance(v, Iterator) else v for k, v in kwargs.items()}
         if _OPENED not in self.__dict__:
             if args:
                 record(self, args[0], args[1:], kwargs)
