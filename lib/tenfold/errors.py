@@ -363,6 +363,21 @@ class ErrorFactory:
         """An :class:`EncodeError`: a writer was given what the format cannot hold."""
         return self(EncodeError, obj, **kw)
 
+    def name_not_str(self, what: str, name: object) -> EncodeError:
+        """The :class:`EncodeError` of every writer for an entry name that is not a ``str``
+        (``what``: ``"tensor"``, ``"array"``...).
+
+        >>> str(factory("npz").name_not_str("array", 1))
+        'npz: array 1: name: not a string; expected str, got int'
+        """
+        return self.encode(
+            f"{what} {name!r}",
+            field="name",
+            detail="not a string",
+            expected="str",
+            got=type(name).__name__,
+        )
+
     def locked(self, obj: str | None, **kw: Unpack[Parts]) -> LockedError:
         """A :class:`LockedError`: another writer holds the file's lock."""
         return self(LockedError, obj, **kw)

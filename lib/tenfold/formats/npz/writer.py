@@ -16,7 +16,7 @@ from ...core.atomic import atomic_write
 from ...core.bounds import DEFAULT_LIMITS, Budget, Limits
 from ...core.buffers import BufferFile
 from ...core.mapped import open_regular
-from ...errors import EncodeError, describe
+from ...errors import EncodeError, describe, factory
 from ._npy import write_npy, write_npy_pieces
 from ._zipmember import open_member
 from .archive import FMT, Archive, Member
@@ -78,16 +78,7 @@ def check_member_name(fmt: str, name: object, what: str = "array") -> str:
     'layers.0/w.npy'
     """
     if not isinstance(name, str):
-        raise EncodeError(
-            describe(
-                fmt,
-                f"{what} {name!r}",
-                field="name",
-                detail="not a string",
-                expected="str",
-                got=type(name).__name__,
-            )
-        )
+        raise factory(fmt).name_not_str(what, name)
     bad: str | None = None
     if "\x00" in name:
         bad = "contains U+0000, where zipfile cuts a member name"

@@ -93,13 +93,7 @@ def _err(obj: str, detail: str, expected: object = None, got: object = None) -> 
 
 def _check_name(name: object, kind: str) -> str:
     if not isinstance(name, str):
-        raise S.E.encode(
-            f"{kind} {name!r}",
-            field="name",
-            detail="not a string",
-            expected="str",
-            got=type(name).__name__,
-        )
+        raise S.E.name_not_str(kind, name)
     if not S.NAME_RE_STR.fullmatch(name):
         # repr: an empty name or one with control characters is visible
         raise _err(f"{kind} {name!r}", "invalid name", "[A-Za-z0-9._-]+", repr(name))

@@ -25,7 +25,7 @@ from ...core.bounds import DEFAULT_LIMITS, Limits
 from ...core.buffers import byte_view
 from ...core.dtypes import canonical
 from ...core.mapped import MappedFile
-from ...errors import EncodeError, describe
+from ...errors import EncodeError, describe, factory
 
 # re-exported: the names this module had before the parser and the dtype tables moved out
 from ._dtypes import (  # noqa: F401
@@ -75,16 +75,7 @@ def check_name(name: object, *, fmt: str = FMT) -> str:
     'w'
     """
     if not isinstance(name, str):
-        raise EncodeError(
-            describe(
-                fmt,
-                f"tensor {name!r}",
-                field="name",
-                detail="not a string",
-                expected="str",
-                got=type(name).__name__,
-            )
-        )
+        raise factory(fmt).name_not_str("tensor", name)
     if name == RESERVED:
         raise EncodeError(
             describe(

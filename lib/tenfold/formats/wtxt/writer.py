@@ -26,7 +26,7 @@ from ...core import parallel
 from ...core.atomic import atomic_write
 from ...core.dtypes import registry
 from ...core.release import release
-from ...errors import EncodeError
+from ...errors import EncodeError, factory
 from . import _spec as S
 from ._crypto import prev_hex, private_key, sign_line
 from .codec import BatchWriter
@@ -513,13 +513,7 @@ def save(path: str | os.PathLike[str], tensors: Mapping[str, Any], **kw: Any) ->
     stored: dict[str, Any] = {}
     for name, value in tensors.items():
         if not isinstance(name, str):
-            raise _bad(
-                f"array {name!r}",
-                "not a string",
-                field="name",
-                expected="str",
-                got=type(name).__name__,
-            )
+            raise factory(S.FMT).name_not_str("array", name)
         scalar = getattr(value, "ndim", None) == 0 or np.ndim(value) == 0
         stored[_names.encode(name, scalar)] = value
     if any(k != n for k, n in zip(stored, tensors, strict=True)):

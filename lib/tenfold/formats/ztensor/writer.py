@@ -105,16 +105,7 @@ class Writer(AtomicFileWriter):
         """Append one tensor (dense array-like, :class:`SparseTensor` or SciPy CSR/COO)."""
         self._check_open()
         if not isinstance(name, str):
-            raise EncodeError(
-                describe(
-                    FMT,
-                    f"tensor {name!r}",
-                    field="name",
-                    detail="not a string",
-                    expected="str",
-                    got=type(name).__name__,
-                )
-            )
+            raise E.name_not_str("tensor", name)
         if name in self._names:
             raise EncodeError(
                 describe(FMT, f"tensor {name!r}", field="name", detail="duplicate name")
