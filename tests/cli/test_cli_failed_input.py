@@ -48,6 +48,18 @@ def test_the_input_at_fault_leads_the_message(files, capsys, argv, culprit):
     assert not (files / "o.wtxt").exists() and not (files / "o.safetensors").exists()
 
 
+@pytest.mark.parametrize(
+    ("delta", "says"),
+    [("trunc.zt", "bad delta magic"), ("good.wtxt", "a WTXT snapshot, not a delta")],
+)
+def test_apply_names_a_file_that_is_no_delta_as_such(files, capsys, delta, says):
+    # the raw bytes are checked before the line rules: it said "control byte 0x00 not allowed"
+    # or "file ends inside a line" for a .zt, and nothing of a snapshot given as the delta
+    assert main(["apply", "good.wtxt", delta, "o.wtxt"]) == 1
+    err = _error(capsys)
+    assert err.startswith(f"{delta}: wtxt: line 1 at offset 0x0: {says}"), err
+
+
 def test_convert_does_not_blame_the_source_for_the_target(files, capsys):
     # a refusal of the target format is no fault of the (good) source
     tenfold.save("c.zt", {"c": np.array([1 + 2j])}, zt_generation=2)

@@ -86,7 +86,21 @@ class _DeltaParser:
 
     def _magic(self) -> str:
         """Line 1, ``WTXT-DELTA 2 base_sha256_all=<hex64>``: the base root it applies to."""
-        text, ln, off = self.cur.line("'WTXT-DELTA 2 ...'")
+        cur = self.cur
+        head = cur.data[cur.pos : cur.pos + 20].tobytes()
+        if not head.startswith(b"WTXT-DELTA 2 "[: len(head)]) or not head:
+            # checked on the raw bytes first: a file that is no delta at all (a .zt, a
+            # snapshot) is named as such, not by the first line rule its bytes break
+            snapshot = head.startswith(b"WTXT 1")
+            raise err(
+                FormatError,
+                cur.lineno,
+                cur.pos,
+                "a WTXT snapshot, not a delta" if snapshot else "bad delta magic",
+                expected="'WTXT-DELTA 2 ...'",
+                got=repr(head.decode("latin-1")),
+            )
+        text, ln, off = cur.line("'WTXT-DELTA 2 ...'")
         if not text.startswith("WTXT-DELTA 2 "):
             raise err(
                 FormatError,
