@@ -87,18 +87,18 @@ class _DeltaParser:
     def _magic(self) -> str:
         """Line 1, ``WTXT-DELTA 2 base_sha256_all=<hex64>``: the base root it applies to."""
         cur = self.cur
-        head = cur.data[cur.pos : cur.pos + 20].tobytes()
-        if not head.startswith(b"WTXT-DELTA 2 "[: len(head)]) or not head:
+        start = cur.data[cur.pos : cur.pos + 20].tobytes()
+        if start and not start.startswith(b"WTXT-DELTA 2 "[: len(start)]):
             # checked on the raw bytes first: a file that is no delta at all (a .zt, a
             # snapshot) is named as such, not by the first line rule its bytes break
-            snapshot = head.startswith(b"WTXT 1")
+            snapshot = start.startswith(b"WTXT 1")
             raise err(
                 FormatError,
                 cur.lineno,
                 cur.pos,
                 "a WTXT snapshot, not a delta" if snapshot else "bad delta magic",
                 expected="'WTXT-DELTA 2 ...'",
-                got=repr(head.decode("latin-1")),
+                got=repr(start.decode("latin-1")),
             )
         text, ln, off = cur.line("'WTXT-DELTA 2 ...'")
         if not text.startswith("WTXT-DELTA 2 "):
