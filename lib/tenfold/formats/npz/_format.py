@@ -14,15 +14,25 @@ EMPTY_ZIP = b"PK\x05\x06"
 DTYPES = NATIVE_DTYPES | {"complex64"}
 
 
+#: bytes of a zip local header before its member name
+_FIXED = 30
+
+
+def _name_extra(head: bytes) -> tuple[int, int]:
+    """The member name's and the extra field's lengths in a zip local header (at offsets 26
+    and 28, little-endian), which ``head`` holds whole (at least :data:`_FIXED` bytes)."""
+    return int.from_bytes(head[26:28], "little"), int.from_bytes(head[28:30], "little")
+
+
 def sniff(head: bytes) -> bool:
     """True when ``head`` starts a zip whose first member is a ``.npy`` (or an empty zip,
     which is what ``np.savez`` writes for no arrays)."""
     if head[:4] == EMPTY_ZIP:
         return True
-    if head[:4] != LOCAL_HEADER or len(head) < 30:
+    if head[:4] != LOCAL_HEADER or len(head) < _FIXED:
         return False
-    n = int.from_bytes(head[26:28], "little")
-    name = head[30 : 30 + n]
+    n, _ = _name_extra(head)
+    name = head[_FIXED : _FIXED + n]
     return len(name) == n and name.endswith(b".npy")
 
 
@@ -34,12 +44,11 @@ def near_miss(head: bytes, where: str, named: bool) -> FormatError | None:
         return None
     if len(head) >= SNIFF_BYTES:  # the file goes on: not cut in its first header
         return None
-    if len(head) >= 30 and len(head) >= 30 + int.from_bytes(head[26:28], "little"):
+    name, extra = _name_extra(head) if len(head) >= _FIXED else (0, 0)
+    if len(head) >= _FIXED + name:
         return None  # its member name is whole: what sniff looked at is there
     # the local header with its name and extra field (what the reader asks for, too)
-    need = 30
-    if len(head) >= 30:
-        need += int.from_bytes(head[26:28], "little") + int.from_bytes(head[28:30], "little")
+    need = _FIXED + name + extra
     return factory("npz").truncated(
         where,
         offset=0,
