@@ -218,3 +218,20 @@ def test_zt_compress_and_a_contrary_encoding_are_refused(tmp_path):
     with pytest.raises(EncodeError, match="compress"):
         tenfold.save(tmp_path / "c.zt", {"a": np.zeros(3)}, compress=None, encoding="zstd")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_writer_compress_refusals_name_the_field(tmp_path):
+    from tenfold.formats.npz.reader import save as npz_save
+    from tenfold.formats.ztensor.writer import save as zt_save
+
+    a = {"a": np.zeros(3, np.float32)}
+    with pytest.raises(EncodeError) as e:
+        npz_save(tmp_path / "a.npz", a, compress="deflate", compressed=True)
+    assert e.value.field == "compress" and "give one of the two" in str(e.value)
+    with pytest.raises(EncodeError) as e:
+        npz_save(tmp_path / "a.npz", a, compress="zstd")
+    assert e.value.field == "compress" and "expected 'deflate' or None, got 'zstd'" in str(e.value)
+    with pytest.raises(EncodeError) as e:
+        zt_save(tmp_path / "a.zt", a, compress="lz4")
+    assert e.value.field == "compress" and "expected 'zstd' or None, got 'lz4'" in str(e.value)
+    assert list(tmp_path.iterdir()) == []
